@@ -1,0 +1,2 @@
+# certs/: the OpenSSL certificate tool.
+LIB_SRCS += certs/certs_cmd.c

@@ -1,0 +1,154 @@
+/* The ncclguard policy: an immutable snapshot loaded from YAML, the settings
+ * the mutation uses, and the decision for one pod. */
+#ifndef NCCLGUARD_POLICY_H
+#define NCCLGUARD_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "error.h"
+
+struct policy;
+
+enum shm_existing {
+    SHM_EXISTING_KEEP = 0, /* leave a smaller user /dev/shm volume, warn */
+    SHM_EXISTING_GROW = 1  /* raise a smaller memory emptyDir's sizeLimit */
+};
+
+enum shm_memory_limit {
+    SHM_MEMLIMIT_WARN = 0, /* warn when shm exceeds a container's limit */
+    SHM_MEMLIMIT_RAISE = 1 /* raise memory request and limit by shm size */
+};
+
+enum ringcheck_mode {
+    RINGCHECK_MODE_PROCESS = 0, /* one process per GPU ("process") */
+    RINGCHECK_MODE_GROUP = 1    /* one process, group init ("group") */
+};
+
+enum ringcheck_on_failure {
+    RINGCHECK_FAIL = 0,
+    RINGCHECK_WARN = 1,
+    RINGCHECK_FALLBACK = 2
+};
+
+struct env_var {
+    char *name;
+    char *value;
+};
+
+/*
+ * Every setting the mutation uses. The default policy's values are in
+ * policy/default.yaml. Sizes are bytes. Strings are owned by the policy
+ * snapshot; callers only read them. New fields may be added; existing
+ * ones keep their names and meaning.
+ */
+struct settings {
+    /* Extended-resource names that count as GPUs, matched exactly. */
+    char **gpu_resources;
+    size_t n_gpu_resources;
+
+    struct {
+        bool enabled;  /* inject the envFrom at all */
+        char *name;    /* ConfigMap name, "nccl-production-profile" */
+        bool optional; /* configMapRef.optional */
+    } profile;
+
+    struct {
+        bool enabled;
+        int64_t per_gpu; /* 4Gi */
+        int64_t min;     /* 1Gi */
+        int64_t max;     /* 64Gi; also caps the shm-size annotation */
+        enum shm_existing existing;
+        enum shm_memory_limit memory_limit;
+    } shm;
+
+    struct {
+        char **capabilities; /* added to GPU containers, e.g. IPC_LOCK */
+        size_t n_capabilities;
+        bool host_ipc;
+    } ipc;
+
+    struct {
+        bool enabled;
+        char *image;
+        int timeout_seconds;     /* whole-check deadline */
+        int64_t bandwidth_bytes; /* bandwidth phase message size */
+        enum ringcheck_mode mode;
+        enum ringcheck_on_failure on_failure;
+        double min_busbw_gbps; /* 0 = no threshold */
+        bool allow_opt_out;    /* honour ncclguard.io/ring-check: "false" */
+        char *cpu_request;     /* "100m" */
+        char *memory_request;  /* "256Mi" */
+    } ringcheck;
+
+    /* Env vars added to GPU containers unless the user set the name. */
+    struct env_var *extra_env;
+    size_t n_extra_env;
+
+    struct {
+        bool allow_annotation; /* honour ncclguard.io/debug: "true" */
+        char *level;           /* NCCL_DEBUG value, "INFO" */
+        char *subsys;          /* NCCL_DEBUG_SUBSYS, "INIT,COLL,ENV,NET" */
+    } debug;
+};
+
+/* At most this many warnings come out of one decision. */
+#define POLICY_MAX_WARNINGS 8
+
+/*
+ * The outcome of matching one pod against the policy. `settings` is
+ * borrowed from the policy snapshot and stays valid as long as the
+ * snapshot. The annotation overrides, already bounded by the policy, are
+ * given separately so the shared snapshot is never written.
+ */
+struct decision {
+    const char *rule; /* matched rule's name, or "default" */
+    bool skip;        /* rule says skip: true */
+    const struct settings *settings;
+    int64_t shm_override; /* accepted ncclguard.io/shm-size, or -1 */
+    bool ringcheck;        /* settings->ringcheck.enabled after opt-out */
+    bool debug;            /* accepted ncclguard.io/debug: "true" */
+    size_t n_warnings;     /* refused overrides, each saying why */
+    char warnings[POLICY_MAX_WARNINGS][160];
+};
+
+/*
+ * Loads a policy from YAML text. name is used in messages (a file name).
+ * On failure returns NULL and fills err with the first error and its
+ * line:column. The returned snapshot is immutable and safe to share
+ * between threads; free it with policy_free().
+ */
+struct policy *policy_load(const char *buf, size_t len, const char *name,
+                           struct ng_error *err)
+    __attribute__((warn_unused_result));
+
+/* Reads and loads a file; as policy_load(). */
+struct policy *policy_load_file(const char *path, struct ng_error *err)
+    __attribute__((warn_unused_result));
+
+/* Frees a snapshot. policy_free(NULL) is a no-op. */
+void policy_free(struct policy *p);
+
+/* The settings used when no rule matches. Borrowed from p. */
+const struct settings *policy_defaults(const struct policy *p);
+
+/*
+ * Hex digest (SHA-256 of the source text) identifying the snapshot, for
+ * /metrics and logs. Borrowed from p.
+ */
+const char *policy_hash(const struct policy *p);
+
+/*
+ * Decides for one pod. namespace may be NULL or ""; labels and
+ * annotations are the pod's metadata objects (may be NULL). gpus is the
+ * pod's GPU count computed with policy_defaults(p)->gpu_resources. Fills
+ * *out; never fails. Thread-safe: p is only read.
+ */
+void policy_decide(const struct policy *p, const char *namespace,
+                   const json_t *labels, const json_t *annotations,
+                   int64_t gpus, struct decision *out);
+
+#endif

@@ -1,0 +1,54 @@
+/* The plan for one pod: GPU count, envFrom, /dev/shm, IPC, ring-check init
+ * container, recorded as an RFC 6902 patch that has been applied locally. */
+#ifndef NCCLGUARD_MUTATE_H
+#define NCCLGUARD_MUTATE_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "policy.h"
+
+/* Settings that come from the command line, not from the policy. */
+struct mutate_options {
+    const char *own_namespace; /* the webhook's namespace; skipped. NULL ok */
+};
+
+enum mutate_status {
+    MUTATE_PATCHED = 0,   /* patch is non-empty */
+    MUTATE_UNCHANGED = 1, /* GPU pod already carries everything */
+    MUTATE_SKIPPED = 2,   /* policy rule, annotation or namespace says no */
+    MUTATE_NOT_GPU = 3,   /* no GPU requested (or a bad count, warned) */
+    MUTATE_ERROR = 4      /* internal failure: no patch, a warning */
+};
+
+/* Short names for the log line and metrics: "patched", "skipped", ... */
+const char *mutate_status_name(enum mutate_status s);
+
+struct mutate_result {
+    enum mutate_status status;
+    json_t *patch;    /* array of ops, owned; [] when there is no patch */
+    json_t *warnings; /* array of strings (<= 120 chars each), owned */
+    json_t *audit;    /* object, auditAnnotations key -> string, owned */
+    json_t *injected; /* array of short strings for the log line, owned */
+    char rule[128];   /* rule that decided ("default" when none) */
+    int64_t gpus;
+    char reason[160]; /* why skipped / error, "" otherwise */
+};
+
+/*
+ * Plans the mutation of pod (a Pod object, borrowed, not modified) created
+ * in namespace (may be NULL: taken from metadata.namespace). The patch is
+ * applied to a copy before returning; if it does not apply, the result is
+ * MUTATE_ERROR with no patch and a warning. Returns 0 and fills *res (to be
+ * released with mutate_result_release()) in every case except allocation
+ * failure (-1). Thread-safe: pol is only read.
+ */
+int mutate_pod(const json_t *pod, const char *namespace,
+               const struct policy *pol, const struct mutate_options *opt,
+               struct mutate_result *res) __attribute__((warn_unused_result));
+
+/* Frees what a result owns. Safe on a zeroed struct. */
+void mutate_result_release(struct mutate_result *res);
+
+#endif

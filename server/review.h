@@ -1,0 +1,50 @@
+/* AdmissionReview (admission.k8s.io/v1 and v1beta1) decode and encode. */
+#ifndef NCCLGUARD_REVIEW_H
+#define NCCLGUARD_REVIEW_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "mutate.h"
+#include "policy.h"
+
+enum review_result {
+    REVIEW_PATCHED = 0,
+    REVIEW_UNCHANGED,
+    REVIEW_SKIPPED,
+    REVIEW_NOT_GPU,
+    REVIEW_IGNORED,     /* not Pod CREATE: allowed, no patch */
+    REVIEW_ERROR,       /* internal failure: allowed, no patch, warning */
+    REVIEW_BAD_REQUEST, /* 400: not JSON or not an AdmissionReview */
+    REVIEW_RESULT_COUNT
+};
+
+/* Label values for metrics and logs ("patched", "bad_request", ...). */
+const char *review_result_name(enum review_result r);
+
+struct review_outcome {
+    int http_status;          /* 200 or 400 */
+    enum review_result result;
+    char *body;               /* malloc'd response: JSON, or a one-line */
+    size_t body_len;          /* reason ending in '\n' for 400 */
+    const char *content_type; /* static string */
+    json_t *log;              /* owned: fields for the admission log line */
+    size_t patch_ops;
+    size_t warnings;
+};
+
+/*
+ * Decodes body (len bytes, not NUL-terminated), runs the mutation for Pod
+ * CREATE and encodes the response. Returns 0 and fills *out (release with
+ * review_outcome_release()) for every input, good or bad; -1 only on
+ * allocation failure. Thread-safe: pol is only read.
+ */
+int review_handle(const char *body, size_t len, const struct policy *pol,
+                  const struct mutate_options *opt, struct review_outcome *out)
+    __attribute__((warn_unused_result));
+
+/* Frees what an outcome owns. Safe on a zeroed struct. */
+void review_outcome_release(struct review_outcome *out);
+
+#endif
