@@ -45,8 +45,12 @@ all: $(BUILD)/ncclguard
 
 include policy/policy.mk
 include server/server.mk
+include server/http.mk
 include certs/certs.mk
+include deploy/deploy.mk
 include ringcheck/ringcheck.mk
+include tests/fuzz/fuzz.mk
+include bench/bench.mk
 include tests/tests.mk
 
 LIB_OBJS = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)

@@ -1,0 +1,1 @@
+# bench/: make bench against nginx.

@@ -1,0 +1,1 @@
+# deploy/: kustomize rendering checks.

@@ -1,0 +1,1 @@
+# server/ HTTP side: serve, TLS, metrics, logs, reload, integration tests, make run.

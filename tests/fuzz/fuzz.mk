@@ -1,0 +1,1 @@
+# tests/fuzz/: libFuzzer targets, corpus replay, make fuzz, make valgrind.
