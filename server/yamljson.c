@@ -731,7 +731,20 @@ emit_scalar(yaml_emitter_t *em, const char *s, size_t len,
     return emit(em, &ev);
 }
 
-/* A string goes out plain only when reading it back gives a string. */
+/* YAML 1.1 infinities and NaN: strings here, floats to other readers. */
+static bool
+special_float(const char *s, size_t len)
+{
+    static const char *const words[] = {".inf", ".Inf", ".INF", "+.inf",
+                                        "+.Inf", "+.INF", "-.inf", "-.Inf",
+                                        "-.INF", ".nan", ".NaN", ".NAN",
+                                        NULL};
+
+    return word_in(s, len, words);
+}
+
+/* A string goes out plain only when reading it back gives a string;
+ * other YAML readers (kubectl) must read the same value. */
 static yaml_scalar_style_t
 string_style(const char *s, size_t len)
 {
@@ -742,7 +755,7 @@ string_style(const char *s, size_t len)
     if (memchr(s, '\n', len) != NULL)
         return YAML_LITERAL_SCALAR_STYLE;
     if (len == 0 || scalar_resolve(s, len, &iv, &dv, &bv) != SCALAR_STRING ||
-        strcmp(s, "<<") == 0)
+        strcmp(s, "<<") == 0 || special_float(s, len))
         return YAML_DOUBLE_QUOTED_SCALAR_STYLE;
     return YAML_ANY_SCALAR_STYLE;
 }
