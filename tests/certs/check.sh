@@ -1,6 +1,7 @@
 #!/bin/sh
 # Checks `ncclguard certs` with the openssl command line: what create writes,
 # CA reuse, inspect's exit codes and messages, bad input, webhook-config.
+# shellcheck disable=SC2015
 set -u
 
 : "${NCCLGUARD:?set NCCLGUARD to the ncclguard binary}"
