@@ -194,6 +194,15 @@ check "self-signed: the Job's script writes the Secret the Deployment mounts" "$
      select(.secret) | .secret.secretName) as \$name |
     $JOB.spec.template.spec.containers[0].command[-1] |
     contains(\"create secret generic \" + \$name) and contains(\"kubernetes.io/tls\")"
+check "self-signed: the Job renders from the policy ConfigMap the webhook uses" "$J" "
+    (.[] | select(.kind == \"Deployment\") | .spec.template.spec.volumes[] |
+     select(.configMap) | .configMap.name) as \$cm |
+    ($JOB.spec.template.spec.volumes[] | select(.configMap) | .configMap.name) == \$cm and
+    ($JOB.spec.template.spec.initContainers[1].args | index(\"--policy\")) as \$i |
+    $JOB.spec.template.spec.initContainers[1].args[\$i + 1] == \"/etc/ncclguard/policy.yaml\" and
+    ($JOB.spec.template.spec.initContainers[1].volumeMounts[] |
+     select(.mountPath == \"/etc/ncclguard\") | .name) as \$m |
+    ($JOB.spec.template.spec.volumes[] | select(.name == \$m) | .configMap.name) == \$cm"
 check "self-signed: the Job's pod runs restricted" "$J" "
     $JOB.spec.template.spec.securityContext.runAsNonRoot == true and
     $JOB.spec.template.spec.securityContext.seccompProfile.type == \"RuntimeDefault\" and
@@ -220,7 +229,8 @@ check "self-signed: the Job's ServiceAccount is the one bound" "$J" "
 # configuration the way the Job's kubectl does.
 jobargs() {
     jq -r "$JOB.spec.template.spec.initContainers[$1].args[]" "$J" |
-        sed -e "s#^/work#$T/work#" -e "s#^/ca\$#$T/ca#"
+        sed -e "s#^/work#$T/work#" -e "s#^/ca\$#$T/ca#" \
+            -e "s#^/etc/ncclguard/#$ROOT/deploy/base/#"
 }
 mkdir -p "$T/ca"
 # shellcheck disable=SC2046
