@@ -9,3 +9,13 @@ check-policy-lint: $(BUILD)/ncclguard
 	NCCLGUARD=$(abspath $(BUILD))/ncclguard sh tests/policy/check.sh
 
 CHECKS += check-policy-lint
+
+# The shipped policies must lint clean (warnings allowed).
+POLICY_EXAMPLES := policy/default.yaml \
+	$(filter-out %.test.yaml,$(wildcard policy/examples/*.yaml))
+
+.PHONY: check-policy-examples
+check-policy-examples: $(BUILD)/ncclguard
+	$(BUILD)/ncclguard policy lint $(POLICY_EXAMPLES)
+
+CHECKS += check-policy-examples
