@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonenc.h"
+
 static const char *const result_names[REVIEW_RESULT_COUNT] = {
     [REVIEW_PATCHED] = "patched",   [REVIEW_UNCHANGED] = "unchanged",
     [REVIEW_SKIPPED] = "skipped",   [REVIEW_NOT_GPU] = "not_gpu",
@@ -243,11 +245,13 @@ review_handle(const char *body, size_t len, const struct policy *pol,
             goto done;
         out->result = result_of(mres.status);
         if (json_array_size(mres.patch) > 0) {
-            patch_text = json_dumps(mres.patch, JSON_COMPACT);
+            size_t patch_len = 0;
+
+            patch_text = jsonenc_dumps(mres.patch, &patch_len);
             if (patch_text == NULL)
                 goto done;
             patch_b64 = base64_encode((const unsigned char *)patch_text,
-                                      strlen(patch_text));
+                                      patch_len);
             if (patch_b64 == NULL ||
                 json_object_set_new(r, "patchType", json_string("JSONPatch")) ||
                 json_object_set_new(r, "patch", json_string(patch_b64)))
@@ -272,10 +276,9 @@ review_handle(const char *body, size_t len, const struct policy *pol,
     if (json_object_set_new(out->log, "result",
                             json_string(review_result_name(out->result))))
         goto done;
-    out->body = json_dumps(resp, JSON_COMPACT);
+    out->body = jsonenc_dumps(resp, &out->body_len);
     if (out->body == NULL)
         goto done;
-    out->body_len = strlen(out->body);
     out->http_status = 200;
     out->content_type = "application/json";
     rc = 0;
