@@ -1,2 +1,10 @@
-# certs/: the OpenSSL certificate tool.
-LIB_SRCS += certs/certs_cmd.c
+# certs/: the OpenSSL certificate tool and its checks.
+LIB_SRCS += certs/certs.c certs/certs_cmd.c
+UNIT_TESTS += certs
+DEB_PKGS += openssl
+
+.PHONY: check-certs
+check-certs: $(BUILD)/ncclguard
+	NCCLGUARD=$(abspath $(BUILD))/ncclguard sh tests/certs/check.sh
+
+CHECKS += check-certs

@@ -1,13 +1,324 @@
-/* ncclguard certs: placeholder until the module lands (replaced by its owner). */
+/* ncclguard certs create | inspect | webhook-config: the command line. */
 #include "cmd.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "certs.h"
+
+/* Exit statuses: 0 success, 1 a check or an operation failed, 2 usage. */
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+
+static const char usage_text[] =
+    "usage: ncclguard certs <command> [options]\n"
+    "\n"
+    "  create --service S --namespace NS --out DIR [--days 365]\n"
+    "         [--ca-days 3650] [--key ec|rsa] [--san NAME|IP]... [--ca-dir "
+    "DIR]\n"
+    "      Create a CA (or reuse ca.crt and ca.key found in --ca-dir, default\n"
+    "      --out) and a serving certificate signed by it. Writes ca.crt,\n"
+    "      ca.key, tls.crt and tls.key (keys mode 0600) and prints the base64\n"
+    "      caBundle on stdout.\n"
+    "\n"
+    "  inspect FILE [--ca FILE] [--check-host NAME|IP]\n"
+    "      Print a certificate; check that it is valid now, that it chains to\n"
+    "      --ca and that it names the host. Exit 1 when a check fails, 2 on\n"
+    "      bad input.\n"
+    "\n"
+    "  webhook-config --ca-file ca.crt | --ca-bundle-file FILE\n"
+    "         [--service ncclguard] [--namespace ncclguard] [--name "
+    "ncclguard]\n"
+    "         [--output FILE]\n"
+    "      Render the MutatingWebhookConfiguration with its caBundle: from a\n"
+    "      PEM CA certificate (--ca-file) or a file holding the base64\n"
+    "      caBundle that `create` prints (--ca-bundle-file).\n";
+
+/* Reads the value of an option given as "--opt value" or "--opt=value".
+ * Returns 1 if argv[*i] is this option (value in *val), 0 if not, -1 when
+ * the value is missing. */
+static int
+opt_value(int argc, char **argv, int *i, const char *name, const char **val)
+{
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+
+    if (strncmp(a, name, n) != 0)
+        return 0;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return 1;
+    }
+    if (a[n] != '\0')
+        return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "ncclguard certs: %s needs a value\n", name);
+        return -1;
+    }
+    *val = argv[++*i];
+    return 1;
+}
+
+/* Parses a whole number of days in [min, CERTS_MAX_DAYS]. */
+static int
+days_parse(const char *opt, const char *s, int min, int *out)
+{
+    char *end = NULL;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (s[0] == '\0' || *end != '\0' || errno != 0 || v < min ||
+        v > CERTS_MAX_DAYS) {
+        fprintf(stderr,
+                "ncclguard certs: invalid %s '%s': expected a whole number "
+                "of days from %d to %d\n",
+                opt, s, min, CERTS_MAX_DAYS);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int
+create_run(int argc, char **argv)
+{
+    struct certs_create_opts o = {.days = 365, .ca_days = 3650};
+    struct certs_create_result res = {0};
+    const char *sans[CERTS_MAX_SANS];
+    struct ng_error err = {0};
+    const char *v = NULL;
+    int r;
+
+    for (int i = 1; i < argc; i++) {
+        if ((r = opt_value(argc, argv, &i, "--service", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            o.service = v;
+        } else if ((r = opt_value(argc, argv, &i, "--namespace", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            o.namespace = v;
+        } else if ((r = opt_value(argc, argv, &i, "--out", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            o.out_dir = v;
+        } else if ((r = opt_value(argc, argv, &i, "--ca-dir", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            o.ca_dir = v;
+        } else if ((r = opt_value(argc, argv, &i, "--days", &v)) != 0) {
+            if (r < 0 || days_parse("--days", v, 0, &o.days) != 0)
+                return EXIT_USAGE;
+        } else if ((r = opt_value(argc, argv, &i, "--ca-days", &v)) != 0) {
+            if (r < 0 || days_parse("--ca-days", v, 1, &o.ca_days) != 0)
+                return EXIT_USAGE;
+        } else if ((r = opt_value(argc, argv, &i, "--key", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (strcmp(v, "ec") == 0) {
+                o.key_type = CERTS_KEY_EC;
+            } else if (strcmp(v, "rsa") == 0) {
+                o.key_type = CERTS_KEY_RSA;
+            } else {
+                fprintf(stderr,
+                        "ncclguard certs: invalid --key '%s': expected ec or "
+                        "rsa\n",
+                        v);
+                return EXIT_USAGE;
+            }
+        } else if ((r = opt_value(argc, argv, &i, "--san", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (o.n_sans >= CERTS_MAX_SANS) {
+                fprintf(stderr, "ncclguard certs: too many --san: at most %d\n",
+                        CERTS_MAX_SANS);
+                return EXIT_USAGE;
+            }
+            sans[o.n_sans++] = v;
+        } else {
+            fprintf(stderr, "ncclguard certs create: unknown option '%s'\n",
+                    argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    if (o.service == NULL || o.namespace == NULL || o.out_dir == NULL) {
+        fprintf(stderr, "ncclguard certs create: --service, --namespace and "
+                        "--out are required\n");
+        return EXIT_USAGE;
+    }
+    o.sans = sans;
+    if (certs_create(&o, &res, &err) != 0) {
+        fprintf(stderr, "ncclguard certs create: %s\n", err.msg);
+        return EXIT_FAIL;
+    }
+    if (res.warning[0] != '\0')
+        fprintf(stderr, "ncclguard certs create: warning: %s\n", res.warning);
+    fprintf(stderr,
+            "ncclguard certs create: %s CA; wrote %s/{ca.crt,ca.key,tls.crt,"
+            "tls.key}\n",
+            res.ca_reused ? "reused the" : "created a new", o.out_dir);
+    printf("%s\n", res.ca_bundle);
+    certs_create_result_release(&res);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "ncclguard certs create: cannot write stdout\n");
+        return EXIT_FAIL;
+    }
+    return 0;
+}
+
+static int
+inspect_run(int argc, char **argv)
+{
+    const char *file = NULL, *ca = NULL, *host = NULL, *v = NULL;
+    struct ng_error err = {0};
+    enum certs_status st;
+    int r;
+
+    for (int i = 1; i < argc; i++) {
+        if ((r = opt_value(argc, argv, &i, "--ca", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            ca = v;
+        } else if ((r = opt_value(argc, argv, &i, "--check-host", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            host = v;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            fprintf(stderr, "ncclguard certs inspect: unknown option '%s'\n",
+                    argv[i]);
+            return EXIT_USAGE;
+        } else if (file == NULL) {
+            file = argv[i];
+        } else {
+            fprintf(stderr,
+                    "ncclguard certs inspect: one FILE only ('%s' is extra)\n",
+                    argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    if (file == NULL) {
+        fprintf(stderr, "ncclguard certs inspect: no FILE given\n");
+        return EXIT_USAGE;
+    }
+    if (host != NULL && host[0] == '\0') {
+        fprintf(stderr, "ncclguard certs inspect: --check-host is empty\n");
+        return EXIT_USAGE;
+    }
+    st = certs_inspect(file, ca, host, stdout, &err);
+    fflush(stdout);
+    if (st != CERTS_OK) {
+        fprintf(stderr, "ncclguard certs inspect: %s\n", err.msg);
+        return st == CERTS_BAD_INPUT ? EXIT_USAGE : EXIT_FAIL;
+    }
+    return 0;
+}
+
+static int
+webhook_run(int argc, char **argv)
+{
+    struct certs_webhook_opts o = {
+        .name = "ncclguard", .service = "ncclguard", .namespace = "ncclguard"};
+    const char *ca_file = NULL, *bundle_file = NULL, *output = NULL;
+    struct ng_error err = {0};
+    const char *v = NULL;
+    char *bundle = NULL;
+    FILE *out = stdout;
+    int r, rc = EXIT_FAIL;
+
+    for (int i = 1; i < argc; i++) {
+        if ((r = opt_value(argc, argv, &i, "--service", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            o.service = v;
+        } else if ((r = opt_value(argc, argv, &i, "--namespace", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            o.namespace = v;
+        } else if ((r = opt_value(argc, argv, &i, "--name", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            o.name = v;
+        } else if ((r = opt_value(argc, argv, &i, "--ca-file", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            ca_file = v;
+        } else if ((r = opt_value(argc, argv, &i, "--ca-bundle-file", &v)) !=
+                   0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            bundle_file = v;
+        } else if ((r = opt_value(argc, argv, &i, "--output", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            output = v;
+        } else {
+            fprintf(stderr,
+                    "ncclguard certs webhook-config: unknown option '%s'\n",
+                    argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    if ((ca_file == NULL) == (bundle_file == NULL)) {
+        fprintf(stderr, "ncclguard certs webhook-config: give exactly one of "
+                        "--ca-file and --ca-bundle-file\n");
+        return EXIT_USAGE;
+    }
+    bundle = ca_file != NULL ? certs_ca_bundle_from_file(ca_file, &err)
+                             : certs_ca_bundle_load(bundle_file, &err);
+    if (bundle == NULL) {
+        fprintf(stderr, "ncclguard certs webhook-config: %s\n", err.msg);
+        return EXIT_FAIL;
+    }
+    o.ca_bundle = bundle;
+    if (output != NULL) {
+        out = fopen(output, "w");
+        if (out == NULL) {
+            fprintf(stderr,
+                    "ncclguard certs webhook-config: cannot open %s: %s\n",
+                    output, strerror(errno));
+            goto out;
+        }
+    }
+    if (certs_webhook_write(&o, out, &err) != 0) {
+        fprintf(stderr, "ncclguard certs webhook-config: %s\n", err.msg);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (out != NULL && out != stdout && fclose(out) != 0 && rc == 0) {
+        fprintf(stderr, "ncclguard certs webhook-config: cannot write %s\n",
+                output);
+        rc = EXIT_FAIL;
+    }
+    free(bundle);
+    return rc;
+}
 
 int
 cmd_certs(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "ncclguard certs: not built yet\n");
-    return 1;
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return EXIT_USAGE;
+    }
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+    }
+    if (strcmp(argv[1], "create") == 0)
+        return create_run(argc - 1, argv + 1);
+    if (strcmp(argv[1], "inspect") == 0)
+        return inspect_run(argc - 1, argv + 1);
+    if (strcmp(argv[1], "webhook-config") == 0)
+        return webhook_run(argc - 1, argv + 1);
+    fprintf(stderr, "ncclguard certs: unknown command '%s'\n", argv[1]);
+    fputs(usage_text, stderr);
+    return EXIT_USAGE;
 }

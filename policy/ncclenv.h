@@ -25,6 +25,11 @@ const char *ncclenv_catalog_version(void);
  * or TORCH_NCCL_ are not NCCL's business and give NCCLENV_OK. Fills *out
  * and returns its severity. Thread-safe; no allocation.
  */
+/* Number of variables in the catalog and the i-th name (NULL past the
+ * end), for tools and tests. Static data; thread-safe. */
+size_t ncclenv_catalog_size(void);
+const char *ncclenv_catalog_name(size_t i);
+
 enum ncclenv_severity ncclenv_check(const char *name, const char *value,
                                     struct ncclenv_finding *out);
 

@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 
+#include "diag.h"
 #include "error.h"
 
 struct policy;
@@ -125,12 +126,43 @@ struct policy *policy_load(const char *buf, size_t len, const char *name,
                            struct ng_error *err)
     __attribute__((warn_unused_result));
 
+/*
+ * Reads a whole file of at most max bytes into a NUL-terminated buffer
+ * (*buf, to free() by the caller; *len excludes the NUL). On failure
+ * returns -1, fills err ("cannot open x: reason", "x is larger than ...")
+ * and leaves the outputs untouched. Thread-safe.
+ */
+int policy_read_file(const char *path, size_t max, char **buf, size_t *len,
+                     struct ng_error *err) __attribute__((warn_unused_result));
+
 /* Reads and loads a file; as policy_load(). */
 struct policy *policy_load_file(const char *path, struct ng_error *err)
     __attribute__((warn_unused_result));
 
-/* Frees a snapshot. policy_free(NULL) is a no-op. */
+/*
+ * Checks YAML text the way policy_load() does but collects every error and
+ * warning, with line:column, into *d (sorted by position). Returns the
+ * snapshot when there are no errors (warnings allowed), else NULL. Pure on
+ * (buf, len): no I/O, no global state, so it is safe to fuzz. Thread-safe.
+ */
+struct policy *policy_check(const char *buf, size_t len, struct diags *d)
+    __attribute__((warn_unused_result));
+
+/*
+ * Drops one reference to a snapshot and frees it when none is left.
+ * A snapshot starts with one reference. policy_free(NULL) is a no-op.
+ * Thread-safe (atomic count), so a reloader can swap the pointer it
+ * publishes while requests still hold references to the old snapshot.
+ */
 void policy_free(struct policy *p);
+
+/* Takes one more reference to p (atomic); returns p. NULL is passed
+ * through. Each reference is dropped with policy_free(). */
+struct policy *policy_ref(struct policy *p);
+
+/* Number of rules, and the i-th rule's name (borrowed from p). */
+size_t policy_rule_count(const struct policy *p);
+const char *policy_rule_name(const struct policy *p, size_t i);
 
 /* The settings used when no rule matches. Borrowed from p. */
 const struct settings *policy_defaults(const struct policy *p);

@@ -1,13 +1,228 @@
-/* ncclguard policy: placeholder until the module lands (replaced by its owner). */
+/* ncclguard policy lint | test: the policy authors' command line. */
 #include "cmd.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag.h"
+#include "ncclenv.h"
+#include "policy.h"
+#include "ytree.h"
+
+/* ConfigMap profiles are small; this bounds what lint reads. */
+#define PROFILE_MAX_BYTES (1024 * 1024)
+
+static void
+usage(FILE *out)
+{
+    fprintf(out,
+            "usage: ncclguard policy lint [--profile CONFIGMAP.yaml] "
+            "[POLICY.yaml...]\n"
+            "       ncclguard policy test [-v] DIR|FILE...\n"
+            "\n"
+            "lint   checks policy files (structure, types, quantities, "
+            "globs, rule\n"
+            "       order, NCCL variables in extraEnv) and, with --profile, "
+            "the NCCL\n"
+            "       variables of a ConfigMap profile against the NCCL %s "
+            "catalog.\n"
+            "       Prints FILE:LINE:COL: error|warning: MESSAGE. Exit 1 on "
+            "any\n"
+            "       error, 0 when there are only warnings.\n"
+            "test   runs policy test files (*.yaml under DIR) through the "
+            "webhook's\n"
+            "       mutation and compares the results; exit 1 on any "
+            "failure.\n",
+            ncclenv_catalog_version());
+}
+
+static void
+print_diags(const char *file, const struct diags *d)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        const struct diag *g = &d->v[i];
+        const char *sev = g->severity == DIAG_ERROR ? "error" : "warning";
+
+        if (g->line > 0)
+            printf("%s:%d:%d: %s: %s\n", file, g->line, g->col, sev, g->msg);
+        else
+            printf("%s: %s: %s\n", file, sev, g->msg);
+    }
+    if (d->n_errors + d->n_warnings > d->n)
+        printf("%s: note: %zu more diagnostics not shown\n", file,
+               d->n_errors + d->n_warnings - d->n);
+}
+
+static void
+lint_policy(const char *file, size_t *errors, size_t *warnings)
+{
+    struct diags d = {0};
+    struct ng_error e;
+    struct policy *p;
+    char *buf;
+    size_t len;
+
+    if (policy_read_file(file, 1024 * 1024, &buf, &len, &e) != 0) {
+        printf("%s: error: %s\n", file, e.msg);
+        (*errors)++;
+        return;
+    }
+    p = policy_check(buf, len, &d);
+    policy_free(p);
+    free(buf);
+    print_diags(file, &d);
+    *errors += d.n_errors;
+    *warnings += d.n_warnings;
+    diags_release(&d);
+}
+
+/* Checks one ConfigMap's data against the NCCL catalog. */
+static void
+lint_configmap(const struct ynode *doc, struct diags *d)
+{
+    const struct ynode *kind = ynode_get(doc, "kind");
+    const struct ynode *data = ynode_get(doc, "data");
+
+    if (doc->kind != YNODE_MAP || kind == NULL ||
+        kind->kind != YNODE_SCALAR || strcmp(kind->str, "ConfigMap") != 0) {
+        diags_add(d, DIAG_ERROR, doc->line, doc->col,
+                  "a profile must be a ConfigMap (kind: ConfigMap)");
+        return;
+    }
+    if (data == NULL)
+        return;
+    if (data->kind != YNODE_MAP) {
+        diags_add(d, DIAG_ERROR, data->line, data->col,
+                  "ConfigMap data must be a mapping");
+        return;
+    }
+    for (size_t i = 0; i < data->n; i++) {
+        const struct ynode *k = data->keys[i], *v = data->items[i];
+        struct ncclenv_finding f;
+
+        if (k->kind != YNODE_SCALAR || v->kind != YNODE_SCALAR) {
+            diags_add(d, DIAG_ERROR, v->line, v->col,
+                      "ConfigMap data values must be strings");
+            continue;
+        }
+        if (v->plain && !v->null_tag &&
+            strcmp(ynode_type_name(v), "a string") != 0) {
+            /* Kubernetes rejects non-string data values. */
+            diags_add(d, DIAG_ERROR, v->line, v->col,
+                      "%.80s: ConfigMap data values must be strings; "
+                      "write \"%.40s\" in quotes",
+                      k->str, v->str);
+            continue;
+        }
+        switch (ncclenv_check(k->str, v->str, &f)) {
+        case NCCLENV_OK:
+            break;
+        case NCCLENV_WARNING:
+            diags_add(d, DIAG_WARNING, k->line, k->col, "%s", f.msg);
+            break;
+        case NCCLENV_ERROR:
+            diags_add(d, DIAG_ERROR, k->line, k->col, "%s", f.msg);
+            break;
+        }
+    }
+}
+
+static void
+lint_profile(const char *file, size_t *errors, size_t *warnings)
+{
+    static const struct ytree_caps caps = {PROFILE_MAX_BYTES, 32, 50000, 64};
+    struct diags d = {0};
+    struct ng_error e;
+    struct ytree *t;
+    char *buf;
+    size_t len;
+
+    if (policy_read_file(file, PROFILE_MAX_BYTES, &buf, &len, &e) != 0) {
+        printf("%s: error: %s\n", file, e.msg);
+        (*errors)++;
+        return;
+    }
+    t = ytree_parse(buf, len, &caps, &d);
+    free(buf);
+    if (t != NULL) {
+        if (ytree_ndocs(t) == 0)
+            diags_add(&d, DIAG_ERROR, 0, 0, "no ConfigMap in the file");
+        for (size_t i = 0; i < ytree_ndocs(t); i++)
+            lint_configmap(ytree_doc(t, i), &d);
+        ytree_free(t);
+    }
+    diags_sort(&d);
+    print_diags(file, &d);
+    *errors += d.n_errors;
+    *warnings += d.n_warnings;
+    diags_release(&d);
+}
+
+static int
+cmd_policy_lint(int argc, char **argv)
+{
+    size_t errors = 0, warnings = 0, files = 0;
+
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+    }
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--profile") == 0 ||
+            strncmp(argv[i], "--profile=", 10) == 0) {
+            const char *f = argv[i][9] == '=' ? argv[i] + 10 : NULL;
+
+            if (f == NULL) {
+                if (i + 1 >= argc) {
+                    fprintf(stderr, "ncclguard policy lint: --profile needs "
+                                    "a file\n");
+                    return 2;
+                }
+                f = argv[++i];
+            }
+            lint_profile(f, &errors, &warnings);
+            files++;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            fprintf(stderr, "ncclguard policy lint: unknown option %s\n",
+                    argv[i]);
+            usage(stderr);
+            return 2;
+        } else {
+            lint_policy(argv[i], &errors, &warnings);
+            files++;
+        }
+    }
+    if (files == 0) {
+        usage(stderr);
+        return 2;
+    }
+    printf("%zu error%s, %zu warning%s\n", errors, errors == 1 ? "" : "s",
+           warnings, warnings == 1 ? "" : "s");
+    return errors ? 1 : 0;
+}
 
 int
 cmd_policy(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "ncclguard policy: not built yet\n");
-    return 1;
+    /* argv[0] is "policy". */
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "lint") == 0)
+        return cmd_policy_lint(argc - 2, argv + 2);
+    if (strcmp(argv[1], "test") == 0)
+    {
+        /* Wired to server/policytest.c once the server pipeline
+         * (workload_mutate, yamljson) is on main. */
+        fprintf(stderr, "ncclguard policy test: not built yet\n");
+        return 2;
+    }
+    fprintf(stderr, "ncclguard policy: unknown command \"%s\"\n", argv[1]);
+    usage(stderr);
+    return 2;
 }

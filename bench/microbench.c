@@ -1,0 +1,257 @@
+/* ncclguard-microbench: times the review path in-process, without HTTP or
+ * TLS: review_handle() per review in ns/op and allocations/op, and its
+ * parts through the public functions (decode, decide, plan + patch). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "mutate.h"
+#include "policy.h"
+#include "review.h"
+
+/*
+ * Allocation counting. jansson allocates through json_set_alloc_funcs();
+ * ncclguard's own malloc/calloc/realloc/strdup calls are redirected here at
+ * link time (-Wl,--wrap=...), so libc-internal allocations are not seen.
+ * Single-threaded, so plain counters suffice.
+ */
+static uint64_t n_allocs, n_frees, alloc_bytes;
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+char *__real_strdup(const char *s);
+char *__real_strndup(const char *s, size_t n);
+void __real_free(void *p);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+char *__wrap_strdup(const char *s);
+char *__wrap_strndup(const char *s, size_t n);
+void __wrap_free(void *p);
+
+void *
+__wrap_malloc(size_t n)
+{
+    n_allocs++;
+    alloc_bytes += n;
+    return __real_malloc(n);
+}
+
+void *
+__wrap_calloc(size_t n, size_t size)
+{
+    n_allocs++;
+    alloc_bytes += n * size;
+    return __real_calloc(n, size);
+}
+
+void *
+__wrap_realloc(void *p, size_t n)
+{
+    n_allocs++;
+    alloc_bytes += n;
+    return __real_realloc(p, n);
+}
+
+char *
+__wrap_strdup(const char *s)
+{
+    n_allocs++;
+    alloc_bytes += strlen(s) + 1;
+    return __real_strdup(s);
+}
+
+char *
+__wrap_strndup(const char *s, size_t n)
+{
+    n_allocs++;
+    alloc_bytes += strnlen(s, n) + 1;
+    return __real_strndup(s, n);
+}
+
+void
+__wrap_free(void *p)
+{
+    if (p != NULL)
+        n_frees++;
+    __real_free(p);
+}
+
+static void *
+json_malloc_counted(size_t n)
+{
+    n_allocs++;
+    alloc_bytes += n;
+    return __real_malloc(n);
+}
+
+static void
+json_free_counted(void *p)
+{
+    if (p != NULL)
+        n_frees++;
+    __real_free(p);
+}
+
+static double
+now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static char *
+read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    char *buf = NULL;
+
+    if (f == NULL || fstat(fileno(f), &st) != 0)
+        goto fail;
+    buf = __real_malloc((size_t)st.st_size + 1);
+    if (buf == NULL ||
+        fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size)
+        goto fail;
+    buf[st.st_size] = '\0';
+    *len = (size_t)st.st_size;
+    fclose(f);
+    return buf;
+fail:
+    fprintf(stderr, "microbench: cannot read %s\n", path);
+    __real_free(buf);
+    if (f != NULL)
+        fclose(f);
+    return NULL;
+}
+
+struct stage {
+    double ns;
+    uint64_t allocs;
+};
+
+static int
+bench_one(const char *path, const struct policy *pol, double seconds)
+{
+    const struct mutate_options opt = {.own_namespace = "ncclguard"};
+    size_t len, iters = 0;
+    char *body = read_file(path, &len);
+    struct stage total = {0}, decode = {0}, decide = {0}, plan = {0};
+    const char *result = "?";
+    size_t ops = 0;
+    int64_t gpus = 0;
+    uint64_t leaked;
+    double t_end, t;
+
+    if (body == NULL)
+        return -1;
+    /* Warm up and learn what the review does. */
+    for (int i = 0; i < 100; i++) {
+        struct review_outcome out = {0};
+        if (review_handle(body, len, pol, &opt, &out) != 0)
+            return -1;
+        result = review_result_name(out.result);
+        ops = out.patch_ops;
+        review_outcome_release(&out);
+    }
+    uint64_t frees0 = n_frees, allocs0 = n_allocs;
+    t_end = now_ns() + seconds * 1e9;
+    while ((t = now_ns()) < t_end) {
+        struct review_outcome out = {0};
+        json_t *doc, *req, *obj, *meta;
+        struct mutate_result res = {0};
+        struct decision d;
+        uint64_t a;
+        double t1;
+
+        a = n_allocs;
+        if (review_handle(body, len, pol, &opt, &out) != 0)
+            return -1;
+        review_outcome_release(&out);
+        t1 = now_ns();
+        total.ns += t1 - t;
+        total.allocs += n_allocs - a;
+
+        a = n_allocs;
+        doc = json_loadb(body, len, 0, NULL);
+        t = now_ns();
+        decode.ns += t - t1;
+        decode.allocs += n_allocs - a;
+        req = json_object_get(doc, "request");
+        obj = json_object_get(req, "object");
+        meta = json_object_get(obj, "metadata");
+        if (obj != NULL) {
+            a = n_allocs;
+            t1 = now_ns();
+            if (mutate_pod(obj, json_string_value(json_object_get(
+                                    req, "namespace")),
+                           pol, &opt, &res) != 0)
+                return -1;
+            t = now_ns();
+            plan.ns += t - t1;
+            plan.allocs += n_allocs - a;
+            gpus = res.gpus;
+            mutate_result_release(&res);
+            a = n_allocs;
+            t1 = now_ns();
+            policy_decide(pol,
+                          json_string_value(json_object_get(req, "namespace")),
+                          json_object_get(meta, "labels"),
+                          json_object_get(meta, "annotations"), gpus, &d);
+            decide.ns += now_ns() - t1;
+            decide.allocs += n_allocs - a;
+        }
+        json_decref(doc);
+        iters++;
+    }
+    leaked = (n_allocs - allocs0) - (n_frees - frees0);
+    printf("%-14s %7zu B %-9s %3zu ops | review_handle %9.0f ns/op %6.1f "
+           "allocs/op | decode %8.0f ns %6.1f a | decide %6.0f ns %4.1f a | "
+           "plan+patch %8.0f ns %6.1f a | rest (route, encode) %8.0f ns | "
+           "%zu iterations, %" PRIu64 " unfreed\n",
+           strrchr(path, '/') ? strrchr(path, '/') + 1 : path, len, result,
+           ops, total.ns / (double)iters, (double)total.allocs / (double)iters,
+           decode.ns / (double)iters, (double)decode.allocs / (double)iters,
+           decide.ns / (double)iters, (double)decide.allocs / (double)iters,
+           plan.ns / (double)iters, (double)plan.allocs / (double)iters,
+           (total.ns - decode.ns - plan.ns) / (double)iters, iters, leaked);
+    __real_free(body);
+    return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    struct ng_error err;
+    struct policy *pol;
+    double seconds = 1.0;
+    const char *s = getenv("MICROBENCH_SECONDS");
+    int rc = 0;
+
+    if (argc < 3) {
+        fprintf(stderr, "usage: ncclguard-microbench POLICY REVIEW.json...\n");
+        return 2;
+    }
+    if (s != NULL)
+        seconds = strtod(s, NULL);
+    json_set_alloc_funcs(json_malloc_counted, json_free_counted);
+    pol = policy_load_file(argv[1], &err);
+    if (pol == NULL) {
+        fprintf(stderr, "microbench: %s:%d:%d: %s\n", argv[1], err.line,
+                err.col, err.msg);
+        return 1;
+    }
+    for (int i = 2; i < argc; i++)
+        if (bench_one(argv[i], pol, seconds) != 0)
+            rc = 1;
+    policy_free(pol);
+    return rc;
+}

@@ -1,0 +1,128 @@
+/* Webhook certificates with OpenSSL 3: a CA, a serving certificate signed by
+ * it, inspection and verification, and the caBundle the apiserver needs. */
+#ifndef NCCLGUARD_CERTS_H
+#define NCCLGUARD_CERTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "error.h"
+
+/* Bounds on validity periods, in days. A serving certificate may be created
+ * with 0 days (it expires at once), which tests and drills use. */
+#define CERTS_MAX_DAYS 36500
+/* At most this many extra --san entries. */
+#define CERTS_MAX_SANS 64
+/* Certificate and key files larger than this are refused as input. */
+#define CERTS_MAX_FILE (1024 * 1024)
+
+enum certs_key_type {
+    CERTS_KEY_EC = 0, /* ECDSA P-256 */
+    CERTS_KEY_RSA = 1 /* RSA 2048 */
+};
+
+/* What `ncclguard certs create` needs. Every pointer is borrowed. */
+struct certs_create_opts {
+    const char *service;   /* Service name, a DNS-1035 label */
+    const char *namespace; /* its namespace, a DNS-1123 label */
+    const char *out_dir;   /* created (mode 0700) if missing */
+    const char *ca_dir;    /* existing CA to reuse; NULL means out_dir */
+    int days;              /* serving certificate, 0..CERTS_MAX_DAYS */
+    int ca_days;           /* new CA, 1..CERTS_MAX_DAYS */
+    enum certs_key_type key_type;
+    const char *const *sans; /* extra DNS names or IP addresses */
+    size_t n_sans;
+};
+
+/* What certs_create() did. Release with certs_create_result_release(). */
+struct certs_create_result {
+    bool ca_reused;    /* an existing CA signed the new certificate */
+    char *ca_bundle;   /* base64 of the PEM ca.crt, owned */
+    char warning[256]; /* non-fatal note for the user, or "" */
+};
+
+/*
+ * Creates (or reuses, when ca_dir holds ca.crt and ca.key) a CA and writes
+ * out_dir/ca.crt, out_dir/ca.key (0600), out_dir/tls.crt and out_dir/tls.key
+ * (0600). Each file is written to a temporary name and renamed, so a reader
+ * never sees half a file. The serving certificate carries the SANs
+ * svc, svc.ns, svc.ns.svc, svc.ns.svc.cluster.local and opts->sans, and the
+ * serverAuth extended key usage. A reused CA keeps ca.crt byte for byte, so
+ * the caBundle does not change. Private keys are wiped from memory.
+ *
+ * On success returns 0 and fills *res (caller releases it). On failure
+ * returns -1, fills err, and leaves *res empty; files already renamed into
+ * place stay (each is complete). Not safe to run twice at once on one
+ * directory; otherwise thread-safe.
+ */
+int certs_create(const struct certs_create_opts *opts,
+                 struct certs_create_result *res, struct ng_error *err)
+    __attribute__((warn_unused_result));
+
+/* Frees what res owns. Safe on a zeroed or already released result. */
+void certs_create_result_release(struct certs_create_result *res);
+
+/*
+ * Reads the first PEM certificate in path and returns the base64 of the
+ * whole file, the form a webhook's clientConfig.caBundle takes. Returns a
+ * string the caller frees with free(), or NULL with err filled when the file
+ * is unreadable, too large or holds no certificate.
+ */
+char *certs_ca_bundle_from_file(const char *path, struct ng_error *err)
+    __attribute__((warn_unused_result));
+
+/*
+ * Reads a file holding a base64 caBundle (as `certs create` prints it),
+ * checks that it decodes into a PEM certificate, and returns it without
+ * surrounding white space (caller frees). NULL with err filled otherwise.
+ */
+char *certs_ca_bundle_load(const char *path, struct ng_error *err)
+    __attribute__((warn_unused_result));
+
+/* Outcome of certs_inspect(). */
+enum certs_status {
+    CERTS_OK = 0,       /* readable, valid now, and every check asked passed */
+    CERTS_FAILED = 1,   /* expired, not yet valid, wrong CA or wrong host */
+    CERTS_BAD_INPUT = 2 /* a file is missing, unreadable or not a certificate */
+};
+
+/*
+ * Prints path's first certificate (subject, SANs, issuer, validity, days
+ * left, key type, extended key usage) to out. Checks that it is valid now;
+ * with ca_path, verifies it against the certificates in ca_path; with host
+ * (a DNS name or IP address), checks that it names host. Stops at bad input
+ * but runs every check otherwise; err gets the first failure. Thread-safe.
+ */
+enum certs_status certs_inspect(const char *path, const char *ca_path,
+                                const char *host, FILE *out,
+                                struct ng_error *err)
+    __attribute__((warn_unused_result));
+
+/* Values for the MutatingWebhookConfiguration; every pointer is borrowed. */
+struct certs_webhook_opts {
+    const char *name;      /* object name, "ncclguard" */
+    const char *service;   /* Service the apiserver calls */
+    const char *namespace; /* and its namespace */
+    const char *ca_bundle; /* base64 PEM, as certs_ca_bundle_from_file() */
+};
+
+/*
+ * Writes the MutatingWebhookConfiguration as YAML to out. It is the object
+ * in deploy/base/mutatingwebhookconfiguration.yaml with the names and the
+ * caBundle filled in (a check keeps the two equal). Returns 0, or -1 with
+ * err filled when a value is not a valid name or the write fails.
+ */
+int certs_webhook_write(const struct certs_webhook_opts *opts, FILE *out,
+                        struct ng_error *err)
+    __attribute__((warn_unused_result));
+
+/* true when s is a DNS-1123 label (namespace names): [a-z0-9-], at most 63,
+ * starting and ending with an alphanumeric. */
+bool certs_is_dns_label(const char *s);
+
+/* true when s is a DNS name usable as a SAN: dot-separated labels of
+ * [A-Za-z0-9-] (a leading "*." allowed), at most 253 characters. */
+bool certs_is_dns_name(const char *s);
+
+#endif

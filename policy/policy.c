@@ -1,0 +1,1712 @@
+/* The policy: YAML -> immutable snapshot with line:column validation, and
+ * the per-pod decision (first matching rule, annotation overrides). */
+#include "policy.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "match.h"
+#include "ncclenv.h"
+#include "quantity.h"
+#include "ytree.h"
+
+/* Caps on what a policy file may contain. */
+#define POLICY_MAX_BYTES (1024 * 1024)
+#define POLICY_MAX_DEPTH 32
+#define POLICY_MAX_NODES 50000
+#define POLICY_MAX_RULES 256
+#define POLICY_MAX_LIST 256
+#define POLICY_MAX_STRING 1024
+
+#define API_VERSION "ncclguard.io/v1alpha1"
+
+struct rule {
+    char *name;
+    int line;
+    int col;
+    struct match match;
+    bool skip;
+    struct settings settings; /* defaults merged with the rule's own */
+};
+
+struct policy {
+    atomic_int refs;
+    char hash[65];
+    struct settings defaults;
+    struct rule *rules;
+    size_t n_rules;
+    /* Every allocation the snapshot owns, freed together. */
+    void **blocks;
+    size_t n_blocks;
+    size_t cap_blocks;
+    bool oom;
+};
+
+/* ---- allocation ---------------------------------------------------- */
+
+static void *
+pool_alloc(struct policy *p, size_t n)
+{
+    void *b;
+
+    if (p->n_blocks == p->cap_blocks) {
+        size_t ncap = p->cap_blocks ? p->cap_blocks * 2 : 64;
+        void **nb = realloc(p->blocks, ncap * sizeof(*nb));
+
+        if (nb == NULL) {
+            p->oom = true;
+            return NULL;
+        }
+        p->blocks = nb;
+        p->cap_blocks = ncap;
+    }
+    b = calloc(1, n ? n : 1);
+    if (b == NULL) {
+        p->oom = true;
+        return NULL;
+    }
+    p->blocks[p->n_blocks++] = b;
+    return b;
+}
+
+static char *
+pool_strdup(struct policy *p, const char *s)
+{
+    size_t n = strlen(s);
+    char *c = pool_alloc(p, n + 1);
+
+    if (c != NULL)
+        memcpy(c, s, n);
+    return c;
+}
+
+/* ---- the built-in defaults (policy/default.yaml spells them out) ---- */
+
+static int
+settings_builtin(struct policy *p, struct settings *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->gpu_resources = pool_alloc(p, sizeof(char *));
+    if (s->gpu_resources == NULL)
+        return -1;
+    s->gpu_resources[0] = pool_strdup(p, "nvidia.com/gpu");
+    s->n_gpu_resources = 1;
+    s->profile.enabled = true;
+    s->profile.name = pool_strdup(p, "nccl-production-profile");
+    s->profile.optional = true;
+    s->shm.enabled = true;
+    s->shm.per_gpu = 4LL << 30;
+    s->shm.min = 1LL << 30;
+    s->shm.max = 64LL << 30;
+    s->shm.existing = SHM_EXISTING_KEEP;
+    s->shm.memory_limit = SHM_MEMLIMIT_WARN;
+    s->ipc.capabilities = NULL;
+    s->ipc.n_capabilities = 0;
+    s->ipc.host_ipc = false;
+    s->ringcheck.enabled = true;
+    s->ringcheck.image = pool_strdup(p, "ghcr.io/ncclguard/"
+                                        "ncclguard-ringcheck:0.1.0");
+    s->ringcheck.timeout_seconds = 120;
+    s->ringcheck.bandwidth_bytes = 256LL << 20;
+    s->ringcheck.mode = RINGCHECK_MODE_PROCESS;
+    s->ringcheck.on_failure = RINGCHECK_FALLBACK;
+    s->ringcheck.min_busbw_gbps = 0;
+    s->ringcheck.allow_opt_out = true;
+    s->ringcheck.cpu_request = pool_strdup(p, "100m");
+    s->ringcheck.memory_request = pool_strdup(p, "256Mi");
+    s->extra_env = NULL;
+    s->n_extra_env = 0;
+    s->debug.allow_annotation = true;
+    s->debug.level = pool_strdup(p, "INFO");
+    s->debug.subsys = pool_strdup(p, "INIT,COLL,ENV,NET");
+    return p->oom ? -1 : 0;
+}
+
+/* ---- the loader ---------------------------------------------------- */
+
+struct loader {
+    struct policy *p;
+    struct diags *d;
+};
+
+static void
+err_at(struct loader *L, const struct ynode *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+err_at(struct loader *L, const struct ynode *n, const char *fmt, ...)
+{
+    char msg[300];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    diags_add(L->d, DIAG_ERROR, n ? n->line : 0, n ? n->col : 0, "%s", msg);
+}
+
+static void
+warn_at(struct loader *L, const struct ynode *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+warn_at(struct loader *L, const struct ynode *n, const char *fmt, ...)
+{
+    char msg[300];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    diags_add(L->d, DIAG_WARNING, n ? n->line : 0, n ? n->col : 0, "%s",
+              msg);
+}
+
+/* Levenshtein distance, case-insensitive, for did-you-mean. */
+static size_t
+edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    size_t row[64];
+
+    if (la >= 63 || lb >= 63)
+        return 99;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t cost = tolower((unsigned char)a[i - 1]) ==
+                                  tolower((unsigned char)b[j - 1])
+                              ? 0
+                              : 1;
+            size_t best = diag + cost;
+
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+static const char *
+closest(const char *word, const char *const *names)
+{
+    const char *best = NULL;
+    size_t bestd = 99;
+    size_t limit = strlen(word) / 3 + 1;
+
+    if (limit < 2)
+        limit = 2;
+    for (size_t i = 0; names[i] != NULL; i++) {
+        size_t dd = edit_distance(word, names[i]);
+
+        if (dd < bestd) {
+            bestd = dd;
+            best = names[i];
+        }
+    }
+    return bestd <= limit ? best : NULL;
+}
+
+/* Where each key may appear, for "did you mean" across sections. */
+static const char *const settings_keys[] = {
+    "gpuResources", "profile", "shm", "ipc", "ringCheck", "extraEnv",
+    "debug", NULL};
+static const char *const profile_keys[] = {"enabled", "name", "optional",
+                                           NULL};
+static const char *const shm_keys[] = {"enabled", "perGPU", "min", "max",
+                                       "existing", "memoryLimit", NULL};
+static const char *const ipc_keys[] = {"capabilities", "hostIPC", NULL};
+static const char *const ringcheck_keys[] = {
+    "enabled", "image", "timeoutSeconds", "bandwidthBytes", "mode",
+    "onFailure", "minBusBandwidthGBps", "allowOptOut", "resources", NULL};
+static const char *const resources_keys[] = {"cpu", "memory", NULL};
+static const char *const debug_keys[] = {"allowAnnotation", "level",
+                                         "subsys", NULL};
+static const char *const env_keys[] = {"name", "value", NULL};
+static const char *const top_keys[] = {"apiVersion", "kind", "metadata",
+                                       "defaults", "rules", NULL};
+static const char *const rule_keys[] = {"name", "match", "skip", "settings",
+                                        NULL};
+static const char *const match_keys[] = {
+    "namespaces", "excludeNamespaces", "podLabels", "matchExpressions",
+    "annotations", "minGPUs", "maxGPUs", NULL};
+static const char *const expr_keys[] = {"key", "operator", "values", NULL};
+
+static const struct {
+    const char *section;
+    const char *const *keys;
+} key_sections[] = {
+    {"settings", settings_keys}, {"shm", shm_keys},
+    {"ringCheck", ringcheck_keys}, {"ipc", ipc_keys},
+    {"profile", profile_keys}, {"debug", debug_keys},
+    {"match", match_keys}, {"rule", rule_keys},
+};
+
+/* Reports keys of map that are not in allowed. */
+static void
+check_keys(struct loader *L, const struct ynode *map,
+           const char *const *allowed, const char *where)
+{
+    for (size_t i = 0; i < map->n; i++) {
+        const struct ynode *k = map->keys[i];
+        const char *hint;
+        bool known = false;
+
+        if (k->kind != YNODE_SCALAR) {
+            err_at(L, k, "%s keys must be plain strings", where);
+            continue;
+        }
+        for (size_t j = 0; allowed[j] != NULL && !known; j++)
+            known = strcmp(allowed[j], k->str) == 0;
+        if (known)
+            continue;
+        hint = closest(k->str, allowed);
+        if (hint != NULL) {
+            err_at(L, k, "unknown key \"%.60s\" in %s; did you mean \"%s\"?",
+                   k->str, where, hint);
+            continue;
+        }
+        for (size_t s = 0; s < sizeof(key_sections) / sizeof(key_sections[0]);
+             s++) {
+            const char *const *ks = key_sections[s].keys;
+
+            if (ks == allowed)
+                continue;
+            for (size_t j = 0; ks[j] != NULL; j++) {
+                if (strcmp(ks[j], k->str) == 0) {
+                    hint = key_sections[s].section;
+                    break;
+                }
+            }
+            if (hint != NULL)
+                break;
+        }
+        if (hint != NULL)
+            err_at(L, k, "unknown key \"%.60s\" in %s; it belongs under %s",
+                   k->str, where, hint);
+        else
+            err_at(L, k, "unknown key \"%.60s\" in %s (expected one of the "
+                         "keys documented in policy/default.yaml)",
+                   k->str, where);
+    }
+}
+
+static bool
+want_map(struct loader *L, const struct ynode *n, const char *what)
+{
+    if (n->kind == YNODE_MAP)
+        return true;
+    err_at(L, n, "%s must be a mapping, got %s", what, ynode_type_name(n));
+    return false;
+}
+
+static bool
+want_scalar_text(struct loader *L, const struct ynode *n, const char *what)
+{
+    if (n->kind != YNODE_SCALAR || n->null_tag) {
+        err_at(L, n, "%s must be a string, got %s", what,
+               ynode_type_name(n));
+        return false;
+    }
+    if (n->len > POLICY_MAX_STRING || strlen(n->str) != n->len) {
+        err_at(L, n, "%s is longer than %d bytes or contains NUL", what,
+               POLICY_MAX_STRING);
+        return false;
+    }
+    return true;
+}
+
+static bool
+get_bool(struct loader *L, const struct ynode *n, const char *what,
+         bool *out)
+{
+    static const char *const t[] = {"true", "True", "TRUE"};
+    static const char *const f[] = {"false", "False", "FALSE"};
+    static const char *const yaml11[] = {"yes", "Yes", "YES", "no", "No",
+                                         "NO",  "on",  "On",  "ON", "off",
+                                         "Off", "OFF", "y",   "Y",  "n",
+                                         "N"};
+
+    if (n->kind == YNODE_SCALAR && n->plain) {
+        for (size_t i = 0; i < 3; i++) {
+            if (strcmp(n->str, t[i]) == 0) {
+                *out = true;
+                return true;
+            }
+            if (strcmp(n->str, f[i]) == 0) {
+                *out = false;
+                return true;
+            }
+        }
+        for (size_t i = 0; i < sizeof(yaml11) / sizeof(yaml11[0]); i++) {
+            if (strcmp(n->str, yaml11[i]) == 0) {
+                err_at(L, n,
+                       "%s: \"%s\" is a boolean only in YAML 1.1; write "
+                       "true or false",
+                       what, n->str);
+                return false;
+            }
+        }
+    }
+    if (n->kind == YNODE_SCALAR && !n->plain &&
+        (strcmp(n->str, "true") == 0 || strcmp(n->str, "false") == 0)) {
+        err_at(L, n, "%s must be a boolean, got the quoted string \"%s\"; "
+                     "drop the quotes",
+               what, n->str);
+        return false;
+    }
+    err_at(L, n, "%s must be a boolean (true or false), got %s", what,
+           ynode_type_name(n));
+    return false;
+}
+
+static bool
+get_string(struct loader *L, const struct ynode *n, const char *what,
+           char **out)
+{
+    char *s;
+
+    if (!want_scalar_text(L, n, what))
+        return false;
+    s = pool_strdup(L->p, n->str);
+    if (s == NULL)
+        return false;
+    *out = s;
+    return true;
+}
+
+/* A plain integer; reports a negative number specifically. */
+static bool
+get_int(struct loader *L, const struct ynode *n, const char *what,
+        int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    long long v;
+
+    if (n->kind != YNODE_SCALAR || n->null_tag || !n->plain) {
+        err_at(L, n, "%s must be an integer, got %s", what,
+               ynode_type_name(n));
+        return false;
+    }
+    errno = 0;
+    v = strtoll(n->str, &end, 10);
+    if (n->len == 0 || *end != '\0' || errno != 0 ||
+        isspace((unsigned char)n->str[0])) {
+        err_at(L, n, "%s must be an integer, got \"%.40s\"", what, n->str);
+        return false;
+    }
+    if (v < 0 && lo >= 0) {
+        err_at(L, n, "%s must not be negative, got %lld", what, v);
+        return false;
+    }
+    if (v < lo || v > hi) {
+        err_at(L, n, "%s must be between %lld and %lld, got %lld", what,
+               (long long)lo, (long long)hi, v);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static bool
+get_number(struct loader *L, const struct ynode *n, const char *what,
+           double *out)
+{
+    char *end;
+    double v;
+
+    if (n->kind != YNODE_SCALAR || n->null_tag || !n->plain) {
+        err_at(L, n, "%s must be a number, got %s", what,
+               ynode_type_name(n));
+        return false;
+    }
+    errno = 0;
+    v = strtod(n->str, &end);
+    if (n->len == 0 || *end != '\0' || errno != 0 || !isfinite(v) ||
+        isspace((unsigned char)n->str[0])) {
+        err_at(L, n, "%s must be a number, got \"%.40s\"", what, n->str);
+        return false;
+    }
+    if (v < 0) {
+        err_at(L, n, "%s must not be negative, got %s", what, n->str);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* A Kubernetes quantity that must be a whole, non-negative byte count. */
+static bool
+get_bytes(struct loader *L, const struct ynode *n, const char *what,
+          int64_t *out)
+{
+    struct quantity q;
+    struct ng_error e;
+    char canon[40];
+
+    if (n->kind != YNODE_SCALAR || n->null_tag) {
+        err_at(L, n, "%s must be a quantity such as 4Gi, got %s", what,
+               ynode_type_name(n));
+        return false;
+    }
+    if (quantity_parse(n->str, n->len, &q, &e) != 0) {
+        err_at(L, n, "%s: %s", what, e.msg);
+        return false;
+    }
+    if (q.negative) {
+        err_at(L, n, "%s must not be negative, got %s", what, n->str);
+        return false;
+    }
+    if (q.saturated) {
+        err_at(L, n, "%s %s is larger than Kubernetes can represent", what,
+               n->str);
+        return false;
+    }
+    if (!q.integer) {
+        size_t l = n->len;
+
+        if (l > 1 && n->str[l - 1] == 'm') {
+            snprintf(canon, sizeof(canon), "%.*sMi", (int)(l - 1), n->str);
+            err_at(L, n,
+                   "%s %s is a thousandth-unit quantity (m = milli), not "
+                   "whole bytes; did you mean %s?",
+                   what, n->str, canon);
+        } else {
+            err_at(L, n, "%s %s is not a whole number of bytes", what,
+                   n->str);
+        }
+        return false;
+    }
+    *out = q.value;
+    return true;
+}
+
+static bool
+get_enum(struct loader *L, const struct ynode *n, const char *what,
+         const char *const *names, int *out)
+{
+    const char *hint;
+    char list[200] = "";
+    size_t used = 0;
+
+    if (!want_scalar_text(L, n, what))
+        return false;
+    for (int i = 0; names[i] != NULL; i++) {
+        if (strcmp(names[i], n->str) == 0) {
+            *out = i;
+            return true;
+        }
+        used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s",
+                                 i ? ", " : "", names[i]);
+        if (used >= sizeof(list))
+            used = sizeof(list) - 1;
+    }
+    hint = closest(n->str, names);
+    if (hint != NULL)
+        err_at(L, n, "%s must be one of %s, got \"%.40s\"; did you mean "
+                     "\"%s\"?",
+               what, list, n->str, hint);
+    else
+        err_at(L, n, "%s must be one of %s, got \"%.40s\"", what, list,
+               n->str);
+    return false;
+}
+
+typedef bool (*str_check_fn)(struct loader *L, const struct ynode *n,
+                             const char *what);
+
+static bool
+get_string_list(struct loader *L, const struct ynode *n, const char *what,
+                str_check_fn check, char ***out, size_t *count)
+{
+    char **v;
+    bool ok = true;
+
+    if (n->kind == YNODE_SCALAR && n->null_tag) {
+        *out = NULL;
+        *count = 0;
+        return true;
+    }
+    if (n->kind != YNODE_SEQ) {
+        err_at(L, n, "%s must be a list, got %s", what, ynode_type_name(n));
+        return false;
+    }
+    if (n->n > POLICY_MAX_LIST) {
+        err_at(L, n, "%s has %zu entries, more than %d", what, n->n,
+               POLICY_MAX_LIST);
+        return false;
+    }
+    v = pool_alloc(L->p, (n->n + 1) * sizeof(char *));
+    if (v == NULL)
+        return false;
+    for (size_t i = 0; i < n->n; i++) {
+        const struct ynode *it = n->items[i];
+
+        if (!get_string(L, it, what, &v[i])) {
+            ok = false;
+            continue;
+        }
+        if (check != NULL && !check(L, it, what))
+            ok = false;
+        for (size_t j = 0; j < i && ok; j++) {
+            if (v[j] != NULL && strcmp(v[j], v[i]) == 0) {
+                err_at(L, it, "%s lists \"%.60s\" twice", what, v[i]);
+                ok = false;
+            }
+        }
+    }
+    if (!ok)
+        return false;
+    *out = v;
+    *count = n->n;
+    return true;
+}
+
+/* ---- field validators --------------------------------------------- */
+
+static bool
+check_resource_name(struct loader *L, const struct ynode *n,
+                    const char *what)
+{
+    const char *s = n->str;
+    const char *slash = strchr(s, '/');
+
+    for (const char *c = s; *c; c++) {
+        if (!(isalnum((unsigned char)*c) || *c == '-' || *c == '.' ||
+              *c == '_' || *c == '/')) {
+            err_at(L, n, "%s: \"%.60s\" is not a resource name (character "
+                         "0x%02x)",
+                   what, s, (unsigned char)*c);
+            return false;
+        }
+    }
+    if (slash == NULL || slash == s || slash[1] == '\0' ||
+        strchr(slash + 1, '/') != NULL) {
+        err_at(L, n, "%s: \"%.60s\" is not an extended resource name "
+                     "(expected domain/name, e.g. nvidia.com/gpu)",
+               what, s);
+        return false;
+    }
+    return true;
+}
+
+static bool
+check_dns_name(struct loader *L, const struct ynode *n, const char *what)
+{
+    const char *s = n->str;
+    size_t len = n->len;
+
+    if (len == 0 || len > 253) {
+        err_at(L, n, "%s must be 1 to 253 characters", what);
+        return false;
+    }
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+              c == '.')) {
+            err_at(L, n, "%s \"%.60s\" is not a valid Kubernetes object "
+                         "name (lower-case letters, digits, '-' and '.')",
+                   what, s);
+            return false;
+        }
+    }
+    if (!isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[len - 1])) {
+        err_at(L, n, "%s \"%.60s\" must start and end with a letter or digit",
+               what, s);
+        return false;
+    }
+    return true;
+}
+
+/* Capabilities Pod Security "baseline" lets a container add. */
+static const char *const baseline_caps[] = {
+    "AUDIT_WRITE", "CHOWN",   "DAC_OVERRIDE", "FOWNER",
+    "FSETID",      "KILL",    "MKNOD",        "NET_BIND_SERVICE",
+    "SETFCAP",     "SETGID",  "SETPCAP",      "SETUID",
+    "SYS_CHROOT",  NULL};
+
+static bool
+check_capability(struct loader *L, const struct ynode *n, const char *what)
+{
+    const char *s = n->str;
+    bool baseline = false;
+
+    if (n->len == 0) {
+        err_at(L, n, "%s: empty capability name", what);
+        return false;
+    }
+    for (const char *c = s; *c; c++) {
+        if (!((*c >= 'A' && *c <= 'Z') || *c == '_' ||
+              (*c >= '0' && *c <= '9'))) {
+            err_at(L, n, "%s: \"%.40s\" is not a capability name (upper "
+                         "case, e.g. IPC_LOCK)",
+                   what, s);
+            return false;
+        }
+    }
+    if (strncmp(s, "CAP_", 4) == 0) {
+        err_at(L, n, "%s: write \"%s\" without the CAP_ prefix, as "
+                     "Kubernetes expects",
+               what, s + 4);
+        return false;
+    }
+    for (size_t i = 0; baseline_caps[i] != NULL; i++)
+        baseline = baseline || strcmp(baseline_caps[i], s) == 0;
+    if (!baseline)
+        warn_at(L, n, "%s: adding %s makes GPU pods fail Pod Security "
+                      "\"baseline\" in namespaces that enforce it",
+                what, s);
+    return true;
+}
+
+static bool
+check_image(struct loader *L, const struct ynode *n, const char *what)
+{
+    if (n->len == 0) {
+        err_at(L, n, "%s must not be empty", what);
+        return false;
+    }
+    for (const char *c = n->str; *c; c++) {
+        if (isspace((unsigned char)*c) || !isprint((unsigned char)*c)) {
+            err_at(L, n, "%s \"%.60s\" contains whitespace or control "
+                         "characters",
+                   what, n->str);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool
+check_cpu_quantity(struct loader *L, const struct ynode *n, const char *what)
+{
+    struct quantity q;
+    struct ng_error e;
+
+    if (quantity_parse(n->str, n->len, &q, &e) != 0) {
+        err_at(L, n, "%s: %s", what, e.msg);
+        return false;
+    }
+    if (q.negative) {
+        err_at(L, n, "%s must not be negative, got %s", what, n->str);
+        return false;
+    }
+    return true;
+}
+
+/* Runs the NCCL catalog on NAME=VALUE; errors and warnings at n. */
+static bool
+check_nccl(struct loader *L, const struct ynode *n, const char *name,
+           const char *value)
+{
+    struct ncclenv_finding f;
+
+    switch (ncclenv_check(name, value, &f)) {
+    case NCCLENV_OK:
+        return true;
+    case NCCLENV_WARNING:
+        warn_at(L, n, "%s", f.msg);
+        return true;
+    case NCCLENV_ERROR:
+        err_at(L, n, "%s", f.msg);
+        return false;
+    }
+    return true;
+}
+
+static bool
+check_env_name(struct loader *L, const struct ynode *n, const char *what)
+{
+    if (n->len == 0) {
+        err_at(L, n, "%s: empty variable name", what);
+        return false;
+    }
+    for (const char *c = n->str; *c; c++) {
+        if (*c == '=' || !isprint((unsigned char)*c) ||
+            isspace((unsigned char)*c)) {
+            err_at(L, n, "%s: \"%.60s\" is not a valid environment variable "
+                         "name",
+                   what, n->str);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- settings ------------------------------------------------------ */
+
+/* Where the shm bounds were written, for the min <= max check. */
+struct shm_pos {
+    const struct ynode *per_gpu, *min, *max, *block;
+};
+
+static void
+parse_profile(struct loader *L, const struct ynode *n, struct settings *s)
+{
+    const struct ynode *v;
+
+    if (!want_map(L, n, "profile"))
+        return;
+    check_keys(L, n, profile_keys, "profile");
+    if ((v = ynode_get(n, "enabled")) != NULL)
+        get_bool(L, v, "profile.enabled", &s->profile.enabled);
+    if ((v = ynode_get(n, "name")) != NULL &&
+        want_scalar_text(L, v, "profile.name") &&
+        check_dns_name(L, v, "profile.name"))
+        get_string(L, v, "profile.name", &s->profile.name);
+    if ((v = ynode_get(n, "optional")) != NULL)
+        get_bool(L, v, "profile.optional", &s->profile.optional);
+}
+
+static void
+parse_shm(struct loader *L, const struct ynode *n, struct settings *s,
+          struct shm_pos *pos)
+{
+    static const char *const existing[] = {"keep", "grow", NULL};
+    static const char *const memlimit[] = {"warn", "raise", NULL};
+    const struct ynode *v;
+    int e;
+
+    if (!want_map(L, n, "shm"))
+        return;
+    pos->block = n;
+    check_keys(L, n, shm_keys, "shm");
+    if ((v = ynode_get(n, "enabled")) != NULL)
+        get_bool(L, v, "shm.enabled", &s->shm.enabled);
+    if ((v = ynode_get(n, "perGPU")) != NULL &&
+        get_bytes(L, v, "shm.perGPU", &s->shm.per_gpu))
+        pos->per_gpu = v;
+    if ((v = ynode_get(n, "min")) != NULL &&
+        get_bytes(L, v, "shm.min", &s->shm.min))
+        pos->min = v;
+    if ((v = ynode_get(n, "max")) != NULL &&
+        get_bytes(L, v, "shm.max", &s->shm.max))
+        pos->max = v;
+    if ((v = ynode_get(n, "existing")) != NULL &&
+        get_enum(L, v, "shm.existing", existing, &e))
+        s->shm.existing = (enum shm_existing)e;
+    if ((v = ynode_get(n, "memoryLimit")) != NULL &&
+        get_enum(L, v, "shm.memoryLimit", memlimit, &e))
+        s->shm.memory_limit = (enum shm_memory_limit)e;
+}
+
+static void
+parse_ipc(struct loader *L, const struct ynode *n, struct settings *s)
+{
+    const struct ynode *v;
+
+    if (!want_map(L, n, "ipc"))
+        return;
+    check_keys(L, n, ipc_keys, "ipc");
+    if ((v = ynode_get(n, "capabilities")) != NULL)
+        get_string_list(L, v, "ipc.capabilities", check_capability,
+                        &s->ipc.capabilities, &s->ipc.n_capabilities);
+    if ((v = ynode_get(n, "hostIPC")) != NULL &&
+        get_bool(L, v, "ipc.hostIPC", &s->ipc.host_ipc) && s->ipc.host_ipc)
+        warn_at(L, v, "ipc.hostIPC: true makes GPU pods fail Pod Security "
+                      "\"baseline\" in namespaces that enforce it");
+}
+
+static void
+parse_ringcheck(struct loader *L, const struct ynode *n, struct settings *s)
+{
+    static const char *const modes[] = {"process", "group", NULL};
+    static const char *const onfail[] = {"fail", "warn", "fallback", NULL};
+    const struct ynode *v, *r;
+    int64_t i64;
+    int e;
+
+    if (!want_map(L, n, "ringCheck"))
+        return;
+    check_keys(L, n, ringcheck_keys, "ringCheck");
+    if ((v = ynode_get(n, "enabled")) != NULL)
+        get_bool(L, v, "ringCheck.enabled", &s->ringcheck.enabled);
+    if ((v = ynode_get(n, "image")) != NULL &&
+        want_scalar_text(L, v, "ringCheck.image") &&
+        check_image(L, v, "ringCheck.image"))
+        get_string(L, v, "ringCheck.image", &s->ringcheck.image);
+    if ((v = ynode_get(n, "timeoutSeconds")) != NULL &&
+        get_int(L, v, "ringCheck.timeoutSeconds", 1, 3600, &i64))
+        s->ringcheck.timeout_seconds = (int)i64;
+    if ((v = ynode_get(n, "bandwidthBytes")) != NULL &&
+        get_bytes(L, v, "ringCheck.bandwidthBytes", &i64)) {
+        if (i64 == 0 || i64 > (16LL << 30))
+            err_at(L, v, "ringCheck.bandwidthBytes must be between 1 and "
+                         "16Gi");
+        else
+            s->ringcheck.bandwidth_bytes = i64;
+    }
+    if ((v = ynode_get(n, "mode")) != NULL &&
+        get_enum(L, v, "ringCheck.mode", modes, &e))
+        s->ringcheck.mode = (enum ringcheck_mode)e;
+    if ((v = ynode_get(n, "onFailure")) != NULL &&
+        get_enum(L, v, "ringCheck.onFailure", onfail, &e))
+        s->ringcheck.on_failure = (enum ringcheck_on_failure)e;
+    if ((v = ynode_get(n, "minBusBandwidthGBps")) != NULL)
+        get_number(L, v, "ringCheck.minBusBandwidthGBps",
+                   &s->ringcheck.min_busbw_gbps);
+    if ((v = ynode_get(n, "allowOptOut")) != NULL)
+        get_bool(L, v, "ringCheck.allowOptOut", &s->ringcheck.allow_opt_out);
+    if ((r = ynode_get(n, "resources")) != NULL &&
+        want_map(L, r, "ringCheck.resources")) {
+        check_keys(L, r, resources_keys, "ringCheck.resources");
+        if ((v = ynode_get(r, "cpu")) != NULL &&
+            want_scalar_text(L, v, "ringCheck.resources.cpu") &&
+            check_cpu_quantity(L, v, "ringCheck.resources.cpu"))
+            get_string(L, v, "ringCheck.resources.cpu",
+                       &s->ringcheck.cpu_request);
+        if ((v = ynode_get(r, "memory")) != NULL) {
+            int64_t b;
+
+            if (get_bytes(L, v, "ringCheck.resources.memory", &b))
+                get_string(L, v, "ringCheck.resources.memory",
+                           &s->ringcheck.memory_request);
+        }
+    }
+}
+
+static void
+parse_extra_env(struct loader *L, const struct ynode *n, struct settings *s)
+{
+    struct env_var *v;
+    bool ok = true;
+
+    if (n->kind == YNODE_SCALAR && n->null_tag) {
+        s->extra_env = NULL;
+        s->n_extra_env = 0;
+        return;
+    }
+    if (n->kind != YNODE_SEQ) {
+        err_at(L, n, "extraEnv must be a list of {name, value}, got %s",
+               ynode_type_name(n));
+        return;
+    }
+    if (n->n > POLICY_MAX_LIST) {
+        err_at(L, n, "extraEnv has %zu entries, more than %d", n->n,
+               POLICY_MAX_LIST);
+        return;
+    }
+    v = pool_alloc(L->p, (n->n + 1) * sizeof(*v));
+    if (v == NULL)
+        return;
+    for (size_t i = 0; i < n->n; i++) {
+        const struct ynode *it = n->items[i], *nm, *val;
+
+        if (!want_map(L, it, "extraEnv entry")) {
+            ok = false;
+            continue;
+        }
+        check_keys(L, it, env_keys, "extraEnv entry");
+        nm = ynode_get(it, "name");
+        val = ynode_get(it, "value");
+        if (nm == NULL) {
+            err_at(L, it, "extraEnv entry needs a name");
+            ok = false;
+            continue;
+        }
+        if (val == NULL) {
+            err_at(L, it, "extraEnv entry \"%.60s\" needs a value",
+                   nm->kind == YNODE_SCALAR ? nm->str : "?");
+            ok = false;
+            continue;
+        }
+        if (!want_scalar_text(L, nm, "extraEnv name") ||
+            !check_env_name(L, nm, "extraEnv name") ||
+            !want_scalar_text(L, val, "extraEnv value")) {
+            ok = false;
+            continue;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (v[j].name != NULL && strcmp(v[j].name, nm->str) == 0) {
+                err_at(L, nm, "extraEnv sets %.60s twice", nm->str);
+                ok = false;
+            }
+        }
+        if (!check_nccl(L, nm, nm->str, val->str))
+            ok = false;
+        v[i].name = pool_strdup(L->p, nm->str);
+        v[i].value = pool_strdup(L->p, val->str);
+    }
+    if (!ok)
+        return;
+    s->extra_env = v;
+    s->n_extra_env = n->n;
+}
+
+static void
+parse_debug(struct loader *L, const struct ynode *n, struct settings *s)
+{
+    const struct ynode *v;
+
+    if (!want_map(L, n, "debug"))
+        return;
+    check_keys(L, n, debug_keys, "debug");
+    if ((v = ynode_get(n, "allowAnnotation")) != NULL)
+        get_bool(L, v, "debug.allowAnnotation", &s->debug.allow_annotation);
+    if ((v = ynode_get(n, "level")) != NULL &&
+        want_scalar_text(L, v, "debug.level") &&
+        check_nccl(L, v, "NCCL_DEBUG", v->str))
+        get_string(L, v, "debug.level", &s->debug.level);
+    if ((v = ynode_get(n, "subsys")) != NULL &&
+        want_scalar_text(L, v, "debug.subsys") &&
+        check_nccl(L, v, "NCCL_DEBUG_SUBSYS", v->str))
+        get_string(L, v, "debug.subsys", &s->debug.subsys);
+}
+
+/* Parses a settings block over *s (already holding the base values). */
+static void
+parse_settings(struct loader *L, const struct ynode *n, struct settings *s,
+               const char *what, struct shm_pos *pos)
+{
+    const struct ynode *v;
+
+    if (n->kind == YNODE_SCALAR && n->null_tag)
+        return;
+    if (!want_map(L, n, what))
+        return;
+    check_keys(L, n, settings_keys, what);
+    if ((v = ynode_get(n, "gpuResources")) != NULL) {
+        char **list;
+        size_t count;
+
+        if (get_string_list(L, v, "gpuResources", check_resource_name, &list,
+                            &count)) {
+            if (count == 0) {
+                err_at(L, v, "gpuResources must name at least one resource");
+            } else {
+                s->gpu_resources = list;
+                s->n_gpu_resources = count;
+            }
+        }
+    }
+    if ((v = ynode_get(n, "profile")) != NULL)
+        parse_profile(L, v, s);
+    if ((v = ynode_get(n, "shm")) != NULL)
+        parse_shm(L, v, s, pos);
+    if ((v = ynode_get(n, "ipc")) != NULL)
+        parse_ipc(L, v, s);
+    if ((v = ynode_get(n, "ringCheck")) != NULL)
+        parse_ringcheck(L, v, s);
+    if ((v = ynode_get(n, "extraEnv")) != NULL)
+        parse_extra_env(L, v, s);
+    if ((v = ynode_get(n, "debug")) != NULL)
+        parse_debug(L, v, s);
+}
+
+/* min <= perGPU-independent bounds; reports at the most specific place. */
+static void
+check_shm_bounds(struct loader *L, const struct settings *s,
+                 const struct shm_pos *pos, const struct ynode *fallback,
+                 const char *who)
+{
+    char a[32], b[32];
+    const struct ynode *at;
+
+    if (s->shm.min <= s->shm.max)
+        return;
+    at = pos->max ? pos->max : pos->min ? pos->min : fallback;
+    quantity_format_binary(s->shm.min, a, sizeof(a));
+    quantity_format_binary(s->shm.max, b, sizeof(b));
+    err_at(L, at, "%sshm.min %s is greater than shm.max %s", who, a, b);
+}
+
+/* ---- match --------------------------------------------------------- */
+
+static bool
+check_glob(struct loader *L, const struct ynode *n, const char *what)
+{
+    char why[160];
+
+    if (match_glob_valid(n->str, why, sizeof(why)))
+        return true;
+    err_at(L, n, "%s: bad glob \"%.60s\": %s", what, n->str, why);
+    return false;
+}
+
+static bool
+check_label_key(struct loader *L, const struct ynode *n, const char *what)
+{
+    const char *s = n->str;
+    const char *slash = strchr(s, '/');
+    const char *name = slash ? slash + 1 : s;
+
+    if (n->len == 0 || strlen(name) == 0 || strlen(name) > 63 ||
+        (slash && (slash == s || slash - s > 253 ||
+                   strchr(slash + 1, '/') != NULL))) {
+        err_at(L, n, "%s: \"%.60s\" is not a valid label or annotation key",
+               what, s);
+        return false;
+    }
+    for (const char *c = s; *c; c++) {
+        if (!(isalnum((unsigned char)*c) || *c == '-' || *c == '_' ||
+              *c == '.' || *c == '/')) {
+            err_at(L, n, "%s: \"%.60s\" is not a valid label or annotation "
+                         "key",
+                   what, s);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void
+parse_pairs(struct loader *L, const struct ynode *n, const char *what,
+            char ***keys, char ***values, size_t *count)
+{
+    char **k, **v;
+
+    if (!want_map(L, n, what))
+        return;
+    if (n->n > POLICY_MAX_LIST) {
+        err_at(L, n, "%s has more than %d entries", what, POLICY_MAX_LIST);
+        return;
+    }
+    k = pool_alloc(L->p, (n->n + 1) * sizeof(char *));
+    v = pool_alloc(L->p, (n->n + 1) * sizeof(char *));
+    if (k == NULL || v == NULL)
+        return;
+    for (size_t i = 0; i < n->n; i++) {
+        if (!want_scalar_text(L, n->keys[i], what) ||
+            !check_label_key(L, n->keys[i], what))
+            return;
+        if (!get_string(L, n->items[i], what, &v[i]))
+            return;
+        k[i] = pool_strdup(L->p, n->keys[i]->str);
+    }
+    *keys = k;
+    *values = v;
+    *count = n->n;
+}
+
+static void
+parse_exprs(struct loader *L, const struct ynode *n, struct match *m)
+{
+    static const char *const ops[] = {"In", "NotIn", "Exists",
+                                      "DoesNotExist", NULL};
+    struct label_req *r;
+
+    if (n->kind != YNODE_SEQ) {
+        err_at(L, n, "matchExpressions must be a list, got %s",
+               ynode_type_name(n));
+        return;
+    }
+    if (n->n > POLICY_MAX_LIST) {
+        err_at(L, n, "matchExpressions has more than %d entries",
+               POLICY_MAX_LIST);
+        return;
+    }
+    r = pool_alloc(L->p, (n->n + 1) * sizeof(*r));
+    if (r == NULL)
+        return;
+    for (size_t i = 0; i < n->n; i++) {
+        const struct ynode *it = n->items[i], *k, *op, *vals;
+        int o;
+
+        if (!want_map(L, it, "matchExpressions entry"))
+            return;
+        check_keys(L, it, expr_keys, "matchExpressions entry");
+        k = ynode_get(it, "key");
+        op = ynode_get(it, "operator");
+        vals = ynode_get(it, "values");
+        if (k == NULL || op == NULL) {
+            err_at(L, it, "matchExpressions entry needs key and operator");
+            return;
+        }
+        if (!want_scalar_text(L, k, "matchExpressions key") ||
+            !check_label_key(L, k, "matchExpressions key") ||
+            !get_enum(L, op, "matchExpressions operator", ops, &o))
+            return;
+        r[i].key = pool_strdup(L->p, k->str);
+        r[i].op = (enum label_op)o;
+        if (o == LABEL_IN || o == LABEL_NOT_IN) {
+            if (vals == NULL || vals->kind != YNODE_SEQ || vals->n == 0) {
+                err_at(L, vals ? vals : it,
+                       "matchExpressions operator %s needs a non-empty "
+                       "values list",
+                       op->str);
+                return;
+            }
+            if (!get_string_list(L, vals, "matchExpressions values", NULL,
+                                 &r[i].values, &r[i].n_values))
+                return;
+        } else if (vals != NULL &&
+                   !(vals->kind == YNODE_SEQ && vals->n == 0)) {
+            err_at(L, vals, "matchExpressions operator %s takes no values",
+                   op->str);
+            return;
+        }
+    }
+    m->exprs = r;
+    m->n_exprs = n->n;
+}
+
+static void
+parse_match(struct loader *L, const struct ynode *n, struct match *m)
+{
+    const struct ynode *v, *minn = NULL, *maxn = NULL;
+
+    m->min_gpus = 0;
+    m->max_gpus = -1;
+    if (n->kind == YNODE_SCALAR && n->null_tag)
+        return;
+    if (!want_map(L, n, "match"))
+        return;
+    check_keys(L, n, match_keys, "match");
+    if ((v = ynode_get(n, "namespaces")) != NULL)
+        get_string_list(L, v, "match.namespaces", check_glob, &m->namespaces,
+                        &m->n_namespaces);
+    if ((v = ynode_get(n, "excludeNamespaces")) != NULL)
+        get_string_list(L, v, "match.excludeNamespaces", check_glob,
+                        &m->exclude, &m->n_exclude);
+    if ((v = ynode_get(n, "podLabels")) != NULL)
+        parse_pairs(L, v, "match.podLabels", &m->label_keys,
+                    &m->label_values, &m->n_labels);
+    if ((v = ynode_get(n, "matchExpressions")) != NULL)
+        parse_exprs(L, v, m);
+    if ((v = ynode_get(n, "annotations")) != NULL)
+        parse_pairs(L, v, "match.annotations", &m->ann_keys, &m->ann_values,
+                    &m->n_ann);
+    if ((v = ynode_get(n, "minGPUs")) != NULL &&
+        get_int(L, v, "match.minGPUs", 0, 1 << 20, &m->min_gpus))
+        minn = v;
+    if ((v = ynode_get(n, "maxGPUs")) != NULL &&
+        get_int(L, v, "match.maxGPUs", 0, 1 << 20, &m->max_gpus))
+        maxn = v;
+    if (minn != NULL && maxn != NULL && m->min_gpus > m->max_gpus)
+        err_at(L, maxn, "match.minGPUs %lld is greater than maxGPUs %lld",
+               (long long)m->min_gpus, (long long)m->max_gpus);
+}
+
+/* ---- rules --------------------------------------------------------- */
+
+static bool
+check_rule_name(struct loader *L, const struct ynode *n)
+{
+    if (!want_scalar_text(L, n, "rule name"))
+        return false;
+    if (n->len == 0 || n->len > 63) {
+        err_at(L, n, "rule name must be 1 to 63 characters");
+        return false;
+    }
+    for (const char *c = n->str; *c; c++) {
+        if (!(isalnum((unsigned char)*c) || *c == '-' || *c == '_' ||
+              *c == '.')) {
+            err_at(L, n, "rule name \"%.63s\" may use only letters, digits, "
+                         "'-', '_' and '.'",
+                   n->str);
+            return false;
+        }
+    }
+    if (strcmp(n->str, "default") == 0) {
+        err_at(L, n, "rule name \"default\" is reserved for pods no rule "
+                     "matches");
+        return false;
+    }
+    return true;
+}
+
+static void
+parse_rules(struct loader *L, const struct ynode *n)
+{
+    struct policy *p = L->p;
+
+    if (n->kind == YNODE_SCALAR && n->null_tag)
+        return;
+    if (n->kind != YNODE_SEQ) {
+        err_at(L, n, "rules must be a list, got %s", ynode_type_name(n));
+        return;
+    }
+    if (n->n > POLICY_MAX_RULES) {
+        err_at(L, n, "%zu rules, more than the limit of %d", n->n,
+               POLICY_MAX_RULES);
+        return;
+    }
+    p->rules = pool_alloc(p, (n->n + 1) * sizeof(*p->rules));
+    if (p->rules == NULL)
+        return;
+    for (size_t i = 0; i < n->n; i++) {
+        const struct ynode *it = n->items[i], *v, *nm;
+        struct rule *r = &p->rules[p->n_rules];
+        struct shm_pos pos = {NULL, NULL, NULL, NULL};
+        char who[100];
+
+        if (!want_map(L, it, "rule"))
+            continue;
+        check_keys(L, it, rule_keys, "rule");
+        r->line = it->line;
+        r->col = it->col;
+        nm = ynode_get(it, "name");
+        if (nm == NULL) {
+            err_at(L, it, "rule needs a name");
+        } else if (check_rule_name(L, nm)) {
+            r->name = pool_strdup(p, nm->str);
+            for (size_t j = 0; j < p->n_rules; j++) {
+                if (p->rules[j].name != NULL &&
+                    strcmp(p->rules[j].name, nm->str) == 0)
+                    err_at(L, nm, "duplicate rule name \"%s\" (first at "
+                                  "line %d)",
+                           nm->str, p->rules[j].line);
+            }
+        }
+        /* No match block: the rule matches every GPU pod. */
+        r->match.max_gpus = -1;
+        if ((v = ynode_get(it, "match")) != NULL)
+            parse_match(L, v, &r->match);
+        if ((v = ynode_get(it, "skip")) != NULL)
+            get_bool(L, v, "skip", &r->skip);
+        r->settings = p->defaults;
+        if ((v = ynode_get(it, "settings")) != NULL) {
+            if (r->skip)
+                warn_at(L, v, "settings are ignored: the rule says skip: "
+                              "true");
+            snprintf(who, sizeof(who), "rule \"%.60s\": ",
+                     r->name ? r->name : "?");
+            parse_settings(L, v, &r->settings, "settings", &pos);
+            check_shm_bounds(L, &r->settings, &pos, v, who);
+        }
+        if (r->name == NULL)
+            r->name = pool_strdup(p, "?");
+        p->n_rules++;
+    }
+    /* A rule after one that catches all its pods can never match. */
+    for (size_t i = 1; i < p->n_rules; i++) {
+        for (size_t j = 0; j < i; j++) {
+            if (match_covers(&p->rules[j].match, &p->rules[i].match)) {
+                diags_add(L->d, DIAG_ERROR, p->rules[i].line,
+                          p->rules[i].col,
+                          "rule \"%s\" can never match: rule \"%s\" (line "
+                          "%d) comes first and matches every pod it would",
+                          p->rules[i].name, p->rules[j].name,
+                          p->rules[j].line);
+                break;
+            }
+        }
+    }
+}
+
+/* ---- top level ----------------------------------------------------- */
+
+static void
+parse_top(struct loader *L, const struct ynode *root)
+{
+    const struct ynode *v;
+    struct shm_pos pos = {NULL, NULL, NULL, NULL};
+
+    if (root->kind != YNODE_MAP) {
+        err_at(L, root, "a policy must be a mapping with apiVersion: %s and "
+                        "kind: Policy, got %s",
+               API_VERSION, ynode_type_name(root));
+        return;
+    }
+    check_keys(L, root, top_keys, "the policy");
+    v = ynode_get(root, "apiVersion");
+    if (v == NULL)
+        err_at(L, root, "missing apiVersion: %s", API_VERSION);
+    else if (v->kind != YNODE_SCALAR || strcmp(v->str, API_VERSION) != 0)
+        err_at(L, v, "apiVersion must be %s, got \"%.60s\"", API_VERSION,
+               v->kind == YNODE_SCALAR ? v->str : ynode_type_name(v));
+    v = ynode_get(root, "kind");
+    if (v == NULL)
+        err_at(L, root, "missing kind: Policy");
+    else if (v->kind != YNODE_SCALAR || strcmp(v->str, "Policy") != 0)
+        err_at(L, v, "kind must be Policy, got \"%.60s\"",
+               v->kind == YNODE_SCALAR ? v->str : ynode_type_name(v));
+    if ((v = ynode_get(root, "metadata")) != NULL)
+        want_map(L, v, "metadata");
+    if ((v = ynode_get(root, "defaults")) != NULL) {
+        parse_settings(L, v, &L->p->defaults, "defaults", &pos);
+        check_shm_bounds(L, &L->p->defaults, &pos, v, "defaults: ");
+    }
+    if ((v = ynode_get(root, "rules")) != NULL)
+        parse_rules(L, v);
+}
+
+static int
+policy_hash_compute(struct policy *p, const char *buf, size_t len)
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+
+    if (!EVP_Digest(buf, len, md, &mdlen, EVP_sha256(), NULL))
+        return -1;
+    for (unsigned int i = 0; i < mdlen && i < 32; i++)
+        snprintf(p->hash + 2 * i, 3, "%02x", md[i]);
+    return 0;
+}
+
+static void
+policy_destroy(struct policy *p)
+{
+    for (size_t i = 0; i < p->n_blocks; i++)
+        free(p->blocks[i]);
+    free(p->blocks);
+    free(p);
+}
+
+struct policy *
+policy_check(const char *buf, size_t len, struct diags *d)
+{
+    static const struct ytree_caps caps = {POLICY_MAX_BYTES,
+                                           POLICY_MAX_DEPTH,
+                                           POLICY_MAX_NODES, 1};
+    struct policy *p;
+    struct ytree *t;
+    struct loader L;
+    size_t errors_before = d->n_errors;
+
+    p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        diags_add(d, DIAG_ERROR, 0, 0, "out of memory");
+        return NULL;
+    }
+    atomic_init(&p->refs, 1);
+    if (settings_builtin(p, &p->defaults) != 0 ||
+        policy_hash_compute(p, buf, len) != 0) {
+        diags_add(d, DIAG_ERROR, 0, 0, "out of memory");
+        goto fail;
+    }
+    t = ytree_parse(buf, len, &caps, d);
+    if (t == NULL)
+        goto fail;
+    if (ytree_ndocs(t) == 0) {
+        diags_add(d, DIAG_ERROR, 1, 1,
+                  "empty policy: expected apiVersion: %s and kind: Policy",
+                  API_VERSION);
+    } else {
+        L.p = p;
+        L.d = d;
+        parse_top(&L, ytree_doc(t, 0));
+    }
+    ytree_free(t);
+    if (p->oom)
+        diags_add(d, DIAG_ERROR, 0, 0, "out of memory");
+    diags_sort(d);
+    if (d->n_errors != errors_before)
+        goto fail;
+    return p;
+fail:
+    diags_sort(d);
+    policy_destroy(p);
+    return NULL;
+}
+
+struct policy *
+policy_load(const char *buf, size_t len, const char *name,
+            struct ng_error *err)
+{
+    struct diags d = {0};
+    struct policy *p;
+
+    (void)name;
+    p = policy_check(buf, len, &d);
+    if (p == NULL) {
+        for (size_t i = 0; i < d.n; i++) {
+            if (d.v[i].severity == DIAG_ERROR) {
+                ng_error_set(err, d.v[i].line, d.v[i].col, "%s",
+                             d.v[i].msg);
+                break;
+            }
+        }
+        if (d.n == 0)
+            ng_error_set(err, 0, 0, "policy rejected");
+    }
+    diags_release(&d);
+    return p;
+}
+
+int
+policy_read_file(const char *path, size_t max, char **buf_out,
+                 size_t *len_out, struct ng_error *err)
+{
+    FILE *f;
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+
+    f = fopen(path, "rb");
+    if (f == NULL) {
+        ng_error_set(err, 0, 0, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    for (;;) {
+        size_t got;
+
+        if (len == cap) {
+            char *nb;
+
+            if (cap > max) {
+                ng_error_set(err, 0, 0, "%s is larger than %zu bytes", path,
+                             max);
+                goto fail;
+            }
+            cap = cap ? cap * 2 : 16384;
+            nb = realloc(buf, cap + 1);
+            if (nb == NULL) {
+                ng_error_set(err, 0, 0, "out of memory reading %s", path);
+                goto fail;
+            }
+            buf = nb;
+        }
+        got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) {
+            if (ferror(f)) {
+                ng_error_set(err, 0, 0, "cannot read %s: %s", path,
+                             strerror(errno));
+                goto fail;
+            }
+            break;
+        }
+    }
+    if (len > max) {
+        ng_error_set(err, 0, 0, "%s is larger than %zu bytes", path, max);
+        goto fail;
+    }
+    if (buf == NULL && (buf = malloc(1)) == NULL) {
+        ng_error_set(err, 0, 0, "out of memory reading %s", path);
+        goto fail;
+    }
+    buf[len] = '\0';
+    fclose(f);
+    *buf_out = buf;
+    *len_out = len;
+    return 0;
+fail:
+    free(buf);
+    fclose(f);
+    return -1;
+}
+
+struct policy *
+policy_load_file(const char *path, struct ng_error *err)
+{
+    char *buf;
+    size_t len;
+    struct policy *p;
+
+    if (policy_read_file(path, POLICY_MAX_BYTES, &buf, &len, err) != 0)
+        return NULL;
+    p = policy_load(buf, len, path, err);
+    free(buf);
+    return p;
+}
+
+void
+policy_free(struct policy *p)
+{
+    if (p == NULL)
+        return;
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    policy_destroy(p);
+}
+
+struct policy *
+policy_ref(struct policy *p)
+{
+    if (p != NULL)
+        atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+    return p;
+}
+
+const struct settings *
+policy_defaults(const struct policy *p)
+{
+    return &p->defaults;
+}
+
+const char *
+policy_hash(const struct policy *p)
+{
+    return p->hash;
+}
+
+size_t
+policy_rule_count(const struct policy *p)
+{
+    return p->n_rules;
+}
+
+const char *
+policy_rule_name(const struct policy *p, size_t i)
+{
+    return i < p->n_rules ? p->rules[i].name : NULL;
+}
+
+/* ---- decisions ----------------------------------------------------- */
+
+/* Adds a warning, cut to 120 characters as the admission API wants. */
+static void
+decision_warn(struct decision *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+decision_warn(struct decision *out, const char *fmt, ...)
+{
+    char *w;
+    va_list ap;
+
+    if (out->n_warnings >= POLICY_MAX_WARNINGS)
+        return;
+    w = out->warnings[out->n_warnings++];
+    va_start(ap, fmt);
+    vsnprintf(w, sizeof(out->warnings[0]), fmt, ap);
+    va_end(ap);
+    if (strlen(w) > 120)
+        memcpy(w + 117, "...", 4);
+}
+
+/* A user-supplied value made safe and short for a warning. */
+static void
+shown_value(const char *v, char *buf, size_t n)
+{
+    size_t j = 0;
+
+    for (size_t i = 0; v[i] != '\0' && j + 4 < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+
+        buf[j++] = (c >= 0x20 && c < 0x7f && c != '"') ? (char)c : '?';
+        if (i >= 15 && v[i + 1] != '\0') {
+            memcpy(buf + j, "...", 3);
+            j += 3;
+            break;
+        }
+    }
+    buf[j] = '\0';
+}
+
+static const char *
+annotation(const json_t *annotations, const char *key)
+{
+    const json_t *v;
+
+    if (annotations == NULL || !json_is_object(annotations))
+        return NULL;
+    v = json_object_get(annotations, key);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static void
+decide_shm_size(const struct settings *s, const char *rule, const char *v,
+                struct decision *out)
+{
+    struct quantity q;
+    char shown[24], lim[32];
+
+    shown_value(v, shown, sizeof(shown));
+    if (!s->shm.enabled) {
+        decision_warn(out, "ncclguard: shm-size ignored: rule \"%.30s\" "
+                           "does not manage /dev/shm",
+                      rule);
+        return;
+    }
+    if (quantity_parse(v, strlen(v), &q, NULL) != 0 || q.negative ||
+        q.value == 0 || !q.integer || q.saturated) {
+        decision_warn(out, "ncclguard: shm-size \"%s\" refused: not a whole "
+                           "positive quantity such as 16Gi",
+                      shown);
+        return;
+    }
+    if (q.value > s->shm.max) {
+        quantity_format_binary(s->shm.max, lim, sizeof(lim));
+        decision_warn(out, "ncclguard: shm-size %s refused: above the "
+                           "policy maximum %s (rule \"%.30s\")",
+                      shown, lim, rule);
+        return;
+    }
+    if (q.value < s->shm.min) {
+        quantity_format_binary(s->shm.min, lim, sizeof(lim));
+        decision_warn(out, "ncclguard: shm-size %s refused: below the "
+                           "policy minimum %s (rule \"%.30s\")",
+                      shown, lim, rule);
+        return;
+    }
+    out->shm_override = q.value;
+}
+
+void
+policy_decide(const struct policy *p, const char *namespace,
+              const json_t *labels, const json_t *annotations, int64_t gpus,
+              struct decision *out)
+{
+    const struct settings *s = &p->defaults;
+    const char *v;
+    char shown[24];
+
+    memset(out, 0, sizeof(*out));
+    out->rule = "default";
+    out->shm_override = -1;
+    for (size_t i = 0; i < p->n_rules; i++) {
+        if (match_pod(&p->rules[i].match, namespace, labels, annotations,
+                      gpus)) {
+            out->rule = p->rules[i].name;
+            out->skip = p->rules[i].skip;
+            s = &p->rules[i].settings;
+            break;
+        }
+    }
+    out->settings = s;
+    out->ringcheck = s->ringcheck.enabled;
+    if (out->skip)
+        return;
+
+    if ((v = annotation(annotations, "ncclguard.io/shm-size")) != NULL)
+        decide_shm_size(s, out->rule, v, out);
+
+    if ((v = annotation(annotations, "ncclguard.io/ring-check")) != NULL) {
+        shown_value(v, shown, sizeof(shown));
+        if (strcmp(v, "false") == 0) {
+            if (!s->ringcheck.enabled)
+                ; /* already off: nothing to refuse */
+            else if (s->ringcheck.allow_opt_out)
+                out->ringcheck = false;
+            else
+                decision_warn(out, "ncclguard: ring-check opt-out refused: "
+                                   "rule \"%.30s\" does not allow it",
+                              out->rule);
+        } else if (strcmp(v, "true") == 0) {
+            if (!s->ringcheck.enabled)
+                decision_warn(out, "ncclguard: ring-check \"true\" ignored: "
+                                   "rule \"%.30s\" disables the ring check",
+                              out->rule);
+        } else {
+            decision_warn(out, "ncclguard: ring-check \"%s\" ignored: "
+                               "expected \"true\" or \"false\"",
+                          shown);
+        }
+    }
+
+    if ((v = annotation(annotations, "ncclguard.io/debug")) != NULL) {
+        shown_value(v, shown, sizeof(shown));
+        if (strcmp(v, "true") == 0) {
+            if (s->debug.allow_annotation)
+                out->debug = true;
+            else
+                decision_warn(out, "ncclguard: debug refused: rule "
+                                   "\"%.30s\" does not allow NCCL debug "
+                                   "output",
+                              out->rule);
+        } else if (strcmp(v, "false") != 0) {
+            decision_warn(out, "ncclguard: debug \"%s\" ignored: expected "
+                               "\"true\" or \"false\"",
+                          shown);
+        }
+    }
+}

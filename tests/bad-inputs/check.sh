@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Posts every body listed in cases.tsv to a real `ncclguard serve` over
+# HTTPS and checks the status (and, for 200, the patch), that the server
+# still answers /healthz after each one, and that it exits 0 on SIGTERM.
+# Usage: NCCLGUARD=build/ncclguard tests/bad-inputs/check.sh
+set -u
+
+NCCLGUARD=${NCCLGUARD:?set NCCLGUARD to the ncclguard binary}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/ncclguard-bad.XXXXXX")
+server_pid=
+failures=0
+
+cleanup() {
+    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+        kill -KILL "$server_pid" 2>/dev/null
+        wait "$server_pid" 2>/dev/null
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() {
+    echo "bad-inputs: FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+
+# A throwaway CA and a serving certificate for 127.0.0.1.
+make_certs() {
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -days 1 -subj /CN=bad-inputs-ca -keyout "$work/ca.key" \
+        -out "$work/ca.crt" 2>/dev/null &&
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -subj /CN=127.0.0.1 -keyout "$work/tls.key" -out "$work/tls.csr" \
+        2>/dev/null &&
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$work/ext" &&
+    openssl x509 -req -in "$work/tls.csr" -CA "$work/ca.crt" \
+        -CAkey "$work/ca.key" -CAcreateserial -days 1 \
+        -extfile "$work/ext" -out "$work/tls.crt" 2>/dev/null
+}
+
+# Starts the server on a random free loopback port; sets port, server_pid.
+start_server() {
+    local try
+    for try in 1 2 3 4 5; do
+        port=$((20000 + RANDOM % 40000))
+        "$NCCLGUARD" serve --listen "127.0.0.1:$port" \
+            --cert "$work/tls.crt" --key "$work/tls.key" \
+            --policy "$root/policy/default.yaml" \
+            >"$work/server.log" 2>&1 &
+        server_pid=$!
+        local waited=0
+        while [ "$waited" -lt "${NCCLGUARD_START_TIMEOUT:-100}" ]; do
+            if ! kill -0 "$server_pid" 2>/dev/null; then
+                break
+            fi
+            if [ "$(get /readyz)" = 200 ]; then
+                return 0
+            fi
+            sleep 0.1
+            waited=$((waited + 1))
+        done
+        kill -KILL "$server_pid" 2>/dev/null
+        wait "$server_pid" 2>/dev/null
+        server_pid=
+    done
+    echo "bad-inputs: server did not become ready; its log:" >&2
+    cat "$work/server.log" >&2
+    return 1
+}
+
+get() {
+    curl -sS --max-time 10 --cacert "$work/ca.crt" -o /dev/null \
+        -w '%{http_code}' "https://127.0.0.1:$port$1" 2>/dev/null
+}
+
+# Generated bodies: too big to check in, or simply easier to build here.
+generate() {
+    local name=$1 out=$work/$1
+    local head='{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"9f0e","kind":{"group":"","version":"v1","kind":"Pod"},"namespace":"ml","operation":"CREATE","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","annotations":{"pad":"'
+    local tail='"}},"spec":{"containers":[{"name":"c","image":"x"}]}}}}'
+    case $name in
+    too-large | too-large-chunked)
+        { printf '%s' "$head"; head -c $((4194305 - ${#head} - ${#tail})) \
+            /dev/zero | tr '\0' x; printf '%s' "$tail"; } >"$out" ;;
+    just-under-cap)
+        { printf '%s' "$head"; head -c $((4194304 - ${#head} - ${#tail})) \
+            /dev/zero | tr '\0' x; printf '%s' "$tail"; } >"$out" ;;
+    nested-10000)
+        { printf '%s' "${head%\"metadata*}"; printf '"metadata":'
+          head -c 10000 /dev/zero | tr '\0' '['
+          head -c 10000 /dev/zero | tr '\0' ']'; printf '}}}'; } >"$out" ;;
+    *) echo "bad-inputs: unknown generated body @$name" >&2; return 1 ;;
+    esac
+}
+
+run_case() {
+    local status=$1 ctype=$2 file=$3 want=$4 why=$5 body extra=()
+    if [ "${file#@}" != "$file" ]; then
+        generate "${file#@}" || { fail "$file: cannot generate"; return; }
+        body=$work/${file#@}
+        [ "$file" = @too-large-chunked ] &&
+            extra=(-H 'Transfer-Encoding: chunked')
+    else
+        body=$here/$file
+    fi
+    local got
+    got=$(curl -sS --max-time 20 --cacert "$work/ca.crt" \
+        -o "$work/resp" -w '%{http_code}' -H "Content-Type: $ctype" \
+        "${extra[@]}" --data-binary @"$body" \
+        "https://127.0.0.1:$port/mutate" 2>"$work/curl.err")
+    if [ "$got" != "$status" ]; then
+        fail "$file ($why): status $got, want $status;" \
+            "response: $(head -c 300 "$work/resp" 2>/dev/null)" \
+            "$(cat "$work/curl.err")"
+    elif [ "$status" = 200 ]; then
+        local allowed patch
+        allowed=$(jq -r '.response.allowed' "$work/resp" 2>/dev/null)
+        patch=$(jq -r '.response.patch // "none"' "$work/resp" 2>/dev/null)
+        if [ "$allowed" != true ]; then
+            fail "$file ($why): response.allowed is '$allowed'"
+        elif [ "$want" = patch ] && [ "$patch" = none ]; then
+            fail "$file ($why): expected a patch, got none"
+        elif [ "$want" = nopatch ] && [ "$patch" != none ]; then
+            fail "$file ($why): expected no patch, got one"
+        fi
+    elif [ ! -s "$work/resp" ] && [ "$status" != 413 ]; then
+        fail "$file ($why): status $got without a reason in the body"
+    fi
+    if ! kill -0 "$server_pid" 2>/dev/null; then
+        fail "$file ($why): the server died; its log:"
+        tail -20 "$work/server.log" >&2
+        server_pid=
+        return 1
+    fi
+    local health
+    health=$(get /healthz)
+    [ "$health" = 200 ] ||
+        fail "$file ($why): /healthz answered $health afterwards"
+    echo "ok $status $file"
+}
+
+make_certs || { echo "bad-inputs: cannot create certificates" >&2; exit 1; }
+start_server || exit 1
+cases=0
+while read -r status ctype file want why; do
+    case $status in '#'* | '') continue ;; esac
+    cases=$((cases + 1))
+    run_case "$status" "$ctype" "$file" "$want" "$why" || break
+done <"$here/cases.tsv"
+
+if [ -n "$server_pid" ]; then
+    kill -TERM "$server_pid"
+    wait "$server_pid"
+    rc=$?
+    server_pid=
+    [ "$rc" = 0 ] || { fail "server exited $rc after SIGTERM; its log:"
+        tail -20 "$work/server.log" >&2; }
+fi
+if [ "$failures" -ne 0 ]; then
+    echo "bad-inputs: $failures of $cases cases failed" >&2
+    exit 1
+fi
+echo "bad-inputs: all $cases cases got their status; server kept serving"

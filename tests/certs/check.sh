@@ -1,0 +1,185 @@
+#!/bin/sh
+# Checks `ncclguard certs` with the openssl command line: what create writes,
+# CA reuse, inspect's exit codes and messages, bad input, webhook-config.
+set -u
+
+: "${NCCLGUARD:?set NCCLGUARD to the ncclguard binary}"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+# expect RC WHAT CMD...: runs CMD, output in $T/out and $T/err.
+expect() {
+    want=$1 what=$2
+    shift 2
+    "$@" >"$T/out" 2>"$T/err"
+    got=$?
+    if [ "$got" -eq "$want" ]; then ok; else
+        bad "$what: exit $got, expected $want"; sed 's/^/  /' "$T/err" >&2
+    fi
+}
+# has FILE PATTERN WHAT: FILE contains the fixed string PATTERN.
+has() {
+    if grep -qF -- "$2" "$1"; then ok; else
+        bad "$3: '$2' not in $1"; sed 's/^/  /' "$1" >&2
+    fi
+}
+mode() { stat -c %a "$1"; }
+
+# --- create: EC with extra DNS and IP SANs --------------------------------
+D=$T/ec
+expect 0 "create ec" "$NCCLGUARD" certs create --service ncclguard \
+    --namespace gpu-system --out "$D" --san localhost --san 127.0.0.1 \
+    --san 2001:db8::1 --san '*.example.org'
+cp "$T/out" "$T/bundle1"
+has "$T/err" "created a new CA" "create says it made a CA"
+for f in ca.crt ca.key tls.crt tls.key; do
+    [ -s "$D/$f" ] && ok || bad "create did not write $f"
+done
+[ "$(mode "$D/tls.key")" = 600 ] && ok || bad "tls.key mode $(mode "$D/tls.key")"
+[ "$(mode "$D/ca.key")" = 600 ] && ok || bad "ca.key mode $(mode "$D/ca.key")"
+[ "$(mode "$D")" = 700 ] && ok || bad "out dir mode $(mode "$D")"
+expect 0 "openssl verify" openssl verify -CAfile "$D/ca.crt" "$D/tls.crt"
+has "$T/out" "tls.crt: OK" "openssl verify output"
+openssl x509 -in "$D/tls.crt" -noout -text >"$T/text"
+has "$T/text" "DNS:ncclguard, DNS:ncclguard.gpu-system, DNS:ncclguard.gpu-system.svc, DNS:ncclguard.gpu-system.svc.cluster.local" "service SANs"
+has "$T/text" "DNS:localhost" "--san localhost"
+has "$T/text" "IP Address:127.0.0.1" "--san 127.0.0.1 as an iPAddress"
+has "$T/text" "IP Address:2001:DB8:0:0:0:0:0:1" "--san 2001:db8::1 as an iPAddress"
+has "$T/text" "DNS:*.example.org" "wildcard --san"
+has "$T/text" "TLS Web Server Authentication" "serverAuth EKU"
+has "$T/text" "id-ecPublicKey" "EC key"
+has "$T/text" "CA:FALSE" "leaf is not a CA"
+has "$T/text" "Subject: CN = ncclguard.gpu-system.svc" "leaf subject"
+openssl x509 -in "$D/ca.crt" -noout -text >"$T/catext"
+has "$T/catext" "CA:TRUE" "CA basicConstraints"
+has "$T/catext" "Certificate Sign" "CA keyUsage"
+# The key matches the certificate.
+k=$(openssl pkey -in "$D/tls.key" -pubout | openssl sha256)
+c=$(openssl x509 -in "$D/tls.crt" -pubkey -noout | openssl sha256)
+[ "$k" = "$c" ] && ok || bad "tls.key does not match tls.crt"
+# The printed caBundle is base64 of ca.crt.
+base64 -d "$T/bundle1" >"$T/bundle1.pem" 2>/dev/null
+cmp -s "$T/bundle1.pem" "$D/ca.crt" && ok || bad "printed caBundle is not ca.crt"
+
+# --- rotation: the CA in DIR is reused byte for byte ---------------------
+cp "$D/ca.crt" "$T/ca.before"
+cp "$D/tls.crt" "$T/tls.before"
+expect 0 "create again" "$NCCLGUARD" certs create --service ncclguard \
+    --namespace gpu-system --out "$D" --san localhost --san 127.0.0.1 \
+    --san 2001:db8::1 --san '*.example.org'
+has "$T/err" "reused the CA" "second create reuses the CA"
+cmp -s "$T/ca.before" "$D/ca.crt" && ok || bad "ca.crt changed on rotation"
+cmp -s "$T/out" "$T/bundle1" && ok || bad "caBundle changed on rotation"
+cmp -s "$T/tls.before" "$D/tls.crt" && bad "tls.crt not rotated" || ok
+expect 0 "rotated cert verifies" openssl verify -CAfile "$T/ca.before" "$D/tls.crt"
+# --ca-dir takes the CA from elsewhere (a read-only Secret mount in the Job).
+expect 0 "create --ca-dir" "$NCCLGUARD" certs create --service ncclguard \
+    --namespace gpu-system --out "$T/other" --ca-dir "$D"
+cmp -s "$D/ca.crt" "$T/other/ca.crt" && ok || bad "--ca-dir did not copy ca.crt"
+expect 0 "verify --ca-dir cert" openssl verify -CAfile "$D/ca.crt" "$T/other/tls.crt"
+
+# --- RSA ------------------------------------------------------------------
+expect 0 "create rsa" "$NCCLGUARD" certs create --service web --namespace ns \
+    --out "$T/rsa" --key rsa --days 30
+openssl x509 -in "$T/rsa/tls.crt" -noout -text >"$T/text"
+has "$T/text" "rsaEncryption" "RSA key"
+has "$T/text" "(2048 bit)" "RSA 2048"
+has "$T/text" "Key Encipherment" "RSA keyUsage"
+expect 0 "inspect rsa" "$NCCLGUARD" certs inspect "$T/rsa/tls.crt" \
+    --ca "$T/rsa/ca.crt" --check-host web.ns.svc
+has "$T/out" "RSA 2048" "inspect shows the RSA key"
+has "$T/out" "days left:   30" "inspect shows days left"
+
+# --- inspect ----------------------------------------------------------------
+expect 0 "inspect good" "$NCCLGUARD" certs inspect "$D/tls.crt" \
+    --ca "$D/ca.crt" --check-host ncclguard.gpu-system.svc
+has "$T/out" "chain:       ok" "inspect chain ok"
+has "$T/out" "host:        ok" "inspect host ok"
+has "$T/out" "EKU:         serverAuth" "inspect EKU"
+has "$T/out" "IP:2001:db8::1" "inspect IPv6 SAN"
+expect 0 "inspect IP host" "$NCCLGUARD" certs inspect "$D/tls.crt" --check-host 127.0.0.1
+expect 0 "inspect wildcard host" "$NCCLGUARD" certs inspect "$D/tls.crt" --check-host a.example.org
+expect 1 "inspect wrong host" "$NCCLGUARD" certs inspect "$D/tls.crt" --check-host evil.example.com
+has "$T/err" "does not name host 'evil.example.com'" "wrong host message"
+expect 1 "inspect wrong IP" "$NCCLGUARD" certs inspect "$D/tls.crt" --check-host 10.0.0.1
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+    -keyout "$T/other.key" -out "$T/other.crt" -days 1 -subj /CN=other \
+    2>/dev/null
+expect 1 "inspect wrong CA" "$NCCLGUARD" certs inspect "$D/tls.crt" --ca "$T/other.crt"
+has "$T/err" "does not verify against" "wrong CA message"
+expect 0 "create expired" "$NCCLGUARD" certs create --service ncclguard \
+    --namespace gpu-system --out "$T/expired" --days 0
+sleep 1
+expect 1 "inspect expired" "$NCCLGUARD" certs inspect "$T/expired/tls.crt"
+has "$T/err" "has expired" "expired message"
+expect 1 "openssl agrees it expired" openssl x509 -in "$T/expired/tls.crt" -noout -checkend 0
+expect 2 "inspect missing file" "$NCCLGUARD" certs inspect "$T/nope.crt"
+has "$T/err" "cannot open" "missing file message"
+printf 'not a certificate\n' >"$T/garbage.pem"
+expect 2 "inspect garbage" "$NCCLGUARD" certs inspect "$T/garbage.pem"
+has "$T/err" "no PEM certificate found" "garbage message"
+expect 2 "inspect garbage CA" "$NCCLGUARD" certs inspect "$D/tls.crt" --ca "$T/garbage.pem"
+expect 2 "inspect no file" "$NCCLGUARD" certs inspect
+
+# --- bad input to create ----------------------------------------------------
+for days in -1 abc 99999 "" 12x; do
+    expect 2 "create --days '$days'" "$NCCLGUARD" certs create --service s \
+        --namespace n --out "$T/bad" --days "$days"
+    has "$T/err" "invalid --days" "--days '$days' message"
+done
+expect 2 "create --ca-days 0" "$NCCLGUARD" certs create --service s \
+    --namespace n --out "$T/bad" --ca-days 0
+expect 2 "create --key dsa" "$NCCLGUARD" certs create --service s \
+    --namespace n --out "$T/bad" --key dsa
+expect 2 "create without --out" "$NCCLGUARD" certs create --service s --namespace n
+expect 2 "create --days without value" "$NCCLGUARD" certs create --service s \
+    --namespace n --out "$T/bad" --days
+expect 1 "create bad service" "$NCCLGUARD" certs create --service Web_1 \
+    --namespace n --out "$T/bad"
+has "$T/err" "invalid service name 'Web_1'" "bad service message"
+expect 1 "create bad SAN" "$NCCLGUARD" certs create --service s \
+    --namespace n --out "$T/bad" --san 'a,DNS:evil'
+has "$T/err" "invalid SAN 'a,DNS:evil'" "bad SAN message"
+mkdir -p "$T/badca"
+cp "$T/garbage.pem" "$T/badca/ca.crt"
+cp "$D/ca.key" "$T/badca/ca.key"
+expect 1 "create with garbage ca.crt" "$NCCLGUARD" certs create --service s \
+    --namespace n --out "$T/badca"
+has "$T/err" "no PEM certificate found" "garbage ca.crt message"
+mkdir -p "$T/halfca"
+cp "$D/ca.crt" "$T/halfca/ca.crt"
+expect 1 "create with ca.crt only" "$NCCLGUARD" certs create --service s \
+    --namespace n --out "$T/halfca"
+has "$T/err" "but not" "ca.crt without ca.key message"
+mkdir -p "$T/mismatch"
+cp "$D/ca.crt" "$T/mismatch/ca.crt"
+cp "$T/rsa/ca.key" "$T/mismatch/ca.key"
+expect 1 "create with mismatched CA key" "$NCCLGUARD" certs create \
+    --service s --namespace n --out "$T/mismatch"
+has "$T/err" "does not match" "mismatched CA key message"
+[ -e "$T/mismatch/tls.crt" ] && bad "a failed create wrote tls.crt" || ok
+
+# --- webhook-config ---------------------------------------------------------
+expect 0 "webhook-config --ca-file" "$NCCLGUARD" certs webhook-config \
+    --ca-file "$D/ca.crt" --namespace gpu-system
+cp "$T/out" "$T/wh1.yaml"
+has "$T/wh1.yaml" "caBundle: \"$(cat "$T/bundle1")\"" "caBundle in webhook-config"
+has "$T/wh1.yaml" "namespace: gpu-system" "service namespace"
+expect 0 "webhook-config --ca-bundle-file" "$NCCLGUARD" certs webhook-config \
+    --ca-bundle-file "$T/bundle1" --namespace gpu-system --output "$T/wh2.yaml"
+cmp -s "$T/wh1.yaml" "$T/wh2.yaml" && ok || bad "--ca-bundle-file and --ca-file differ"
+expect 1 "webhook-config garbage bundle" "$NCCLGUARD" certs webhook-config \
+    --ca-bundle-file "$T/garbage.pem"
+has "$T/err" "not a base64 caBundle" "garbage bundle message"
+expect 1 "webhook-config garbage CA" "$NCCLGUARD" certs webhook-config \
+    --ca-file "$T/garbage.pem"
+expect 2 "webhook-config without CA" "$NCCLGUARD" certs webhook-config
+expect 1 "webhook-config bad namespace" "$NCCLGUARD" certs webhook-config \
+    --ca-file "$D/ca.crt" --namespace 'a b'
+
+echo "tests/certs: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,108 @@
+/* Fuzz target: AdmissionReview decode, mutation and response encoding, the
+ * whole server path behind POST /mutate (review_handle). */
+#include "fuzz.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "fuzz_common.h"
+#include "review.h"
+
+static struct policy *pol;
+static const struct mutate_options opts = {.own_namespace = "ncclguard"};
+
+int
+LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    pol = fuzz_policy_load();
+    return 0;
+}
+
+/* Warnings are at most 120 characters of valid UTF-8. */
+static void
+check_warning(const char *w)
+{
+    size_t chars = 0;
+
+    for (const unsigned char *c = (const unsigned char *)w; *c; c++)
+        if ((*c & 0xc0) != 0x80)
+            chars++;
+    if (chars > 120) {
+        fprintf(stderr, "warning longer than 120 characters: %s\n", w);
+        abort();
+    }
+}
+
+/* A 200 answer is an AdmissionReview that allows the pod. */
+static void
+check_response(const struct review_outcome *out)
+{
+    json_error_t jerr;
+    json_t *doc, *resp, *patch, *ptype, *warnings, *w;
+    size_t i;
+
+    doc = json_loadb(out->body, out->body_len, 0, &jerr);
+    if (doc == NULL) {
+        fprintf(stderr, "response is not JSON: %s: %.*s\n", jerr.text,
+                (int)(out->body_len > 400 ? 400 : out->body_len), out->body);
+        abort();
+    }
+    FUZZ_ASSERT(json_is_string(json_object_get(doc, "apiVersion")));
+    FUZZ_ASSERT(strcmp(json_string_value(json_object_get(doc, "kind")),
+                       "AdmissionReview") == 0);
+    resp = json_object_get(doc, "response");
+    FUZZ_ASSERT(json_is_object(resp));
+    FUZZ_ASSERT(json_is_string(json_object_get(resp, "uid")));
+    FUZZ_ASSERT(json_is_true(json_object_get(resp, "allowed")));
+    patch = json_object_get(resp, "patch");
+    ptype = json_object_get(resp, "patchType");
+    /* A patch goes with its patchType, and only with a PATCHED result. */
+    FUZZ_ASSERT((patch == NULL) == (ptype == NULL));
+    FUZZ_ASSERT((patch != NULL) == (out->result == REVIEW_PATCHED));
+    if (patch != NULL) {
+        FUZZ_ASSERT(json_is_string(patch) && json_string_length(patch) > 0);
+        FUZZ_ASSERT(strcmp(json_string_value(ptype), "JSONPatch") == 0);
+        FUZZ_ASSERT(out->patch_ops > 0);
+    }
+    warnings = json_object_get(resp, "warnings");
+    FUZZ_ASSERT(warnings == NULL || json_is_array(warnings));
+    FUZZ_ASSERT(json_array_size(warnings) == out->warnings);
+    json_array_foreach(warnings, i, w)
+    {
+        FUZZ_ASSERT(json_is_string(w));
+        check_warning(json_string_value(w));
+    }
+    json_decref(doc);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct review_outcome out;
+
+    memset(&out, 0, sizeof(out));
+    FUZZ_ASSERT(review_handle((const char *)data, size, pol, &opts, &out) ==
+                0);
+    FUZZ_ASSERT(out.body != NULL && out.body_len > 0);
+    FUZZ_ASSERT(out.content_type != NULL);
+    FUZZ_ASSERT(out.result < REVIEW_RESULT_COUNT);
+    FUZZ_ASSERT(review_result_name(out.result) != NULL);
+    if (out.http_status == 200) {
+        FUZZ_ASSERT(out.result != REVIEW_BAD_REQUEST);
+        check_response(&out);
+    } else {
+        /* 400: a one-line reason ending in a newline. */
+        FUZZ_ASSERT(out.http_status == 400);
+        FUZZ_ASSERT(out.result == REVIEW_BAD_REQUEST);
+        FUZZ_ASSERT(out.body[out.body_len - 1] == '\n');
+        FUZZ_ASSERT(memchr(out.body, '\n', out.body_len) ==
+                    out.body + out.body_len - 1);
+    }
+    review_outcome_release(&out);
+    return 0;
+}

@@ -1,0 +1,240 @@
+/* Unit tests for certs/: name checks, create, inspect, caBundle, webhook. */
+#include "certs.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static const struct {
+    const char *s;
+    bool label;
+    bool name;
+} names[] = {
+    {"ncclguard", true, true},
+    {"gpu-system", true, true},
+    {"a", true, true},
+    {"0abc", true, true},
+    {"", false, false},
+    {"-a", false, false},
+    {"a-", false, false},
+    {"Upper", false, true},
+    {"a.b", false, true},
+    {"*.example.org", false, true},
+    {"a..b", false, false},
+    {"a.-b", false, false},
+    {"a_b", false, false},
+    {"a b", false, false},
+    {"a,DNS:b", false, false},
+    {"*", false, false},
+    {"x.*.y", false, false},
+    {"123456789012345678901234567890123456789012345678901234567890123", true,
+     true},
+    {"1234567890123456789012345678901234567890123456789012345678901234", false,
+     false},
+};
+
+static void
+test_names(void)
+{
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (certs_is_dns_label(names[i].s) != names[i].label ||
+            certs_is_dns_name(names[i].s) != names[i].name)
+            fprintf(stderr, "name case %zu: '%s'\n", i, names[i].s);
+        CHECK(certs_is_dns_label(names[i].s) == names[i].label);
+        CHECK(certs_is_dns_name(names[i].s) == names[i].name);
+    }
+}
+
+/* Writes a file (helper for bad-input cases). */
+static void
+put(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    if (f == NULL)
+        return;
+    fputs(text, f);
+    fclose(f);
+}
+
+static void
+test_create_inspect(const char *dir)
+{
+    const char *sans[] = {"10.1.2.3", "webhook.local"};
+    struct certs_create_opts o = {
+        .service = "ncclguard",
+        .namespace = "ncclguard",
+        .out_dir = dir,
+        .days = 10,
+        .ca_days = 20,
+        .key_type = CERTS_KEY_EC,
+        .sans = sans,
+        .n_sans = 2,
+    };
+    struct certs_create_result r1 = {0}, r2 = {0};
+    struct ng_error err = {0};
+    char crt[512], ca[512], key[512], bundle_path[512];
+    struct stat st;
+    FILE *null = fopen("/dev/null", "w");
+    char *b = NULL;
+
+    snprintf(crt, sizeof(crt), "%s/tls.crt", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    snprintf(key, sizeof(key), "%s/tls.key", dir);
+    snprintf(bundle_path, sizeof(bundle_path), "%s/bundle", dir);
+
+    CHECK_INT(certs_create(&o, &r1, &err), 0);
+    CHECK(!r1.ca_reused);
+    CHECK(r1.ca_bundle != NULL &&
+          strncmp(r1.ca_bundle, "LS0tLS1CRUdJTi", 14) == 0);
+    CHECK(stat(key, &st) == 0 && (st.st_mode & 0777) == 0600);
+
+    CHECK_INT(certs_inspect(crt, ca, "ncclguard.ncclguard.svc", null, &err),
+              CERTS_OK);
+    CHECK_INT(certs_inspect(crt, ca, "10.1.2.3", null, &err), CERTS_OK);
+    CHECK_INT(certs_inspect(crt, ca, "webhook.local", null, &err), CERTS_OK);
+    CHECK_INT(certs_inspect(crt, NULL, "other.svc", null, &err), CERTS_FAILED);
+    CHECK(strstr(err.msg, "does not name host 'other.svc'") != NULL);
+    /* A leaf is not its own trust anchor. */
+    CHECK_INT(certs_inspect(crt, crt, NULL, null, &err), CERTS_FAILED);
+    CHECK(strstr(err.msg, "does not verify against") != NULL);
+    CHECK_INT(certs_inspect(key, NULL, NULL, null, &err), CERTS_BAD_INPUT);
+    CHECK(strstr(err.msg, "no PEM certificate found") != NULL);
+
+    /* Rotation keeps the CA and so the caBundle. */
+    o.n_sans = 0;
+    CHECK_INT(certs_create(&o, &r2, &err), 0);
+    CHECK(r2.ca_reused);
+    CHECK(r1.ca_bundle && r2.ca_bundle &&
+          strcmp(r1.ca_bundle, r2.ca_bundle) == 0);
+    /* The CA lasts 20 days, so 30 days are capped with a warning. */
+    certs_create_result_release(&r2);
+    o.days = 30;
+    CHECK_INT(certs_create(&o, &r2, &err), 0);
+    CHECK(strstr(r2.warning, "the CA expires in") != NULL);
+    certs_create_result_release(&r2);
+    certs_create_result_release(&r2); /* released twice is harmless */
+    CHECK(r2.ca_bundle == NULL);
+
+    /* caBundle from the PEM file equals the printed one and loads back. */
+    b = certs_ca_bundle_from_file(ca, &err);
+    CHECK(b != NULL && r1.ca_bundle != NULL && strcmp(b, r1.ca_bundle) == 0);
+    if (b != NULL) {
+        char *text = malloc(strlen(b) + 3);
+
+        if (text != NULL) {
+            snprintf(text, strlen(b) + 3, " %s\n", b);
+            put(bundle_path, text);
+            free(text);
+        }
+        free(b);
+    }
+    b = certs_ca_bundle_load(bundle_path, &err);
+    CHECK(b != NULL && r1.ca_bundle != NULL && strcmp(b, r1.ca_bundle) == 0);
+    free(b);
+    put(bundle_path, "QUJD\n"); /* "ABC": base64, but not a certificate */
+    b = certs_ca_bundle_load(bundle_path, &err);
+    CHECK(b == NULL);
+    CHECK(strstr(err.msg, "does not decode into a PEM certificate") != NULL);
+    put(bundle_path, "-----BEGIN CERTIFICATE-----\n");
+    b = certs_ca_bundle_load(bundle_path, &err);
+    CHECK(b == NULL);
+    CHECK(strstr(err.msg, "not a base64 caBundle") != NULL);
+
+    certs_create_result_release(&r1);
+    if (null != NULL)
+        fclose(null);
+}
+
+static void
+test_create_bad(const char *dir)
+{
+    static const struct {
+        const char *service, *namespace;
+        int days, ca_days;
+        const char *san;
+        const char *msg;
+    } cases[] = {
+        {"1svc", "ns", 1, 1, NULL, "invalid service name '1svc'"},
+        {"svc", "NS", 1, 1, NULL, "invalid namespace 'NS'"},
+        {"svc", "ns", -1, 1, NULL, "invalid days -1"},
+        {"svc", "ns", CERTS_MAX_DAYS + 1, 1, NULL, "invalid days"},
+        {"svc", "ns", 1, 0, NULL, "invalid CA days 0"},
+        {"svc", "ns", 1, 1, "bad name", "invalid SAN 'bad name'"},
+        {"svc", "ns", 1, 1, "300.1.1.1.", "invalid SAN"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *sans[1] = {cases[i].san};
+        struct certs_create_opts o = {
+            .service = cases[i].service,
+            .namespace = cases[i].namespace,
+            .out_dir = dir,
+            .days = cases[i].days,
+            .ca_days = cases[i].ca_days,
+            .sans = sans,
+            .n_sans = cases[i].san != NULL,
+        };
+        struct certs_create_result r = {0};
+        struct ng_error err = {0};
+
+        CHECK_INT(certs_create(&o, &r, &err), -1);
+        CHECK(r.ca_bundle == NULL);
+        if (strstr(err.msg, cases[i].msg) == NULL)
+            fprintf(stderr, "case %zu: got '%s'\n", i, err.msg);
+        CHECK(strstr(err.msg, cases[i].msg) != NULL);
+    }
+}
+
+static void
+test_webhook(void)
+{
+    struct certs_webhook_opts o = {"ncclguard", "svc", "ns", "TFMwdA=="};
+    struct ng_error err = {0};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    if (f == NULL)
+        return;
+    CHECK_INT(certs_webhook_write(&o, f, &err), 0);
+    fclose(f);
+    CHECK(buf != NULL && strstr(buf, "caBundle: \"TFMwdA==\"") != NULL);
+    CHECK(buf != NULL && strstr(buf, "failurePolicy: Ignore") != NULL);
+    CHECK(buf != NULL && strstr(buf, "kube-node-lease, ns]") != NULL);
+    CHECK(buf != NULL && strstr(buf, "r in ['nvidia.com/gpu']") != NULL);
+    CHECK(buf != NULL && strstr(buf, "%R") == NULL);
+    free(buf);
+
+    o.ca_bundle = "not base64!";
+    CHECK_INT(certs_webhook_write(&o, stdout, &err), -1);
+    CHECK(strstr(err.msg, "not base64") != NULL);
+    o.ca_bundle = "TFMwdA==";
+    o.namespace = "Bad_NS";
+    CHECK_INT(certs_webhook_write(&o, stdout, &err), -1);
+    CHECK(strstr(err.msg, "invalid namespace 'Bad_NS'") != NULL);
+}
+
+int
+main(void)
+{
+    char dir[] = "/tmp/test_certs.XXXXXX", sub[64], cmd[128];
+
+    if (mkdtemp(dir) == NULL) {
+        perror("mkdtemp");
+        return 1;
+    }
+    snprintf(sub, sizeof(sub), "%s/out", dir);
+    test_names();
+    test_create_inspect(sub);
+    snprintf(sub, sizeof(sub), "%s/bad", dir);
+    test_create_bad(sub);
+    test_webhook();
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return harness_finish();
+}
