@@ -31,10 +31,16 @@
 
 /* A body buffer larger than this is freed after its request instead of
  * being kept for the connection's next one. */
-#define BODY_KEEP (64 * 1024)
+#define BODY_KEEP (32 * 1024)
 
-enum route { ROUTE_NONE = 0, ROUTE_MUTATE, ROUTE_HEALTHZ, ROUTE_READYZ,
-             ROUTE_METRICS, ROUTE_UNKNOWN };
+enum route {
+    ROUTE_NONE = 0,
+    ROUTE_MUTATE,
+    ROUTE_HEALTHZ,
+    ROUTE_READYZ,
+    ROUTE_METRICS,
+    ROUTE_UNKNOWN
+};
 
 /* One request's state; lives inside its connection, so a request costs no
  * allocation of its own. */
@@ -65,6 +71,7 @@ struct http_server {
     struct mutate_options mopt;
     uint16_t port;
     atomic_bool quiesced;
+    atomic_bool starting; /* libmicrohttpd's messages matter at start */
     atomic_uint_fast64_t in_flight;
     atomic_uint_fast64_t finished;
 
@@ -80,8 +87,7 @@ struct http_server {
 static struct http_server *the_server;
 
 int
-http_listen_parse(const char *s, struct http_config *cfg,
-                  struct ng_error *err)
+http_listen_parse(const char *s, struct http_config *cfg, struct ng_error *err)
 {
     char host[256];
     const char *colon, *port_s;
@@ -96,8 +102,8 @@ http_listen_parse(const char *s, struct http_config *cfg,
     if (s[0] == '[') {
         const char *close = strchr(s, ']');
         if (close == NULL || close[1] != ':') {
-            ng_error_set(err, 0, 0,
-                         "listen address %s: expected [IPv6]:PORT", s);
+            ng_error_set(err, 0, 0, "listen address %s: expected [IPv6]:PORT",
+                         s);
             return -1;
         }
         hlen = (size_t)(close - s - 1);
@@ -111,8 +117,7 @@ http_listen_parse(const char *s, struct http_config *cfg,
     } else {
         colon = strrchr(s, ':');
         if (colon == NULL) {
-            ng_error_set(err, 0, 0, "listen address %s: expected HOST:PORT",
-                         s);
+            ng_error_set(err, 0, 0, "listen address %s: expected HOST:PORT", s);
             return -1;
         }
         hlen = (size_t)(colon - s);
@@ -128,8 +133,7 @@ http_listen_parse(const char *s, struct http_config *cfg,
     port = strtoul(port_s, &end, 10);
     if (*port_s == '\0' || *end != '\0' || errno != 0 || port > 65535 ||
         *port_s == '-' || *port_s == '+') {
-        ng_error_set(err, 0, 0, "listen address %s: port must be 0-65535",
-                     s);
+        ng_error_set(err, 0, 0, "listen address %s: port must be 0-65535", s);
         return -1;
     }
     memset(&cfg->addr, 0, sizeof(cfg->addr));
@@ -271,22 +275,20 @@ notify_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
         ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_GNUTLS_SESSION);
         if (ci != NULL && ci->tls_session != NULL) {
             gnutls_session_t session = ci->tls_session;
-            void *p = gnutls_session_get_ptr(session);
-            if (p == NULL)
+            /* Versions that do not keep their connection there leave
+             * the pointer free for us. */
+            if (gnutls_session_get_ptr(session) == NULL)
                 gnutls_session_set_ptr(session, mc);
-            if (s->cfg.client_ca_pem != NULL) {
-                /* Refuse the handshake itself without a trusted client
-                 * certificate; the handler checks again. */
-                gnutls_certificate_server_set_request(session,
-                                                      GNUTLS_CERT_REQUIRE);
-                gnutls_session_set_verify_cert(session, NULL, 0);
-            }
         }
         return;
     }
     c = *socket_context;
     if (c == NULL)
         return;
+    if (c->req.active) {
+        /* A request libmicrohttpd never reported complete. */
+        atomic_fetch_sub(&s->in_flight, 1);
+    }
     reload_cert_release(c->cert);
     reload_policy_release(c->req.pol);
     free(c->body);
@@ -356,8 +358,8 @@ answer_text(struct http_server *s, struct MHD_Connection *mc,
             struct request *req, unsigned int status, const char *text,
             const char *allow)
 {
-    return answer(s, mc, req, status, "text/plain; charset=utf-8",
-                  (char *)text, strlen(text), MHD_RESPMEM_PERSISTENT, allow);
+    return answer(s, mc, req, status, "text/plain; charset=utf-8", (char *)text,
+                  strlen(text), MHD_RESPMEM_PERSISTENT, allow);
 }
 
 static enum route
@@ -488,7 +490,8 @@ log_admission(const struct review_outcome *out, uint64_t us,
     json_object_set_new(f, "result",
                         json_string(review_result_name(out->result)));
     json_object_set_new(f, "status", json_integer(out->http_status));
-    json_object_set_new(f, "patch_ops", json_integer((json_int_t)out->patch_ops));
+    json_object_set_new(f, "patch_ops",
+                        json_integer((json_int_t)out->patch_ops));
     json_object_set_new(f, "warnings_count",
                         json_integer((json_int_t)out->warnings));
     json_object_set_new(f, "policy_generation",
@@ -499,8 +502,8 @@ log_admission(const struct review_outcome *out, uint64_t us,
 }
 
 static enum MHD_Result
-serve_mutate(struct http_server *s, struct MHD_Connection *mc,
-             struct conn *c, struct request *req)
+serve_mutate(struct http_server *s, struct MHD_Connection *mc, struct conn *c,
+             struct request *req)
 {
     struct review_outcome out;
     enum MHD_Result ret;
@@ -508,8 +511,8 @@ serve_mutate(struct http_server *s, struct MHD_Connection *mc,
     const char *ctype;
 
     memset(&out, 0, sizeof(out));
-    if (review_handle(c->body ? c->body : "", req->len, req->pol->pol,
-                      &s->mopt, &out) != 0) {
+    if (review_handle(c->body ? c->body : "", req->len, req->pol->pol, &s->mopt,
+                      &out) != 0) {
         review_outcome_release(&out);
         log_error_write(LOG_ERROR, "admission failed", NULL, NULL,
                         "out of memory");
@@ -521,8 +524,8 @@ serve_mutate(struct http_server *s, struct MHD_Connection *mc,
         ret = answer_text(s, mc, req, MHD_HTTP_INTERNAL_SERVER_ERROR,
                           "empty answer\n", NULL);
     } else {
-        ret = answer(s, mc, req, (unsigned int)out.http_status, ctype,
-                     out.body, out.body_len, MHD_RESPMEM_MUST_FREE, NULL);
+        ret = answer(s, mc, req, (unsigned int)out.http_status, ctype, out.body,
+                     out.body_len, MHD_RESPMEM_MUST_FREE, NULL);
         out.body = NULL; /* the response owns it now, or it was freed */
     }
     us = micros_since(&req->t0);
@@ -612,14 +615,6 @@ handle(void *cls, struct MHD_Connection *mc, const char *url,
     *con_cls = req;
     atomic_fetch_add(&s->in_flight, 1);
 
-    {
-        const char *why = NULL;
-        if (!client_verified(s, mc, c, &why)) {
-            metrics_client_cert_reject_record();
-            return answer_text(s, mc, req, MHD_HTTP_FORBIDDEN, why, NULL);
-        }
-    }
-
     req->route = route_of(url);
     get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
           strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
@@ -640,10 +635,19 @@ handle(void *cls, struct MHD_Connection *mc, const char *url,
          * whole request: an answer queued earlier closes the connection. */
         return MHD_YES;
     default:
-        return answer_text(s, mc, req, MHD_HTTP_NOT_FOUND, "not found\n",
-                           NULL);
+        return answer_text(s, mc, req, MHD_HTTP_NOT_FOUND, "not found\n", NULL);
     }
 
+    /* With --client-ca, reviews need a trusted client certificate. The
+     * handshake only requests one, so that kubelet probes and Prometheus
+     * (which present none) still reach /healthz, /readyz and /metrics. */
+    {
+        const char *why = NULL;
+        if (!client_verified(s, mc, c, &why)) {
+            metrics_client_cert_reject_record();
+            return answer_text(s, mc, req, MHD_HTTP_FORBIDDEN, why, NULL);
+        }
+    }
     if (!is_json_type(MHD_lookup_connection_value(
             mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE)))
         return answer_text(s, mc, req, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
@@ -679,17 +683,22 @@ handle(void *cls, struct MHD_Connection *mc, const char *url,
 static void
 mhd_logger(void *cls, const char *fmt, va_list ap)
 {
+    struct http_server *s = cls;
+    enum log_level level = LOG_DEBUG;
     char text[512];
     size_t n;
 
-    (void)cls;
-    if (!log_level_enabled(LOG_DEBUG))
+    /* At start a message explains a failure (address in use, TLS set-up);
+     * later ones are mostly clients dropping handshakes. */
+    if (atomic_load(&s->starting))
+        level = LOG_ERROR;
+    if (!log_level_enabled(level))
         return;
     vsnprintf(text, sizeof(text), fmt, ap);
     n = strlen(text);
     while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r'))
         text[--n] = '\0';
-    log_error_write(LOG_DEBUG, "libmicrohttpd", NULL, NULL, "%s", text);
+    log_error_write(level, "libmicrohttpd", NULL, NULL, "%s", text);
 }
 
 struct http_server *
@@ -718,6 +727,7 @@ http_server_start(const struct http_config *cfg, struct reload *r,
     s->mopt.own_namespace = cfg->own_namespace;
     pthread_mutex_init(&s->parked_lock, NULL);
     atomic_init(&s->quiesced, false);
+    atomic_init(&s->starting, true);
     atomic_init(&s->in_flight, 0);
     atomic_init(&s->finished, 0);
     the_server = s;
@@ -727,8 +737,8 @@ http_server_start(const struct http_config *cfg, struct reload *r,
     if (cfg->addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
 
-    opts[i++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0,
-                                        (void *)&s->cfg.addr};
+    opts[i++] =
+        (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, (void *)&s->cfg.addr};
     opts[i++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
                                         (void *)TLS_PRIORITIES};
     opts[i++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0,
@@ -747,25 +757,25 @@ http_server_start(const struct http_config *cfg, struct reload *r,
         opts[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
                                             cfg->max_connections, NULL};
     if (cfg->per_ip_connections > 0)
-        opts[i++] = (struct MHD_OptionItem){
-            MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->per_ip_connections,
-            NULL};
+        opts[i++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                            cfg->per_ip_connections, NULL};
     opts[i++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION,
                                         (intptr_t)&notify_connection, s};
     opts[i++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED,
                                         (intptr_t)&request_completed, s};
     opts[i++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER,
-                                        (intptr_t)&mhd_logger, NULL};
+                                        (intptr_t)&mhd_logger, s};
     opts[i++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
 
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, &handle, s,
                                  MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     if (s->daemon == NULL) {
         ng_error_set(err, 0, 0,
-                     "cannot start the HTTPS server (address in use, or TLS "
-                     "set-up failed; see the log)");
+                     "cannot start the HTTPS server (see the libmicrohttpd "
+                     "line above)");
         goto fail;
     }
+    atomic_store(&s->starting, false);
     di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di != NULL ? di->port : 0;
     return s;

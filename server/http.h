@@ -19,8 +19,8 @@ struct http_config {
     unsigned int connection_timeout; /* idle seconds; 0 = none */
     unsigned int max_connections;
     unsigned int per_ip_connections; /* 0 = no per-IP limit */
-    const char *client_ca_pem; /* NUL-terminated PEM, or NULL; borrowed */
-    const char *own_namespace; /* skipped namespace, or NULL; borrowed */
+    const char *client_ca_pem;       /* NUL-terminated PEM, or NULL; borrowed */
+    const char *own_namespace;       /* skipped namespace, or NULL; borrowed */
 };
 
 struct http_server;

@@ -8,16 +8,15 @@
 #include <string.h>
 
 static const uint64_t bucket_us[METRICS_N_BUCKETS - 1] = {
-    50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000,
-    250000, 1000000};
+    50,    100,   250,   500,    1000,   2500,   5000,
+    10000, 25000, 50000, 100000, 250000, 1000000};
 
 static const char *const bucket_le[METRICS_N_BUCKETS] = {
     "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
-    "0.01",  "0.025",  "0.05",    "0.1",    "0.25",  "1",     "+Inf"};
+    "0.01",  "0.025",  "0.05",    "0.1",    "0.25",  "1",      "+Inf"};
 
 /* Status codes counted separately; anything else lands in "other". */
-static const int http_codes[] = {200, 400, 403, 404, 405,
-                                 413, 415, 500, 503};
+static const int http_codes[] = {200, 400, 403, 404, 405, 413, 415, 500, 503};
 #define N_HTTP_CODES (sizeof(http_codes) / sizeof(http_codes[0]))
 
 /*
@@ -174,8 +173,8 @@ safe_label(const char *s)
         return "";
     for (const char *p = s; *p; p++)
         if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
-              (*p >= 'A' && *p <= 'Z') || *p == '-' || *p == '_' ||
-              *p == '.' || *p == ':'))
+              (*p >= 'A' && *p <= 'Z') || *p == '-' || *p == '_' || *p == '.' ||
+              *p == ':'))
             return "invalid";
     return s;
 }

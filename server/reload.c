@@ -144,8 +144,7 @@ policy_try(struct reload *r, bool force, bool first, struct ng_error *err)
     struct ng_error e;
     int rc = -1;
 
-    buf = tlspair_read_file(r->policy_path, RELOAD_MAX_POLICY_BYTES, &len,
-                            err);
+    buf = tlspair_read_file(r->policy_path, RELOAD_MAX_POLICY_BYTES, &len, err);
     if (buf == NULL) {
         memset(fp, 0xff, sizeof(fp));
         goto failed;
@@ -235,8 +234,7 @@ cert_try(struct reload *r, bool force, bool first, struct ng_error *err)
     ng_error_clear(&e);
     s->pair = tlspair_load(cert, cert_len, key, key_len, time(NULL), &e);
     if (s->pair == NULL) {
-        ng_error_set(err, 0, 0, "%s, %s: %s", r->cert_path, r->key_path,
-                     e.msg);
+        ng_error_set(err, 0, 0, "%s, %s: %s", r->cert_path, r->key_path, e.msg);
         goto failed;
     }
     atomic_init(&s->refs, 1);
@@ -283,8 +281,7 @@ reload_new(const struct reload_config *cfg, struct ng_error *err)
     r->policy_path = dup_string(cfg->policy_path);
     r->cert_path = dup_string(cfg->cert_path);
     r->key_path = dup_string(cfg->key_path);
-    if (r->policy_path == NULL || r->cert_path == NULL ||
-        r->key_path == NULL) {
+    if (r->policy_path == NULL || r->cert_path == NULL || r->key_path == NULL) {
         ng_error_set(err, 0, 0, "out of memory");
         goto fail;
     }
@@ -309,8 +306,9 @@ reload_check(struct reload *r, bool force)
     rc = policy_try(r, force, false, &e);
     if (rc < 0) {
         metrics_policy_reload_record(0);
-        log_error_write(LOG_ERROR, "policy reload failed; keeping the last "
-                                   "good policy",
+        log_error_write(LOG_ERROR,
+                        "policy reload failed; keeping the last "
+                        "good policy",
                         "path", r->policy_path, "%s", e.msg);
     } else if (rc > 0) {
         struct policy_snap *s = reload_policy_acquire(r);
@@ -326,8 +324,9 @@ reload_check(struct reload *r, bool force)
     rc = cert_try(r, force, false, &e);
     if (rc < 0) {
         metrics_cert_reload_record(0);
-        log_error_write(LOG_ERROR, "certificate reload failed; keeping the "
-                                   "last good pair",
+        log_error_write(LOG_ERROR,
+                        "certificate reload failed; keeping the "
+                        "last good pair",
                         "path", r->cert_path, "%s", e.msg);
     } else if (rc > 0) {
         struct cert_snap *s = reload_cert_acquire(r);
@@ -359,8 +358,9 @@ watch_dir_of(struct reload *r, const char *path)
     if (inotify_add_watch(r->inotify_fd, dir,
                           IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM |
                               IN_CREATE | IN_DELETE | IN_ATTRIB) < 0)
-        log_error_write(LOG_WARN, "cannot watch directory; relying on polling "
-                                  "and SIGHUP",
+        log_error_write(LOG_WARN,
+                        "cannot watch directory; relying on polling "
+                        "and SIGHUP",
                         "dir", dir, "%s", strerror(errno));
 }
 
@@ -371,6 +371,41 @@ drain(int fd)
     char buf[4096] __attribute__((aligned(8)));
     while (read(fd, buf, sizeof(buf)) > 0)
         ;
+}
+
+static const char *
+base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/*
+ * Reads the queued inotify events and says whether one concerns our files:
+ * their own names, the kubelet's "..data" names, or the directory itself.
+ * Other files in the same directory (logs, editors' temporaries) are
+ * ignored.
+ */
+static bool
+relevant_events(struct reload *r)
+{
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    bool hit = false;
+    ssize_t n;
+
+    while ((n = read(r->inotify_fd, buf, sizeof(buf))) > 0) {
+        for (char *p = buf; p < buf + n;) {
+            const struct inotify_event *ev = (const struct inotify_event *)p;
+            const char *name = ev->len > 0 ? ev->name : "";
+            if (ev->len == 0 || strncmp(name, "..", 2) == 0 ||
+                strcmp(name, base_name(r->policy_path)) == 0 ||
+                strcmp(name, base_name(r->cert_path)) == 0 ||
+                strcmp(name, base_name(r->key_path)) == 0)
+                hit = true;
+            p += sizeof(struct inotify_event) + ev->len;
+        }
+    }
+    return hit;
 }
 
 static void *
@@ -386,7 +421,7 @@ watcher_main(void *arg)
     p[1].events = POLLIN;
     while (!atomic_load(&r->stop)) {
         int n = poll(p, 2, timeout);
-        bool force = false;
+        bool force = false, changed = false;
 
         if (n < 0 && errno != EINTR)
             break;
@@ -401,10 +436,12 @@ watcher_main(void *arg)
              * check sees the finished files. */
             struct pollfd q = {r->inotify_fd, POLLIN, 0};
             do
-                drain(r->inotify_fd);
+                changed |= relevant_events(r);
             while (poll(&q, 1, 30) > 0 && !atomic_load(&r->stop));
         }
-        reload_check(r, force);
+        /* n == 0: the poll interval passed. */
+        if (force || changed || n == 0)
+            reload_check(r, force);
     }
     return NULL;
 }
@@ -422,8 +459,9 @@ reload_start(struct reload *r, struct ng_error *err)
     }
     r->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (r->inotify_fd < 0) {
-        log_error_write(LOG_WARN, "inotify unavailable; relying on polling "
-                                  "and SIGHUP",
+        log_error_write(LOG_WARN,
+                        "inotify unavailable; relying on polling "
+                        "and SIGHUP",
                         NULL, NULL, "%s", strerror(errno));
     } else {
         watch_dir_of(r, r->policy_path);

@@ -35,7 +35,8 @@ struct reload_config {
     const char *policy_path;
     const char *cert_path;
     const char *key_path;
-    unsigned int interval_seconds; /* poll period; 0 = inotify and SIGHUP only */
+    unsigned int
+        interval_seconds; /* poll period; 0 = inotify and SIGHUP only */
 };
 
 struct reload;
@@ -49,8 +50,7 @@ struct reload;
  * either fails: the server does not start without both. Not thread-safe;
  * call once at start.
  */
-struct reload *reload_new(const struct reload_config *cfg,
-                          struct ng_error *err)
+struct reload *reload_new(const struct reload_config *cfg, struct ng_error *err)
     __attribute__((warn_unused_result));
 
 /*

@@ -148,8 +148,9 @@ parse_bytes(const char *s, unsigned long long *out)
         n -= 2;
     }
     if (n == 0 || n >= sizeof(num) || strspn(s, "0123456789") != n) {
-        fprintf(stderr, "ncclguard serve: --max-body %s: expected bytes, "
-                        "e.g. 4194304 or 4Mi\n",
+        fprintf(stderr,
+                "ncclguard serve: --max-body %s: expected bytes, "
+                "e.g. 4194304 or 4Mi\n",
                 s);
         return -1;
     }
@@ -224,11 +225,9 @@ cmd_serve(int argc, char **argv)
         {"namespace", required_argument, NULL, OPT_NAMESPACE},
         {"max-body", required_argument, NULL, OPT_MAX_BODY},
         {"threads", required_argument, NULL, OPT_THREADS},
-        {"connection-timeout", required_argument, NULL,
-         OPT_CONNECTION_TIMEOUT},
+        {"connection-timeout", required_argument, NULL, OPT_CONNECTION_TIMEOUT},
         {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
-        {"per-ip-connections", required_argument, NULL,
-         OPT_PER_IP_CONNECTIONS},
+        {"per-ip-connections", required_argument, NULL, OPT_PER_IP_CONNECTIONS},
         {"reload-interval", required_argument, NULL, OPT_RELOAD_INTERVAL},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"help", no_argument, NULL, OPT_HELP},
@@ -270,8 +269,9 @@ cmd_serve(int argc, char **argv)
                 fprintf(stderr, "ncclguard serve: unknown option -%c\n",
                         optopt);
             else
-                fprintf(stderr, "ncclguard serve: unknown option or missing "
-                                "value: %s\n",
+                fprintf(stderr,
+                        "ncclguard serve: unknown option or missing "
+                        "value: %s\n",
                         argv[optind - 1]);
             usage(stderr);
             return 2;
@@ -285,8 +285,7 @@ cmd_serve(int argc, char **argv)
     }
     for (int i = OPT_CERT; i <= OPT_POLICY; i++) {
         if (val[i] == NULL) {
-            fprintf(stderr,
-                    "ncclguard serve: --%s is required (or set %s)\n",
+            fprintf(stderr, "ncclguard serve: --%s is required (or set %s)\n",
                     opt_doc[i].flag, opt_doc[i].env);
             return 2;
         }
@@ -317,8 +316,8 @@ cmd_serve(int argc, char **argv)
     }
     hc.connection_timeout = 30;
     if (val[OPT_CONNECTION_TIMEOUT] != NULL) {
-        if (parse_uint("connection-timeout", val[OPT_CONNECTION_TIMEOUT],
-                       86400, &n) != 0)
+        if (parse_uint("connection-timeout", val[OPT_CONNECTION_TIMEOUT], 86400,
+                       &n) != 0)
             return 2;
         hc.connection_timeout = (unsigned int)n;
     }
@@ -403,11 +402,10 @@ cmd_serve(int argc, char **argv)
         json_t *f = json_pack(
             "{s:s,s:i,s:i,s:I,s:s,s:s,s:I,s:b}", "listen",
             val[OPT_LISTEN] ? val[OPT_LISTEN] : ":8443", "port",
-            (int)http_server_port(srv), "threads", (int)hc.threads,
-            "max_body", (json_int_t)hc.max_body, "policy", rc.policy_path,
-            "policy_hash", ps->hash, "cert_not_after",
-            (json_int_t)tlspair_not_after(cs->pair), "client_ca",
-            client_ca != NULL);
+            (int)http_server_port(srv), "threads", (int)hc.threads, "max_body",
+            (json_int_t)hc.max_body, "policy", rc.policy_path, "policy_hash",
+            ps->hash, "cert_not_after", (json_int_t)tlspair_not_after(cs->pair),
+            "client_ca", client_ca != NULL);
         log_fields_write(LOG_INFO, "listening", f);
         json_decref(f);
         reload_policy_release(ps);
@@ -422,16 +420,18 @@ cmd_serve(int argc, char **argv)
             break;
         }
         if (sig == SIGHUP) {
-            log_fields_write(LOG_INFO, "SIGHUP: re-reading policy and "
-                                       "certificate",
+            log_fields_write(LOG_INFO,
+                             "SIGHUP: re-reading policy and "
+                             "certificate",
                              NULL);
             reload_request(reload);
             continue;
         }
         break;
     }
-    log_fields_write(LOG_INFO, "stopping: no new connections, finishing "
-                               "requests in flight",
+    log_fields_write(LOG_INFO,
+                     "stopping: no new connections, finishing "
+                     "requests in flight",
                      NULL);
     http_server_quiesce(srv);
     if (!http_server_drain(srv, DRAIN_TIMEOUT_MS))

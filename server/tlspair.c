@@ -69,8 +69,8 @@ done:
 }
 
 struct tlspair *
-tlspair_load(const char *cert, size_t cert_len, const char *key,
-             size_t key_len, time_t now, struct ng_error *err)
+tlspair_load(const char *cert, size_t cert_len, const char *key, size_t key_len,
+             time_t now, struct ng_error *err)
 {
     struct tlspair *p = NULL;
     char *cert_copy = NULL, *key_copy = NULL;

@@ -30,9 +30,8 @@ struct tlspair;
  * ...). A pure function of its inputs apart from allocation: safe to call
  * from several threads, and to fuzz.
  */
-struct tlspair *tlspair_load(const char *cert, size_t cert_len,
-                             const char *key, size_t key_len, time_t now,
-                             struct ng_error *err)
+struct tlspair *tlspair_load(const char *cert, size_t cert_len, const char *key,
+                             size_t key_len, time_t now, struct ng_error *err)
     __attribute__((warn_unused_result));
 
 /* Reads both files and calls tlspair_load(); err names the file at fault. */

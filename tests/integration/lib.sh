@@ -98,6 +98,7 @@ ng_make_cert() {
 # Waits for the "listening" line, then for /readyz.
 ng_serve_start() {
     NG_LOG=$NG_TMP/serve.$RANDOM.log
+    : >"$NG_LOG"
     "$NCCLGUARD" serve --listen 127.0.0.1:0 "$@" >"$NG_LOG" 2>&1 &
     NG_PID=$!
     NG_PORT=

@@ -68,7 +68,8 @@ main(void)
     CHECK(j != NULL);
     CHECK_STR(json_string_value(json_object_get(j, "level")), "warn");
     CHECK_STR(json_string_value(json_object_get(j, "path")), "/etc/p.yaml");
-    CHECK_STR(json_string_value(json_object_get(j, "error")), "bad indent at 3");
+    CHECK_STR(json_string_value(json_object_get(j, "error")),
+              "bad indent at 3");
     json_decref(j);
 
     /* Text that is not UTF-8 still yields one valid line. */

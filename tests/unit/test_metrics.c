@@ -29,8 +29,8 @@ main(void)
     size_t len = 0;
 
     metrics_reset();
-    metrics_admission_record(REVIEW_PATCHED, 40, 5, 1);   /* <= 50 us */
-    metrics_admission_record(REVIEW_PATCHED, 900, 3, 0);  /* <= 1 ms */
+    metrics_admission_record(REVIEW_PATCHED, 40, 5, 1);      /* <= 50 us */
+    metrics_admission_record(REVIEW_PATCHED, 900, 3, 0);     /* <= 1 ms */
     metrics_admission_record(REVIEW_NOT_GPU, 2000000, 0, 0); /* +Inf */
     metrics_admission_record(REVIEW_ERROR, 100, 0, 2);
     metrics_http_record(200);
@@ -58,7 +58,8 @@ main(void)
               2);
     CHECK_INT(value_of(text, "ncclguard_admissions_total{result=\"not_gpu\"}"),
               1);
-    CHECK_INT(value_of(text, "ncclguard_admissions_total{result=\"error\"}"), 1);
+    CHECK_INT(value_of(text, "ncclguard_admissions_total{result=\"error\"}"),
+              1);
     /* Buckets are cumulative. */
     CHECK_INT(value_of(text, "ncclguard_admission_duration_seconds_bucket"
                              "{le=\"5e-05\"}"),
@@ -82,8 +83,10 @@ main(void)
     CHECK_INT(value_of(text, "ncclguard_patched_pods_total"), 2);
     CHECK_INT(value_of(text, "ncclguard_warnings_total"), 3);
     CHECK_INT(value_of(text, "ncclguard_errors_total"), 1);
-    CHECK_INT(value_of(text, "ncclguard_http_responses_total{code=\"200\"}"), 1);
-    CHECK_INT(value_of(text, "ncclguard_http_responses_total{code=\"413\"}"), 1);
+    CHECK_INT(value_of(text, "ncclguard_http_responses_total{code=\"200\"}"),
+              1);
+    CHECK_INT(value_of(text, "ncclguard_http_responses_total{code=\"413\"}"),
+              1);
     CHECK_INT(value_of(text, "ncclguard_http_responses_total{code=\"other\"}"),
               1);
     CHECK_INT(value_of(text, "ncclguard_policy_reloads_total"), 1);

@@ -114,8 +114,7 @@ main(void)
     CHECK(tlspair_load("hello", 5, (const char *)a.key.data, a.key.size, now,
                        &e) == NULL);
     CHECK(tlspair_load((const char *)a.crt.data, a.crt.size / 2,
-                       (const char *)a.key.data, a.key.size, now,
-                       &e) == NULL);
+                       (const char *)a.key.data, a.key.size, now, &e) == NULL);
     CHECK(contains(e.msg, "certificate: cannot parse PEM"));
     CHECK(tlspair_load((const char *)a.crt.data, a.crt.size,
                        (const char *)a.key.data, a.key.size / 2, now,
