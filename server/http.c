@@ -763,11 +763,11 @@ http_server_start(const struct http_config *cfg, struct reload *r,
                                         (intptr_t)&notify_connection, s};
     opts[i++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED,
                                         (intptr_t)&request_completed, s};
-    opts[i++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER,
-                                        (intptr_t)&mhd_logger, s};
     opts[i++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
 
+    /* The logger must come first to catch messages about the others. */
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, &handle, s,
+                                 MHD_OPTION_EXTERNAL_LOGGER, &mhd_logger, s,
                                  MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
     if (s->daemon == NULL) {
         ng_error_set(err, 0, 0,

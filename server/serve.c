@@ -167,16 +167,42 @@ parse_bytes(const char *s, unsigned long long *out)
     return 0;
 }
 
+/*
+ * The CPUs this process may use: its affinity mask, lowered to a cgroup v2
+ * CPU quota (a Kubernetes CPU limit) when there is one, so that a pod
+ * limited to 1 CPU on a 64-core node does not start 64 workers.
+ */
 static unsigned int
 cpu_count(void)
 {
     cpu_set_t set;
     long n;
+    unsigned int cpus;
+    FILE *f;
 
     if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-        return (unsigned int)CPU_COUNT(&set);
-    n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (unsigned int)n : 1;
+        cpus = (unsigned int)CPU_COUNT(&set);
+    else {
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+        cpus = n > 0 ? (unsigned int)n : 1;
+    }
+    f = fopen("/sys/fs/cgroup/cpu.max", "re");
+    if (f != NULL) {
+        char quota[32];
+        unsigned long long period = 0;
+        if (fscanf(f, "%31s %llu", quota, &period) == 2 &&
+            strcmp(quota, "max") != 0 && period > 0) {
+            char *end;
+            unsigned long long q = strtoull(quota, &end, 10);
+            if (*end == '\0' && q > 0) {
+                unsigned long long limit = (q + period - 1) / period;
+                if (limit < cpus)
+                    cpus = (unsigned int)limit;
+            }
+        }
+        fclose(f);
+    }
+    return cpus;
 }
 
 /* Reads the client CA bundle and checks it holds at least one certificate. */

@@ -27,6 +27,15 @@ NG_PID=
 NG_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 NG_ROOT=$(cd "$NG_DIR/../.." && pwd)
 : "${NCCLGUARD:=$NG_ROOT/build/ncclguard}"
+# Under valgrind (make valgrind wraps the binary in a script and sets
+# NCCLGUARD_START_TIMEOUT) everything is ~20 times slower: waits, time
+# limits and load volumes scale by NG_SCALE.
+NG_SCALE=1
+if [ -n "${NCCLGUARD_START_TIMEOUT:-}" ] ||
+    [ "$(head -c 2 "$NCCLGUARD" 2>/dev/null)" = '#!' ]; then
+    NG_SCALE=20
+fi
+NG_START_TIMEOUT=${NCCLGUARD_START_TIMEOUT:-10}
 
 ng_setup() {
     NG_TMP=$(mktemp -d "${TMPDIR:-/tmp}/ncclguard-it.XXXXXX")
@@ -103,7 +112,7 @@ ng_serve_start() {
     NG_PID=$!
     NG_PORT=
     local i
-    for i in $(seq 1 200); do
+    for i in $(seq 1 $((NG_START_TIMEOUT * 50))); do
         NG_PORT=$(sed -n 's/.*"msg":"listening".*"port":\([0-9]*\).*/\1/p' \
             "$NG_LOG" | head -n 1)
         [ -n "$NG_PORT" ] && break
@@ -116,7 +125,7 @@ ng_serve_start() {
         return 1
     fi
     NG_URL=https://127.0.0.1:$NG_PORT
-    for i in $(seq 1 100); do
+    for i in $(seq 1 $((NG_START_TIMEOUT * 50))); do
         # The probe checks readiness, not the certificate's name.
         [ "$(ng_curl -k ${NG_PROBE_ARGS:-} -o /dev/null -w '%{http_code}' \
             "$NG_URL/readyz" 2>/dev/null)" = 200 ] &&
@@ -137,7 +146,7 @@ ng_serve_stop() {
 }
 
 ng_curl() {
-    curl -sS --max-time 10 --cacert "${NG_CA:-$NG_TMP/ca.crt}" "$@"
+    curl -sS --max-time $((10 * NG_SCALE)) --cacert "${NG_CA:-$NG_TMP/ca.crt}" "$@"
 }
 
 ng_post() {
@@ -149,10 +158,10 @@ ng_metric() {
     ng_curl "$NG_URL/metrics" | awk -v m="$1" '$1 == m { print $2 }'
 }
 
-# Polls until `ng_metric NAME` equals WANT, for at most ~3 s.
+# Polls until `ng_metric NAME` equals WANT, for at most ~3 s (scaled).
 ng_wait_metric() {
     local i
-    for i in $(seq 1 150); do
+    for i in $(seq 1 $((150 * NG_SCALE))); do
         [ "$(ng_metric "$1")" = "$2" ] && return 0
         sleep 0.02
     done

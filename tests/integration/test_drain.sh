@@ -21,7 +21,7 @@ ng_curl --limit-rate 30k -o "$T/slow.out" -w '%{http_code}' -X POST \
     "$NG_URL/mutate" >"$T/slow.code" 2>"$T/slow.err" &
 cp=$!
 # Wait until the request is in flight (its headers have been read).
-for i in $(seq 1 100); do
+for i in $(seq 1 $((100 * NG_SCALE))); do
     [ "$(ng_metric ncclguard_requests_in_flight)" -ge 2 ] 2>/dev/null && break
     sleep 0.02
 done
@@ -40,7 +40,7 @@ wait "$pid"
 ng_eq "server exits 0 after draining" $? 0
 NG_PID=
 ms=$((($(date +%s%N) - start) / 1000000))
-ng_check "drain ended soon after the last request (${ms} ms)" test "$ms" -lt 5000
+ng_check "drain ended soon after the last request (${ms} ms)" test "$ms" -lt $((5000 * NG_SCALE))
 ng_contains "drain logged" "$(cat "$NG_LOG")" '"msg":"stopped"'
 
 # SIGTERM on an idle server exits at once.
@@ -50,6 +50,6 @@ start=$(date +%s%N)
 ng_serve_stop
 ms=$((($(date +%s%N) - start) / 1000000))
 ng_eq "idle server: SIGTERM exits 0" "$NG_EXIT" 0
-ng_check "idle server: exits within 1 s (${ms} ms)" test "$ms" -lt 1000
+ng_check "idle server: exits within 1 s (${ms} ms)" test "$ms" -lt $((1000 * NG_SCALE))
 
 ng_summary

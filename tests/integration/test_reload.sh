@@ -87,7 +87,7 @@ ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" \
     --policy "$T/link/policy.yaml" --reload-interval 1 || exit 1
 cp "$T/good2.yaml" "$T/real/policy.yaml"
 ok=1
-for i in $(seq 1 40); do
+for i in $(seq 1 $((40 * NG_SCALE))); do
     [ "$(ng_metric ncclguard_policy_generation)" = 2 ] && { ok=0; break; }
     sleep 0.05
 done
@@ -122,7 +122,7 @@ swap final "$T/good2.yaml"
 wait $lp1 $lp2
 total=$(cat "$T/codes.1" "$T/codes.2" | wc -l)
 bad=$(cat "$T/codes.1" "$T/codes.2" | grep -vc '^200$')
-ng_check "reload under load: at least 100 requests made ($total)" test "$total" -ge 100
+ng_check "reload under load: at least 100 requests made ($total)" test "$total" -ge $((100 / NG_SCALE))
 ng_eq "reload under load: zero failed requests" "$bad" 0
 errs=$(ng_metric ncclguard_policy_reload_errors_total)
 ng_check "reload under load: bad versions counted ($errs)" test "${errs:-0}" -ge 3

@@ -87,14 +87,14 @@ for i in 1 2 3 4 5; do
     mv "$T/new.key" "$T/tls.key" && mv "$T/new.crt" "$T/tls.crt"
 done
 want=$(openssl x509 -in "$T/rot5.crt" -noout -serial | cut -d= -f2)
-for i in $(seq 1 100); do
+for i in $(seq 1 $((100 * NG_SCALE))); do
     [ "$(serial_served)" = "$want" ] && break
     sleep 0.02
 done
 wait $lp1 $lp2
 total=$(cat "$T/codes.1" "$T/codes.2" | wc -l)
 bad=$(cat "$T/codes.1" "$T/codes.2" | grep -vc '^200$')
-ng_check "rotation under load: at least 40 requests made ($total)" test "$total" -ge 40
+ng_check "rotation under load: at least 40 requests made ($total)" test "$total" -ge $((40 / NG_SCALE))
 ng_eq "rotation under load: zero failed requests" "$bad" 0
 ng_eq "rotation: new handshakes get the last certificate" "$(serial_served)" "$want"
 gen=$(ng_metric ncclguard_cert_generation)
@@ -107,7 +107,7 @@ ng_eq "rotation: notAfter metric follows the new certificate" \
 errs=$(ng_metric ncclguard_cert_reload_errors_total)
 cp "$T/other.key" "$T/new.key" && mv "$T/new.key" "$T/tls.key"
 kill -HUP "$NG_PID"
-for i in $(seq 1 100); do
+for i in $(seq 1 $((100 * NG_SCALE))); do
     [ "$(ng_metric ncclguard_cert_reload_errors_total)" -gt "$errs" ] && break
     sleep 0.02
 done
