@@ -471,12 +471,12 @@ serve_metrics(struct http_server *s, struct MHD_Connection *mc,
                   len, MHD_RESPMEM_MUST_FREE, NULL);
 }
 
+/* Adds the server's fields to the outcome's log object (ours to change:
+ * the outcome is released right after) and writes the admission line. */
 static void
-log_admission(const struct review_outcome *out, uint64_t us,
-              uint64_t generation)
+log_admission(struct review_outcome *out, uint64_t us, uint64_t generation)
 {
     enum log_level level = LOG_INFO;
-    json_t *f;
 
     if (out->result == REVIEW_ERROR)
         level = LOG_ERROR;
@@ -484,21 +484,23 @@ log_admission(const struct review_outcome *out, uint64_t us,
         level = LOG_WARN;
     if (!log_level_enabled(level))
         return;
-    f = json_is_object(out->log) ? json_copy(out->log) : json_object();
-    if (f == NULL)
-        return;
-    json_object_set_new(f, "result",
+    if (!json_is_object(out->log)) {
+        json_decref(out->log);
+        out->log = json_object();
+        if (out->log == NULL)
+            return;
+    }
+    json_object_set_new(out->log, "result",
                         json_string(review_result_name(out->result)));
-    json_object_set_new(f, "status", json_integer(out->http_status));
-    json_object_set_new(f, "patch_ops",
+    json_object_set_new(out->log, "status", json_integer(out->http_status));
+    json_object_set_new(out->log, "patch_ops",
                         json_integer((json_int_t)out->patch_ops));
-    json_object_set_new(f, "warnings_count",
+    json_object_set_new(out->log, "warnings_count",
                         json_integer((json_int_t)out->warnings));
-    json_object_set_new(f, "policy_generation",
+    json_object_set_new(out->log, "policy_generation",
                         json_integer((json_int_t)generation));
-    json_object_set_new(f, "duration_us", json_integer((json_int_t)us));
-    log_fields_write(level, "admission", f);
-    json_decref(f);
+    json_object_set_new(out->log, "duration_us", json_integer((json_int_t)us));
+    log_fields_write(level, "admission", out->log);
 }
 
 static enum MHD_Result

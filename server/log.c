@@ -86,53 +86,80 @@ format_time(char *buf, size_t n)
     snprintf(buf + k, n - k, ".%03dZ", (int)(ts.tv_nsec / 1000000L) % 1000);
 }
 
+/* True when fields has a key that the fixed part of the line owns. */
+static bool
+has_reserved_key(const json_t *fields)
+{
+    return json_object_get(fields, "time") != NULL ||
+           json_object_get(fields, "level") != NULL ||
+           json_object_get(fields, "msg") != NULL;
+}
+
 void
 log_fields_write(enum log_level level, const char *msg, const json_t *fields)
 {
     char stamp[40];
-    json_t *line = NULL;
-    char *text = NULL;
-    const char *key;
-    json_t *value;
+    json_t *head = NULL, *copy = NULL;
+    char *head_text = NULL, *field_text = NULL, *line = NULL;
+    size_t head_len, field_len = 0;
 
     if (!log_level_enabled(level))
         return;
     format_time(stamp, sizeof(stamp));
-    line = json_object();
-    if (line == NULL)
+    head = json_pack("{s:s,s:s,s:s}", "time", stamp, "level",
+                     log_level_name(level), "msg", msg ? msg : "");
+    if (head == NULL)
         goto fail;
-    if (json_object_set_new(line, "time", json_string(stamp)) != 0 ||
-        json_object_set_new(line, "level",
-                            json_string(log_level_name(level))) != 0 ||
-        json_object_set_new(line, "msg", json_string(msg ? msg : "")) != 0)
+    head_text = json_dumps(head, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (head_text == NULL)
         goto fail;
-    if (fields != NULL && json_is_object(fields)) {
-        /* json_object_foreach wants a non-const object; it only reads. */
-        json_t *f = (json_t *)fields;
-        json_object_foreach(f, key, value)
-        {
-            if (strcmp(key, "time") == 0 || strcmp(key, "level") == 0 ||
-                strcmp(key, "msg") == 0)
-                continue;
-            if (json_object_set(line, key, value) != 0)
+    head_len = strlen(head_text);
+    if (fields != NULL && json_is_object(fields) && json_object_size(fields)) {
+        if (has_reserved_key(fields)) {
+            copy = json_copy((json_t *)fields);
+            if (copy == NULL)
                 goto fail;
+            json_object_del(copy, "time");
+            json_object_del(copy, "level");
+            json_object_del(copy, "msg");
+            fields = copy;
+        }
+        if (json_object_size(fields) > 0) {
+            field_text = json_dumps(fields, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            if (field_text == NULL)
+                goto fail;
+            field_len = strlen(field_text);
         }
     }
-    text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    if (text == NULL)
+    /*
+     * Splice the two objects: the head without its closing brace, a comma,
+     * the fields without their opening brace, then a newline. Serialising
+     * the caller's object as it is saves copying it into a new one.
+     */
+    line = malloc(head_len + field_len + 2);
+    if (line == NULL)
         goto fail;
-    {
-        size_t len = strlen(text);
-        /* Append the newline in place of the terminating NUL. */
-        text[len] = '\n';
-        write_all(text, len + 1);
+    memcpy(line, head_text, head_len);
+    if (field_len > 2) {
+        line[head_len - 1] = ',';
+        memcpy(line + head_len, field_text + 1, field_len - 1);
+        line[head_len + field_len - 1] = '\n';
+        write_all(line, head_len + field_len);
+    } else {
+        line[head_len] = '\n';
+        write_all(line, head_len + 1);
     }
-    free(text);
-    json_decref(line);
+    free(line);
+    free(field_text);
+    free(head_text);
+    json_decref(copy);
+    json_decref(head);
     return;
 fail:
-    free(text);
-    json_decref(line);
+    free(field_text);
+    free(head_text);
+    json_decref(copy);
+    json_decref(head);
     {
         char fallback[200];
         int n = snprintf(fallback, sizeof(fallback),
