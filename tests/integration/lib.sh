@@ -8,6 +8,7 @@
 #                                 DIR/NAME.crt, DIR/NAME.key signed by
 #                                 DIR/ca.*; DAYS may be negative (expired);
 #                                 SANs default to IP:127.0.0.1 DNS:localhost
+#   ng_make_short_cert DIR NAME SECS  valid for SECS more seconds only
 #   ng_serve_start ARGS...        starts serve on 127.0.0.1:0, waits for
 #                                 /readyz; sets NG_PID NG_PORT NG_URL NG_LOG
 #                                 (extra ARGS go last, so they win);
@@ -102,6 +103,25 @@ ng_make_cert() {
             -CAkey "$dir/ca.key" -set_serial "0x$(openssl rand -hex 8)" \
             -out "$dir/$name.crt" -days "$days" -extfile "$dir/$name.ext" \
             2>/dev/null
+}
+
+# ng_make_short_cert DIR NAME SECONDS: like ng_make_cert, valid from a
+# minute ago until SECONDS from now (openssl ca takes exact dates).
+ng_make_short_cert() {
+    local dir=$1 name=$2 secs=$3 db=$1/cadb.$2
+    mkdir -p "$db" && : >"$db/index.txt"
+    printf '[ ca ]\ndefault_ca = c\n[ c ]\ndatabase = %s/index.txt\nserial = %s/serial\nnew_certs_dir = %s\ndefault_md = sha256\npolicy = p\nunique_subject = no\n[ p ]\ncommonName = supplied\n' \
+        "$db" "$db" "$db" >"$db/ca.cnf"
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' \
+        >"$db/ext"
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -keyout "$dir/$name.key" -out "$db/req.csr" -subj "/CN=$name" \
+        2>/dev/null &&
+        openssl ca -batch -config "$db/ca.cnf" -cert "$dir/ca.crt" \
+            -keyfile "$dir/ca.key" -in "$db/req.csr" -out "$dir/$name.crt" \
+            -rand_serial -notext -extfile "$db/ext" \
+            -startdate "$(date -u -d '-1 min' +%Y%m%d%H%M%SZ)" \
+            -enddate "$(date -u -d "+$secs sec" +%Y%m%d%H%M%SZ)" 2>/dev/null
 }
 
 # Waits for the "listening" line, then for /readyz.

@@ -31,6 +31,22 @@ out=$("$NCCLGUARD" serve --listen 127.0.0.1:0 --cert "$T/missing.crt" \
 ng_eq "missing certificate file: exit 1" $? 1
 ng_contains "missing certificate file: names it" "$out" "missing.crt"
 
+# A certificate that expires while served: /readyz turns 503. (The server
+# must be up within those seconds, so this waits longer under valgrind.)
+ng_make_short_cert "$T" short $((3 * NG_SCALE)) || exit 1
+ng_serve_start --cert "$T/short.crt" --key "$T/short.key" --policy "$POLICY" \
+    --reload-interval 0 || exit 1
+ng_eq "certificate about to expire: ready" \
+    "$(ng_curl -o /dev/null -w '%{http_code}' "$NG_URL/readyz")" 200
+end=$(date -d "$(openssl x509 -in "$T/short.crt" -noout -enddate | cut -d= -f2)" +%s)
+while [ "$(date +%s)" -le "$end" ]; do sleep 0.2; done
+ng_eq "certificate expired while served: /readyz is 503" \
+    "$(ng_curl -k -o "$T/ready.out" -w '%{http_code}' "$NG_URL/readyz")" 503
+ng_contains "expired: /readyz says why" "$(cat "$T/ready.out")" "expired"
+ng_eq "expired: /healthz still 200" \
+    "$(ng_curl -k -o /dev/null -w '%{http_code}' "$NG_URL/healthz")" 200
+ng_serve_stop
+
 # A server whose certificate names only other.example.
 ng_serve_start --cert "$T/other.crt" --key "$T/other.key" --policy "$POLICY" \
     --reload-interval 0 || exit 1
