@@ -1186,17 +1186,35 @@ static const char *const cond_gpu[] = {
     NULL,
 };
 
-/* Writes one folded expression line, expanding %R. */
+const char *const *
+certs_default_gpu_resources(size_t *n)
+{
+    *n = sizeof(gpu_resources) / sizeof(gpu_resources[0]);
+    return gpu_resources;
+}
+
+/* true when s is an extended-resource name: [A-Za-z0-9._/-], 1..253. */
+static bool
+is_resource_name(const char *s)
+{
+    size_t n = strlen(s);
+
+    return n > 0 && n <= 253 &&
+           strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                     "0123456789._/-") == n;
+}
+
+/* Writes one folded expression line, expanding %R to the CEL list. */
 static void
-cel_line_write(FILE *out, const char *line)
+cel_line_write(FILE *out, const char *line, const char *const *gpus,
+               size_t n_gpus)
 {
     fputs("          ", out);
     for (const char *p = line; *p != '\0'; p++) {
         if (p[0] == '%' && p[1] == 'R') {
             fputc('[', out);
-            for (size_t i = 0;
-                 i < sizeof(gpu_resources) / sizeof(gpu_resources[0]); i++)
-                fprintf(out, "%s'%s'", i ? ", " : "", gpu_resources[i]);
+            for (size_t i = 0; i < n_gpus; i++)
+                fprintf(out, "%s'%s'", i ? ", " : "", gpus[i]);
             fputc(']', out);
             p++;
         } else {
@@ -1210,6 +1228,9 @@ int
 certs_webhook_write(const struct certs_webhook_opts *o, FILE *out,
                     struct ng_error *err)
 {
+    const char *const *gpus = o->gpu_resources;
+    size_t n_gpus = o->n_gpu_resources;
+
     if (o->name == NULL || !certs_is_dns_name(o->name)) {
         ng_error_set(err, 0, 0, "invalid webhook configuration name '%s'",
                      o->name ? o->name : "");
@@ -1231,6 +1252,21 @@ certs_webhook_write(const struct certs_webhook_opts *o, FILE *out,
                "0123456789+/=") != strlen(o->ca_bundle)) {
         ng_error_set(err, 0, 0, "the caBundle is not base64");
         return -1;
+    }
+    if (gpus == NULL)
+        gpus = certs_default_gpu_resources(&n_gpus);
+    if (n_gpus == 0) {
+        ng_error_set(err, 0, 0, "no GPU resource names");
+        return -1;
+    }
+    for (size_t i = 0; i < n_gpus; i++) {
+        if (!is_resource_name(gpus[i])) {
+            ng_error_set(err, 0, 0,
+                         "invalid GPU resource name '%s': expected letters, "
+                         "digits, '.', '_', '/' and '-'",
+                         gpus[i]);
+            return -1;
+        }
     }
 
     fprintf(
@@ -1279,11 +1315,11 @@ certs_webhook_write(const struct certs_webhook_opts *o, FILE *out,
         "        expression: >-\n",
         o->name, o->service, o->namespace, o->ca_bundle, o->namespace);
     for (size_t i = 0; cond_opt_out[i] != NULL; i++)
-        cel_line_write(out, cond_opt_out[i]);
+        cel_line_write(out, cond_opt_out[i], gpus, n_gpus);
     fprintf(out, "      - name: requests-gpu\n"
                  "        expression: >-\n");
     for (size_t i = 0; cond_gpu[i] != NULL; i++)
-        cel_line_write(out, cond_gpu[i]);
+        cel_line_write(out, cond_gpu[i], gpus, n_gpus);
     if (fflush(out) != 0 || ferror(out)) {
         ng_error_set(err, 0, 0, "cannot write the webhook configuration: %s",
                      strerror(errno));

@@ -105,13 +105,23 @@ struct certs_webhook_opts {
     const char *service;   /* Service the apiserver calls */
     const char *namespace; /* and its namespace */
     const char *ca_bundle; /* base64 PEM, as certs_ca_bundle_from_file() */
+    /* GPU resource names for the CEL matchCondition; NULL means the
+     * default policy's (certs_default_gpu_resources()). */
+    const char *const *gpu_resources;
+    size_t n_gpu_resources;
 };
+
+/* The default policy's GPU resource names, as compiled in: a static array
+ * of *n entries. Thread-safe. */
+const char *const *certs_default_gpu_resources(size_t *n);
 
 /*
  * Writes the MutatingWebhookConfiguration as YAML to out. It is the object
  * in deploy/base/mutatingwebhookconfiguration.yaml with the names and the
  * caBundle filled in (a check keeps the two equal). Returns 0, or -1 with
- * err filled when a value is not a valid name or the write fails.
+ * err filled when a value is not a valid name (GPU resource names must be
+ * Kubernetes resource names, which keeps them safe inside a CEL string) or
+ * the write fails. Thread-safe.
  */
 int certs_webhook_write(const struct certs_webhook_opts *opts, FILE *out,
                         struct ng_error *err)

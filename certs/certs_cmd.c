@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "certs.h"
+#include "policy.h"
 
 /* Exit statuses: 0 success, 1 a check or an operation failed, 2 usage. */
 #define EXIT_FAIL 1
@@ -33,10 +34,12 @@ static const char usage_text[] =
     "  webhook-config --ca-file ca.crt | --ca-bundle-file FILE\n"
     "         [--service ncclguard] [--namespace ncclguard] [--name "
     "ncclguard]\n"
-    "         [--output FILE]\n"
+    "         [--policy FILE] [--output FILE]\n"
     "      Render the MutatingWebhookConfiguration with its caBundle: from a\n"
     "      PEM CA certificate (--ca-file) or a file holding the base64\n"
-    "      caBundle that `create` prints (--ca-bundle-file).\n";
+    "      caBundle that `create` prints (--ca-bundle-file). Its CEL\n"
+    "      condition names the GPU resources of --policy (default: those of\n"
+    "      policy/default.yaml).\n";
 
 /* Reads the value of an option given as "--opt value" or "--opt=value".
  * Returns 1 if argv[*i] is this option (value in *val), 0 if not, -1 when
@@ -224,6 +227,8 @@ webhook_run(int argc, char **argv)
     struct certs_webhook_opts o = {
         .name = "ncclguard", .service = "ncclguard", .namespace = "ncclguard"};
     const char *ca_file = NULL, *bundle_file = NULL, *output = NULL;
+    const char *policy_file = NULL;
+    struct policy *policy = NULL;
     struct ng_error err = {0};
     const char *v = NULL;
     char *bundle = NULL;
@@ -256,6 +261,10 @@ webhook_run(int argc, char **argv)
             if (r < 0)
                 return EXIT_USAGE;
             output = v;
+        } else if ((r = opt_value(argc, argv, &i, "--policy", &v)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            policy_file = v;
         } else {
             fprintf(stderr,
                     "ncclguard certs webhook-config: unknown option '%s'\n",
@@ -275,6 +284,20 @@ webhook_run(int argc, char **argv)
         return EXIT_FAIL;
     }
     o.ca_bundle = bundle;
+    if (policy_file != NULL) {
+        const struct settings *set;
+        char msg[700];
+
+        policy = policy_load_file(policy_file, &err);
+        if (policy == NULL) {
+            fprintf(stderr, "ncclguard certs webhook-config: %s\n",
+                    ng_error_format(&err, policy_file, msg, sizeof(msg)));
+            goto out;
+        }
+        set = policy_defaults(policy);
+        o.gpu_resources = (const char *const *)set->gpu_resources;
+        o.n_gpu_resources = set->n_gpu_resources;
+    }
     if (output != NULL) {
         out = fopen(output, "w");
         if (out == NULL) {
@@ -295,6 +318,7 @@ out:
                 output);
         rc = EXIT_FAIL;
     }
+    policy_free(policy);
     free(bundle);
     return rc;
 }

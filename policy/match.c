@@ -272,10 +272,16 @@ match_glob_valid(const char *p, char *why, size_t n)
         }
         if (!(c == '*' || c == '?' || c == '-' || (c >= 'a' && c <= 'z') ||
               (c >= '0' && c <= '9'))) {
-            snprintf(why, n,
-                     "'%c' can never appear in a namespace name (lower-case "
-                     "letters, digits and '-')",
-                     c);
+            if (c > 0x20 && c < 0x7f)
+                snprintf(why, n,
+                         "'%c' can never appear in a namespace name "
+                         "(lower-case letters, digits and '-')",
+                         c);
+            else
+                snprintf(why, n,
+                         "character 0x%02x can never appear in a namespace "
+                         "name (lower-case letters, digits and '-')",
+                         (unsigned char)c);
             return false;
         }
     }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <openssl/evp.h>
 
@@ -215,6 +216,12 @@ closest(const char *word, const char *const *names)
         limit = 2;
     for (size_t i = 0; names[i] != NULL; i++) {
         size_t dd = edit_distance(word, names[i]);
+        size_t lw = strlen(word), ln = strlen(names[i]);
+
+        /* "timeout" for "timeoutSeconds", "maximum" for "max". */
+        if (lw >= 3 && ln >= 3 &&
+            strncasecmp(word, names[i], lw < ln ? lw : ln) == 0)
+            dd = 1;
 
         if (dd < bestd) {
             bestd = dd;

@@ -1,4 +1,21 @@
 # policy/: YAML rule engine, quantities, NCCL catalog, policy lint/test.
 LIB_SRCS += policy/error.c policy/diag.c policy/quantity.c policy/ytree.c \
 	policy/match.c policy/ncclenv.c policy/policy.c policy/policy_cmd.c
-UNIT_TESTS += quantity policy
+UNIT_TESTS += quantity policy match ncclenv
+
+# Golden outputs of `policy lint` on the broken policies in tests/policy/.
+.PHONY: check-policy-lint
+check-policy-lint: $(BUILD)/ncclguard
+	NCCLGUARD=$(abspath $(BUILD))/ncclguard sh tests/policy/check.sh
+
+CHECKS += check-policy-lint
+
+# The shipped policies must lint clean (warnings allowed).
+POLICY_EXAMPLES := policy/default.yaml \
+	$(filter-out %.test.yaml,$(wildcard policy/examples/*.yaml))
+
+.PHONY: check-policy-examples
+check-policy-examples: $(BUILD)/ncclguard
+	$(BUILD)/ncclguard policy lint $(POLICY_EXAMPLES)
+
+CHECKS += check-policy-examples

@@ -130,8 +130,8 @@ check_duplicate_key(const struct ynode *map, const struct ynode *key,
         if (k->kind == YNODE_SCALAR && k->len == key->len &&
             memcmp(k->str, key->str, key->len) == 0) {
             diags_add(d, DIAG_ERROR, key->line, key->col,
-                      "duplicate key \"%.60s\" (first at line %d)", key->str,
-                      k->line);
+                      "duplicate key \"%.60s\" (first at %d:%d)", key->str,
+                      k->line, k->col);
             return;
         }
     }

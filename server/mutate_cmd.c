@@ -1,13 +1,467 @@
-/* ncclguard mutate: placeholder until the module lands (replaced by its owner). */
+/* ncclguard mutate: the dry run. Reads manifests, mutates every pod
+ * (template) on the server's code path, writes the result. */
 #include "cmd.h"
 
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mutate.h"
+#include "patch.h"
+#include "policy.h"
+#include "workload.h"
+#include "yamljson.h"
+
+/* Largest manifest read, in bytes. */
+#define MUTATE_CMD_MAX_INPUT (32u << 20)
+
+enum output { OUT_YAML, OUT_JSON, OUT_PATCH, OUT_REVIEW };
+
+struct cmd {
+    const char *file;
+    const char *policy_file;
+    const char *namespace;
+    enum output output;
+    bool quiet;
+    struct mutate_options mopt;
+};
+
+static void
+usage(FILE *out)
+{
+    fprintf(out,
+            "usage: ncclguard mutate [--policy FILE] [--namespace NS] "
+            "[-o yaml|json|patch|review] FILE|-\n"
+            "\n"
+            "Shows what the webhook does to the pods in FILE (a Pod, an\n"
+            "AdmissionReview, or any workload with pod templates; YAML or\n"
+            "JSON, several documents allowed). Warnings go to stderr.\n"
+            "\n"
+            "  --policy FILE      policy to apply (default: $NCCLGUARD_POLICY,\n"
+            "                     else /etc/ncclguard/policy.yaml, else\n"
+            "                     policy/default.yaml)\n"
+            "  --namespace NS     namespace of objects that name none\n"
+            "  --webhook-namespace NS\n"
+            "                     the webhook's own namespace, skipped as the\n"
+            "                     server skips it (default: $POD_NAMESPACE)\n"
+            "  -o, --output FMT   yaml (default): the mutated objects\n"
+            "                     json: the same as JSON (a List when several)\n"
+            "                     patch: per pod, the JSON patch the server sends\n"
+            "                     review: per pod, the AdmissionReview the\n"
+            "                     apiserver would send, one per line\n"
+            "  -q, --quiet        no per-pod summary lines on stderr\n"
+            "\n"
+            "Exit status: 0 done, 1 unreadable input or policy, 2 usage.\n");
+}
+
+static int
+args_parse(struct cmd *c, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"policy", required_argument, NULL, 'p'},
+        {"namespace", required_argument, NULL, 'n'},
+        {"webhook-namespace", required_argument, NULL, 'w'},
+        {"output", required_argument, NULL, 'o'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int ch;
+
+    c->mopt.own_namespace = getenv("POD_NAMESPACE");
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "p:n:o:qh", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'p':
+            c->policy_file = optarg;
+            break;
+        case 'n':
+            c->namespace = optarg;
+            break;
+        case 'w':
+            c->mopt.own_namespace = optarg;
+            break;
+        case 'o':
+            if (strcmp(optarg, "yaml") == 0)
+                c->output = OUT_YAML;
+            else if (strcmp(optarg, "json") == 0)
+                c->output = OUT_JSON;
+            else if (strcmp(optarg, "patch") == 0)
+                c->output = OUT_PATCH;
+            else if (strcmp(optarg, "review") == 0)
+                c->output = OUT_REVIEW;
+            else {
+                fprintf(stderr,
+                        "ncclguard mutate: unknown output format '%s' "
+                        "(yaml, json, patch or review)\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'q':
+            c->quiet = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "ncclguard mutate: %s\n",
+                optind >= argc ? "missing FILE (use - for stdin)"
+                               : "more than one FILE given");
+        usage(stderr);
+        return 2;
+    }
+    c->file = argv[optind];
+    return -1;
+}
+
+/* Reads all of f into a malloc'd buffer. Returns NULL with errno set. */
+static char *
+slurp(FILE *f, size_t *len)
+{
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap);
+
+    if (buf == NULL)
+        return NULL;
+    for (;;) {
+        size_t got;
+
+        if (n == cap) {
+            char *nb;
+
+            if (cap >= MUTATE_CMD_MAX_INPUT) {
+                free(buf);
+                errno = EFBIG;
+                return NULL;
+            }
+            cap *= 2;
+            nb = realloc(buf, cap);
+            if (nb == NULL) {
+                free(buf);
+                return NULL;
+            }
+            buf = nb;
+        }
+        got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f)) {
+                free(buf);
+                errno = EIO;
+                return NULL;
+            }
+            break;
+        }
+    }
+    *len = n;
+    return buf;
+}
+
+static struct policy *
+policy_open(const struct cmd *c)
+{
+    const char *path = c->policy_file;
+    struct ng_error err;
+    struct policy *pol;
+    char msg[700];
+
+    if (path == NULL)
+        path = getenv("NCCLGUARD_POLICY");
+    if (path == NULL || path[0] == '\0') {
+        path = access("/etc/ncclguard/policy.yaml", R_OK) == 0
+                   ? "/etc/ncclguard/policy.yaml"
+                   : "policy/default.yaml";
+    }
+    ng_error_clear(&err);
+    pol = policy_load_file(path, &err);
+    if (pol == NULL)
+        fprintf(stderr, "ncclguard mutate: %s\n",
+                ng_error_format(&err, path, msg, sizeof(msg)));
+    return pol;
+}
+
+static const char *
+doc_name(const json_t *doc)
+{
+    const json_t *meta = json_object_get(doc, "metadata");
+    const char *n = json_string_value(json_object_get(meta, "name"));
+
+    if (n == NULL || n[0] == '\0')
+        n = json_string_value(json_object_get(meta, "generateName"));
+    if (n == NULL && json_is_object(json_object_get(doc, "request")))
+        n = json_string_value(json_object_get(
+            json_object_get(json_object_get(json_object_get(doc, "request"),
+                                            "object"),
+                            "metadata"),
+            "name"));
+    return n != NULL ? n : "";
+}
+
+static const char *
+doc_kind(const json_t *doc)
+{
+    const char *k = json_string_value(json_object_get(doc, "kind"));
+
+    return k != NULL ? k : "object";
+}
+
+static void
+report_print(const struct cmd *c, size_t d, const json_t *doc,
+             const struct workload_pod *wp)
+{
+    const struct mutate_result *r = &wp->result;
+    size_t i;
+    json_t *w;
+    char what[256] = "";
+
+    json_array_foreach(r->warnings, i, w)
+        fprintf(stderr, "%s: document %zu: %s %s%s%s: %s\n", c->file, d + 1,
+                doc_kind(doc), doc_name(doc), wp->pointer[0] ? " " : "",
+                wp->pointer, json_string_value(w));
+    if (c->quiet)
+        return;
+    json_array_foreach(r->injected, i, w)
+    {
+        size_t len = strlen(what);
+
+        snprintf(what + len, sizeof(what) - len, "%s%s", len ? "," : "",
+                 json_string_value(w));
+    }
+    fprintf(stderr, "%s: document %zu: %s %s%s%s: %s (%lld GPUs, rule %s)%s%s%s%s\n",
+            c->file, d + 1, doc_kind(doc), doc_name(doc),
+            wp->pointer[0] ? " " : "", wp->pointer,
+            mutate_status_name(r->status), (long long)r->gpus, r->rule,
+            what[0] ? ": " : "", what, r->reason[0] ? ": " : "", r->reason);
+}
+
+static json_t *
+patch_entry(size_t d, const json_t *doc, const struct workload_pod *wp)
+{
+    const struct mutate_result *r = &wp->result;
+
+    return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:O, s:O}",
+                     "document", (json_int_t)(d + 1), "kind", doc_kind(doc),
+                     "name", doc_name(doc), "pointer", wp->pointer, "result",
+                     mutate_status_name(r->status), "rule", r->rule, "gpus",
+                     (json_int_t)r->gpus, "patch", r->patch, "warnings",
+                     r->warnings, "injected", r->injected);
+}
+
+/*
+ * The AdmissionReview the apiserver would send when the pod (template) at
+ * pointer in orig (the document before mutation) is created.
+ */
+static json_t *
+review_build(const struct cmd *c, size_t d, const json_t *orig,
+             const char *pointer, size_t serial)
+{
+    json_t *node = patch_pointer_get((json_t *)orig, pointer);
+    json_t *pod = NULL, *meta, *req;
+    const char *ns;
+    char uid[64], name[300];
+
+    if (!json_is_object(node))
+        return NULL;
+    if (pointer[0] == '\0' || strcmp(pointer, "/request/object") == 0) {
+        pod = json_deep_copy(node);
+    } else {
+        json_t *spec = json_is_array(json_object_get(node, "containers"))
+                           ? node
+                           : json_object_get(node, "spec");
+        json_t *m = json_object_get(node, "metadata");
+
+        pod = json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind",
+                        "Pod", "metadata",
+                        json_is_object(m) && spec != node ? json_deep_copy(m)
+                                                          : json_object(),
+                        "spec", json_deep_copy(spec));
+    }
+    if (pod == NULL)
+        return NULL;
+    meta = json_object_get(pod, "metadata");
+    if (!json_is_object(meta)) {
+        meta = json_object();
+        json_object_set_new(pod, "metadata", meta);
+    }
+    ns = c->namespace;
+    if (json_string_value(json_object_get(json_object_get(orig, "metadata"),
+                                          "namespace")) != NULL)
+        ns = json_string_value(json_object_get(
+            json_object_get(orig, "metadata"), "namespace"));
+    if (json_string_value(json_object_get(meta, "namespace")) != NULL)
+        ns = json_string_value(json_object_get(meta, "namespace"));
+    if (json_string_value(json_object_get(meta, "name")) == NULL) {
+        const char *base = doc_name(orig);
+
+        snprintf(name, sizeof(name), "%.200s-%zu", base[0] ? base : "pod",
+                 serial);
+        json_object_set_new(meta, "name", json_string(name));
+    }
+    if (ns != NULL && json_object_get(meta, "namespace") == NULL)
+        json_object_set_new(meta, "namespace", json_string(ns));
+    snprintf(uid, sizeof(uid), "00000000-0000-4000-8000-%012zx",
+             (d + 1) * 4096 + serial);
+    req = json_pack(
+        "{s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s}, "
+        "s:{s:s, s:s, s:s}, s:s, s:s, s:s, s:{s:s}, s:o, s:n, s:b, "
+        "s:{s:s, s:s}}",
+        "uid", uid, "kind", "group", "", "version", "v1", "kind", "Pod",
+        "resource", "group", "", "version", "v1", "resource", "pods",
+        "requestKind", "group", "", "version", "v1", "kind", "Pod",
+        "requestResource", "group", "", "version", "v1", "resource", "pods",
+        "name", json_string_value(json_object_get(meta, "name")), "namespace",
+        ns != NULL ? ns : "default", "operation", "CREATE", "userInfo",
+        "username", "ncclguard-mutate", "object", pod, "oldObject", "dryRun",
+        0, "options", "apiVersion", "meta.k8s.io/v1", "kind", "CreateOptions");
+    if (req == NULL)
+        return NULL;
+    return json_pack("{s:s, s:s, s:o}", "apiVersion", "admission.k8s.io/v1",
+                     "kind", "AdmissionReview", "request", req);
+}
+
+static int
+write_json(const json_t *v, size_t flags)
+{
+    if (json_dumpf(v, stdout, flags) != 0)
+        return -1;
+    return fputc('\n', stdout) == EOF ? -1 : 0;
+}
 
 int
 cmd_mutate(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "ncclguard mutate: not built yet\n");
-    return 1;
+    struct cmd c;
+    struct policy *pol = NULL;
+    FILE *in = NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    json_t *docs = NULL, *orig = NULL, *dupes = NULL, *out = NULL;
+    struct ng_error err;
+    char msg[700];
+    int rc = 1, a;
+    size_t d;
+    json_t *doc;
+
+    memset(&c, 0, sizeof(c));
+    a = args_parse(&c, argc, argv);
+    if (a >= 0)
+        return a;
+    in = strcmp(c.file, "-") == 0 ? stdin : fopen(c.file, "rb");
+    if (in == NULL) {
+        fprintf(stderr, "ncclguard mutate: %s: %s\n", c.file, strerror(errno));
+        return 1;
+    }
+    buf = slurp(in, &len);
+    if (buf == NULL) {
+        fprintf(stderr, "ncclguard mutate: %s: %s\n", c.file,
+                errno == EFBIG ? "larger than 32 MiB" : strerror(errno));
+        goto done;
+    }
+    ng_error_clear(&err);
+    docs = yamljson_load(buf, len, c.file, &dupes, &err);
+    if (docs == NULL) {
+        fprintf(stderr, "ncclguard mutate: %s\n",
+                ng_error_format(&err, c.file, msg, sizeof(msg)));
+        goto done;
+    }
+    json_array_foreach(dupes, d, doc)
+        fprintf(stderr, "ncclguard mutate: %s\n", json_string_value(doc));
+    pol = policy_open(&c);
+    if (pol == NULL)
+        goto done;
+    if (c.output == OUT_REVIEW && (orig = json_deep_copy(docs)) == NULL)
+        goto done;
+    out = json_array();
+    if (out == NULL)
+        goto done;
+
+    json_array_foreach(docs, d, doc)
+    {
+        struct workload_report rep;
+        const char *ns = json_string_value(
+            json_object_get(json_object_get(doc, "metadata"), "namespace"));
+
+        if (!json_is_object(doc)) {
+            fprintf(stderr, "ncclguard mutate: %s: document %zu is not an "
+                            "object; written back unchanged\n",
+                    c.file, d + 1);
+            continue;
+        }
+        if (workload_mutate(doc, ns != NULL ? NULL : c.namespace, pol, &c.mopt,
+                            &rep) != 0) {
+            fprintf(stderr, "ncclguard mutate: out of memory\n");
+            goto done;
+        }
+        for (size_t i = 0; i < rep.n_pods; i++) {
+            const struct workload_pod *wp = &rep.pods[i];
+            json_t *e = NULL;
+
+            report_print(&c, d, doc, wp);
+            if (c.output == OUT_PATCH)
+                e = patch_entry(d, doc, wp);
+            else if (c.output == OUT_REVIEW)
+                e = review_build(&c, d, json_array_get(orig, d), wp->pointer,
+                                 i);
+            if (e != NULL && json_array_append_new(out, e) != 0) {
+                workload_report_release(&rep);
+                goto done;
+            }
+        }
+        workload_report_release(&rep);
+    }
+
+    switch (c.output) {
+    case OUT_YAML:
+        if (yamljson_emit(docs, stdout) != 0)
+            goto write_fail;
+        break;
+    case OUT_JSON:
+        if (json_array_size(docs) == 1) {
+            a = write_json(json_array_get(docs, 0), JSON_INDENT(2));
+        } else {
+            json_t *list = json_pack("{s:s, s:s, s:O}", "apiVersion", "v1",
+                                     "kind", "List", "items", docs);
+
+            a = list != NULL ? write_json(list, JSON_INDENT(2)) : -1;
+            json_decref(list);
+        }
+        if (a != 0)
+            goto write_fail;
+        break;
+    case OUT_PATCH:
+        if (write_json(out, JSON_INDENT(2)) != 0)
+            goto write_fail;
+        break;
+    case OUT_REVIEW:
+        json_array_foreach(out, d, doc) if (write_json(doc, JSON_COMPACT) != 0)
+            goto write_fail;
+        break;
+    }
+    if (fflush(stdout) != 0)
+        goto write_fail;
+    rc = 0;
+    goto done;
+write_fail:
+    fprintf(stderr, "ncclguard mutate: cannot write output: %s\n",
+            strerror(errno));
+done:
+    if (in != NULL && in != stdin)
+        fclose(in);
+    free(buf);
+    json_decref(docs);
+    json_decref(orig);
+    json_decref(dupes);
+    json_decref(out);
+    policy_free(pol);
+    return rc;
 }

@@ -1,2 +1,15 @@
 # server/: the webhook, the dry run and their checks.
-LIB_SRCS += server/serve.c server/mutate_cmd.c
+LIB_SRCS += server/serve.c server/mutate_cmd.c server/mutate.c \
+	server/patch.c server/review.c server/workload.c server/yamljson.c
+UNIT_TESTS += patch mutate review yamljson workload
+# The corpus check reads the dry run's JSON with jq; kubectl comes from the
+# machine (make deps warns when it is missing).
+DEB_PKGS += jq
+
+# Every upstream GPU manifest in tests/data/corpus through `ncclguard
+# mutate`, kubectl and (once it exists) `ncclguard serve`.
+.PHONY: check-corpus
+check-corpus: $(BUILD)/ncclguard
+	NCCLGUARD=$(abspath $(BUILD))/ncclguard tests/corpus/check.sh
+
+CHECKS += check-corpus

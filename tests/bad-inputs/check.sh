@@ -8,71 +8,19 @@ set -u
 NCCLGUARD=${NCCLGUARD:?set NCCLGUARD to the ncclguard binary}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/ncclguard-bad.XXXXXX")
-server_pid=
+# shellcheck source=../integration/lib.sh
+. "$root/tests/integration/lib.sh"
+ng_setup
+work=$NG_TMP
 failures=0
-
-cleanup() {
-    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-        kill -KILL "$server_pid" 2>/dev/null
-        wait "$server_pid" 2>/dev/null
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
 
 fail() {
     echo "bad-inputs: FAIL: $*" >&2
     failures=$((failures + 1))
 }
 
-# A throwaway CA and a serving certificate for 127.0.0.1.
-make_certs() {
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-        -days 1 -subj /CN=bad-inputs-ca -keyout "$work/ca.key" \
-        -out "$work/ca.crt" 2>/dev/null &&
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-        -subj /CN=127.0.0.1 -keyout "$work/tls.key" -out "$work/tls.csr" \
-        2>/dev/null &&
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$work/ext" &&
-    openssl x509 -req -in "$work/tls.csr" -CA "$work/ca.crt" \
-        -CAkey "$work/ca.key" -CAcreateserial -days 1 \
-        -extfile "$work/ext" -out "$work/tls.crt" 2>/dev/null
-}
-
-# Starts the server on a random free loopback port; sets port, server_pid.
-start_server() {
-    local try
-    for try in 1 2 3 4 5; do
-        port=$((20000 + RANDOM % 40000))
-        "$NCCLGUARD" serve --listen "127.0.0.1:$port" \
-            --cert "$work/tls.crt" --key "$work/tls.key" \
-            --policy "$root/policy/default.yaml" \
-            >"$work/server.log" 2>&1 &
-        server_pid=$!
-        local waited=0
-        while [ "$waited" -lt "${NCCLGUARD_START_TIMEOUT:-100}" ]; do
-            if ! kill -0 "$server_pid" 2>/dev/null; then
-                break
-            fi
-            if [ "$(get /readyz)" = 200 ]; then
-                return 0
-            fi
-            sleep 0.1
-            waited=$((waited + 1))
-        done
-        kill -KILL "$server_pid" 2>/dev/null
-        wait "$server_pid" 2>/dev/null
-        server_pid=
-    done
-    echo "bad-inputs: server did not become ready; its log:" >&2
-    cat "$work/server.log" >&2
-    return 1
-}
-
 get() {
-    curl -sS --max-time 10 --cacert "$work/ca.crt" -o /dev/null \
-        -w '%{http_code}' "https://127.0.0.1:$port$1" 2>/dev/null
+    ng_curl -o /dev/null -w '%{http_code}' "$NG_URL$1" 2>/dev/null
 }
 
 # Generated bodies: too big to check in, or simply easier to build here.
@@ -106,10 +54,9 @@ run_case() {
         body=$here/$file
     fi
     local got
-    got=$(curl -sS --max-time 20 --cacert "$work/ca.crt" \
-        -o "$work/resp" -w '%{http_code}' -H "Content-Type: $ctype" \
-        "${extra[@]}" --data-binary @"$body" \
-        "https://127.0.0.1:$port/mutate" 2>"$work/curl.err")
+    got=$(ng_curl -o "$work/resp" -w '%{http_code}' \
+        -H "Content-Type: $ctype" "${extra[@]}" --data-binary @"$body" \
+        "$NG_URL/mutate" 2>"$work/curl.err")
     if [ "$got" != "$status" ]; then
         fail "$file ($why): status $got, want $status;" \
             "response: $(head -c 300 "$work/resp" 2>/dev/null)" \
@@ -128,10 +75,10 @@ run_case() {
     elif [ ! -s "$work/resp" ] && [ "$status" != 413 ]; then
         fail "$file ($why): status $got without a reason in the body"
     fi
-    if ! kill -0 "$server_pid" 2>/dev/null; then
+    if ! kill -0 "$NG_PID" 2>/dev/null; then
         fail "$file ($why): the server died; its log:"
-        tail -20 "$work/server.log" >&2
-        server_pid=
+        tail -20 "$NG_LOG" >&2
+        NG_PID=
         return 1
     fi
     local health
@@ -141,8 +88,10 @@ run_case() {
     echo "ok $status $file"
 }
 
-make_certs || { echo "bad-inputs: cannot create certificates" >&2; exit 1; }
-start_server || exit 1
+ng_make_ca "$work" && ng_make_cert "$work" tls ||
+    { echo "bad-inputs: cannot create certificates" >&2; exit 1; }
+ng_serve_start --cert "$work/tls.crt" --key "$work/tls.key" \
+    --policy "$root/policy/default.yaml" || exit 1
 cases=0
 while read -r status ctype file want why; do
     case $status in '#'* | '') continue ;; esac
@@ -150,13 +99,10 @@ while read -r status ctype file want why; do
     run_case "$status" "$ctype" "$file" "$want" "$why" || break
 done <"$here/cases.tsv"
 
-if [ -n "$server_pid" ]; then
-    kill -TERM "$server_pid"
-    wait "$server_pid"
-    rc=$?
-    server_pid=
-    [ "$rc" = 0 ] || { fail "server exited $rc after SIGTERM; its log:"
-        tail -20 "$work/server.log" >&2; }
+if [ -n "$NG_PID" ]; then
+    ng_serve_stop
+    [ "$NG_EXIT" = 0 ] || { fail "server exited $NG_EXIT after SIGTERM; its log:"
+        tail -20 "$NG_LOG" >&2; }
 fi
 if [ "$failures" -ne 0 ]; then
     echo "bad-inputs: $failures of $cases cases failed" >&2

@@ -1,9 +1,11 @@
 #!/bin/sh
 # Checks `ncclguard certs` with the openssl command line: what create writes,
 # CA reuse, inspect's exit codes and messages, bad input, webhook-config.
+# shellcheck disable=SC2015
 set -u
 
 : "${NCCLGUARD:?set NCCLGUARD to the ncclguard binary}"
+cd "$(dirname "$0")/../.." || exit 1
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 passed=0
@@ -177,6 +179,20 @@ expect 1 "webhook-config garbage bundle" "$NCCLGUARD" certs webhook-config \
 has "$T/err" "not a base64 caBundle" "garbage bundle message"
 expect 1 "webhook-config garbage CA" "$NCCLGUARD" certs webhook-config \
     --ca-file "$T/garbage.pem"
+# --policy: the CEL condition names that policy's GPU resources.
+sed 's#gpuResources: \[nvidia.com/gpu\]#gpuResources: [nvidia.com/gpu, example.com/accel]#' \
+    policy/default.yaml >"$T/policy.yaml"
+grep -q example.com/accel "$T/policy.yaml" && ok || bad "could not edit the policy copy"
+expect 0 "webhook-config --policy" "$NCCLGUARD" certs webhook-config \
+    --ca-file "$D/ca.crt" --policy "$T/policy.yaml"
+has "$T/out" "r in ['nvidia.com/gpu', 'example.com/accel']" "--policy GPU names in CEL"
+expect 0 "webhook-config --policy default" "$NCCLGUARD" certs webhook-config \
+    --ca-file "$D/ca.crt" --namespace gpu-system --policy policy/default.yaml
+cmp -s "$T/out" "$T/wh1.yaml" && ok || bad "default policy renders differently from the built-in names"
+printf 'apiVersion: ncclguard.io/v1alpha1\nkind: Nope\n' >"$T/badpolicy.yaml"
+expect 1 "webhook-config bad --policy" "$NCCLGUARD" certs webhook-config \
+    --ca-file "$D/ca.crt" --policy "$T/badpolicy.yaml"
+has "$T/err" "badpolicy.yaml:" "bad policy message names the file"
 expect 2 "webhook-config without CA" "$NCCLGUARD" certs webhook-config
 expect 1 "webhook-config bad namespace" "$NCCLGUARD" certs webhook-config \
     --ca-file "$D/ca.crt" --namespace 'a b'

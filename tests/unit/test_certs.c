@@ -192,7 +192,8 @@ test_create_bad(const char *dir)
 static void
 test_webhook(void)
 {
-    struct certs_webhook_opts o = {"ncclguard", "svc", "ns", "TFMwdA=="};
+    struct certs_webhook_opts o = {"ncclguard", "svc", "ns",
+                                   "TFMwdA==",  NULL,  0};
     struct ng_error err = {0};
     char *buf = NULL;
     size_t len = 0;
@@ -208,6 +209,34 @@ test_webhook(void)
     CHECK(buf != NULL && strstr(buf, "r in ['nvidia.com/gpu']") != NULL);
     CHECK(buf != NULL && strstr(buf, "%R") == NULL);
     free(buf);
+
+    {
+        const char *gpus[] = {"nvidia.com/gpu", "amd.com/gpu"};
+        const char *evil[] = {"x') || true || ('"};
+        size_t n = 0;
+
+        CHECK(certs_default_gpu_resources(&n) != NULL && n == 1);
+        buf = NULL;
+        f = open_memstream(&buf, &len);
+        if (f == NULL)
+            return;
+        o.gpu_resources = gpus;
+        o.n_gpu_resources = 2;
+        CHECK_INT(certs_webhook_write(&o, f, &err), 0);
+        fclose(f);
+        CHECK(buf != NULL &&
+              strstr(buf, "r in ['nvidia.com/gpu', 'amd.com/gpu']") != NULL);
+        free(buf);
+        /* A name that would break out of the CEL string is refused. */
+        o.gpu_resources = evil;
+        o.n_gpu_resources = 1;
+        CHECK_INT(certs_webhook_write(&o, stdout, &err), -1);
+        CHECK(strstr(err.msg, "invalid GPU resource name") != NULL);
+        o.n_gpu_resources = 0;
+        CHECK_INT(certs_webhook_write(&o, stdout, &err), -1);
+        CHECK(strstr(err.msg, "no GPU resource names") != NULL);
+        o.gpu_resources = NULL;
+    }
 
     o.ca_bundle = "not base64!";
     CHECK_INT(certs_webhook_write(&o, stdout, &err), -1);

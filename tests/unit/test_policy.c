@@ -1,38 +1,468 @@
-/* Unit tests for policy/policy.c: loading, defaults, merge, decisions. */
+/* Unit tests for policy/policy.c: loading, defaults, rules, the merge,
+ * decisions with annotation overrides, and lint diagnostics. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
 #include "policy.h"
 
+#define HEAD "apiVersion: ncclguard.io/v1alpha1\nkind: Policy\n"
+
 static struct policy *
 load(const char *text, struct ng_error *e)
 {
+    ng_error_clear(e);
     return policy_load(text, strlen(text), "test.yaml", e);
+}
+
+/* Loads text that must fail; checks the first error's place and text. */
+static void
+expect_error(const char *text, int line, int col, const char *needle)
+{
+    struct ng_error e;
+    struct policy *p = load(text, &e);
+
+    CHECK(p == NULL);
+    policy_free(p);
+    if (strstr(e.msg, needle) == NULL || e.line != line || e.col != col)
+        fprintf(stderr, "want %d:%d \"%s\", got %d:%d \"%s\"\n", line, col,
+                needle, e.line, e.col, e.msg);
+    CHECK_INT(e.line, line);
+    CHECK_INT(e.col, col);
+    CHECK(strstr(e.msg, needle) != NULL);
+}
+
+/* Counts the diagnostics of text whose message contains needle. */
+static size_t
+count_diags(const char *text, enum diag_severity sev, const char *needle)
+{
+    struct diags d = {0};
+    struct policy *p = policy_check(text, strlen(text), &d);
+    size_t n = 0;
+
+    for (size_t i = 0; i < d.n; i++)
+        if (d.v[i].severity == sev && strstr(d.v[i].msg, needle) != NULL)
+            n++;
+    policy_free(p);
+    diags_release(&d);
+    return n;
+}
+
+static void
+test_defaults(void)
+{
+    struct ng_error e;
+    struct policy *p, *q;
+    const struct settings *s, *t;
+
+    p = load(HEAD, &e);
+    CHECK(p != NULL);
+    if (p == NULL)
+        return;
+    s = policy_defaults(p);
+    CHECK_INT(s->n_gpu_resources, 1);
+    CHECK_STR(s->gpu_resources[0], "nvidia.com/gpu");
+    CHECK(s->profile.enabled && s->profile.optional);
+    CHECK_STR(s->profile.name, "nccl-production-profile");
+    CHECK(s->shm.enabled);
+    CHECK_INT(s->shm.per_gpu, 4LL << 30);
+    CHECK_INT(s->shm.min, 1LL << 30);
+    CHECK_INT(s->shm.max, 64LL << 30);
+    CHECK_INT(s->shm.existing, SHM_EXISTING_KEEP);
+    CHECK_INT(s->shm.memory_limit, SHM_MEMLIMIT_WARN);
+    CHECK_INT(s->ipc.n_capabilities, 0);
+    CHECK(!s->ipc.host_ipc);
+    CHECK(s->ringcheck.enabled);
+    CHECK_STR(s->ringcheck.image,
+              "ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0");
+    CHECK_INT(s->ringcheck.timeout_seconds, 120);
+    CHECK_INT(s->ringcheck.bandwidth_bytes, 256LL << 20);
+    CHECK_INT(s->ringcheck.mode, RINGCHECK_MODE_PROCESS);
+    CHECK_INT(s->ringcheck.on_failure, RINGCHECK_FALLBACK);
+    CHECK(s->ringcheck.min_busbw_gbps == 0);
+    CHECK(s->ringcheck.allow_opt_out);
+    CHECK_STR(s->ringcheck.cpu_request, "100m");
+    CHECK_STR(s->ringcheck.memory_request, "256Mi");
+    CHECK_INT(s->n_extra_env, 0);
+    CHECK(s->debug.allow_annotation);
+    CHECK_STR(s->debug.level, "INFO");
+    CHECK_STR(s->debug.subsys, "INIT,COLL,ENV,NET");
+    CHECK_INT(policy_rule_count(p), 0);
+
+    /* policy/default.yaml spells out exactly the built-in values. */
+    q = policy_load_file("policy/default.yaml", &e);
+    CHECK(q != NULL);
+    if (q != NULL) {
+        t = policy_defaults(q);
+        CHECK_STR(t->gpu_resources[0], s->gpu_resources[0]);
+        CHECK_STR(t->profile.name, s->profile.name);
+        CHECK_INT(t->shm.per_gpu, s->shm.per_gpu);
+        CHECK_INT(t->shm.min, s->shm.min);
+        CHECK_INT(t->shm.max, s->shm.max);
+        CHECK_INT(t->shm.existing, s->shm.existing);
+        CHECK_INT(t->shm.memory_limit, s->shm.memory_limit);
+        CHECK_INT(t->ipc.n_capabilities, 0);
+        CHECK_INT(t->ipc.host_ipc, 0);
+        CHECK_STR(t->ringcheck.image, s->ringcheck.image);
+        CHECK_INT(t->ringcheck.timeout_seconds, 120);
+        CHECK_INT(t->ringcheck.bandwidth_bytes, s->ringcheck.bandwidth_bytes);
+        CHECK_INT(t->ringcheck.on_failure, s->ringcheck.on_failure);
+        CHECK_INT(t->ringcheck.allow_opt_out, 1);
+        CHECK_STR(t->ringcheck.cpu_request, "100m");
+        CHECK_STR(t->ringcheck.memory_request, "256Mi");
+        CHECK_STR(t->debug.level, "INFO");
+        CHECK_STR(t->debug.subsys, "INIT,COLL,ENV,NET");
+        /* Different text, different hash; same text, same hash. */
+        CHECK(strcmp(policy_hash(p), policy_hash(q)) != 0);
+        policy_free(q);
+    }
+    q = load(HEAD, &e);
+    CHECK(q != NULL && strcmp(policy_hash(p), policy_hash(q)) == 0);
+    /* SHA-256 of the text, in hex. */
+    CHECK_STR(policy_hash(q), "118ec7cc45399aeeedf14e30c16c12a8"
+                              "2d181df7090ba84e690672864f36d5cf");
+    policy_free(q);
+    /* References: the snapshot lives until the last one is dropped. */
+    CHECK(policy_ref(p) == p);
+    policy_free(p);
+    CHECK_INT(policy_defaults(p)->shm.per_gpu, 4LL << 30);
+    policy_free(p);
+    policy_free(NULL);
+    CHECK(policy_ref(NULL) == NULL);
+}
+
+static const char rules_policy[] =
+    HEAD
+    "defaults:\n"
+    "  shm: {perGPU: 2Gi, max: 32Gi}\n"
+    "  extraEnv: [{name: NCCL_SOCKET_IFNAME, value: eth0}]\n"
+    "rules:\n"
+    "  - name: monitoring\n"
+    "    match: {namespaces: [monitoring]}\n"
+    "    skip: true\n"
+    "  - name: inference\n"
+    "    match:\n"
+    "      namespaces: [\"ai-serving\", \"team-*\"]\n"
+    "      excludeNamespaces: [team-sandbox]\n"
+    "      podLabels: {app.kubernetes.io/component: inference}\n"
+    "      maxGPUs: 8\n"
+    "    settings:\n"
+    "      shm: {perGPU: 8Gi}\n"
+    "      ringCheck: {enabled: false}\n"
+    "  - name: training\n"
+    "    match:\n"
+    "      matchExpressions:\n"
+    "        - {key: training.example.com/job, operator: Exists}\n"
+    "      minGPUs: 2\n"
+    "    settings:\n"
+    "      shm: {max: 128Gi, existing: grow}\n"
+    "      ipc: {capabilities: [IPC_LOCK]}\n"
+    "      ringCheck: {allowOptOut: false, onFailure: fail}\n"
+    "      debug: {allowAnnotation: false}\n"
+    "      extraEnv: [{name: NCCL_IB_HCA, value: \"mlx5_0:1\"}]\n";
+
+static void
+test_rules(void)
+{
+    struct ng_error e;
+    struct policy *p = load(rules_policy, &e);
+    json_t *inf = json_pack("{s:s}", "app.kubernetes.io/component",
+                            "inference");
+    json_t *train = json_pack("{s:s}", "training.example.com/job", "llm");
+    json_t *ann;
+    struct decision d;
+
+    if (p == NULL)
+        fprintf(stderr, "rules policy: %d:%d %s\n", e.line, e.col, e.msg);
+    CHECK(p != NULL);
+    if (p == NULL)
+        return;
+    CHECK_INT(policy_rule_count(p), 3);
+    CHECK_STR(policy_rule_name(p, 2), "training");
+    CHECK(policy_rule_name(p, 3) == NULL);
+
+    /* No rule matches: defaults, with the file's own overrides. */
+    policy_decide(p, "default", NULL, NULL, 1, &d);
+    CHECK_STR(d.rule, "default");
+    CHECK(!d.skip);
+    CHECK(d.settings == policy_defaults(p));
+    CHECK_INT(d.settings->shm.per_gpu, 2LL << 30);
+    CHECK_INT(d.settings->shm.min, 1LL << 30); /* untouched default */
+    CHECK_INT(d.settings->shm.max, 32LL << 30);
+    CHECK(d.ringcheck);
+    CHECK_INT(d.shm_override, -1);
+    CHECK_INT(d.n_warnings, 0);
+
+    /* skip */
+    policy_decide(p, "monitoring", inf, NULL, 4, &d);
+    CHECK_STR(d.rule, "monitoring");
+    CHECK(d.skip);
+
+    /* first match wins; field-by-field merge over the defaults */
+    policy_decide(p, "team-a", inf, NULL, 4, &d);
+    CHECK_STR(d.rule, "inference");
+    CHECK_INT(d.settings->shm.per_gpu, 8LL << 30);
+    CHECK_INT(d.settings->shm.max, 32LL << 30); /* from defaults */
+    CHECK(!d.settings->ringcheck.enabled);
+    CHECK(!d.ringcheck);
+    CHECK_STR(d.settings->ringcheck.image,
+              "ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0");
+    CHECK_INT(d.settings->n_extra_env, 1); /* inherited list */
+    CHECK_STR(d.settings->extra_env[0].name, "NCCL_SOCKET_IFNAME");
+    /* excluded namespace, too many GPUs, missing label: not inference */
+    policy_decide(p, "team-sandbox", inf, NULL, 4, &d);
+    CHECK_STR(d.rule, "default");
+    policy_decide(p, "team-a", inf, NULL, 16, &d);
+    CHECK_STR(d.rule, "default");
+    policy_decide(p, "team-a", train, NULL, 1, &d);
+    CHECK_STR(d.rule, "default");
+
+    policy_decide(p, "research", train, NULL, 2, &d);
+    CHECK_STR(d.rule, "training");
+    CHECK_INT(d.settings->shm.max, 128LL << 30);
+    CHECK_INT(d.settings->shm.per_gpu, 2LL << 30);
+    CHECK_INT(d.settings->shm.existing, SHM_EXISTING_GROW);
+    CHECK_INT(d.settings->ipc.n_capabilities, 1);
+    CHECK_STR(d.settings->ipc.capabilities[0], "IPC_LOCK");
+    CHECK_INT(d.settings->ringcheck.on_failure, RINGCHECK_FAIL);
+    CHECK_INT(d.settings->n_extra_env, 1); /* a list replaces the default */
+    CHECK_STR(d.settings->extra_env[0].name, "NCCL_IB_HCA");
+    /* the defaults themselves are unchanged by the merge */
+    CHECK_INT(policy_defaults(p)->ipc.n_capabilities, 0);
+    CHECK_INT(policy_defaults(p)->ringcheck.on_failure, RINGCHECK_FALLBACK);
+
+    /* annotation overrides, accepted */
+    ann = json_pack("{s:s, s:s, s:s}", "ncclguard.io/shm-size", "48Gi",
+                    "ncclguard.io/ring-check", "false", "ncclguard.io/debug",
+                    "true");
+    policy_decide(p, "default", NULL, ann, 1, &d);
+    CHECK_INT(d.shm_override, -1);
+    CHECK_INT(d.n_warnings, 1); /* 48Gi is over the default 32Gi max */
+    CHECK_STR(d.warnings[0], "ncclguard: shm-size 48Gi refused: above the "
+                             "policy maximum 32Gi (rule \"default\")");
+    CHECK(!d.ringcheck && d.debug);
+    json_decref(ann);
+
+    ann = json_pack("{s:s, s:s, s:s}", "ncclguard.io/shm-size", "16Gi",
+                    "ncclguard.io/ring-check", "false", "ncclguard.io/debug",
+                    "true");
+    policy_decide(p, "default", NULL, ann, 1, &d);
+    CHECK_INT(d.shm_override, 16LL << 30);
+    CHECK(!d.ringcheck);
+    CHECK(d.debug);
+    CHECK_INT(d.n_warnings, 0);
+    /* same annotations under a rule that forbids opting out and debug */
+    policy_decide(p, "research", train, ann, 2, &d);
+    CHECK_INT(d.shm_override, 16LL << 30);
+    CHECK(d.ringcheck);
+    CHECK(!d.debug);
+    CHECK_INT(d.n_warnings, 2);
+    CHECK_STR(d.warnings[0], "ncclguard: ring-check opt-out refused: rule "
+                             "\"training\" does not allow it");
+    CHECK_STR(d.warnings[1], "ncclguard: debug refused: rule \"training\" "
+                             "does not allow NCCL debug output");
+    json_decref(ann);
+
+    /* refused shm sizes, each with its reason, within 120 characters */
+    {
+        static const struct {
+            const char *v;
+            const char *want;
+        } refused[] = {
+            {"200Gi", "ncclguard: shm-size 200Gi refused: above the policy "
+                      "maximum 128Gi (rule \"training\")"},
+            {"512Mi", "ncclguard: shm-size 512Mi refused: below the policy "
+                      "minimum 1Gi (rule \"training\")"},
+            {"16GB", "ncclguard: shm-size \"16GB\" refused: not a whole "
+                     "positive quantity such as 16Gi"},
+            {"-1Gi", "ncclguard: shm-size \"-1Gi\" refused: not a whole "
+                     "positive quantity such as 16Gi"},
+            {"1.5m", "ncclguard: shm-size \"1.5m\" refused: not a whole "
+                     "positive quantity such as 16Gi"},
+            {"\x01\x02xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+             "ncclguard: shm-size \"??xxxxxxxxxxxxxx...\" refused: not a "
+             "whole positive quantity such as 16Gi"},
+        };
+
+        for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+            ann = json_pack("{s:s}", "ncclguard.io/shm-size", refused[i].v);
+            policy_decide(p, "research", train, ann, 2, &d);
+            CHECK_INT(d.shm_override, -1);
+            CHECK_INT(d.n_warnings, 1);
+            CHECK_STR(d.warnings[0], refused[i].want);
+            CHECK(strlen(d.warnings[0]) <= 120);
+            json_decref(ann);
+        }
+    }
+    /* shm-size where the rule does not manage /dev/shm; odd values */
+    ann = json_pack("{s:s, s:s, s:i}", "ncclguard.io/ring-check", "maybe",
+                    "ncclguard.io/debug", "yes", "ncclguard.io/shm-size", 5);
+    policy_decide(p, "default", NULL, ann, 1, &d);
+    CHECK_INT(d.n_warnings, 2); /* a non-string shm-size is ignored */
+    CHECK_STR(d.warnings[0], "ncclguard: ring-check \"maybe\" ignored: "
+                             "expected \"true\" or \"false\"");
+    CHECK_STR(d.warnings[1], "ncclguard: debug \"yes\" ignored: expected "
+                             "\"true\" or \"false\"");
+    CHECK(d.ringcheck && !d.debug);
+    json_decref(ann);
+    /* a skipped pod gets no overrides and no warnings */
+    ann = json_pack("{s:s}", "ncclguard.io/shm-size", "999Ti");
+    policy_decide(p, "monitoring", NULL, ann, 1, &d);
+    CHECK(d.skip);
+    CHECK_INT(d.n_warnings, 0);
+    json_decref(ann);
+
+    json_decref(inf);
+    json_decref(train);
+    policy_free(p);
+}
+
+static void
+test_errors(void)
+{
+    char *big;
+
+    expect_error("", 1, 1, "empty policy");
+    expect_error("- a\n", 1, 1, "a policy must be a mapping");
+    expect_error("kind: Policy\n", 1, 1, "missing apiVersion");
+    expect_error("apiVersion: v1\nkind: Policy\n", 1, 13,
+                 "apiVersion must be ncclguard.io/v1alpha1");
+    expect_error(HEAD "defaults:\n  shm:\n    perGpu: 4Gi\n", 5, 5,
+                 "unknown key \"perGpu\" in shm; did you mean \"perGPU\"?");
+    expect_error(HEAD "defaults:\n  perGPU: 4Gi\n", 4, 3,
+                 "unknown key \"perGPU\" in defaults; it belongs under shm");
+    expect_error(HEAD "defaults:\n  shm: {perGPU: 4Gb}\n", 4, 17,
+                 "4Gb is not a Kubernetes quantity; did you mean 4Gi?");
+    expect_error(HEAD "defaults:\n  shm: {perGPU: 4m}\n", 4, 17,
+                 "did you mean 4Mi?");
+    expect_error(HEAD "defaults:\n  shm: {min: 8Gi, max: 4Gi}\n", 4, 24,
+                 "shm.min 8Gi is greater than shm.max 4Gi");
+    expect_error(HEAD "defaults:\n  shm: {min: -1Gi}\n", 4, 14,
+                 "must not be negative");
+    expect_error(HEAD "defaults:\n  ringCheck: {timeoutSeconds: -5}\n", 4,
+                 31, "must not be negative, got -5");
+    expect_error(HEAD "defaults:\n  ringCheck: {timeoutSeconds: \"5\"}\n", 4,
+                 31, "must be an integer");
+    expect_error(HEAD "defaults:\n  ringCheck: {enabled: \"false\"}\n", 4,
+                 24, "drop the quotes");
+    expect_error(HEAD "defaults:\n  ringCheck: {enabled: yes}\n", 4, 24,
+                 "YAML 1.1");
+    expect_error(HEAD "defaults:\n  ringCheck: {onFailure: fallbak}\n", 4,
+                 26, "did you mean \"fallback\"?");
+    expect_error(HEAD "defaults:\n  gpuResources: nvidia.com/gpu\n", 4, 17,
+                 "gpuResources must be a list, got a string");
+    expect_error(HEAD "defaults:\n  gpuResources: [gpu]\n", 4, 18,
+                 "not an extended resource name");
+    expect_error(HEAD "defaults:\n  ipc: {capabilities: [CAP_IPC_LOCK]}\n",
+                 4, 24, "without the CAP_ prefix");
+    expect_error(HEAD "defaults:\n  profile: {name: My_Profile}\n", 4, 19,
+                 "not a valid Kubernetes object name");
+    expect_error(HEAD "defaults:\n  extraEnv:\n  - {name: NCCL_TIMEOUT, "
+                      "value: \"60\"}\n",
+                 5, 12, "NCCL has no timeout variable");
+    expect_error(HEAD "defaults:\n  extraEnv:\n  - {name: A, value: x}\n  - "
+                      "{name: A, value: y}\n",
+                 6, 12, "extraEnv sets A twice");
+    expect_error(HEAD "defaults:\n  debug: {level: LOUD}\n", 4, 18,
+                 "NCCL_DEBUG=LOUD");
+    expect_error(HEAD "defaults: {}\ndefaults: {}\n", 4, 1,
+                 "duplicate key \"defaults\" (first at 3:1)");
+    expect_error(HEAD "rules:\n- name: a\n  match: {namespaces: [\"team-[\"]}"
+                      "\n",
+                 5, 24, "bad glob \"team-[\"");
+    expect_error(HEAD "rules:\n- name: a\n  match: {minGPUs: 4, maxGPUs: 2}\n",
+                 5, 32, "minGPUs 4 is greater than maxGPUs 2");
+    expect_error(HEAD "rules:\n- name: a\n  match: {namespaces: [x]}\n"
+                      "- name: a\n  match: {namespaces: [y]}\n",
+                 6, 9, "duplicate rule name \"a\" (first at line 4)");
+    expect_error(HEAD "rules:\n- name: all\n- name: later\n  match: "
+                      "{namespaces: [x]}\n",
+                 5, 3, "rule \"later\" can never match: rule \"all\"");
+    expect_error(HEAD "rules:\n- name: default\n", 4, 9, "reserved");
+    expect_error(HEAD "rules:\n- match: {namespaces: [x]}\n", 4, 3,
+                 "rule needs a name");
+    expect_error(HEAD "rules:\n- name: a\n  match:\n    matchExpressions:\n"
+                      "    - {key: team, operator: In}\n",
+                 7, 7, "needs a non-empty values list");
+    expect_error(HEAD "rules:\n- name: a\n  settings: {shm: {min: 100Gi}}\n",
+                 5, 25, "rule \"a\": shm.min 100Gi is greater than shm.max");
+    expect_error(HEAD "x: &a [1]\ny: *b\n", 4, 4, "unknown alias *b");
+    expect_error(HEAD "defaults: [\n", 4, 1, "");
+
+    /* caps: size, depth, rules */
+    big = malloc(2 * 1024 * 1024);
+    if (big != NULL) {
+        memset(big, ' ', 2 * 1024 * 1024);
+        big[2 * 1024 * 1024 - 1] = '\0';
+        expect_error(big, 0, 0, "over the 1048576-byte limit");
+        free(big);
+    }
+    {
+        char deep[400];
+        size_t n = 0;
+
+        n += (size_t)snprintf(deep, sizeof(deep), "%s", HEAD "x: ");
+        for (int i = 0; i < 40; i++)
+            deep[n++] = '[';
+        deep[n] = '\0';
+        expect_error(deep, 3, 35, "nesting deeper than 32 levels");
+    }
+    {
+        size_t cap = 300 * 40 + 100, n = 0;
+        char *many = malloc(cap);
+
+        if (many != NULL) {
+            n += (size_t)snprintf(many, cap, "%srules:\n", HEAD);
+            for (int i = 0; i < 300; i++)
+                n += (size_t)snprintf(many + n, cap - n,
+                                      "- {name: r%d, skip: true}\n", i);
+            expect_error(many, 4, 1, "300 rules, more than the limit of 256");
+            free(many);
+        }
+    }
+
+    /* warnings do not stop loading */
+    CHECK_INT(count_diags(HEAD "defaults:\n  ipc: {capabilities: [IPC_LOCK], "
+                               "hostIPC: true}\n",
+                          DIAG_WARNING, "Pod Security"),
+              2);
+    CHECK_INT(count_diags(HEAD "defaults:\n  extraEnv:\n  - {name: "
+                               "NCCL_P2P_DISABLE, value: \"0\"}\n",
+                          DIAG_WARNING, "overrides NCCL_CONF_FILE"),
+              1);
+    {
+        struct ng_error e;
+        struct policy *p = load(HEAD "defaults:\n  extraEnv:\n  - {name: "
+                                     "NCCL_IB_DISABLE, value: \"0\"}\n",
+                                &e);
+
+        CHECK(p != NULL);
+        policy_free(p);
+    }
+    /* every error is reported, not just the first */
+    CHECK_INT(count_diags(HEAD "defaults:\n  shm: {perGPU: 4Gb, min: 1GB}\n"
+                               "  ringCheck: {mode: procss}\n",
+                          DIAG_ERROR, ""),
+              3);
+    /* anchors and aliases are followed */
+    {
+        struct ng_error e;
+        struct policy *p = load(HEAD "defaults:\n  shm: &big {perGPU: 8Gi}\n"
+                                     "rules:\n- name: a\n  match: "
+                                     "{namespaces: [x]}\n  settings: {shm: "
+                                     "*big}\n",
+                                &e);
+
+        CHECK(p != NULL);
+        policy_free(p);
+    }
 }
 
 int
 main(void)
 {
-    struct ng_error e;
-    struct policy *p;
-    const struct settings *s;
-
-    /* Built-in defaults equal what default.yaml documents. */
-    p = load("apiVersion: ncclguard.io/v1alpha1\nkind: Policy\n", &e);
-    CHECK(p != NULL);
-    if (p != NULL) {
-        s = policy_defaults(p);
-        CHECK_INT(s->n_gpu_resources, 1);
-        CHECK_STR(s->gpu_resources[0], "nvidia.com/gpu");
-        CHECK_STR(s->profile.name, "nccl-production-profile");
-        CHECK_INT(s->shm.per_gpu, 4LL << 30);
-        CHECK_INT(s->shm.max, 64LL << 30);
-        CHECK_STR(s->ringcheck.image,
-                  "ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0");
-        CHECK_INT(s->ringcheck.on_failure, RINGCHECK_FALLBACK);
-        CHECK_STR(s->debug.subsys, "INIT,COLL,ENV,NET");
-        CHECK_INT(strlen(policy_hash(p)), 64);
-        policy_free(p);
-    }
+    test_defaults();
+    test_rules();
+    test_errors();
     return harness_finish();
 }

@@ -1,0 +1,26 @@
+/* ncclguard-ringcheck: proves the NCCL ring works on a pod's GPUs. */
+#include "check.h"
+#include "opts.h"
+#include "supervisor.h"
+#include "worker.h"
+
+#include <stdio.h>
+
+int
+main(int argc, char **argv)
+{
+    struct rc_opts o;
+    char err[256];
+
+    if (rc_opts_parse(argc, argv, &o, err, sizeof(err)) != 0) {
+        fprintf(stderr, "ncclguard-ringcheck: %s\n", err);
+        fprintf(stderr, "ncclguard-ringcheck: see --help\n");
+        return RC_EXIT_USAGE;
+    }
+    if (o.help) {
+        rc_opts_usage(stdout);
+        return 0;
+    }
+    sv_init();
+    return check_run(&o);
+}

@@ -1,0 +1,41 @@
+/* Command-line options of ncclguard-ringcheck. */
+#ifndef NCCLGUARD_RINGCHECK_OPTS_H
+#define NCCLGUARD_RINGCHECK_OPTS_H
+
+#include <stddef.h>
+
+enum rc_on_failure { RC_FAIL = 0, RC_WARN, RC_FALLBACK };
+
+struct rc_opts {
+    int expect_gpus;        /* 0: whatever is visible */
+    double timeout_s;       /* the whole check */
+    double phase_timeout_s; /* each phase */
+    int group;              /* --mode group */
+    size_t bw_bytes;        /* 0: skip the bandwidth phase */
+    enum rc_on_failure on_failure;
+    double min_busbw;       /* GB/s; 0: no threshold */
+    int diagnose;
+    int help;
+    const char *fallback_conf;
+    const char *report;          /* NULL: none */
+    const char *termination_log;
+    int termination_log_given;   /* the path came from the command line */
+};
+
+/*
+ * Parses argv into *o (defaults first). On a usage error returns -1 with a
+ * lower-case message in err; *o may be partly filled. Strings in *o borrow
+ * from argv. Not thread-safe (getopt).
+ */
+int rc_opts_parse(int argc, char **argv, struct rc_opts *o, char *err,
+                  size_t errlen) __attribute__((warn_unused_result));
+
+/* Parses a byte count: plain digits or with a Ki, Mi or Gi suffix. Returns
+ * 0 and sets *out, or -1 when s is not one. Thread-safe. */
+int rc_opts_parse_bytes(const char *s, size_t *out)
+    __attribute__((warn_unused_result));
+
+/* Prints the usage text to f. */
+void rc_opts_usage(void *f);
+
+#endif

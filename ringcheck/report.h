@@ -1,0 +1,127 @@
+/* What one ring check found, and how it is told: timestamped lines, the
+ * nccl-tests table, the JSON summary, the termination message and the
+ * fallback file. */
+#ifndef NCCLGUARD_RINGCHECK_REPORT_H
+#define NCCLGUARD_RINGCHECK_REPORT_H
+
+#include <stddef.h>
+
+#include "opts.h"
+#include "worker.h"
+
+#define RC_MAX_ROWS 16
+
+struct rc_gpu {
+    int index;
+    char busid[32];
+    char uuid[40];
+    char name[64];
+    unsigned long total_mib;
+    unsigned long free_mib; /* 0 until the device phase ran */
+};
+
+/* One line of the nccl-tests table. */
+struct rc_row {
+    char op[16];
+    size_t bytes;
+    size_t count;
+    int root;
+    double time_us; /* slowest rank */
+    long wrong;     /* all ranks together */
+    unsigned long long wrong_ranks; /* bit r: rank r saw wrong values */
+    int timed;      /* a bandwidth row (counts for the average) */
+};
+
+/* What one run of workers produced. Filled by the supervisor. */
+struct rc_run {
+    int code;            /* RC_EXIT_*; 0 when the workers all finished */
+    int phase;           /* where it failed; -1 none */
+    char what[640];      /* what went wrong, one line */
+    char ranks[160];     /* ranks concerned, "0,1" */
+    char warn[400];      /* first NCCL WARN line */
+    int overall_timeout; /* the whole check's deadline passed */
+    /* preflight */
+    int nccl_version, cuda_runtime, cuda_driver;
+    int ngpus;
+    struct rc_gpu gpu[WORKER_MAX_GPUS];
+    /* devices and topology, by device index */
+    int topo_done;
+    signed char access[WORKER_MAX_GPUS][WORKER_MAX_GPUS];
+    signed char perf[WORKER_MAX_GPUS][WORKER_MAX_GPUS];
+    /* ring */
+    struct rc_row rows[RC_MAX_ROWS];
+    int nrows;
+};
+
+/* The whole check. */
+struct rc_report {
+    const struct rc_opts *opts;
+    struct rc_run pre;  /* preflight, devices and topology */
+    struct rc_run ring; /* the first full ring run */
+    int ndev;           /* GPUs the ring used */
+    int dev[WORKER_MAX_GPUS];
+    size_t bw_bytes;    /* after any cut for memory */
+    double shm_free_mib, shm_need_mib;
+    int nwarnings;      /* preflight warnings */
+    /* the failure that decides the exit code (code 0: none) */
+    int code;
+    int phase;
+    char what[640];
+    char ranks[160];
+    char warn[400];
+    char gpus[160];     /* "GPU 0 (bus id) and GPU 1 (...)" or a list */
+    char fix[400];
+    /* diagnosis */
+    int diag_ran;
+    int diag_incomplete;
+    char cure[48];      /* "NCCL_P2P_DISABLE=1" or "" */
+    char transport[24]; /* what the cure names, or "" */
+    int pair[2];        /* failing pair by device index; -1 unknown */
+    char diag_note[400];
+    /* outcome */
+    const char *result; /* "pass", "fail", "warn", "fallback" */
+    int exit_code;
+    int fallback_written;
+    double busbw, algbw; /* bandwidth phase, GB/s; < 0 not measured */
+    long wrong_total;
+    double elapsed_s;
+};
+
+/* Name of phase p ("preflight", ..., "teardown"). Never NULL. */
+const char *report_phase_name(int p);
+
+/* Meaning of an exit code ("wrong results"). Never NULL. */
+const char *report_code_name(int code);
+
+/* Prints one timestamped human line to stdout. */
+void report_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Prints the peer matrix like `nvidia-smi topo -m`. */
+void report_topology(const struct rc_report *r);
+
+/* Prints the nccl-tests style table and its footer. */
+void report_table(const struct rc_report *r);
+
+/*
+ * Writes the one-line JSON summary into buf (NUL-terminated). Returns 0, or
+ * -1 when buf is too small (buf then holds a truncated, invalid line).
+ */
+int report_json(const struct rc_report *r, char *buf, size_t len)
+    __attribute__((warn_unused_result));
+
+/* Writes the verdict (at most 4096 bytes with its NUL) into buf. */
+void report_verdict(const struct rc_report *r, char *buf, size_t len);
+
+/*
+ * Writes the NCCL config file with the settings that passed (r->cure, may
+ * be empty) to path, through a temporary file and rename. Returns 0 or -1
+ * with errno set.
+ */
+int report_fallback_write(const struct rc_report *r, const char *path)
+    __attribute__((warn_unused_result));
+
+/* Writes text to path, replacing its content. Returns 0 or -1 (errno). */
+int report_file_write(const char *path, const char *text)
+    __attribute__((warn_unused_result));
+
+#endif

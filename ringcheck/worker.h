@@ -1,0 +1,49 @@
+/* The ring check's worker processes: the only code that calls CUDA and
+ * NCCL. Each entry point runs in a freshly forked child and never returns. */
+#ifndef NCCLGUARD_RINGCHECK_WORKER_H
+#define NCCLGUARD_RINGCHECK_WORKER_H
+
+#include <stddef.h>
+
+#define WORKER_MAX_GPUS 32
+
+/* Exit codes shared with the supervisor (nccl-tests' meanings). */
+enum {
+    RC_EXIT_OK = 0,
+    RC_EXIT_INTERNAL = 1,
+    RC_EXIT_CUDA = 2,
+    RC_EXIT_NCCL = 3,
+    RC_EXIT_TIMEOUT = 4,
+    RC_EXIT_USAGE = 6,
+    RC_EXIT_WRONG = 7,
+    RC_EXIT_BANDWIDTH = 8,
+    RC_EXIT_ENV = 9
+};
+
+/* Sizes of the correctness phase. */
+#define WORKER_GATHER_BYTES (64 * 1024)
+#define WORKER_BCAST_BYTES (64 * 1024)
+#define WORKER_BW_WARMUP 5
+#define WORKER_BW_ITERS 20
+
+struct worker_ring {
+    int evfd;       /* events to the supervisor */
+    int cmdfd;      /* the unique id from the supervisor (ranks > 0) */
+    int nranks;     /* ranks in the communicator */
+    int first_rank; /* the first rank this process drives */
+    int nlocal;     /* ranks this process drives (1, or all in group mode) */
+    int dev[WORKER_MAX_GPUS]; /* CUDA device of each local rank */
+    size_t bw_bytes;          /* 0: no bandwidth phase */
+};
+
+/* Phase 0's CUDA part: versions, device count and identities. */
+void worker_preflight_main(int evfd) __attribute__((noreturn));
+
+/* Phases 1 and 2 on devices dev[0..ndev-1]. */
+void worker_devices_main(int evfd, const int *dev, int ndev)
+    __attribute__((noreturn));
+
+/* Phases 3 to 6 for the local ranks described by *w. */
+void worker_ring_main(const struct worker_ring *w) __attribute__((noreturn));
+
+#endif

@@ -1,0 +1,1527 @@
+/* The mutation of one pod: GPU count, profile envFrom, /dev/shm, IPC,
+ * extra env, ring-check init container, recorded as a checked patch. */
+#include "mutate.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "patch.h"
+#include "quantity.h"
+
+/* Bounds on what one pod may hold before we give up on it (no patch). */
+#define MUTATE_MAX_CONTAINERS 128
+#define MUTATE_MAX_RESOURCES 16
+#define MUTATE_MAX_WARNINGS 16
+#define MUTATE_MAX_GPUS_PER_CONTAINER (1 << 20)
+#define WARNING_MAX 120
+
+#define RINGCHECK_NAME "ncclguard-ringcheck"
+#define RUN_DIR "/run/ncclguard"
+#define RUN_CONF RUN_DIR "/nccl.conf"
+#define SHM_PATH "/dev/shm"
+
+/* Annotations the webhook writes on pods. They never reuse the names users
+ * set to ask for something (ncclguard.io/inject, shm-size, ring-check,
+ * debug). */
+#define ANN_MUTATED "ncclguard.io/mutated"
+#define ANN_GPUS "ncclguard.io/gpus"
+#define ANN_RULE "ncclguard.io/rule"
+#define ANN_SHM "ncclguard.io/shm-size-applied"
+#define ANN_INJECT "ncclguard.io/inject"
+
+const char *
+mutate_status_name(enum mutate_status s)
+{
+    switch (s) {
+    case MUTATE_PATCHED:
+        return "patched";
+    case MUTATE_UNCHANGED:
+        return "unchanged";
+    case MUTATE_SKIPPED:
+        return "skipped";
+    case MUTATE_NOT_GPU:
+        return "not_gpu";
+    case MUTATE_ERROR:
+        return "error";
+    }
+    return "unknown";
+}
+
+void
+mutate_result_release(struct mutate_result *res)
+{
+    if (res == NULL)
+        return;
+    json_decref(res->patch);
+    json_decref(res->warnings);
+    json_decref(res->audit);
+    json_decref(res->injected);
+    res->patch = res->warnings = res->audit = res->injected = NULL;
+}
+
+/* One container of the pod and what the plan adds to it. */
+struct ctr {
+    json_t *c;      /* borrowed from the pod */
+    char base[48];  /* "/spec/containers/3" */
+    const char *name;
+    bool init;
+    bool sidecar; /* init container with restartPolicy: Always */
+    int64_t gpus; /* over the counted resources */
+    int64_t per_res[MUTATE_MAX_RESOURCES];
+    json_t *env_add;   /* pending env entries, owned */
+    json_t *mount_add; /* pending volumeMounts, owned */
+    json_t *cap_add;   /* pending capabilities, owned */
+};
+
+struct plan {
+    const json_t *pod;
+    json_t *meta, *spec, *annotations;
+    const struct settings *s;
+    const struct decision *dec;
+    struct mutate_result *res;
+    struct ctr ctr[MUTATE_MAX_CONTAINERS];
+    size_t n_ctr;
+    size_t n_res; /* resources counted: min(n_gpu_resources, MAX) */
+    int64_t pod_per_res[MUTATE_MAX_RESOURCES];
+    int64_t sidecar_per_res[MUTATE_MAX_RESOURCES];
+    json_t *vol_add; /* pending volumes, owned */
+    char shm_volume[256];
+    int64_t shm_size;
+    bool shm_applied; /* we set the size (new volume or grown) */
+    char run_volume[256];
+};
+
+/* ---- small helpers ---------------------------------------------------- */
+
+/* Cuts s to at most max bytes on a UTF-8 character boundary. */
+static void
+utf8_cut(char *s, size_t max)
+{
+    size_t n = strlen(s);
+
+    if (n <= max)
+        return;
+    n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    s[n] = '\0';
+}
+
+/* Appends s to the NUL-terminated text in buf (n bytes), truncating. */
+static void
+buf_append(char *buf, size_t n, const char *s)
+{
+    size_t len = strlen(buf);
+
+    if (len + 1 < n)
+        snprintf(buf + len, n - len, "%s", s);
+}
+
+/* Adds a warning "ncclguard: ..." of at most WARNING_MAX bytes. */
+static void __attribute__((format(printf, 2, 3)))
+warn(struct mutate_result *res, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    int k;
+
+    if (json_array_size(res->warnings) >= MUTATE_MAX_WARNINGS)
+        return;
+    k = snprintf(buf, sizeof(buf), "ncclguard: ");
+    va_start(ap, fmt);
+    vsnprintf(buf + k, sizeof(buf) - (size_t)k, fmt, ap);
+    va_end(ap);
+    if (strlen(buf) > WARNING_MAX) {
+        utf8_cut(buf, WARNING_MAX - 3);
+        buf_append(buf, sizeof(buf), "...");
+    }
+    json_array_append_new(res->warnings, json_string(buf));
+}
+
+/* Adds a policy-made warning, prefixing and cutting it as ours. */
+static void
+warn_text(struct mutate_result *res, const char *text)
+{
+    const char *p = "ncclguard: ";
+
+    if (strncmp(text, p, strlen(p)) == 0)
+        text += strlen(p);
+    warn(res, "%s", text);
+}
+
+static void
+injected_add(struct mutate_result *res, const char *what)
+{
+    size_t i;
+    json_t *v;
+
+    json_array_foreach(res->injected, i, v) if (strcmp(json_string_value(v),
+                                                       what) == 0) return;
+    json_array_append_new(res->injected, json_string(what));
+}
+
+static const char *
+str_get(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+static json_t *
+obj_get(const json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+
+    return json_is_object(v) ? v : NULL;
+}
+
+static json_t *
+arr_get(const json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+
+    return json_is_array(v) ? v : NULL;
+}
+
+/* Mount paths compare equal when they differ only by trailing slashes. */
+static bool
+path_eq(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+
+    while (la > 1 && a[la - 1] == '/')
+        la--;
+    while (lb > 1 && b[lb - 1] == '/')
+        lb--;
+    return la == lb && memcmp(a, b, la) == 0;
+}
+
+/* The volume name of c's mount at path, in the pod or pending; or NULL. */
+static const char *
+mount_at(const struct ctr *c, const char *path)
+{
+    const json_t *lists[2] = {arr_get(c->c, "volumeMounts"), c->mount_add};
+
+    for (int l = 0; l < 2; l++) {
+        size_t i;
+        json_t *m;
+
+        json_array_foreach(lists[l], i, m)
+        {
+            const char *mp = str_get(m, "mountPath");
+
+            if (mp != NULL && path_eq(mp, path)) {
+                const char *n = str_get(m, "name");
+
+                return n != NULL ? n : "";
+            }
+        }
+    }
+    return NULL;
+}
+
+static bool
+env_has(const struct ctr *c, const char *name)
+{
+    const json_t *lists[2] = {arr_get(c->c, "env"), c->env_add};
+
+    for (int l = 0; l < 2; l++) {
+        size_t i;
+        json_t *e;
+
+        json_array_foreach(lists[l], i, e)
+        {
+            const char *n = str_get(e, "name");
+
+            if (n != NULL && strcmp(n, name) == 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+static int
+env_add(struct ctr *c, const char *name, const char *value)
+{
+    if (env_has(c, name))
+        return 0;
+    return json_array_append_new(
+        c->env_add, json_pack("{s:s, s:s}", "name", name, "value", value));
+}
+
+static int
+mount_add(struct ctr *c, const char *volume, const char *path, bool ro)
+{
+    json_t *m;
+
+    if (mount_at(c, path) != NULL)
+        return 0; /* never two mounts at one path */
+    m = json_pack("{s:s, s:s}", "name", volume, "mountPath", path);
+    if (m == NULL)
+        return -1;
+    if (ro && json_object_set_new(m, "readOnly", json_true()) != 0) {
+        json_decref(m);
+        return -1;
+    }
+    return json_array_append_new(c->mount_add, m);
+}
+
+static bool
+volume_name_taken(const struct plan *p, const char *name)
+{
+    const json_t *lists[2] = {arr_get(p->spec, "volumes"), p->vol_add};
+
+    for (int l = 0; l < 2; l++) {
+        size_t i;
+        json_t *v;
+
+        json_array_foreach(lists[l], i, v)
+        {
+            const char *n = str_get(v, "name");
+
+            if (n != NULL && strcmp(n, name) == 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+static const json_t *
+volume_find(const struct plan *p, const char *name)
+{
+    size_t i;
+    json_t *v;
+
+    json_array_foreach(arr_get(p->spec, "volumes"), i, v)
+    {
+        const char *n = str_get(v, "name");
+
+        if (n != NULL && strcmp(n, name) == 0)
+            return v;
+    }
+    return NULL;
+}
+
+/* Picks base, or base-2, base-3, ... that no volume uses yet. */
+static int
+volume_name_unique(const struct plan *p, const char *base, char *out,
+                   size_t n)
+{
+    snprintf(out, n, "%s", base);
+    for (int i = 2; volume_name_taken(p, out); i++) {
+        if (i > 1000)
+            return -1;
+        snprintf(out, n, "%s-%d", base, i);
+    }
+    return 0;
+}
+
+/* Parses a Kubernetes quantity held as a JSON string or number. */
+static int
+quantity_of(const json_t *v, struct quantity *q)
+{
+    char buf[64];
+    const char *s;
+    size_t len;
+
+    if (json_is_string(v)) {
+        s = json_string_value(v);
+        len = json_string_length(v);
+    } else if (json_is_integer(v)) {
+        len = (size_t)snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT,
+                               json_integer_value(v));
+        s = buf;
+    } else if (json_is_real(v)) {
+        int k = snprintf(buf, sizeof(buf), "%.17g", json_real_value(v));
+
+        if (k < 0 || (size_t)k >= sizeof(buf))
+            return -1;
+        len = (size_t)k;
+        s = buf;
+    } else {
+        return -1;
+    }
+    return quantity_parse(s, len, q, NULL);
+}
+
+static void
+size_format(int64_t bytes, char *buf, size_t n)
+{
+    quantity_format_binary(bytes, buf, n);
+}
+
+/* ---- GPU count -------------------------------------------------------- */
+
+/* Reads one GPU count. Returns 0 and *out, or -1 with why filled. */
+static int
+gpu_value(const json_t *v, int64_t *out, char *why, size_t n)
+{
+    if (json_is_integer(v)) {
+        json_int_t i = json_integer_value(v);
+
+        if (i < 0) {
+            snprintf(why, n, "%" JSON_INTEGER_FORMAT ", a negative count", i);
+            return -1;
+        }
+        if (i > MUTATE_MAX_GPUS_PER_CONTAINER) {
+            snprintf(why, n, "%" JSON_INTEGER_FORMAT ", too many", i);
+            return -1;
+        }
+        *out = (int64_t)i;
+        return 0;
+    }
+    if (json_is_real(v)) {
+        double d = json_real_value(v);
+
+        if (d < 0 || d != floor(d) || d > MUTATE_MAX_GPUS_PER_CONTAINER) {
+            snprintf(why, n, "%g, not a whole non-negative count", d);
+            return -1;
+        }
+        *out = (int64_t)d;
+        return 0;
+    }
+    if (json_is_string(v)) {
+        struct quantity q;
+        const char *s = json_string_value(v);
+
+        if (quantity_parse(s, json_string_length(v), &q, NULL) != 0) {
+            snprintf(why, n, "\"%.40s\", not a quantity", s);
+            return -1;
+        }
+        if (q.negative) {
+            snprintf(why, n, "\"%.40s\", a negative count", s);
+            return -1;
+        }
+        if (!q.integer) {
+            snprintf(why, n, "\"%.40s\", not a whole number", s);
+            return -1;
+        }
+        if (q.saturated || q.value > MUTATE_MAX_GPUS_PER_CONTAINER) {
+            snprintf(why, n, "\"%.40s\", too many", s);
+            return -1;
+        }
+        *out = q.value;
+        return 0;
+    }
+    if (json_is_null(v)) {
+        *out = 0;
+        return 0;
+    }
+    snprintf(why, n, "not a number");
+    return -1;
+}
+
+/*
+ * Counts the GPUs of every container for the resource names given, and the
+ * pod total the way Kubernetes sums resources: max(sum of app containers +
+ * sidecars, each init container + the sidecars started before it). Returns
+ * 0, or -1 after a warning on a count that is not a whole non-negative
+ * number.
+ */
+static int
+gpus_count(struct plan *p, char *const *names, size_t n_names)
+{
+    int64_t init_max[MUTATE_MAX_RESOURCES] = {0};
+    int64_t app_sum[MUTATE_MAX_RESOURCES] = {0};
+    int64_t side_sum[MUTATE_MAX_RESOURCES] = {0};
+
+    p->n_res = n_names < MUTATE_MAX_RESOURCES ? n_names : MUTATE_MAX_RESOURCES;
+    for (size_t i = 0; i < p->n_ctr; i++) {
+        struct ctr *c = &p->ctr[i];
+        json_t *res = obj_get(c->c, "resources");
+        json_t *lim = obj_get(res, "limits");
+        json_t *req = obj_get(res, "requests");
+
+        c->gpus = 0;
+        for (size_t r = 0; r < p->n_res; r++) {
+            json_t *v = json_object_get(lim, names[r]);
+            char why[96];
+            int64_t k;
+
+            if (v == NULL || json_is_null(v))
+                v = json_object_get(req, names[r]);
+            if (v == NULL) {
+                c->per_res[r] = 0;
+                continue;
+            }
+            if (gpu_value(v, &k, why, sizeof(why)) != 0) {
+                warn(p->res,
+                     "container \"%.40s\" asks for %.40s %s; pod left "
+                     "unchanged",
+                     c->name, names[r], why);
+                return -1;
+            }
+            c->per_res[r] = k;
+            c->gpus += k;
+        }
+        /* The ring check's GPUs count towards the pod, but the container
+         * is ours: it is never treated as a workload container. */
+        if (c->init && strcmp(c->name, RINGCHECK_NAME) == 0)
+            c->gpus = 0;
+    }
+    for (size_t r = 0; r < p->n_res; r++) {
+        for (size_t i = 0; i < p->n_ctr; i++) {
+            const struct ctr *c = &p->ctr[i];
+            int64_t k = c->per_res[r];
+
+            if (!c->init) {
+                app_sum[r] += k;
+            } else if (c->sidecar) {
+                side_sum[r] += k;
+                if (side_sum[r] > init_max[r])
+                    init_max[r] = side_sum[r];
+            } else if (k + side_sum[r] > init_max[r]) {
+                init_max[r] = k + side_sum[r];
+            }
+        }
+        app_sum[r] += side_sum[r];
+        p->pod_per_res[r] = app_sum[r] > init_max[r] ? app_sum[r] : init_max[r];
+        p->sidecar_per_res[r] = side_sum[r];
+    }
+    return 0;
+}
+
+static int64_t
+gpus_total(const struct plan *p)
+{
+    int64_t t = 0;
+
+    for (size_t r = 0; r < p->n_res; r++)
+        t += p->pod_per_res[r];
+    return t;
+}
+
+static bool
+names_equal(const struct settings *a, const struct settings *b)
+{
+    if (a->n_gpu_resources != b->n_gpu_resources)
+        return false;
+    for (size_t i = 0; i < a->n_gpu_resources; i++)
+        if (strcmp(a->gpu_resources[i], b->gpu_resources[i]) != 0)
+            return false;
+    return true;
+}
+
+/* ---- the plan --------------------------------------------------------- */
+
+static int
+ctrs_collect(struct plan *p)
+{
+    static const char *const keys[2] = {"containers", "initContainers"};
+
+    for (int k = 0; k < 2; k++) {
+        size_t i;
+        json_t *c;
+
+        json_array_foreach(arr_get(p->spec, keys[k]), i, c)
+        {
+            struct ctr *t;
+
+            if (p->n_ctr == MUTATE_MAX_CONTAINERS) {
+                snprintf(p->res->reason, sizeof(p->res->reason),
+                         "pod has more than %d containers",
+                         MUTATE_MAX_CONTAINERS);
+                return -1;
+            }
+            if (!json_is_object(c)) {
+                snprintf(p->res->reason, sizeof(p->res->reason),
+                         "spec.%s[%zu] is not an object", keys[k], i);
+                return -1;
+            }
+            t = &p->ctr[p->n_ctr++];
+            t->c = c;
+            snprintf(t->base, sizeof(t->base), "/spec/%s/%zu", keys[k], i);
+            t->name = str_get(c, "name") ? str_get(c, "name") : "";
+            t->init = k == 1;
+            t->sidecar = t->init && str_get(c, "restartPolicy") != NULL &&
+                         strcmp(str_get(c, "restartPolicy"), "Always") == 0;
+            t->env_add = json_array();
+            t->mount_add = json_array();
+            t->cap_add = json_array();
+            if (!t->env_add || !t->mount_add || !t->cap_add)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static void
+ctrs_release(struct plan *p)
+{
+    for (size_t i = 0; i < p->n_ctr; i++) {
+        json_decref(p->ctr[i].env_add);
+        json_decref(p->ctr[i].mount_add);
+        json_decref(p->ctr[i].cap_add);
+    }
+    json_decref(p->vol_add);
+}
+
+static json_t *
+profile_ref(const struct settings *s)
+{
+    return json_pack("{s:{s:s, s:b}}", "configMapRef", "name", s->profile.name,
+                     "optional", s->profile.optional);
+}
+
+static bool
+profile_present(const json_t *c, const char *name)
+{
+    size_t i;
+    json_t *e;
+
+    json_array_foreach(arr_get(c, "envFrom"), i, e)
+    {
+        const char *n = str_get(obj_get(e, "configMapRef"), "name");
+
+        if (n != NULL && strcmp(n, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* envFrom: the profile first, so that the user's own sources win. */
+static int
+plan_profile(struct plan *p)
+{
+    const struct settings *s = p->s;
+
+    if (!s->profile.enabled || s->profile.name == NULL ||
+        s->profile.name[0] == '\0')
+        return 0;
+    for (size_t i = 0; i < p->n_ctr; i++) {
+        struct ctr *c = &p->ctr[i];
+        char path[96];
+        bool have_list = arr_get(c->c, "envFrom") != NULL;
+        json_t *v;
+
+        if (c->gpus == 0 || profile_present(c->c, s->profile.name))
+            continue;
+        v = profile_ref(s);
+        if (!have_list)
+            v = json_pack("[o]", v);
+        snprintf(path, sizeof(path), "%s/envFrom%s", c->base,
+                 have_list ? "/0" : "");
+        if (v == NULL || patch_append(p->res->patch, "add", path, v) != 0)
+            return -1;
+        injected_add(p->res, "envFrom");
+    }
+    return 0;
+}
+
+static int64_t
+shm_size_compute(const struct plan *p, int64_t gpus)
+{
+    const struct settings *s = p->s;
+    int64_t size;
+
+    if (p->dec->shm_override >= 0)
+        return p->dec->shm_override;
+    if (s->shm.per_gpu > 0 && gpus > INT64_MAX / s->shm.per_gpu)
+        size = INT64_MAX;
+    else
+        size = s->shm.per_gpu * gpus;
+    if (size < s->shm.min)
+        size = s->shm.min;
+    if (s->shm.max > 0 && size > s->shm.max)
+        size = s->shm.max;
+    return size;
+}
+
+/* Looks at an existing /dev/shm volume: grow or warn when it is smaller. */
+static int
+shm_existing(struct plan *p, const char *vname)
+{
+    const json_t *vol = volume_find(p, vname);
+    const json_t *ed;
+    const json_t *lim;
+    struct quantity q;
+    char want[32], have[32];
+    size_t idx = 0;
+
+    if (vol == NULL) {
+        warn(p->res, "/dev/shm is mounted from volume \"%.60s\", which the "
+                     "pod does not define",
+             vname);
+        return 0;
+    }
+    ed = json_object_get(vol, "emptyDir");
+    if (!json_is_object(ed))
+        return 0; /* hostPath or another source: the user's choice */
+    if (str_get(ed, "medium") == NULL ||
+        strcmp(str_get(ed, "medium"), "Memory") != 0) {
+        warn(p->res, "/dev/shm volume \"%.60s\" is disk-backed, not "
+                     "medium: Memory; kept",
+             vname);
+        return 0;
+    }
+    lim = json_object_get(ed, "sizeLimit");
+    if (lim == NULL || json_is_null(lim))
+        return 0; /* bounded by the pod's memory limit only */
+    if (quantity_of(lim, &q) != 0 || q.value >= p->shm_size)
+        return 0;
+    size_format(p->shm_size, want, sizeof(want));
+    size_format(q.value, have, sizeof(have));
+    if (p->s->shm.existing == SHM_EXISTING_GROW) {
+        char path[128];
+        size_t i;
+        json_t *v;
+
+        json_array_foreach(arr_get(p->spec, "volumes"), i, v) if (v == vol)
+            idx = i;
+        snprintf(path, sizeof(path), "/spec/volumes/%zu/emptyDir/sizeLimit",
+                 idx);
+        if (patch_append(p->res->patch, "replace", path, json_string(want)))
+            return -1;
+        p->shm_applied = true;
+        injected_add(p->res, "shm-grow");
+        return 0;
+    }
+    warn(p->res, "/dev/shm volume \"%.40s\" is %s, below the %s the policy "
+                 "sets for %" PRId64 " GPUs; kept",
+         vname, have, want, p->res->gpus);
+    return 0;
+}
+
+static int
+plan_shm(struct plan *p)
+{
+    const char *existing = NULL;
+
+    if (!p->s->shm.enabled)
+        return 0;
+    p->shm_size = shm_size_compute(p, p->res->gpus);
+    for (size_t i = 0; i < p->n_ctr && existing == NULL; i++)
+        existing = mount_at(&p->ctr[i], SHM_PATH);
+    if (existing != NULL) {
+        snprintf(p->shm_volume, sizeof(p->shm_volume), "%s", existing);
+        if (shm_existing(p, existing) != 0)
+            return -1;
+    } else {
+        char size[32];
+        json_t *v;
+
+        if (volume_name_unique(p, "ncclguard-shm", p->shm_volume,
+                               sizeof(p->shm_volume)) != 0)
+            return -1;
+        size_format(p->shm_size, size, sizeof(size));
+        v = json_pack("{s:s, s:{s:s, s:s}}", "name", p->shm_volume,
+                      "emptyDir", "medium", "Memory", "sizeLimit", size);
+        if (v == NULL || json_array_append_new(p->vol_add, v) != 0)
+            return -1;
+        p->shm_applied = true;
+        injected_add(p->res, "shm");
+    }
+    for (size_t i = 0; i < p->n_ctr; i++) {
+        struct ctr *c = &p->ctr[i];
+        size_t before = json_array_size(c->mount_add);
+
+        if (c->gpus == 0)
+            continue;
+        if (mount_add(c, p->shm_volume, SHM_PATH, false) != 0)
+            return -1;
+        if (existing != NULL && json_array_size(c->mount_add) > before)
+            injected_add(p->res, "shm-mount");
+    }
+    return 0;
+}
+
+/* Adds delta bytes to the memory quantity at base/resources/<kind>/memory. */
+static int
+memory_raise(struct plan *p, struct ctr *c, const char *kind, int64_t delta)
+{
+    const json_t *v = json_object_get(
+        obj_get(obj_get(c->c, "resources"), kind), "memory");
+    struct quantity q;
+    char path[128], val[32];
+
+    if (v == NULL || json_is_null(v) || quantity_of(v, &q) != 0)
+        return 0; /* only where it is set */
+    if (q.value > INT64_MAX - delta)
+        return 0;
+    size_format(q.value + delta, val, sizeof(val));
+    snprintf(path, sizeof(path), "%s/resources/%s/memory", c->base, kind);
+    if (patch_append(p->res->patch, "replace", path, json_string(val)) != 0)
+        return -1;
+    injected_add(p->res, "memory");
+    return 0;
+}
+
+/* tmpfs pages count against the memory limit of the container writing
+ * them: warn, or raise the request and limit by the shm size. */
+static int
+plan_memory(struct plan *p)
+{
+    char shm[32], lim[32];
+
+    if (!p->shm_applied)
+        return 0;
+    size_format(p->shm_size, shm, sizeof(shm));
+    for (size_t i = 0; i < p->n_ctr; i++) {
+        struct ctr *c = &p->ctr[i];
+        const json_t *v;
+        struct quantity q;
+
+        if (c->gpus == 0)
+            continue;
+        if (p->s->shm.memory_limit == SHM_MEMLIMIT_RAISE) {
+            if (memory_raise(p, c, "limits", p->shm_size) != 0 ||
+                memory_raise(p, c, "requests", p->shm_size) != 0)
+                return -1;
+            continue;
+        }
+        v = json_object_get(obj_get(obj_get(c->c, "resources"), "limits"),
+                            "memory");
+        if (v == NULL || quantity_of(v, &q) != 0 || p->shm_size <= q.value)
+            continue;
+        size_format(q.value, lim, sizeof(lim));
+        warn(p->res,
+             "/dev/shm %s exceeds container \"%.30s\" memory limit %s "
+             "(tmpfs counts against it)",
+             shm, c->name, lim);
+    }
+    return 0;
+}
+
+static bool
+cap_eq(const char *a, const char *b)
+{
+    if (strncasecmp(a, "CAP_", 4) == 0)
+        a += 4;
+    if (strncasecmp(b, "CAP_", 4) == 0)
+        b += 4;
+    return strcasecmp(a, b) == 0;
+}
+
+static bool
+cap_has(const struct ctr *c, const char *cap)
+{
+    const json_t *lists[2] = {
+        arr_get(obj_get(obj_get(c->c, "securityContext"), "capabilities"),
+                "add"),
+        c->cap_add};
+
+    for (int l = 0; l < 2; l++) {
+        size_t i;
+        json_t *v;
+
+        json_array_foreach(lists[l], i, v) if (json_is_string(v) &&
+                                               cap_eq(json_string_value(v),
+                                                      cap)) return true;
+    }
+    return false;
+}
+
+/* Whether a container runs as non-root: runAsNonRoot, or a runAsUser other
+ * than 0, at container level, else at pod level. */
+static bool
+runs_non_root(const struct plan *p, const struct ctr *c)
+{
+    const json_t *levels[2] = {obj_get(c->c, "securityContext"),
+                               obj_get(p->spec, "securityContext")};
+    bool have_nonroot = false, nonroot = false, have_user = false;
+    json_int_t user = 0;
+
+    for (int l = 0; l < 2; l++) {
+        const json_t *sc = levels[l];
+        const json_t *v;
+
+        if (sc == NULL)
+            continue;
+        v = json_object_get(sc, "runAsNonRoot");
+        if (!have_nonroot && json_is_boolean(v)) {
+            have_nonroot = true;
+            nonroot = json_is_true(v);
+        }
+        v = json_object_get(sc, "runAsUser");
+        if (!have_user && json_is_integer(v)) {
+            have_user = true;
+            user = json_integer_value(v);
+        }
+    }
+    return nonroot || (have_user && user != 0);
+}
+
+static int
+plan_ipc(struct plan *p)
+{
+    const struct settings *s = p->s;
+
+    for (size_t i = 0; i < p->n_ctr; i++) {
+        struct ctr *c = &p->ctr[i];
+
+        if (c->gpus == 0)
+            continue;
+        for (size_t k = 0; k < s->ipc.n_capabilities; k++) {
+            const char *cap = s->ipc.capabilities[k];
+
+            if (cap_has(c, cap))
+                continue;
+            if (json_array_append_new(c->cap_add, json_string(cap)) != 0)
+                return -1;
+            injected_add(p->res, "capabilities");
+            if (cap_eq(cap, "IPC_LOCK") && runs_non_root(p, c))
+                warn(p->res,
+                     "IPC_LOCK added to container \"%.40s\" has no effect: "
+                     "it runs as non-root",
+                     c->name);
+        }
+    }
+    if (s->ipc.host_ipc && !json_is_true(json_object_get(p->spec, "hostIPC"))) {
+        if (patch_append(p->res->patch, "add", "/spec/hostIPC", json_true()))
+            return -1;
+        injected_add(p->res, "hostIPC");
+    }
+    return 0;
+}
+
+static int
+plan_env(struct plan *p)
+{
+    const struct settings *s = p->s;
+    bool fallback = p->dec->ringcheck && s->ringcheck.image != NULL &&
+                    s->ringcheck.image[0] != '\0' &&
+                    s->ringcheck.on_failure == RINGCHECK_FALLBACK;
+
+    for (size_t i = 0; i < p->n_ctr; i++) {
+        struct ctr *c = &p->ctr[i];
+        size_t before = json_array_size(c->env_add);
+
+        if (c->gpus == 0)
+            continue;
+        for (size_t k = 0; k < s->n_extra_env; k++)
+            if (env_add(c, s->extra_env[k].name, s->extra_env[k].value) != 0)
+                return -1;
+        if (p->dec->debug) {
+            if (s->debug.level != NULL && s->debug.level[0] != '\0' &&
+                env_add(c, "NCCL_DEBUG", s->debug.level) != 0)
+                return -1;
+            if (s->debug.subsys != NULL && s->debug.subsys[0] != '\0' &&
+                env_add(c, "NCCL_DEBUG_SUBSYS", s->debug.subsys) != 0)
+                return -1;
+        }
+        if (fallback && env_add(c, "NCCL_CONF_FILE", RUN_CONF) != 0)
+            return -1;
+        if (json_array_size(c->env_add) > before)
+            injected_add(p->res, "env");
+    }
+    return 0;
+}
+
+static bool
+ringcheck_present(const struct plan *p)
+{
+    for (size_t i = 0; i < p->n_ctr; i++)
+        if (p->ctr[i].init && strcmp(p->ctr[i].name, RINGCHECK_NAME) == 0)
+            return true;
+    return false;
+}
+
+static bool
+quantity_same(const json_t *a, const json_t *b)
+{
+    struct quantity qa, qb;
+
+    if (a == NULL || json_is_null(a))
+        return true; /* a request defaults to its limit */
+    if (quantity_of(a, &qa) != 0 || quantity_of(b, &qb) != 0)
+        return false;
+    return qa.milli == qb.milli;
+}
+
+/* Guaranteed QoS: every container has cpu and memory limits equal to its
+ * requests. The init container must keep the pod in that class. */
+static bool
+pod_guaranteed(const struct plan *p)
+{
+    if (p->n_ctr == 0)
+        return false;
+    for (size_t i = 0; i < p->n_ctr; i++) {
+        const json_t *res = obj_get(p->ctr[i].c, "resources");
+        const json_t *lim = obj_get(res, "limits");
+        const json_t *req = obj_get(res, "requests");
+        static const char *const kinds[2] = {"cpu", "memory"};
+
+        for (int k = 0; k < 2; k++) {
+            const json_t *l = json_object_get(lim, kinds[k]);
+
+            if (l == NULL || json_is_null(l) ||
+                !quantity_same(json_object_get(req, kinds[k]), l))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* The pod requires non-root: runAsNonRoot at pod level, or in every
+ * container (Pod Security "restricted" accepts either). */
+static bool
+pod_requires_non_root(const struct plan *p)
+{
+    const json_t *psc = obj_get(p->spec, "securityContext");
+
+    if (json_is_true(json_object_get(psc, "runAsNonRoot")))
+        return true;
+    if (p->n_ctr == 0)
+        return false;
+    for (size_t i = 0; i < p->n_ctr; i++) {
+        const json_t *sc = obj_get(p->ctr[i].c, "securityContext");
+
+        if (!json_is_true(json_object_get(sc, "runAsNonRoot")))
+            return false;
+    }
+    return true;
+}
+
+static const char *
+mode_name(enum ringcheck_mode m)
+{
+    return m == RINGCHECK_MODE_GROUP ? "group" : "process";
+}
+
+static const char *
+on_failure_name(enum ringcheck_on_failure f)
+{
+    switch (f) {
+    case RINGCHECK_WARN:
+        return "warn";
+    case RINGCHECK_FALLBACK:
+        return "fallback";
+    case RINGCHECK_FAIL:
+        break;
+    }
+    return "fail";
+}
+
+static int
+args_add(json_t *args, const char *flag, const char *value)
+{
+    if (json_array_append_new(args, json_string(flag)) != 0)
+        return -1;
+    return json_array_append_new(args, json_string(value));
+}
+
+/* The env and envFrom the check runs under: those of the first GPU
+ * container, with what this plan adds, without NCCL_CONF_FILE (the check
+ * writes that file; it does not read it). */
+static int
+ringcheck_env(const struct plan *p, json_t *rc)
+{
+    const struct ctr *g = NULL;
+    json_t *env = NULL, *from = NULL;
+    size_t i;
+    json_t *e;
+
+    for (size_t k = 0; k < p->n_ctr && g == NULL; k++)
+        if (p->ctr[k].gpus > 0 && !p->ctr[k].init)
+            g = &p->ctr[k];
+    for (size_t k = 0; k < p->n_ctr && g == NULL; k++)
+        if (p->ctr[k].gpus > 0)
+            g = &p->ctr[k];
+    if (g == NULL)
+        return 0;
+    env = json_array();
+    from = json_array();
+    if (env == NULL || from == NULL)
+        goto fail;
+    if (p->s->profile.enabled && p->s->profile.name != NULL &&
+        p->s->profile.name[0] != '\0' &&
+        !profile_present(g->c, p->s->profile.name))
+        if (json_array_append_new(from, profile_ref(p->s)) != 0)
+            goto fail;
+    json_array_foreach(arr_get(g->c, "envFrom"), i, e) if (
+        json_array_append_new(from, json_deep_copy(e)) != 0) goto fail;
+    const json_t *lists[2] = {arr_get(g->c, "env"), g->env_add};
+    for (int l = 0; l < 2; l++) {
+        json_array_foreach(lists[l], i, e)
+        {
+            const char *n = str_get(e, "name");
+
+            if (n != NULL && strcmp(n, "NCCL_CONF_FILE") == 0)
+                continue;
+            if (json_array_append_new(env, json_deep_copy(e)) != 0)
+                goto fail;
+        }
+    }
+    if (json_array_size(from) > 0 &&
+        json_object_set(rc, "envFrom", from) != 0)
+        goto fail;
+    if (json_array_size(env) > 0 && json_object_set(rc, "env", env) != 0)
+        goto fail;
+    json_decref(env);
+    json_decref(from);
+    return 0;
+fail:
+    json_decref(env);
+    json_decref(from);
+    return -1;
+}
+
+static int
+plan_ringcheck(struct plan *p)
+{
+    const struct settings *s = p->s;
+    bool fallback = s->ringcheck.on_failure == RINGCHECK_FALLBACK;
+    json_t *rc = NULL, *args = NULL, *lim = NULL, *req = NULL, *mounts = NULL;
+    json_t *sc = NULL;
+    char buf[64];
+    int64_t expect = 0;
+
+    if (!p->dec->ringcheck || ringcheck_present(p))
+        return 0;
+    if (s->ringcheck.image == NULL || s->ringcheck.image[0] == '\0') {
+        warn(p->res, "ring check enabled but the policy names no image; "
+                     "not added");
+        return 0;
+    }
+    if (fallback) {
+        const char *existing = NULL;
+
+        for (size_t i = 0; i < p->n_ctr && existing == NULL; i++)
+            existing = mount_at(&p->ctr[i], RUN_DIR);
+        if (existing != NULL) {
+            snprintf(p->run_volume, sizeof(p->run_volume), "%s", existing);
+        } else {
+            json_t *v;
+
+            if (volume_name_unique(p, "ncclguard-run", p->run_volume,
+                                   sizeof(p->run_volume)) != 0)
+                return -1;
+            v = json_pack("{s:s, s:{}}", "name", p->run_volume, "emptyDir");
+            if (v == NULL || json_array_append_new(p->vol_add, v) != 0)
+                return -1;
+        }
+        for (size_t i = 0; i < p->n_ctr; i++)
+            if (p->ctr[i].gpus > 0 &&
+                mount_add(&p->ctr[i], p->run_volume, RUN_DIR, true) != 0)
+                return -1;
+    }
+
+    rc = json_object();
+    args = json_array();
+    lim = json_object();
+    req = json_object();
+    mounts = json_array();
+    if (!rc || !args || !lim || !req || !mounts)
+        goto fail;
+    for (size_t r = 0; r < p->n_res; r++) {
+        int64_t k = p->pod_per_res[r] - p->sidecar_per_res[r];
+
+        if (k <= 0)
+            continue;
+        expect += k;
+        snprintf(buf, sizeof(buf), "%" PRId64, k);
+        if (json_object_set_new(lim, s->gpu_resources[r], json_string(buf)) ||
+            json_object_set_new(req, s->gpu_resources[r], json_string(buf)))
+            goto fail;
+    }
+    if (s->ringcheck.cpu_request != NULL &&
+        json_object_set_new(req, "cpu", json_string(s->ringcheck.cpu_request)))
+        goto fail;
+    if (s->ringcheck.memory_request != NULL &&
+        json_object_set_new(req, "memory",
+                            json_string(s->ringcheck.memory_request)))
+        goto fail;
+    if (pod_guaranteed(p)) {
+        if ((s->ringcheck.cpu_request != NULL &&
+             json_object_set_new(lim, "cpu",
+                                 json_string(s->ringcheck.cpu_request))) ||
+            (s->ringcheck.memory_request != NULL &&
+             json_object_set_new(lim, "memory",
+                                 json_string(s->ringcheck.memory_request))))
+            goto fail;
+    }
+
+    snprintf(buf, sizeof(buf), "%" PRId64, expect);
+    if (args_add(args, "--expect-gpus", buf))
+        goto fail;
+    snprintf(buf, sizeof(buf), "%d", s->ringcheck.timeout_seconds);
+    if (args_add(args, "--timeout", buf) ||
+        args_add(args, "--mode", mode_name(s->ringcheck.mode)))
+        goto fail;
+    snprintf(buf, sizeof(buf), "%" PRId64, s->ringcheck.bandwidth_bytes);
+    if (args_add(args, "--bw-bytes", buf) ||
+        args_add(args, "--on-failure",
+                 on_failure_name(s->ringcheck.on_failure)))
+        goto fail;
+    if (s->ringcheck.min_busbw_gbps > 0) {
+        snprintf(buf, sizeof(buf), "%g", s->ringcheck.min_busbw_gbps);
+        if (args_add(args, "--min-busbw", buf))
+            goto fail;
+    }
+    if (fallback && args_add(args, "--fallback-conf", RUN_CONF))
+        goto fail;
+
+    if (p->shm_volume[0] != '\0' &&
+        json_array_append_new(mounts,
+                              json_pack("{s:s, s:s}", "name", p->shm_volume,
+                                        "mountPath", SHM_PATH)))
+        goto fail;
+    if (fallback &&
+        json_array_append_new(mounts,
+                              json_pack("{s:s, s:s}", "name", p->run_volume,
+                                        "mountPath", RUN_DIR)))
+        goto fail;
+
+    sc = json_pack("{s:b, s:{s:[s]}, s:{s:s}}", "allowPrivilegeEscalation", 0,
+                   "capabilities", "drop", "ALL", "seccompProfile", "type",
+                   "RuntimeDefault");
+    if (sc == NULL)
+        goto fail;
+    if (pod_requires_non_root(p)) {
+        const json_t *psc = obj_get(p->spec, "securityContext");
+
+        if (json_object_set_new(sc, "runAsNonRoot", json_true()))
+            goto fail;
+        /* A numeric user, so the kubelet need not trust the image's. */
+        if (json_object_get(psc, "runAsUser") == NULL &&
+            json_object_set_new(sc, "runAsUser", json_integer(65532)))
+            goto fail;
+    }
+
+    if (json_object_set_new(rc, "name", json_string(RINGCHECK_NAME)) ||
+        json_object_set_new(rc, "image", json_string(s->ringcheck.image)) ||
+        json_object_set(rc, "args", args))
+        goto fail;
+    if (ringcheck_env(p, rc) != 0)
+        goto fail;
+    if (json_object_set_new(rc, "resources",
+                            json_pack("{s:O, s:O}", "limits", lim, "requests",
+                                      req)) ||
+        (json_array_size(mounts) > 0 &&
+         json_object_set(rc, "volumeMounts", mounts)) ||
+        json_object_set_new(rc, "terminationMessagePolicy",
+                            json_string("FallbackToLogsOnError")) ||
+        json_object_set(rc, "securityContext", sc))
+        goto fail;
+
+    if (arr_get(p->spec, "initContainers") != NULL) {
+        if (patch_append(p->res->patch, "add", "/spec/initContainers/-", rc))
+            goto fail_owned;
+    } else {
+        json_t *list = json_pack("[o]", rc);
+
+        if (list == NULL ||
+            patch_append(p->res->patch, "add", "/spec/initContainers", list))
+            goto fail_owned;
+    }
+    rc = NULL;
+    injected_add(p->res, "ringcheck");
+    json_decref(args);
+    json_decref(lim);
+    json_decref(req);
+    json_decref(mounts);
+    json_decref(sc);
+    return 0;
+fail:
+    json_decref(rc);
+fail_owned:
+    json_decref(args);
+    json_decref(lim);
+    json_decref(req);
+    json_decref(mounts);
+    json_decref(sc);
+    return -1;
+}
+
+/* Emits one op per pending list: the whole list when the pod has none
+ * (or null), else one append per item. list is borrowed. */
+static int
+emit_list(struct plan *p, json_t *parent, const char *base, const char *key,
+          json_t *list)
+{
+    char path[256];
+    size_t i;
+    json_t *v;
+
+    if (json_array_size(list) == 0)
+        return 0;
+    if (arr_get(parent, key) == NULL) {
+        snprintf(path, sizeof(path), "%s/%s", base, key);
+        return patch_append(p->res->patch, "add", path, json_deep_copy(list));
+    }
+    snprintf(path, sizeof(path), "%s/%s/-", base, key);
+    json_array_foreach(list, i, v) if (patch_append(p->res->patch, "add", path,
+                                                    json_deep_copy(v)) != 0)
+        return -1;
+    return 0;
+}
+
+static int
+emit_caps(struct plan *p, struct ctr *c)
+{
+    json_t *sc = obj_get(c->c, "securityContext");
+    json_t *caps = obj_get(sc, "capabilities");
+    char path[160];
+
+    if (json_array_size(c->cap_add) == 0)
+        return 0;
+    if (sc == NULL) {
+        snprintf(path, sizeof(path), "%s/securityContext", c->base);
+        return patch_append(p->res->patch, "add", path,
+                            json_pack("{s:{s:O}}", "capabilities", "add",
+                                      c->cap_add));
+    }
+    if (caps == NULL) {
+        snprintf(path, sizeof(path), "%s/securityContext/capabilities",
+                 c->base);
+        return patch_append(p->res->patch, "add", path,
+                            json_pack("{s:O}", "add", c->cap_add));
+    }
+    snprintf(path, sizeof(path), "%s/securityContext/capabilities", c->base);
+    return emit_list(p, caps, path, "add", c->cap_add);
+}
+
+static int
+emit_pending(struct plan *p)
+{
+    for (size_t i = 0; i < p->n_ctr; i++) {
+        struct ctr *c = &p->ctr[i];
+
+        if (emit_list(p, c->c, c->base, "env", c->env_add) != 0 ||
+            emit_list(p, c->c, c->base, "volumeMounts", c->mount_add) != 0 ||
+            emit_caps(p, c) != 0)
+            return -1;
+    }
+    return emit_list(p, p->spec, "/spec", "volumes", p->vol_add);
+}
+
+/* Records what was done in the pod's annotations and the audit record. */
+static int
+emit_annotations(struct plan *p)
+{
+    char mutated[256] = "", gpus[32], shm[32];
+    size_t i;
+    json_t *v;
+    json_t *add = NULL;
+    const char *key;
+
+    json_array_foreach(p->res->injected, i, v)
+    {
+        if (mutated[0] != '\0')
+            buf_append(mutated, sizeof(mutated), ",");
+        buf_append(mutated, sizeof(mutated), json_string_value(v));
+    }
+    snprintf(gpus, sizeof(gpus), "%" PRId64, p->res->gpus);
+    add = json_pack("{s:s, s:s, s:s}", ANN_MUTATED, mutated, ANN_GPUS, gpus,
+                    ANN_RULE, p->res->rule);
+    if (add == NULL)
+        return -1;
+    if (p->shm_applied) {
+        size_format(p->shm_size, shm, sizeof(shm));
+        if (json_object_set_new(add, ANN_SHM, json_string(shm)) != 0)
+            goto fail;
+        if (json_object_set_new(p->res->audit, "shm-size", json_string(shm)))
+            goto fail;
+    }
+    if (json_object_set_new(p->res->audit, "mutated", json_string(mutated)) ||
+        json_object_set_new(p->res->audit, "gpus", json_string(gpus)))
+        goto fail;
+
+    if (p->meta == NULL) {
+        if (patch_append(p->res->patch, "add", "/metadata",
+                         json_pack("{s:O}", "annotations", add)))
+            goto fail;
+    } else if (p->annotations == NULL) {
+        if (patch_append(p->res->patch, "add", "/metadata/annotations",
+                         json_incref(add)))
+            goto fail;
+    } else {
+        json_object_foreach(add, key, v)
+        {
+            char esc[256], path[300];
+            const json_t *cur = json_object_get(p->annotations, key);
+
+            if (json_is_string(cur) &&
+                strcmp(json_string_value(cur), json_string_value(v)) == 0)
+                continue;
+            if (patch_pointer_escape(key, esc, sizeof(esc)) != 0)
+                goto fail;
+            snprintf(path, sizeof(path), "/metadata/annotations/%s", esc);
+            if (patch_append(p->res->patch, "add", path, json_incref(v)))
+                goto fail;
+        }
+    }
+    json_decref(add);
+    return 0;
+fail:
+    json_decref(add);
+    return -1;
+}
+
+static bool
+namespace_skipped(const char *ns, const struct mutate_options *opt)
+{
+    static const char *const system[] = {"kube-system", "kube-public",
+                                         "kube-node-lease"};
+
+    if (ns == NULL || ns[0] == '\0')
+        return false;
+    for (size_t i = 0; i < sizeof(system) / sizeof(system[0]); i++)
+        if (strcmp(ns, system[i]) == 0)
+            return true;
+    return opt != NULL && opt->own_namespace != NULL &&
+           opt->own_namespace[0] != '\0' &&
+           strcmp(ns, opt->own_namespace) == 0;
+}
+
+/* Applies the patch to one copy of the pod: the apiserver rejects a pod
+ * whose patch does not apply, whatever failurePolicy says. */
+static int
+patch_check(const json_t *pod, struct mutate_result *res)
+{
+    struct ng_error err;
+    json_t *copy;
+    int rc;
+
+    if (json_array_size(res->patch) > PATCH_MAX_OPS) {
+        snprintf(res->reason, sizeof(res->reason),
+                 "patch would have %zu operations, more than %d",
+                 json_array_size(res->patch), PATCH_MAX_OPS);
+        return -1;
+    }
+    copy = json_deep_copy(pod);
+    if (copy == NULL) {
+        snprintf(res->reason, sizeof(res->reason), "out of memory");
+        return -1;
+    }
+    ng_error_clear(&err);
+    rc = patch_apply(&copy, res->patch, &err);
+    json_decref(copy);
+    if (rc != 0)
+        snprintf(res->reason, sizeof(res->reason), "patch does not apply: %.130s",
+                 err.msg);
+    return rc;
+}
+
+int
+mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
+           const struct mutate_options *opt, struct mutate_result *res)
+{
+    struct plan *p = NULL;
+    struct decision dec;
+    const struct settings *defs;
+    const char *inject;
+
+    memset(res, 0, sizeof(*res));
+    res->patch = json_array();
+    res->warnings = json_array();
+    res->audit = json_object();
+    res->injected = json_array();
+    snprintf(res->rule, sizeof(res->rule), "default");
+    if (!res->patch || !res->warnings || !res->audit || !res->injected)
+        goto oom;
+    p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        goto oom;
+    p->pod = pod;
+    p->res = res;
+    p->vol_add = json_array();
+    if (p->vol_add == NULL)
+        goto oom;
+    if (!json_is_object(pod)) {
+        res->status = MUTATE_NOT_GPU;
+        snprintf(res->reason, sizeof(res->reason), "object is not a pod");
+        goto done;
+    }
+    p->meta = obj_get(pod, "metadata");
+    p->spec = obj_get(pod, "spec");
+    p->annotations = obj_get(p->meta, "annotations");
+    if (namespace == NULL || namespace[0] == '\0')
+        namespace = str_get(p->meta, "namespace");
+
+    if (namespace_skipped(namespace, opt)) {
+        res->status = MUTATE_SKIPPED;
+        snprintf(res->reason, sizeof(res->reason), "namespace %s is skipped",
+                 namespace);
+        goto done;
+    }
+    inject = str_get(p->annotations, ANN_INJECT);
+    if (inject != NULL && strcasecmp(inject, "false") == 0) {
+        res->status = MUTATE_SKIPPED;
+        snprintf(res->reason, sizeof(res->reason),
+                 "annotation " ANN_INJECT " is \"false\"");
+        goto done;
+    }
+    if (p->spec == NULL) {
+        res->status = MUTATE_NOT_GPU;
+        snprintf(res->reason, sizeof(res->reason), "pod has no spec");
+        goto done;
+    }
+    if (ctrs_collect(p) != 0)
+        goto error;
+
+    defs = policy_defaults(pol);
+    if (gpus_count(p, defs->gpu_resources, defs->n_gpu_resources) != 0) {
+        res->status = MUTATE_NOT_GPU;
+        snprintf(res->reason, sizeof(res->reason), "bad GPU count");
+        goto done;
+    }
+    res->gpus = gpus_total(p);
+    policy_decide(pol, namespace, obj_get(p->meta, "labels"), p->annotations,
+                  res->gpus, &dec);
+    p->dec = &dec;
+    p->s = dec.settings != NULL ? dec.settings : defs;
+    snprintf(res->rule, sizeof(res->rule), "%s",
+             dec.rule != NULL ? dec.rule : "default");
+    if (json_object_set_new(res->audit, "rule", json_string(res->rule)) != 0)
+        goto oom;
+    for (size_t i = 0; i < dec.n_warnings && i < POLICY_MAX_WARNINGS; i++)
+        warn_text(res, dec.warnings[i]);
+    if (dec.skip) {
+        res->status = MUTATE_SKIPPED;
+        snprintf(res->reason, sizeof(res->reason), "rule %.100s says skip",
+                 res->rule);
+        goto done;
+    }
+    if (p->s != defs && !names_equal(p->s, defs)) {
+        if (gpus_count(p, p->s->gpu_resources, p->s->n_gpu_resources) != 0) {
+            res->status = MUTATE_NOT_GPU;
+            snprintf(res->reason, sizeof(res->reason), "bad GPU count");
+            goto done;
+        }
+        res->gpus = gpus_total(p);
+    }
+    if (res->gpus == 0) {
+        res->status = MUTATE_NOT_GPU;
+        goto done;
+    }
+
+    if (plan_profile(p) != 0 || plan_shm(p) != 0 || plan_memory(p) != 0 ||
+        plan_ipc(p) != 0 || plan_env(p) != 0 || plan_ringcheck(p) != 0 ||
+        emit_pending(p) != 0)
+        goto error;
+    if (json_array_size(res->patch) == 0) {
+        res->status = MUTATE_UNCHANGED;
+        goto done;
+    }
+    if (emit_annotations(p) != 0)
+        goto error;
+    if (patch_check(pod, res) != 0)
+        goto error_reason;
+    res->status = MUTATE_PATCHED;
+done:
+    ctrs_release(p);
+    free(p);
+    return 0;
+error:
+    if (res->reason[0] == '\0')
+        snprintf(res->reason, sizeof(res->reason), "could not plan the patch");
+error_reason:
+    json_array_clear(res->patch);
+    json_array_clear(res->injected);
+    res->status = MUTATE_ERROR;
+    warn(res, "%.90s; pod left unchanged", res->reason);
+    goto done;
+oom:
+    if (p != NULL) {
+        ctrs_release(p);
+        free(p);
+    }
+    mutate_result_release(res);
+    return -1;
+}

@@ -1,0 +1,53 @@
+/* RFC 6902 JSON Patch: building operations with RFC 6901 pointers, and a
+ * local apply used to check every patch before it is sent. */
+#ifndef NCCLGUARD_PATCH_H
+#define NCCLGUARD_PATCH_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "error.h"
+
+/* Most operations one patch may hold; patch_apply() refuses longer ones. */
+#define PATCH_MAX_OPS 1024
+
+/* Longest JSON pointer built or accepted, in bytes. */
+#define PATCH_MAX_POINTER 1024
+
+/*
+ * Escapes one reference token (an object key) for a JSON pointer: '~'
+ * becomes "~0" and '/' becomes "~1". Writes at most n bytes including the
+ * NUL. Returns 0, or -1 when the result does not fit (buf then holds a
+ * truncated, NUL-terminated prefix). Thread-safe.
+ */
+int patch_pointer_escape(const char *token, char *buf, size_t n)
+    __attribute__((warn_unused_result));
+
+/*
+ * Appends one operation {"op", "path", "value"} to patch (a JSON array).
+ * value is consumed (stolen) even on failure; it is ignored and may be
+ * NULL for "remove". Returns 0, or -1 on allocation failure.
+ */
+int patch_append(json_t *patch, const char *op, const char *path,
+                 json_t *value) __attribute__((warn_unused_result));
+
+/*
+ * Resolves a JSON pointer in doc. Returns the node (borrowed), or NULL when
+ * the pointer is malformed or names nothing. "" is the whole document.
+ */
+json_t *patch_pointer_get(json_t *doc, const char *pointer);
+
+/*
+ * Applies patch (a JSON array of RFC 6902 operations: add, remove,
+ * replace, move, copy, test) to *doc, in order. The root may be replaced,
+ * so doc is passed by reference; *doc is owned by the caller before and
+ * after. On failure returns -1 and fills err with the failing operation's
+ * 0-based index, its path and why; *doc may then be partly patched, so
+ * callers check on a copy. Thread-safe for
+ * distinct documents.
+ */
+int patch_apply(json_t **doc, const json_t *patch, struct ng_error *err)
+    __attribute__((warn_unused_result));
+
+#endif

@@ -1,0 +1,291 @@
+/* AdmissionReview (admission.k8s.io/v1 and v1beta1): decode one request,
+ * run the mutation for Pod CREATE, encode the response. */
+#include "review.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const result_names[REVIEW_RESULT_COUNT] = {
+    [REVIEW_PATCHED] = "patched",   [REVIEW_UNCHANGED] = "unchanged",
+    [REVIEW_SKIPPED] = "skipped",   [REVIEW_NOT_GPU] = "not_gpu",
+    [REVIEW_IGNORED] = "ignored",   [REVIEW_ERROR] = "error",
+    [REVIEW_BAD_REQUEST] = "bad_request",
+};
+
+const char *
+review_result_name(enum review_result r)
+{
+    if ((unsigned)r >= REVIEW_RESULT_COUNT)
+        return "unknown";
+    return result_names[r];
+}
+
+void
+review_outcome_release(struct review_outcome *out)
+{
+    if (out == NULL)
+        return;
+    free(out->body);
+    json_decref(out->log);
+    out->body = NULL;
+    out->log = NULL;
+}
+
+static const char b64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* Standard base64 with padding, as the API's []byte fields expect.
+ * Returns a malloc'd NUL-terminated string, or NULL. */
+static char *
+base64_encode(const unsigned char *in, size_t len)
+{
+    size_t olen = 4 * ((len + 2) / 3);
+    char *out = malloc(olen + 1);
+    size_t o = 0, i = 0;
+
+    if (out == NULL)
+        return NULL;
+    for (; i + 2 < len; i += 3) {
+        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 | in[i + 2];
+
+        out[o++] = b64_alphabet[(v >> 18) & 63];
+        out[o++] = b64_alphabet[(v >> 12) & 63];
+        out[o++] = b64_alphabet[(v >> 6) & 63];
+        out[o++] = b64_alphabet[v & 63];
+    }
+    if (i < len) {
+        unsigned v = (unsigned)in[i] << 16;
+
+        if (i + 1 < len)
+            v |= (unsigned)in[i + 1] << 8;
+        out[o++] = b64_alphabet[(v >> 18) & 63];
+        out[o++] = b64_alphabet[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
+        out[o++] = '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static json_t *jstr(const char *s);
+
+/* Fills a 400 outcome whose body is the one-line reason. */
+static int
+bad_request(struct review_outcome *out, const char *fmt, const char *arg)
+{
+    char line[320];
+    int n = snprintf(line, sizeof(line), fmt, arg != NULL ? arg : "");
+
+    if (n < 0)
+        return -1;
+    if ((size_t)n >= sizeof(line) - 1)
+        n = (int)sizeof(line) - 2;
+    for (int i = 0; i < n; i++)
+        if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+            line[i] = ' '; /* one line, whatever the request held */
+    line[n] = '\n';
+    line[n + 1] = '\0';
+    out->http_status = 400;
+    out->result = REVIEW_BAD_REQUEST;
+    out->content_type = "text/plain; charset=utf-8";
+    out->body = strdup(line);
+    if (out->body == NULL)
+        return -1;
+    out->body_len = (size_t)n + 1;
+    line[n] = '\0';
+    out->log = json_pack("{s:s, s:o}", "result", "bad_request", "reason",
+                         jstr(line));
+    return out->log != NULL ? 0 : -1;
+}
+
+/* A JSON string of s, or a placeholder when a cut left s invalid UTF-8. */
+static json_t *
+jstr(const char *s)
+{
+    json_t *v = json_string(s);
+
+    return v != NULL ? v : json_string("(not valid UTF-8)");
+}
+
+static const char *
+str_get(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+static enum review_result
+result_of(enum mutate_status s)
+{
+    switch (s) {
+    case MUTATE_PATCHED:
+        return REVIEW_PATCHED;
+    case MUTATE_UNCHANGED:
+        return REVIEW_UNCHANGED;
+    case MUTATE_SKIPPED:
+        return REVIEW_SKIPPED;
+    case MUTATE_NOT_GPU:
+        return REVIEW_NOT_GPU;
+    case MUTATE_ERROR:
+        break;
+    }
+    return REVIEW_ERROR;
+}
+
+/* Why a request is passed through untouched, or NULL for Pod CREATE. */
+static const char *
+ignore_reason(const json_t *req)
+{
+    const json_t *kind = json_object_get(req, "kind");
+    const char *group = str_get(kind, "group");
+    const char *k = str_get(kind, "kind");
+    const char *op = str_get(req, "operation");
+    const char *sub = str_get(req, "subResource");
+
+    if (k == NULL || strcmp(k, "Pod") != 0 ||
+        (group != NULL && group[0] != '\0'))
+        return "not a Pod";
+    if (sub != NULL && sub[0] != '\0')
+        return "subresource";
+    if (op == NULL || strcmp(op, "CREATE") != 0)
+        return "not CREATE";
+    return NULL;
+}
+
+int
+review_handle(const char *body, size_t len, const struct policy *pol,
+              const struct mutate_options *opt, struct review_outcome *out)
+{
+    json_error_t jerr;
+    json_t *root = NULL, *req, *resp = NULL, *r, *obj, *uid;
+    const char *api, *reason, *ns, *name;
+    struct mutate_result mres;
+    char *patch_text = NULL, *patch_b64 = NULL;
+    int rc = -1;
+
+    memset(out, 0, sizeof(*out));
+    memset(&mres, 0, sizeof(mres));
+    root = json_loadb(body, len, 0, &jerr);
+    if (root == NULL) {
+        char why[256];
+
+        snprintf(why, sizeof(why), "%s at line %d column %d", jerr.text,
+                 jerr.line, jerr.column);
+        rc = bad_request(out, "body is not JSON: %s", why);
+        goto done;
+    }
+    if (!json_is_object(root)) {
+        rc = bad_request(out, "body is not an AdmissionReview: %s",
+                         "not a JSON object");
+        goto done;
+    }
+    api = str_get(root, "apiVersion");
+    if (api == NULL || (strcmp(api, "admission.k8s.io/v1") != 0 &&
+                        strcmp(api, "admission.k8s.io/v1beta1") != 0)) {
+        rc = bad_request(out,
+                         "not an AdmissionReview: apiVersion %s, expected "
+                         "admission.k8s.io/v1 or v1beta1",
+                         api != NULL ? api : "missing");
+        goto done;
+    }
+    if (str_get(root, "kind") == NULL ||
+        strcmp(str_get(root, "kind"), "AdmissionReview") != 0) {
+        rc = bad_request(out, "not an AdmissionReview: kind %s",
+                         str_get(root, "kind") ? str_get(root, "kind")
+                                               : "missing");
+        goto done;
+    }
+    req = json_object_get(root, "request");
+    if (!json_is_object(req)) {
+        rc = bad_request(out, "AdmissionReview has no request%s", "");
+        goto done;
+    }
+    uid = json_object_get(req, "uid");
+    if (!json_is_string(uid) || json_string_length(uid) == 0) {
+        rc = bad_request(out, "AdmissionReview request has no uid%s", "");
+        goto done;
+    }
+    ns = str_get(req, "namespace");
+    obj = json_object_get(req, "object");
+    reason = ignore_reason(req);
+    if (reason == NULL && !json_is_object(obj)) {
+        rc = bad_request(out, "Pod CREATE request has no object%s", "");
+        goto done;
+    }
+
+    out->log = json_object();
+    resp = json_pack("{s:s, s:s, s:{s:O, s:b}}", "apiVersion", api, "kind",
+                     "AdmissionReview", "response", "uid", uid, "allowed", 1);
+    if (out->log == NULL || resp == NULL)
+        goto done;
+    r = json_object_get(resp, "response");
+    name = str_get(json_object_get(obj, "metadata"), "name");
+    if (name == NULL || name[0] == '\0')
+        name = str_get(json_object_get(obj, "metadata"), "generateName");
+    if (name == NULL)
+        name = str_get(req, "name");
+    if (json_object_set(out->log, "uid", uid) ||
+        json_object_set_new(out->log, "namespace", json_string(ns ? ns : "")) ||
+        json_object_set_new(out->log, "name", json_string(name ? name : "")) ||
+        json_object_set_new(out->log, "operation",
+                            json_string(str_get(req, "operation")
+                                            ? str_get(req, "operation")
+                                            : "")))
+        goto done;
+
+    if (reason != NULL) {
+        out->result = REVIEW_IGNORED;
+        if (json_object_set_new(out->log, "reason", json_string(reason)))
+            goto done;
+    } else {
+        if (mutate_pod(obj, ns, pol, opt, &mres) != 0)
+            goto done;
+        out->result = result_of(mres.status);
+        if (json_array_size(mres.patch) > 0) {
+            patch_text = json_dumps(mres.patch, JSON_COMPACT);
+            if (patch_text == NULL)
+                goto done;
+            patch_b64 = base64_encode((const unsigned char *)patch_text,
+                                      strlen(patch_text));
+            if (patch_b64 == NULL ||
+                json_object_set_new(r, "patchType", json_string("JSONPatch")) ||
+                json_object_set_new(r, "patch", json_string(patch_b64)))
+                goto done;
+        }
+        if (json_array_size(mres.warnings) > 0 &&
+            json_object_set(r, "warnings", mres.warnings))
+            goto done;
+        if (json_object_size(mres.audit) > 0 &&
+            json_object_set(r, "auditAnnotations", mres.audit))
+            goto done;
+        out->patch_ops = json_array_size(mres.patch);
+        out->warnings = json_array_size(mres.warnings);
+        if (json_object_set_new(out->log, "gpus", json_integer(mres.gpus)) ||
+            json_object_set_new(out->log, "rule", jstr(mres.rule)) ||
+            json_object_set(out->log, "injected", mres.injected) ||
+            json_object_set(out->log, "warnings", mres.warnings) ||
+            (mres.reason[0] != '\0' &&
+             json_object_set_new(out->log, "reason", jstr(mres.reason))))
+            goto done;
+    }
+    if (json_object_set_new(out->log, "result",
+                            json_string(review_result_name(out->result))))
+        goto done;
+    out->body = json_dumps(resp, JSON_COMPACT);
+    if (out->body == NULL)
+        goto done;
+    out->body_len = strlen(out->body);
+    out->http_status = 200;
+    out->content_type = "application/json";
+    rc = 0;
+done:
+    if (rc != 0)
+        review_outcome_release(out);
+    mutate_result_release(&mres);
+    free(patch_text);
+    free(patch_b64);
+    json_decref(resp);
+    json_decref(root);
+    return rc;
+}

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Corpus check: every upstream GPU manifest goes through `ncclguard mutate`;
+# every pod (template) in it is checked with kubectl the way the apiserver
+# would treat the webhook's answer.
+#
+#   NCCLGUARD=build/ncclguard tests/corpus/check.sh [MANIFEST...]
+#
+# For each pod template: the patch applies (`kubectl patch --local
+# --type=json`), the result decodes as a typed Pod (`kubectl set env
+# --local`), every GPU container has the profile first in envFrom and
+# exactly one /dev/shm mount, non-GPU pods are untouched, and a second pass
+# gives an empty patch. When tests/integration/lib.sh can start a server,
+# the same AdmissionReviews also go through `ncclguard serve`, which must
+# answer with the very patch the dry run computed.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+NCCLGUARD=${NCCLGUARD:-$root/build/ncclguard}
+POLICY=${POLICY:-$root/policy/default.yaml}
+# Resource names and profile of the policy under test (the defaults of
+# policy/default.yaml); used to find GPU containers independently of the
+# webhook's own count.
+GPU_RESOURCES=${GPU_RESOURCES:-nvidia.com/gpu}
+PROFILE=${PROFILE:-nccl-production-profile}
+
+for tool in jq kubectl; do
+    command -v "$tool" >/dev/null || { echo "corpus: $tool not found" >&2; exit 1; }
+done
+
+work=$(mktemp -d)
+server_pid=""
+cleanup() {
+    if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+if [ $# -gt 0 ]; then
+    manifests=("$@")
+else
+    manifests=("$root"/tests/data/corpus/manifests/*.yaml)
+fi
+
+fail=0
+failf() { echo "corpus: FAIL: $*" >&2; fail=1; }
+
+mut() { "$NCCLGUARD" mutate -q --policy "$POLICY" "$@"; }
+
+# 1. Every manifest: the dry run succeeds and writes YAML that reads back;
+#    the mutated manifest needs nothing more (second pass on templates).
+n_files=0
+for m in "${manifests[@]}"; do
+    b=$(basename "$m" .yaml)
+    n_files=$((n_files + 1))
+    if ! mut "$m" >"$work/$b.out.yaml" 2>"$work/$b.err"; then
+        failf "$b: ncclguard mutate failed: $(head -c 300 "$work/$b.err")"
+        continue
+    fi
+    if ! mut -o patch "$work/$b.out.yaml" >"$work/$b.again.json" 2>"$work/$b.err2"; then
+        failf "$b: mutated YAML does not read back: $(head -c 300 "$work/$b.err2")"
+        continue
+    fi
+    bad=$(jq -r '.[] | select((.patch | length) > 0) | .pointer' "$work/$b.again.json")
+    [ -z "$bad" ] || failf "$b: second pass on the mutated manifest patches $bad"
+    mut -o review "$m" >>"$work/reviews.jsonl" 2>/dev/null ||
+        failf "$b: ncclguard mutate -o review failed"
+done
+
+# 2. The patch for every pod, from the dry run on the reviews (one call).
+mut -o patch "$work/reviews.jsonl" >"$work/patches.json" 2>/dev/null ||
+    failf "ncclguard mutate -o patch on the reviews failed"
+n_pods=$(wc -l <"$work/reviews.jsonl")
+[ "$(jq length "$work/patches.json")" -eq "$n_pods" ] ||
+    failf "expected $n_pods patch entries, got $(jq length "$work/patches.json")"
+
+# 3. Through the real server, when the HTTP side provides a launcher.
+if [ -f "$root/tests/integration/lib.sh" ] &&
+    grep -q '^ng_server_start' "$root/tests/integration/lib.sh" 2>/dev/null; then
+    # shellcheck source=/dev/null
+    . "$root/tests/integration/lib.sh"
+    ng_server_start "$work/server" --policy "$POLICY"
+    server_pid=$NG_SERVER_PID
+    i=0
+    while IFS= read -r review; do
+        resp=$(printf '%s' "$review" | curl -sS --cacert "$NG_CA" \
+            -H 'Content-Type: application/json' --data-binary @- \
+            "$NG_URL/mutate") || { failf "pod $i: server did not answer"; i=$((i + 1)); continue; }
+        want=$(jq -c ".[$i].patch" "$work/patches.json")
+        got=$(printf '%s' "$resp" | jq -r '.response.patch // empty' | base64 -d 2>/dev/null | jq -c . 2>/dev/null || true)
+        [ -n "$got" ] || got='[]'
+        [ "$got" = "$want" ] || failf "pod $i: server patch differs from the dry run"
+        uid=$(printf '%s' "$resp" | jq -r .response.uid)
+        [ "$uid" = "$(printf '%s' "$review" | jq -r .request.uid)" ] ||
+            failf "pod $i: server did not echo the uid"
+        i=$((i + 1))
+    done <"$work/reviews.jsonl"
+    kill "$server_pid" && wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+    via_server=yes
+else
+    via_server="no (tests/integration/lib.sh has no ng_server_start yet)"
+fi
+
+# 4. Apply every patch with kubectl, the way the apiserver applies it.
+mkdir -p "$work/pods" "$work/patched"
+jq -c '.request.object' "$work/reviews.jsonl" | split -l 1 -d -a 4 - "$work/pods/p"
+i=0
+for pod in "$work"/pods/p*; do
+    patch=$(jq -c ".[$i].patch" "$work/patches.json")
+    out="$work/patched/$(basename "$pod").json"
+    if [ "$patch" = "[]" ]; then
+        cp "$pod" "$out"
+    elif ! kubectl patch --local --type=json -f "$pod" -p "$patch" -o json \
+        >"$out" 2>"$work/kerr"; then
+        failf "pod $i ($(jq -r '.[$i] | "\(.name) doc \(.document)"' --argjson i "$i" "$work/patches.json")): kubectl patch: $(head -c 300 "$work/kerr")"
+        cp "$pod" "$out"
+    fi
+    i=$((i + 1))
+done
+
+# 5. Every patched pod decodes as a typed Pod (one kubectl call).
+if ! kubectl set env --local -f "$work/patched" X=1 -o json >"$work/typed.json" 2>"$work/kerr"; then
+    failf "kubectl set env: $(head -c 500 "$work/kerr")"
+fi
+
+# 6. Per pod: GPU containers carry the profile first and one /dev/shm
+#    mount; non-GPU pods are untouched.
+res_json=$(printf '%s' "$GPU_RESOURCES" | jq -R 'split(",")')
+i=0
+for pod in "$work"/pods/p*; do
+    out="$work/patched/$(basename "$pod").json"
+    verdict=$(jq -n -r --slurpfile a "$pod" --slurpfile b "$out" \
+        --argjson res "$res_json" --arg profile "$PROFILE" '
+        def gpus: ((.resources.limits // {}) as $l | (.resources.requests // {}) as $r
+            | [$res[] | ($l[.] // $r[.] // 0) | tostring | tonumber? // 0] | add);
+        def shm: [(.volumeMounts // [])[] | select(.mountPath | sub("/+$"; "") == "/dev/shm")] | length;
+        ($a[0]) as $orig | ($b[0]) as $new
+        | [($orig.spec.containers // [])[], ($orig.spec.initContainers // [])[]] as $oc
+        | ([$oc[] | gpus] | add // 0) as $total
+        | if $total == 0 then
+              (if $orig == $new then "ok" else "non-GPU pod changed" end)
+          else
+              [($new.spec.containers // [])[], ($new.spec.initContainers // [])[]
+               | select(.name != "ncclguard-ringcheck") | select(gpus > 0)
+               | if (.envFrom[0].configMapRef.name // "") != $profile then
+                     "container \(.name): profile not first in envFrom"
+                 elif shm != 1 then
+                     "container \(.name): \(shm) /dev/shm mounts"
+                 else empty end] | if length == 0 then "ok" else join("; ") end
+          end')
+    [ "$verdict" = ok ] || failf "pod $i ($(jq -r .metadata.name "$pod")): $verdict"
+    i=$((i + 1))
+done
+
+# 7. Second pass: the patched pods need nothing more (one call).
+jq -c . "$work"/patched/*.json >"$work/patched.jsonl"
+if mut -o patch "$work/patched.jsonl" >"$work/second.json" 2>/dev/null; then
+    bad=$(jq -r '.[] | select((.patch | length) > 0) | "\(.name): \(.patch | map(.path) | join(" "))"' "$work/second.json")
+    [ -z "$bad" ] || failf "second pass patches again: $bad"
+else
+    failf "ncclguard mutate on the patched pods failed"
+fi
+
+patched=$(jq '[.[] | select(.result == "patched")] | length' "$work/patches.json")
+echo "corpus: $n_files manifests, $n_pods pod templates ($patched patched); via server: $via_server"
+if [ "$fail" -ne 0 ]; then
+    echo "corpus: FAILED" >&2
+    exit 1
+fi
+echo "corpus: all checks passed"

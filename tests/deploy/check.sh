@@ -1,0 +1,356 @@
+#!/bin/sh
+# Renders every kustomize overlay offline and checks the objects: the webhook
+# registration, Service, probes against the server's routes, the GPU names
+# the CEL condition sends, the certificate plumbing of each overlay, the
+# profile component, the policy copy and the Dockerfiles.
+# shellcheck disable=SC2015,SC2016
+set -u
+
+: "${NCCLGUARD:?set NCCLGUARD to the ncclguard binary}"
+cd "$(dirname "$0")/../.." || exit 1
+ROOT=$(pwd)
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+
+# check WHAT JSON FILTER [jq args]: FILTER must be true on JSON (a file).
+check() {
+    what=$1 json=$2 filter=$3
+    shift 3
+    if jq -e "$@" "$filter" "$json" >/dev/null 2>"$T/jqerr"; then ok; else
+        bad "$what"
+        echo "  jq: $filter" >&2
+        sed 's/^/  /' "$T/jqerr" >&2
+    fi
+}
+
+# render DIR NAME: kubectl kustomize DIR as a JSON array in $T/NAME.json.
+render() {
+    if kubectl kustomize "$1" >"$T/$2.yaml" 2>"$T/err" &&
+        yq -s . "$T/$2.yaml" >"$T/$2.json" 2>>"$T/err"; then ok; else
+        bad "kubectl kustomize $1"
+        sed 's/^/  /' "$T/err" >&2
+        echo '[]' >"$T/$2.json"
+    fi
+}
+
+render deploy/base base
+render deploy/overlays/self-signed ss
+render deploy/overlays/cert-manager cm
+# A user's overlay: self-signed plus the profile component.
+mkdir -p "$T/user"
+rel=$(realpath --relative-to="$T/user" "$ROOT")
+cat >"$T/user/kustomization.yaml" <<EOK
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [$rel/deploy/overlays/self-signed]
+components: [$rel/deploy/components/nccl-profile]
+EOK
+render "$T/user" user
+
+# --- one object per file in deploy/ --------------------------------------
+# shellcheck disable=SC2044 # no spaces in these paths
+for f in $(find deploy -name '*.yaml' ! -name kustomization.yaml ! -path 'deploy/examples/*'); do
+    [ "$f" = deploy/base/policy.yaml ] && continue
+    n=$(yq -s 'map(select(. != null)) | length' "$f" 2>/dev/null)
+    [ "$n" = 1 ] && ok || bad "$f holds $n objects, expected one"
+done
+
+# --- what every installation shares -----------------------------------------
+for o in ss cm user; do
+    J=$T/$o.json
+    check "$o: one Namespace, every namespaced object in it" "$J" '
+        ([.[] | select(.kind == "Namespace")] | length == 1) and
+        ((.[] | select(.kind == "Namespace") | .metadata.name) as $ns |
+         [.[] | select(.kind == "Deployment" or .kind == "Service" or
+                       .kind == "ServiceAccount" or .kind == "Job" or
+                       .kind == "PodDisruptionBudget") |
+          .metadata.namespace == $ns] | all)'
+    check "$o: one MutatingWebhookConfiguration with one webhook" "$J" '
+        [.[] | select(.kind == "MutatingWebhookConfiguration")] |
+        length == 1 and (.[0].webhooks | length == 1)'
+    W='(.[] | select(.kind == "MutatingWebhookConfiguration") | .webhooks[0])'
+    check "$o: webhook admissionReviewVersions [v1]" "$J" "$W.admissionReviewVersions == [\"v1\"]"
+    check "$o: webhook sideEffects None" "$J" "$W.sideEffects == \"None\""
+    check "$o: webhook failurePolicy Ignore" "$J" "$W.failurePolicy == \"Ignore\""
+    check "$o: webhook timeoutSeconds 1..5" "$J" "$W.timeoutSeconds >= 1 and $W.timeoutSeconds <= 5"
+    check "$o: webhook reinvocationPolicy IfNeeded" "$J" "$W.reinvocationPolicy == \"IfNeeded\""
+    check "$o: webhook rules: pods CREATE only" "$J" "$W.rules == [{
+        apiGroups: [\"\"], apiVersions: [\"v1\"], operations: [\"CREATE\"],
+        resources: [\"pods\"], scope: \"Namespaced\"}]"
+    check "$o: webhook calls the Service on 443 at /mutate" "$J" "
+        (.[] | select(.kind == \"Service\")) as \$svc |
+        $W.clientConfig.service == {name: \$svc.metadata.name,
+            namespace: \$svc.metadata.namespace, path: \"/mutate\", port: 443} and
+        ([\$svc.spec.ports[] | select(.port == 443)] | length == 1)"
+    check "$o: namespaceSelector skips kube-system, kube-public, kube-node-lease and its own namespace" "$J" "
+        (.[] | select(.kind == \"Namespace\") | .metadata.name) as \$ns |
+        [$W.namespaceSelector.matchExpressions[] |
+         select(.key == \"kubernetes.io/metadata.name\" and .operator == \"NotIn\") |
+         .values] | length == 1 and
+        (.[0] | index(\"kube-system\") != null and index(\"kube-public\") != null and
+                index(\"kube-node-lease\") != null and index(\$ns) != null)"
+    check "$o: namespaceSelector honours the opt-out label" "$J" "
+        [$W.namespaceSelector.matchExpressions[] |
+         select(.key == \"ncclguard.io/inject\" and .operator == \"NotIn\" and
+                .values == [\"false\"])] | length == 1"
+    check "$o: no objectSelector and no matchLabels that would narrow it" "$J" "
+        ($W.objectSelector == null) and ($W.namespaceSelector.matchLabels == null)"
+    check "$o: CEL looks at containers and initContainers, limits and requests" "$J" "
+        [$W.matchConditions[] | select(.name == \"requests-gpu\") | .expression] |
+        length == 1 and (.[0] | contains(\"object.spec.containers\") and
+            contains(\"object.spec.initContainers\") and
+            contains(\"resources.limits\") and contains(\"resources.requests\"))"
+    check "$o: CEL parentheses balance" "$J" "
+        [$W.matchConditions[].expression | explode |
+         (map(select(. == 40)) | length) == (map(select(. == 41)) | length)] | all"
+
+    D='(.[] | select(.kind == "Deployment"))'
+    C="($D.spec.template.spec.containers[0])"
+    check "$o: Deployment 2 replicas, topology spread on hostname and zone" "$J" "
+        $D.spec.replicas == 2 and
+        ([$D.spec.template.spec.topologySpreadConstraints[].topologyKey] |
+         index(\"kubernetes.io/hostname\") != null and
+         index(\"topology.kubernetes.io/zone\") != null)"
+    check "$o: Deployment image" "$J" "$C.image == \"ghcr.io/ncclguard/ncclguard:0.1.0\""
+    check "$o: Deployment args" "$J" "$C.args == [\"serve\", \"--listen\",
+        \"0.0.0.0:8443\", \"--cert\", \"/certs/tls.crt\", \"--key\",
+        \"/certs/tls.key\", \"--policy\", \"/etc/ncclguard/policy.yaml\"]"
+    check "$o: POD_NAMESPACE from the downward API" "$J" "
+        [$C.env[] | select(.name == \"POD_NAMESPACE\") |
+         .valueFrom.fieldRef.fieldPath] == [\"metadata.namespace\"]"
+    check "$o: requests and limits for cpu and memory" "$J" "
+        $C.resources.requests.cpu and $C.resources.requests.memory and
+        $C.resources.limits.cpu and $C.resources.limits.memory"
+    check "$o: locked down (non-root, read-only root, drop ALL, RuntimeDefault)" "$J" "
+        $D.spec.template.spec.securityContext.runAsNonRoot == true and
+        $D.spec.template.spec.securityContext.runAsUser > 0 and
+        $D.spec.template.spec.securityContext.seccompProfile.type == \"RuntimeDefault\" and
+        $C.securityContext.readOnlyRootFilesystem == true and
+        $C.securityContext.allowPrivilegeEscalation == false and
+        $C.securityContext.capabilities.drop == [\"ALL\"] and
+        $C.securityContext.runAsNonRoot == true and
+        $C.securityContext.seccompProfile.type == \"RuntimeDefault\" and
+        ($C.securityContext.capabilities.add == null)"
+    # The probes hit the server's own routes on its HTTPS port.
+    check "$o: liveness /healthz and readiness /readyz over HTTPS on 8443" "$J" "
+        ($C.ports | map({(.name): .containerPort}) | add) as \$ports |
+        def port(p): if (p | type) == \"number\" then p else \$ports[p] end;
+        $C.livenessProbe.httpGet.path == \"/healthz\" and
+        $C.livenessProbe.httpGet.scheme == \"HTTPS\" and
+        port($C.livenessProbe.httpGet.port) == 8443 and
+        $C.readinessProbe.httpGet.path == \"/readyz\" and
+        $C.readinessProbe.httpGet.scheme == \"HTTPS\" and
+        port($C.readinessProbe.httpGet.port) == 8443"
+    check "$o: Service 443 -> the container's 8443" "$J" "
+        ($C.ports | map({(.name): .containerPort}) | add) as \$ports |
+        (.[] | select(.kind == \"Service\") | .spec.ports[0]) as \$p |
+        \$p.port == 443 and
+        (if (\$p.targetPort | type) == \"number\" then \$p.targetPort
+         else \$ports[\$p.targetPort] end) == 8443"
+    check "$o: Service and PDB select the webhook pods" "$J" "
+        $D.spec.template.metadata.labels as \$l |
+        (.[] | select(.kind == \"Service\") | .spec.selector |
+         to_entries | all(\$l[.key] == .value)) and
+        (.[] | select(.kind == \"PodDisruptionBudget\") |
+         .spec.selector.matchLabels | to_entries | all(\$l[.key] == .value))"
+    check "$o: PDB keeps at least one of the replicas" "$J" "
+        (.[] | select(.kind == \"PodDisruptionBudget\") | .spec.minAvailable) as \$m |
+        \$m >= 1 and \$m < $D.spec.replicas"
+    check "$o: certificate Secret mounted where --cert and --key point" "$J" "
+        ($D.spec.template.spec.volumes[] | select(.secret) ) as \$v |
+        [$C.volumeMounts[] | select(.name == \$v.name and .mountPath == \"/certs\" and
+                                    .readOnly == true and .subPath == null)] | length == 1"
+    check "$o: policy ConfigMap mounted at /etc/ncclguard with policy.yaml" "$J" "
+        ($D.spec.template.spec.volumes[] | select(.configMap)) as \$v |
+        ([.[] | select(.kind == \"ConfigMap\" and .metadata.name == \$v.configMap.name) |
+          .data[\"policy.yaml\"]] | length == 1) and
+        ([$C.volumeMounts[] | select(.name == \$v.name and .mountPath == \"/etc/ncclguard\" and
+                                     .subPath == null)] | length == 1)"
+    check "$o: webhook ServiceAccount has no token and no RBAC" "$J" "
+        $D.spec.template.spec.serviceAccountName as \$sa |
+        $D.spec.template.spec.automountServiceAccountToken == false and
+        ([.[] | select(.kind == \"RoleBinding\" or .kind == \"ClusterRoleBinding\") |
+          .subjects[] | select(.name == \$sa)] | length == 0)"
+    check "$o: NCCL profile ConfigMap with NCCL_ variables" "$J" '
+        [.[] | select(.kind == "ConfigMap" and .metadata.name == "nccl-production-profile")] |
+        length >= 1 and all(.data | length > 0 and (keys | all(startswith("NCCL_"))))'
+done
+
+# --- self-signed: Job, RBAC, and the Job's steps run here -----------------
+J=$T/ss.json
+JOB='(.[] | select(.kind == "Job"))'
+check "self-signed: the Job creates for the Service's name and namespace" "$J" "
+    (.[] | select(.kind == \"Service\")) as \$s |
+    $JOB.spec.template.spec.initContainers[0].args as \$a |
+    \$a[0:2] == [\"certs\", \"create\"] and
+    (\$a | index(\"--service\")) as \$i | \$a[\$i + 1] == \$s.metadata.name and
+    (\$a | index(\"--namespace\")) as \$j | \$a[\$j + 1] == \$s.metadata.namespace"
+check "self-signed: the Job's script writes the Secret the Deployment mounts" "$J" "
+    (.[] | select(.kind == \"Deployment\") | .spec.template.spec.volumes[] |
+     select(.secret) | .secret.secretName) as \$name |
+    $JOB.spec.template.spec.containers[0].command[-1] |
+    contains(\"create secret generic \" + \$name) and contains(\"kubernetes.io/tls\")"
+check "self-signed: the Job renders from the policy ConfigMap the webhook uses" "$J" "
+    (.[] | select(.kind == \"Deployment\") | .spec.template.spec.volumes[] |
+     select(.configMap) | .configMap.name) as \$cm |
+    ($JOB.spec.template.spec.volumes[] | select(.configMap) | .configMap.name) == \$cm and
+    ($JOB.spec.template.spec.initContainers[1].args | index(\"--policy\")) as \$i |
+    $JOB.spec.template.spec.initContainers[1].args[\$i + 1] == \"/etc/ncclguard/policy.yaml\" and
+    ($JOB.spec.template.spec.initContainers[1].volumeMounts[] |
+     select(.mountPath == \"/etc/ncclguard\") | .name) as \$m |
+    ($JOB.spec.template.spec.volumes[] | select(.name == \$m) | .configMap.name) == \$cm"
+check "self-signed: the Job's pod runs restricted" "$J" "
+    $JOB.spec.template.spec.securityContext.runAsNonRoot == true and
+    $JOB.spec.template.spec.securityContext.seccompProfile.type == \"RuntimeDefault\" and
+    ([$JOB.spec.template.spec.initContainers[], $JOB.spec.template.spec.containers[] |
+      .securityContext.allowPrivilegeEscalation == false and
+      .securityContext.capabilities.drop == [\"ALL\"]] | all)"
+check "self-signed: Role lets the Job create, get and patch its Secrets" "$J" '
+    ([.[] | select(.kind == "Role") | .rules[] | select(.resources == ["secrets"]) |
+      .verbs[]] | index("create") != null and index("get") != null and
+      index("patch") != null) and
+    ([.[] | select(.kind == "RoleBinding") | .subjects[].name] | index("ncclguard-certs") != null)'
+check "self-signed: ClusterRole lets the Job patch only this webhook configuration" "$J" '
+    (.[] | select(.kind == "MutatingWebhookConfiguration") | .metadata.name) as $mwc |
+    [.[] | select(.kind == "ClusterRole") | .rules[]] ==
+      [{apiGroups: ["admissionregistration.k8s.io"],
+        resources: ["mutatingwebhookconfigurations"], resourceNames: [$mwc],
+        verbs: ["get", "patch"]}] and
+    ([.[] | select(.kind == "ClusterRoleBinding") | .subjects[].name] | index("ncclguard-certs") != null)'
+check "self-signed: the Job's ServiceAccount is the one bound" "$J" "
+    $JOB.spec.template.spec.serviceAccountName == \"ncclguard-certs\""
+
+# Run the Job's two ncclguard steps with its own arguments (/work and /ca
+# mapped to temporary folders), then apply its patch to the rendered webhook
+# configuration the way the Job's kubectl does.
+jobargs() {
+    jq -r "$JOB.spec.template.spec.initContainers[$1].args[]" "$J" |
+        sed -e "s#^/work#$T/work#" -e "s#^/ca\$#$T/ca#" \
+            -e "s#^/etc/ncclguard/#$ROOT/deploy/base/#"
+}
+mkdir -p "$T/ca"
+# shellcheck disable=SC2046
+if "$NCCLGUARD" $(jobargs 0) >"$T/bundle" 2>"$T/err" &&
+    "$NCCLGUARD" $(jobargs 1) 2>>"$T/err"; then ok; else
+    bad "the Job's ncclguard steps failed"
+    sed 's/^/  /' "$T/err" >&2
+fi
+jq '.[] | select(.kind == "MutatingWebhookConfiguration")' "$J" >"$T/mwc.json"
+if kubectl patch --local -f "$T/mwc.json" --type=merge \
+    --patch-file="$T/work/webhook.yaml" -o json >"$T/patched.json" 2>"$T/err"; then ok; else
+    bad "kubectl patch --local with the Job's webhook.yaml"
+    sed 's/^/  /' "$T/err" >&2
+fi
+check "self-signed: the patch sets the printed caBundle" "$T/patched.json" \
+    '.webhooks[0].clientConfig.caBundle == $b' --arg b "$(cat "$T/bundle")"
+# webhook-config renders exactly the base object: the patch changes nothing
+# else (a drift between certs.c and the YAML fails here).
+jq -S 'del(.webhooks[0].clientConfig.caBundle)' "$T/patched.json" >"$T/a"
+jq -S . "$T/mwc.json" >"$T/b"
+if cmp -s "$T/a" "$T/b"; then ok; else
+    bad "certs webhook-config differs from deploy/base/mutatingwebhookconfiguration.yaml"
+    diff "$T/b" "$T/a" | sed 's/^/  /' >&2
+fi
+# Running the Job again reuses the CA it stored in ncclguard-ca.
+cp "$T/work/ca.crt" "$T/work/ca.key" "$T/ca/"
+rm -rf "$T/work"
+# shellcheck disable=SC2046
+"$NCCLGUARD" $(jobargs 0) >"$T/bundle2" 2>"$T/err"
+cmp -s "$T/bundle" "$T/bundle2" && ok || bad "a second Job run changed the caBundle"
+
+# --- cert-manager -------------------------------------------------------------
+J=$T/cm.json
+check "cert-manager: serving Certificate writes the Secret the Deployment mounts" "$J" '
+    (.[] | select(.kind == "Deployment") | .spec.template.spec.volumes[] |
+     select(.secret) | .secret.secretName) as $name |
+    [.[] | select(.kind == "Certificate" and .spec.secretName == $name and
+                  (.spec.isCA | not))] | length == 1'
+check "cert-manager: serving Certificate names the Service and is for server auth" "$J" '
+    (.[] | select(.kind == "Service") | .metadata) as $s |
+    (.[] | select(.kind == "Certificate" and (.spec.isCA | not)) | .spec) as $c |
+    ($c.dnsNames | sort) == ([$s.name, "\($s.name).\($s.namespace)",
+        "\($s.name).\($s.namespace).svc",
+        "\($s.name).\($s.namespace).svc.cluster.local"] | sort) and
+    ($c.usages | index("server auth") != null)'
+check "cert-manager: inject-ca-from names the serving Certificate" "$J" '
+    (.[] | select(.kind == "Certificate" and (.spec.isCA | not)) | .metadata) as $c |
+    (.[] | select(.kind == "MutatingWebhookConfiguration") |
+     .metadata.annotations["cert-manager.io/inject-ca-from"]) == "\($c.namespace)/\($c.name)"'
+check "cert-manager: serving Certificate issued by a CA Issuer backed by the CA Certificate" "$J" '
+    (.[] | select(.kind == "Certificate" and (.spec.isCA | not)) | .spec.issuerRef.name) as $i |
+    (.[] | select(.kind == "Issuer" and .metadata.name == $i) | .spec.ca.secretName) as $ca |
+    [.[] | select(.kind == "Certificate" and .spec.isCA == true and .spec.secretName == $ca)] |
+    length == 1'
+check "cert-manager: no caBundle and no Job" "$J" '
+    ((.[] | select(.kind == "MutatingWebhookConfiguration") | .webhooks[0].clientConfig.caBundle) == null) and
+    ([.[] | select(.kind == "Job")] | length == 0)'
+
+# --- the profile component ------------------------------------------------------
+check "component: the profile lands in each listed namespace, same data" "$T/user.json" '
+    [.[] | select(.kind == "ConfigMap" and .metadata.name == "nccl-production-profile")] as $p |
+    ($p | map(.metadata.namespace) | sort) == ["ml-inference", "ml-training", "ncclguard"] and
+    ($p | map(.data) | unique | length == 1)'
+
+# --- policy copy, GPU names, ring-check image, profile lint ---------------------
+if [ -f policy/default.yaml ]; then
+    cmp -s policy/default.yaml deploy/base/policy.yaml && ok ||
+        bad "deploy/base/policy.yaml differs from policy/default.yaml (cp policy/default.yaml deploy/base/policy.yaml)"
+    yq . policy/default.yaml >"$T/policy.json"
+    jq -c '[.. | objects | .gpuResources? // empty] | first | sort' \
+        "$T/policy.json" >"$T/gpus"
+    check "CEL names exactly the GPU resources of policy/default.yaml" "$T/base.json" '
+        (.[] | select(.kind == "MutatingWebhookConfiguration") |
+         .webhooks[0].matchConditions[] | select(.name == "requests-gpu") |
+         [.expression | scan("\\[([^]]*)\\]")[0] | split(", ")[] |
+          ltrimstr("'"'"'") | rtrimstr("'"'"'")] | unique) as $cel |
+        $cel == $gpus' --argjson gpus "$(cat "$T/gpus")"
+else
+    bad "policy/default.yaml is missing"
+fi
+# The profile must pass the NCCL-aware lint with no error and no warning.
+if "$NCCLGUARD" policy lint --profile deploy/base/nccl-production-profile.yaml \
+    >"$T/out" 2>&1 && grep -qx '0 errors, 0 warnings' "$T/out"; then ok; else
+    bad "policy lint --profile deploy/base/nccl-production-profile.yaml"
+    sed 's/^/  /' "$T/out" >&2
+fi
+
+# --- Dockerfiles (no engine here: static checks) --------------------------------
+WD=deploy/docker/webhook.Dockerfile
+RD=deploy/docker/ringcheck.Dockerfile
+# The runtime stage installs the package of every library the binary links.
+runtime=$(awk '/^FROM /{n++} n == 2' "$WD")
+for lib in $(ldd "$NCCLGUARD" | awk '/=>/ {print $3}'); do
+    pkg=$( (dpkg -S "$lib" || dpkg -S "$(readlink -f "$lib")" ||
+        dpkg -S "/usr$lib") 2>/dev/null | head -n1 | cut -d: -f1)
+    case $pkg in
+    libc6 | libgcc-s1 | "") continue ;; # in every Debian base image
+    esac
+    echo "$runtime" | grep -qw -- "$pkg" && ok ||
+        bad "$WD: runtime stage lacks $pkg (for $lib)"
+done
+for f in "$WD" "$RD"; do
+    [ "$(grep -c '^FROM ' "$f")" -ge 2 ] && ok || bad "$f is not multi-stage"
+    user=$(awk '/^USER /{u=$2} END{print u}' "$f")
+    case $user in
+    0 | 0:* | root | root:* | "") bad "$f runs as root ('$user')" ;;
+    [0-9]*) ok ;;
+    *) bad "$f: USER '$user' is not numeric (runAsNonRoot needs a number)" ;;
+    esac
+done
+grep -q 'ghcr.io/ncclguard/ncclguard:0.1.0' "$WD" && ok || bad "$WD does not name its image"
+grep -q 'ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0' "$RD" && ok || bad "$RD does not name its image"
+grep -q '^FROM nvidia/cuda:.*-runtime-' "$RD" && ok || bad "$RD: runtime stage is not a CUDA runtime image"
+grep -qw libnccl2 "$RD" && ok || bad "$RD does not install NCCL"
+if [ -f policy/default.yaml ]; then
+    check "the policy's ring-check image is the one ringcheck.Dockerfile builds" \
+        "$T/policy.json" '[.. | objects | .image? // empty | strings |
+        select(contains("ringcheck"))] | length >= 1 and
+        all(. == "ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0")'
+fi
+
+echo "tests/deploy: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,645 @@
+/* A test double for NCCL (libnccl.so.2): collectives between simulated GPUs
+ * through a shared file, with faults injected from the environment. */
+#include "fake.h"
+
+#include <nccl.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/*
+ * Faults (device indices are CUDA ordinals, the same in every process):
+ *   FAKENCCL_HANG_INIT=D|all   init never completes on device D (or on all)
+ *   FAKENCCL_HANG_COLL=D       the first collective never completes on D
+ *   FAKENCCL_WRONG=D           AllReduce results on D are off by one
+ *   FAKENCCL_P2P_BROKEN=A,B[,error|hang|corrupt]
+ *                              P2P between devices A and B fails (default
+ *                              with an error); NCCL_P2P_DISABLE=1 cures it
+ *   FAKENCCL_BUSBW_GBPS=X      collectives run at X GB/s bus bandwidth
+ *   FAKENCCL_CRASH=D           the process driving D dies with SIGSEGV in
+ *                              its first collective
+ *   FAKENCCL_ABORT_HANG=1      ncclCommAbort never returns
+ *   FAKENCCL_DIR=PATH          where the shared files live (default /dev/shm)
+ */
+
+#define CHUNK (256 * 1024)
+#define MAXR 64
+#define QLEN 64
+
+struct shared {
+    atomic_int joined;
+    int nranks;
+    int dev[MAXR];
+    atomic_ulong arrived[2];
+    atomic_ulong done[2];
+    /* then 2 slots x nranks x CHUNK bytes */
+};
+
+enum op_kind { OP_ALLREDUCE, OP_ALLGATHER, OP_BROADCAST, OP_FINALIZE };
+
+struct op {
+    enum op_kind kind;
+    const void *send;
+    void *recv;
+    size_t count;
+    ncclDataType_t type;
+    int root;
+    cudaStream_t stream;
+};
+
+struct ncclComm {
+    int rank, nranks, dev, blocking;
+    char path[200];
+    struct shared *sh;
+    size_t shlen;
+    unsigned long seq;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct op q[QLEN];
+    int qhead, qtail;
+    atomic_int status; /* ncclResult_t; ncclInProgress while busy */
+    atomic_int stop;
+    atomic_int aborting;
+    int ncoll;
+    char last_error[256];
+    /* faults for this rank */
+    int hang_init, hang_coll, wrong, crash, p2p_mode;
+    double busbw;
+};
+
+static int
+env_dev_match(const char *name, int dev)
+{
+    const char *v = getenv(name);
+    char *end;
+    long l;
+
+    if (v == NULL || *v == '\0')
+        return 0;
+    if (strcmp(v, "all") == 0)
+        return 1;
+    l = strtol(v, &end, 10);
+    return *end == '\0' && l == dev;
+}
+
+static void
+warn_line(struct ncclComm *c, const char *fmt, ...)
+{
+    const char *dbg = getenv("NCCL_DEBUG");
+    char host[64] = "host";
+    char msg[200];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    snprintf(c->last_error, sizeof(c->last_error), "%s", msg);
+    if (dbg == NULL || strcasecmp(dbg, "VERSION") == 0 ||
+        strcasecmp(dbg, "NONE") == 0)
+        return;
+    gethostname(host, sizeof(host) - 1);
+    printf("%s:%d:%d [%d] NCCL WARN %s\n", host, (int)getpid(),
+           (int)gettid(), c->dev, msg);
+    fflush(stdout);
+}
+
+static void
+nap(void)
+{
+    struct timespec ts = {0, 100000};
+
+    nanosleep(&ts, NULL);
+}
+
+/* Waits until *v >= target or the comm aborts; 0 or -1 on abort. */
+static int
+wait_ge(struct ncclComm *c, atomic_ulong *v, unsigned long target)
+{
+    while (atomic_load(v) < target) {
+        if (atomic_load(&c->aborting))
+            return -1;
+        nap();
+    }
+    return 0;
+}
+
+static int
+wait_abort(struct ncclComm *c)
+{
+    while (!atomic_load(&c->aborting))
+        nap();
+    return -1;
+}
+
+static unsigned char *
+slot_data(struct ncclComm *c, int slot, int rank)
+{
+    unsigned char *base = (unsigned char *)(c->sh + 1);
+
+    return base + ((size_t)slot * (size_t)c->nranks + (size_t)rank) * CHUNK;
+}
+
+/* One step of the exchange: every rank puts len bytes of contrib (may be
+ * NULL) in its slot; fn then reads all slots. */
+static int
+exchange(struct ncclComm *c, const void *contrib, size_t len,
+         void (*fn)(struct ncclComm *, int slot, void *arg), void *arg)
+{
+    int slot = (int)(c->seq & 1);
+    unsigned long gen = c->seq >> 1;
+    unsigned long n = (unsigned long)c->nranks;
+
+    if (wait_ge(c, &c->sh->done[slot], n * gen) != 0)
+        return -1;
+    if (contrib != NULL && len > 0)
+        memcpy(slot_data(c, slot, c->rank), contrib, len);
+    atomic_fetch_add(&c->sh->arrived[slot], 1);
+    if (wait_ge(c, &c->sh->arrived[slot], n * (gen + 1)) != 0)
+        return -1;
+    if (fn != NULL)
+        fn(c, slot, arg);
+    atomic_fetch_add(&c->sh->done[slot], 1);
+    c->seq++;
+    return 0;
+}
+
+static size_t
+type_size(ncclDataType_t t)
+{
+    switch (t) {
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    case ncclInt8: case ncclUint8: return 1;
+    default: return 0;
+    }
+}
+
+struct step {
+    const struct op *op;
+    size_t off;  /* byte offset of this chunk */
+    size_t len;  /* bytes in this chunk */
+};
+
+static void
+sum_step(struct ncclComm *c, int slot, void *arg)
+{
+    struct step *s = arg;
+    size_t n4 = s->len / 4;
+    unsigned char *out = (unsigned char *)s->op->recv + s->off;
+
+    if (s->op->type == ncclFloat32) {
+        float *o = (float *)out;
+        for (size_t i = 0; i < n4; i++) {
+            float acc = 0;
+            for (int r = 0; r < c->nranks; r++)
+                acc += ((float *)slot_data(c, slot, r))[i];
+            o[i] = acc;
+        }
+    } else {
+        int32_t *o = (int32_t *)out;
+        for (size_t i = 0; i < n4; i++) {
+            uint32_t acc = 0;
+            for (int r = 0; r < c->nranks; r++)
+                acc += (uint32_t)((int32_t *)slot_data(c, slot, r))[i];
+            o[i] = (int32_t)acc;
+        }
+    }
+}
+
+static void
+gather_step(struct ncclComm *c, int slot, void *arg)
+{
+    struct step *s = arg;
+    size_t total = s->op->count * type_size(s->op->type);
+
+    for (int r = 0; r < c->nranks; r++)
+        memcpy((unsigned char *)s->op->recv + (size_t)r * total + s->off,
+               slot_data(c, slot, r), s->len);
+}
+
+static void
+bcast_step(struct ncclComm *c, int slot, void *arg)
+{
+    struct step *s = arg;
+
+    memcpy((unsigned char *)s->op->recv + s->off,
+           slot_data(c, slot, s->op->root), s->len);
+}
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int
+run_op(struct ncclComm *c, const struct op *op)
+{
+    size_t total = op->count * type_size(op->type);
+    double t0 = now_s();
+    struct step s = {op, 0, 0};
+
+    if (op->kind == OP_FINALIZE)
+        return exchange(c, NULL, 0, NULL, NULL);
+    c->ncoll++;
+    if (c->hang_coll && c->ncoll == 1)
+        return wait_abort(c);
+    if (c->p2p_mode == 2)
+        return wait_abort(c);
+    if (c->p2p_mode == 1) {
+        warn_line(c, "transport/p2p.cc:274 Cuda failure 'peer mapping "
+                     "resources exhausted' on GPU %d (P2P to its peer)",
+                  c->dev);
+        atomic_store(&c->status, ncclUnhandledCudaError);
+        return -1;
+    }
+    for (s.off = 0; s.off < total || (total == 0 && s.off == 0);
+         s.off += CHUNK) {
+        s.len = total - s.off < CHUNK ? total - s.off : CHUNK;
+        if (op->kind == OP_ALLREDUCE) {
+            if (exchange(c, (const unsigned char *)op->send + s.off, s.len,
+                         sum_step, &s) != 0)
+                return -1;
+        } else if (op->kind == OP_ALLGATHER) {
+            if (exchange(c, (const unsigned char *)op->send + s.off, s.len,
+                         gather_step, &s) != 0)
+                return -1;
+        } else {
+            const void *src = c->rank == op->root
+                                  ? (const unsigned char *)op->send + s.off
+                                  : NULL;
+            if (exchange(c, src, s.len, bcast_step, &s) != 0)
+                return -1;
+        }
+        if (total == 0)
+            break;
+    }
+    if (op->kind == OP_ALLREDUCE && op->count > 0 &&
+        (c->wrong || c->p2p_mode == 3) && op->type == ncclInt32)
+        ((int32_t *)op->recv)[op->count / 2] += 1;
+    if (c->busbw > 0 && c->nranks > 1) {
+        double bus = (double)total * 2.0 * (c->nranks - 1) / c->nranks;
+        double want = bus / (c->busbw * 1e9);
+        while (now_s() - t0 < want && !atomic_load(&c->aborting))
+            nap();
+    }
+    return 0;
+}
+
+static int
+do_init(struct ncclComm *c)
+{
+    int fd;
+    int p2p_off;
+    const char *v;
+    int a = -1, b = -1;
+    char mode[16] = "error";
+
+    c->shlen = sizeof(struct shared) + 2 * (size_t)c->nranks * CHUNK;
+    fd = open(c->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || ftruncate(fd, (off_t)c->shlen) != 0) {
+        warn_line(c, "fake: cannot create %s: %s", c->path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return ncclSystemError;
+    }
+    c->sh = mmap(NULL, c->shlen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (c->sh == MAP_FAILED) {
+        c->sh = NULL;
+        return ncclSystemError;
+    }
+    c->sh->nranks = c->nranks;
+    c->sh->dev[c->rank] = c->dev;
+    atomic_fetch_add(&c->sh->joined, 1);
+    if (c->hang_init) {
+        wait_abort(c);
+        return ncclInternalError;
+    }
+    while (atomic_load(&c->sh->joined) < c->nranks) {
+        if (atomic_load(&c->aborting))
+            return ncclInternalError;
+        nap();
+    }
+    /* Everyone has mapped it: the name is no longer needed. */
+    if (exchange(c, NULL, 0, NULL, NULL) != 0)
+        return ncclInternalError;
+    if (c->rank == 0)
+        unlink(c->path);
+    v = getenv("FAKENCCL_P2P_BROKEN");
+    p2p_off = getenv("NCCL_P2P_DISABLE") != NULL &&
+              strcmp(getenv("NCCL_P2P_DISABLE"), "1") == 0;
+    if (v != NULL && sscanf(v, "%d,%d,%15s", &a, &b, mode) >= 2 && !p2p_off &&
+        (c->dev == a || c->dev == b)) {
+        int has_a = 0, has_b = 0;
+        for (int r = 0; r < c->nranks; r++) {
+            has_a |= c->sh->dev[r] == a;
+            has_b |= c->sh->dev[r] == b;
+        }
+        if (has_a && has_b)
+            c->p2p_mode = strcmp(mode, "hang") == 0      ? 2
+                          : strcmp(mode, "corrupt") == 0 ? 3
+                                                         : 1;
+    }
+    return ncclSuccess;
+}
+
+static void *
+progress(void *arg)
+{
+    struct ncclComm *c = arg;
+    int r = do_init(c);
+
+    atomic_store(&c->status, r);
+    if (r != ncclSuccess)
+        return NULL;
+    for (;;) {
+        struct op op;
+
+        pthread_mutex_lock(&c->mu);
+        while (c->qhead == c->qtail && !atomic_load(&c->stop) &&
+               !atomic_load(&c->aborting))
+            pthread_cond_wait(&c->cv, &c->mu);
+        if (c->qhead == c->qtail || atomic_load(&c->aborting)) {
+            pthread_mutex_unlock(&c->mu);
+            return NULL;
+        }
+        op = c->q[c->qhead % QLEN];
+        pthread_mutex_unlock(&c->mu);
+        if (run_op(c, &op) != 0) {
+            if (atomic_load(&c->status) == ncclSuccess ||
+                atomic_load(&c->status) == ncclInProgress)
+                atomic_store(&c->status, atomic_load(&c->aborting)
+                                             ? ncclInternalError
+                                             : ncclSystemError);
+            /* The stream stays not ready, as after a failed kernel. */
+            return NULL;
+        }
+        if (op.kind == OP_FINALIZE)
+            atomic_store(&c->status, ncclSuccess);
+        pthread_mutex_lock(&c->mu);
+        c->qhead++;
+        pthread_mutex_unlock(&c->mu);
+        fakecuda_stream_end(op.stream, 0);
+    }
+}
+
+ncclResult_t
+ncclGetVersion(int *version)
+{
+    *version = NCCL_VERSION_CODE;
+    return ncclSuccess;
+}
+
+const char *
+ncclGetErrorString(ncclResult_t r)
+{
+    switch (r) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+    }
+}
+
+const char *
+ncclGetLastError(ncclComm_t comm)
+{
+    return comm != NULL ? comm->last_error : "";
+}
+
+ncclResult_t
+ncclGetUniqueId(ncclUniqueId *id)
+{
+    static atomic_int counter;
+    const char *dir = getenv("FAKENCCL_DIR");
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    memset(id, 0, sizeof(*id));
+    snprintf(id->internal, sizeof(id->internal), "%s/fakenccl-%d-%d-%ld",
+             dir != NULL && *dir != '\0' ? dir : "/dev/shm", (int)getpid(),
+             atomic_fetch_add(&counter, 1), (long)ts.tv_nsec);
+    return ncclSuccess;
+}
+
+ncclResult_t
+ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id,
+                       int rank, ncclConfig_t *config)
+{
+    struct ncclComm *c;
+    const char *bw = getenv("FAKENCCL_BUSBW_GBPS");
+
+    if (nranks < 1 || nranks > MAXR || rank < 0 || rank >= nranks ||
+        id.internal[0] == '\0')
+        return ncclInvalidArgument;
+    c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return ncclSystemError;
+    c->rank = rank;
+    c->nranks = nranks;
+    c->dev = fakecuda_current_device();
+    c->blocking = config == NULL || config->blocking != 0;
+    snprintf(c->path, sizeof(c->path), "%.*s", (int)sizeof(id.internal),
+             id.internal);
+    c->hang_init = env_dev_match("FAKENCCL_HANG_INIT", c->dev);
+    c->hang_coll = env_dev_match("FAKENCCL_HANG_COLL", c->dev);
+    c->wrong = env_dev_match("FAKENCCL_WRONG", c->dev);
+    c->crash = env_dev_match("FAKENCCL_CRASH", c->dev);
+    c->busbw = bw != NULL ? strtod(bw, NULL) : 0;
+    atomic_store(&c->status, ncclInProgress);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    if (pthread_create(&c->thread, NULL, progress, c) != 0) {
+        free(c);
+        return ncclSystemError;
+    }
+    *out = c;
+    if (c->blocking) {
+        while (atomic_load(&c->status) == ncclInProgress)
+            nap();
+        return (ncclResult_t)atomic_load(&c->status);
+    }
+    return ncclInProgress;
+}
+
+ncclResult_t
+ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, int rank)
+{
+    return ncclCommInitRankConfig(out, nranks, id, rank, NULL);
+}
+
+ncclResult_t
+ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err)
+{
+    if (comm == NULL)
+        return ncclInvalidArgument;
+    *err = (ncclResult_t)atomic_load(&comm->status);
+    return ncclSuccess;
+}
+
+static ncclResult_t
+enqueue(ncclComm_t c, const struct op *op)
+{
+    int st;
+
+    if (c == NULL)
+        return ncclInvalidArgument;
+    st = atomic_load(&c->status);
+    if (st != ncclSuccess)
+        return st == ncclInProgress ? ncclInvalidUsage : (ncclResult_t)st;
+    if (op->kind != OP_FINALIZE && type_size(op->type) == 0)
+        return ncclInvalidArgument;
+    if (op->kind != OP_FINALIZE && c->crash) {
+        /* A real crash: no sanitizer report, no handler. */
+        signal(SIGSEGV, SIG_DFL);
+        raise(SIGSEGV);
+    }
+    pthread_mutex_lock(&c->mu);
+    if (c->qtail - c->qhead >= QLEN) {
+        pthread_mutex_unlock(&c->mu);
+        return ncclInvalidUsage;
+    }
+    fakecuda_stream_begin(op->stream);
+    c->q[c->qtail % QLEN] = *op;
+    c->qtail++;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return ncclSuccess;
+}
+
+ncclResult_t
+ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
+              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    struct op o = {OP_ALLREDUCE, send, recv, count, type, 0, stream};
+
+    if (op != ncclSum || (type != ncclInt32 && type != ncclFloat32))
+        return ncclInvalidArgument;
+    return enqueue(comm, &o);
+}
+
+ncclResult_t
+ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t type,
+              ncclComm_t comm, cudaStream_t stream)
+{
+    struct op o = {OP_ALLGATHER, send, recv, count, type, 0, stream};
+
+    return enqueue(comm, &o);
+}
+
+ncclResult_t
+ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type,
+              int root, ncclComm_t comm, cudaStream_t stream)
+{
+    struct op o = {OP_BROADCAST, send, recv, count, type, root, stream};
+
+    if (comm == NULL || root < 0 || root >= comm->nranks)
+        return ncclInvalidArgument;
+    return enqueue(comm, &o);
+}
+
+/* nccl.h declares these two without (void), so they have no prototype. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
+ncclResult_t
+ncclGroupStart(void)
+{
+    return ncclSuccess;
+}
+
+ncclResult_t
+ncclGroupEnd(void)
+{
+    return ncclSuccess;
+}
+#pragma GCC diagnostic pop
+
+ncclResult_t
+ncclCommFinalize(ncclComm_t comm)
+{
+    struct op o = {OP_FINALIZE, NULL, NULL, 0, ncclInt32, 0, NULL};
+
+    if (comm == NULL)
+        return ncclInvalidArgument;
+    pthread_mutex_lock(&comm->mu);
+    if (atomic_load(&comm->status) != ncclSuccess) {
+        pthread_mutex_unlock(&comm->mu);
+        return ncclInvalidUsage;
+    }
+    /* In progress until every rank has flushed its work. */
+    atomic_store(&comm->status, ncclInProgress);
+    comm->q[comm->qtail % QLEN] = o;
+    comm->qtail++;
+    pthread_cond_signal(&comm->cv);
+    pthread_mutex_unlock(&comm->mu);
+    if (comm->blocking) {
+        while (atomic_load(&comm->status) == ncclInProgress)
+            nap();
+        return (ncclResult_t)atomic_load(&comm->status);
+    }
+    return ncclInProgress;
+}
+
+static void
+comm_free(ncclComm_t c)
+{
+    pthread_join(c->thread, NULL);
+    if (c->sh != NULL)
+        munmap(c->sh, c->shlen);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+}
+
+ncclResult_t
+ncclCommDestroy(ncclComm_t comm)
+{
+    if (comm == NULL)
+        return ncclSuccess;
+    pthread_mutex_lock(&comm->mu);
+    atomic_store(&comm->stop, 1);
+    pthread_cond_signal(&comm->cv);
+    pthread_mutex_unlock(&comm->mu);
+    comm_free(comm);
+    return ncclSuccess;
+}
+
+ncclResult_t
+ncclCommAbort(ncclComm_t comm)
+{
+    const char *h = getenv("FAKENCCL_ABORT_HANG");
+
+    if (comm == NULL)
+        return ncclSuccess;
+    if (h != NULL && strcmp(h, "1") == 0)
+        for (;;)
+            pause();
+    pthread_mutex_lock(&comm->mu);
+    atomic_store(&comm->aborting, 1);
+    pthread_cond_signal(&comm->cv);
+    pthread_mutex_unlock(&comm->mu);
+    comm_free(comm);
+    return ncclSuccess;
+}

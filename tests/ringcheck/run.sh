@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+# Integration tests of ncclguard-ringcheck: the real binary against the
+# CUDA/NCCL test double (tests/fakes), one injected fault per case.
+#
+#   RINGCHECK=path/to/ncclguard-ringcheck FAKES=dir/with/fake/libs run.sh
+set -u
+
+: "${RINGCHECK:?set RINGCHECK to the binary}"
+: "${FAKES:?set FAKES to the folder with the test double}"
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ringcheck-test.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+OUT=$TMP/out
+TL=$TMP/termination-log
+REPORT=$TMP/report.json
+CONF=$TMP/nccl.conf
+ELAPSED=0
+RC=0
+
+ok() { pass=$((pass + 1)); }
+bad() {
+    fail=$((fail + 1))
+    echo "FAIL: $CASE: $*"
+    echo "---- output of $CASE"
+    sed -e 's/^/    /' "$OUT" | tail -40
+    echo "----"
+}
+
+# rc ENV... -- ARGS...: runs the binary against the double with ENV.
+run() {
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    rm -f "$TL" "$REPORT" "$CONF"
+    mkdir -p "$TMP/shm"
+    local t0 t1
+    t0=$(date +%s%N)
+    env LD_LIBRARY_PATH="$FAKES" LD_BIND_NOW=1 FAKENCCL_DIR="$TMP/shm" \
+        NCCL_BUFFSIZE=1048576 "${envs[@]}" \
+        "$RINGCHECK" --termination-log "$TL" --report "$REPORT" \
+        --bw-bytes 1Mi "$@" >"$OUT" 2>&1
+    RC=$?
+    t1=$(date +%s%N)
+    ELAPSED=$(( (t1 - t0) / 1000000 ))
+}
+
+expect_rc() { [ "$RC" -eq "$1" ] && ok || bad "exit code $RC, want $1"; }
+expect_out() { grep -qE -- "$1" "$OUT" && ok || bad "output lacks /$1/"; }
+expect_no_out() { grep -qE -- "$1" "$OUT" && bad "output has /$1/" || ok; }
+expect_tl() {
+    if [ -f "$TL" ] && grep -qE -- "$1" "$TL"; then ok
+    else bad "termination log lacks /$1/: $(cat "$TL" 2>/dev/null)"; fi
+}
+# expect_json JQ_EXPR: the JSON summary line (stdout and --report) makes
+# the jq expression true.
+expect_json() {
+    local line
+    line=$(grep -E '^\{"ringcheck":' "$OUT" | tail -1)
+    if [ -z "$line" ]; then bad "no JSON summary line"; return; fi
+    if ! printf '%s\n' "$line" | jq -e "$1" >/dev/null 2>&1; then
+        bad "JSON fails $1: $line"; return
+    fi
+    if [ "$(cat "$REPORT" 2>/dev/null)" != "$line" ]; then
+        bad "--report differs from the JSON line"; return
+    fi
+    ok
+}
+# expect_within MS: the run took at most MS milliseconds.
+expect_within() {
+    [ "$ELAPSED" -le "$1" ] && ok || bad "took ${ELAPSED} ms, limit $1 ms"
+}
+expect_footer() {
+    expect_out "^# Out of bounds values : $1\$"
+    expect_out '^# Avg bus bandwidth    : [0-9.e+-]+ $'
+}
+
+CASE="the real build links the real libraries"
+LD_OUT=$(env -u LD_LIBRARY_PATH ldd "$RINGCHECK" 2>&1)
+echo "$LD_OUT" | grep -q 'libnccl\.so\.2 => /' && ok || bad "ldd: $LD_OUT"
+echo "$LD_OUT" | grep -q 'libcudart\.so\.[0-9]* => /' && ok || bad "ldd: $LD_OUT"
+echo "$LD_OUT" | grep -q 'fakes' && bad "ldd resolves to the double" || ok
+readelf -d "$RINGCHECK" | grep -q RUNPATH && ok || bad "no RUNPATH"
+
+CASE="the real libraries on a machine without a GPU"
+if [ ! -e /dev/nvidiactl ]; then
+    t0=$(date +%s%N)
+    env -u LD_LIBRARY_PATH "$RINGCHECK" --expect-gpus 1 --timeout 10 \
+        --termination-log "$TL" >"$OUT" 2>&1
+    RC=$?
+    ELAPSED=$(( ($(date +%s%N) - t0) / 1000000 ))
+    expect_rc 9
+    expect_within 1000
+    expect_out 'no usable GPU or driver'
+    expect_tl 'environment \(exit 9\) in phase 0 \(preflight\)'
+    expect_tl 'no usable GPU or driver'
+else
+    echo "note: /dev/nvidiactl exists; the no-GPU case of the real build is skipped"
+fi
+
+CASE="usage errors"
+"$RINGCHECK" --mode ring >"$OUT" 2>&1; RC=$?
+expect_rc 6; expect_out '--mode: expected process or group, got "ring"'
+"$RINGCHECK" --bw-bytes 1MB >"$OUT" 2>&1; RC=$?
+expect_rc 6; expect_out '--bw-bytes: expected'
+"$RINGCHECK" --timeout >"$OUT" 2>&1; RC=$?
+expect_rc 6; expect_out '--timeout: missing value'
+"$RINGCHECK" --expect-gpus 0 >"$OUT" 2>&1; RC=$?
+expect_rc 6
+"$RINGCHECK" --bogus >"$OUT" 2>&1; RC=$?
+expect_rc 6; expect_out 'unknown option "--bogus"'
+"$RINGCHECK" --help >"$OUT" 2>&1; RC=$?
+expect_rc 0; expect_out '^usage: ncclguard-ringcheck'
+
+CASE="pass, one process per GPU"
+run FAKECUDA_DEVICES=2 -- --expect-gpus 2 --timeout 20
+expect_rc 0
+expect_footer "0 OK"
+expect_out 'phase 2 topology'
+expect_out '^GPU0 +X +P2P/0'
+expect_out '^ +1048576 +262144 +int32 +sum +-1 .* allreduce$'
+expect_json '.ringcheck == "pass" and .exit == 0 and .gpus == 2 and .nccl_version == "2.28.9" and .busbw_gbps > 0 and .mode == "process"'
+expect_tl '^ncclguard-ringcheck passed: 2 GPUs'
+expect_no_out 'FAILED'
+
+CASE="pass, one process for all GPUs"
+run FAKECUDA_DEVICES=3 -- --expect-gpus 3 --mode group --timeout 20
+expect_rc 0
+expect_footer "0 OK"
+expect_json '.ringcheck == "pass" and .mode == "group" and .gpus == 3'
+
+CASE="fallback after a pass writes a file with no settings"
+run FAKECUDA_DEVICES=2 -- --expect-gpus 2 --timeout 20 \
+    --on-failure fallback --fallback-conf "$CONF"
+expect_rc 0
+if [ -f "$CONF" ] && ! grep -q '=' "$CONF"; then ok; else bad "conf: $(cat "$CONF" 2>/dev/null)"; fi
+expect_json '.ringcheck == "pass"'
+
+CASE="NCCL variables checked against the catalog"
+run FAKECUDA_DEVICES=2 NCCL_TIMEOUT=100 -- --expect-gpus 2 --timeout 20
+expect_rc 0
+expect_out 'phase 0 preflight: warning: NCCL_TIMEOUT=100'
+expect_json '.warnings >= 1'
+
+CASE="no devices"
+run FAKECUDA_DEVICES=0 -- --expect-gpus 2 --timeout 20
+expect_rc 9
+expect_within 1000
+expect_out 'no usable GPU or driver.*no CUDA-capable device is detected'
+expect_json '.exit == 9 and .phase == 0 and .code_name == "environment"'
+expect_tl 'environment \(exit 9\) in phase 0 \(preflight\)'
+
+CASE="no driver"
+run FAKECUDA_DRIVER=missing -- --expect-gpus 2 --timeout 20
+expect_rc 9
+expect_out 'CUDA driver version is insufficient'
+
+CASE="GPU count mismatch"
+run FAKECUDA_DEVICES=2 -- --expect-gpus 4 --timeout 20
+expect_rc 9
+expect_tl 'GPU count mismatch: 2 visible, 4 expected'
+expect_json '.exit == 9 and .gpus == 2 and .expected_gpus == 4'
+
+CASE="duplicate devices"
+run FAKECUDA_DEVICES=2 FAKECUDA_DUPLICATE=0,1 -- --expect-gpus 2 --timeout 20
+expect_rc 9
+expect_tl 'duplicate devices: GPU 0 and GPU 1 are the same GPU'
+
+CASE="/dev/shm too small for the NCCL buffers"
+run FAKECUDA_DEVICES=2 NCCL_BUFFSIZE=1099511627776 -- --expect-gpus 2 --timeout 20
+expect_rc 9
+expect_tl '/dev/shm too small'
+expect_tl 'fix: mount a memory-backed /dev/shm'
+
+CASE="hang in init"
+run FAKECUDA_DEVICES=2 FAKENCCL_HANG_INIT=0 -- --expect-gpus 2 --timeout 20 \
+    --phase-timeout 2 --no-diagnose
+expect_rc 4
+expect_within 3000
+expect_json '.exit == 4 and .phase == 3 and .phase_name == "nccl-init" and .ranks == "0,1"'
+expect_tl 'timeout or hang \(exit 4\) in phase 3 \(nccl-init\)'
+expect_tl 'did not finish within 2.0 s; stuck ranks: 0,1'
+
+CASE="hang in a collective on one rank, one process per GPU"
+run FAKECUDA_DEVICES=2 FAKENCCL_HANG_COLL=1 -- --expect-gpus 2 --timeout 20 \
+    --phase-timeout 2 --no-diagnose
+expect_rc 4
+expect_within 3000
+expect_json '.exit == 4 and .phase == 4 and .phase_name == "correctness"'
+expect_tl 'in phase 4 \(correctness\)'
+expect_tl 'stuck ranks'
+expect_footer "0 OK"
+
+CASE="hang in a collective on one rank, one process for all GPUs"
+run FAKECUDA_DEVICES=2 FAKENCCL_HANG_COLL=1 -- --expect-gpus 2 --timeout 20 \
+    --phase-timeout 2 --no-diagnose --mode group
+expect_rc 4
+expect_within 3000
+expect_json '.exit == 4 and .phase == 4 and .mode == "group"'
+
+CASE="a hang whose abort hangs too is killed"
+run FAKECUDA_DEVICES=2 FAKENCCL_HANG_COLL=1 FAKENCCL_ABORT_HANG=1 -- \
+    --expect-gpus 2 --timeout 20 --phase-timeout 2 --no-diagnose
+expect_rc 4
+expect_within 3000
+expect_tl 'did not abort in time and were killed'
+
+CASE="the whole check's deadline bounds the diagnosis"
+run FAKECUDA_DEVICES=2 FAKENCCL_HANG_COLL=1 -- --expect-gpus 2 --timeout 3 \
+    --phase-timeout 1
+expect_rc 4
+expect_within 4000
+expect_json '.exit == 4 and .phase == 4 and (.diagnosis | test("incomplete"))'
+
+CASE="wrong result on one rank"
+run FAKECUDA_DEVICES=2 FAKENCCL_WRONG=1 -- --expect-gpus 2 --timeout 20
+expect_rc 7
+expect_footer "3 FAILED"
+expect_json '.exit == 7 and .phase == 4 and .out_of_bounds == 3 and .ranks == "1" and .gpu_pair == [0,1] and .cure == null'
+expect_tl 'wrong results \(exit 7\) in phase 4 \(correctness\)'
+expect_tl 'diagnosis: no single setting made it pass'
+expect_tl 'fix: the GPUs return wrong data'
+
+CASE="wrong result, one process for all GPUs, fallback finds nothing"
+run FAKECUDA_DEVICES=2 FAKENCCL_WRONG=0 -- --expect-gpus 2 --timeout 20 \
+    --mode group --on-failure fallback --fallback-conf "$CONF"
+expect_rc 7
+expect_json '.ringcheck == "fail" and .exit == 7 and .ranks == "0" and .fallback_conf == null'
+[ ! -e "$CONF" ] && ok || bad "fallback file written although nothing passed"
+
+CASE="broken P2P between two of four GPUs, fallback"
+run FAKECUDA_DEVICES=4 FAKENCCL_P2P_BROKEN=1,2 -- --expect-gpus 4 \
+    --timeout 20 --phase-timeout 3 --on-failure fallback --fallback-conf "$CONF"
+expect_rc 0
+expect_out 'diagnosis: GPUs 0,1,2,3 with NCCL_P2P_DISABLE=1: pass'
+expect_json '.ringcheck == "fallback" and .exit == 0 and .code == 3 and .phase == 4 and .cure == "NCCL_P2P_DISABLE=1" and .transport == "P2P" and .gpu_pair == [1,2] and (.nccl_warn | test("NCCL WARN"))'
+if grep -qx 'NCCL_P2P_DISABLE=1' "$CONF" 2>/dev/null &&
+    [ "$(grep -c '=' "$CONF")" -eq 1 ]; then ok
+else bad "conf: $(cat "$CONF" 2>/dev/null)"; fi
+expect_tl 'FALLBACK: the pod starts with NCCL_P2P_DISABLE=1'
+expect_tl 'gpus: pair GPU 1 \(00000000:19:00.0\) - GPU 2 \(00000000:1A:00.0\)'
+expect_tl '^transport: P2P'
+expect_tl '^nccl: 2\.28\.9'
+expect_tl '^nccl warn: NCCL WARN'
+expect_tl '^fix: set NCCL_P2P_DISABLE=1'
+[ "$(wc -c <"$TL")" -le 4096 ] && ok || bad "termination log over 4 KB"
+
+CASE="broken P2P, one process for all GPUs, fail"
+run FAKECUDA_DEVICES=2 FAKENCCL_P2P_BROKEN=0,1 -- --expect-gpus 2 \
+    --timeout 20 --mode group
+expect_rc 3
+expect_json '.ringcheck == "fail" and .cure == "NCCL_P2P_DISABLE=1" and .gpu_pair == [0,1]'
+expect_tl 'NCCL error \(exit 3\) in phase 4 \(correctness\)'
+
+CASE="broken P2P that hangs, warn"
+run FAKECUDA_DEVICES=2 FAKENCCL_P2P_BROKEN=0,1,hang -- --expect-gpus 2 \
+    --timeout 20 --phase-timeout 2 --on-failure warn
+expect_rc 0
+expect_json '.ringcheck == "warn" and .code == 4 and .cure == "NCCL_P2P_DISABLE=1"'
+expect_tl 'WARNING \(the pod starts anyway\)'
+
+CASE="fallback cannot beat the pod's own NCCL_P2P_DISABLE=0"
+run FAKECUDA_DEVICES=2 FAKENCCL_P2P_BROKEN=0,1 NCCL_P2P_DISABLE=0 -- \
+    --expect-gpus 2 --timeout 20 --on-failure fallback --fallback-conf "$CONF"
+expect_rc 3
+expect_tl 'fix: remove NCCL_P2P_DISABLE from the pod'
+[ ! -e "$CONF" ] && ok || bad "fallback file written although env wins"
+
+CASE="slow bandwidth"
+run FAKECUDA_DEVICES=2 FAKENCCL_BUSBW_GBPS=0.5 -- --expect-gpus 2 \
+    --timeout 20 --min-busbw 5 --no-diagnose
+expect_rc 8
+expect_footer "0 OK"
+expect_json '.exit == 8 and .phase == 5 and .busbw_gbps < 0.6 and .min_busbw_gbps == 5'
+expect_tl 'bandwidth below the threshold \(exit 8\) in phase 5 \(bandwidth\)'
+
+CASE="a rank crashes"
+run FAKECUDA_DEVICES=2 FAKENCCL_CRASH=1 -- --expect-gpus 2 --timeout 20 \
+    --phase-timeout 2 --no-diagnose
+expect_rc 3
+expect_within 2000
+expect_tl 'rank 1 \(GPU 1\) crashed: killed by signal 11 \(SIGSEGV\) in phase 4'
+expect_json '.exit == 3 and .ranks == "1"'
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

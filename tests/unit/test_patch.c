@@ -1,0 +1,194 @@
+/* Unit tests for server/patch.c: RFC 6901 pointers, RFC 6902 operations. */
+#include "patch.h"
+
+#include "harness.h"
+#include "server_fixtures.h"
+
+static void
+test_escape(void)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"ncclguard.io/mutated", "ncclguard.io~1mutated"},
+        {"a~b", "a~0b"},
+        {"~/", "~0~1"},
+        {"/~1", "~1~01"},
+        {"plain", "plain"},
+        {"", ""},
+    };
+    char buf[64];
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        CHECK_INT(patch_pointer_escape(cases[i].in, buf, sizeof(buf)), 0);
+        CHECK_STR(buf, cases[i].out);
+    }
+    /* Too small: an error, and still a terminated string. */
+    CHECK_INT(patch_pointer_escape("a/b/c", buf, 4), -1);
+    CHECK(strlen(buf) < 4);
+}
+
+static void
+test_pointer_get(void)
+{
+    json_t *doc = J("{'a/b':{'m~n':[10,20]}, 'x':{'':5}, 'arr':[{'k':1}]}");
+
+    CHECK_INT(json_integer_value(patch_pointer_get(doc, "/a~1b/m~0n/1")),
+              20);
+    CHECK_INT(json_integer_value(patch_pointer_get(doc, "/x/")), 5);
+    CHECK(patch_pointer_get(doc, "") == doc);
+    CHECK(patch_pointer_get(doc, "/arr/01") == NULL); /* leading zero */
+    CHECK(patch_pointer_get(doc, "/arr/-") == NULL);
+    CHECK(patch_pointer_get(doc, "/arr/1") == NULL);
+    CHECK(patch_pointer_get(doc, "a") == NULL);       /* no leading / */
+    CHECK(patch_pointer_get(doc, "/a~2b") == NULL);   /* bad escape */
+    CHECK(patch_pointer_get(doc, "/x//") == NULL);
+    json_decref(doc);
+}
+
+/* Applies ops (JSON text) to doc (JSON text); compares with want, or
+ * expects failure when want is NULL. */
+static void
+apply_case(const char *doc_text, const char *ops_text, const char *want_text,
+           const char *why)
+{
+    json_t *doc = J(doc_text), *ops = J(ops_text);
+    struct ng_error err;
+    int rc;
+
+    ng_error_clear(&err);
+    rc = patch_apply(&doc, ops, &err);
+    if (want_text == NULL) {
+        CHECK_INT(rc, -1);
+        if (why != NULL && strstr(err.msg, why) == NULL) {
+            fprintf(stderr, "error '%s' lacks '%s'\n", err.msg, why);
+            CHECK(0);
+        }
+    } else {
+        json_t *want = J(want_text);
+
+        CHECK_INT(rc, 0);
+        if (!json_equal(doc, want)) {
+            char *got = json_dumps(doc, JSON_COMPACT);
+
+            fprintf(stderr, "apply %s to %s gave %s\n", ops_text, doc_text,
+                    got);
+            free(got);
+            CHECK(0);
+        } else {
+            CHECK(1);
+        }
+        json_decref(want);
+    }
+    json_decref(doc);
+    json_decref(ops);
+}
+
+static void
+test_apply(void)
+{
+    /* RFC 6902 appendix A examples and the ops the webhook sends. */
+    apply_case("{'foo':'bar'}", "[{'op':'add','path':'/baz','value':'qux'}]",
+               "{'foo':'bar','baz':'qux'}", NULL);
+    apply_case("{'foo':['bar','baz']}",
+               "[{'op':'add','path':'/foo/1','value':'qux'}]",
+               "{'foo':['bar','qux','baz']}", NULL);
+    apply_case("{'a':[1]}", "[{'op':'add','path':'/a/0','value':0}]",
+               "{'a':[0,1]}", NULL);
+    apply_case("{'a':[1]}", "[{'op':'add','path':'/a/-','value':2}]",
+               "{'a':[1,2]}", NULL);
+    apply_case("{'a':[1]}", "[{'op':'add','path':'/a/1','value':2}]",
+               "{'a':[1,2]}", NULL);
+    apply_case("{'a':[1]}", "[{'op':'add','path':'/a/3','value':2}]", NULL,
+               "out of range");
+    apply_case("{'m':{}}",
+               "[{'op':'add','path':'/m/ncclguard.io~1gpus','value':'8'}]",
+               "{'m':{'ncclguard.io/gpus':'8'}}", NULL);
+    apply_case("{'m':null}", "[{'op':'add','path':'/m/k','value':1}]", NULL,
+               "parent");
+    apply_case("{}", "[{'op':'add','path':'/a/b','value':1}]", NULL,
+               "parent does not exist");
+    apply_case("{'a':1}", "[{'op':'add','path':'/a','value':2}]", "{'a':2}",
+               NULL);
+    apply_case("{'a':1,'b':2}", "[{'op':'remove','path':'/a'}]", "{'b':2}",
+               NULL);
+    apply_case("{'a':[1,2,3]}", "[{'op':'remove','path':'/a/1'}]",
+               "{'a':[1,3]}", NULL);
+    apply_case("{'a':1}", "[{'op':'remove','path':'/b'}]", NULL,
+               "does not exist");
+    apply_case("{'a':{'s':'1Gi'}}",
+               "[{'op':'replace','path':'/a/s','value':'2Gi'}]",
+               "{'a':{'s':'2Gi'}}", NULL);
+    apply_case("{'a':{}}", "[{'op':'replace','path':'/a/s','value':'2Gi'}]",
+               NULL, "does not exist");
+    apply_case("{'a':[5]}", "[{'op':'replace','path':'/a/0','value':6}]",
+               "{'a':[6]}", NULL);
+    apply_case("{'a':1}", "[{'op':'test','path':'/a','value':1}]", "{'a':1}",
+               NULL);
+    apply_case("{'a':1}", "[{'op':'test','path':'/a','value':2}]", NULL,
+               "test failed");
+    apply_case("{'a':{'b':1}}", "[{'op':'move','from':'/a/b','path':'/c'}]",
+               "{'a':{},'c':1}", NULL);
+    apply_case("{'a':{'b':1}}", "[{'op':'move','from':'/a','path':'/a/b'}]",
+               NULL, "children");
+    apply_case("{'a':[1]}", "[{'op':'copy','from':'/a','path':'/b'}]",
+               "{'a':[1],'b':[1]}", NULL);
+    apply_case("{}", "[{'op':'add','path':'','value':[1]}]", "[1]", NULL);
+    apply_case("{}", "[{'op':'frob','path':'/a'}]", NULL, "unknown");
+    apply_case("{}", "[{'op':'add','path':'/a'}]", NULL, "value");
+    apply_case("{}", "[{'op':'add','path':'a','value':1}]", NULL,
+               "JSON pointer");
+    apply_case("{}", "[1]", NULL, "operation 0");
+    apply_case("{}", "{}", NULL, "not a JSON array");
+    /* The second op fails: the error names it. */
+    apply_case("{}",
+               "[{'op':'add','path':'/a','value':1},"
+               "{'op':'remove','path':'/zz'}]",
+               NULL, "operation 1 (remove /zz)");
+}
+
+static void
+test_bounds(void)
+{
+    json_t *ops = json_array(), *doc = J("{'a':[]}");
+    struct ng_error err;
+
+    for (int i = 0; i <= PATCH_MAX_OPS; i++)
+        CHECK_INT(patch_append(ops, "add", "/a/-", json_integer(i)), 0);
+    CHECK_INT(json_array_size(ops), PATCH_MAX_OPS + 1);
+    CHECK_INT(patch_apply(&doc, ops, &err), -1);
+    CHECK(strstr(err.msg, "operations") != NULL);
+    CHECK_INT(json_array_size(json_object_get(doc, "a")), 0);
+    json_array_remove(ops, 0);
+    CHECK_INT(patch_apply(&doc, ops, &err), 0);
+    CHECK_INT(json_array_size(json_object_get(doc, "a")), PATCH_MAX_OPS);
+    json_decref(ops);
+    json_decref(doc);
+}
+
+static void
+test_append(void)
+{
+    json_t *ops = json_array();
+
+    CHECK_INT(patch_append(ops, "add", "/x", json_string("v")), 0);
+    CHECK_INT(patch_append(ops, "remove", "/y", NULL), 0);
+    CHECK_STR(json_string_value(json_object_get(json_array_get(ops, 0), "op")),
+              "add");
+    CHECK_STR(
+        json_string_value(json_object_get(json_array_get(ops, 0), "value")),
+        "v");
+    CHECK(json_object_get(json_array_get(ops, 1), "value") == NULL);
+    json_decref(ops);
+}
+
+int
+main(void)
+{
+    test_escape();
+    test_pointer_get();
+    test_apply();
+    test_bounds();
+    test_append();
+    return harness_finish();
+}
