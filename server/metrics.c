@@ -198,7 +198,7 @@ metrics_render(const struct metrics_gauges *g, size_t *len)
                    (unsigned long long)get(&c.admissions[r]));
 
     family(&o, "ncclguard_admission_duration_seconds", "histogram",
-           "Time from the first body byte to the queued answer.");
+           "Time from the request's headers to the queued answer.");
     for (int b = 0; b < METRICS_N_BUCKETS; b++) {
         cum += get(&c.buckets[b]);
         out_printf(&o,
