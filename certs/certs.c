@@ -1132,12 +1132,13 @@ certs_inspect(const char *path, const char *ca_path, const char *host,
         struct ng_error chain_err;
         enum certs_status cst = chain_verify(cert, ca_path, out, &chain_err);
 
-        if (cst != CERTS_OK && st == CERTS_OK) {
-            ng_error_set(err, 0, 0, "%s %s", path, chain_err.msg);
-            if (cst == CERTS_BAD_INPUT)
-                ng_error_set(err, 0, 0, "%s", chain_err.msg);
+        /* Bad input outranks a failed check: the message must say why the
+         * exit status is 2. */
+        if (cst == CERTS_BAD_INPUT) {
+            ng_error_set(err, 0, 0, "%s", chain_err.msg);
             st = cst;
-        } else if (cst == CERTS_BAD_INPUT) {
+        } else if (cst == CERTS_FAILED && st == CERTS_OK) {
+            ng_error_set(err, 0, 0, "%s %s", path, chain_err.msg);
             st = cst;
         }
     }

@@ -240,10 +240,53 @@ if "$NCCLGUARD" $(jobargs 0) >"$T/bundle" 2>"$T/err" &&
     sed 's/^/  /' "$T/err" >&2
 fi
 jq '.[] | select(.kind == "MutatingWebhookConfiguration")' "$J" >"$T/mwc.json"
-if kubectl patch --local -f "$T/mwc.json" --type=merge \
-    --patch-file="$T/work/webhook.yaml" -o json >"$T/patched.json" 2>"$T/err"; then ok; else
-    bad "kubectl patch --local with the Job's webhook.yaml"
-    sed 's/^/  /' "$T/err" >&2
+# Then the Job's kubectl script itself, with a kubectl stand-in first in
+# PATH: `create ... --dry-run=client` runs the real kubectl (offline),
+# `apply` keeps what it is given, `patch` is applied with --local to the
+# rendered webhook configuration.
+REAL_KUBECTL=$(command -v kubectl)
+mkdir -p "$T/bin" "$T/applied"
+cat >"$T/bin/kubectl" <<EOK
+#!/bin/sh
+case " \$* " in
+*" create "*) exec "$REAL_KUBECTL" "\$@" ;;
+*" apply "*) n=\$(ls "$T/applied" | grep -c "args\$")
+    echo "\$*" >"$T/applied/\$n.args"; cat >"$T/applied/\$n.yaml" ;;
+*" patch "*) echo "\$*" >"$T/patch.args"
+    for a in "\$@"; do case \$a in --patch-file=*) f=\${a#--patch-file=} ;; esac; done
+    exec "$REAL_KUBECTL" patch --local -f "$T/mwc.json" --type=merge \
+        --patch-file="\$f" -o json >"$T/patched.json" ;;
+*) echo "unexpected kubectl \$*" >&2; exit 1 ;;
+esac
+EOK
+chmod +x "$T/bin/kubectl"
+jq -r "$JOB.spec.template.spec.containers[0].command[-1]" "$J" |
+    sed "s#/work/#$T/work/#g" >"$T/apply.sh"
+if PATH="$T/bin:$PATH" sh -eu "$T/apply.sh" >"$T/out" 2>&1; then ok; else
+    bad "the Job's kubectl script failed"
+    sed 's/^/  /' "$T/out" >&2
+fi
+for n in 0 1; do
+    yq . "$T/applied/$n.yaml" >"$T/applied/$n.json" 2>/dev/null ||
+        echo null >"$T/applied/$n.json"
+    grep -q -- '--server-side' "$T/applied/$n.args" 2>/dev/null && ok ||
+        bad "the Job applies Secret $n without --server-side (keys would land in an annotation)"
+done
+check "self-signed: the Job stores the CA and its key in ncclguard-ca" "$T/applied/0.json" '
+    .kind == "Secret" and .metadata.name == "ncclguard-ca" and
+    (.data | keys) == ["ca.crt", "ca.key"]'
+check "self-signed: the Job stores a TLS Secret the Deployment mounts" "$T/applied/1.json" '
+    .kind == "Secret" and .type == "kubernetes.io/tls" and
+    .metadata.name == $name and .metadata.namespace == $ns and
+    (.data | keys) == ["ca.crt", "tls.crt", "tls.key"]' \
+    --arg name "$(jq -r '.[] | select(.kind == "Deployment") | .spec.template.spec.volumes[] | select(.secret) | .secret.secretName' "$J")" \
+    --arg ns "$(jq -r '.[] | select(.kind == "Deployment") | .metadata.namespace' "$J")"
+jq -r '.data["tls.crt"] // empty' "$T/applied/1.json" | base64 -d >"$T/s.crt"
+jq -r '.data["ca.crt"] // empty' "$T/applied/1.json" | base64 -d >"$T/s.ca"
+if openssl verify -CAfile "$T/s.ca" "$T/s.crt" >/dev/null 2>&1 &&
+    "$NCCLGUARD" certs inspect "$T/s.crt" --ca "$T/s.ca" \
+        --check-host ncclguard.ncclguard.svc >/dev/null 2>&1; then ok; else
+    bad "the stored tls.crt does not verify against the stored ca.crt for ncclguard.ncclguard.svc"
 fi
 check "self-signed: the patch sets the printed caBundle" "$T/patched.json" \
     '.webhooks[0].clientConfig.caBundle == $b' --arg b "$(cat "$T/bundle")"
