@@ -33,6 +33,14 @@
  * being kept for the connection's next one. */
 #define BODY_KEEP (32 * 1024)
 
+/*
+ * An oversized body is read and dropped, up to this much, before the 413
+ * goes out: closing a socket with unread data makes the kernel send a
+ * reset, which can destroy the 413 before the client reads it. Past this
+ * (or when the client waits for "100 Continue") the 413 goes out at once.
+ */
+#define DRAIN_LIMIT (16u * 1024 * 1024)
+
 enum route {
     ROUTE_NONE = 0,
     ROUTE_MUTATE,
@@ -48,6 +56,8 @@ struct request {
     bool active;
     bool answered;
     bool too_large;
+    bool no_memory;
+    size_t dropped; /* bytes of an oversized body read and thrown away */
     enum route route;
     size_t len;
     struct timespec t0;
@@ -578,14 +588,18 @@ handle(void *cls, struct MHD_Connection *mc, const char *url,
             *upload_data_size = 0;
             if (req->answered)
                 return MHD_YES;
-            if (req->too_large || req->len + n > s->cfg.max_body) {
-                req->too_large = true;
+            if (req->too_large || req->no_memory ||
+                req->len + n > s->cfg.max_body) {
+                if (!req->no_memory)
+                    req->too_large = true;
+                req->dropped += n;
+                if (req->dropped > DRAIN_LIMIT)
+                    return answer_text(s, mc, req, MHD_HTTP_CONTENT_TOO_LARGE,
+                                       "request body too large\n", NULL);
                 return MHD_YES;
             }
-            if (!body_append(c, req, upload_data, n)) {
-                req->too_large = true;
-                return MHD_YES;
-            }
+            if (!body_append(c, req, upload_data, n))
+                req->no_memory = true;
             return MHD_YES;
         }
         if (req->answered)
@@ -603,6 +617,9 @@ handle(void *cls, struct MHD_Connection *mc, const char *url,
         if (req->too_large)
             return answer_text(s, mc, req, MHD_HTTP_CONTENT_TOO_LARGE,
                                "request body too large\n", NULL);
+        if (req->no_memory)
+            return answer_text(s, mc, req, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                               "out of memory\n", NULL);
         return serve_mutate(s, mc, c, req);
     }
 
@@ -664,9 +681,16 @@ handle(void *cls, struct MHD_Connection *mc, const char *url,
             n = strtoull(cl, &end, 10);
             if (errno == 0 && end != cl && *end == '\0' &&
                 n > (unsigned long long)s->cfg.max_body) {
+                /* Refused without storing a byte. A client that waits
+                 * for "100 Continue" never sends the body; others' bodies
+                 * are drained (see DRAIN_LIMIT) unless far too large. */
+                const char *expect = MHD_lookup_connection_value(
+                    mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
                 req->too_large = true;
-                return answer_text(s, mc, req, MHD_HTTP_CONTENT_TOO_LARGE,
-                                   "request body too large\n", NULL);
+                if (expect != NULL || n - s->cfg.max_body > DRAIN_LIMIT)
+                    return answer_text(s, mc, req, MHD_HTTP_CONTENT_TOO_LARGE,
+                                       "request body too large\n", NULL);
+                return MHD_YES;
             }
             /* Reserve the whole body at once when it is announced. */
             if (errno == 0 && end != cl && *end == '\0' && n > c->cap) {

@@ -97,7 +97,12 @@ ng_eq "body over --max-body is 413 (chunked)" "$(ng_curl -X POST \
     --data-binary "@$NG_TMP/over-cap.json" -o /dev/null -w '%{http_code}' \
     "$NG_URL/mutate")" 413
 head -c 5000000 /dev/zero | tr '\0' ' ' >"$NG_TMP/huge.json"
-ng_eq "5 MB body is 413" "$(ng_post "$NG_TMP/huge.json" | tail -n 1)" 413
+ng_eq "5 MB body is 413 (curl waits for 100 Continue)" \
+    "$(ng_post "$NG_TMP/huge.json" | tail -n 1)" 413
+ng_eq "5 MB body sent straight away is 413 (read and dropped)" \
+    "$(ng_curl -X POST -H 'Content-Type: application/json' -H 'Expect:' \
+    --data-binary "@$NG_TMP/huge.json" -o /dev/null -w '%{http_code}' \
+    "$NG_URL/mutate")" 413
 
 # Keep-alive: two requests, one connection.
 out=$(ng_curl -v -o /dev/null -o /dev/null "$NG_URL/healthz" \
@@ -121,7 +126,7 @@ ng_eq "metrics: histogram count equals admissions" \
 ng_eq "metrics: +Inf bucket equals count" \
     "$(awk '$1 == "ncclguard_admission_duration_seconds_bucket{le=\"+Inf\"}" { print $2 }' <<<"$m")" 8
 ng_eq "metrics: 413 answers counted" \
-    "$(awk '$1 == "ncclguard_http_responses_total{code=\"413\"}" { print $2 }' <<<"$m")" 3
+    "$(awk '$1 == "ncclguard_http_responses_total{code=\"413\"}" { print $2 }' <<<"$m")" 4
 ng_eq "metrics: policy generation 1" \
     "$(awk '$1 == "ncclguard_policy_generation" { print $2 }' <<<"$m")" 1
 ng_contains "metrics: policy hash shown" "$m" 'ncclguard_policy_info{hash="'
