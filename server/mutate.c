@@ -1375,7 +1375,6 @@ static int
 patch_check(const json_t *pod, struct mutate_result *res)
 {
     struct ng_error err;
-    json_t *copy;
     int rc;
 
     if (json_array_size(res->patch) > PATCH_MAX_OPS) {
@@ -1384,14 +1383,9 @@ patch_check(const json_t *pod, struct mutate_result *res)
                  json_array_size(res->patch), PATCH_MAX_OPS);
         return -1;
     }
-    copy = json_deep_copy(pod);
-    if (copy == NULL) {
-        snprintf(res->reason, sizeof(res->reason), "out of memory");
-        return -1;
-    }
     ng_error_clear(&err);
-    rc = patch_apply(&copy, res->patch, &err);
-    json_decref(copy);
+    /* Copies only what the patch touches, not the whole pod. */
+    rc = patch_apply_check(pod, res->patch, &err);
     if (rc != 0)
         snprintf(res->reason, sizeof(res->reason), "patch does not apply: %.130s",
                  err.msg);

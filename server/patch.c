@@ -245,8 +245,13 @@ op_remove(json_t *doc, const char *path, json_t **out, const char **why)
     return -1;
 }
 
+/*
+ * Applies one operation. With share, "add" and "replace" insert the
+ * patch's own value by reference instead of a copy; only patch_apply_check
+ * does that, and it copies any container before changing it.
+ */
 static int
-op_one(json_t **doc, const json_t *op, const char **why)
+op_one(json_t **doc, const json_t *op, bool share, const char **why)
 {
     const char *name = json_string_value(json_object_get(op, "op"));
     const char *path = json_string_value(json_object_get(op, "path"));
@@ -267,19 +272,25 @@ op_one(json_t **doc, const json_t *op, const char **why)
             return -1;
         }
     }
-    if (strcmp(name, "add") == 0)
-        return op_add(doc, path, json_deep_copy(value), why);
+    if (strcmp(name, "add") == 0 || strcmp(name, "replace") == 0) {
+        json_t *v = share && path[0] != '\0' ? json_incref(value)
+                                               : json_deep_copy(value);
+
+        if (strcmp(name, "replace") == 0) {
+            if (patch_pointer_get(*doc, path) == NULL) {
+                *why = "path does not exist";
+                json_decref(v);
+                return -1;
+            }
+            if (path[0] != '\0' && op_remove(*doc, path, NULL, why) != 0) {
+                json_decref(v);
+                return -1;
+            }
+        }
+        return op_add(doc, path, v, why);
+    }
     if (strcmp(name, "remove") == 0)
         return op_remove(*doc, path, NULL, why);
-    if (strcmp(name, "replace") == 0) {
-        if (patch_pointer_get(*doc, path) == NULL) {
-            *why = "path does not exist";
-            return -1;
-        }
-        if (path[0] != '\0' && op_remove(*doc, path, NULL, why) != 0)
-            return -1;
-        return op_add(doc, path, json_deep_copy(value), why);
-    }
     if (strcmp(name, "test") == 0) {
         json_t *cur = patch_pointer_get(*doc, path);
 
@@ -342,7 +353,7 @@ patch_apply(json_t **doc, const json_t *patch, struct ng_error *err)
         const char *why = "bad operation";
         const char *path;
 
-        if (json_is_object(op) && op_one(doc, op, &why) == 0)
+        if (json_is_object(op) && op_one(doc, op, false, &why) == 0)
             continue;
         path = json_string_value(json_object_get(op, "path"));
         ng_error_set(err, 0, 0, "operation %zu (%s %s): %s", i,
@@ -353,4 +364,121 @@ patch_apply(json_t **doc, const json_t *patch, struct ng_error *err)
         return -1;
     }
     return 0;
+}
+
+/* Containers a check has already copied, so that none is copied twice. A
+ * full set only costs extra copies: copying a private node is harmless. */
+struct cow {
+    const json_t *mine[256];
+    size_t n;
+};
+
+static bool
+cow_is_mine(const struct cow *c, const json_t *v)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (c->mine[i] == v)
+            return true;
+    return false;
+}
+
+/*
+ * Makes private every container that pointer passes through below root
+ * (all but its last token): each is replaced in its parent, already
+ * private, by a shallow copy. Stops where the pointer leaves the document;
+ * the operation itself then reports why. Returns 0, or -1 when out of
+ * memory.
+ */
+static int
+cow_path(struct cow *c, json_t *root, const char *pointer)
+{
+    char tok[PATCH_MAX_POINTER];
+    const char *p = pointer;
+    json_t *cur = root;
+
+    if (p == NULL || *p != '/')
+        return 0;
+    for (;;) {
+        const char *next = token_next(p, tok, sizeof(tok));
+        json_t *child, *copy;
+        size_t idx = 0;
+        int bad;
+
+        if (next == NULL || *next == '\0')
+            return 0; /* the last token names the target, not a parent */
+        if (json_is_object(cur)) {
+            child = json_object_get(cur, tok);
+        } else if (json_is_array(cur) && index_parse(tok, &idx)) {
+            child = json_array_get(cur, idx);
+        } else {
+            return 0;
+        }
+        if (child == NULL || !(json_is_object(child) || json_is_array(child)))
+            return 0;
+        if (!cow_is_mine(c, child)) {
+            copy = json_copy(child);
+            if (copy == NULL)
+                return -1;
+            bad = json_is_object(cur) ? json_object_set_new(cur, tok, copy)
+                                      : json_array_set_new(cur, idx, copy);
+            if (bad)
+                return -1;
+            if (c->n < sizeof(c->mine) / sizeof(c->mine[0]))
+                c->mine[c->n++] = copy;
+            child = copy;
+        }
+        cur = child;
+        p = next;
+    }
+}
+
+int
+patch_apply_check(const json_t *doc, const json_t *patch, struct ng_error *err)
+{
+    struct cow *c = NULL;
+    json_t *copy = NULL, *op;
+    size_t i;
+    int rc = -1;
+
+    if (!json_is_array(patch) || json_array_size(patch) > PATCH_MAX_OPS) {
+        /* patch_apply() words these errors; nothing is changed. */
+        copy = json_null();
+        rc = patch_apply(&copy, patch, err);
+        goto done;
+    }
+    c = calloc(1, sizeof(*c));
+    /* jansson has no const variant; json_copy only reads doc. */
+    copy = json_copy((json_t *)doc);
+    if (c == NULL || copy == NULL) {
+        ng_error_set(err, 0, 0, "out of memory");
+        goto done;
+    }
+    c->mine[c->n++] = copy;
+    json_array_foreach(patch, i, op)
+    {
+        const char *why = "bad operation";
+        const char *path = json_string_value(json_object_get(op, "path"));
+        const char *kind = json_string_value(json_object_get(op, "op"));
+
+        if (cow_path(c, copy, path) != 0 ||
+            cow_path(c, copy,
+                     json_string_value(json_object_get(op, "from"))) != 0) {
+            ng_error_set(err, 0, 0, "out of memory");
+            goto done;
+        }
+        if (json_is_object(op) && op_one(&copy, op, true, &why) == 0) {
+            /* A new root (add or replace at "") is private already. */
+            if (path != NULL && path[0] == '\0')
+                c->n = 0;
+            continue;
+        }
+        ng_error_set(err, 0, 0, "operation %zu (%s %s): %s", i,
+                     kind ? kind : "?", path ? path : "?", why);
+        goto done;
+    }
+    rc = 0;
+done:
+    json_decref(copy);
+    free(c);
+    return rc;
 }

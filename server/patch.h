@@ -50,4 +50,17 @@ json_t *patch_pointer_get(json_t *doc, const char *pointer);
 int patch_apply(json_t **doc, const json_t *patch, struct ng_error *err)
     __attribute__((warn_unused_result));
 
+/*
+ * Checks that patch applies to doc, leaving doc as it was, without copying
+ * the whole document: before each operation, the containers on its path
+ * (and "from") are replaced by shallow copies in a private shallow copy of
+ * the root, so jansson shares everything else by reference. Returns 0, or
+ * -1 with err filled as patch_apply() does (or "out of memory").
+ * Thread-safe for distinct documents; doc is only read (its reference
+ * counts change and change back).
+ */
+int patch_apply_check(const json_t *doc, const json_t *patch,
+                      struct ng_error *err)
+    __attribute__((warn_unused_result));
+
 #endif
