@@ -427,6 +427,14 @@ object_parse(struct parser *ps, int depth)
                 free(key);
             goto bad;
         }
+        /* A review with a key twice is ambiguous: other readers may take
+         * the first value where we take the last. */
+        if (json_object_getn(obj, key, kn) != NULL) {
+            fail(ps, "duplicate object key");
+            if (key != keybuf && key != k)
+                free(key);
+            goto bad;
+        }
         ps->p++;
         ws_skip(ps);
         v = value_parse(ps, depth + 1);

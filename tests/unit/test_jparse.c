@@ -16,7 +16,7 @@ same_as_jansson(const char *what, const char *text, size_t len)
 
     ng_error_clear(&err);
     ours = jparse_load(text, len, &err);
-    ref = json_loadb(text, len, 0, &jerr);
+    ref = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if ((ours == NULL) != (ref == NULL) ||
         (ours != NULL && !json_equal(ours, ref))) {
         fprintf(stderr, "case %s: ours %s (%s), jansson %s (%s)\n", what,
@@ -54,7 +54,9 @@ test_table(void)
                      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
                      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
                      "aaaaaaaaaaaaaaaaaaa\\u0062\":{\"x\\n\":\"y\\n\"}}"},
-        {"duplicate key: last wins", "{\"a\":1,\"a\":2}"},
+        {"duplicate key", "{\"a\":1,\"a\":2}"},
+        {"duplicate escaped key", "{\"a\":1,\"\\u0061\":2}"},
+        {"same key in two objects", "[{\"a\":1},{\"a\":2}]"},
         {"empty key", "{\"\":1}"},
         {"integers", "[0,-0,1,-1,9223372036854775807,-9223372036854775808]"},
         {"reals", "[0.5,-0.25,1e3,1E+2,2.5e-3,1e308,1e-400,0.0]"},
