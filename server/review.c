@@ -385,6 +385,8 @@ review_handle(const char *body, size_t len, const struct policy *pol,
 
     memset(out, 0, sizeof(*out));
     memset(&mres, 0, sizeof(mres));
+    /* A key given twice is ambiguous (another reader may take the other
+     * value), and the apiserver never sends one: jparse refuses it. */
     ng_error_clear(&jerr);
     root = jparse_load(body, len, &jerr);
     if (root == NULL) {
