@@ -3,7 +3,7 @@
 # registration, Service, probes against the server's routes, the GPU names
 # the CEL condition sends, the certificate plumbing of each overlay, the
 # profile component, the policy copy and the Dockerfiles.
-# shellcheck disable=SC2015,SC2016
+# shellcheck disable=SC2013,SC2015,SC2016
 set -u
 
 : "${NCCLGUARD:?set NCCLGUARD to the ncclguard binary}"
@@ -375,6 +375,19 @@ for lib in $(ldd "$NCCLGUARD" | awk '/=>/ {print $3}'); do
     echo "$runtime" | grep -qw -- "$pkg" && ok ||
         bad "$WD: runtime stage lacks $pkg (for $lib)"
 done
+# The build stage installs the -dev package of every pkg-config module the
+# Makefile builds with.
+build_stage=$(awk '/^FROM /{n++} n == 1' "$WD")
+for m in $(sed -n 's/^PKGS := //p' Makefile); do
+    pc=$(pkg-config --variable=pcfiledir "$m" 2>/dev/null)/$m.pc
+    pkg=$( (dpkg -S "$pc" || dpkg -S "$(readlink -f "$pc")") 2>/dev/null |
+        head -n1 | cut -d: -f1)
+    if [ -z "$pkg" ]; then
+        bad "no Debian package found for pkg-config module $m"
+    elif echo "$build_stage" | grep -qw -- "$pkg"; then ok; else
+        bad "$WD: build stage lacks $pkg (pkg-config $m)"
+    fi
+done
 for f in "$WD" "$RD"; do
     [ "$(grep -c '^FROM ' "$f")" -ge 2 ] && ok || bad "$f is not multi-stage"
     user=$(awk '/^USER /{u=$2} END{print u}' "$f")
@@ -388,6 +401,19 @@ grep -q 'ghcr.io/ncclguard/ncclguard:0.1.0' "$WD" && ok || bad "$WD does not nam
 grep -q 'ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0' "$RD" && ok || bad "$RD does not name its image"
 grep -q '^FROM nvidia/cuda:.*-runtime-' "$RD" && ok || bad "$RD: runtime stage is not a CUDA runtime image"
 grep -qw libnccl2 "$RD" && ok || bad "$RD does not install NCCL"
+# The ring check links only what the CUDA runtime image has: CUDA's runtime,
+# NCCL and the C and C++ runtimes. A new dependency fails here until the
+# Dockerfile installs it.
+RC=$(dirname "$NCCLGUARD")/ncclguard-ringcheck
+if [ -x "$RC" ]; then
+    for lib in $(ldd "$RC" | awk '/=>/ {print $1}'); do
+        case $lib in
+        libcudart.so.* | libnccl.so.2 | libc.so.* | libm.so.* | libdl.so.* | \
+            libpthread.so.* | librt.so.* | libstdc++.so.* | libgcc_s.so.*) ok ;;
+        *) bad "$RD: the runtime stage may lack $lib, which ncclguard-ringcheck links" ;;
+        esac
+    done
+fi
 if [ -f policy/default.yaml ]; then
     check "the policy's ring-check image is the one ringcheck.Dockerfile builds" \
         "$T/policy.json" '[.. | objects | .image? // empty | strings |
