@@ -1,6 +1,7 @@
 # policy/: YAML rule engine, quantities, NCCL catalog, policy lint/test.
 LIB_SRCS += policy/error.c policy/diag.c policy/quantity.c policy/ytree.c \
-	policy/match.c policy/ncclenv.c policy/policy.c policy/policy_cmd.c
+	policy/match.c policy/ncclenv.c policy/policy.c policy/policy_cmd.c \
+	server/policytest.c
 UNIT_TESTS += quantity policy match ncclenv
 
 # Golden outputs of `policy lint` on the broken policies in tests/policy/.
@@ -19,3 +20,16 @@ check-policy-examples: $(BUILD)/ncclguard
 	$(BUILD)/ncclguard policy lint $(POLICY_EXAMPLES)
 
 CHECKS += check-policy-examples
+
+# `policy test` on the shipped examples (all must pass), and on fixtures
+# that must fail with exactly the report in tests/policy/policytest/.
+.PHONY: check-policy-test
+check-policy-test: $(BUILD)/ncclguard
+	$(BUILD)/ncclguard policy test policy/examples
+	@out=$$($(BUILD)/ncclguard policy test tests/policy/policytest); \
+	rc=$$?; \
+	printf '%s\nexit %s\n' "$$out" "$$rc" | \
+		diff -u tests/policy/policytest/expected.out - && \
+		echo "check-policy-test: failing fixtures reported as expected"
+
+CHECKS += check-policy-test

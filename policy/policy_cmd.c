@@ -8,6 +8,7 @@
 #include "diag.h"
 #include "ncclenv.h"
 #include "policy.h"
+#include "policytest.h"
 #include "ytree.h"
 
 /* ConfigMap profiles are small; this bounds what lint reads. */
@@ -216,12 +217,7 @@ cmd_policy(int argc, char **argv)
     if (strcmp(argv[1], "lint") == 0)
         return cmd_policy_lint(argc - 2, argv + 2);
     if (strcmp(argv[1], "test") == 0)
-    {
-        /* Wired to server/policytest.c once the server pipeline
-         * (workload_mutate, yamljson) is on main. */
-        fprintf(stderr, "ncclguard policy test: not built yet\n");
-        return 2;
-    }
+        return policytest_main(argc - 2, argv + 2);
     fprintf(stderr, "ncclguard policy: unknown command \"%s\"\n", argv[1]);
     usage(stderr);
     return 2;

@@ -1,5 +1,6 @@
 /* Unit tests for policy/policy.c: loading, defaults, rules, the merge,
  * decisions with annotation overrides, and lint diagnostics. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -458,11 +459,66 @@ test_errors(void)
     }
 }
 
+/* Many threads deciding on one shared snapshot while taking and dropping
+ * references, as the server does across a reload. */
+struct worker {
+    struct policy *p;
+    int mismatches;
+};
+
+static void *
+worker_run(void *arg)
+{
+    struct worker *w = arg;
+    json_t *train = json_pack("{s:s}", "training.example.com/job", "x");
+    json_t *ann = json_pack("{s:s}", "ncclguard.io/shm-size", "16Gi");
+
+    for (int i = 0; i < 2000; i++) {
+        struct policy *mine = policy_ref(w->p);
+        struct decision d;
+
+        policy_decide(mine, i % 2 ? "research" : "monitoring", train, ann, 2,
+                      &d);
+        if (strcmp(d.rule, i % 2 ? "training" : "monitoring") != 0 ||
+            (i % 2 && d.shm_override != (16LL << 30)))
+            w->mismatches++;
+        policy_free(mine);
+    }
+    json_decref(train);
+    json_decref(ann);
+    return NULL;
+}
+
+static void
+test_threads(void)
+{
+    struct ng_error e;
+    struct policy *p = load(rules_policy, &e);
+    pthread_t t[4];
+    struct worker w[4];
+
+    CHECK(p != NULL);
+    if (p == NULL)
+        return;
+    for (int i = 0; i < 4; i++) {
+        w[i].p = p;
+        w[i].mismatches = 0;
+        CHECK_INT(pthread_create(&t[i], NULL, worker_run, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_INT(w[i].mismatches, 0);
+    }
+    /* Every reference the workers took was dropped: one left, ours. */
+    policy_free(p);
+}
+
 int
 main(void)
 {
     test_defaults();
     test_rules();
     test_errors();
+    test_threads();
     return harness_finish();
 }

@@ -1,0 +1,869 @@
+/* ncclguard policy test: runs policy test files through the server's own
+ * mutation path and checks assertions and expected objects. */
+#include "policytest.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "mutate.h"
+#include "policy.h"
+#include "quantity.h"
+#include "workload.h"
+#include "yamljson.h"
+
+#define TEST_MAX_BYTES (4 * 1024 * 1024)
+#define TEST_MAX_FILES 1000
+#define TEST_MAX_DEPTH 8
+#define DIFF_MAX_LINES 2000
+
+struct files {
+    char **v;
+    size_t n;
+};
+
+struct run {
+    int verbose;
+    size_t passed;
+    size_t failed;
+};
+
+/* Why one case failed: lines collected, printed under FAIL. */
+struct reasons {
+    char *buf;
+    size_t len;
+    FILE *f;
+    int n;
+};
+
+static void
+reason(struct reasons *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+reason(struct reasons *r, const char *fmt, ...)
+{
+    va_list ap;
+
+    r->n++;
+    if (r->f == NULL)
+        return;
+    fputs("    ", r->f);
+    va_start(ap, fmt);
+    vfprintf(r->f, fmt, ap);
+    va_end(ap);
+    fputc('\n', r->f);
+}
+
+/* ---- collecting files ---------------------------------------------- */
+
+static int
+has_suffix(const char *s, const char *suf)
+{
+    size_t ls = strlen(s), lf = strlen(suf);
+
+    return ls >= lf && strcmp(s + ls - lf, suf) == 0;
+}
+
+static int
+files_add(struct files *fs, const char *path)
+{
+    char **nv;
+    char *c;
+
+    if (fs->n >= TEST_MAX_FILES)
+        return -1;
+    nv = realloc(fs->v, (fs->n + 1) * sizeof(*nv));
+    if (nv == NULL)
+        return -1;
+    fs->v = nv;
+    c = strdup(path);
+    if (c == NULL)
+        return -1;
+    fs->v[fs->n++] = c;
+    return 0;
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Adds every *.test.yaml under dir, in name order. */
+static int
+files_walk(struct files *fs, const char *dir, int depth)
+{
+    DIR *d;
+    struct dirent *e;
+    struct files here = {NULL, 0};
+    int rc = 0;
+
+    if (depth > TEST_MAX_DEPTH)
+        return 0;
+    d = opendir(dir);
+    if (d == NULL) {
+        fprintf(stderr, "ncclguard policy test: cannot open %s: %s\n", dir,
+                strerror(errno));
+        return -1;
+    }
+    while ((e = readdir(d)) != NULL) {
+        char path[4096];
+        struct stat st;
+
+        if (e->d_name[0] == '.')
+            continue;
+        if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >=
+            (int)sizeof(path))
+            continue;
+        if (stat(path, &st) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode) || has_suffix(e->d_name, ".test.yaml"))
+            if (files_add(&here, path) != 0)
+                rc = -1;
+    }
+    closedir(d);
+    if (here.n > 0)
+        qsort(here.v, here.n, sizeof(char *), cmp_str);
+    for (size_t i = 0; i < here.n; i++) {
+        struct stat st;
+
+        if (rc == 0 && stat(here.v[i], &st) == 0) {
+            if (S_ISDIR(st.st_mode))
+                rc = files_walk(fs, here.v[i], depth + 1);
+            else
+                rc = files_add(fs, here.v[i]);
+        }
+        free(here.v[i]);
+    }
+    free(here.v);
+    return rc;
+}
+
+/* ---- small JSON helpers --------------------------------------------- */
+
+static const char *
+jstr(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* Resolves an RFC 6901 pointer ("" = the whole document). */
+static json_t *
+json_at(json_t *doc, const char *ptr)
+{
+    json_t *cur = doc;
+    char tok[512];
+
+    while (*ptr == '/' && cur != NULL) {
+        size_t n = 0;
+
+        ptr++;
+        while (*ptr != '\0' && *ptr != '/' && n + 1 < sizeof(tok)) {
+            if (ptr[0] == '~' && ptr[1] == '1') {
+                tok[n++] = '/';
+                ptr += 2;
+            } else if (ptr[0] == '~' && ptr[1] == '0') {
+                tok[n++] = '~';
+                ptr += 2;
+            } else {
+                tok[n++] = *ptr++;
+            }
+        }
+        tok[n] = '\0';
+        if (json_is_object(cur)) {
+            cur = json_object_get(cur, tok);
+        } else if (json_is_array(cur)) {
+            char *end;
+            unsigned long i = strtoul(tok, &end, 10);
+
+            cur = (*end == '\0' && n > 0) ? json_array_get(cur, i) : NULL;
+        } else {
+            cur = NULL;
+        }
+    }
+    return cur;
+}
+
+/* Checks that obj has only the given keys; reports the others. */
+static int
+check_keys(const json_t *obj, const char *const *keys, const char *where,
+           struct reasons *r)
+{
+    const char *k;
+    json_t *v;
+    int bad = 0;
+
+    json_object_foreach((json_t *)obj, k, v) {
+        int known = 0;
+
+        (void)v;
+        for (size_t i = 0; keys[i] != NULL && !known; i++)
+            known = strcmp(keys[i], k) == 0;
+        if (!known) {
+            reason(r, "%s: unknown key \"%s\"", where, k);
+            bad = 1;
+        }
+    }
+    return bad ? -1 : 0;
+}
+
+/* Parses a YAML file into its documents (an owned array) or NULL. */
+static json_t *
+load_yaml_file(const char *path, struct reasons *r)
+{
+    char *buf;
+    size_t len;
+    struct ng_error e;
+    json_t *docs;
+    char msg[700];
+
+    if (policy_read_file(path, TEST_MAX_BYTES, &buf, &len, &e) != 0) {
+        reason(r, "%s", e.msg);
+        return NULL;
+    }
+    ng_error_clear(&e);
+    docs = yamljson_load(buf, len, path, NULL, &e);
+    free(buf);
+    if (docs == NULL)
+        reason(r, "%s", ng_error_format(&e, path, msg, sizeof(msg)));
+    return docs;
+}
+
+/* A path relative to the directory of the test file. */
+static void
+relative_to(const char *testfile, const char *p, char *out, size_t n)
+{
+    char tmp[4096];
+
+    if (p[0] == '/') {
+        snprintf(out, n, "%s", p);
+        return;
+    }
+    snprintf(tmp, sizeof(tmp), "%s", testfile);
+    snprintf(out, n, "%s/%s", dirname(tmp), p);
+}
+
+/* ---- YAML text and diffs -------------------------------------------- */
+
+static char *
+emit_yaml(const json_t *docs)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    if (f == NULL)
+        return NULL;
+    if (yamljson_emit(docs, f) != 0) {
+        fclose(f);
+        free(buf);
+        return NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
+static size_t
+split_lines(char *text, char **lines, size_t max)
+{
+    size_t n = 0;
+    char *p = text;
+
+    while (*p != '\0' && n < max) {
+        char *nl = strchr(p, '\n');
+
+        lines[n++] = p;
+        if (nl == NULL)
+            break;
+        *nl = '\0';
+        p = nl + 1;
+    }
+    return n;
+}
+
+/* A line diff (longest common subsequence), "-" expected, "+" actual. */
+static void
+diff_docs(const json_t *expected, const json_t *actual, FILE *out)
+{
+    char *a = emit_yaml(expected), *b = emit_yaml(actual);
+    char **la = NULL, **lb = NULL;
+    unsigned short *t = NULL;
+    size_t na, nb, i, j;
+
+    if (a == NULL || b == NULL)
+        goto done;
+    la = calloc(DIFF_MAX_LINES, sizeof(char *));
+    lb = calloc(DIFF_MAX_LINES, sizeof(char *));
+    if (la == NULL || lb == NULL)
+        goto done;
+    na = split_lines(a, la, DIFF_MAX_LINES);
+    nb = split_lines(b, lb, DIFF_MAX_LINES);
+    t = calloc((na + 1) * (nb + 1), sizeof(*t));
+    if (t == NULL)
+        goto done;
+#define T(x, y) t[(x) * (nb + 1) + (y)]
+    for (i = na; i-- > 0;)
+        for (j = nb; j-- > 0;)
+            T(i, j) = strcmp(la[i], lb[j]) == 0
+                          ? (unsigned short)(T(i + 1, j + 1) + 1)
+                          : (T(i + 1, j) > T(i, j + 1) ? T(i + 1, j)
+                                                       : T(i, j + 1));
+    fprintf(out, "    --- expected\n    +++ actual\n");
+    i = j = 0;
+    while (i < na || j < nb) {
+        if (i < na && j < nb && strcmp(la[i], lb[j]) == 0) {
+            fprintf(out, "     %s\n", la[i]);
+            i++;
+            j++;
+        } else if (i < na && (j == nb || T(i + 1, j) >= T(i, j + 1))) {
+            fprintf(out, "    -%s\n", la[i++]);
+        } else {
+            fprintf(out, "    +%s\n", lb[j++]);
+        }
+    }
+#undef T
+done:
+    free(t);
+    free(la);
+    free(lb);
+    free(a);
+    free(b);
+}
+
+/* ---- assertions ----------------------------------------------------- */
+
+static const char *
+status_word(enum mutate_status s)
+{
+    return mutate_status_name(s);
+}
+
+/* Size of the /dev/shm emptyDir of one pod spec, or -1 when none. */
+static int64_t
+pod_shm_size(json_t *pod, char *text, size_t n)
+{
+    json_t *spec = json_object_get(pod, "spec");
+    json_t *containers = json_object_get(spec, "containers");
+    json_t *volumes = json_object_get(spec, "volumes");
+    const char *vol = NULL;
+    size_t i, k;
+    json_t *c, *m, *v;
+
+    snprintf(text, n, "none");
+    json_array_foreach(containers, i, c) {
+        json_array_foreach(json_object_get(c, "volumeMounts"), k, m) {
+            const char *mp = jstr(m, "mountPath");
+
+            if (mp != NULL && (strcmp(mp, "/dev/shm") == 0 ||
+                               strcmp(mp, "/dev/shm/") == 0))
+                vol = jstr(m, "name");
+        }
+        if (vol != NULL)
+            break;
+    }
+    if (vol == NULL)
+        return -1;
+    json_array_foreach(volumes, i, v) {
+        const char *name = jstr(v, "name");
+        json_t *ed = json_object_get(v, "emptyDir");
+        const char *sl = jstr(ed, "sizeLimit");
+        struct quantity q;
+
+        if (name == NULL || strcmp(name, vol) != 0)
+            continue;
+        if (sl == NULL) {
+            snprintf(text, n, "unbounded");
+            return 0;
+        }
+        snprintf(text, n, "%s", sl);
+        if (quantity_parse(sl, strlen(sl), &q, NULL) != 0)
+            return -1;
+        return q.value;
+    }
+    return -1;
+}
+
+/* GPU containers of one pod spec: those asking for a policy GPU resource. */
+static int
+is_gpu_container(const json_t *c, const struct settings *s)
+{
+    json_t *res = json_object_get(c, "resources");
+    const char *where[] = {"limits", "requests"};
+
+    for (size_t w = 0; w < 2; w++) {
+        json_t *m = json_object_get(res, where[w]);
+
+        for (size_t g = 0; g < s->n_gpu_resources; g++) {
+            json_t *v = json_object_get(m, s->gpu_resources[g]);
+
+            if ((json_is_integer(v) && json_integer_value(v) > 0) ||
+                (json_is_string(v) && strcmp(json_string_value(v), "0")))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+static void
+assert_env(json_t *pod, const json_t *want, const struct settings *s,
+           struct reasons *r)
+{
+    json_t *cs = json_object_get(json_object_get(pod, "spec"), "containers");
+    json_t *c;
+    size_t i;
+
+    json_array_foreach(cs, i, c) {
+        const char *cname = jstr(c, "name");
+        const char *k;
+        json_t *wv;
+
+        if (!is_gpu_container(c, s))
+            continue;
+        json_object_foreach((json_t *)want, k, wv) {
+            json_t *e;
+            size_t j;
+            const char *got = NULL;
+            const char *w = json_is_string(wv) ? json_string_value(wv) : NULL;
+
+            json_array_foreach(json_object_get(c, "env"), j, e) {
+                const char *n = jstr(e, "name");
+
+                if (n != NULL && strcmp(n, k) == 0)
+                    got = jstr(e, "value") ? jstr(e, "value") : "";
+            }
+            if (w == NULL && got != NULL)
+                reason(r, "env: container \"%s\" has %s=%s, expected it "
+                          "unset",
+                       cname ? cname : "?", k, got);
+            else if (w != NULL && (got == NULL || strcmp(got, w) != 0))
+                reason(r, "env: container \"%s\" has %s=%s, expected %s",
+                       cname ? cname : "?", k, got ? got : "(unset)", w);
+        }
+    }
+}
+
+static void
+assert_caps(json_t *pod, const json_t *want, const struct settings *s,
+            struct reasons *r)
+{
+    json_t *cs = json_object_get(json_object_get(pod, "spec"), "containers");
+    json_t *c, *w;
+    size_t i, k;
+
+    json_array_foreach(cs, i, c) {
+        json_t *add = json_object_get(
+            json_object_get(json_object_get(c, "securityContext"),
+                            "capabilities"),
+            "add");
+
+        if (!is_gpu_container(c, s))
+            continue;
+        json_array_foreach((json_t *)want, k, w) {
+            json_t *a;
+            size_t j;
+            int found = 0;
+
+            json_array_foreach(add, j, a)
+                found = found || json_equal(a, w);
+            if (!found)
+                reason(r, "capabilities: container \"%s\" lacks %s",
+                       jstr(c, "name") ? jstr(c, "name") : "?",
+                       json_is_string(w) ? json_string_value(w) : "?");
+        }
+    }
+}
+
+static int
+has_ringcheck(json_t *pod)
+{
+    json_t *ics =
+        json_object_get(json_object_get(pod, "spec"), "initContainers");
+    json_t *c;
+    size_t i;
+
+    json_array_foreach(ics, i, c) {
+        const char *n = jstr(c, "name");
+
+        if (n != NULL && strcmp(n, "ncclguard-ringcheck") == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static const char *const expect_keys[] = {
+    "rule", "mutated", "status", "shmSize", "warnings", "env",
+    "capabilities", "hostIPC", "ringCheck", NULL};
+
+/* Checks the expect: block against every pod the inputs held. */
+static void
+check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
+             size_t nreps, const struct settings *defaults,
+             struct reasons *r)
+{
+    json_t *v;
+    size_t npods = 0, patched = 0;
+    json_t *all_warnings = json_array();
+
+    if (check_keys(exp, expect_keys, "expect", r) != 0 ||
+        all_warnings == NULL) {
+        json_decref(all_warnings);
+        return;
+    }
+    for (size_t d = 0; d < nreps; d++) {
+        for (size_t p = 0; p < reps[d].n_pods; p++) {
+            struct workload_pod *wp = &reps[d].pods[p];
+            json_t *pod = json_at(json_array_get(actual, d), wp->pointer);
+            const char *s;
+            json_t *w;
+            size_t i;
+
+            npods++;
+            if (wp->result.status == MUTATE_PATCHED)
+                patched++;
+            json_array_foreach(wp->result.warnings, i, w)
+                json_array_append(all_warnings, w);
+            if ((s = jstr(exp, "rule")) != NULL &&
+                strcmp(s, wp->result.rule) != 0)
+                reason(r, "rule: expected \"%s\", got \"%s\" (pod %s)", s,
+                       wp->result.rule, wp->pointer[0] ? wp->pointer : "/");
+            if ((s = jstr(exp, "status")) != NULL &&
+                strcmp(s, status_word(wp->result.status)) != 0)
+                reason(r, "status: expected %s, got %s (pod %s%s%s)", s,
+                       status_word(wp->result.status),
+                       wp->pointer[0] ? wp->pointer : "/",
+                       wp->result.reason[0] ? ": " : "", wp->result.reason);
+            if ((s = jstr(exp, "shmSize")) != NULL && pod != NULL) {
+                struct quantity q;
+                char got[64];
+                int64_t size = pod_shm_size(pod, got, sizeof(got));
+
+                if (strcmp(s, "none") == 0 ? size != -1
+                    : quantity_parse(s, strlen(s), &q, NULL) != 0 ||
+                          q.value != size)
+                    reason(r, "shmSize: expected %s, got %s (pod %s)", s, got,
+                           wp->pointer[0] ? wp->pointer : "/");
+            }
+            if ((v = json_object_get(exp, "env")) != NULL && pod != NULL)
+                assert_env(pod, v, defaults, r);
+            if ((v = json_object_get(exp, "capabilities")) != NULL &&
+                pod != NULL)
+                assert_caps(pod, v, defaults, r);
+            if ((v = json_object_get(exp, "hostIPC")) != NULL && pod != NULL) {
+                json_t *h = json_object_get(json_object_get(pod, "spec"),
+                                            "hostIPC");
+                int got = json_is_true(h);
+
+                if (got != json_is_true(v))
+                    reason(r, "hostIPC: expected %s, got %s",
+                           json_is_true(v) ? "true" : "false",
+                           got ? "true" : "false");
+            }
+            if ((v = json_object_get(exp, "ringCheck")) != NULL &&
+                pod != NULL && has_ringcheck(pod) != json_is_true(v))
+                reason(r, "ringCheck: expected %s ncclguard-ringcheck init "
+                          "container (pod %s)",
+                       json_is_true(v) ? "an" : "no",
+                       wp->pointer[0] ? wp->pointer : "/");
+        }
+    }
+    if (npods == 0)
+        reason(r, "the input holds no pod or pod template");
+    if ((v = json_object_get(exp, "mutated")) != NULL &&
+        (patched > 0) != json_is_true(v))
+        reason(r, "mutated: expected %s, got %s",
+               json_is_true(v) ? "true" : "false",
+               patched > 0 ? "true" : "false");
+    if ((v = json_object_get(exp, "warnings")) != NULL) {
+        size_t i;
+        json_t *w;
+
+        if (!json_is_array(v)) {
+            reason(r, "expect.warnings must be a list of substrings");
+        } else if (json_array_size(v) != json_array_size(all_warnings)) {
+            reason(r, "warnings: expected %zu, got %zu",
+                   json_array_size(v), json_array_size(all_warnings));
+            json_array_foreach(all_warnings, i, w)
+                reason(r, "  got: %s",
+                       json_is_string(w) ? json_string_value(w) : "?");
+        } else {
+            json_array_foreach(v, i, w) {
+                const char *got =
+                    json_string_value(json_array_get(all_warnings, i));
+                const char *want = json_string_value(w);
+
+                if (want == NULL || got == NULL || strstr(got, want) == NULL)
+                    reason(r, "warnings[%zu]: expected it to contain \"%s\", "
+                              "got \"%s\"",
+                           i, want ? want : "?", got ? got : "?");
+            }
+        }
+    }
+    json_decref(all_warnings);
+}
+
+/* ---- one case ------------------------------------------------------- */
+
+static const char *const case_keys[] = {"name", "namespace", "input",
+                                        "inputFile", "expect", "expected",
+                                        "expectedFile", NULL};
+
+static void
+run_case(struct run *run, const char *file, const json_t *c, size_t idx,
+         const struct policy *pol)
+{
+    struct reasons r = {NULL, 0, NULL, 0};
+    const char *name = jstr(c, "name");
+    const char *ns = jstr(c, "namespace");
+    json_t *inputs = NULL, *actual = NULL, *expected = NULL;
+    struct workload_report *reps = NULL;
+    struct mutate_options opt = {NULL};
+    char label[300], path[4096];
+    size_t n = 0;
+    const json_t *v;
+
+    snprintf(label, sizeof(label), "%s", name ? name : "");
+    if (name == NULL)
+        snprintf(label, sizeof(label), "case %zu", idx + 1);
+    r.f = open_memstream(&r.buf, &r.len);
+    if (!json_is_object(c)) {
+        reason(&r, "a case must be a mapping");
+        goto report;
+    }
+    if (check_keys(c, case_keys, "case", &r) != 0)
+        goto report;
+    if ((v = json_object_get(c, "input")) != NULL) {
+        inputs = json_is_array(v) ? json_deep_copy(v) : json_pack("[O]", v);
+    } else if ((v = json_object_get(c, "inputFile")) != NULL &&
+               json_is_string(v)) {
+        relative_to(file, json_string_value(v), path, sizeof(path));
+        inputs = load_yaml_file(path, &r);
+        if (inputs == NULL)
+            goto report;
+    } else {
+        reason(&r, "a case needs input (an object) or inputFile (a path)");
+        goto report;
+    }
+    if (json_object_get(c, "expect") == NULL &&
+        json_object_get(c, "expected") == NULL &&
+        json_object_get(c, "expectedFile") == NULL) {
+        reason(&r, "a case needs expect (assertions), expected or "
+                   "expectedFile");
+        goto report;
+    }
+    if (inputs == NULL || (actual = json_deep_copy(inputs)) == NULL) {
+        reason(&r, "out of memory");
+        goto report;
+    }
+    n = json_array_size(actual);
+    reps = calloc(n ? n : 1, sizeof(*reps));
+    if (reps == NULL) {
+        reason(&r, "out of memory");
+        goto report;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!json_is_object(json_array_get(actual, i))) {
+            reason(&r, "input document %zu is not an object", i + 1);
+            goto report;
+        }
+        if (workload_mutate(json_array_get(actual, i), ns, pol, &opt,
+                            &reps[i]) != 0) {
+            reason(&r, "the mutation failed (out of memory)");
+            goto report;
+        }
+    }
+    if ((v = json_object_get(c, "expect")) != NULL) {
+        if (!json_is_object(v))
+            reason(&r, "expect must be a mapping");
+        else
+            check_expect(v, actual, reps, n, policy_defaults(pol), &r);
+    }
+    if ((v = json_object_get(c, "expected")) != NULL) {
+        expected = json_is_array(v) ? json_deep_copy(v) : json_pack("[O]", v);
+    } else if ((v = json_object_get(c, "expectedFile")) != NULL &&
+               json_is_string(v)) {
+        relative_to(file, json_string_value(v), path, sizeof(path));
+        expected = load_yaml_file(path, &r);
+    }
+    if (expected != NULL && !json_equal(expected, actual)) {
+        reason(&r, "the mutated objects differ from the expected ones:");
+        if (r.f != NULL)
+            diff_docs(expected, actual, r.f);
+    }
+report:
+    if (r.f != NULL)
+        fclose(r.f);
+    if (r.n == 0) {
+        run->passed++;
+        printf("PASS %s: %s\n", file, label);
+    } else {
+        run->failed++;
+        printf("FAIL %s: %s\n%s", file, label, r.buf ? r.buf : "");
+    }
+    if (run->verbose && r.n == 0 && actual != NULL) {
+        char *y = emit_yaml(actual);
+
+        if (y != NULL)
+            printf("%s", y);
+        free(y);
+    }
+    for (size_t i = 0; i < n && reps != NULL; i++)
+        workload_report_release(&reps[i]);
+    free(reps);
+    free(r.buf);
+    json_decref(inputs);
+    json_decref(actual);
+    json_decref(expected);
+}
+
+/* ---- one file ------------------------------------------------------- */
+
+static const char *const test_keys[] = {"apiVersion", "kind", "metadata",
+                                        "policy", "cases", NULL};
+
+static struct policy *
+test_policy_load(const char *file, const json_t *pv, struct reasons *r)
+{
+    struct ng_error e;
+    struct policy *p = NULL;
+    char path[4096], msg[700];
+
+    ng_error_clear(&e);
+    if (json_is_string(pv)) {
+        relative_to(file, json_string_value(pv), path, sizeof(path));
+        p = policy_load_file(path, &e);
+        if (p == NULL && e.line > 0)
+            reason(r, "policy: %s", ng_error_format(&e, path, msg,
+                                                    sizeof(msg)));
+        else if (p == NULL)
+            reason(r, "policy: %s", e.msg);
+    } else if (json_is_object(pv)) {
+        json_t *one = json_pack("[O]", pv);
+        char *text = one ? emit_yaml(one) : NULL;
+
+        if (text != NULL)
+            p = policy_load(text, strlen(text), file, &e);
+        if (p == NULL)
+            reason(r, "inline policy: %s", e.msg[0] ? e.msg : "out of memory");
+        free(text);
+        json_decref(one);
+    } else {
+        reason(r, "policy must be a file name or an inline policy mapping");
+    }
+    return p;
+}
+
+static void
+run_file(struct run *run, const char *file)
+{
+    struct reasons r = {NULL, 0, NULL, 0};
+    json_t *docs, *doc;
+    size_t i;
+
+    r.f = open_memstream(&r.buf, &r.len);
+    docs = load_yaml_file(file, &r);
+    json_array_foreach(docs, i, doc) {
+        const char *kind = jstr(doc, "kind");
+        const char *api = jstr(doc, "apiVersion");
+        json_t *cases = json_object_get(doc, "cases");
+        struct policy *pol;
+        size_t k;
+        json_t *c;
+
+        if (!json_is_object(doc) || kind == NULL ||
+            strcmp(kind, "PolicyTest") != 0 || api == NULL ||
+            strcmp(api, "ncclguard.io/v1alpha1") != 0) {
+            reason(&r, "document %zu: expected apiVersion: "
+                       "ncclguard.io/v1alpha1 and kind: PolicyTest",
+                   i + 1);
+            continue;
+        }
+        if (check_keys(doc, test_keys, "test", &r) != 0)
+            continue;
+        if (!json_is_array(cases) || json_array_size(cases) == 0) {
+            reason(&r, "document %zu: cases must be a non-empty list",
+                   i + 1);
+            continue;
+        }
+        pol = test_policy_load(file, json_object_get(doc, "policy"), &r);
+        if (pol == NULL)
+            continue;
+        json_array_foreach(cases, k, c)
+            run_case(run, file, c, k, pol);
+        policy_free(pol);
+    }
+    if (docs != NULL && json_array_size(docs) == 0)
+        reason(&r, "no PolicyTest document");
+    if (r.f != NULL)
+        fclose(r.f);
+    if (r.n > 0) {
+        run->failed++;
+        printf("FAIL %s: invalid test file\n%s", file, r.buf ? r.buf : "");
+    }
+    free(r.buf);
+    json_decref(docs);
+}
+
+int
+policytest_main(int argc, char **argv)
+{
+    struct run run = {0, 0, 0};
+    struct files fs = {NULL, 0};
+    int rc = 0;
+
+    for (int i = 0; i < argc; i++) {
+        struct stat st;
+
+        if (strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--verbose") == 0) {
+            run.verbose = 1;
+            continue;
+        }
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            printf("usage: ncclguard policy test [-v] DIR|FILE...\n"
+                   "Runs every *.test.yaml (kind: PolicyTest) under each DIR "
+                   "and each FILE.\n");
+            return 0;
+        }
+        if (argv[i][0] == '-') {
+            fprintf(stderr, "ncclguard policy test: unknown option %s\n",
+                    argv[i]);
+            rc = 2;
+            goto done;
+        }
+        if (stat(argv[i], &st) != 0) {
+            fprintf(stderr, "ncclguard policy test: %s: %s\n", argv[i],
+                    strerror(errno));
+            rc = 2;
+            goto done;
+        }
+        if (S_ISDIR(st.st_mode) ? files_walk(&fs, argv[i], 0)
+                                : files_add(&fs, argv[i])) {
+            rc = 2;
+            goto done;
+        }
+    }
+    if (fs.n == 0) {
+        fprintf(stderr, "usage: ncclguard policy test [-v] DIR|FILE...\n%s",
+                argc > 0 ? "no *.test.yaml files found\n" : "");
+        rc = 2;
+        goto done;
+    }
+    for (size_t i = 0; i < fs.n; i++)
+        run_file(&run, fs.v[i]);
+    printf("%zu passed, %zu failed\n", run.passed, run.failed);
+    rc = run.failed ? 1 : 0;
+done:
+    for (size_t i = 0; i < fs.n; i++)
+        free(fs.v[i]);
+    free(fs.v);
+    return rc;
+}
