@@ -60,8 +60,7 @@ set_failure(int code, int phase, const char *fmt, ...)
     va_end(ap);
 }
 
-static void
-set_fix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void set_fix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void
 set_fix(const char *fmt, ...)
@@ -249,8 +248,9 @@ check_preflight(void)
                p->cuda_runtime % 1000 / 10, p->cuda_driver / 1000,
                p->cuda_driver % 1000 / 10, p->ngpus, o->expect_gpus);
     if (p->ngpus <= 0) {
-        set_failure(RC_EXIT_ENV, 0, "no usable GPU: the CUDA runtime sees "
-                                    "no device");
+        set_failure(RC_EXIT_ENV, 0,
+                    "no usable GPU: the CUDA runtime sees "
+                    "no device");
         set_fix("request GPUs for this container (nvidia.com/gpu) and run it "
                 "with the NVIDIA container runtime");
         return -1;
@@ -279,8 +279,7 @@ check_preflight(void)
                             "duplicate devices: GPU %d and GPU %d are the "
                             "same GPU (%s)",
                             i, j, p->gpu[i].busid);
-                snprintf(rep.gpus, sizeof(rep.gpus), "GPU %d and GPU %d", i,
-                         j);
+                snprintf(rep.gpus, sizeof(rep.gpus), "GPU %d and GPU %d", i, j);
                 set_fix("the container sees one GPU twice: check the device "
                         "plugin and CUDA_VISIBLE_DEVICES");
                 return -1;
@@ -360,8 +359,8 @@ run_busbw(const struct rc_run *run, int n, double *algbw)
 }
 
 static long
-run_wrong(const struct rc_run *run, unsigned long long *ranks,
-          char *first, size_t len)
+run_wrong(const struct rc_run *run, unsigned long long *ranks, char *first,
+          size_t len)
 {
     long total = 0;
 
@@ -571,8 +570,7 @@ diagnose(void)
         }
         if (r == 1) {
             snprintf(rep.cure, sizeof(rep.cure), "%s=%s", s->name, s->value);
-            snprintf(rep.transport, sizeof(rep.transport), "%s",
-                     s->transport);
+            snprintf(rep.transport, sizeof(rep.transport), "%s", s->transport);
             break;
         }
     }
@@ -660,8 +658,7 @@ describe_gpus(void)
                  rep.pair[0], rep.pre.gpu[rep.pair[0]].busid, rep.pair[1],
                  rep.pre.gpu[rep.pair[1]].busid);
     else if (rep.gpus[0] == '\0' && rep.ranks[0] != '\0' && rep.phase >= 3)
-        ranks_to_gpus(rep.ranks, rep.dev, rep.ndev, rep.gpus,
-                      sizeof(rep.gpus));
+        ranks_to_gpus(rep.ranks, rep.dev, rep.ndev, rep.gpus, sizeof(rep.gpus));
 }
 
 static void

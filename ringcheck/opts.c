@@ -17,44 +17,43 @@ rc_opts_usage(void *fp)
 {
     FILE *f = fp;
 
-    fputs(
-        "usage: ncclguard-ringcheck [--expect-gpus N] [--timeout SECONDS]\n"
-        "         [--mode process|group] [--bw-bytes BYTES]\n"
-        "         [--on-failure fail|warn|fallback] [--min-busbw GBPS]\n"
-        "         [--fallback-conf PATH] [--phase-timeout SECONDS]\n"
-        "         [--diagnose|--no-diagnose] [--report FILE]\n"
-        "         [--termination-log PATH] [--help]\n"
-        "\n"
-        "Proves that NCCL works on this pod's GPUs before the workload "
-        "starts.\n"
-        "  --expect-gpus N      GPUs the pod asked for (default: all "
-        "visible)\n"
-        "  --timeout SECONDS    deadline for the whole check (default 300)\n"
-        "  --phase-timeout S    deadline for each phase (default: a quarter "
-        "of\n"
-        "                       --timeout, at least 10 s, at most "
-        "--timeout)\n"
-        "  --mode process|group one process per GPU (default) or one for "
-        "all\n"
-        "  --bw-bytes BYTES     AllReduce size of the bandwidth phase; Ki, "
-        "Mi, Gi\n"
-        "                       suffixes; 0 skips it (default 256Mi)\n"
-        "  --min-busbw GBPS     fail (exit 8) below this bus bandwidth\n"
-        "  --on-failure MODE    fail (default), warn (exit 0), or fallback "
-        "(write\n"
-        "                       the settings that passed to the fallback "
-        "file)\n"
-        "  --fallback-conf PATH default /run/ncclguard/nccl.conf\n"
-        "  --no-diagnose        do not rerun with other settings on failure\n"
-        "  --report FILE        also write the JSON summary to FILE\n"
-        "  --termination-log P  default /dev/termination-log (written when "
-        "it\n"
-        "                       exists)\n"
-        "exit codes: 0 pass, 1 internal, 2 CUDA, 3 NCCL, 4 timeout/hang, "
-        "6 usage,\n"
-        "            7 wrong results, 8 bandwidth below threshold, 9 "
-        "environment\n",
-        f);
+    fputs("usage: ncclguard-ringcheck [--expect-gpus N] [--timeout SECONDS]\n"
+          "         [--mode process|group] [--bw-bytes BYTES]\n"
+          "         [--on-failure fail|warn|fallback] [--min-busbw GBPS]\n"
+          "         [--fallback-conf PATH] [--phase-timeout SECONDS]\n"
+          "         [--diagnose|--no-diagnose] [--report FILE]\n"
+          "         [--termination-log PATH] [--help]\n"
+          "\n"
+          "Proves that NCCL works on this pod's GPUs before the workload "
+          "starts.\n"
+          "  --expect-gpus N      GPUs the pod asked for (default: all "
+          "visible)\n"
+          "  --timeout SECONDS    deadline for the whole check (default 300)\n"
+          "  --phase-timeout S    deadline for each phase (default: a quarter "
+          "of\n"
+          "                       --timeout, at least 10 s, at most "
+          "--timeout)\n"
+          "  --mode process|group one process per GPU (default) or one for "
+          "all\n"
+          "  --bw-bytes BYTES     AllReduce size of the bandwidth phase; Ki, "
+          "Mi, Gi\n"
+          "                       suffixes; 0 skips it (default 256Mi)\n"
+          "  --min-busbw GBPS     fail (exit 8) below this bus bandwidth\n"
+          "  --on-failure MODE    fail (default), warn (exit 0), or fallback "
+          "(write\n"
+          "                       the settings that passed to the fallback "
+          "file)\n"
+          "  --fallback-conf PATH default /run/ncclguard/nccl.conf\n"
+          "  --no-diagnose        do not rerun with other settings on failure\n"
+          "  --report FILE        also write the JSON summary to FILE\n"
+          "  --termination-log P  default /dev/termination-log (written when "
+          "it\n"
+          "                       exists)\n"
+          "exit codes: 0 pass, 1 internal, 2 CUDA, 3 NCCL, 4 timeout/hang, "
+          "6 usage,\n"
+          "            7 wrong results, 8 bandwidth below threshold, 9 "
+          "environment\n",
+          f);
 }
 
 static int
@@ -100,8 +99,18 @@ rc_opts_parse_bytes(const char *s, size_t *out)
 }
 
 enum {
-    OPT_EXPECT = 256, OPT_TIMEOUT, OPT_MODE, OPT_BW, OPT_ONFAIL, OPT_MINBW,
-    OPT_FALLBACK, OPT_PHASE, OPT_DIAG, OPT_NODIAG, OPT_REPORT, OPT_TERMLOG,
+    OPT_EXPECT = 256,
+    OPT_TIMEOUT,
+    OPT_MODE,
+    OPT_BW,
+    OPT_ONFAIL,
+    OPT_MINBW,
+    OPT_FALLBACK,
+    OPT_PHASE,
+    OPT_DIAG,
+    OPT_NODIAG,
+    OPT_REPORT,
+    OPT_TERMLOG,
     OPT_HELP
 };
 
@@ -234,8 +243,12 @@ rc_opts_parse(int argc, char **argv, struct rc_opts *o, char *err,
             }
             o->fallback_conf = optarg;
             break;
-        case OPT_DIAG: o->diagnose = 1; break;
-        case OPT_NODIAG: o->diagnose = 0; break;
+        case OPT_DIAG:
+            o->diagnose = 1;
+            break;
+        case OPT_NODIAG:
+            o->diagnose = 0;
+            break;
         case OPT_REPORT:
             if (optarg[0] == '\0') {
                 snprintf(err, errlen, "--report: expected a file name");
@@ -252,7 +265,9 @@ rc_opts_parse(int argc, char **argv, struct rc_opts *o, char *err,
             o->termination_log_given = 1;
             break;
         case 'h':
-        case OPT_HELP: o->help = 1; return 0;
+        case OPT_HELP:
+            o->help = 1;
+            return 0;
         case ':':
             snprintf(err, errlen, "%s: missing value", argv[optind - 1]);
             return -1;

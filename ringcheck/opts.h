@@ -13,13 +13,13 @@ struct rc_opts {
     int group;              /* --mode group */
     size_t bw_bytes;        /* 0: skip the bandwidth phase */
     enum rc_on_failure on_failure;
-    double min_busbw;       /* GB/s; 0: no threshold */
+    double min_busbw; /* GB/s; 0: no threshold */
     int diagnose;
     int help;
     const char *fallback_conf;
-    const char *report;          /* NULL: none */
+    const char *report; /* NULL: none */
     const char *termination_log;
-    int termination_log_given;   /* the path came from the command line */
+    int termination_log_given; /* the path came from the command line */
 };
 
 /*

@@ -15,9 +15,9 @@
 const char *
 report_phase_name(int p)
 {
-    static const char *const names[] = {"preflight", "devices", "topology",
-                                        "nccl-init", "correctness",
-                                        "bandwidth", "teardown"};
+    static const char *const names[] = {"preflight", "devices",     "topology",
+                                        "nccl-init", "correctness", "bandwidth",
+                                        "teardown"};
 
     return p >= 0 && p < 7 ? names[p] : "none";
 }
@@ -26,16 +26,26 @@ const char *
 report_code_name(int code)
 {
     switch (code) {
-    case 0: return "pass";
-    case 1: return "internal error";
-    case 2: return "CUDA error";
-    case 3: return "NCCL error";
-    case 4: return "timeout or hang";
-    case 6: return "usage error";
-    case 7: return "wrong results";
-    case 8: return "bandwidth below the threshold";
-    case 9: return "environment";
-    default: return "unknown";
+    case 0:
+        return "pass";
+    case 1:
+        return "internal error";
+    case 2:
+        return "CUDA error";
+    case 3:
+        return "NCCL error";
+    case 4:
+        return "timeout or hang";
+    case 6:
+        return "usage error";
+    case 7:
+        return "wrong results";
+    case 8:
+        return "bandwidth below the threshold";
+    case 9:
+        return "environment";
+    default:
+        return "unknown";
     }
 }
 
@@ -132,16 +142,15 @@ report_table(const struct rc_report *r)
     for (int i = 0; i < g->nrows; i++) {
         const struct rc_row *row = &g->rows[i];
         size_t size = row_size(row, n);
-        double algbw = row->time_us > 0 ? (double)size / row->time_us / 1e3
-                                        : 0;
+        double algbw = row->time_us > 0 ? (double)size / row->time_us / 1e3 : 0;
         double busbw = algbw * row_busbw_factor(row, n);
-        const char *redop = strcmp(row->op, "allreduce") == 0 ? "sum"
-                                                              : "none";
+        const char *redop = strcmp(row->op, "allreduce") == 0 ? "sum" : "none";
         const char *type = row->timed ? "float" : "int32";
 
         printf("%12zu  %12zu  %8s  %6s  %6d  %7.1f  %6.2f  %6.2f  %5s  %s%s\n",
-               size, strcmp(row->op, "allgather") == 0 ? row->count * (size_t)n
-                                                       : row->count,
+               size,
+               strcmp(row->op, "allgather") == 0 ? row->count * (size_t)n
+                                                 : row->count,
                type, redop, row->root, row->time_us, algbw, busbw,
                row->timed ? "N/A" : "", row->op,
                row->timed ? " (bandwidth)" : "");
@@ -165,8 +174,7 @@ struct out {
     int overflow;
 };
 
-static void
-out_add(struct out *o, const char *fmt, ...)
+static void out_add(struct out *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void
@@ -272,14 +280,15 @@ report_json(const struct rc_report *r, char *buf, size_t len)
         out_add(&o, ",\"bw_bytes\":%zu,\"algbw_gbps\":%.3f,\"busbw_gbps\":%.3f",
                 r->bw_bytes, r->algbw, r->busbw);
     else
-        out_add(&o, ",\"bw_bytes\":%zu,\"algbw_gbps\":null,"
-                    "\"busbw_gbps\":null",
+        out_add(&o,
+                ",\"bw_bytes\":%zu,\"algbw_gbps\":null,"
+                "\"busbw_gbps\":null",
                 r->bw_bytes);
     if (r->opts->min_busbw > 0)
         out_add(&o, ",\"min_busbw_gbps\":%.3f", r->opts->min_busbw);
     out_add(&o, ",\"fallback_conf\":");
-    out_json_str_or_null(&o, r->fallback_written ? r->opts->fallback_conf
-                                                  : NULL);
+    out_json_str_or_null(&o,
+                         r->fallback_written ? r->opts->fallback_conf : NULL);
     out_add(&o, ",\"warnings\":%d,\"elapsed_s\":%.3f}", r->nwarnings,
             r->elapsed_s);
     return o.overflow ? -1 : 0;
@@ -304,12 +313,14 @@ report_verdict(const struct rc_report *r, char *buf, size_t len)
         return;
     }
     if (strcmp(r->result, "fallback") == 0)
-        out_add(&o, "ncclguard-ringcheck: FALLBACK: the pod starts with %s "
-                    "(written to %s)\n",
+        out_add(&o,
+                "ncclguard-ringcheck: FALLBACK: the pod starts with %s "
+                "(written to %s)\n",
                 r->cure, r->opts->fallback_conf);
     else if (strcmp(r->result, "warn") == 0)
         out_add(&o, "ncclguard-ringcheck: WARNING (the pod starts anyway)\n");
-    out_add(&o, "ncclguard-ringcheck FAILED: %s (exit %d) in phase %d (%s)\n",
+    out_add(&o, "ncclguard-ringcheck %s: %s (exit %d) in phase %d (%s)\n",
+            strcmp(r->result, "fail") == 0 ? "FAILED" : "check failed",
             report_code_name(r->code), r->code, r->phase,
             report_phase_name(r->phase));
     out_add(&o, "what: %s\n", r->what);

@@ -26,10 +26,10 @@ struct rc_row {
     size_t bytes;
     size_t count;
     int root;
-    double time_us; /* slowest rank */
-    long wrong;     /* all ranks together */
+    double time_us;                 /* slowest rank */
+    long wrong;                     /* all ranks together */
     unsigned long long wrong_ranks; /* bit r: rank r saw wrong values */
-    int timed;      /* a bandwidth row (counts for the average) */
+    int timed; /* a bandwidth row (counts for the average) */
 };
 
 /* What one run of workers produced. Filled by the supervisor. */
@@ -60,16 +60,16 @@ struct rc_report {
     struct rc_run ring; /* the first full ring run */
     int ndev;           /* GPUs the ring used */
     int dev[WORKER_MAX_GPUS];
-    size_t bw_bytes;    /* after any cut for memory */
+    size_t bw_bytes; /* after any cut for memory */
     double shm_free_mib, shm_need_mib;
-    int nwarnings;      /* preflight warnings */
+    int nwarnings; /* preflight warnings */
     /* the failure that decides the exit code (code 0: none) */
     int code;
     int phase;
     char what[640];
     char ranks[160];
     char warn[400];
-    char gpus[160];     /* "GPU 0 (bus id) and GPU 1 (...)" or a list */
+    char gpus[160]; /* "GPU 0 (bus id) and GPU 1 (...)" or a list */
     char fix[400];
     /* diagnosis */
     int diag_ran;

@@ -143,8 +143,8 @@ sv_current_phase(void)
 
     for (int i = 0; i < st.nw; i++) {
         const struct sv_worker *w = &st.w[i];
-        int cur = w->phase_cur > w->phase_done ? w->phase_cur
-                                               : w->phase_done + 1;
+        int cur =
+            w->phase_cur > w->phase_done ? w->phase_cur : w->phase_done + 1;
 
         if (!w->finished && cur < p)
             p = cur;
@@ -316,8 +316,8 @@ sv_event(struct sv_worker *w, char *line)
         double us;
         long wrong;
         struct rc_row *row;
-        if (sscanf(line, "R %d %15s %zu %zu %d %lf %ld", &a, op, &bytes,
-                   &count, &b, &us, &wrong) != 7)
+        if (sscanf(line, "R %d %15s %zu %zu %d %lf %ld", &a, op, &bytes, &count,
+                   &b, &us, &wrong) != 7)
             break;
         row = sv_row(op, bytes, 0);
         if (row == NULL)
@@ -423,14 +423,22 @@ static const char *
 signal_name(int sig)
 {
     switch (sig) {
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGILL: return "SIGILL";
-    case SIGFPE: return "SIGFPE";
-    case SIGKILL: return "SIGKILL";
-    case SIGTERM: return "SIGTERM";
-    default: return "a signal";
+    case SIGSEGV:
+        return "SIGSEGV";
+    case SIGABRT:
+        return "SIGABRT";
+    case SIGBUS:
+        return "SIGBUS";
+    case SIGILL:
+        return "SIGILL";
+    case SIGFPE:
+        return "SIGFPE";
+    case SIGKILL:
+        return "SIGKILL";
+    case SIGTERM:
+        return "SIGTERM";
+    default:
+        return "a signal";
     }
 }
 
@@ -456,8 +464,7 @@ sv_reaped(struct sv_worker *w)
             sv_fail(p <= 2 ? RC_EXIT_CUDA : RC_EXIT_NCCL, p, ranks,
                     "%s (GPU %d) crashed: killed by signal %d (%s) in phase "
                     "%d (%s)",
-                    name, dev, sig, signal_name(sig), p,
-                    report_phase_name(p));
+                    name, dev, sig, signal_name(sig), p, report_phase_name(p));
         else
             sv_fail(p <= 2 ? RC_EXIT_CUDA : RC_EXIT_NCCL, p, ranks,
                     "the %s worker crashed: killed by signal %d (%s) in "
@@ -488,7 +495,7 @@ sv_spawn(int i, int first_rank, int nlocal)
 {
     const struct sv_spec *s = st.s;
     struct sv_worker *w = &st.w[i];
-    int ev[2], lg[2], cmd[2];
+    int ev[2] = {-1, -1}, lg[2] = {-1, -1}, cmd[2] = {-1, -1};
     pid_t parent = getpid();
 
     w->first_rank = first_rank;
@@ -496,32 +503,13 @@ sv_spawn(int i, int first_rank, int nlocal)
     w->phase_cur = -1;
     w->phase_done = -1;
     w->ev = w->log = w->cmd = -1;
-    if (pipe(ev) != 0)
-        return -1;
-    if (pipe(lg) != 0) {
-        close(ev[0]);
-        close(ev[1]);
-        return -1;
-    }
-    if (pipe(cmd) != 0) {
-        close(ev[0]);
-        close(ev[1]);
-        close(lg[0]);
-        close(lg[1]);
-        return -1;
-    }
+    if (pipe(ev) != 0 || pipe(lg) != 0 || pipe(cmd) != 0)
+        goto fail;
     fflush(stdout);
     fflush(stderr);
     w->pid = fork();
-    if (w->pid < 0) {
-        close(ev[0]);
-        close(ev[1]);
-        close(lg[0]);
-        close(lg[1]);
-        close(cmd[0]);
-        close(cmd[1]);
-        return -1;
-    }
+    if (w->pid < 0)
+        goto fail;
     if (w->pid == 0) {
         static struct worker_ring wr;
 
@@ -571,6 +559,14 @@ sv_spawn(int i, int first_rank, int nlocal)
     fcntl(w->log, F_SETFD, FD_CLOEXEC);
     fcntl(w->cmd, F_SETFD, FD_CLOEXEC);
     return 0;
+fail:
+    for (int k = 0; k < 2; k++) {
+        sv_close_fd(&ev[k]);
+        sv_close_fd(&lg[k]);
+        sv_close_fd(&cmd[k]);
+    }
+    w->pid = -1;
+    return -1;
 }
 
 /* After a timeout: name the ranks that were stuck and how they ended. */
@@ -591,8 +587,7 @@ sv_describe_stop(void)
                 nstuck++;
             }
         if (!w->aborted && !w->finished && WIFSIGNALED(w->status) &&
-            (WTERMSIG(w->status) == SIGKILL ||
-             WTERMSIG(w->status) == SIGTERM))
+            (WTERMSIG(w->status) == SIGKILL || WTERMSIG(w->status) == SIGTERM))
             for (int l = 0; l < w->nlocal; l++)
                 ranks_append(killed, sizeof(killed), w->first_rank + l);
     }

@@ -18,15 +18,15 @@ enum sv_kind { SV_PREFLIGHT, SV_DEVICES, SV_RING };
 
 struct sv_spec {
     enum sv_kind kind;
-    int group;                    /* ring: one process drives all ranks */
-    int ndev;                     /* devices (ranks) */
+    int group; /* ring: one process drives all ranks */
+    int ndev;  /* devices (ranks) */
     int dev[WORKER_MAX_GPUS];
-    size_t bw_bytes;              /* ring: 0 skips the bandwidth phase */
-    const char *env_name;         /* an override for the workers, or NULL */
+    size_t bw_bytes;      /* ring: 0 skips the bandwidth phase */
+    const char *env_name; /* an override for the workers, or NULL */
     const char *env_value;
     double phase_timeout_s;
-    double deadline;              /* absolute, on sv_now()'s clock */
-    const char *label;            /* prefix of forwarded worker output */
+    double deadline;   /* absolute, on sv_now()'s clock */
+    const char *label; /* prefix of forwarded worker output */
 };
 
 /* Seconds on the monotonic clock. */

@@ -102,8 +102,7 @@ worker_preflight_main(int evfd)
             proto_send(evfd,
                        "E %d 0 no usable GPU or driver: cudaGetDeviceCount "
                        "failed: %s (%s)",
-                       RC_EXIT_ENV, cudaGetErrorString(e),
-                       cudaGetErrorName(e));
+                       RC_EXIT_ENV, cudaGetErrorString(e), cudaGetErrorName(e));
         else
             proto_send(evfd, "E %d 0 cudaGetDeviceCount failed: %s (%s)",
                        RC_EXIT_CUDA, cudaGetErrorString(e),
@@ -132,8 +131,8 @@ worker_preflight_main(int evfd)
         for (char *c = p.name; *c != '\0'; c++)
             if (*c == '\n')
                 *c = ' ';
-        proto_send(evfd, "G %d %zu %s %s %.60s", d, p.totalGlobalMem >> 20,
-                   bus, uuid, p.name);
+        proto_send(evfd, "G %d %zu %s %s %.60s", d, p.totalGlobalMem >> 20, bus,
+                   uuid, p.name);
     }
     proto_send(evfd, "P e 0");
     proto_send(evfd, "X");
@@ -193,8 +192,7 @@ worker_devices_main(int evfd, const int *dev, int ndev)
             if (e != cudaSuccess) {
                 proto_send(evfd,
                            "E %d 2 cudaDeviceCanAccessPeer(%d, %d) failed: %s",
-                           RC_EXIT_CUDA, dev[i], dev[j],
-                           cudaGetErrorString(e));
+                           RC_EXIT_CUDA, dev[i], dev[j], cudaGetErrorString(e));
                 _exit(RC_EXIT_CUDA);
             }
             if (cudaDeviceGetP2PAttribute(&perf, cudaDevP2PAttrPerformanceRank,
@@ -384,8 +382,7 @@ ring_get_id(struct ring *r, ncclUniqueId *id)
         unsigned int b;
 
         if (sscanf(line + 2 + 2 * i, "%2x", &b) != 1)
-            ring_fail(r, RC_EXIT_INTERNAL,
-                      "bad unique id from the supervisor");
+            ring_fail(r, RC_EXIT_INTERNAL, "bad unique id from the supervisor");
         id->internal[i] = (char)b;
     }
 }
@@ -477,6 +474,10 @@ ring_upload(struct ring *r, int l, const void *src, size_t bytes,
         e = cudaMemcpy(r->dsend[l], src, bytes, cudaMemcpyHostToDevice);
     if (e == cudaSuccess)
         e = cudaMemset(r->drecv[l], 0xff, recv_bytes);
+    /* The copies run on the default stream, the collectives on a
+     * non-blocking one that does not wait for it. */
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
     if (e != cudaSuccess)
         ring_cuda_fail(r, l, e, "cudaMemcpy to the device");
 }
@@ -606,6 +607,8 @@ ring_bandwidth(struct ring *r)
 
         if (e == cudaSuccess)
             e = cudaMemset(r->dsend[l], 0, w->bw_bytes);
+        if (e == cudaSuccess)
+            e = cudaDeviceSynchronize();
         if (e != cudaSuccess)
             ring_cuda_fail(r, l, e, "cudaMemset");
     }
@@ -618,8 +621,8 @@ ring_bandwidth(struct ring *r)
     ring_wait(r, "ncclAllReduce (timed)");
     us = (now_s() - t0) * 1e6 / WORKER_BW_ITERS;
     for (int l = 0; l < w->nlocal; l++)
-        proto_send(w->evfd, "B %d %zu %d %.1f", w->first_rank + l,
-                   w->bw_bytes, WORKER_BW_ITERS, us);
+        proto_send(w->evfd, "B %d %zu %d %.1f", w->first_rank + l, w->bw_bytes,
+                   WORKER_BW_ITERS, us);
 }
 
 static void

@@ -1,4 +1,5 @@
-/* A test double for the CUDA runtime (libcudart.so.13): N simulated GPUs in host memory. */
+/* A test double for the CUDA runtime (libcudart.so.13): N simulated GPUs in
+ * host memory. */
 #include "fake.h"
 
 #include <cuda_runtime_api.h>
@@ -147,16 +148,26 @@ const char *
 cudaGetErrorName(cudaError_t e)
 {
     switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
-    case cudaErrorNoDevice: return "cudaErrorNoDevice";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
-    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-    default: return "cudaErrorUnknown";
+    case cudaSuccess:
+        return "cudaSuccess";
+    case cudaErrorInvalidValue:
+        return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+        return "cudaErrorMemoryAllocation";
+    case cudaErrorInsufficientDriver:
+        return "cudaErrorInsufficientDriver";
+    case cudaErrorNoDevice:
+        return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice:
+        return "cudaErrorInvalidDevice";
+    case cudaErrorNotReady:
+        return "cudaErrorNotReady";
+    case cudaErrorLaunchFailure:
+        return "cudaErrorLaunchFailure";
+    case cudaErrorInvalidResourceHandle:
+        return "cudaErrorInvalidResourceHandle";
+    default:
+        return "cudaErrorUnknown";
     }
 }
 
@@ -164,17 +175,26 @@ const char *
 cudaGetErrorString(cudaError_t e)
 {
     switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaSuccess:
+        return "no error";
+    case cudaErrorInvalidValue:
+        return "invalid argument";
+    case cudaErrorMemoryAllocation:
+        return "out of memory";
     case cudaErrorInsufficientDriver:
         return "CUDA driver version is insufficient for CUDA runtime version";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorNotReady: return "device not ready";
-    case cudaErrorLaunchFailure: return "unspecified launch failure";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    default: return "unknown error";
+    case cudaErrorNoDevice:
+        return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice:
+        return "invalid device ordinal";
+    case cudaErrorNotReady:
+        return "device not ready";
+    case cudaErrorLaunchFailure:
+        return "unspecified launch failure";
+    case cudaErrorInvalidResourceHandle:
+        return "invalid resource handle";
+    default:
+        return "unknown error";
     }
 }
 
@@ -263,10 +283,18 @@ cudaDeviceGetP2PAttribute(int *value, enum cudaDeviceP2PAttr attr, int src,
     if (e != cudaSuccess)
         return e;
     switch (attr) {
-    case cudaDevP2PAttrPerformanceRank: *value = 0; break;
-    case cudaDevP2PAttrAccessSupported: *value = src != dst; break;
-    case cudaDevP2PAttrNativeAtomicSupported: *value = src != dst; break;
-    default: *value = 0; break;
+    case cudaDevP2PAttrPerformanceRank:
+        *value = 0;
+        break;
+    case cudaDevP2PAttrAccessSupported:
+        *value = src != dst;
+        break;
+    case cudaDevP2PAttrNativeAtomicSupported:
+        *value = src != dst;
+        break;
+    default:
+        *value = 0;
+        break;
     }
     return cudaSuccess;
 }

@@ -111,8 +111,8 @@ warn_line(struct ncclComm *c, const char *fmt, ...)
         strcasecmp(dbg, "NONE") == 0)
         return;
     gethostname(host, sizeof(host) - 1);
-    printf("%s:%d:%d [%d] NCCL WARN %s\n", host, (int)getpid(),
-           (int)gettid(), c->dev, msg);
+    printf("%s:%d:%d [%d] NCCL WARN %s\n", host, (int)getpid(), (int)gettid(),
+           c->dev, msg);
     fflush(stdout);
 }
 
@@ -180,17 +180,26 @@ static size_t
 type_size(ncclDataType_t t)
 {
     switch (t) {
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-    case ncclInt8: case ncclUint8: return 1;
-    default: return 0;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+        return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+        return 8;
+    case ncclInt8:
+    case ncclUint8:
+        return 1;
+    default:
+        return 0;
     }
 }
 
 struct step {
     const struct op *op;
-    size_t off;  /* byte offset of this chunk */
-    size_t len;  /* bytes in this chunk */
+    size_t off; /* byte offset of this chunk */
+    size_t len; /* bytes in this chunk */
 };
 
 static void
@@ -198,22 +207,26 @@ sum_step(struct ncclComm *c, int slot, void *arg)
 {
     struct step *s = arg;
     size_t n4 = s->len / 4;
-    unsigned char *out = (unsigned char *)s->op->recv + s->off;
+    void *out = (unsigned char *)s->op->recv + s->off;
 
     if (s->op->type == ncclFloat32) {
-        float *o = (float *)out;
+        float *o = out;
         for (size_t i = 0; i < n4; i++) {
             float acc = 0;
-            for (int r = 0; r < c->nranks; r++)
-                acc += ((float *)slot_data(c, slot, r))[i];
+            for (int r = 0; r < c->nranks; r++) {
+                const float *in = (const void *)slot_data(c, slot, r);
+                acc += in[i];
+            }
             o[i] = acc;
         }
     } else {
-        int32_t *o = (int32_t *)out;
+        int32_t *o = out;
         for (size_t i = 0; i < n4; i++) {
             uint32_t acc = 0;
-            for (int r = 0; r < c->nranks; r++)
-                acc += (uint32_t)((int32_t *)slot_data(c, slot, r))[i];
+            for (int r = 0; r < c->nranks; r++) {
+                const int32_t *in = (const void *)slot_data(c, slot, r);
+                acc += (uint32_t)in[i];
+            }
             o[i] = (int32_t)acc;
         }
     }
@@ -263,8 +276,9 @@ run_op(struct ncclComm *c, const struct op *op)
     if (c->p2p_mode == 2)
         return wait_abort(c);
     if (c->p2p_mode == 1) {
-        warn_line(c, "transport/p2p.cc:274 Cuda failure 'peer mapping "
-                     "resources exhausted' on GPU %d (P2P to its peer)",
+        warn_line(c,
+                  "transport/p2p.cc:274 Cuda failure 'peer mapping "
+                  "resources exhausted' on GPU %d (P2P to its peer)",
                   c->dev);
         atomic_store(&c->status, ncclUnhandledCudaError);
         return -1;
@@ -411,15 +425,25 @@ const char *
 ncclGetErrorString(ncclResult_t r)
 {
     switch (r) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
-    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code";
+    case ncclSuccess:
+        return "no error";
+    case ncclUnhandledCudaError:
+        return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError:
+        return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+        return "internal error - please report this issue to the NCCL "
+               "developers";
+    case ncclInvalidArgument:
+        return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+        return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+        return "remote process exited or there was a network error";
+    case ncclInProgress:
+        return "NCCL operation in progress";
+    default:
+        return "unknown result code";
     }
 }
 
@@ -445,8 +469,8 @@ ncclGetUniqueId(ncclUniqueId *id)
 }
 
 ncclResult_t
-ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id,
-                       int rank, ncclConfig_t *config)
+ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
+                       ncclConfig_t *config)
 {
     struct ncclComm *c;
     const char *bw = getenv("FAKENCCL_BUSBW_GBPS");
