@@ -12,10 +12,12 @@
 /*
  * A parsed quantity. `value` is the quantity rounded up to an integer, the
  * way Kubernetes' Quantity.Value() rounds; `milli` is the value in
- * thousandths, rounded up (MilliValue()). Both saturate at INT64_MAX /
- * INT64_MIN when the quantity does not fit, and `saturated` says so.
- * `integer` is true when the quantity is an exact integer (no fractional
- * part after applying the suffix).
+ * thousandths, rounded up (MilliValue()). Rounding is away from zero, after
+ * Kubernetes' own rounding of non-zero amounts up to a whole nano.
+ * Kubernetes caps magnitudes at 2^63-1: such quantities have `saturated`
+ * set and value +-INT64_MAX. `milli` clamps to +-INT64_MAX when only it
+ * overflows (from about 9.2e15 up), without setting `saturated`.
+ * `integer` is true when the (nano-rounded) quantity is a whole number.
  */
 struct quantity {
     int64_t value;
@@ -28,7 +30,8 @@ struct quantity {
 /*
  * Parses the first len bytes of s as a Kubernetes quantity ("16Gi", "1.5",
  * "100m", "1e3", "+4"). Rejects exactly what Kubernetes rejects (empty
- * strings, spaces, unknown suffixes such as "Gb", "1.5.2"). On failure
+ * strings, spaces, unknown suffixes such as "Gb", "1.5.2"), and also
+ * anything longer than 128 characters. On failure
  * returns -1, fills err with a message that names the input and, where it
  * can, a likely intended spelling ("4Gb is not a Kubernetes quantity; did
  * you mean 4Gi?"), and leaves *out untouched. Thread-safe.
