@@ -198,12 +198,15 @@ doc_name(const json_t *doc)
 
     if (n == NULL || n[0] == '\0')
         n = json_string_value(json_object_get(meta, "generateName"));
-    if (n == NULL && json_is_object(json_object_get(doc, "request")))
-        n = json_string_value(json_object_get(
-            json_object_get(json_object_get(json_object_get(doc, "request"),
-                                            "object"),
-                            "metadata"),
-            "name"));
+    if (n == NULL && json_is_object(json_object_get(doc, "request"))) {
+        const json_t *pm = json_object_get(
+            json_object_get(json_object_get(doc, "request"), "object"),
+            "metadata");
+
+        n = json_string_value(json_object_get(pm, "name"));
+        if (n == NULL || n[0] == '\0')
+            n = json_string_value(json_object_get(pm, "generateName"));
+    }
     return n != NULL ? n : "";
 }
 

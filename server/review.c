@@ -33,40 +33,258 @@ review_outcome_release(struct review_outcome *out)
     out->log = NULL;
 }
 
+/* ---- a lean JSON encoder -------------------------------------------- */
+
+/* A growable output buffer; on allocation failure it stays failed and
+ * every later write is dropped. */
+struct buf {
+    char *p;
+    size_t len, cap;
+    bool failed;
+};
+
+static bool
+buf_grow(struct buf *b, size_t more)
+{
+    size_t cap;
+    char *np;
+
+    if (b->failed)
+        return false;
+    if (b->len + more <= b->cap)
+        return true;
+    cap = b->cap ? b->cap : 1024;
+    while (cap < b->len + more)
+        cap *= 2;
+    np = realloc(b->p, cap);
+    if (np == NULL) {
+        b->failed = true;
+        return false;
+    }
+    b->p = np;
+    b->cap = cap;
+    return true;
+}
+
+static void
+buf_put(struct buf *b, const char *s, size_t n)
+{
+    if (!buf_grow(b, n))
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+
+#define BUF_LIT(b, lit) buf_put((b), (lit), sizeof(lit) - 1)
+
+/* A JSON string literal; s is valid UTF-8 (jansson guarantees it). */
+static void
+buf_put_string(struct buf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t run = 0;
+
+    if (!buf_grow(b, n + 2))
+        return;
+    b->p[b->len++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[6];
+        size_t k = 2;
+
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            run++;
+            continue;
+        }
+        buf_put(b, s + i - run, run);
+        run = 0;
+        esc[0] = '\\';
+        switch (c) {
+        case '"':
+            esc[1] = '"';
+            break;
+        case '\\':
+            esc[1] = '\\';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        default:
+            esc[1] = 'u';
+            esc[2] = '0';
+            esc[3] = '0';
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            k = 6;
+        }
+        buf_put(b, esc, k);
+    }
+    buf_put(b, s + n - run, run);
+    buf_put(b, "\"", 1);
+}
+
+/* Compact JSON for v, keys in insertion order (as json_dumps does). */
+static void
+buf_put_json(struct buf *b, const json_t *v, int depth)
+{
+    char num[40];
+    int k;
+
+    if (depth > 256) { /* values built here are shallow; be safe anyway */
+        b->failed = true;
+        return;
+    }
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        const char *key;
+        json_t *val;
+        bool first = true;
+
+        buf_put(b, "{", 1);
+        json_object_foreach((json_t *)v, key, val)
+        {
+            if (!first)
+                buf_put(b, ",", 1);
+            first = false;
+            buf_put_string(b, key, strlen(key));
+            buf_put(b, ":", 1);
+            buf_put_json(b, val, depth + 1);
+        }
+        buf_put(b, "}", 1);
+        return;
+    }
+    case JSON_ARRAY: {
+        size_t i;
+        json_t *val;
+
+        buf_put(b, "[", 1);
+        json_array_foreach(v, i, val)
+        {
+            if (i > 0)
+                buf_put(b, ",", 1);
+            buf_put_json(b, val, depth + 1);
+        }
+        buf_put(b, "]", 1);
+        return;
+    }
+    case JSON_STRING:
+        buf_put_string(b, json_string_value(v), json_string_length(v));
+        return;
+    case JSON_INTEGER:
+        k = snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT,
+                     json_integer_value(v));
+        buf_put(b, num, (size_t)k);
+        return;
+    case JSON_REAL:
+        k = snprintf(num, sizeof(num), "%.17g", json_real_value(v));
+        if (k <= 0 || (size_t)k >= sizeof(num) - 2) {
+            b->failed = true;
+            return;
+        }
+        if (strpbrk(num, ".eE") == NULL) {
+            num[k++] = '.';
+            num[k++] = '0';
+        }
+        buf_put(b, num, (size_t)k);
+        return;
+    case JSON_TRUE:
+        BUF_LIT(b, "true");
+        return;
+    case JSON_FALSE:
+        BUF_LIT(b, "false");
+        return;
+    case JSON_NULL:
+        BUF_LIT(b, "null");
+        return;
+    }
+}
+
 static const char b64_alphabet[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-/* Standard base64 with padding, as the API's []byte fields expect.
- * Returns a malloc'd NUL-terminated string, or NULL. */
-static char *
-base64_encode(const unsigned char *in, size_t len)
+/* Standard base64 with padding, as the API's []byte fields expect. */
+static void
+buf_put_base64(struct buf *b, const unsigned char *in, size_t len)
 {
-    size_t olen = 4 * ((len + 2) / 3);
-    char *out = malloc(olen + 1);
-    size_t o = 0, i = 0;
+    size_t i = 0;
+    char *out;
 
-    if (out == NULL)
-        return NULL;
+    if (!buf_grow(b, 4 * ((len + 2) / 3)))
+        return;
+    out = b->p + b->len;
     for (; i + 2 < len; i += 3) {
-        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 | in[i + 2];
+        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 |
+                     in[i + 2];
 
-        out[o++] = b64_alphabet[(v >> 18) & 63];
-        out[o++] = b64_alphabet[(v >> 12) & 63];
-        out[o++] = b64_alphabet[(v >> 6) & 63];
-        out[o++] = b64_alphabet[v & 63];
+        *out++ = b64_alphabet[(v >> 18) & 63];
+        *out++ = b64_alphabet[(v >> 12) & 63];
+        *out++ = b64_alphabet[(v >> 6) & 63];
+        *out++ = b64_alphabet[v & 63];
     }
     if (i < len) {
         unsigned v = (unsigned)in[i] << 16;
 
         if (i + 1 < len)
             v |= (unsigned)in[i + 1] << 8;
-        out[o++] = b64_alphabet[(v >> 18) & 63];
-        out[o++] = b64_alphabet[(v >> 12) & 63];
-        out[o++] = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
-        out[o++] = '=';
+        *out++ = b64_alphabet[(v >> 18) & 63];
+        *out++ = b64_alphabet[(v >> 12) & 63];
+        *out++ = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
+        *out++ = '=';
     }
-    out[o] = '\0';
-    return out;
+    b->len = (size_t)(out - b->p);
+}
+
+/*
+ * The response body: {"apiVersion", "kind", "response": {"uid", "allowed",
+ * "patchType", "patch", "warnings", "auditAnnotations"}}. api is one of the
+ * two accepted versions, so it needs no escaping. Returns 0, or -1 when
+ * out of memory.
+ */
+static int
+response_encode(struct review_outcome *out, const char *api, const json_t *uid,
+                const struct mutate_result *m)
+{
+    struct buf b = {0};
+    struct buf patch = {0};
+
+    BUF_LIT(&b, "{\"apiVersion\":\"");
+    buf_put(&b, api, strlen(api));
+    BUF_LIT(&b, "\",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":");
+    buf_put_string(&b, json_string_value(uid), json_string_length(uid));
+    BUF_LIT(&b, ",\"allowed\":true");
+    if (m != NULL && json_array_size(m->patch) > 0) {
+        buf_put_json(&patch, m->patch, 0);
+        BUF_LIT(&b, ",\"patchType\":\"JSONPatch\",\"patch\":\"");
+        if (patch.failed)
+            b.failed = true;
+        else
+            buf_put_base64(&b, (const unsigned char *)patch.p, patch.len);
+        BUF_LIT(&b, "\"");
+        free(patch.p);
+    }
+    if (m != NULL && json_array_size(m->warnings) > 0) {
+        BUF_LIT(&b, ",\"warnings\":");
+        buf_put_json(&b, m->warnings, 0);
+    }
+    if (m != NULL && json_object_size(m->audit) > 0) {
+        BUF_LIT(&b, ",\"auditAnnotations\":");
+        buf_put_json(&b, m->audit, 0);
+    }
+    BUF_LIT(&b, "}}");
+    if (!buf_grow(&b, 1)) {
+        free(b.p);
+        return -1;
+    }
+    b.p[b.len] = '\0';
+    out->body = b.p;
+    out->body_len = b.len;
+    return 0;
 }
 
 static json_t *jstr(const char *s);
@@ -158,10 +376,9 @@ review_handle(const char *body, size_t len, const struct policy *pol,
               const struct mutate_options *opt, struct review_outcome *out)
 {
     json_error_t jerr;
-    json_t *root = NULL, *req, *resp = NULL, *r, *obj, *uid;
+    json_t *root = NULL, *req, *obj, *uid;
     const char *api, *reason, *ns, *name;
     struct mutate_result mres;
-    char *patch_text = NULL, *patch_b64 = NULL;
     int rc = -1;
 
     memset(out, 0, sizeof(*out));
@@ -215,11 +432,8 @@ review_handle(const char *body, size_t len, const struct policy *pol,
     }
 
     out->log = json_object();
-    resp = json_pack("{s:s, s:s, s:{s:O, s:b}}", "apiVersion", api, "kind",
-                     "AdmissionReview", "response", "uid", uid, "allowed", 1);
-    if (out->log == NULL || resp == NULL)
+    if (out->log == NULL)
         goto done;
-    r = json_object_get(resp, "response");
     name = str_get(json_object_get(obj, "metadata"), "name");
     if (name == NULL || name[0] == '\0')
         name = str_get(json_object_get(obj, "metadata"), "generateName");
@@ -236,29 +450,13 @@ review_handle(const char *body, size_t len, const struct policy *pol,
 
     if (reason != NULL) {
         out->result = REVIEW_IGNORED;
-        if (json_object_set_new(out->log, "reason", json_string(reason)))
+        if (json_object_set_new(out->log, "reason", json_string(reason)) ||
+            response_encode(out, api, uid, NULL) != 0)
             goto done;
     } else {
         if (mutate_pod(obj, ns, pol, opt, &mres) != 0)
             goto done;
         out->result = result_of(mres.status);
-        if (json_array_size(mres.patch) > 0) {
-            patch_text = json_dumps(mres.patch, JSON_COMPACT);
-            if (patch_text == NULL)
-                goto done;
-            patch_b64 = base64_encode((const unsigned char *)patch_text,
-                                      strlen(patch_text));
-            if (patch_b64 == NULL ||
-                json_object_set_new(r, "patchType", json_string("JSONPatch")) ||
-                json_object_set_new(r, "patch", json_string(patch_b64)))
-                goto done;
-        }
-        if (json_array_size(mres.warnings) > 0 &&
-            json_object_set(r, "warnings", mres.warnings))
-            goto done;
-        if (json_object_size(mres.audit) > 0 &&
-            json_object_set(r, "auditAnnotations", mres.audit))
-            goto done;
         out->patch_ops = json_array_size(mres.patch);
         out->warnings = json_array_size(mres.warnings);
         if (json_object_set_new(out->log, "gpus", json_integer(mres.gpus)) ||
@@ -268,14 +466,12 @@ review_handle(const char *body, size_t len, const struct policy *pol,
             (mres.reason[0] != '\0' &&
              json_object_set_new(out->log, "reason", jstr(mres.reason))))
             goto done;
+        if (response_encode(out, api, uid, &mres) != 0)
+            goto done;
     }
     if (json_object_set_new(out->log, "result",
                             json_string(review_result_name(out->result))))
         goto done;
-    out->body = json_dumps(resp, JSON_COMPACT);
-    if (out->body == NULL)
-        goto done;
-    out->body_len = strlen(out->body);
     out->http_status = 200;
     out->content_type = "application/json";
     rc = 0;
@@ -283,9 +479,6 @@ done:
     if (rc != 0)
         review_outcome_release(out);
     mutate_result_release(&mres);
-    free(patch_text);
-    free(patch_b64);
-    json_decref(resp);
     json_decref(root);
     return rc;
 }

@@ -36,10 +36,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The upstream corpus, and the examples users are pointed at.
 if [ $# -gt 0 ]; then
     manifests=("$@")
 else
-    manifests=("$root"/tests/data/corpus/manifests/*.yaml)
+    manifests=("$root"/tests/data/corpus/manifests/*.yaml
+        "$root"/deploy/examples/*.yaml "$root"/deploy/examples/*.json)
 fi
 
 fail=0
@@ -47,11 +49,21 @@ failf() { echo "corpus: FAIL: $*" >&2; fail=1; }
 
 mut() { "$NCCLGUARD" mutate -q --policy "$POLICY" "$@"; }
 
+# 0. Each example says what the default policy does to its pods
+#    ("# ncclguard-expect: patched,not_gpu"); JSON examples are patched.
+for m in "${manifests[@]}"; do
+    case "$m" in */deploy/examples/*) ;; *) continue ;; esac
+    want=$(sed -n 's/^# ncclguard-expect: *//p' "$m")
+    [ -n "$want" ] || want=patched
+    got=$(mut -o patch "$m" 2>/dev/null | jq -r '[.[].result] | join(",")') || got="(mutate failed)"
+    [ "$got" = "$want" ] || failf "$(basename "$m"): results $got, expected $want"
+done
+
 # 1. Every manifest: the dry run succeeds and writes YAML that reads back;
 #    the mutated manifest needs nothing more (second pass on templates).
 n_files=0
 for m in "${manifests[@]}"; do
-    b=$(basename "$m" .yaml)
+    b=$(basename "$m")
     n_files=$((n_files + 1))
     if ! mut "$m" >"$work/$b.out.yaml" 2>"$work/$b.err"; then
         failf "$b: ncclguard mutate failed: $(head -c 300 "$work/$b.err")"
@@ -103,20 +115,20 @@ else
 fi
 
 # 4. Apply every patch with kubectl, the way the apiserver applies it.
-mkdir -p "$work/pods" "$work/patched"
+mkdir -p "$work/pods" "$work/patched" "$work/ops"
 jq -c '.request.object' "$work/reviews.jsonl" | split -l 1 -d -a 4 - "$work/pods/p"
-i=0
+jq -c '.[].patch' "$work/patches.json" | split -l 1 -d -a 4 - "$work/ops/p"
+jq -r '.[] | "\(.result) \(.name)"' "$work/patches.json" >"$work/results.txt"
 for pod in "$work"/pods/p*; do
-    patch=$(jq -c ".[$i].patch" "$work/patches.json")
-    out="$work/patched/$(basename "$pod").json"
-    if [ "$patch" = "[]" ]; then
+    b=$(basename "$pod")
+    out="$work/patched/$b.json"
+    if [ "$(cat "$work/ops/$b")" = "[]" ]; then
         cp "$pod" "$out"
-    elif ! kubectl patch --local --type=json -f "$pod" -p "$patch" -o json \
-        >"$out" 2>"$work/kerr"; then
-        failf "pod $i ($(jq -r '.[$i] | "\(.name) doc \(.document)"' --argjson i "$i" "$work/patches.json")): kubectl patch: $(head -c 300 "$work/kerr")"
+    elif ! kubectl patch --local --type=json -f "$pod" -p "$(cat "$work/ops/$b")" \
+        -o json >"$out" 2>"$work/kerr"; then
+        failf "pod $b ($(sed -n "$((10#${b#p} + 1))p" "$work/results.txt")): kubectl patch: $(head -c 300 "$work/kerr")"
         cp "$pod" "$out"
     fi
-    i=$((i + 1))
 done
 
 # 5. Every patched pod decodes as a typed Pod (one kubectl call).
@@ -124,34 +136,43 @@ if ! kubectl set env --local -f "$work/patched" X=1 -o json >"$work/typed.json" 
     failf "kubectl set env: $(head -c 500 "$work/kerr")"
 fi
 
-# 6. Per pod: GPU containers carry the profile first and one /dev/shm
-#    mount; non-GPU pods are untouched.
+# 6. Per pod (one jq call for all): GPU containers carry the profile first
+#    and one /dev/shm mount; pods left alone (no GPU, skipped, bad count)
+#    are untouched, and a pod with a whole positive GPU count is never
+#    called "not_gpu".
+jq -s . "$work"/pods/p* >"$work/orig.json"
+jq -s . "$work"/patched/*.json >"$work/new.json"
 res_json=$(printf '%s' "$GPU_RESOURCES" | jq -R 'split(",")')
-i=0
-for pod in "$work"/pods/p*; do
-    out="$work/patched/$(basename "$pod").json"
-    verdict=$(jq -n -r --slurpfile a "$pod" --slurpfile b "$out" \
-        --argjson res "$res_json" --arg profile "$PROFILE" '
-        def gpus: ((.resources.limits // {}) as $l | (.resources.requests // {}) as $r
-            | [$res[] | ($l[.] // $r[.] // 0) | tostring | tonumber? // 0] | add);
-        def shm: [(.volumeMounts // [])[] | select(.mountPath | sub("/+$"; "") == "/dev/shm")] | length;
-        ($a[0]) as $orig | ($b[0]) as $new
-        | [($orig.spec.containers // [])[], ($orig.spec.initContainers // [])[]] as $oc
-        | ([$oc[] | gpus] | add // 0) as $total
-        | if $total == 0 then
-              (if $orig == $new then "ok" else "non-GPU pod changed" end)
-          else
+jq -n -r --slurpfile origs "$work/orig.json" --slurpfile news "$work/new.json" \
+    --slurpfile entries "$work/patches.json" --argjson res "$res_json" \
+    --arg profile "$PROFILE" '
+    def gpus: ((.resources.limits // {}) as $l | (.resources.requests // {}) as $r
+        | [$res[] | ($l[.] // $r[.] // 0) | tostring | tonumber? // 0] | add);
+    def shm: [(.volumeMounts // [])[] | select(.mountPath | sub("/+$"; "") == "/dev/shm")] | length;
+    def verdict($orig; $new; $result):
+        [($orig.spec.containers // [])[], ($orig.spec.initContainers // [])[] | gpus] as $counts
+        | ($counts | add // 0) as $total
+        | ([$counts[] | select(. < 0 or . != floor)] | length == 0) as $whole
+        | if $result == "patched" or $result == "unchanged" then
               [($new.spec.containers // [])[], ($new.spec.initContainers // [])[]
                | select(.name != "ncclguard-ringcheck") | select(gpus > 0)
                | if (.envFrom[0].configMapRef.name // "") != $profile then
                      "container \(.name): profile not first in envFrom"
                  elif shm != 1 then
                      "container \(.name): \(shm) /dev/shm mounts"
-                 else empty end] | if length == 0 then "ok" else join("; ") end
-          end')
-    [ "$verdict" = ok ] || failf "pod $i ($(jq -r .metadata.name "$pod")): $verdict"
-    i=$((i + 1))
-done
+                 else empty end] | join("; ")
+          elif $orig != $new then "pod left alone (\($result)) but changed"
+          elif $result == "not_gpu" and $whole and $total > 0 then
+              "\($total) GPUs but not mutated"
+          else "" end;
+    range(0; $origs[0] | length) as $i
+    | verdict($origs[0][$i]; $news[0][$i]; $entries[0][$i].result) as $v
+    | select($v != "")
+    | "pod \($i) (\($origs[0][$i].metadata.name), \($entries[0][$i].result)): \($v)"
+    ' >"$work/verdicts.txt"
+while IFS= read -r line; do failf "$line"; done <"$work/verdicts.txt"
+[ "$(jq length "$work/orig.json")" -eq "$n_pods" ] ||
+    failf "checked $(jq length "$work/orig.json") pods, expected $n_pods"
 
 # 7. Second pass: the patched pods need nothing more (one call).
 jq -c . "$work"/patched/*.json >"$work/patched.jsonl"
