@@ -26,6 +26,8 @@
 #define POLICY_MAX_RULES 256
 #define POLICY_MAX_LIST 256
 #define POLICY_MAX_STRING 1024
+/* Pattern comparisons the unreachable-rule check may spend. */
+#define SHADOW_CHECK_BUDGET 2000000
 
 #define API_VERSION "ncclguard.io/v1alpha1"
 
@@ -1234,6 +1236,7 @@ static void
 parse_rules(struct loader *L, const struct ynode *n)
 {
     struct policy *p = L->p;
+    size_t budget = 0;
 
     if (n->kind == YNODE_SCALAR && n->null_tag)
         return;
@@ -1293,10 +1296,27 @@ parse_rules(struct loader *L, const struct ynode *n)
             r->name = pool_strdup(p, "?");
         p->n_rules++;
     }
-    /* A rule after one that catches all its pods can never match. */
+    /* A rule after one that catches all its pods can never match. The
+     * comparison is quadratic in rules and in list sizes, so it runs on a
+     * budget: a hostile file must not stall a reload. */
     for (size_t i = 1; i < p->n_rules; i++) {
         for (size_t j = 0; j < i; j++) {
-            if (match_covers(&p->rules[j].match, &p->rules[i].match)) {
+            const struct match *a = &p->rules[j].match;
+            const struct match *b = &p->rules[i].match;
+
+            budget += (a->n_namespaces + a->n_exclude + 1) *
+                          (b->n_namespaces + b->n_exclude + 1) +
+                      (a->n_labels + a->n_exprs + a->n_ann + 1) *
+                          (b->n_labels + b->n_exprs + b->n_ann + 1);
+            if (budget > SHADOW_CHECK_BUDGET) {
+                diags_add(L->d, DIAG_WARNING, p->rules[i].line,
+                          p->rules[i].col,
+                          "rules from \"%s\" on were not checked for being "
+                          "unreachable: the rule set is too large",
+                          p->rules[i].name);
+                return;
+            }
+            if (match_covers(a, b)) {
                 diags_add(L->d, DIAG_ERROR, p->rules[i].line,
                           p->rules[i].col,
                           "rule \"%s\" can never match: rule \"%s\" (line "

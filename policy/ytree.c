@@ -139,6 +139,7 @@ check_duplicate_key(const struct ynode *map, const struct ynode *key,
 
 #define YTREE_STACK 256
 #define YTREE_MAX_ALIASES 256
+#define YTREE_MAX_MAP_KEYS 1024
 
 struct frame {
     struct ynode *node;
@@ -168,6 +169,13 @@ attach(struct ytree *t, struct frame *stack, int depth, struct ynode *n,
     if (f->pending_key == NULL) {
         f->pending_key = n;
         return 0;
+    }
+    if (f->node->n >= YTREE_MAX_MAP_KEYS) {
+        /* Duplicate detection is quadratic; nothing legitimate is this
+         * wide. */
+        diags_add(d, DIAG_ERROR, f->pending_key->line, f->pending_key->col,
+                  "mapping has more than %d keys", YTREE_MAX_MAP_KEYS);
+        return -1;
     }
     check_duplicate_key(f->node, f->pending_key, d);
     if (ynode_push(f->node, f->pending_key, n) != 0)

@@ -38,7 +38,8 @@ struct ytree;
 /*
  * Parses buf (len bytes, need not be NUL-terminated) into a tree. Errors
  * (syntax, caps, unknown alias) go into *d with positions; on any error
- * returns NULL. Duplicate mapping keys are reported as errors too, since
+ * returns NULL. A mapping may hold at most 1024 keys and a stream at most
+ * 256 aliases. Duplicate mapping keys are reported as errors too, since
  * a YAML mapping with repeated keys is ambiguous. Free with ytree_free().
  * Pure on (buf, len): no I/O, no global state. Thread-safe.
  */

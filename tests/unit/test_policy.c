@@ -422,6 +422,45 @@ test_errors(void)
         }
     }
 
+    /* Mappings are capped (duplicate detection is quadratic). */
+    {
+        size_t cap = 1100 * 16 + 100, n = 0;
+        char *wide = malloc(cap);
+
+        if (wide != NULL) {
+            n += (size_t)snprintf(wide, cap, "%smetadata:\n", HEAD);
+            for (int k = 0; k < 1100; k++)
+                n += (size_t)snprintf(wide + n, cap - n, "  k%d: v\n", k);
+            expect_error(wide, 1028, 3, "mapping has more than 1024 keys");
+            free(wide);
+        }
+    }
+
+    /* The unreachable-rule check runs on a budget (regression: 185 rules
+     * listing the same 256 namespaces took 40 s to lint). */
+    {
+        size_t cap = 64 * 2600 + 200, n = 0;
+        char *many = malloc(cap);
+
+        if (many != NULL) {
+            n += (size_t)snprintf(many, cap, "%srules:\n", HEAD);
+            for (int r = 0; r < 64; r++) {
+                n += (size_t)snprintf(many + n, cap - n,
+                                      "- name: r%d\n  match:\n    "
+                                      "podLabels: {k%d: v}\n    namespaces: [",
+                                      r, r);
+                for (int k = 0; k < 256; k++)
+                    n += (size_t)snprintf(many + n, cap - n, "%sn%d",
+                                          k ? "," : "", k);
+                n += (size_t)snprintf(many + n, cap - n, "]\n");
+            }
+            CHECK(n < cap);
+            CHECK_INT(count_diags(many, DIAG_WARNING, "were not checked"), 1);
+            CHECK_INT(count_diags(many, DIAG_ERROR, ""), 0);
+            free(many);
+        }
+    }
+
     /* warnings do not stop loading */
     CHECK_INT(count_diags(HEAD "defaults:\n  ipc: {capabilities: [IPC_LOCK], "
                                "hostIPC: true}\n",
