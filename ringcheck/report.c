@@ -305,8 +305,8 @@ report_verdict(const struct rc_report *r, char *buf, size_t len)
     version_str(r->pre.cuda_runtime, 0, rt, sizeof(rt));
     version_str(r->pre.cuda_driver, 0, drv, sizeof(drv));
     if (r->code == 0) {
-        out_add(&o, "ncclguard-ringcheck passed: %d GPUs, mode %s", r->ndev,
-                r->opts->group ? "group" : "process");
+        out_add(&o, "ncclguard-ringcheck passed: %d GPU%s, mode %s", r->ndev,
+                r->ndev == 1 ? "" : "s", r->opts->group ? "group" : "process");
         if (r->busbw >= 0)
             out_add(&o, ", busbw %.2f GB/s at %zu B", r->busbw, r->bw_bytes);
         out_add(&o, "; NCCL %s, CUDA runtime %s, driver %s\n", v, rt, drv);

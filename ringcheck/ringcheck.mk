@@ -11,17 +11,32 @@ RC_OBJS = $(RC_SRCS:%.c=$(BUILD)/obj/%.o)
 # (which needs jansson, libyaml, ...).
 RC_NCCLENV_OBJ = $(BUILD)/obj/policy/ncclenv.o
 
+# CUDA comes from CUDA_HOME; NCCL from NCCL_HOME, CUDA_HOME, or the system
+# (Debian/Ubuntu's libnccl-dev puts it in /usr/include and the multiarch
+# library folder, as in the CUDA container images).
+NCCL_HOME ?=
 RC_COMMA := ,
-RC_LIBDIRS := $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib)
-RC_HAVE_CUDA := $(and $(wildcard $(CUDA_HOME)/include/nccl.h),$(wildcard \
-	$(CUDA_HOME)/include/cuda_runtime_api.h),$(wildcard \
-	$(addsuffix /libcudart.so,$(RC_LIBDIRS))),$(wildcard \
-	$(addsuffix /libnccl.so.2,$(RC_LIBDIRS))))
-RC_CUDA_CFLAGS := -isystem $(CUDA_HOME)/include
+RC_MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+RC_CUDART_DIR := $(patsubst %/,%,$(firstword $(dir $(wildcard \
+	$(CUDA_HOME)/lib64/libcudart.so $(CUDA_HOME)/lib/libcudart.so))))
+RC_NCCL_INC := $(patsubst %/,%,$(firstword $(dir $(wildcard \
+	$(if $(NCCL_HOME),$(NCCL_HOME)/include/nccl.h) \
+	$(CUDA_HOME)/include/nccl.h /usr/include/nccl.h))))
+RC_NCCL_DIR := $(patsubst %/,%,$(firstword $(dir $(wildcard \
+	$(if $(NCCL_HOME),$(NCCL_HOME)/lib/libnccl.so.2) \
+	$(CUDA_HOME)/lib64/libnccl.so.2 $(CUDA_HOME)/lib/libnccl.so.2 \
+	$(if $(RC_MULTIARCH),/usr/lib/$(RC_MULTIARCH)/libnccl.so.2) \
+	/usr/lib64/libnccl.so.2))))
+RC_HAVE_CUDA := $(and $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$\
+	$(RC_CUDART_DIR),$(RC_NCCL_INC),$(RC_NCCL_DIR))
+RC_CUDA_CFLAGS := -isystem $(CUDA_HOME)/include \
+	$(if $(filter-out $(CUDA_HOME)/include /usr/include,$(RC_NCCL_INC)),$\
+	-isystem $(RC_NCCL_INC))
+RC_LIBDIRS := $(sort $(RC_CUDART_DIR) $(RC_NCCL_DIR))
 # RUNPATH, not RPATH, so that LD_LIBRARY_PATH (the test double) wins.
 RC_CUDA_LIBS := $(addprefix -L,$(RC_LIBDIRS)) -Wl,--enable-new-dtags \
-	$(addprefix -Wl$(RC_COMMA)-rpath$(RC_COMMA),$(RC_LIBDIRS)) \
-	-lcudart -l:libnccl.so.2
+	$(addprefix -Wl$(RC_COMMA)-rpath$(RC_COMMA),$(filter-out /usr/lib/%,$\
+	$(RC_LIBDIRS))) -lcudart -l:libnccl.so.2
 
 RC_FAKES = $(BUILD)/fakes/libcudart.so.13 $(BUILD)/fakes/libnccl.so.2
 DEB_PKGS += jq
@@ -59,12 +74,13 @@ check-ringcheck: ringcheck
 		tests/ringcheck/run.sh
 else
 ringcheck:
-	@echo "ringcheck: SKIPPED: CUDA runtime and NCCL 2 not found under" \
-		"CUDA_HOME=$(CUDA_HOME) (need include/nccl.h, lib64/libcudart.so," \
-		"lib64/libnccl.so.2); build/ncclguard-ringcheck not built"
+	@echo "ringcheck: SKIPPED: $(BUILD)/ncclguard-ringcheck not built:" \
+		"need CUDA_HOME=$(CUDA_HOME) with include/cuda_runtime_api.h" \
+		"and lib64/libcudart.so, and NCCL 2 (nccl.h, libnccl.so.2) in" \
+		"NCCL_HOME, CUDA_HOME or the system"
 
 check-ringcheck:
-	@echo "check-ringcheck: SKIPPED: no CUDA/NCCL under CUDA_HOME=$(CUDA_HOME)"
+	@echo "check-ringcheck: SKIPPED: no CUDA runtime or NCCL found (see make ringcheck)"
 endif
 
 CHECKS += check-ringcheck
