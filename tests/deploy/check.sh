@@ -55,8 +55,10 @@ render "$T/user" user
 # shellcheck disable=SC2044 # no spaces in these paths
 for f in $(find deploy -name '*.yaml' ! -name kustomization.yaml ! -path 'deploy/examples/*'); do
     [ "$f" = deploy/base/policy.yaml ] && continue
-    n=$(yq -s 'map(select(. != null)) | length' "$f" 2>/dev/null)
-    [ "$n" = 1 ] && ok || bad "$f holds $n objects, expected one"
+    # A top-level kind: line per object, and no document separator.
+    n=$(grep -c '^kind:' "$f")
+    [ "$n" = 1 ] && ! grep -q '^---' "$f" && ok ||
+        bad "$f holds $n objects, expected one"
 done
 
 # --- what every installation shares -----------------------------------------
@@ -179,6 +181,56 @@ for o in ss cm user; do
         [.[] | select(.kind == "ConfigMap" and .metadata.name == "nccl-production-profile")] |
         length >= 1 and all(.data | length > 0 and (keys | all(startswith("NCCL_"))))'
 done
+
+# --- the real server, started with the Deployment's own arguments ---------
+# Paths map to a throwaway certificate and the policy copy; the listen
+# address to a free loopback port. The probes and the webhook's path must
+# answer as the kubelet and the apiserver expect.
+J=$T/ss.json
+DEP='(.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0])'
+mkdir -p "$T/srv"
+"$NCCLGUARD" certs create --service ncclguard --namespace ncclguard \
+    --out "$T/srv/certs" --san 127.0.0.1 >/dev/null 2>&1
+jq -r "$DEP.args[]" "$J" | sed -e 's#^0\.0\.0\.0:8443$#127.0.0.1:0#' \
+    -e "s#^/certs/#$T/srv/certs/#" -e "s#^/etc/ncclguard/#$ROOT/deploy/base/#" \
+    >"$T/srv/args"
+# shellcheck disable=SC2046
+POD_NAMESPACE=ncclguard "$NCCLGUARD" $(cat "$T/srv/args") >"$T/srv/log" 2>&1 &
+srv=$!
+port=
+for _ in $(seq 50); do
+    port=$(sed -n 's/.*"msg":"listening".*"port":\([0-9]*\).*/\1/p' "$T/srv/log")
+    [ -n "$port" ] && break
+    kill -0 "$srv" 2>/dev/null || break
+    sleep 0.1
+done
+if [ -n "$port" ]; then
+    ok
+    for probe in livenessProbe readinessProbe; do
+        path=$(jq -r "$DEP.$probe.httpGet.path" "$J")
+        scheme=$(jq -r "$DEP.$probe.httpGet.scheme" "$J" | tr '[:upper:]' '[:lower:]')
+        code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 \
+            --cacert "$T/srv/certs/ca.crt" "$scheme://127.0.0.1:$port$path")
+        [ "$code" -ge 200 ] && [ "$code" -lt 400 ] && ok ||
+            bad "$probe $scheme $path answered $code (the kubelet wants 2xx or 3xx)"
+    done
+    wpath=$(jq -r '.[] | select(.kind == "MutatingWebhookConfiguration") |
+        .webhooks[0].clientConfig.service.path' "$J")
+    curl -s --max-time 5 --cacert "$T/srv/certs/ca.crt" \
+        -H 'Content-Type: application/json' \
+        --data-binary @deploy/examples/admissionreview-gpu-pod.json \
+        -o "$T/srv/review.json" -w '%{http_code}' \
+        "https://127.0.0.1:$port$wpath" >"$T/srv/code"
+    check "the webhook's path $wpath answers an AdmissionReview" "$T/srv/review.json" '
+        .kind == "AdmissionReview" and .response.allowed == true and
+        (.response.uid | type == "string")'
+    [ "$(cat "$T/srv/code")" = 200 ] && ok || bad "POST $wpath answered $(cat "$T/srv/code")"
+else
+    bad "ncclguard serve did not start with the Deployment's arguments"
+    sed 's/^/  /' "$T/srv/log" >&2
+fi
+kill "$srv" 2>/dev/null
+wait "$srv" 2>/dev/null
 
 # --- self-signed: Job, RBAC, and the Job's steps run here -----------------
 J=$T/ss.json
@@ -364,9 +416,13 @@ fi
 # --- Dockerfiles (no engine here: static checks) --------------------------------
 WD=deploy/docker/webhook.Dockerfile
 RD=deploy/docker/ringcheck.Dockerfile
-# The runtime stage installs the package of every library the binary links.
+# The runtime stage installs the package of every library the binary links
+# directly (its NEEDED entries); apt brings in their own dependencies.
 runtime=$(awk '/^FROM /{n++} n == 2' "$WD")
-for lib in $(ldd "$NCCLGUARD" | awk '/=>/ {print $3}'); do
+ldd "$NCCLGUARD" >"$T/ldd"
+for name in $(readelf -d "$NCCLGUARD" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+    lib=$(awk -v n="$name" '$1 == n && $2 == "=>" {print $3}' "$T/ldd")
+    [ -n "$lib" ] || { bad "ldd does not resolve $name"; continue; }
     pkg=$( (dpkg -S "$lib" || dpkg -S "$(readlink -f "$lib")" ||
         dpkg -S "/usr$lib") 2>/dev/null | head -n1 | cut -d: -f1)
     case $pkg in
