@@ -51,16 +51,13 @@ int patch_apply(json_t **doc, const json_t *patch, struct ng_error *err)
     __attribute__((warn_unused_result));
 
 /*
- * Checks that patch applies to doc, leaving doc as it was, without copying
- * the whole document: before each operation, the containers on its path
- * (and "from") are replaced by shallow copies in a private shallow copy of
- * the root, so jansson shares everything else by reference. Returns 0, or
- * -1 with err filled as patch_apply() does (or "out of memory").
- * Thread-safe for distinct documents; doc is only read (its reference
- * counts change and change back).
+ * Checks that patch applies to doc, exactly as patch_apply() would apply
+ * it, without writing doc: the containers a change goes through are
+ * copied (shallowly) as needed, so the cost follows the patch rather than
+ * the document. Returns 0, or -1 with err as patch_apply(). Thread-safe
+ * as long as nobody writes doc meanwhile.
  */
-int patch_apply_check(const json_t *doc, const json_t *patch,
-                      struct ng_error *err)
+int patch_check(const json_t *doc, const json_t *patch, struct ng_error *err)
     __attribute__((warn_unused_result));
 
 #endif

@@ -1,4 +1,4 @@
-/* Unit tests for patch_apply_check (server/patch.c): the copy-on-write
+/* Unit tests for patch_check (server/patch.c): the copy-on-write
  * check must agree with patch_apply on a deep copy, and must leave both
  * the document and the patch exactly as they were. */
 #include "patch.h"
@@ -70,7 +70,7 @@ main(void)
 
         ng_error_clear(&e1);
         ng_error_clear(&e2);
-        rc_check = patch_apply_check(doc, patch, &e1);
+        rc_check = patch_check(doc, patch, &e1);
         rc_apply = patch_apply(&full, patch, &e2);
         if (rc_check != rc_apply || (rc_check == 0) != cases[i].ok)
             fprintf(stderr, "case %zu: check %d (%s), apply %d (%s)\n", i,
