@@ -94,8 +94,7 @@ const char *report_phase_name(int p);
 const char *report_code_name(int code);
 
 /* Prints one timestamped human line (UTC, milliseconds) to stdout and
- * flushes it. Lines of concurrent callers do not interleave within a line
- * only as far as stdio guarantees; the check calls it from one thread. */
+ * flushes it. For one thread: the supervisor's. */
 void report_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Prints the peer matrix of r->dev like `nvidia-smi topo -m`. Reads r. */
