@@ -1,1 +1,38 @@
 # server/ HTTP side: serve, TLS, metrics, logs, reload, integration tests, make run.
+LIB_SRCS += server/http.c server/metrics.c server/log.c server/reload.c \
+	server/tlspair.c
+UNIT_TESTS += tlspair metrics log
+CHECKS += check-http
+
+# The integration tests start the real binary with throwaway certificates
+# and talk to it with curl and openssl, as the API server would.
+.PHONY: check-http
+check-http: $(BUILD)/ncclguard
+	NCCLGUARD=$(abspath $(BUILD))/ncclguard bash tests/integration/run.sh
+
+# make run: build (after deps, in a fresh make so pkg-config sees what deps
+# installed), throwaway certificates for 127.0.0.1/localhost, then serve on
+# https://127.0.0.1:8443 in the foreground until Ctrl-C.
+RUN_CERTS = $(BUILD)/run-certs
+RUN_SAMPLE = deploy/examples/admissionreview-gpu-pod.json
+
+run: deps
+	$(MAKE) all
+	$(MAKE) run-serve
+
+.PHONY: run-serve
+run-serve: $(BUILD)/ncclguard
+	$(BUILD)/ncclguard certs create --service ncclguard \
+		--namespace ncclguard --out $(RUN_CERTS) --san 127.0.0.1 \
+		--san localhost >/dev/null
+	@echo
+	@echo "Serving on https://127.0.0.1:8443 (Ctrl-C stops). Try:"
+	@echo
+	@echo "  curl --cacert $(RUN_CERTS)/ca.crt -H 'Content-Type: application/json' \\"
+	@echo "    --data-binary @$(RUN_SAMPLE) https://127.0.0.1:8443/mutate"
+	@echo
+	@echo "and to read the patch:  ... | jq -r .response.patch | base64 -d | jq ."
+	@echo
+	exec $(BUILD)/ncclguard serve --listen 127.0.0.1:8443 \
+		--cert $(RUN_CERTS)/tls.crt --key $(RUN_CERTS)/tls.key \
+		--policy policy/default.yaml

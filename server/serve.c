@@ -1,13 +1,474 @@
-/* ncclguard serve: placeholder until the module lands (replaced by its owner). */
+/* ncclguard serve: flags and environment, start-up, signals, drain. */
 #include "cmd.h"
 
+#include <errno.h>
+#include <getopt.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
+
+#include "http.h"
+#include "log.h"
+#include "reload.h"
+#include "tlspair.h"
+
+/* How long SIGTERM waits for requests in flight before closing anyway;
+ * below Kubernetes' default 30 s grace period. */
+#define DRAIN_TIMEOUT_MS 25000
+
+enum opt_id {
+    OPT_LISTEN = 1,
+    OPT_CERT,
+    OPT_KEY,
+    OPT_POLICY,
+    OPT_CLIENT_CA,
+    OPT_NAMESPACE,
+    OPT_MAX_BODY,
+    OPT_THREADS,
+    OPT_CONNECTION_TIMEOUT,
+    OPT_MAX_CONNECTIONS,
+    OPT_PER_IP_CONNECTIONS,
+    OPT_RELOAD_INTERVAL,
+    OPT_LOG_LEVEL,
+    OPT_HELP,
+    OPT_COUNT
+};
+
+static const struct {
+    const char *flag;
+    const char *env;
+    const char *arg;
+    const char *help;
+} opt_doc[OPT_COUNT] = {
+    [OPT_LISTEN] = {"listen", "NCCLGUARD_LISTEN", "ADDR",
+                    "HOST:PORT, [V6]:PORT or :PORT (default :8443; port 0 "
+                    "picks a free one)"},
+    [OPT_CERT] = {"cert", "NCCLGUARD_CERT", "FILE",
+                  "serving certificate chain, PEM (required)"},
+    [OPT_KEY] = {"key", "NCCLGUARD_KEY", "FILE",
+                 "its private key, PEM (required)"},
+    [OPT_POLICY] = {"policy", "NCCLGUARD_POLICY", "FILE",
+                    "policy YAML (required)"},
+    [OPT_CLIENT_CA] = {"client-ca", "NCCLGUARD_CLIENT_CA", "FILE",
+                       "require client certificates signed by this CA"},
+    [OPT_NAMESPACE] = {"namespace", "NCCLGUARD_NAMESPACE", "NS",
+                       "the webhook's own namespace, never mutated "
+                       "(default $POD_NAMESPACE)"},
+    [OPT_MAX_BODY] = {"max-body", "NCCLGUARD_MAX_BODY", "BYTES",
+                      "largest request body; Ki/Mi suffixes allowed "
+                      "(default 4Mi)"},
+    [OPT_THREADS] = {"threads", "NCCLGUARD_THREADS", "N",
+                     "worker threads (default: the CPUs this process may "
+                     "use)"},
+    [OPT_CONNECTION_TIMEOUT] = {"connection-timeout",
+                                "NCCLGUARD_CONNECTION_TIMEOUT", "S",
+                                "close connections idle this long "
+                                "(default 30; 0 = never)"},
+    [OPT_MAX_CONNECTIONS] = {"max-connections", "NCCLGUARD_MAX_CONNECTIONS",
+                             "N", "open connections at most (default 1024)"},
+    [OPT_PER_IP_CONNECTIONS] = {"per-ip-connections",
+                                "NCCLGUARD_PER_IP_CONNECTIONS", "N",
+                                "open connections per client address "
+                                "(default 0 = no limit)"},
+    [OPT_RELOAD_INTERVAL] = {"reload-interval", "NCCLGUARD_RELOAD_INTERVAL",
+                             "S",
+                             "also re-read policy and certificate every S "
+                             "seconds (default 10; 0 = off)"},
+    [OPT_LOG_LEVEL] = {"log-level", "NCCLGUARD_LOG_LEVEL", "LEVEL",
+                       "debug, info, warn or error (default info)"},
+    [OPT_HELP] = {"help", NULL, NULL, "show this help"},
+};
+
+static void
+usage(FILE *out)
+{
+    fprintf(out, "usage: ncclguard serve --cert FILE --key FILE --policy FILE "
+                 "[options]\n\nRuns the HTTPS admission webhook (POST /mutate, "
+                 "GET /healthz, /readyz, /metrics).\n\noptions (each also "
+                 "read from the environment variable shown):\n");
+    for (int i = 1; i < OPT_COUNT; i++) {
+        char left[64];
+        if (opt_doc[i].arg != NULL)
+            snprintf(left, sizeof(left), "--%s %s", opt_doc[i].flag,
+                     opt_doc[i].arg);
+        else
+            snprintf(left, sizeof(left), "--%s", opt_doc[i].flag);
+        fprintf(out, "  %-28s %s\n", left, opt_doc[i].help);
+        if (opt_doc[i].env != NULL)
+            fprintf(out, "  %-28s   env %s\n", "", opt_doc[i].env);
+    }
+    fprintf(out, "\nSIGHUP re-reads the policy and the certificate; SIGTERM "
+                 "stops accepting,\nfinishes the requests in flight and "
+                 "exits 0.\n");
+}
+
+/* Parses a non-negative integer no larger than max. */
+static int
+parse_uint(const char *name, const char *s, unsigned long long max,
+           unsigned long long *out)
+{
+    char *end;
+    unsigned long long v;
+
+    errno = 0;
+    if (s == NULL || *s < '0' || *s > '9')
+        goto bad;
+    v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v > max)
+        goto bad;
+    *out = v;
+    return 0;
+bad:
+    fprintf(stderr,
+            "ncclguard serve: --%s %s: expected a whole number from 0 to "
+            "%llu\n",
+            name, s ? s : "", max);
+    return -1;
+}
+
+/* Parses BYTES with an optional Ki or Mi suffix. */
+static int
+parse_bytes(const char *s, unsigned long long *out)
+{
+    char num[32];
+    size_t n = strlen(s);
+    unsigned long long mult = 1, v;
+
+    if (n > 2 && strcmp(s + n - 2, "Ki") == 0) {
+        mult = 1024;
+        n -= 2;
+    } else if (n > 2 && strcmp(s + n - 2, "Mi") == 0) {
+        mult = 1024 * 1024;
+        n -= 2;
+    }
+    if (n == 0 || n >= sizeof(num) || strspn(s, "0123456789") != n) {
+        fprintf(stderr,
+                "ncclguard serve: --max-body %s: expected bytes, "
+                "e.g. 4194304 or 4Mi\n",
+                s);
+        return -1;
+    }
+    memcpy(num, s, n);
+    num[n] = '\0';
+    if (parse_uint("max-body", num, (1ULL << 30) / mult, &v) != 0)
+        return -1;
+    if (v * mult < 1024) {
+        fprintf(stderr,
+                "ncclguard serve: --max-body %s: must be at least 1Ki\n", s);
+        return -1;
+    }
+    *out = v * mult;
+    return 0;
+}
+
+/*
+ * The CPUs this process may use: its affinity mask, lowered to a cgroup v2
+ * CPU quota (a Kubernetes CPU limit) when there is one, so that a pod
+ * limited to 1 CPU on a 64-core node does not start 64 workers.
+ */
+static unsigned int
+cpu_count(void)
+{
+    cpu_set_t set;
+    long n;
+    unsigned int cpus;
+    FILE *f;
+
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        cpus = (unsigned int)CPU_COUNT(&set);
+    else {
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+        cpus = n > 0 ? (unsigned int)n : 1;
+    }
+    f = fopen("/sys/fs/cgroup/cpu.max", "re");
+    if (f != NULL) {
+        char quota[32];
+        unsigned long long period = 0;
+        if (fscanf(f, "%31s %llu", quota, &period) == 2 &&
+            strcmp(quota, "max") != 0 && period > 0) {
+            char *end;
+            unsigned long long q = strtoull(quota, &end, 10);
+            if (*end == '\0' && q > 0) {
+                unsigned long long limit = (q + period - 1) / period;
+                if (limit < cpus)
+                    cpus = (unsigned int)limit;
+            }
+        }
+        fclose(f);
+    }
+    return cpus;
+}
+
+/* Reads the client CA bundle and checks it holds at least one certificate. */
+static char *
+read_client_ca(const char *path)
+{
+    struct ng_error e;
+    size_t len = 0;
+    char *pem;
+    gnutls_x509_crt_t *crts = NULL;
+    unsigned int n = 0;
+    gnutls_datum_t d;
+
+    ng_error_clear(&e);
+    pem = tlspair_read_file(path, TLSPAIR_MAX_PEM, &len, &e);
+    if (pem == NULL) {
+        log_error_write(LOG_ERROR, "cannot read the client CA", "path", path,
+                        "%s", e.msg);
+        return NULL;
+    }
+    d.data = (unsigned char *)pem;
+    d.size = (unsigned int)len;
+    if (gnutls_x509_crt_list_import2(&crts, &n, &d, GNUTLS_X509_FMT_PEM, 0) <
+            0 ||
+        n == 0) {
+        log_error_write(LOG_ERROR, "cannot load the client CA", "path", path,
+                        "no PEM certificate in %s", path);
+        free(pem);
+        return NULL;
+    }
+    for (unsigned int i = 0; i < n; i++)
+        gnutls_x509_crt_deinit(crts[i]);
+    gnutls_free(crts);
+    return pem;
+}
 
 int
 cmd_serve(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "ncclguard serve: not built yet\n");
-    return 1;
+    static const struct option longopts[] = {
+        {"listen", required_argument, NULL, OPT_LISTEN},
+        {"cert", required_argument, NULL, OPT_CERT},
+        {"key", required_argument, NULL, OPT_KEY},
+        {"policy", required_argument, NULL, OPT_POLICY},
+        {"client-ca", required_argument, NULL, OPT_CLIENT_CA},
+        {"namespace", required_argument, NULL, OPT_NAMESPACE},
+        {"max-body", required_argument, NULL, OPT_MAX_BODY},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"connection-timeout", required_argument, NULL, OPT_CONNECTION_TIMEOUT},
+        {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+        {"per-ip-connections", required_argument, NULL, OPT_PER_IP_CONNECTIONS},
+        {"reload-interval", required_argument, NULL, OPT_RELOAD_INTERVAL},
+        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0}};
+    const char *val[OPT_COUNT] = {0};
+    struct http_config hc;
+    struct reload_config rc;
+    struct reload *reload = NULL;
+    struct http_server *srv = NULL;
+    struct ng_error e;
+    char *client_ca = NULL;
+    unsigned long long n;
+    enum log_level level = LOG_INFO;
+    sigset_t sigs;
+    int status = 1, opt;
+
+    /* The environment first, then flags on top. */
+    for (int i = 1; i < OPT_COUNT; i++) {
+        if (opt_doc[i].env != NULL) {
+            const char *v = getenv(opt_doc[i].env);
+            if (v != NULL && *v != '\0')
+                val[i] = v;
+        }
+    }
+    if (val[OPT_NAMESPACE] == NULL) {
+        const char *v = getenv("POD_NAMESPACE");
+        if (v != NULL && *v != '\0')
+            val[OPT_NAMESPACE] = v;
+    }
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (opt == 'h' || opt == OPT_HELP) {
+            usage(stdout);
+            return 0;
+        }
+        if (opt == '?' || opt == ':') {
+            if (optopt != 0)
+                fprintf(stderr, "ncclguard serve: unknown option -%c\n",
+                        optopt);
+            else
+                fprintf(stderr,
+                        "ncclguard serve: unknown option or missing "
+                        "value: %s\n",
+                        argv[optind - 1]);
+            usage(stderr);
+            return 2;
+        }
+        val[opt] = optarg;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ncclguard serve: unexpected argument '%s'\n",
+                argv[optind]);
+        return 2;
+    }
+    for (int i = OPT_CERT; i <= OPT_POLICY; i++) {
+        if (val[i] == NULL) {
+            fprintf(stderr, "ncclguard serve: --%s is required (or set %s)\n",
+                    opt_doc[i].flag, opt_doc[i].env);
+            return 2;
+        }
+    }
+
+    memset(&hc, 0, sizeof(hc));
+    ng_error_clear(&e);
+    if (http_listen_parse(val[OPT_LISTEN] ? val[OPT_LISTEN] : ":8443", &hc,
+                          &e) != 0) {
+        fprintf(stderr, "ncclguard serve: --listen: %s\n", e.msg);
+        return 2;
+    }
+    hc.max_body = 4 * 1024 * 1024;
+    if (val[OPT_MAX_BODY] != NULL) {
+        if (parse_bytes(val[OPT_MAX_BODY], &n) != 0)
+            return 2;
+        hc.max_body = (size_t)n;
+    }
+    hc.threads = cpu_count();
+    if (val[OPT_THREADS] != NULL) {
+        if (parse_uint("threads", val[OPT_THREADS], 256, &n) != 0)
+            return 2;
+        if (n == 0) {
+            fprintf(stderr, "ncclguard serve: --threads must be at least 1\n");
+            return 2;
+        }
+        hc.threads = (unsigned int)n;
+    }
+    hc.connection_timeout = 30;
+    if (val[OPT_CONNECTION_TIMEOUT] != NULL) {
+        if (parse_uint("connection-timeout", val[OPT_CONNECTION_TIMEOUT], 86400,
+                       &n) != 0)
+            return 2;
+        hc.connection_timeout = (unsigned int)n;
+    }
+    hc.max_connections = 1024;
+    if (val[OPT_MAX_CONNECTIONS] != NULL) {
+        if (parse_uint("max-connections", val[OPT_MAX_CONNECTIONS], 1000000,
+                       &n) != 0)
+            return 2;
+        if (n == 0) {
+            fprintf(stderr,
+                    "ncclguard serve: --max-connections must be at least 1\n");
+            return 2;
+        }
+        hc.max_connections = (unsigned int)n;
+    }
+    if (val[OPT_PER_IP_CONNECTIONS] != NULL) {
+        if (parse_uint("per-ip-connections", val[OPT_PER_IP_CONNECTIONS],
+                       1000000, &n) != 0)
+            return 2;
+        hc.per_ip_connections = (unsigned int)n;
+    }
+    memset(&rc, 0, sizeof(rc));
+    rc.interval_seconds = 10;
+    if (val[OPT_RELOAD_INTERVAL] != NULL) {
+        if (parse_uint("reload-interval", val[OPT_RELOAD_INTERVAL], 86400,
+                       &n) != 0)
+            return 2;
+        rc.interval_seconds = (unsigned int)n;
+    }
+    if (val[OPT_LOG_LEVEL] != NULL &&
+        log_level_parse(val[OPT_LOG_LEVEL], &level) != 0) {
+        fprintf(stderr,
+                "ncclguard serve: --log-level %s: expected debug, info, warn "
+                "or error\n",
+                val[OPT_LOG_LEVEL]);
+        return 2;
+    }
+    log_level_set(level);
+    hc.own_namespace = val[OPT_NAMESPACE];
+    rc.policy_path = val[OPT_POLICY];
+    rc.cert_path = val[OPT_CERT];
+    rc.key_path = val[OPT_KEY];
+
+    /* Signals are taken synchronously by this thread only; every thread
+     * started below inherits the blocked mask. */
+    signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+    if (val[OPT_CLIENT_CA] != NULL) {
+        client_ca = read_client_ca(val[OPT_CLIENT_CA]);
+        if (client_ca == NULL)
+            goto done;
+        hc.client_ca_pem = client_ca;
+    }
+
+    ng_error_clear(&e);
+    reload = reload_new(&rc, &e);
+    if (reload == NULL) {
+        log_error_write(LOG_ERROR, "cannot start", NULL, NULL, "%s", e.msg);
+        goto done;
+    }
+    ng_error_clear(&e);
+    srv = http_server_start(&hc, reload, &e);
+    if (srv == NULL) {
+        log_error_write(LOG_ERROR, "cannot start", "listen",
+                        val[OPT_LISTEN] ? val[OPT_LISTEN] : ":8443", "%s",
+                        e.msg);
+        goto done;
+    }
+    ng_error_clear(&e);
+    if (reload_start(reload, &e) != 0) {
+        log_error_write(LOG_ERROR, "cannot start", NULL, NULL, "%s", e.msg);
+        goto done;
+    }
+    {
+        struct policy_snap *ps = reload_policy_acquire(reload);
+        struct cert_snap *cs = reload_cert_acquire(reload);
+        json_t *f = json_pack(
+            "{s:s,s:i,s:i,s:I,s:s,s:s,s:I,s:b}", "listen",
+            val[OPT_LISTEN] ? val[OPT_LISTEN] : ":8443", "port",
+            (int)http_server_port(srv), "threads", (int)hc.threads, "max_body",
+            (json_int_t)hc.max_body, "policy", rc.policy_path, "policy_hash",
+            ps->hash, "cert_not_after", (json_int_t)tlspair_not_after(cs->pair),
+            "client_ca", client_ca != NULL);
+        log_fields_write(LOG_INFO, "listening", f);
+        json_decref(f);
+        reload_policy_release(ps);
+        reload_cert_release(cs);
+    }
+
+    for (;;) {
+        int sig = sigwaitinfo(&sigs, NULL);
+        if (sig < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (sig == SIGHUP) {
+            log_fields_write(LOG_INFO,
+                             "SIGHUP: re-reading policy and "
+                             "certificate",
+                             NULL);
+            reload_request(reload);
+            continue;
+        }
+        break;
+    }
+    log_fields_write(LOG_INFO,
+                     "stopping: no new connections, finishing "
+                     "requests in flight",
+                     NULL);
+    http_server_quiesce(srv);
+    if (!http_server_drain(srv, DRAIN_TIMEOUT_MS))
+        log_fields_write(LOG_WARN, "drain timed out; closing connections",
+                         NULL);
+    status = 0;
+done:
+    http_server_stop(srv);
+    reload_free(reload);
+    free(client_ca);
+    if (status == 0)
+        log_fields_write(LOG_INFO, "stopped", NULL);
+    return status;
 }

@@ -22,6 +22,8 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libmicrohttpd12 libjansson4 libyaml-0-2 libssl3 libgnutls30 \
+      libp11-kit0 libidn2-0 libunistring2 libtasn1-6 libnettle8 libhogweed6 \
+      libgmp10 libffi8 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/ncclguard /usr/local/bin/ncclguard
 # Non-root, numeric so that runAsNonRoot can check it.

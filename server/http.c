@@ -1,0 +1,867 @@
+/* The HTTPS front end: libmicrohttpd with GnuTLS, routes, body limits,
+ * client certificates, graceful drain. */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <gnutls/gnutls.h>
+#include <microhttpd.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "review.h"
+
+/* TLS 1.2 and 1.3 only; GnuTLS's NORMAL set otherwise. */
+#define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
+/* Worker thread stacks: deep enough for the bounded JSON recursion of a
+ * review, far below the 8 MiB default. */
+#define THREAD_STACK (1024 * 1024)
+
+/* A body buffer larger than this is freed after its request instead of
+ * being kept for the connection's next one. */
+#define BODY_KEEP (32 * 1024)
+
+/*
+ * An oversized body is read and dropped, up to this much, before the 413
+ * goes out: closing a socket with unread data makes the kernel send a
+ * reset, which can destroy the 413 before the client reads it. Past this
+ * (or when the client waits for "100 Continue") the 413 goes out at once.
+ */
+#define DRAIN_LIMIT (16u * 1024 * 1024)
+
+enum route {
+    ROUTE_NONE = 0,
+    ROUTE_MUTATE,
+    ROUTE_HEALTHZ,
+    ROUTE_READYZ,
+    ROUTE_METRICS,
+    ROUTE_UNKNOWN
+};
+
+/* One request's state; lives inside its connection, so a request costs no
+ * allocation of its own. */
+struct request {
+    bool active;
+    bool answered;
+    bool too_large;
+    bool no_memory;
+    size_t dropped; /* bytes of an oversized body read and thrown away */
+    enum route route;
+    size_t len;
+    struct timespec t0;
+    struct policy_snap *pol;
+};
+
+/* One connection's state, from accept to close. */
+struct conn {
+    struct http_server *srv;
+    struct cert_snap *cert; /* pair this connection's handshake used */
+    bool client_ok;         /* client certificate verified */
+    char *body;
+    size_t cap;
+    struct request req;
+};
+
+struct http_server {
+    struct http_config cfg;
+    struct reload *reload;
+    struct MHD_Daemon *daemon;
+    struct mutate_options mopt;
+    uint16_t port;
+    atomic_bool quiesced;
+    atomic_bool starting; /* libmicrohttpd's messages matter at start */
+    atomic_uint_fast64_t in_flight;
+    atomic_uint_fast64_t finished;
+
+    /* Certificates handed to handshakes whose connection could not be
+     * found (a libmicrohttpd that keeps its own session pointer): they
+     * are kept until the server stops. */
+    pthread_mutex_t parked_lock;
+    struct cert_snap **parked;
+    size_t n_parked, cap_parked;
+};
+
+/* GnuTLS's retrieve callback has no user pointer: the one server. */
+static struct http_server *the_server;
+
+int
+http_listen_parse(const char *s, struct http_config *cfg, struct ng_error *err)
+{
+    char host[256];
+    const char *colon, *port_s;
+    char *end;
+    unsigned long port;
+    size_t hlen;
+
+    if (s == NULL || *s == '\0') {
+        ng_error_set(err, 0, 0, "listen address is empty");
+        return -1;
+    }
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (close == NULL || close[1] != ':') {
+            ng_error_set(err, 0, 0, "listen address %s: expected [IPv6]:PORT",
+                         s);
+            return -1;
+        }
+        hlen = (size_t)(close - s - 1);
+        if (hlen >= sizeof(host)) {
+            ng_error_set(err, 0, 0, "listen address %s: host too long", s);
+            return -1;
+        }
+        memcpy(host, s + 1, hlen);
+        host[hlen] = '\0';
+        port_s = close + 2;
+    } else {
+        colon = strrchr(s, ':');
+        if (colon == NULL) {
+            ng_error_set(err, 0, 0, "listen address %s: expected HOST:PORT", s);
+            return -1;
+        }
+        hlen = (size_t)(colon - s);
+        if (hlen >= sizeof(host)) {
+            ng_error_set(err, 0, 0, "listen address %s: host too long", s);
+            return -1;
+        }
+        memcpy(host, s, hlen);
+        host[hlen] = '\0';
+        port_s = colon + 1;
+    }
+    errno = 0;
+    port = strtoul(port_s, &end, 10);
+    if (*port_s == '\0' || *end != '\0' || errno != 0 || port > 65535 ||
+        *port_s == '-' || *port_s == '+') {
+        ng_error_set(err, 0, 0, "listen address %s: port must be 0-65535", s);
+        return -1;
+    }
+    memset(&cfg->addr, 0, sizeof(cfg->addr));
+    if (host[0] == '\0' || strcmp(host, "0.0.0.0") == 0) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&cfg->addr;
+        a->sin_family = AF_INET;
+        a->sin_addr.s_addr = htonl(INADDR_ANY);
+        a->sin_port = htons((uint16_t)port);
+        cfg->addr_len = sizeof(*a);
+        return 0;
+    }
+    if (strcmp(host, "localhost") == 0)
+        snprintf(host, sizeof(host), "127.0.0.1");
+    {
+        struct sockaddr_in *a = (struct sockaddr_in *)&cfg->addr;
+        if (inet_pton(AF_INET, host, &a->sin_addr) == 1) {
+            a->sin_family = AF_INET;
+            a->sin_port = htons((uint16_t)port);
+            cfg->addr_len = sizeof(*a);
+            return 0;
+        }
+    }
+    {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&cfg->addr;
+        if (inet_pton(AF_INET6, host, &a->sin6_addr) == 1) {
+            a->sin6_family = AF_INET6;
+            a->sin6_port = htons((uint16_t)port);
+            cfg->addr_len = sizeof(*a);
+            return 0;
+        }
+    }
+    ng_error_set(err, 0, 0,
+                 "listen address %s: host must be an IP address or localhost",
+                 s);
+    return -1;
+}
+
+static uint64_t
+micros_since(const struct timespec *t0)
+{
+    struct timespec t;
+    int64_t us;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    us = (int64_t)(t.tv_sec - t0->tv_sec) * 1000000 +
+         (t.tv_nsec - t0->tv_nsec) / 1000;
+    return us < 0 ? 0 : (uint64_t)us;
+}
+
+/* Parks a snapshot whose connection is unknown until the server stops. */
+static void
+park_cert(struct http_server *s, struct cert_snap *c)
+{
+    pthread_mutex_lock(&s->parked_lock);
+    if (s->n_parked == s->cap_parked) {
+        size_t ncap = s->cap_parked ? s->cap_parked * 2 : 8;
+        struct cert_snap **np = realloc(s->parked, ncap * sizeof(*np));
+        if (np == NULL) {
+            /* Cannot track it: keep it forever rather than free it early. */
+            pthread_mutex_unlock(&s->parked_lock);
+            return;
+        }
+        s->parked = np;
+        s->cap_parked = ncap;
+    }
+    s->parked[s->n_parked++] = c;
+    pthread_mutex_unlock(&s->parked_lock);
+}
+
+/*
+ * The connection a TLS session belongs to. libmicrohttpd stores its
+ * connection as the session pointer; http_notify_connection() checked
+ * that (or set it) when the connection started.
+ */
+static struct conn *
+session_conn(gnutls_session_t session)
+{
+    struct MHD_Connection *mc = gnutls_session_get_ptr(session);
+    const union MHD_ConnectionInfo *ci;
+
+    if (mc == NULL)
+        return NULL;
+    ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (ci == NULL || ci->socket_context == NULL)
+        return NULL;
+    return ci->socket_context;
+}
+
+/*
+ * GnuTLS asks for the serving pair at each handshake. The connection takes
+ * a reference to the pair in force and keeps it until it closes, so a
+ * rotation never frees a pair a handshake is using, and new connections
+ * get the new pair at once.
+ */
+static int
+cert_retrieve(gnutls_session_t session, const gnutls_datum_t *req_ca_rdn,
+              int nreqs, const gnutls_pk_algorithm_t *pk_algos,
+              int pk_algos_length, gnutls_pcert_st **pcert,
+              unsigned int *pcert_length, gnutls_privkey_t *privkey)
+{
+    struct http_server *s = the_server;
+    struct conn *c;
+    struct cert_snap *snap;
+
+    (void)req_ca_rdn;
+    (void)nreqs;
+    (void)pk_algos;
+    (void)pk_algos_length;
+    if (s == NULL)
+        return -1;
+    c = session_conn(session);
+    if (c != NULL) {
+        if (c->cert == NULL)
+            c->cert = reload_cert_acquire(s->reload);
+        snap = c->cert;
+    } else {
+        snap = reload_cert_acquire(s->reload);
+        park_cert(s, snap);
+    }
+    tlspair_credentials(snap->pair, pcert, pcert_length, privkey);
+    return 0;
+}
+
+static void
+notify_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
+                  enum MHD_ConnectionNotificationCode code)
+{
+    struct http_server *s = cls;
+    struct conn *c;
+
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci;
+
+        c = calloc(1, sizeof(*c));
+        *socket_context = c;
+        if (c == NULL)
+            return; /* handled as "no context": the request gets a 500 */
+        c->srv = s;
+        ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+        if (ci != NULL && ci->tls_session != NULL) {
+            gnutls_session_t session = ci->tls_session;
+            /* Versions that do not keep their connection there leave
+             * the pointer free for us. */
+            if (gnutls_session_get_ptr(session) == NULL)
+                gnutls_session_set_ptr(session, mc);
+        }
+        return;
+    }
+    c = *socket_context;
+    if (c == NULL)
+        return;
+    if (c->req.active) {
+        /* A request libmicrohttpd never reported complete. */
+        atomic_fetch_sub(&s->in_flight, 1);
+    }
+    reload_cert_release(c->cert);
+    reload_policy_release(c->req.pol);
+    free(c->body);
+    free(c);
+    *socket_context = NULL;
+}
+
+/* Ends a request's bookkeeping (also for requests aborted mid-body). */
+static void
+request_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+                  enum MHD_RequestTerminationCode toe)
+{
+    struct http_server *s = cls;
+    struct request *req = *con_cls;
+    struct conn *c;
+
+    (void)mc;
+    (void)toe;
+    if (req == NULL)
+        return;
+    c = (struct conn *)((char *)req - offsetof(struct conn, req));
+    reload_policy_release(req->pol);
+    if (c->cap > BODY_KEEP) {
+        free(c->body);
+        c->body = NULL;
+        c->cap = 0;
+    }
+    memset(req, 0, sizeof(*req));
+    *con_cls = NULL;
+    atomic_fetch_sub(&s->in_flight, 1);
+    atomic_fetch_add(&s->finished, 1);
+}
+
+/* Queues an answer whose body is static or owned by the response. */
+static enum MHD_Result
+answer(struct http_server *s, struct MHD_Connection *mc, struct request *req,
+       unsigned int status, const char *ctype, char *body, size_t len,
+       enum MHD_ResponseMemoryMode mode, const char *allow)
+{
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+
+    r = MHD_create_response_from_buffer(len, body, mode);
+    if (r == NULL) {
+        if (mode == MHD_RESPMEM_MUST_FREE)
+            free(body);
+        return MHD_NO;
+    }
+    if (ctype != NULL)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (allow != NULL)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    if (atomic_load_explicit(&s->quiesced, memory_order_relaxed) ||
+        req->too_large)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    ret = MHD_queue_response(mc, status, r);
+    MHD_destroy_response(r);
+    if (ret == MHD_YES) {
+        req->answered = true;
+        metrics_http_record((int)status);
+    }
+    return ret;
+}
+
+static enum MHD_Result
+answer_text(struct http_server *s, struct MHD_Connection *mc,
+            struct request *req, unsigned int status, const char *text,
+            const char *allow)
+{
+    return answer(s, mc, req, status, "text/plain; charset=utf-8", (char *)text,
+                  strlen(text), MHD_RESPMEM_PERSISTENT, allow);
+}
+
+static enum route
+route_of(const char *url)
+{
+    if (strcmp(url, "/mutate") == 0)
+        return ROUTE_MUTATE;
+    if (strcmp(url, "/healthz") == 0)
+        return ROUTE_HEALTHZ;
+    if (strcmp(url, "/readyz") == 0)
+        return ROUTE_READYZ;
+    if (strcmp(url, "/metrics") == 0)
+        return ROUTE_METRICS;
+    return ROUTE_UNKNOWN;
+}
+
+/* "application/json", optionally followed by parameters (";charset=..."). */
+static bool
+is_json_type(const char *ct)
+{
+    static const char want[] = "application/json";
+    size_t n = sizeof(want) - 1;
+
+    if (ct == NULL)
+        return false;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    if (strncasecmp(ct, want, n) != 0)
+        return false;
+    ct += n;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    return *ct == '\0' || *ct == ';';
+}
+
+/* Verifies the client's certificate once per connection. */
+static bool
+client_verified(struct http_server *s, struct MHD_Connection *mc,
+                struct conn *c, const char **why)
+{
+    const union MHD_ConnectionInfo *ci;
+    unsigned int status = 0;
+    int rc;
+
+    if (s->cfg.client_ca_pem == NULL || c->client_ok)
+        return true;
+    ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (ci == NULL || ci->tls_session == NULL) {
+        *why = "client certificate required\n";
+        return false;
+    }
+    rc = gnutls_certificate_verify_peers2(ci->tls_session, &status);
+    if (rc == GNUTLS_E_NO_CERTIFICATE_FOUND ||
+        gnutls_certificate_get_peers(ci->tls_session, NULL) == NULL) {
+        *why = "client certificate required\n";
+        return false;
+    }
+    if (rc < 0 || status != 0) {
+        *why = "client certificate not trusted\n";
+        return false;
+    }
+    c->client_ok = true;
+    return true;
+}
+
+static enum MHD_Result
+serve_readyz(struct http_server *s, struct MHD_Connection *mc,
+             struct request *req)
+{
+    struct cert_snap *cs;
+    int64_t not_after;
+
+    if (atomic_load(&s->quiesced))
+        return answer_text(s, mc, req, MHD_HTTP_SERVICE_UNAVAILABLE,
+                           "shutting down\n", NULL);
+    cs = reload_cert_acquire(s->reload);
+    not_after = tlspair_not_after(cs->pair);
+    reload_cert_release(cs);
+    if ((int64_t)time(NULL) >= not_after)
+        return answer_text(s, mc, req, MHD_HTTP_SERVICE_UNAVAILABLE,
+                           "serving certificate expired\n", NULL);
+    return answer_text(s, mc, req, MHD_HTTP_OK, "ok\n", NULL);
+}
+
+static enum MHD_Result
+serve_metrics(struct http_server *s, struct MHD_Connection *mc,
+              struct request *req)
+{
+    struct metrics_gauges g = {0};
+    struct policy_snap *ps = reload_policy_acquire(s->reload);
+    struct cert_snap *cs = reload_cert_acquire(s->reload);
+    char *text;
+    size_t len = 0;
+
+    g.policy_loaded = 1;
+    g.policy_generation = ps->generation;
+    g.policy_hash = ps->hash;
+    g.cert_loaded = 1;
+    g.cert_generation = cs->generation;
+    g.cert_not_after = tlspair_not_after(cs->pair);
+    g.in_flight = atomic_load(&s->in_flight);
+    text = metrics_render(&g, &len);
+    reload_policy_release(ps);
+    reload_cert_release(cs);
+    if (text == NULL)
+        return answer_text(s, mc, req, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                           "out of memory\n", NULL);
+    return answer(s, mc, req, MHD_HTTP_OK, "text/plain; version=0.0.4", text,
+                  len, MHD_RESPMEM_MUST_FREE, NULL);
+}
+
+/* Adds the server's fields to the outcome's log object (ours to change:
+ * the outcome is released right after) and writes the admission line. */
+static void
+log_admission(struct review_outcome *out, uint64_t us, uint64_t generation)
+{
+    enum log_level level = LOG_INFO;
+
+    if (out->result == REVIEW_ERROR)
+        level = LOG_ERROR;
+    else if (out->result == REVIEW_BAD_REQUEST)
+        level = LOG_WARN;
+    if (!log_level_enabled(level))
+        return;
+    if (!json_is_object(out->log)) {
+        json_decref(out->log);
+        out->log = json_object();
+        if (out->log == NULL)
+            return;
+    }
+    json_object_set_new(out->log, "result",
+                        json_string(review_result_name(out->result)));
+    json_object_set_new(out->log, "status", json_integer(out->http_status));
+    json_object_set_new(out->log, "patch_ops",
+                        json_integer((json_int_t)out->patch_ops));
+    json_object_set_new(out->log, "warnings_count",
+                        json_integer((json_int_t)out->warnings));
+    json_object_set_new(out->log, "policy_generation",
+                        json_integer((json_int_t)generation));
+    json_object_set_new(out->log, "duration_us", json_integer((json_int_t)us));
+    log_fields_write(level, "admission", out->log);
+}
+
+static enum MHD_Result
+serve_mutate(struct http_server *s, struct MHD_Connection *mc, struct conn *c,
+             struct request *req)
+{
+    struct review_outcome out;
+    enum MHD_Result ret;
+    uint64_t us;
+    const char *ctype;
+
+    memset(&out, 0, sizeof(out));
+    if (review_handle(c->body ? c->body : "", req->len, req->pol->pol, &s->mopt,
+                      &out) != 0) {
+        review_outcome_release(&out);
+        log_error_write(LOG_ERROR, "admission failed", NULL, NULL,
+                        "out of memory");
+        return answer_text(s, mc, req, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                           "out of memory\n", NULL);
+    }
+    ctype = out.content_type ? out.content_type : "application/json";
+    if (out.body == NULL) {
+        ret = answer_text(s, mc, req, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                          "empty answer\n", NULL);
+    } else {
+        ret = answer(s, mc, req, (unsigned int)out.http_status, ctype, out.body,
+                     out.body_len, MHD_RESPMEM_MUST_FREE, NULL);
+        out.body = NULL; /* the response owns it now, or it was freed */
+    }
+    us = micros_since(&req->t0);
+    metrics_admission_record(out.result, us, out.patch_ops, out.warnings);
+    log_admission(&out, us, req->pol->generation);
+    review_outcome_release(&out);
+    return ret;
+}
+
+/* Appends a body chunk, growing the connection's buffer as needed. */
+static bool
+body_append(struct conn *c, struct request *req, const char *data, size_t n)
+{
+    if (req->len + n > c->cap) {
+        size_t ncap = c->cap ? c->cap : 4096;
+        while (ncap < req->len + n)
+            ncap *= 2;
+        if (ncap > c->srv->cfg.max_body)
+            ncap = c->srv->cfg.max_body;
+        char *nb = realloc(c->body, ncap);
+        if (nb == NULL)
+            return false;
+        c->body = nb;
+        c->cap = ncap;
+    }
+    memcpy(c->body + req->len, data, n);
+    req->len += n;
+    return true;
+}
+
+static enum MHD_Result
+handle(void *cls, struct MHD_Connection *mc, const char *url,
+       const char *method, const char *version, const char *upload_data,
+       size_t *upload_data_size, void **con_cls)
+{
+    struct http_server *s = cls;
+    struct request *req = *con_cls;
+    struct conn *c;
+    const union MHD_ConnectionInfo *ci;
+    bool get, post;
+
+    (void)version;
+    if (req != NULL) {
+        /* Body chunks, then the final call. */
+        c = (struct conn *)((char *)req - offsetof(struct conn, req));
+        if (*upload_data_size > 0) {
+            size_t n = *upload_data_size;
+            *upload_data_size = 0;
+            if (req->answered)
+                return MHD_YES;
+            if (req->too_large || req->no_memory ||
+                req->len + n > s->cfg.max_body) {
+                if (!req->no_memory)
+                    req->too_large = true;
+                req->dropped += n;
+                if (req->dropped > DRAIN_LIMIT)
+                    return answer_text(s, mc, req, MHD_HTTP_CONTENT_TOO_LARGE,
+                                       "request body too large\n", NULL);
+                return MHD_YES;
+            }
+            if (!body_append(c, req, upload_data, n))
+                req->no_memory = true;
+            return MHD_YES;
+        }
+        if (req->answered)
+            return MHD_YES;
+        switch (req->route) {
+        case ROUTE_HEALTHZ:
+            return answer_text(s, mc, req, MHD_HTTP_OK, "ok\n", NULL);
+        case ROUTE_READYZ:
+            return serve_readyz(s, mc, req);
+        case ROUTE_METRICS:
+            return serve_metrics(s, mc, req);
+        default:
+            break;
+        }
+        if (req->too_large)
+            return answer_text(s, mc, req, MHD_HTTP_CONTENT_TOO_LARGE,
+                               "request body too large\n", NULL);
+        if (req->no_memory)
+            return answer_text(s, mc, req, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                               "out of memory\n", NULL);
+        return serve_mutate(s, mc, c, req);
+    }
+
+    ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    c = ci != NULL ? ci->socket_context : NULL;
+    if (c == NULL)
+        return MHD_NO;
+    req = &c->req;
+    memset(req, 0, sizeof(*req));
+    req->active = true;
+    clock_gettime(CLOCK_MONOTONIC, &req->t0);
+    *con_cls = req;
+    atomic_fetch_add(&s->in_flight, 1);
+
+    req->route = route_of(url);
+    get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+          strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+    post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+    switch (req->route) {
+    case ROUTE_MUTATE:
+        if (!post)
+            return answer_text(s, mc, req, MHD_HTTP_METHOD_NOT_ALLOWED,
+                               "method not allowed; use POST\n", "POST");
+        break;
+    case ROUTE_HEALTHZ:
+    case ROUTE_READYZ:
+    case ROUTE_METRICS:
+        if (!get)
+            return answer_text(s, mc, req, MHD_HTTP_METHOD_NOT_ALLOWED,
+                               "method not allowed; use GET\n", "GET, HEAD");
+        /* Answered on the next call, once libmicrohttpd has read the
+         * whole request: an answer queued earlier closes the connection. */
+        return MHD_YES;
+    default:
+        return answer_text(s, mc, req, MHD_HTTP_NOT_FOUND, "not found\n", NULL);
+    }
+
+    /* With --client-ca, reviews need a trusted client certificate. The
+     * handshake only requests one, so that kubelet probes and Prometheus
+     * (which present none) still reach /healthz, /readyz and /metrics. */
+    {
+        const char *why = NULL;
+        if (!client_verified(s, mc, c, &why)) {
+            metrics_client_cert_reject_record();
+            return answer_text(s, mc, req, MHD_HTTP_FORBIDDEN, why, NULL);
+        }
+    }
+    if (!is_json_type(MHD_lookup_connection_value(
+            mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE)))
+        return answer_text(s, mc, req, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
+                           "content type must be application/json\n", NULL);
+    {
+        const char *cl = MHD_lookup_connection_value(
+            mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl != NULL) {
+            char *end;
+            unsigned long long n;
+            errno = 0;
+            n = strtoull(cl, &end, 10);
+            if (errno == 0 && end != cl && *end == '\0' &&
+                n > (unsigned long long)s->cfg.max_body) {
+                /* Refused without storing a byte. A client that waits
+                 * for "100 Continue" never sends the body; others' bodies
+                 * are drained (see DRAIN_LIMIT) unless far too large. */
+                const char *expect = MHD_lookup_connection_value(
+                    mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+                req->too_large = true;
+                if (expect != NULL || n - s->cfg.max_body > DRAIN_LIMIT)
+                    return answer_text(s, mc, req, MHD_HTTP_CONTENT_TOO_LARGE,
+                                       "request body too large\n", NULL);
+                return MHD_YES;
+            }
+            /* Reserve the whole body at once when it is announced. */
+            if (errno == 0 && end != cl && *end == '\0' && n > c->cap) {
+                char *nb = realloc(c->body, (size_t)n);
+                if (nb != NULL) {
+                    c->body = nb;
+                    c->cap = (size_t)n;
+                }
+            }
+        }
+    }
+    req->pol = reload_policy_acquire(s->reload);
+    return MHD_YES;
+}
+
+static void
+mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+    struct http_server *s = cls;
+    enum log_level level = LOG_DEBUG;
+    char text[512];
+    size_t n;
+
+    /* At start a message explains a failure (address in use, TLS set-up);
+     * later ones are mostly clients dropping handshakes. */
+    if (atomic_load(&s->starting))
+        level = LOG_ERROR;
+    if (!log_level_enabled(level))
+        return;
+    vsnprintf(text, sizeof(text), fmt, ap);
+    n = strlen(text);
+    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r'))
+        text[--n] = '\0';
+    log_error_write(level, "libmicrohttpd", NULL, NULL, "%s", text);
+}
+
+struct http_server *
+http_server_start(const struct http_config *cfg, struct reload *r,
+                  struct ng_error *err)
+{
+    struct http_server *s;
+    struct MHD_OptionItem opts[16];
+    unsigned int flags;
+    size_t i = 0;
+    const union MHD_DaemonInfo *di;
+
+    if (the_server != NULL) {
+        ng_error_set(err, 0, 0, "a server is already running");
+        return NULL;
+    }
+    s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        ng_error_set(err, 0, 0, "out of memory");
+        return NULL;
+    }
+    s->cfg = *cfg;
+    if (s->cfg.threads == 0)
+        s->cfg.threads = 1;
+    s->reload = r;
+    s->mopt.own_namespace = cfg->own_namespace;
+    pthread_mutex_init(&s->parked_lock, NULL);
+    atomic_init(&s->quiesced, false);
+    atomic_init(&s->starting, true);
+    atomic_init(&s->in_flight, 0);
+    atomic_init(&s->finished, 0);
+    the_server = s;
+
+    flags = MHD_USE_TLS | MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC |
+            MHD_USE_TURBO | MHD_USE_ERROR_LOG;
+    if (cfg->addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+
+    opts[i++] =
+        (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, (void *)&s->cfg.addr};
+    opts[i++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
+                                        (void *)TLS_PRIORITIES};
+    opts[i++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0,
+                                        (void *)&cert_retrieve};
+    if (cfg->client_ca_pem != NULL)
+        opts[i++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0,
+                                            (void *)cfg->client_ca_pem};
+    if (s->cfg.threads > 1)
+        opts[i++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE,
+                                            s->cfg.threads, NULL};
+    opts[i++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_STACK_SIZE,
+                                        THREAD_STACK, NULL};
+    opts[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
+                                        cfg->connection_timeout, NULL};
+    if (cfg->max_connections > 0)
+        opts[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
+                                            cfg->max_connections, NULL};
+    if (cfg->per_ip_connections > 0)
+        opts[i++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                            cfg->per_ip_connections, NULL};
+    opts[i++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION,
+                                        (intptr_t)&notify_connection, s};
+    opts[i++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED,
+                                        (intptr_t)&request_completed, s};
+    opts[i++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+
+    /* The logger must come first to catch messages about the others. */
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, &handle, s,
+                                 MHD_OPTION_EXTERNAL_LOGGER, &mhd_logger, s,
+                                 MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+    if (s->daemon == NULL) {
+        ng_error_set(err, 0, 0,
+                     "cannot start the HTTPS server (see the libmicrohttpd "
+                     "line above)");
+        goto fail;
+    }
+    atomic_store(&s->starting, false);
+    di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di != NULL ? di->port : 0;
+    return s;
+fail:
+    the_server = NULL;
+    pthread_mutex_destroy(&s->parked_lock);
+    free(s);
+    return NULL;
+}
+
+uint16_t
+http_server_port(const struct http_server *s)
+{
+    return s->port;
+}
+
+void
+http_server_quiesce(struct http_server *s)
+{
+    MHD_socket fd;
+
+    if (atomic_exchange(&s->quiesced, true))
+        return;
+    fd = MHD_quiesce_daemon(s->daemon);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
+}
+
+bool
+http_server_drain(struct http_server *s, unsigned int timeout_ms)
+{
+    unsigned int waited = 0, idle = 0;
+    const struct timespec tick = {0, 10 * 1000 * 1000};
+
+    /* Drained once nothing has been in flight for 50 ms: a keep-alive
+     * client may already be sending its next request. */
+    while (waited < timeout_ms) {
+        if (atomic_load(&s->in_flight) == 0) {
+            if (++idle >= 5)
+                return true;
+        } else {
+            idle = 0;
+        }
+        nanosleep(&tick, NULL);
+        waited += 10;
+    }
+    return atomic_load(&s->in_flight) == 0;
+}
+
+void
+http_server_stop(struct http_server *s)
+{
+    if (s == NULL)
+        return;
+    MHD_stop_daemon(s->daemon);
+    for (size_t i = 0; i < s->n_parked; i++)
+        reload_cert_release(s->parked[i]);
+    free(s->parked);
+    pthread_mutex_destroy(&s->parked_lock);
+    if (the_server == s)
+        the_server = NULL;
+    free(s);
+}

@@ -1,0 +1,195 @@
+/* JSON log lines: one object per line on stderr, with time, level and msg. */
+#include "log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static enum log_level min_level = LOG_INFO;
+static int out_fd = 2;
+
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+int
+log_level_parse(const char *s, enum log_level *out)
+{
+    for (int i = LOG_DEBUG; i <= LOG_ERROR; i++) {
+        if (strcmp(s, level_names[i]) == 0) {
+            *out = (enum log_level)i;
+            return 0;
+        }
+    }
+    if (strcmp(s, "warning") == 0) {
+        *out = LOG_WARN;
+        return 0;
+    }
+    return -1;
+}
+
+const char *
+log_level_name(enum log_level level)
+{
+    if ((int)level < LOG_DEBUG || level > LOG_ERROR)
+        return "info";
+    return level_names[level];
+}
+
+void
+log_level_set(enum log_level level)
+{
+    min_level = level;
+}
+
+bool
+log_level_enabled(enum log_level level)
+{
+    return level >= min_level;
+}
+
+void
+log_output_set(int fd)
+{
+    out_fd = fd;
+}
+
+/* Writes all of buf, retrying short writes and EINTR; errors are dropped
+ * because there is nowhere left to report them. */
+static void
+write_all(const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(out_fd, buf, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+/* RFC 3339 UTC time with milliseconds: 2026-11-30T12:00:00.123Z. */
+static void
+format_time(char *buf, size_t n)
+{
+    struct timespec ts;
+    struct tm tm;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t k = strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + k, n - k, ".%03dZ", (int)(ts.tv_nsec / 1000000L) % 1000);
+}
+
+/* True when fields has a key that the fixed part of the line owns. */
+static bool
+has_reserved_key(const json_t *fields)
+{
+    return json_object_get(fields, "time") != NULL ||
+           json_object_get(fields, "level") != NULL ||
+           json_object_get(fields, "msg") != NULL;
+}
+
+void
+log_fields_write(enum log_level level, const char *msg, const json_t *fields)
+{
+    char stamp[40];
+    json_t *head = NULL, *copy = NULL;
+    char *head_text = NULL, *field_text = NULL, *line = NULL;
+    size_t head_len, field_len = 0;
+
+    if (!log_level_enabled(level))
+        return;
+    format_time(stamp, sizeof(stamp));
+    head = json_pack("{s:s,s:s,s:s}", "time", stamp, "level",
+                     log_level_name(level), "msg", msg ? msg : "");
+    if (head == NULL)
+        goto fail;
+    head_text = json_dumps(head, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (head_text == NULL)
+        goto fail;
+    head_len = strlen(head_text);
+    if (fields != NULL && json_is_object(fields) && json_object_size(fields)) {
+        if (has_reserved_key(fields)) {
+            copy = json_copy((json_t *)fields);
+            if (copy == NULL)
+                goto fail;
+            json_object_del(copy, "time");
+            json_object_del(copy, "level");
+            json_object_del(copy, "msg");
+            fields = copy;
+        }
+        if (json_object_size(fields) > 0) {
+            field_text = json_dumps(fields, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            if (field_text == NULL)
+                goto fail;
+            field_len = strlen(field_text);
+        }
+    }
+    /*
+     * Splice the two objects: the head without its closing brace, a comma,
+     * the fields without their opening brace, then a newline. Serialising
+     * the caller's object as it is saves copying it into a new one.
+     */
+    line = malloc(head_len + field_len + 2);
+    if (line == NULL)
+        goto fail;
+    memcpy(line, head_text, head_len);
+    if (field_len > 2) {
+        line[head_len - 1] = ',';
+        memcpy(line + head_len, field_text + 1, field_len - 1);
+        line[head_len + field_len - 1] = '\n';
+        write_all(line, head_len + field_len);
+    } else {
+        line[head_len] = '\n';
+        write_all(line, head_len + 1);
+    }
+    free(line);
+    free(field_text);
+    free(head_text);
+    json_decref(copy);
+    json_decref(head);
+    return;
+fail:
+    free(field_text);
+    free(head_text);
+    json_decref(copy);
+    json_decref(head);
+    {
+        char fallback[200];
+        int n = snprintf(fallback, sizeof(fallback),
+                         "{\"time\":\"%s\",\"level\":\"error\",\"msg\":"
+                         "\"log line could not be built\"}\n",
+                         stamp);
+        if (n > 0 && (size_t)n < sizeof(fallback))
+            write_all(fallback, (size_t)n);
+    }
+}
+
+void
+log_error_write(enum log_level level, const char *msg, const char *key,
+                const char *value, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+    json_t *fields;
+
+    if (!log_level_enabled(level))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    fields = json_object();
+    if (fields != NULL) {
+        if (key != NULL)
+            json_object_set_new(fields, key, json_string(value ? value : ""));
+        json_object_set_new(fields, "error", json_string(text));
+    }
+    log_fields_write(level, msg, fields);
+    json_decref(fields);
+}

@@ -1,0 +1,59 @@
+/* Prometheus counters and gauges for the webhook, kept in lock-free atomics. */
+#ifndef NCCLGUARD_METRICS_H
+#define NCCLGUARD_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "review.h"
+
+/* Latency histogram bucket upper bounds, in microseconds (+Inf is last). */
+#define METRICS_N_BUCKETS 14
+
+/*
+ * Counts one answered AdmissionReview: its result, how long it took, how
+ * many patch operations and warnings it carried. Thread-safe, lock-free.
+ */
+void metrics_admission_record(enum review_result result, uint64_t micros,
+                              size_t patch_ops, size_t warnings);
+
+/*
+ * Counts one HTTP answer by status code class of interest (every request,
+ * admission or not). Thread-safe, lock-free.
+ */
+void metrics_http_record(int status);
+
+/* Counts one policy reload attempt. Thread-safe. */
+void metrics_policy_reload_record(int ok);
+
+/* Counts one certificate reload attempt. Thread-safe. */
+void metrics_cert_reload_record(int ok);
+
+/* Counts one failed TLS client-certificate check. Thread-safe. */
+void metrics_client_cert_reject_record(void);
+
+/* State read from the current snapshots when /metrics is scraped. */
+struct metrics_gauges {
+    int policy_loaded;
+    uint64_t policy_generation;
+    const char *policy_hash; /* borrowed; may be NULL */
+    int cert_loaded;
+    uint64_t cert_generation;
+    int64_t cert_not_after; /* Unix seconds */
+    uint64_t in_flight;
+};
+
+/*
+ * Writes the Prometheus text exposition (version 0.0.4) into a new buffer
+ * and returns it (free with free()), its length in *len. Returns NULL on
+ * allocation failure. The counters are read one by one, so a scrape during
+ * traffic may see a request in one counter and not yet in another.
+ * Thread-safe.
+ */
+char *metrics_render(const struct metrics_gauges *g, size_t *len)
+    __attribute__((warn_unused_result));
+
+/* Zeroes every counter (tests only; not safe while requests run). */
+void metrics_reset(void);
+
+#endif
