@@ -138,6 +138,10 @@ struct stage {
     uint64_t allocs;
 };
 
+/* MICROBENCH_ITERS fixes the iteration count (for callgrind), else the
+ * loop runs for MICROBENCH_SECONDS. */
+static size_t fixed_iters;
+
 static int
 bench_one(const char *path, const struct policy *pol, double seconds)
 {
@@ -164,7 +168,9 @@ bench_one(const char *path, const struct policy *pol, double seconds)
     }
     uint64_t frees0 = n_frees, allocs0 = n_allocs;
     t_end = now_ns() + seconds * 1e9;
-    while ((t = now_ns()) < t_end) {
+    while ((t = now_ns()) < t_end || (fixed_iters > 0 && iters < fixed_iters)) {
+        if (fixed_iters > 0 && iters >= fixed_iters)
+            break;
         struct review_outcome out = {0};
         json_t *doc, *req, *obj, *meta;
         struct mutate_result res = {0};
@@ -242,6 +248,11 @@ main(int argc, char **argv)
     }
     if (s != NULL)
         seconds = strtod(s, NULL);
+    s = getenv("MICROBENCH_ITERS");
+    if (s != NULL) {
+        fixed_iters = strtoul(s, NULL, 10);
+        seconds = 1e9;
+    }
     json_set_alloc_funcs(json_malloc_counted, json_free_counted);
     pol = policy_load_file(argv[1], &err);
     if (pol == NULL) {

@@ -383,7 +383,9 @@ review_handle(const char *body, size_t len, const struct policy *pol,
 
     memset(out, 0, sizeof(*out));
     memset(&mres, 0, sizeof(mres));
-    root = json_loadb(body, len, 0, &jerr);
+    /* A key given twice is ambiguous (another reader may take the other
+     * value), and the apiserver never sends one: refuse it. */
+    root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL) {
         char why[256];
 
