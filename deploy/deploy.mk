@@ -1,5 +1,5 @@
 # deploy/: kustomize rendering checks.
-DEB_PKGS += jq yq
+DEB_PKGS += jq yq binutils
 
 .PHONY: check-deploy
 check-deploy: $(BUILD)/ncclguard

@@ -3,7 +3,8 @@
 # Build from the repository root:
 #   docker build -f deploy/docker/ringcheck.Dockerfile -t ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0 .
 # It runs on the workload's GPUs, so it needs the CUDA runtime and NCCL; the
-# node's driver comes in through the NVIDIA container toolkit.
+# node's driver comes in through the NVIDIA container toolkit. Match
+# CUDA_VERSION to what your nodes' drivers support.
 
 ARG CUDA_VERSION=13.0.0
 ARG UBUNTU=ubuntu24.04
@@ -11,21 +12,26 @@ ARG UBUNTU=ubuntu24.04
 FROM nvidia/cuda:${CUDA_VERSION}-devel-${UBUNTU} AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      make pkg-config libnccl-dev \
-      libmicrohttpd-dev libjansson-dev libyaml-dev libssl-dev libgnutls28-dev \
+      gcc libc6-dev make \
  && rm -rf /var/lib/apt/lists/*
+# The devel image installs NCCL (libnccl-dev) under /usr; the Makefile looks
+# for it under CUDA_HOME, so link it there.
+RUN multiarch=$(gcc -print-multiarch) \
+ && test -f /usr/include/nccl.h \
+ && ln -sf /usr/include/nccl.h /usr/local/cuda/include/nccl.h \
+ && ln -sf /usr/lib/$multiarch/libnccl.so.2 /usr/local/cuda/lib64/libnccl.so.2
 WORKDIR /src
 COPY . .
 RUN make BUILD=/out CUDA_HOME=/usr/local/cuda CFLAGS="-O2" ringcheck \
  && test -x /out/ncclguard-ringcheck
 
-# The CUDA runtime image; libnccl2 is named so NCCL is there whatever the
-# image's default set of libraries.
+# The CUDA runtime image ships NCCL (libnccl2); install it only if a
+# variant of the image lacks it (the image holds the version it ships).
 FROM nvidia/cuda:${CUDA_VERSION}-runtime-${UBUNTU}
-RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libnccl2 libjansson4 \
- && rm -rf /var/lib/apt/lists/*
+RUN ldconfig -p | grep -q 'libnccl\.so\.2 ' \
+ || (apt-get update \
+     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libnccl2 \
+     && rm -rf /var/lib/apt/lists/*)
 COPY --from=build /out/ncclguard-ringcheck /usr/local/bin/ncclguard-ringcheck
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/ncclguard-ringcheck"]

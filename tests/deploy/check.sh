@@ -3,7 +3,7 @@
 # registration, Service, probes against the server's routes, the GPU names
 # the CEL condition sends, the certificate plumbing of each overlay, the
 # profile component, the policy copy and the Dockerfiles.
-# shellcheck disable=SC2015,SC2016
+# shellcheck disable=SC2013,SC2015,SC2016
 set -u
 
 : "${NCCLGUARD:?set NCCLGUARD to the ncclguard binary}"
@@ -55,8 +55,10 @@ render "$T/user" user
 # shellcheck disable=SC2044 # no spaces in these paths
 for f in $(find deploy -name '*.yaml' ! -name kustomization.yaml ! -path 'deploy/examples/*'); do
     [ "$f" = deploy/base/policy.yaml ] && continue
-    n=$(yq -s 'map(select(. != null)) | length' "$f" 2>/dev/null)
-    [ "$n" = 1 ] && ok || bad "$f holds $n objects, expected one"
+    # A top-level kind: line per object, and no document separator.
+    n=$(grep -c '^kind:' "$f")
+    [ "$n" = 1 ] && ! grep -q '^---' "$f" && ok ||
+        bad "$f holds $n objects, expected one"
 done
 
 # --- what every installation shares -----------------------------------------
@@ -179,6 +181,56 @@ for o in ss cm user; do
         [.[] | select(.kind == "ConfigMap" and .metadata.name == "nccl-production-profile")] |
         length >= 1 and all(.data | length > 0 and (keys | all(startswith("NCCL_"))))'
 done
+
+# --- the real server, started with the Deployment's own arguments ---------
+# Paths map to a throwaway certificate and the policy copy; the listen
+# address to a free loopback port. The probes and the webhook's path must
+# answer as the kubelet and the apiserver expect.
+J=$T/ss.json
+DEP='(.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0])'
+mkdir -p "$T/srv"
+"$NCCLGUARD" certs create --service ncclguard --namespace ncclguard \
+    --out "$T/srv/certs" --san 127.0.0.1 >/dev/null 2>&1
+jq -r "$DEP.args[]" "$J" | sed -e 's#^0\.0\.0\.0:8443$#127.0.0.1:0#' \
+    -e "s#^/certs/#$T/srv/certs/#" -e "s#^/etc/ncclguard/#$ROOT/deploy/base/#" \
+    >"$T/srv/args"
+# shellcheck disable=SC2046
+POD_NAMESPACE=ncclguard "$NCCLGUARD" $(cat "$T/srv/args") >"$T/srv/log" 2>&1 &
+srv=$!
+port=
+for _ in $(seq 50); do
+    port=$(sed -n 's/.*"msg":"listening".*"port":\([0-9]*\).*/\1/p' "$T/srv/log")
+    [ -n "$port" ] && break
+    kill -0 "$srv" 2>/dev/null || break
+    sleep 0.1
+done
+if [ -n "$port" ]; then
+    ok
+    for probe in livenessProbe readinessProbe; do
+        path=$(jq -r "$DEP.$probe.httpGet.path" "$J")
+        scheme=$(jq -r "$DEP.$probe.httpGet.scheme" "$J" | tr '[:upper:]' '[:lower:]')
+        code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 \
+            --cacert "$T/srv/certs/ca.crt" "$scheme://127.0.0.1:$port$path")
+        [ "$code" -ge 200 ] && [ "$code" -lt 400 ] && ok ||
+            bad "$probe $scheme $path answered $code (the kubelet wants 2xx or 3xx)"
+    done
+    wpath=$(jq -r '.[] | select(.kind == "MutatingWebhookConfiguration") |
+        .webhooks[0].clientConfig.service.path' "$J")
+    curl -s --max-time 5 --cacert "$T/srv/certs/ca.crt" \
+        -H 'Content-Type: application/json' \
+        --data-binary @deploy/examples/admissionreview-gpu-pod.json \
+        -o "$T/srv/review.json" -w '%{http_code}' \
+        "https://127.0.0.1:$port$wpath" >"$T/srv/code"
+    check "the webhook's path $wpath answers an AdmissionReview" "$T/srv/review.json" '
+        .kind == "AdmissionReview" and .response.allowed == true and
+        (.response.uid | type == "string")'
+    [ "$(cat "$T/srv/code")" = 200 ] && ok || bad "POST $wpath answered $(cat "$T/srv/code")"
+else
+    bad "ncclguard serve did not start with the Deployment's arguments"
+    sed 's/^/  /' "$T/srv/log" >&2
+fi
+kill "$srv" 2>/dev/null
+wait "$srv" 2>/dev/null
 
 # --- self-signed: Job, RBAC, and the Job's steps run here -----------------
 J=$T/ss.json
@@ -364,9 +416,13 @@ fi
 # --- Dockerfiles (no engine here: static checks) --------------------------------
 WD=deploy/docker/webhook.Dockerfile
 RD=deploy/docker/ringcheck.Dockerfile
-# The runtime stage installs the package of every library the binary links.
+# The runtime stage installs the package of every library the binary links
+# directly (its NEEDED entries); apt brings in their own dependencies.
 runtime=$(awk '/^FROM /{n++} n == 2' "$WD")
-for lib in $(ldd "$NCCLGUARD" | awk '/=>/ {print $3}'); do
+ldd "$NCCLGUARD" >"$T/ldd"
+for name in $(readelf -d "$NCCLGUARD" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+    lib=$(awk -v n="$name" '$1 == n && $2 == "=>" {print $3}' "$T/ldd")
+    [ -n "$lib" ] || { bad "ldd does not resolve $name"; continue; }
     pkg=$( (dpkg -S "$lib" || dpkg -S "$(readlink -f "$lib")" ||
         dpkg -S "/usr$lib") 2>/dev/null | head -n1 | cut -d: -f1)
     case $pkg in
@@ -374,6 +430,19 @@ for lib in $(ldd "$NCCLGUARD" | awk '/=>/ {print $3}'); do
     esac
     echo "$runtime" | grep -qw -- "$pkg" && ok ||
         bad "$WD: runtime stage lacks $pkg (for $lib)"
+done
+# The build stage installs the -dev package of every pkg-config module the
+# Makefile builds with.
+build_stage=$(awk '/^FROM /{n++} n == 1' "$WD")
+for m in $(sed -n 's/^PKGS := //p' Makefile); do
+    pc=$(pkg-config --variable=pcfiledir "$m" 2>/dev/null)/$m.pc
+    pkg=$( (dpkg -S "$pc" || dpkg -S "$(readlink -f "$pc")") 2>/dev/null |
+        head -n1 | cut -d: -f1)
+    if [ -z "$pkg" ]; then
+        bad "no Debian package found for pkg-config module $m"
+    elif echo "$build_stage" | grep -qw -- "$pkg"; then ok; else
+        bad "$WD: build stage lacks $pkg (pkg-config $m)"
+    fi
 done
 for f in "$WD" "$RD"; do
     [ "$(grep -c '^FROM ' "$f")" -ge 2 ] && ok || bad "$f is not multi-stage"
@@ -388,6 +457,19 @@ grep -q 'ghcr.io/ncclguard/ncclguard:0.1.0' "$WD" && ok || bad "$WD does not nam
 grep -q 'ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0' "$RD" && ok || bad "$RD does not name its image"
 grep -q '^FROM nvidia/cuda:.*-runtime-' "$RD" && ok || bad "$RD: runtime stage is not a CUDA runtime image"
 grep -qw libnccl2 "$RD" && ok || bad "$RD does not install NCCL"
+# The ring check links only what the CUDA runtime image has: CUDA's runtime,
+# NCCL and the C and C++ runtimes. A new dependency fails here until the
+# Dockerfile installs it.
+RC=$(dirname "$NCCLGUARD")/ncclguard-ringcheck
+if [ -x "$RC" ]; then
+    for lib in $(ldd "$RC" | awk '/=>/ {print $1}'); do
+        case $lib in
+        libcudart.so.* | libnccl.so.2 | libc.so.* | libm.so.* | libdl.so.* | \
+            libpthread.so.* | librt.so.* | libstdc++.so.* | libgcc_s.so.*) ok ;;
+        *) bad "$RD: the runtime stage may lack $lib, which ncclguard-ringcheck links" ;;
+        esac
+    done
+fi
 if [ -f policy/default.yaml ]; then
     check "the policy's ring-check image is the one ringcheck.Dockerfile builds" \
         "$T/policy.json" '[.. | objects | .image? // empty | strings |
