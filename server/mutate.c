@@ -1033,8 +1033,10 @@ ringcheck_env(const struct plan *p, json_t *rc)
         !profile_present(g->c, p->s->profile.name))
         if (json_array_append_new(from, profile_ref(p->s)) != 0)
             goto fail;
+    /* The pod is only read while the patch lives, so the check's env
+     * shares the container's entries. */
     json_array_foreach(arr_get(g->c, "envFrom"), i, e) if (
-        json_array_append_new(from, json_deep_copy(e)) != 0) goto fail;
+        json_array_append(from, e) != 0) goto fail;
     const json_t *lists[2] = {arr_get(g->c, "env"), g->env_add};
     for (int l = 0; l < 2; l++) {
         json_array_foreach(lists[l], i, e)
@@ -1043,7 +1045,7 @@ ringcheck_env(const struct plan *p, json_t *rc)
 
             if (n != NULL && strcmp(n, "NCCL_CONF_FILE") == 0)
                 continue;
-            if (json_array_append_new(env, json_deep_copy(e)) != 0)
+            if (json_array_append(env, e) != 0)
                 goto fail;
         }
     }
@@ -1240,13 +1242,15 @@ emit_list(struct plan *p, json_t *parent, const char *base, const char *key,
 
     if (json_array_size(list) == 0)
         return 0;
+    /* The pending lists are never changed once emitted, so the patch
+     * shares their values instead of copying them. */
     if (arr_get(parent, key) == NULL) {
         snprintf(path, sizeof(path), "%s/%s", base, key);
-        return patch_append(p->res->patch, "add", path, json_deep_copy(list));
+        return patch_append(p->res->patch, "add", path, json_incref(list));
     }
     snprintf(path, sizeof(path), "%s/%s/-", base, key);
     json_array_foreach(list, i, v) if (patch_append(p->res->patch, "add", path,
-                                                    json_deep_copy(v)) != 0)
+                                                    json_incref(v)) != 0)
         return -1;
     return 0;
 }
@@ -1369,14 +1373,13 @@ namespace_skipped(const char *ns, const struct mutate_options *opt)
            strcmp(ns, opt->own_namespace) == 0;
 }
 
-/* Applies the patch to one copy of the pod: the apiserver rejects a pod
- * whose patch does not apply, whatever failurePolicy says. */
+/* Checks that the patch applies to the pod (on a copy of what it touches):
+ * the apiserver rejects a pod whose patch does not apply, whatever
+ * failurePolicy says. */
 static int
-patch_check(const json_t *pod, struct mutate_result *res)
+patch_verify(const json_t *pod, struct mutate_result *res)
 {
     struct ng_error err;
-    json_t *copy;
-    int rc;
 
     if (json_array_size(res->patch) > PATCH_MAX_OPS) {
         snprintf(res->reason, sizeof(res->reason),
@@ -1384,18 +1387,13 @@ patch_check(const json_t *pod, struct mutate_result *res)
                  json_array_size(res->patch), PATCH_MAX_OPS);
         return -1;
     }
-    copy = json_deep_copy(pod);
-    if (copy == NULL) {
-        snprintf(res->reason, sizeof(res->reason), "out of memory");
+    ng_error_clear(&err);
+    if (patch_check(pod, res->patch, &err) != 0) {
+        snprintf(res->reason, sizeof(res->reason),
+                 "patch does not apply: %.130s", err.msg);
         return -1;
     }
-    ng_error_clear(&err);
-    rc = patch_apply(&copy, res->patch, &err);
-    json_decref(copy);
-    if (rc != 0)
-        snprintf(res->reason, sizeof(res->reason), "patch does not apply: %.130s",
-                 err.msg);
-    return rc;
+    return 0;
 }
 
 int
@@ -1501,7 +1499,7 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
     }
     if (emit_annotations(p) != 0)
         goto error;
-    if (patch_check(pod, res) != 0)
+    if (patch_verify(pod, res) != 0)
         goto error_reason;
     res->status = MUTATE_PATCHED;
 done:

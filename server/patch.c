@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 int
@@ -139,39 +140,129 @@ patch_pointer_get(json_t *doc, const char *pointer)
     return cur;
 }
 
-/* Splits pointer into its parent node (resolved in doc) and last token. */
-static json_t *
-parent_get(json_t *doc, const char *pointer, char *last, size_t n)
-{
-    char parent[PATCH_MAX_POINTER];
-    const char *slash = strrchr(pointer, '/');
-    size_t plen;
+/*
+ * How operations are applied. In copy-on-write mode (patch_check) the
+ * document is the caller's and is never written: every container on the
+ * way to a change is first replaced, in a private parent, by a shallow
+ * copy, and added values are shared rather than copied. So checking a
+ * patch costs what the patch touches, not the size of the pod.
+ */
+struct applier {
+    json_t *doc; /* owned: the document, or in cow mode the private root */
+    bool cow;
+    json_t **owned; /* cow: containers that are private copies */
+    size_t n_owned, cap_owned;
+};
 
-    if (slash == NULL)
+static bool
+owned_has(const struct applier *ap, const json_t *n)
+{
+    for (size_t i = 0; i < ap->n_owned; i++)
+        if (ap->owned[i] == n)
+            return true;
+    return false;
+}
+
+static int
+owned_add(struct applier *ap, json_t *n)
+{
+    if (ap->n_owned == ap->cap_owned) {
+        size_t cap = ap->cap_owned ? ap->cap_owned * 2 : 32;
+        json_t **o = realloc(ap->owned, cap * sizeof(*o));
+
+        if (o == NULL)
+            return -1;
+        ap->owned = o;
+        ap->cap_owned = cap;
+    }
+    ap->owned[ap->n_owned++] = n;
+    return 0;
+}
+
+/* In cow mode, makes child (found in parent under tok) private. */
+static json_t *
+child_private(struct applier *ap, json_t *parent, const char *tok,
+              size_t idx, json_t *child)
+{
+    json_t *copy;
+
+    if (!ap->cow || owned_has(ap, child) ||
+        (!json_is_object(child) && !json_is_array(child)))
+        return child;
+    copy = json_copy(child);
+    if (copy == NULL || owned_add(ap, copy) != 0) {
+        json_decref(copy);
         return NULL;
-    plen = (size_t)(slash - pointer);
-    if (plen >= sizeof(parent))
+    }
+    if (json_is_object(parent) ? json_object_set_new(parent, tok, copy)
+                               : json_array_set_new(parent, idx, copy))
         return NULL;
-    memcpy(parent, pointer, plen);
-    parent[plen] = '\0';
-    if (token_next(slash, last, n) == NULL)
+    return copy;
+}
+
+/* Resolves the parent of pointer's last token, which goes to last. In cow
+ * mode the parent and its ancestors are private copies. */
+static json_t *
+parent_get(struct applier *ap, const char *pointer, char *last, size_t n)
+{
+    char tok[PATCH_MAX_POINTER];
+    const char *slash = strrchr(pointer, '/');
+    const char *p = pointer;
+    json_t *cur = ap->doc;
+
+    if (slash == NULL || token_next(slash, last, n) == NULL)
         return NULL;
-    return patch_pointer_get(doc, parent);
+    while (p < slash && cur != NULL) {
+        json_t *child;
+        size_t i = 0;
+
+        p = token_next(p, tok, sizeof(tok));
+        if (p == NULL)
+            return NULL;
+        if (json_is_object(cur)) {
+            child = json_object_get(cur, tok);
+        } else if (json_is_array(cur)) {
+            if (!index_parse(tok, &i))
+                return NULL;
+            child = json_array_get(cur, i);
+        } else {
+            return NULL;
+        }
+        if (child == NULL)
+            return NULL;
+        cur = child_private(ap, cur, tok, i, child);
+    }
+    return cur;
 }
 
 /* Inserts value (consumed) at pointer, as RFC 6902 "add". */
 static int
-op_add(json_t **doc, const char *path, json_t *value, const char **why)
+op_add(struct applier *ap, const char *path, json_t *value, const char **why)
 {
     char last[PATCH_MAX_POINTER];
     json_t *parent;
 
+    if (value == NULL) {
+        *why = "out of memory";
+        return -1;
+    }
     if (path[0] == '\0') {
-        json_decref(*doc);
-        *doc = value;
+        if (ap->cow) {
+            json_t *copy = json_copy(value);
+
+            json_decref(value);
+            if (copy == NULL || owned_add(ap, copy) != 0) {
+                json_decref(copy);
+                *why = "out of memory";
+                return -1;
+            }
+            value = copy;
+        }
+        json_decref(ap->doc);
+        ap->doc = value;
         return 0;
     }
-    parent = parent_get(*doc, path, last, sizeof(last));
+    parent = parent_get(ap, path, last, sizeof(last));
     if (parent == NULL) {
         *why = "parent does not exist";
         goto fail;
@@ -207,7 +298,8 @@ fail:
 /* Removes what pointer names; the removed value goes to *out (owned) when
  * out is not NULL. */
 static int
-op_remove(json_t *doc, const char *path, json_t **out, const char **why)
+op_remove(struct applier *ap, const char *path, json_t **out,
+          const char **why)
 {
     char last[PATCH_MAX_POINTER];
     json_t *parent;
@@ -216,7 +308,7 @@ op_remove(json_t *doc, const char *path, json_t **out, const char **why)
         *why = "cannot remove the whole document";
         return -1;
     }
-    parent = parent_get(doc, path, last, sizeof(last));
+    parent = parent_get(ap, path, last, sizeof(last));
     if (json_is_object(parent)) {
         json_t *v = json_object_get(parent, last);
 
@@ -245,8 +337,16 @@ op_remove(json_t *doc, const char *path, json_t **out, const char **why)
     return -1;
 }
 
+/* A value to insert: shared in cow mode (a later change to it makes a
+ * private copy first), else a deep copy the document owns. */
+static json_t *
+value_take(const struct applier *ap, json_t *v)
+{
+    return ap->cow ? json_incref(v) : json_deep_copy(v);
+}
+
 static int
-op_one(json_t **doc, const json_t *op, const char **why)
+op_one(struct applier *ap, const json_t *op, const char **why)
 {
     const char *name = json_string_value(json_object_get(op, "op"));
     const char *path = json_string_value(json_object_get(op, "path"));
@@ -268,20 +368,20 @@ op_one(json_t **doc, const json_t *op, const char **why)
         }
     }
     if (strcmp(name, "add") == 0)
-        return op_add(doc, path, json_deep_copy(value), why);
+        return op_add(ap, path, value_take(ap, value), why);
     if (strcmp(name, "remove") == 0)
-        return op_remove(*doc, path, NULL, why);
+        return op_remove(ap, path, NULL, why);
     if (strcmp(name, "replace") == 0) {
-        if (patch_pointer_get(*doc, path) == NULL) {
+        if (patch_pointer_get(ap->doc, path) == NULL) {
             *why = "path does not exist";
             return -1;
         }
-        if (path[0] != '\0' && op_remove(*doc, path, NULL, why) != 0)
+        if (path[0] != '\0' && op_remove(ap, path, NULL, why) != 0)
             return -1;
-        return op_add(doc, path, json_deep_copy(value), why);
+        return op_add(ap, path, value_take(ap, value), why);
     }
     if (strcmp(name, "test") == 0) {
-        json_t *cur = patch_pointer_get(*doc, path);
+        json_t *cur = patch_pointer_get(ap->doc, path);
 
         if (cur == NULL || !json_equal(cur, value)) {
             *why = "test failed";
@@ -305,25 +405,25 @@ op_one(json_t **doc, const json_t *op, const char **why)
                 *why = "cannot move a value into one of its children";
                 return -1;
             }
-            if (op_remove(*doc, from, &v, why) != 0)
+            if (op_remove(ap, from, &v, why) != 0)
                 return -1;
         } else {
-            json_t *src = patch_pointer_get(*doc, from);
+            json_t *src = patch_pointer_get(ap->doc, from);
 
             if (src == NULL) {
                 *why = "\"from\" does not exist";
                 return -1;
             }
-            v = json_deep_copy(src);
+            v = value_take(ap, src);
         }
-        return op_add(doc, path, v, why);
+        return op_add(ap, path, v, why);
     }
     *why = "unknown operation";
     return -1;
 }
 
-int
-patch_apply(json_t **doc, const json_t *patch, struct ng_error *err)
+static int
+ops_run(struct applier *ap, const json_t *patch, struct ng_error *err)
 {
     size_t i;
     json_t *op;
@@ -340,17 +440,43 @@ patch_apply(json_t **doc, const json_t *patch, struct ng_error *err)
     json_array_foreach(patch, i, op)
     {
         const char *why = "bad operation";
-        const char *path;
+        const char *path, *name;
 
-        if (json_is_object(op) && op_one(doc, op, &why) == 0)
+        if (json_is_object(op) && op_one(ap, op, &why) == 0)
             continue;
         path = json_string_value(json_object_get(op, "path"));
+        name = json_string_value(json_object_get(op, "op"));
         ng_error_set(err, 0, 0, "operation %zu (%s %s): %s", i,
-                     json_string_value(json_object_get(op, "op"))
-                         ? json_string_value(json_object_get(op, "op"))
-                         : "?",
-                     path ? path : "?", why);
+                     name ? name : "?", path ? path : "?", why);
         return -1;
     }
     return 0;
+}
+
+int
+patch_apply(json_t **doc, const json_t *patch, struct ng_error *err)
+{
+    struct applier ap = {.doc = *doc};
+    int rc = ops_run(&ap, patch, err);
+
+    *doc = ap.doc;
+    return rc;
+}
+
+int
+patch_check(const json_t *doc, const json_t *patch, struct ng_error *err)
+{
+    struct applier ap = {.cow = true};
+    int rc = -1;
+
+    ap.doc = json_copy((json_t *)doc);
+    if (ap.doc == NULL || owned_add(&ap, ap.doc) != 0) {
+        ng_error_set(err, 0, 0, "out of memory");
+        goto done;
+    }
+    rc = ops_run(&ap, patch, err);
+done:
+    json_decref(ap.doc);
+    free(ap.owned);
+    return rc;
 }

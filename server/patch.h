@@ -50,4 +50,14 @@ json_t *patch_pointer_get(json_t *doc, const char *pointer);
 int patch_apply(json_t **doc, const json_t *patch, struct ng_error *err)
     __attribute__((warn_unused_result));
 
+/*
+ * Checks that patch applies to doc, exactly as patch_apply() would apply
+ * it, without writing doc: the containers a change goes through are
+ * copied (shallowly) as needed, so the cost follows the patch rather than
+ * the document. Returns 0, or -1 with err as patch_apply(). Thread-safe
+ * as long as nobody writes doc meanwhile.
+ */
+int patch_check(const json_t *doc, const json_t *patch, struct ng_error *err)
+    __attribute__((warn_unused_result));
+
 #endif

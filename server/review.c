@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jparse.h"
+
 static const char *const result_names[REVIEW_RESULT_COUNT] = {
     [REVIEW_PATCHED] = "patched",   [REVIEW_UNCHANGED] = "unchanged",
     [REVIEW_SKIPPED] = "skipped",   [REVIEW_NOT_GPU] = "not_gpu",
@@ -375,7 +377,7 @@ int
 review_handle(const char *body, size_t len, const struct policy *pol,
               const struct mutate_options *opt, struct review_outcome *out)
 {
-    json_error_t jerr;
+    struct ng_error jerr;
     json_t *root = NULL, *req, *obj, *uid;
     const char *api, *reason, *ns, *name;
     struct mutate_result mres;
@@ -384,13 +386,14 @@ review_handle(const char *body, size_t len, const struct policy *pol,
     memset(out, 0, sizeof(*out));
     memset(&mres, 0, sizeof(mres));
     /* A key given twice is ambiguous (another reader may take the other
-     * value), and the apiserver never sends one: refuse it. */
-    root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+     * value), and the apiserver never sends one: jparse refuses it. */
+    ng_error_clear(&jerr);
+    root = jparse_load(body, len, &jerr);
     if (root == NULL) {
-        char why[256];
+        char why[300];
 
-        snprintf(why, sizeof(why), "%s at line %d column %d", jerr.text,
-                 jerr.line, jerr.column);
+        snprintf(why, sizeof(why), "%.200s at line %d column %d", jerr.msg,
+                 jerr.line, jerr.col);
         rc = bad_request(out, "body is not JSON: %s", why);
         goto done;
     }

@@ -53,8 +53,20 @@ apply_case(const char *doc_text, const char *ops_text, const char *want_text,
            const char *why)
 {
     json_t *doc = J(doc_text), *ops = J(ops_text);
+    json_t *orig = json_deep_copy(doc), *ops_orig = json_deep_copy(ops);
     struct ng_error err;
     int rc;
+
+    /* patch_check() agrees with patch_apply() and writes nothing. */
+    ng_error_clear(&err);
+    rc = patch_check(doc, ops, &err);
+    CHECK_INT(rc, want_text == NULL ? -1 : 0);
+    CHECK(json_equal(doc, orig));
+    CHECK(json_equal(ops, ops_orig));
+    if (rc != 0 && why != NULL)
+        CHECK(strstr(err.msg, why) != NULL);
+    json_decref(orig);
+    json_decref(ops_orig);
 
     ng_error_clear(&err);
     rc = patch_apply(&doc, ops, &err);
@@ -147,6 +159,40 @@ test_apply(void)
                NULL, "operation 1 (remove /zz)");
 }
 
+/* Later operations that change a value an earlier one added: the check
+ * must leave both the document and the patch's values alone. */
+static void
+test_check_shares_nothing(void)
+{
+    json_t *doc = J("{'spec':{'containers':[{'name':'a'}]}}");
+    json_t *orig = json_deep_copy(doc);
+    json_t *ops = J("[{'op':'add','path':'/spec/volumes','value':[{'n':1}]},"
+                    "{'op':'add','path':'/spec/volumes/-','value':{'n':2}},"
+                    "{'op':'add','path':'/spec/volumes/0/x','value':3},"
+                    "{'op':'add','path':'/spec/containers/0/env','value':[]},"
+                    "{'op':'replace','path':'/spec/containers/0/name',"
+                    "'value':'b'},"
+                    "{'op':'test','path':'/spec/volumes','value':"
+                    "[{'n':1,'x':3},{'n':2}]}]");
+    json_t *ops_orig = json_deep_copy(ops);
+    struct ng_error err;
+
+    CHECK_INT(patch_check(doc, ops, &err), 0);
+    CHECK(json_equal(doc, orig));
+    CHECK(json_equal(ops, ops_orig));
+    CHECK_INT(patch_apply(&doc, ops, &err), 0);
+    CHECK_STR(str_at(doc, "/spec/containers/0/name"), "b");
+    CHECK(json_equal(ops, ops_orig));
+    /* A wrong test value fails in both. */
+    json_object_set_new(json_array_get(ops, 5), "value", json_integer(1));
+    CHECK_INT(patch_check(orig, ops, &err), -1);
+    CHECK(strstr(err.msg, "operation 5") != NULL);
+    json_decref(doc);
+    json_decref(orig);
+    json_decref(ops);
+    json_decref(ops_orig);
+}
+
 static void
 test_bounds(void)
 {
@@ -188,6 +234,7 @@ main(void)
     test_escape();
     test_pointer_get();
     test_apply();
+    test_check_shares_nothing();
     test_bounds();
     test_append();
     return harness_finish();

@@ -225,6 +225,10 @@ test_bad_requests(void)
          "no object"},
         {"{\"apiVersion\":\"x\\ny\",\"kind\":\"AdmissionReview\"}",
          "apiVersion x y"},
+        /* The same key twice is ambiguous (which uid to echo?): rejected. */
+        {"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":"
+         "\"AdmissionReview\",\"request\":{\"uid\":\"a\",\"uid\":\"b\"}}",
+         "duplicate object key"},
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
