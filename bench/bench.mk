@@ -50,4 +50,4 @@ faults: deps bench-deps
 
 # The request path's compact JSON encoder (a speed fix, see RESULTS.md).
 LIB_SRCS += server/jsonenc.c
-UNIT_TESTS += jsonenc
+UNIT_TESTS += jsonenc patch_check

@@ -95,22 +95,58 @@ has_reserved_key(const json_t *fields)
            json_object_get(fields, "msg") != NULL;
 }
 
+/* True when s can go between JSON quotes as it is. */
+static bool
+plain_string(const char *s)
+{
+    for (; *s; s++)
+        if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20 ||
+            (unsigned char)*s >= 0x7f)
+            return false;
+    return true;
+}
+
+/*
+ * The fixed part of a line, {"time":...,"level":...,"msg":...}, into a new
+ * buffer. Messages are nearly always constants from this program, written
+ * directly; anything else goes through jansson for escaping.
+ */
+static char *
+format_head(const char *stamp, enum log_level level, const char *msg)
+{
+    json_t *head;
+    char *text;
+
+    if (plain_string(msg)) {
+        size_t n = strlen(msg) + 80;
+        text = malloc(n);
+        if (text != NULL)
+            snprintf(text, n,
+                     "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"}", stamp,
+                     log_level_name(level), msg);
+        return text;
+    }
+    head = json_pack("{s:s,s:s,s:s}", "time", stamp, "level",
+                     log_level_name(level), "msg", msg);
+    if (head == NULL)
+        return NULL;
+    text = json_dumps(head, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(head);
+    return text;
+}
+
 void
 log_fields_write(enum log_level level, const char *msg, const json_t *fields)
 {
     char stamp[40];
-    json_t *head = NULL, *copy = NULL;
+    json_t *copy = NULL;
     char *head_text = NULL, *field_text = NULL, *line = NULL;
     size_t head_len, field_len = 0;
 
     if (!log_level_enabled(level))
         return;
     format_time(stamp, sizeof(stamp));
-    head = json_pack("{s:s,s:s,s:s}", "time", stamp, "level",
-                     log_level_name(level), "msg", msg ? msg : "");
-    if (head == NULL)
-        goto fail;
-    head_text = json_dumps(head, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    head_text = format_head(stamp, level, msg ? msg : "");
     if (head_text == NULL)
         goto fail;
     head_len = strlen(head_text);
@@ -153,13 +189,11 @@ log_fields_write(enum log_level level, const char *msg, const json_t *fields)
     free(field_text);
     free(head_text);
     json_decref(copy);
-    json_decref(head);
     return;
 fail:
     free(field_text);
     free(head_text);
     json_decref(copy);
-    json_decref(head);
     {
         char fallback[200];
         int n = snprintf(fallback, sizeof(fallback),

@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "fuzz_common.h"
+#include "patch.h"
 #include "review.h"
 
 static struct policy *pol;
@@ -80,10 +81,54 @@ check_response(const struct review_outcome *out)
     json_decref(doc);
 }
 
+/*
+ * mutate_pod on the request's object directly: it must leave the pod as it
+ * was (its check applies the patch to copies only), and a patch it returns
+ * must apply to a full copy too.
+ */
+static void
+check_pod_untouched(const uint8_t *data, size_t size)
+{
+    json_t *root = json_loadb((const char *)data, size, 0, NULL);
+    json_t *req = json_object_get(root, "request");
+    json_t *pod = json_object_get(req, "object");
+    json_t *before, *full;
+    struct mutate_result res;
+    struct ng_error err;
+
+    if (!json_is_object(pod)) {
+        json_decref(root);
+        return;
+    }
+    before = json_deep_copy(pod);
+    FUZZ_ASSERT(before != NULL);
+    FUZZ_ASSERT(mutate_pod(pod,
+                           json_string_value(json_object_get(req, "namespace")),
+                           pol, &opts, &res) == 0);
+    if (!json_equal(pod, before)) {
+        fprintf(stderr, "mutate_pod changed the pod it was given\n");
+        abort();
+    }
+    if (json_array_size(res.patch) > 0) {
+        full = json_deep_copy(pod);
+        ng_error_clear(&err);
+        if (patch_apply(&full, res.patch, &err) != 0) {
+            fprintf(stderr, "returned patch does not apply: %s\n", err.msg);
+            abort();
+        }
+        json_decref(full);
+    }
+    mutate_result_release(&res);
+    json_decref(before);
+    json_decref(root);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct review_outcome out;
+
+    check_pod_untouched(data, size);
 
     memset(&out, 0, sizeof(out));
     FUZZ_ASSERT(review_handle((const char *)data, size, pol, &opts, &out) ==

@@ -72,6 +72,14 @@ main(void)
               "bad indent at 3");
     json_decref(j);
 
+    /* A message that needs escaping is escaped. */
+    log_fields_write(LOG_WARN, "say \"hi\"\n", NULL);
+    drain(p[0], buf, sizeof(buf));
+    j = json_loads(buf, 0, &je);
+    CHECK(j != NULL);
+    CHECK_STR(json_string_value(json_object_get(j, "msg")), "say \"hi\"\n");
+    json_decref(j);
+
     /* Text that is not UTF-8 still yields one valid line. */
     log_error_write(LOG_ERROR, "odd", "path", "\xff\xfe", "x");
     drain(p[0], buf, sizeof(buf));

@@ -1,0 +1,92 @@
+/* Unit tests for patch_check (server/patch.c): the copy-on-write
+ * check must agree with patch_apply on a deep copy, and must leave both
+ * the document and the patch exactly as they were. */
+#include "patch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static const char *doc_text =
+    "{\"metadata\":{\"name\":\"p\",\"annotations\":{\"a\":\"1\"}},"
+    "\"spec\":{\"containers\":[{\"name\":\"c0\",\"env\":[{\"name\":\"X\"}]},"
+    "{\"name\":\"c1\"}],\"initContainers\":[{\"name\":\"i0\"}]}}";
+
+static const struct {
+    const char *patch;
+    int ok;
+} cases[] = {
+    {"[]", 1},
+    {"[{\"op\":\"add\",\"path\":\"/spec/containers/0/envFrom\",\"value\":[]}]",
+     1},
+    /* An insertion shifts indexes: the second op changes the element that
+     * was at index 0, which must be copied at the time it is changed. */
+    {"[{\"op\":\"add\",\"path\":\"/spec/initContainers/0\",\"value\":{\"name\":"
+     "\"ring\"}},{\"op\":\"add\",\"path\":\"/spec/initContainers/1/env\","
+     "\"value\":[]}]",
+     1},
+    /* Changing inside a value added earlier must not change the patch. */
+    {"[{\"op\":\"add\",\"path\":\"/spec/volumes\",\"value\":[{\"name\":\"v\"}]},"
+     "{\"op\":\"add\",\"path\":\"/spec/volumes/0/emptyDir\",\"value\":{}},"
+     "{\"op\":\"add\",\"path\":\"/spec/volumes/-\",\"value\":{\"name\":\"w\"}}]",
+     1},
+    {"[{\"op\":\"replace\",\"path\":\"/spec/containers/0/env/0/name\","
+     "\"value\":\"Y\"},{\"op\":\"remove\",\"path\":\"/metadata/annotations/a\"}]",
+     1},
+    {"[{\"op\":\"move\",\"from\":\"/spec/containers/1\",\"path\":"
+     "\"/spec/initContainers/-\"},{\"op\":\"add\",\"path\":"
+     "\"/spec/initContainers/1/image\",\"value\":\"x\"}]",
+     1},
+    {"[{\"op\":\"copy\",\"from\":\"/spec/containers/0\",\"path\":"
+     "\"/spec/containers/-\"},{\"op\":\"remove\",\"path\":"
+     "\"/spec/containers/2/env/0\"}]",
+     1},
+    {"[{\"op\":\"add\",\"path\":\"\",\"value\":{\"a\":{\"b\":[]}}},"
+     "{\"op\":\"add\",\"path\":\"/a/b/-\",\"value\":1}]",
+     1},
+    {"[{\"op\":\"test\",\"path\":\"/metadata/name\",\"value\":\"p\"}]", 1},
+    /* Failures: missing parent, bad index, failed test, unknown op. */
+    {"[{\"op\":\"add\",\"path\":\"/spec/nothing/x\",\"value\":1}]", 0},
+    {"[{\"op\":\"add\",\"path\":\"/spec/containers/7/x\",\"value\":1}]", 0},
+    {"[{\"op\":\"add\",\"path\":\"/spec/containers/0/x\",\"value\":1},"
+     "{\"op\":\"test\",\"path\":\"/metadata/name\",\"value\":\"q\"}]",
+     0},
+    {"[{\"op\":\"frobnicate\",\"path\":\"/spec\"}]", 0},
+    {"{\"op\":\"add\"}", 0},
+};
+
+int
+main(void)
+{
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *doc = json_loads(doc_text, 0, NULL);
+        json_t *patch = json_loads(cases[i].patch, 0, NULL);
+        json_t *doc_before = json_deep_copy(doc);
+        json_t *patch_before = json_deep_copy(patch);
+        json_t *full = json_deep_copy(doc);
+        struct ng_error e1, e2;
+        int rc_check, rc_apply;
+
+        ng_error_clear(&e1);
+        ng_error_clear(&e2);
+        rc_check = patch_check(doc, patch, &e1);
+        rc_apply = patch_apply(&full, patch, &e2);
+        if (rc_check != rc_apply || (rc_check == 0) != cases[i].ok)
+            fprintf(stderr, "case %zu: check %d (%s), apply %d (%s)\n", i,
+                    rc_check, e1.msg, rc_apply, e2.msg);
+        CHECK_INT(rc_check, rc_apply);
+        CHECK_INT(rc_check == 0, cases[i].ok);
+        /* The same words as patch_apply on failure. */
+        CHECK_STR(e1.msg, e2.msg);
+        CHECK(json_equal(doc, doc_before));
+        CHECK(json_equal(patch, patch_before));
+        json_decref(doc);
+        json_decref(patch);
+        json_decref(doc_before);
+        json_decref(patch_before);
+        json_decref(full);
+    }
+    printf("%d passed, %d failed\n", harness_passed, harness_failed);
+    return harness_failed ? 1 : 0;
+}
