@@ -86,32 +86,55 @@ n_pods=$(wc -l <"$work/reviews.jsonl")
 [ "$(jq length "$work/patches.json")" -eq "$n_pods" ] ||
     failf "expected $n_pods patch entries, got $(jq length "$work/patches.json")"
 
-# 3. Through the real server, when the HTTP side provides a launcher.
+# 3. Through the real server: the same reviews over HTTPS, answered with
+#    the dry run's patch (one curl process, one kept-alive connection).
 if [ -f "$root/tests/integration/lib.sh" ] &&
-    grep -q '^ng_server_start' "$root/tests/integration/lib.sh" 2>/dev/null; then
+    grep -q '^ng_serve_start' "$root/tests/integration/lib.sh"; then
     # shellcheck source=/dev/null
     . "$root/tests/integration/lib.sh"
-    ng_server_start "$work/server" --policy "$POLICY"
-    server_pid=$NG_SERVER_PID
-    i=0
-    while IFS= read -r review; do
-        resp=$(printf '%s' "$review" | curl -sS --cacert "$NG_CA" \
-            -H 'Content-Type: application/json' --data-binary @- \
-            "$NG_URL/mutate") || { failf "pod $i: server did not answer"; i=$((i + 1)); continue; }
-        want=$(jq -c ".[$i].patch" "$work/patches.json")
-        got=$(printf '%s' "$resp" | jq -r '.response.patch // empty' | base64 -d 2>/dev/null | jq -c . 2>/dev/null || true)
-        [ -n "$got" ] || got='[]'
-        [ "$got" = "$want" ] || failf "pod $i: server patch differs from the dry run"
-        uid=$(printf '%s' "$resp" | jq -r .response.uid)
-        [ "$uid" = "$(printf '%s' "$review" | jq -r .request.uid)" ] ||
-            failf "pod $i: server did not echo the uid"
-        i=$((i + 1))
-    done <"$work/reviews.jsonl"
-    kill "$server_pid" && wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-    via_server=yes
+    NG_TMP=$work/server
+    mkdir -p "$NG_TMP" "$work/sreq" "$work/sresp"
+    ng_make_ca "$NG_TMP" && ng_make_cert "$NG_TMP" tls 1 ||
+        failf "cannot make a test certificate"
+    if ng_serve_start --cert "$NG_TMP/tls.crt" --key "$NG_TMP/tls.key" \
+        --policy "$POLICY"; then
+        server_pid=$NG_PID
+        split -l 1 -d -a 4 "$work/reviews.jsonl" "$work/sreq/r"
+        args=()
+        for f in "$work"/sreq/r*; do
+            args+=(--next -sS --cacert "$NG_TMP/ca.crt" -H 'Content-Type: application/json'
+                --data-binary "@$f" -o "$work/sresp/$(basename "$f")" "$NG_URL/mutate")
+        done
+        curl "${args[@]:1}" || failf "curl to the server failed"
+        # Every answer (one jq call for all): the uid echoed, and the dry
+        # run's patch or none.
+        jq -c '[.request.uid, .request.object.metadata.name]' \
+            "$work/reviews.jsonl" >"$work/uids.txt"
+        jq -c '.[].patch' "$work/patches.json" >"$work/want.txt"
+        jq -c '[.response.uid, (.response.patch // "" |
+                if . == "" then [] else (@base64d | fromjson) end)]' \
+            "$work"/sresp/r* >"$work/got.txt" 2>"$work/jqerr" ||
+            failf "server answers are not JSON: $(head -c 300 "$work/jqerr")"
+        jq -n -r --slurpfile u "$work/uids.txt" --slurpfile w "$work/want.txt" \
+            --slurpfile g "$work/got.txt" '
+            range(0; $u | length) as $i
+            | if ($g[$i] // null) == null then "pod \($i): no answer"
+              elif $g[$i][0] != $u[$i][0] then "pod \($i) (\($u[$i][1])): uid not echoed"
+              elif $g[$i][1] != $w[$i] then "pod \($i) (\($u[$i][1])): server patch differs from the dry run'"'"'s"
+              else empty end' >"$work/server-verdicts.txt"
+        while IFS= read -r line; do failf "$line"; done <"$work/server-verdicts.txt"
+        i=$(wc -l <"$work/got.txt")
+        [ "$i" -eq "$n_pods" ] || failf "server answered $i of $n_pods reviews"
+        ng_serve_stop
+        [ "$NG_EXIT" = 0 ] || failf "server exit status $NG_EXIT after SIGTERM"
+        server_pid=""
+        via_server="yes ($i reviews)"
+    else
+        failf "ncclguard serve did not start"
+        via_server=no
+    fi
 else
-    via_server="no (tests/integration/lib.sh has no ng_server_start yet)"
+    via_server="no (tests/integration/lib.sh has no ng_serve_start)"
 fi
 
 # 4. Apply every patch with kubectl, the way the apiserver applies it.

@@ -406,6 +406,12 @@ if [ -f policy/default.yaml ]; then
 else
     bad "policy/default.yaml is missing"
 fi
+check "profile: NCCL_SOCKET_IFNAME excludes lo and docker, within NCCL's 16 entries" "$T/base.json" '
+    (.[] | select(.kind == "ConfigMap" and .metadata.name == "nccl-production-profile") |
+     .data.NCCL_SOCKET_IFNAME) as $v |
+    ($v | startswith("^")) and
+    ($v | ltrimstr("^") | split(",")) as $l |
+    ($l | length <= 16) and ($l | index("lo") != null and index("docker") != null)'
 # The profile must pass the NCCL-aware lint with no error and no warning.
 if "$NCCLGUARD" policy lint --profile deploy/base/nccl-production-profile.yaml \
     >"$T/out" 2>&1 && grep -qx '0 errors, 0 warnings' "$T/out"; then ok; else
@@ -421,6 +427,9 @@ RD=deploy/docker/ringcheck.Dockerfile
 runtime=$(awk '/^FROM /{n++} n == 2' "$WD")
 ldd "$NCCLGUARD" >"$T/ldd"
 for name in $(readelf -d "$NCCLGUARD" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+    case $name in # sanitizer runtimes of make asan, never in an image
+    libasan.so.* | libubsan.so.* | liblsan.so.* | libtsan.so.*) continue ;;
+    esac
     lib=$(awk -v n="$name" '$1 == n && $2 == "=>" {print $3}' "$T/ldd")
     [ -n "$lib" ] || { bad "ldd does not resolve $name"; continue; }
     pkg=$( (dpkg -S "$lib" || dpkg -S "$(readlink -f "$lib")" ||
@@ -464,6 +473,7 @@ RC=$(dirname "$NCCLGUARD")/ncclguard-ringcheck
 if [ -x "$RC" ]; then
     for lib in $(ldd "$RC" | awk '/=>/ {print $1}'); do
         case $lib in
+        libasan.so.* | libubsan.so.* | liblsan.so.* | libtsan.so.*) ;;
         libcudart.so.* | libnccl.so.2 | libc.so.* | libm.so.* | libdl.so.* | \
             libpthread.so.* | librt.so.* | libstdc++.so.* | libgcc_s.so.*) ok ;;
         *) bad "$RD: the runtime stage may lack $lib, which ncclguard-ringcheck links" ;;
