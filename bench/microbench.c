@@ -1,6 +1,8 @@
 /* ncclguard-microbench: times the review path in-process, without HTTP or
  * TLS: review_handle() per review in ns/op and allocations/op, and its
- * parts through the public functions (decode, decide, plan + patch). */
+ * parts through the public functions: decode (jparse_load, as
+ * review_handle does), decide (policy_decide), plan + patch (mutate_pod,
+ * which decides again and checks the patch applies). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "jparse.h"
 #include "mutate.h"
 #include "policy.h"
 #include "review.h"
@@ -51,11 +54,15 @@ __wrap_calloc(size_t n, size_t size)
     return __real_calloc(n, size);
 }
 
+/* A realloc of a live block counts as one allocation and one free, so
+ * that allocations minus frees stays the number of live blocks. */
 void *
 __wrap_realloc(void *p, size_t n)
 {
     n_allocs++;
     alloc_bytes += n;
+    if (p != NULL)
+        n_frees++;
     return __real_realloc(p, n);
 }
 
@@ -187,7 +194,7 @@ bench_one(const char *path, const struct policy *pol, double seconds)
         total.allocs += n_allocs - a;
 
         a = n_allocs;
-        doc = json_loadb(body, len, 0, NULL);
+        doc = jparse_load(body, len, NULL);
         t = now_ns();
         decode.ns += t - t1;
         decode.allocs += n_allocs - a;
@@ -221,7 +228,7 @@ bench_one(const char *path, const struct policy *pol, double seconds)
     leaked = (n_allocs - allocs0) - (n_frees - frees0);
     printf("%-14s %7zu B %-9s %3zu ops | review_handle %9.0f ns/op %6.1f "
            "allocs/op | decode %8.0f ns %6.1f a | decide %6.0f ns %4.1f a | "
-           "plan+patch %8.0f ns %6.1f a | rest (route, encode) %8.0f ns | "
+           "plan+patch %8.0f ns %6.1f a | rest (route, encode, free) %8.0f ns | "
            "%zu iterations, %" PRIu64 " unfreed\n",
            strrchr(path, '/') ? strrchr(path, '/') + 1 : path, len, result,
            ops, total.ns / (double)iters, (double)total.allocs / (double)iters,

@@ -757,8 +757,11 @@ http_server_start(const struct http_config *cfg, struct reload *r,
     atomic_init(&s->finished, 0);
     the_server = s;
 
+    /* No MHD_USE_TURBO: with TLS, libmicrohttpd 0.9.75 then spins a
+     * worker at 100% CPU for every connection that has not finished its
+     * handshake (one silent TCP client was enough; found by make faults). */
     flags = MHD_USE_TLS | MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC |
-            MHD_USE_TURBO | MHD_USE_ERROR_LOG;
+            MHD_USE_ERROR_LOG;
     if (cfg->addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
 

@@ -99,6 +99,39 @@ while read -r status ctype file want why; do
     run_case "$status" "$ctype" "$file" "$want" "$why" || break
 done <"$here/cases.tsv"
 
+# A client that connects and never sends a ClientHello must cost no CPU
+# and be closed after --connection-timeout (regression: with
+# MHD_USE_TURBO a worker spun at 100% and the timeout never fired).
+if [ -n "$NG_PID" ]; then
+    ng_serve_stop
+    [ "$NG_EXIT" = 0 ] || { fail "server exited $NG_EXIT after SIGTERM; its log:"
+        tail -20 "$NG_LOG" >&2; }
+fi
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$NG_PID/stat"; }
+ng_serve_start --cert "$work/tls.crt" --key "$work/tls.key" \
+    --policy "$root/policy/default.yaml" --connection-timeout 1 || exit 1
+exec 3<>"/dev/tcp/127.0.0.1/$NG_PORT"
+t0=$(cpu_ticks)
+start=$(date +%s%N)
+timeout 5 cat <&3 >/dev/null
+closed=$?
+waited_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+ticks=$(( $(cpu_ticks) - t0 ))
+exec 3<&-
+cases=$((cases + 2))
+if [ "$closed" = 0 ] && [ "$waited_ms" -lt 3000 ]; then
+    echo "ok idle connection without a handshake closed after ${waited_ms} ms"
+else
+    fail "idle connection without a handshake still open after ${waited_ms} ms"
+fi
+# 100 ticks are one CPU-second; an idle wait should use almost none.
+if [ "$ticks" -le 20 ]; then
+    echo "ok server used $ticks CPU ticks while the idle client waited"
+else
+    fail "server burned $ticks CPU ticks (1/100 s) on one idle connection"
+fi
+[ "$(get /healthz)" = 200 ] || fail "/healthz failed after the idle client"
+
 if [ -n "$NG_PID" ]; then
     ng_serve_stop
     [ "$NG_EXIT" = 0 ] || { fail "server exited $NG_EXIT after SIGTERM; its log:"
