@@ -93,13 +93,15 @@ const char *report_phase_name(int p);
 /* Meaning of an exit code ("wrong results"). Never NULL. */
 const char *report_code_name(int code);
 
-/* Prints one timestamped human line to stdout. */
+/* Prints one timestamped human line (UTC, milliseconds) to stdout and
+ * flushes it. For one thread: the supervisor's. */
 void report_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Prints the peer matrix like `nvidia-smi topo -m`. */
+/* Prints the peer matrix of r->dev like `nvidia-smi topo -m`. Reads r. */
 void report_topology(const struct rc_report *r);
 
-/* Prints the nccl-tests style table and its footer. */
+/* Prints the nccl-tests style table of r->ring's rows and its footer
+ * (`# Out of bounds values`, `# Avg bus bandwidth`). Reads r. */
 void report_table(const struct rc_report *r);
 
 /*
@@ -109,7 +111,8 @@ void report_table(const struct rc_report *r);
 int report_json(const struct rc_report *r, char *buf, size_t len)
     __attribute__((warn_unused_result));
 
-/* Writes the verdict (at most 4096 bytes with its NUL) into buf. */
+/* Writes the verdict for the termination log into buf: at most
+ * min(len, 4096) bytes with its NUL, cut short if longer. Reads r. */
 void report_verdict(const struct rc_report *r, char *buf, size_t len);
 
 /*

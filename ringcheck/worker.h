@@ -36,6 +36,15 @@ struct worker_ring {
     size_t bw_bytes;          /* 0: no bandwidth phase */
 };
 
+/*
+ * The entry points below run in a freshly forked child that has not touched
+ * CUDA, report over evfd (see proto.h) and end the process with _exit: 0
+ * after the "X" event, or the RC_EXIT_* code of the failure they reported.
+ * A SIGUSR1 asks them to abort; the ring worker then aborts its
+ * communicators and exits with RC_EXIT_TIMEOUT. Arguments are borrowed.
+ * One entry point per process; not for threads.
+ */
+
 /* Phase 0's CUDA part: versions, device count and identities. */
 void worker_preflight_main(int evfd) __attribute__((noreturn));
 

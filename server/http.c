@@ -481,12 +481,15 @@ serve_metrics(struct http_server *s, struct MHD_Connection *mc,
                   len, MHD_RESPMEM_MUST_FREE, NULL);
 }
 
-/* Adds the server's fields to the outcome's log object (ours to change:
- * the outcome is released right after) and writes the admission line. */
+/* Writes the admission line: the outcome's log object, then the server's
+ * own numbers appended as text (no JSON values built for them). */
 static void
-log_admission(struct review_outcome *out, uint64_t us, uint64_t generation)
+log_admission(const struct review_outcome *out, uint64_t us,
+              uint64_t generation)
 {
     enum log_level level = LOG_INFO;
+    char tail[256];
+    int n = 0;
 
     if (out->result == REVIEW_ERROR)
         level = LOG_ERROR;
@@ -494,23 +497,19 @@ log_admission(struct review_outcome *out, uint64_t us, uint64_t generation)
         level = LOG_WARN;
     if (!log_level_enabled(level))
         return;
-    if (!json_is_object(out->log)) {
-        json_decref(out->log);
-        out->log = json_object();
-        if (out->log == NULL)
-            return;
-    }
-    json_object_set_new(out->log, "result",
-                        json_string(review_result_name(out->result)));
-    json_object_set_new(out->log, "status", json_integer(out->http_status));
-    json_object_set_new(out->log, "patch_ops",
-                        json_integer((json_int_t)out->patch_ops));
-    json_object_set_new(out->log, "warnings_count",
-                        json_integer((json_int_t)out->warnings));
-    json_object_set_new(out->log, "policy_generation",
-                        json_integer((json_int_t)generation));
-    json_object_set_new(out->log, "duration_us", json_integer((json_int_t)us));
-    log_fields_write(level, "admission", out->log);
+    if (!json_is_object(out->log) ||
+        json_object_get(out->log, "result") == NULL)
+        n = snprintf(tail, sizeof(tail), "\"result\":\"%s\",",
+                     review_result_name(out->result));
+    if (n < 0 || (size_t)n >= sizeof(tail))
+        n = 0;
+    snprintf(tail + n, sizeof(tail) - (size_t)n,
+             "\"status\":%d,\"patch_ops\":%zu,\"warnings_count\":%zu,"
+             "\"policy_generation\":%llu,\"duration_us\":%llu",
+             out->http_status, out->patch_ops, out->warnings,
+             (unsigned long long)generation, (unsigned long long)us);
+    log_fields_tail_write(level, "admission",
+                          json_is_object(out->log) ? out->log : NULL, tail);
 }
 
 static enum MHD_Result

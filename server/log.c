@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -135,16 +136,45 @@ format_head(const char *stamp, enum log_level level, const char *msg)
     return text;
 }
 
-void
-log_fields_write(enum log_level level, const char *msg, const json_t *fields)
+/* writev(2) all of iov, carrying on after short writes and EINTR. */
+static void
+writev_all(struct iovec *iov, int n)
+{
+    while (n > 0) {
+        ssize_t done = writev(out_fd, iov, n);
+        if (done < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        while (n > 0 && (size_t)done >= iov->iov_len) {
+            done -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (char *)iov->iov_base + done;
+            iov->iov_len -= (size_t)done;
+        }
+    }
+}
+
+/*
+ * Writes {head members, field members, tail}: the three objects' members
+ * spliced into one line with a single writev(2), so serialising the
+ * caller's object as it is saves copying it into a new one.
+ */
+static void
+write_line(enum log_level level, const char *msg, const json_t *fields,
+           const char *tail)
 {
     char stamp[40];
     json_t *copy = NULL;
-    char *head_text = NULL, *field_text = NULL, *line = NULL;
+    char *head_text = NULL, *field_text = NULL;
     size_t head_len, field_len = 0;
+    struct iovec iov[6];
+    int n = 0;
 
-    if (!log_level_enabled(level))
-        return;
     format_time(stamp, sizeof(stamp));
     head_text = format_head(stamp, level, msg ? msg : "");
     if (head_text == NULL)
@@ -167,25 +197,17 @@ log_fields_write(enum log_level level, const char *msg, const json_t *fields)
             field_len = strlen(field_text);
         }
     }
-    /*
-     * Splice the two objects: the head without its closing brace, a comma,
-     * the fields without their opening brace, then a newline. Serialising
-     * the caller's object as it is saves copying it into a new one.
-     */
-    line = malloc(head_len + field_len + 2);
-    if (line == NULL)
-        goto fail;
-    memcpy(line, head_text, head_len);
+    iov[n++] = (struct iovec){head_text, head_len - 1};
     if (field_len > 2) {
-        line[head_len - 1] = ',';
-        memcpy(line + head_len, field_text + 1, field_len - 1);
-        line[head_len + field_len - 1] = '\n';
-        write_all(line, head_len + field_len);
-    } else {
-        line[head_len] = '\n';
-        write_all(line, head_len + 1);
+        iov[n++] = (struct iovec){(void *)",", 1};
+        iov[n++] = (struct iovec){field_text + 1, field_len - 2};
     }
-    free(line);
+    if (tail != NULL && *tail != '\0') {
+        iov[n++] = (struct iovec){(void *)",", 1};
+        iov[n++] = (struct iovec){(void *)tail, strlen(tail)};
+    }
+    iov[n++] = (struct iovec){(void *)"}\n", 2};
+    writev_all(iov, n);
     free(field_text);
     free(head_text);
     json_decref(copy);
@@ -196,13 +218,28 @@ fail:
     json_decref(copy);
     {
         char fallback[200];
-        int n = snprintf(fallback, sizeof(fallback),
-                         "{\"time\":\"%s\",\"level\":\"error\",\"msg\":"
-                         "\"log line could not be built\"}\n",
-                         stamp);
-        if (n > 0 && (size_t)n < sizeof(fallback))
-            write_all(fallback, (size_t)n);
+        int len = snprintf(fallback, sizeof(fallback),
+                           "{\"time\":\"%s\",\"level\":\"error\",\"msg\":"
+                           "\"log line could not be built\"}\n",
+                           stamp);
+        if (len > 0 && (size_t)len < sizeof(fallback))
+            write_all(fallback, (size_t)len);
     }
+}
+
+void
+log_fields_write(enum log_level level, const char *msg, const json_t *fields)
+{
+    if (log_level_enabled(level))
+        write_line(level, msg, fields, NULL);
+}
+
+void
+log_fields_tail_write(enum log_level level, const char *msg,
+                      const json_t *fields, const char *tail)
+{
+    if (log_level_enabled(level))
+        write_line(level, msg, fields, tail);
 }
 
 void

@@ -42,6 +42,16 @@ void log_fields_write(enum log_level level, const char *msg,
                       const json_t *fields);
 
 /*
+ * As log_fields_write(), followed by tail: object members already in JSON
+ * ("\"status\":200,\"duration_us\":41"), from trusted, fixed formats
+ * only, since they are written as they are. Keys in tail must not repeat
+ * keys of fields. Saves building JSON values for a few numbers on a hot
+ * path. Thread-safe.
+ */
+void log_fields_tail_write(enum log_level level, const char *msg,
+                           const json_t *fields, const char *tail);
+
+/*
  * Writes one line whose "error" field is the printf-style text, plus an
  * optional extra string field (key may be NULL). Thread-safe.
  */

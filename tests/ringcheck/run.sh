@@ -213,6 +213,25 @@ expect_rc 4
 expect_within 4000
 expect_json '.exit == 4 and .phase == 4 and (.diagnosis | test("incomplete"))'
 
+CASE="a hang on one GPU of four is bisected to a pair"
+# The four settings are already set, so diagnosis skips them and bisects.
+run FAKECUDA_DEVICES=4 FAKENCCL_HANG_COLL=3 NCCL_P2P_DISABLE=1 \
+    NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 NCCL_CUMEM_ENABLE=0 -- \
+    --expect-gpus 4 --timeout 20 --phase-timeout 1
+expect_rc 4
+expect_out 'diagnosis: NCCL_P2P_DISABLE=1 is already set; skipped'
+expect_out 'diagnosis: GPUs 0,1: pass \(first half\)'
+expect_out 'diagnosis: GPUs 2,3: timeout or hang \(second half\)'
+expect_json '.exit == 4 and .phase == 4 and .gpu_pair == [2,3] and .cure == null'
+expect_tl 'gpus: pair GPU 2 \(00000000:1A:00.0\) - GPU 3 \(00000000:1B:00.0\)'
+
+CASE="the bandwidth size is cut when GPU memory is short"
+run FAKECUDA_DEVICES=2 FAKECUDA_MEM_MIB=520 -- --expect-gpus 2 --timeout 20 \
+    --bw-bytes 1Gi
+expect_rc 0
+expect_out 'phase 5 bandwidth: memory is short \(8 MiB free\); using 2097152 bytes'
+expect_json '.bw_bytes == 2097152 and .busbw_gbps > 0'
+
 CASE="wrong result on one rank"
 run FAKECUDA_DEVICES=2 FAKENCCL_WRONG=1 -- --expect-gpus 2 --timeout 20
 expect_rc 7

@@ -72,6 +72,40 @@ main(void)
               "bad indent at 3");
     json_decref(j);
 
+    /* Pre-formatted members go after the fields, one valid object. */
+    f = json_pack("{s:s}", "uid", "u-2");
+    log_fields_tail_write(LOG_INFO, "admission", f,
+                          "\"status\":200,\"duration_us\":41");
+    json_decref(f);
+    drain(p[0], buf, sizeof(buf));
+    j = json_loads(buf, 0, &je);
+    CHECK(j != NULL);
+    CHECK_STR(json_string_value(json_object_get(j, "uid")), "u-2");
+    CHECK_INT(json_integer_value(json_object_get(j, "status")), 200);
+    CHECK_INT(json_integer_value(json_object_get(j, "duration_us")), 41);
+    json_decref(j);
+    log_fields_tail_write(LOG_INFO, "no fields", NULL, "\"n\":1");
+    f = json_object();
+    log_fields_tail_write(LOG_INFO, "empty", f, NULL);
+    json_decref(f);
+    drain(p[0], buf, sizeof(buf));
+    {
+        char *nl = strchr(buf, '\n');
+        CHECK(nl != NULL);
+        if (nl != NULL) {
+            *nl = '\0';
+            j = json_loads(buf, 0, &je);
+            CHECK(j != NULL &&
+                  json_integer_value(json_object_get(j, "n")) == 1);
+            json_decref(j);
+            j = json_loads(nl + 1, 0, &je);
+            CHECK(j != NULL &&
+                  strcmp(json_string_value(json_object_get(j, "msg")),
+                         "empty") == 0);
+            json_decref(j);
+        }
+    }
+
     /* A message that needs escaping is escaped. */
     log_fields_write(LOG_WARN, "say \"hi\"\n", NULL);
     drain(p[0], buf, sizeof(buf));
