@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "jparse.h"
+#include "jsonenc.h"
 
 static const char *const result_names[REVIEW_RESULT_COUNT] = {
     [REVIEW_PATCHED] = "patched",   [REVIEW_UNCHANGED] = "unchanged",
@@ -35,7 +36,7 @@ review_outcome_release(struct review_outcome *out)
     out->log = NULL;
 }
 
-/* ---- a lean JSON encoder -------------------------------------------- */
+/* ---- the response, written directly ---------------------------------- */
 
 /* A growable output buffer; on allocation failure it stays failed and
  * every later write is dropped. */
@@ -79,132 +80,19 @@ buf_put(struct buf *b, const char *s, size_t n)
 
 #define BUF_LIT(b, lit) buf_put((b), (lit), sizeof(lit) - 1)
 
-/* A JSON string literal; s is valid UTF-8 (jansson guarantees it). */
+/* Appends v as compact JSON (jsonenc: the bytes json_dumps would write). */
 static void
-buf_put_string(struct buf *b, const char *s, size_t n)
+buf_put_json(struct buf *b, const json_t *v)
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t run = 0;
+    size_t n;
+    char *text = jsonenc_dumps(v, &n);
 
-    if (!buf_grow(b, n + 2))
-        return;
-    b->p[b->len++] = '"';
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char esc[6];
-        size_t k = 2;
-
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            run++;
-            continue;
-        }
-        buf_put(b, s + i - run, run);
-        run = 0;
-        esc[0] = '\\';
-        switch (c) {
-        case '"':
-            esc[1] = '"';
-            break;
-        case '\\':
-            esc[1] = '\\';
-            break;
-        case '\n':
-            esc[1] = 'n';
-            break;
-        case '\t':
-            esc[1] = 't';
-            break;
-        case '\r':
-            esc[1] = 'r';
-            break;
-        default:
-            esc[1] = 'u';
-            esc[2] = '0';
-            esc[3] = '0';
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 15];
-            k = 6;
-        }
-        buf_put(b, esc, k);
-    }
-    buf_put(b, s + n - run, run);
-    buf_put(b, "\"", 1);
-}
-
-/* Compact JSON for v, keys in insertion order (as json_dumps does). */
-static void
-buf_put_json(struct buf *b, const json_t *v, int depth)
-{
-    char num[40];
-    int k;
-
-    if (depth > 256) { /* values built here are shallow; be safe anyway */
+    if (text == NULL) {
         b->failed = true;
         return;
     }
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: {
-        const char *key;
-        json_t *val;
-        bool first = true;
-
-        buf_put(b, "{", 1);
-        json_object_foreach((json_t *)v, key, val)
-        {
-            if (!first)
-                buf_put(b, ",", 1);
-            first = false;
-            buf_put_string(b, key, strlen(key));
-            buf_put(b, ":", 1);
-            buf_put_json(b, val, depth + 1);
-        }
-        buf_put(b, "}", 1);
-        return;
-    }
-    case JSON_ARRAY: {
-        size_t i;
-        json_t *val;
-
-        buf_put(b, "[", 1);
-        json_array_foreach(v, i, val)
-        {
-            if (i > 0)
-                buf_put(b, ",", 1);
-            buf_put_json(b, val, depth + 1);
-        }
-        buf_put(b, "]", 1);
-        return;
-    }
-    case JSON_STRING:
-        buf_put_string(b, json_string_value(v), json_string_length(v));
-        return;
-    case JSON_INTEGER:
-        k = snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT,
-                     json_integer_value(v));
-        buf_put(b, num, (size_t)k);
-        return;
-    case JSON_REAL:
-        k = snprintf(num, sizeof(num), "%.17g", json_real_value(v));
-        if (k <= 0 || (size_t)k >= sizeof(num) - 2) {
-            b->failed = true;
-            return;
-        }
-        if (strpbrk(num, ".eE") == NULL) {
-            num[k++] = '.';
-            num[k++] = '0';
-        }
-        buf_put(b, num, (size_t)k);
-        return;
-    case JSON_TRUE:
-        BUF_LIT(b, "true");
-        return;
-    case JSON_FALSE:
-        BUF_LIT(b, "false");
-        return;
-    case JSON_NULL:
-        BUF_LIT(b, "null");
-        return;
-    }
+    buf_put(b, text, n);
+    free(text);
 }
 
 static const char b64_alphabet[] =
@@ -253,30 +141,31 @@ response_encode(struct review_outcome *out, const char *api, const json_t *uid,
                 const struct mutate_result *m)
 {
     struct buf b = {0};
-    struct buf patch = {0};
 
     BUF_LIT(&b, "{\"apiVersion\":\"");
     buf_put(&b, api, strlen(api));
     BUF_LIT(&b, "\",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":");
-    buf_put_string(&b, json_string_value(uid), json_string_length(uid));
+    buf_put_json(&b, uid);
     BUF_LIT(&b, ",\"allowed\":true");
     if (m != NULL && json_array_size(m->patch) > 0) {
-        buf_put_json(&patch, m->patch, 0);
+        size_t n;
+        char *text = jsonenc_dumps(m->patch, &n);
+
         BUF_LIT(&b, ",\"patchType\":\"JSONPatch\",\"patch\":\"");
-        if (patch.failed)
+        if (text == NULL)
             b.failed = true;
         else
-            buf_put_base64(&b, (const unsigned char *)patch.p, patch.len);
+            buf_put_base64(&b, (const unsigned char *)text, n);
         BUF_LIT(&b, "\"");
-        free(patch.p);
+        free(text);
     }
     if (m != NULL && json_array_size(m->warnings) > 0) {
         BUF_LIT(&b, ",\"warnings\":");
-        buf_put_json(&b, m->warnings, 0);
+        buf_put_json(&b, m->warnings);
     }
     if (m != NULL && json_object_size(m->audit) > 0) {
         BUF_LIT(&b, ",\"auditAnnotations\":");
-        buf_put_json(&b, m->audit, 0);
+        buf_put_json(&b, m->audit);
     }
     BUF_LIT(&b, "}}");
     if (!buf_grow(&b, 1)) {
