@@ -37,9 +37,8 @@ fail(struct parser *ps, const char *why)
 static void
 ws_skip(struct parser *ps)
 {
-    while (ps->p < ps->end &&
-           (*ps->p == ' ' || *ps->p == '\n' || *ps->p == '\r' ||
-            *ps->p == '\t'))
+    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\n' ||
+                               *ps->p == '\r' || *ps->p == '\t'))
         ps->p++;
 }
 
@@ -87,8 +86,8 @@ utf8_len(const unsigned char *p, const unsigned char *end)
             return 0;
         cp = cp << 6 | (p[i] & 0x3F);
     }
-    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
         return 0;
     return n;
 }
@@ -438,8 +437,7 @@ object_parse(struct parser *ps, int depth)
         ps->p++;
         ws_skip(ps);
         v = value_parse(ps, depth + 1);
-        if (v == NULL ||
-            json_object_setn_new_nocheck(obj, key, kn, v) != 0) {
+        if (v == NULL || json_object_setn_new_nocheck(obj, key, kn, v) != 0) {
             if (v != NULL)
                 fail(ps, "out of memory");
             if (key != keybuf && key != k)

@@ -67,8 +67,8 @@ mutate_result_release(struct mutate_result *res)
 
 /* One container of the pod and what the plan adds to it. */
 struct ctr {
-    json_t *c;      /* borrowed from the pod */
-    char base[48];  /* "/spec/containers/3" */
+    json_t *c;     /* borrowed from the pod */
+    char base[48]; /* "/spec/containers/3" */
     const char *name;
     bool init;
     bool sidecar; /* init container with restartPolicy: Always */
@@ -161,8 +161,11 @@ injected_add(struct mutate_result *res, const char *what)
     size_t i;
     json_t *v;
 
-    json_array_foreach(res->injected, i, v) if (strcmp(json_string_value(v),
-                                                       what) == 0) return;
+    json_array_foreach(res->injected, i, v)
+    {
+        if (strcmp(json_string_value(v), what) == 0)
+            return;
+    }
     json_array_append_new(res->injected, json_string(what));
 }
 
@@ -309,8 +312,7 @@ volume_find(const struct plan *p, const char *name)
 
 /* Picks base, or base-2, base-3, ... that no volume uses yet. */
 static int
-volume_name_unique(const struct plan *p, const char *base, char *out,
-                   size_t n)
+volume_name_unique(const struct plan *p, const char *base, char *out, size_t n)
 {
     snprintf(out, n, "%s", base);
     for (int i = 2; volume_name_taken(p, out); i++) {
@@ -644,8 +646,9 @@ shm_existing(struct plan *p, const char *vname)
     size_t idx = 0;
 
     if (vol == NULL) {
-        warn(p->res, "/dev/shm is mounted from volume \"%.60s\", which the "
-                     "pod does not define",
+        warn(p->res,
+             "/dev/shm is mounted from volume \"%.60s\", which the "
+             "pod does not define",
              vname);
         return 0;
     }
@@ -654,8 +657,9 @@ shm_existing(struct plan *p, const char *vname)
         return 0; /* hostPath or another source: the user's choice */
     if (str_get(ed, "medium") == NULL ||
         strcmp(str_get(ed, "medium"), "Memory") != 0) {
-        warn(p->res, "/dev/shm volume \"%.60s\" is disk-backed, not "
-                     "medium: Memory; kept",
+        warn(p->res,
+             "/dev/shm volume \"%.60s\" is disk-backed, not "
+             "medium: Memory; kept",
              vname);
         return 0;
     }
@@ -671,8 +675,11 @@ shm_existing(struct plan *p, const char *vname)
         size_t i;
         json_t *v;
 
-        json_array_foreach(arr_get(p->spec, "volumes"), i, v) if (v == vol)
-            idx = i;
+        json_array_foreach(arr_get(p->spec, "volumes"), i, v)
+        {
+            if (v == vol)
+                idx = i;
+        }
         snprintf(path, sizeof(path), "/spec/volumes/%zu/emptyDir/sizeLimit",
                  idx);
         if (patch_append(p->res->patch, "replace", path, json_string(want)))
@@ -681,8 +688,9 @@ shm_existing(struct plan *p, const char *vname)
         injected_add(p->res, "shm-grow");
         return 0;
     }
-    warn(p->res, "/dev/shm volume \"%.40s\" is %s, below the %s the policy "
-                 "sets for %" PRId64 " GPUs; kept",
+    warn(p->res,
+         "/dev/shm volume \"%.40s\" is %s, below the %s the policy "
+         "sets for %" PRId64 " GPUs; kept",
          vname, have, want, p->res->gpus);
     return 0;
 }
@@ -709,8 +717,8 @@ plan_shm(struct plan *p)
                                sizeof(p->shm_volume)) != 0)
             return -1;
         size_format(p->shm_size, size, sizeof(size));
-        v = json_pack("{s:s, s:{s:s, s:s}}", "name", p->shm_volume,
-                      "emptyDir", "medium", "Memory", "sizeLimit", size);
+        v = json_pack("{s:s, s:{s:s, s:s}}", "name", p->shm_volume, "emptyDir",
+                      "medium", "Memory", "sizeLimit", size);
         if (v == NULL || json_array_append_new(p->vol_add, v) != 0)
             return -1;
         p->shm_applied = true;
@@ -734,8 +742,8 @@ plan_shm(struct plan *p)
 static int
 memory_raise(struct plan *p, struct ctr *c, const char *kind, int64_t delta)
 {
-    const json_t *v = json_object_get(
-        obj_get(obj_get(c->c, "resources"), kind), "memory");
+    const json_t *v =
+        json_object_get(obj_get(obj_get(c->c, "resources"), kind), "memory");
     struct quantity q;
     char path[128], val[32];
 
@@ -809,9 +817,11 @@ cap_has(const struct ctr *c, const char *cap)
         size_t i;
         json_t *v;
 
-        json_array_foreach(lists[l], i, v) if (json_is_string(v) &&
-                                               cap_eq(json_string_value(v),
-                                                      cap)) return true;
+        json_array_foreach(lists[l], i, v)
+        {
+            if (json_is_string(v) && cap_eq(json_string_value(v), cap))
+                return true;
+        }
     }
     return false;
 }
@@ -1035,8 +1045,11 @@ ringcheck_env(const struct plan *p, json_t *rc)
             goto fail;
     /* The pod is only read while the patch lives, so the check's env
      * shares the container's entries. */
-    json_array_foreach(arr_get(g->c, "envFrom"), i, e) if (
-        json_array_append(from, e) != 0) goto fail;
+    json_array_foreach(arr_get(g->c, "envFrom"), i, e)
+    {
+        if (json_array_append(from, e) != 0)
+            goto fail;
+    }
     const json_t *lists[2] = {arr_get(g->c, "env"), g->env_add};
     for (int l = 0; l < 2; l++) {
         json_array_foreach(lists[l], i, e)
@@ -1049,8 +1062,7 @@ ringcheck_env(const struct plan *p, json_t *rc)
                 goto fail;
         }
     }
-    if (json_array_size(from) > 0 &&
-        json_object_set(rc, "envFrom", from) != 0)
+    if (json_array_size(from) > 0 && json_object_set(rc, "envFrom", from) != 0)
         goto fail;
     if (json_array_size(env) > 0 && json_object_set(rc, "env", env) != 0)
         goto fail;
@@ -1163,10 +1175,9 @@ plan_ringcheck(struct plan *p)
                               json_pack("{s:s, s:s}", "name", p->shm_volume,
                                         "mountPath", SHM_PATH)))
         goto fail;
-    if (fallback &&
-        json_array_append_new(mounts,
-                              json_pack("{s:s, s:s}", "name", p->run_volume,
-                                        "mountPath", RUN_DIR)))
+    if (fallback && json_array_append_new(
+                        mounts, json_pack("{s:s, s:s}", "name", p->run_volume,
+                                          "mountPath", RUN_DIR)))
         goto fail;
 
     sc = json_pack("{s:b, s:{s:[s]}, s:{s:s}}", "allowPrivilegeEscalation", 0,
@@ -1191,9 +1202,9 @@ plan_ringcheck(struct plan *p)
         goto fail;
     if (ringcheck_env(p, rc) != 0)
         goto fail;
-    if (json_object_set_new(rc, "resources",
-                            json_pack("{s:O, s:O}", "limits", lim, "requests",
-                                      req)) ||
+    if (json_object_set_new(
+            rc, "resources",
+            json_pack("{s:O, s:O}", "limits", lim, "requests", req)) ||
         (json_array_size(mounts) > 0 &&
          json_object_set(rc, "volumeMounts", mounts)) ||
         json_object_set_new(rc, "terminationMessagePolicy",
@@ -1249,9 +1260,11 @@ emit_list(struct plan *p, json_t *parent, const char *base, const char *key,
         return patch_append(p->res->patch, "add", path, json_incref(list));
     }
     snprintf(path, sizeof(path), "%s/%s/-", base, key);
-    json_array_foreach(list, i, v) if (patch_append(p->res->patch, "add", path,
-                                                    json_incref(v)) != 0)
-        return -1;
+    json_array_foreach(list, i, v)
+    {
+        if (patch_append(p->res->patch, "add", path, json_incref(v)) != 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -1266,9 +1279,9 @@ emit_caps(struct plan *p, struct ctr *c)
         return 0;
     if (sc == NULL) {
         snprintf(path, sizeof(path), "%s/securityContext", c->base);
-        return patch_append(p->res->patch, "add", path,
-                            json_pack("{s:{s:O}}", "capabilities", "add",
-                                      c->cap_add));
+        return patch_append(
+            p->res->patch, "add", path,
+            json_pack("{s:{s:O}}", "capabilities", "add", c->cap_add));
     }
     if (caps == NULL) {
         snprintf(path, sizeof(path), "%s/securityContext/capabilities",
@@ -1369,8 +1382,7 @@ namespace_skipped(const char *ns, const struct mutate_options *opt)
         if (strcmp(ns, system[i]) == 0)
             return true;
     return opt != NULL && opt->own_namespace != NULL &&
-           opt->own_namespace[0] != '\0' &&
-           strcmp(ns, opt->own_namespace) == 0;
+           opt->own_namespace[0] != '\0' && strcmp(ns, opt->own_namespace) == 0;
 }
 
 /* Checks that the patch applies to the pod (on a copy of what it touches):
@@ -1430,7 +1442,7 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
     p->spec = obj_get(pod, "spec");
     p->annotations = obj_get(p->meta, "annotations");
     if (namespace == NULL || namespace[0] == '\0')
-        namespace = str_get(p->meta, "namespace");
+    namespace = str_get(p->meta, "namespace");
 
     if (namespace_skipped(namespace, opt)) {
         res->status = MUTATE_SKIPPED;

@@ -34,29 +34,30 @@ struct cmd {
 static void
 usage(FILE *out)
 {
-    fprintf(out,
-            "usage: ncclguard mutate [--policy FILE] [--namespace NS] "
-            "[-o yaml|json|patch|review] FILE|-\n"
-            "\n"
-            "Shows what the webhook does to the pods in FILE (a Pod, an\n"
-            "AdmissionReview, or any workload with pod templates; YAML or\n"
-            "JSON, several documents allowed). Warnings go to stderr.\n"
-            "\n"
-            "  --policy FILE      policy to apply (default: $NCCLGUARD_POLICY,\n"
-            "                     else /etc/ncclguard/policy.yaml, else\n"
-            "                     policy/default.yaml, else built-in defaults)\n"
-            "  --namespace NS     namespace of objects that name none\n"
-            "  --webhook-namespace NS\n"
-            "                     the webhook's own namespace, skipped as the\n"
-            "                     server skips it (default: $POD_NAMESPACE)\n"
-            "  -o, --output FMT   yaml (default): the mutated objects\n"
-            "                     json: the same as JSON (a List when several)\n"
-            "                     patch: per pod, the JSON patch the server sends\n"
-            "                     review: per pod, the AdmissionReview the\n"
-            "                     apiserver would send, one per line\n"
-            "  -q, --quiet        no per-pod summary lines on stderr\n"
-            "\n"
-            "Exit status: 0 done, 1 unreadable input or policy, 2 usage.\n");
+    fprintf(
+        out,
+        "usage: ncclguard mutate [--policy FILE] [--namespace NS] "
+        "[-o yaml|json|patch|review] FILE|-\n"
+        "\n"
+        "Shows what the webhook does to the pods in FILE (a Pod, an\n"
+        "AdmissionReview, or any workload with pod templates; YAML or\n"
+        "JSON, several documents allowed). Warnings go to stderr.\n"
+        "\n"
+        "  --policy FILE      policy to apply (default: $NCCLGUARD_POLICY,\n"
+        "                     else /etc/ncclguard/policy.yaml, else\n"
+        "                     policy/default.yaml, else built-in defaults)\n"
+        "  --namespace NS     namespace of objects that name none\n"
+        "  --webhook-namespace NS\n"
+        "                     the webhook's own namespace, skipped as the\n"
+        "                     server skips it (default: $POD_NAMESPACE)\n"
+        "  -o, --output FMT   yaml (default): the mutated objects\n"
+        "                     json: the same as JSON (a List when several)\n"
+        "                     patch: per pod, the JSON patch the server sends\n"
+        "                     review: per pod, the AdmissionReview the\n"
+        "                     apiserver would send, one per line\n"
+        "  -q, --quiet        no per-pod summary lines on stderr\n"
+        "\n"
+        "Exit status: 0 done, 1 unreadable input or policy, 2 usage.\n");
 }
 
 static int
@@ -259,7 +260,8 @@ report_print(const struct cmd *c, size_t d, const json_t *doc,
         snprintf(what + len, sizeof(what) - len, "%s%s", len ? "," : "",
                  json_string_value(w));
     }
-    fprintf(stderr, "%s: document %zu: %s %s%s%s: %s (%lld GPUs, rule %s)%s%s%s%s\n",
+    fprintf(stderr,
+            "%s: document %zu: %s %s%s%s: %s (%lld GPUs, rule %s)%s%s%s%s\n",
             c->name, d + 1, doc_kind(doc), doc_name(doc),
             wp->pointer[0] ? " " : "", wp->pointer,
             mutate_status_name(r->status), (long long)r->gpus, r->rule,
@@ -318,8 +320,8 @@ review_build(const struct cmd *c, size_t d, const json_t *orig,
     ns = c->namespace;
     if (json_string_value(json_object_get(json_object_get(orig, "metadata"),
                                           "namespace")) != NULL)
-        ns = json_string_value(json_object_get(
-            json_object_get(orig, "metadata"), "namespace"));
+        ns = json_string_value(
+            json_object_get(json_object_get(orig, "metadata"), "namespace"));
     if (json_string_value(json_object_get(meta, "namespace")) != NULL)
         ns = json_string_value(json_object_get(meta, "namespace"));
     if (json_string_value(json_object_get(meta, "name")) == NULL) {
@@ -343,8 +345,8 @@ review_build(const struct cmd *c, size_t d, const json_t *orig,
         "requestResource", "group", "", "version", "v1", "resource", "pods",
         "name", json_string_value(json_object_get(meta, "name")), "namespace",
         ns != NULL ? ns : "default", "operation", "CREATE", "userInfo",
-        "username", "ncclguard-mutate", "object", pod, "oldObject", "dryRun",
-        0, "options", "apiVersion", "meta.k8s.io/v1", "kind", "CreateOptions");
+        "username", "ncclguard-mutate", "object", pod, "oldObject", "dryRun", 0,
+        "options", "apiVersion", "meta.k8s.io/v1", "kind", "CreateOptions");
     if (req == NULL)
         return NULL;
     return json_pack("{s:s, s:s, s:o}", "apiVersion", "admission.k8s.io/v1",
@@ -414,8 +416,9 @@ cmd_mutate(int argc, char **argv)
             json_object_get(json_object_get(doc, "metadata"), "namespace"));
 
         if (!json_is_object(doc)) {
-            fprintf(stderr, "ncclguard mutate: %s: document %zu is not an "
-                            "object; written back unchanged\n",
+            fprintf(stderr,
+                    "ncclguard mutate: %s: document %zu is not an "
+                    "object; written back unchanged\n",
                     c.name, d + 1);
             continue;
         }
@@ -465,8 +468,11 @@ cmd_mutate(int argc, char **argv)
             goto write_fail;
         break;
     case OUT_REVIEW:
-        json_array_foreach(out, d, doc) if (write_json(doc, JSON_COMPACT) != 0)
-            goto write_fail;
+        json_array_foreach(out, d, doc)
+        {
+            if (write_json(doc, JSON_COMPACT) != 0)
+                goto write_fail;
+        }
         break;
     }
     if (fflush(stdout) != 0)

@@ -11,9 +11,9 @@
 #include "jsonenc.h"
 
 static const char *const result_names[REVIEW_RESULT_COUNT] = {
-    [REVIEW_PATCHED] = "patched",   [REVIEW_UNCHANGED] = "unchanged",
-    [REVIEW_SKIPPED] = "skipped",   [REVIEW_NOT_GPU] = "not_gpu",
-    [REVIEW_IGNORED] = "ignored",   [REVIEW_ERROR] = "error",
+    [REVIEW_PATCHED] = "patched",         [REVIEW_UNCHANGED] = "unchanged",
+    [REVIEW_SKIPPED] = "skipped",         [REVIEW_NOT_GPU] = "not_gpu",
+    [REVIEW_IGNORED] = "ignored",         [REVIEW_ERROR] = "error",
     [REVIEW_BAD_REQUEST] = "bad_request",
 };
 
@@ -109,8 +109,8 @@ buf_put_base64(struct buf *b, const unsigned char *in, size_t len)
         return;
     out = b->p + b->len;
     for (; i + 2 < len; i += 3) {
-        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 |
-                     in[i + 2];
+        unsigned v =
+            (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 | in[i + 2];
 
         *out++ = b64_alphabet[(v >> 18) & 63];
         *out++ = b64_alphabet[(v >> 12) & 63];
@@ -204,8 +204,8 @@ bad_request(struct review_outcome *out, const char *fmt, const char *arg)
         return -1;
     out->body_len = (size_t)n + 1;
     line[n] = '\0';
-    out->log = json_pack("{s:s, s:o}", "result", "bad_request", "reason",
-                         jstr(line));
+    out->log =
+        json_pack("{s:s, s:o}", "result", "bad_request", "reason", jstr(line));
     return out->log != NULL ? 0 : -1;
 }
 

@@ -50,8 +50,8 @@ J(const char *text)
         buf[i] = text[i] == '\'' ? '"' : text[i];
     v = json_loads(buf, JSON_DECODE_ANY, &jerr);
     if (v == NULL) {
-        fprintf(stderr, "fixture JSON: %s at %d:%d\n%s\n", jerr.text,
-                jerr.line, jerr.column, buf);
+        fprintf(stderr, "fixture JSON: %s at %d:%d\n%s\n", jerr.text, jerr.line,
+                jerr.column, buf);
         abort();
     }
     free(buf);
@@ -85,8 +85,11 @@ warnings_have(const json_t *warnings, const char *needle)
     size_t i;
     json_t *w;
 
-    json_array_foreach(warnings, i, w) if (strstr(json_string_value(w),
-                                                  needle) != NULL) return 1;
+    json_array_foreach(warnings, i, w)
+    {
+        if (strstr(json_string_value(w), needle) != NULL)
+            return 1;
+    }
     return 0;
 }
 

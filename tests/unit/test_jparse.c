@@ -49,11 +49,12 @@ test_table(void)
         {"surrogate pair", "[\"\\ud83d\\ude00\"]"},
         {"raw utf-8", "[\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"]"},
         {"escaped key", "{\"a\\u0062c\":1,\"a\\nb\":2}"},
-        {"long key", "{\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-                     "aaaaaaaaaaaaaaaaaaa\\u0062\":{\"x\\n\":\"y\\n\"}}"},
+        {"long key",
+         "{\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+         "aaaaaaaaaaaaaaaaaaa\\u0062\":{\"x\\n\":\"y\\n\"}}"},
         {"duplicate key", "{\"a\":1,\"a\":2}"},
         {"duplicate escaped key", "{\"a\":1,\"\\u0061\":2}"},
         {"same key in two objects", "[{\"a\":1},{\"a\":2}]"},
