@@ -700,11 +700,16 @@ plan_shm(struct plan *p)
 {
     const char *existing = NULL;
 
-    if (!p->s->shm.enabled)
-        return 0;
-    p->shm_size = shm_size_compute(p, p->res->gpus);
     for (size_t i = 0; i < p->n_ctr && existing == NULL; i++)
         existing = mount_at(&p->ctr[i], SHM_PATH);
+    if (!p->s->shm.enabled) {
+        /* Nothing to add, but the ring check still shares the pod's own
+         * /dev/shm, if it has one. */
+        if (existing != NULL)
+            snprintf(p->shm_volume, sizeof(p->shm_volume), "%s", existing);
+        return 0;
+    }
+    p->shm_size = shm_size_compute(p, p->res->gpus);
     if (existing != NULL) {
         snprintf(p->shm_volume, sizeof(p->shm_volume), "%s", existing);
         if (shm_existing(p, existing) != 0)

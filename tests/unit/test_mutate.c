@@ -627,6 +627,29 @@ test_ringcheck(void)
     mutate_result_release(&r);
     json_decref(pod);
 
+    /* shm disabled: nothing added, but the check mounts the pod's own. */
+    {
+        struct policy *pol =
+            fixture_policy(POLICY_HEAD "defaults:\n  shm: {enabled: false}\n");
+
+        pod = J("{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'mine',"
+                "'emptyDir':{'medium':'Memory'}}],'containers':[{'name':'c',"
+                "'volumeMounts':[{'name':'mine','mountPath':'/dev/shm'}],"
+                "'resources':{'limits':{'nvidia.com/gpu':1}}},{'name':'d',"
+                "'resources':{'limits':{'nvidia.com/gpu':1}}}]}}");
+        patched = run(pol, pod, "ml", &r);
+        rc = ringcheck_of(patched, NULL);
+        CHECK_STR(str_at(rc, "/volumeMounts/0/mountPath"), "/dev/shm");
+        CHECK_STR(str_at(rc, "/volumeMounts/0/name"), "mine");
+        CHECK_INT(shm_mounts(patched, "/spec/containers/1"), 0);
+        CHECK_INT(json_array_size(patch_pointer_get(patched, "/spec/volumes")),
+                  2); /* mine, and ncclguard-run for the fallback */
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+        policy_free(pol);
+    }
+
     /* Other settings: group mode, warn, a bandwidth threshold, two GPU
      * resources counted separately. */
     {
