@@ -99,6 +99,54 @@ struct plan {
 
 /* ---- small helpers ---------------------------------------------------- */
 
+/* A string for the patch. Everything the plan writes is valid UTF-8
+ * already (constants, numbers, text from the policy or the decoded pod),
+ * so jansson's check is skipped on this hot path. */
+static json_t *
+jstr(const char *s)
+{
+    return s != NULL ? json_string_nocheck(s) : NULL;
+}
+
+/* {k1: v1[, k2: v2]}; the values are consumed, even on failure. */
+static json_t *
+jobj(const char *k1, json_t *v1, const char *k2, json_t *v2)
+{
+    json_t *o = json_object();
+
+    if (o == NULL || v1 == NULL || (k2 != NULL && v2 == NULL)) {
+        json_decref(o);
+        json_decref(v1);
+        json_decref(v2);
+        return NULL;
+    }
+    if (json_object_set_new_nocheck(o, k1, v1) != 0) {
+        json_decref(o);
+        json_decref(v2);
+        return NULL;
+    }
+    if (k2 != NULL && json_object_set_new_nocheck(o, k2, v2) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* [v]; v is consumed, even on failure. */
+static json_t *
+jlist(json_t *v)
+{
+    json_t *a = json_array();
+
+    if (a == NULL || v == NULL || json_array_append_new(a, v) != 0) {
+        json_decref(a);
+        if (a == NULL)
+            json_decref(v);
+        return NULL;
+    }
+    return a;
+}
+
 /* Cuts s to at most max bytes on a UTF-8 character boundary. */
 static void
 utf8_cut(char *s, size_t max)
@@ -111,6 +159,41 @@ utf8_cut(char *s, size_t max)
     while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
         n--;
     s[n] = '\0';
+}
+
+/* Replaces each byte that does not start a valid UTF-8 sequence with '?':
+ * a name cut by a "%.40s" can end in half a character. */
+static void
+utf8_fix(char *s)
+{
+    unsigned char *p = (unsigned char *)s;
+
+    while (*p != '\0') {
+        size_t n = 0;
+        uint32_t cp = 0;
+
+        if (*p < 0x80)
+            n = 1;
+        else if (*p >= 0xC2 && *p <= 0xDF)
+            n = 2, cp = *p & 0x1F;
+        else if (*p >= 0xE0 && *p <= 0xEF)
+            n = 3, cp = *p & 0x0F;
+        else if (*p >= 0xF0 && *p <= 0xF4)
+            n = 4, cp = *p & 0x07;
+        for (size_t i = 1; i < n; i++) {
+            if ((p[i] & 0xC0) != 0x80) {
+                n = 0;
+                break;
+            }
+            cp = cp << 6 | (p[i] & 0x3F);
+        }
+        if (n == 0 || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+            cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+            *p++ = '?';
+            continue;
+        }
+        p += n;
+    }
 }
 
 /* Appends s to the NUL-terminated text in buf (n bytes), truncating. */
@@ -141,7 +224,8 @@ warn(struct mutate_result *res, const char *fmt, ...)
         utf8_cut(buf, WARNING_MAX - 3);
         buf_append(buf, sizeof(buf), "...");
     }
-    json_array_append_new(res->warnings, json_string(buf));
+    utf8_fix(buf);
+    json_array_append_new(res->warnings, jstr(buf));
 }
 
 /* Adds a policy-made warning, prefixing and cutting it as ours. */
@@ -166,7 +250,7 @@ injected_add(struct mutate_result *res, const char *what)
         if (strcmp(json_string_value(v), what) == 0)
             return;
     }
-    json_array_append_new(res->injected, json_string(what));
+    json_array_append_new(res->injected, jstr(what));
 }
 
 static const char *
@@ -254,7 +338,7 @@ env_add(struct ctr *c, const char *name, const char *value)
     if (env_has(c, name))
         return 0;
     return json_array_append_new(
-        c->env_add, json_pack("{s:s, s:s}", "name", name, "value", value));
+        c->env_add, jobj("name", jstr(name), "value", jstr(value)));
 }
 
 static int
@@ -264,7 +348,7 @@ mount_add(struct ctr *c, const char *volume, const char *path, bool ro)
 
     if (mount_at(c, path) != NULL)
         return 0; /* never two mounts at one path */
-    m = json_pack("{s:s, s:s}", "name", volume, "mountPath", path);
+    m = jobj("name", jstr(volume), "mountPath", jstr(path));
     if (m == NULL)
         return -1;
     if (ro && json_object_set_new(m, "readOnly", json_true()) != 0) {
@@ -566,8 +650,10 @@ ctrs_release(struct plan *p)
 static json_t *
 profile_ref(const struct settings *s)
 {
-    return json_pack("{s:{s:s, s:b}}", "configMapRef", "name", s->profile.name,
-                     "optional", s->profile.optional);
+    return jobj("configMapRef",
+                jobj("name", jstr(s->profile.name), "optional",
+                     json_boolean(s->profile.optional)),
+                NULL, NULL);
 }
 
 static bool
@@ -605,7 +691,7 @@ plan_profile(struct plan *p)
             continue;
         v = profile_ref(s);
         if (!have_list)
-            v = json_pack("[o]", v);
+            v = jlist(v);
         snprintf(path, sizeof(path), "%s/envFrom%s", c->base,
                  have_list ? "/0" : "");
         if (v == NULL || patch_append(p->res->patch, "add", path, v) != 0)
@@ -682,7 +768,7 @@ shm_existing(struct plan *p, const char *vname)
         }
         snprintf(path, sizeof(path), "/spec/volumes/%zu/emptyDir/sizeLimit",
                  idx);
-        if (patch_append(p->res->patch, "replace", path, json_string(want)))
+        if (patch_append(p->res->patch, "replace", path, jstr(want)))
             return -1;
         p->shm_applied = true;
         injected_add(p->res, "shm-grow");
@@ -722,8 +808,8 @@ plan_shm(struct plan *p)
                                sizeof(p->shm_volume)) != 0)
             return -1;
         size_format(p->shm_size, size, sizeof(size));
-        v = json_pack("{s:s, s:{s:s, s:s}}", "name", p->shm_volume, "emptyDir",
-                      "medium", "Memory", "sizeLimit", size);
+        v = jobj("name", jstr(p->shm_volume), "emptyDir",
+                 jobj("medium", jstr("Memory"), "sizeLimit", jstr(size)));
         if (v == NULL || json_array_append_new(p->vol_add, v) != 0)
             return -1;
         p->shm_applied = true;
@@ -758,7 +844,7 @@ memory_raise(struct plan *p, struct ctr *c, const char *kind, int64_t delta)
         return 0;
     size_format(q.value + delta, val, sizeof(val));
     snprintf(path, sizeof(path), "%s/resources/%s/memory", c->base, kind);
-    if (patch_append(p->res->patch, "replace", path, json_string(val)) != 0)
+    if (patch_append(p->res->patch, "replace", path, jstr(val)) != 0)
         return -1;
     injected_add(p->res, "memory");
     return 0;
@@ -876,7 +962,7 @@ plan_ipc(struct plan *p)
 
             if (cap_has(c, cap))
                 continue;
-            if (json_array_append_new(c->cap_add, json_string(cap)) != 0)
+            if (json_array_append_new(c->cap_add, jstr(cap)) != 0)
                 return -1;
             injected_add(p->res, "capabilities");
             if (cap_eq(cap, "IPC_LOCK") && runs_non_root(p, c))
@@ -1015,9 +1101,9 @@ on_failure_name(enum ringcheck_on_failure f)
 static int
 args_add(json_t *args, const char *flag, const char *value)
 {
-    if (json_array_append_new(args, json_string(flag)) != 0)
+    if (json_array_append_new(args, jstr(flag)) != 0)
         return -1;
-    return json_array_append_new(args, json_string(value));
+    return json_array_append_new(args, jstr(value));
 }
 
 /* The env and envFrom the check runs under: those of the first GPU
@@ -1110,7 +1196,7 @@ plan_ringcheck(struct plan *p)
             if (volume_name_unique(p, "ncclguard-run", p->run_volume,
                                    sizeof(p->run_volume)) != 0)
                 return -1;
-            v = json_pack("{s:s, s:{}}", "name", p->run_volume, "emptyDir");
+            v = jobj("name", jstr(p->run_volume), "emptyDir", json_object());
             if (v == NULL || json_array_append_new(p->vol_add, v) != 0)
                 return -1;
         }
@@ -1134,24 +1220,22 @@ plan_ringcheck(struct plan *p)
             continue;
         expect += k;
         snprintf(buf, sizeof(buf), "%" PRId64, k);
-        if (json_object_set_new(lim, s->gpu_resources[r], json_string(buf)) ||
-            json_object_set_new(req, s->gpu_resources[r], json_string(buf)))
+        if (json_object_set_new(lim, s->gpu_resources[r], jstr(buf)) ||
+            json_object_set_new(req, s->gpu_resources[r], jstr(buf)))
             goto fail;
     }
     if (s->ringcheck.cpu_request != NULL &&
-        json_object_set_new(req, "cpu", json_string(s->ringcheck.cpu_request)))
+        json_object_set_new(req, "cpu", jstr(s->ringcheck.cpu_request)))
         goto fail;
     if (s->ringcheck.memory_request != NULL &&
-        json_object_set_new(req, "memory",
-                            json_string(s->ringcheck.memory_request)))
+        json_object_set_new(req, "memory", jstr(s->ringcheck.memory_request)))
         goto fail;
     if (pod_guaranteed(p)) {
         if ((s->ringcheck.cpu_request != NULL &&
-             json_object_set_new(lim, "cpu",
-                                 json_string(s->ringcheck.cpu_request))) ||
+             json_object_set_new(lim, "cpu", jstr(s->ringcheck.cpu_request))) ||
             (s->ringcheck.memory_request != NULL &&
              json_object_set_new(lim, "memory",
-                                 json_string(s->ringcheck.memory_request))))
+                                 jstr(s->ringcheck.memory_request))))
             goto fail;
     }
 
@@ -1176,19 +1260,20 @@ plan_ringcheck(struct plan *p)
         goto fail;
 
     if (p->shm_volume[0] != '\0' &&
-        json_array_append_new(mounts,
-                              json_pack("{s:s, s:s}", "name", p->shm_volume,
-                                        "mountPath", SHM_PATH)))
+        json_array_append_new(mounts, jobj("name", jstr(p->shm_volume),
+                                           "mountPath", jstr(SHM_PATH))))
         goto fail;
-    if (fallback && json_array_append_new(
-                        mounts, json_pack("{s:s, s:s}", "name", p->run_volume,
-                                          "mountPath", RUN_DIR)))
+    if (fallback &&
+        json_array_append_new(mounts, jobj("name", jstr(p->run_volume),
+                                           "mountPath", jstr(RUN_DIR))))
         goto fail;
 
-    sc = json_pack("{s:b, s:{s:[s]}, s:{s:s}}", "allowPrivilegeEscalation", 0,
-                   "capabilities", "drop", "ALL", "seccompProfile", "type",
-                   "RuntimeDefault");
-    if (sc == NULL)
+    sc = jobj("allowPrivilegeEscalation", json_false(), "capabilities",
+              jobj("drop", jlist(jstr("ALL")), NULL, NULL));
+    if (sc == NULL ||
+        json_object_set_new_nocheck(
+            sc, "seccompProfile",
+            jobj("type", jstr("RuntimeDefault"), NULL, NULL)) != 0)
         goto fail;
     if (pod_requires_non_root(p)) {
         const json_t *psc = obj_get(p->spec, "securityContext");
@@ -1201,19 +1286,19 @@ plan_ringcheck(struct plan *p)
             goto fail;
     }
 
-    if (json_object_set_new(rc, "name", json_string(RINGCHECK_NAME)) ||
-        json_object_set_new(rc, "image", json_string(s->ringcheck.image)) ||
+    if (json_object_set_new(rc, "name", jstr(RINGCHECK_NAME)) ||
+        json_object_set_new(rc, "image", jstr(s->ringcheck.image)) ||
         json_object_set(rc, "args", args))
         goto fail;
     if (ringcheck_env(p, rc) != 0)
         goto fail;
     if (json_object_set_new(
             rc, "resources",
-            json_pack("{s:O, s:O}", "limits", lim, "requests", req)) ||
+            jobj("limits", json_incref(lim), "requests", json_incref(req))) ||
         (json_array_size(mounts) > 0 &&
          json_object_set(rc, "volumeMounts", mounts)) ||
         json_object_set_new(rc, "terminationMessagePolicy",
-                            json_string("FallbackToLogsOnError")) ||
+                            jstr("FallbackToLogsOnError")) ||
         json_object_set(rc, "securityContext", sc))
         goto fail;
 
@@ -1221,7 +1306,7 @@ plan_ringcheck(struct plan *p)
         if (patch_append(p->res->patch, "add", "/spec/initContainers/-", rc))
             goto fail_owned;
     } else {
-        json_t *list = json_pack("[o]", rc);
+        json_t *list = jlist(rc);
 
         if (list == NULL ||
             patch_append(p->res->patch, "add", "/spec/initContainers", list))
@@ -1286,13 +1371,14 @@ emit_caps(struct plan *p, struct ctr *c)
         snprintf(path, sizeof(path), "%s/securityContext", c->base);
         return patch_append(
             p->res->patch, "add", path,
-            json_pack("{s:{s:O}}", "capabilities", "add", c->cap_add));
+            jobj("capabilities",
+                 jobj("add", json_incref(c->cap_add), NULL, NULL), NULL, NULL));
     }
     if (caps == NULL) {
         snprintf(path, sizeof(path), "%s/securityContext/capabilities",
                  c->base);
         return patch_append(p->res->patch, "add", path,
-                            json_pack("{s:O}", "add", c->cap_add));
+                            jobj("add", json_incref(c->cap_add), NULL, NULL));
     }
     snprintf(path, sizeof(path), "%s/securityContext/capabilities", c->base);
     return emit_list(p, caps, path, "add", c->cap_add);
@@ -1329,24 +1415,26 @@ emit_annotations(struct plan *p)
         buf_append(mutated, sizeof(mutated), json_string_value(v));
     }
     snprintf(gpus, sizeof(gpus), "%" PRId64, p->res->gpus);
-    add = json_pack("{s:s, s:s, s:s}", ANN_MUTATED, mutated, ANN_GPUS, gpus,
-                    ANN_RULE, p->res->rule);
+    add = jobj(ANN_MUTATED, jstr(mutated), ANN_GPUS, jstr(gpus));
     if (add == NULL)
         return -1;
+    /* The rule name was cut to fit: checked, not assumed, UTF-8. */
+    if (json_object_set_new(add, ANN_RULE, json_string(p->res->rule)) != 0)
+        goto fail;
     if (p->shm_applied) {
         size_format(p->shm_size, shm, sizeof(shm));
-        if (json_object_set_new(add, ANN_SHM, json_string(shm)) != 0)
+        if (json_object_set_new(add, ANN_SHM, jstr(shm)) != 0)
             goto fail;
-        if (json_object_set_new(p->res->audit, "shm-size", json_string(shm)))
+        if (json_object_set_new(p->res->audit, "shm-size", jstr(shm)))
             goto fail;
     }
     if (json_object_set_new(p->res->audit, "mutated", json_string(mutated)) ||
-        json_object_set_new(p->res->audit, "gpus", json_string(gpus)))
+        json_object_set_new(p->res->audit, "gpus", jstr(gpus)))
         goto fail;
 
     if (p->meta == NULL) {
         if (patch_append(p->res->patch, "add", "/metadata",
-                         json_pack("{s:O}", "annotations", add)))
+                         jobj("annotations", json_incref(add), NULL, NULL)))
             goto fail;
     } else if (p->annotations == NULL) {
         if (patch_append(p->res->patch, "add", "/metadata/annotations",

@@ -75,6 +75,13 @@ check_warnings_form(const json_t *warnings)
             continue;
         CHECK(strlen(s) <= 120);
         CHECK(strncmp(s, "ncclguard: ", 11) == 0);
+        {
+            /* json_string() accepts valid UTF-8 only. */
+            json_t *copy = json_string(s);
+
+            CHECK(copy != NULL);
+            json_decref(copy);
+        }
     }
 }
 

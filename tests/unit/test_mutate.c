@@ -152,6 +152,31 @@ test_gpu_count(void)
     }
 }
 
+/* Regression: a container name cut in the middle of a UTF-8 character
+ * used to make the warning invalid UTF-8, and jansson dropped it. */
+static void
+test_warning_utf8_cut(void)
+{
+    char name[128] = "a";
+    char buf[512];
+    json_t *pod;
+    struct mutate_result r;
+
+    for (int i = 0; i < 30; i++)
+        memcpy(name + 1 + 2 * i, "\xc3\xa9", 3); /* e-acute */
+    snprintf(buf, sizeof(buf),
+             "{'metadata':{'name':'p'},'spec':{'containers':[{'name':'%s',"
+             "'resources':{'limits':{'nvidia.com/gpu':'1.5'}}}]}}",
+             name);
+    pod = J(buf);
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, NULL, &r), 0);
+    CHECK_INT(json_array_size(r.warnings), 1);
+    check_warnings_form(r.warnings);
+    CHECK(warnings_have(r.warnings, "not a whole number"));
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
 static void
 test_skips(void)
 {
@@ -830,6 +855,7 @@ main(void)
 {
     pol_default = fixture_policy(POLICY_HEAD);
     test_gpu_count();
+    test_warning_utf8_cut();
     test_skips();
     test_envfrom();
     test_shm();
