@@ -193,6 +193,21 @@ test_namespaces_and_reviews(void)
     workload_report_release(&rep);
     json_decref(obj);
 
+    /* A List's items keep their own namespaces. */
+    obj = J("{'apiVersion':'v1','kind':'List','items':["
+            "{'kind':'Pod','metadata':{'name':'a','namespace':'kube-system'},"
+            "'spec':{'containers':[" GPU_CONTAINER(
+                "c") "]}},"
+                     "{'kind':'Pod','metadata':{'name':'b','namespace':'ml'},"
+                     "'spec':{'containers':[" GPU_CONTAINER("c") "]}}]}");
+    CHECK_INT(workload_mutate(obj, NULL, pol, &opt, &rep), 0);
+    CHECK_INT(rep.n_pods, 2);
+    CHECK_STR(rep.pods[0].pointer, "/items/0");
+    CHECK_INT(rep.pods[0].result.status, MUTATE_SKIPPED);
+    CHECK_INT(rep.pods[1].result.status, MUTATE_PATCHED);
+    workload_report_release(&rep);
+    json_decref(obj);
+
     /* A review without an object has no pods. */
     obj = J("{'kind':'AdmissionReview','request':{'uid':'u'}}");
     CHECK_INT(workload_mutate(obj, NULL, pol, &opt, &rep), 0);
