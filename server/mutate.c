@@ -85,7 +85,7 @@ struct plan {
     const struct settings *s;
     const struct decision *dec;
     struct mutate_result *res;
-    struct ctr ctr[MUTATE_MAX_CONTAINERS];
+    struct ctr *ctr; /* n_ctr of them, owned */
     size_t n_ctr;
     size_t n_res; /* resources counted: min(n_gpu_resources, MAX) */
     int64_t pod_per_res[MUTATE_MAX_RESOURCES];
@@ -275,6 +275,16 @@ arr_get(const json_t *o, const char *key)
     return json_is_array(v) ? v : NULL;
 }
 
+/* A container's pending list, created on first use (most containers get
+ * none). NULL when out of memory; jansson's append then fails cleanly. */
+static json_t *
+pending(json_t **list)
+{
+    if (*list == NULL)
+        *list = json_array();
+    return *list;
+}
+
 /* Mount paths compare equal when they differ only by trailing slashes. */
 static bool
 path_eq(const char *a, const char *b)
@@ -338,7 +348,7 @@ env_add(struct ctr *c, const char *name, const char *value)
     if (env_has(c, name))
         return 0;
     return json_array_append_new(
-        c->env_add, jobj("name", jstr(name), "value", jstr(value)));
+        pending(&c->env_add), jobj("name", jstr(name), "value", jstr(value)));
 }
 
 static int
@@ -355,7 +365,7 @@ mount_add(struct ctr *c, const char *volume, const char *path, bool ro)
         json_decref(m);
         return -1;
     }
-    return json_array_append_new(c->mount_add, m);
+    return json_array_append_new(pending(&c->mount_add), m);
 }
 
 static bool
@@ -599,7 +609,19 @@ static int
 ctrs_collect(struct plan *p)
 {
     static const char *const keys[2] = {"containers", "initContainers"};
+    size_t total = json_array_size(arr_get(p->spec, keys[0])) +
+                   json_array_size(arr_get(p->spec, keys[1]));
 
+    if (total > MUTATE_MAX_CONTAINERS) {
+        snprintf(p->res->reason, sizeof(p->res->reason),
+                 "pod has more than %d containers", MUTATE_MAX_CONTAINERS);
+        return -1;
+    }
+    if (total == 0)
+        return 0;
+    p->ctr = calloc(total, sizeof(*p->ctr));
+    if (p->ctr == NULL)
+        return -1;
     for (int k = 0; k < 2; k++) {
         size_t i;
         json_t *c;
@@ -608,12 +630,6 @@ ctrs_collect(struct plan *p)
         {
             struct ctr *t;
 
-            if (p->n_ctr == MUTATE_MAX_CONTAINERS) {
-                snprintf(p->res->reason, sizeof(p->res->reason),
-                         "pod has more than %d containers",
-                         MUTATE_MAX_CONTAINERS);
-                return -1;
-            }
             if (!json_is_object(c)) {
                 snprintf(p->res->reason, sizeof(p->res->reason),
                          "spec.%s[%zu] is not an object", keys[k], i);
@@ -626,11 +642,6 @@ ctrs_collect(struct plan *p)
             t->init = k == 1;
             t->sidecar = t->init && str_get(c, "restartPolicy") != NULL &&
                          strcmp(str_get(c, "restartPolicy"), "Always") == 0;
-            t->env_add = json_array();
-            t->mount_add = json_array();
-            t->cap_add = json_array();
-            if (!t->env_add || !t->mount_add || !t->cap_add)
-                return -1;
         }
     }
     return 0;
@@ -644,6 +655,7 @@ ctrs_release(struct plan *p)
         json_decref(p->ctr[i].mount_add);
         json_decref(p->ctr[i].cap_add);
     }
+    free(p->ctr);
     json_decref(p->vol_add);
 }
 
@@ -962,7 +974,7 @@ plan_ipc(struct plan *p)
 
             if (cap_has(c, cap))
                 continue;
-            if (json_array_append_new(c->cap_add, jstr(cap)) != 0)
+            if (json_array_append_new(pending(&c->cap_add), jstr(cap)) != 0)
                 return -1;
             injected_add(p->res, "capabilities");
             if (cap_eq(cap, "IPC_LOCK") && runs_non_root(p, c))
