@@ -2,13 +2,13 @@
  * run the mutation for Pod CREATE, encode the response. */
 #include "review.h"
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "jparse.h"
-#include "jsonenc.h"
+#include <openssl/evp.h>
 
 static const char *const result_names[REVIEW_RESULT_COUNT] = {
     [REVIEW_PATCHED] = "patched",         [REVIEW_UNCHANGED] = "unchanged",
@@ -80,54 +80,36 @@ buf_put(struct buf *b, const char *s, size_t n)
 
 #define BUF_LIT(b, lit) buf_put((b), (lit), sizeof(lit) - 1)
 
-/* Appends v as compact JSON (jsonenc: the bytes json_dumps would write). */
+/* json_dump_callback sink: appends straight into the response buffer. */
+static int
+buf_dump_cb(const char *chunk, size_t size, void *data)
+{
+    struct buf *b = data;
+
+    buf_put(b, chunk, size);
+    return b->failed ? -1 : 0;
+}
+
+/* Appends v as compact JSON, written by jansson into the buffer. */
 static void
 buf_put_json(struct buf *b, const json_t *v)
 {
-    size_t n;
-    char *text = jsonenc_dumps(v, &n);
-
-    if (text == NULL) {
+    if (json_dump_callback(v, buf_dump_cb, b,
+                           JSON_COMPACT | JSON_ENCODE_ANY) != 0)
         b->failed = true;
-        return;
-    }
-    buf_put(b, text, n);
-    free(text);
 }
 
-static const char b64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/* Standard base64 with padding, as the API's []byte fields expect. */
+/* Standard base64 with padding, as the API's []byte fields expect
+ * (OpenSSL's encoder; it also writes a NUL, which is not kept). */
 static void
 buf_put_base64(struct buf *b, const unsigned char *in, size_t len)
 {
-    size_t i = 0;
-    char *out;
+    int n;
 
-    if (!buf_grow(b, 4 * ((len + 2) / 3)))
+    if (len > INT_MAX / 2 || !buf_grow(b, 4 * ((len + 2) / 3) + 1))
         return;
-    out = b->p + b->len;
-    for (; i + 2 < len; i += 3) {
-        unsigned v =
-            (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 | in[i + 2];
-
-        *out++ = b64_alphabet[(v >> 18) & 63];
-        *out++ = b64_alphabet[(v >> 12) & 63];
-        *out++ = b64_alphabet[(v >> 6) & 63];
-        *out++ = b64_alphabet[v & 63];
-    }
-    if (i < len) {
-        unsigned v = (unsigned)in[i] << 16;
-
-        if (i + 1 < len)
-            v |= (unsigned)in[i + 1] << 8;
-        *out++ = b64_alphabet[(v >> 18) & 63];
-        *out++ = b64_alphabet[(v >> 12) & 63];
-        *out++ = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
-        *out++ = '=';
-    }
-    b->len = (size_t)(out - b->p);
+    n = EVP_EncodeBlock((unsigned char *)b->p + b->len, in, (int)len);
+    b->len += (size_t)n;
 }
 
 /*
@@ -148,14 +130,13 @@ response_encode(struct review_outcome *out, const char *api, const json_t *uid,
     buf_put_json(&b, uid);
     BUF_LIT(&b, ",\"allowed\":true");
     if (m != NULL && json_array_size(m->patch) > 0) {
-        size_t n;
-        char *text = jsonenc_dumps(m->patch, &n);
+        char *text = json_dumps(m->patch, JSON_COMPACT);
 
         BUF_LIT(&b, ",\"patchType\":\"JSONPatch\",\"patch\":\"");
         if (text == NULL)
             b.failed = true;
         else
-            buf_put_base64(&b, (const unsigned char *)text, n);
+            buf_put_base64(&b, (const unsigned char *)text, strlen(text));
         BUF_LIT(&b, "\"");
         free(text);
     }
@@ -266,7 +247,7 @@ int
 review_handle(const char *body, size_t len, const struct policy *pol,
               const struct mutate_options *opt, struct review_outcome *out)
 {
-    struct ng_error jerr;
+    json_error_t jerr;
     json_t *root = NULL, *req, *obj, *uid;
     const char *api, *reason, *ns, *name;
     struct mutate_result mres;
@@ -275,14 +256,14 @@ review_handle(const char *body, size_t len, const struct policy *pol,
     memset(out, 0, sizeof(*out));
     memset(&mres, 0, sizeof(mres));
     /* A key given twice is ambiguous (another reader may take the other
-     * value), and the apiserver never sends one: jparse refuses it. */
-    ng_error_clear(&jerr);
-    root = jparse_load(body, len, &jerr);
+     * value), and the apiserver never sends one: jansson refuses it.
+     * jansson also caps nesting (2048 levels) and rejects invalid UTF-8. */
+    root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL) {
         char why[300];
 
-        snprintf(why, sizeof(why), "%.200s at line %d column %d", jerr.msg,
-                 jerr.line, jerr.col);
+        snprintf(why, sizeof(why), "%.200s at line %d column %d", jerr.text,
+                 jerr.line, jerr.column);
         rc = bad_request(out, "body is not JSON: %s", why);
         goto done;
     }
