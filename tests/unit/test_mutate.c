@@ -600,7 +600,7 @@ test_ringcheck(void)
     CHECK_STR(str_at(rc, "/resources/limits/nvidia.com~1gpu"), "8");
     CHECK_STR(str_at(rc, "/resources/requests/nvidia.com~1gpu"), "8");
     CHECK_STR(str_at(rc, "/resources/requests/cpu"), "100m");
-    CHECK_STR(str_at(rc, "/resources/requests/memory"), "256Mi");
+    CHECK_STR(str_at(rc, "/resources/requests/memory"), "2Gi");
     CHECK(patch_pointer_get(rc, "/resources/limits/cpu") == NULL);
     CHECK(json_is_false(patch_pointer_get(rc, "/securityContext/"
                                               "allowPrivilegeEscalation")));
@@ -636,7 +636,7 @@ test_ringcheck(void)
         1);
     rc = ringcheck_of(patched, NULL);
     CHECK_STR(str_at(rc, "/resources/limits/cpu"), "100m");
-    CHECK_STR(str_at(rc, "/resources/limits/memory"), "256Mi");
+    CHECK_STR(str_at(rc, "/resources/limits/memory"), "2Gi");
     CHECK(patch_pointer_get(rc, "/securityContext/runAsNonRoot") == NULL);
     json_decref(patched);
     mutate_result_release(&r);
