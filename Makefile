@@ -116,4 +116,6 @@ lint:
 clean:
 	rm -rf build build-asan build-fuzz build-valgrind
 
+.SECONDARY:
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -48,6 +48,4 @@ faults: deps bench-deps
 	$(MAKE) $(BENCH_BINS)
 	$(BENCH_ENV) bench/faults.sh
 
-# The request path's compact JSON encoder (a speed fix, see RESULTS.md).
-LIB_SRCS += server/jsonenc.c
-UNIT_TESTS += jsonenc patch_check
+UNIT_TESTS += patch_check

@@ -124,7 +124,7 @@ settings_builtin(struct policy *p, struct settings *s)
     s->ringcheck.min_busbw_gbps = 0;
     s->ringcheck.allow_opt_out = true;
     s->ringcheck.cpu_request = pool_strdup(p, "100m");
-    s->ringcheck.memory_request = pool_strdup(p, "256Mi");
+    s->ringcheck.memory_request = pool_strdup(p, "2Gi");
     s->extra_env = NULL;
     s->n_extra_env = 0;
     s->debug.allow_annotation = true;

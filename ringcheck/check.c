@@ -493,9 +493,9 @@ try_run(const int *devs, int n, const struct setting *set, const char *why)
         for (int i = 0; i < n && k < sizeof(list); i++)
             k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%d",
                                   i > 0 ? "," : "", devs[i]);
-        report_log("diagnosis: GPUs %s%s%s%s: %s%s%s", list,
+        report_log("diagnosis: GPUs %s%s%s%s%s: %s%s%s", list,
                    set != NULL ? " with " : "", set != NULL ? set->name : "",
-                   set != NULL ? (set->value[0] == '1' ? "=1" : "=0") : "",
+                   set != NULL ? "=" : "", set != NULL ? set->value : "",
                    code == 0 ? "pass" : report_code_name(code),
                    why != NULL ? " " : "", why != NULL ? why : "");
     }
@@ -689,8 +689,14 @@ finish(double t0, int ring_ran)
                         "there); the environment wins over the fallback file",
                         name, rep.cure);
             } else if (report_fallback_write(&rep, o->fallback_conf) != 0) {
+                int err = errno;
+
                 report_log("fallback: cannot write %s: %s", o->fallback_conf,
-                           strerror(errno));
+                           strerror(err));
+                set_fix("the check passes with %s but cannot write the "
+                        "fallback file %s (%s): mount the shared emptyDir "
+                        "there, writable by the init container",
+                        rep.cure, o->fallback_conf, strerror(err));
                 rep.exit_code = RC_EXIT_INTERNAL;
             } else {
                 rep.fallback_written = 1;

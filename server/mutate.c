@@ -67,8 +67,8 @@ mutate_result_release(struct mutate_result *res)
 
 /* One container of the pod and what the plan adds to it. */
 struct ctr {
-    json_t *c;      /* borrowed from the pod */
-    char base[48];  /* "/spec/containers/3" */
+    json_t *c;     /* borrowed from the pod */
+    char base[48]; /* "/spec/containers/3" */
     const char *name;
     bool init;
     bool sidecar; /* init container with restartPolicy: Always */
@@ -85,7 +85,7 @@ struct plan {
     const struct settings *s;
     const struct decision *dec;
     struct mutate_result *res;
-    struct ctr ctr[MUTATE_MAX_CONTAINERS];
+    struct ctr *ctr; /* n_ctr of them, owned */
     size_t n_ctr;
     size_t n_res; /* resources counted: min(n_gpu_resources, MAX) */
     int64_t pod_per_res[MUTATE_MAX_RESOURCES];
@@ -99,6 +99,54 @@ struct plan {
 
 /* ---- small helpers ---------------------------------------------------- */
 
+/* A string for the patch. Everything the plan writes is valid UTF-8
+ * already (constants, numbers, text from the policy or the decoded pod),
+ * so jansson's check is skipped on this hot path. */
+static json_t *
+jstr(const char *s)
+{
+    return s != NULL ? json_string_nocheck(s) : NULL;
+}
+
+/* {k1: v1[, k2: v2]}; the values are consumed, even on failure. */
+static json_t *
+jobj(const char *k1, json_t *v1, const char *k2, json_t *v2)
+{
+    json_t *o = json_object();
+
+    if (o == NULL || v1 == NULL || (k2 != NULL && v2 == NULL)) {
+        json_decref(o);
+        json_decref(v1);
+        json_decref(v2);
+        return NULL;
+    }
+    if (json_object_set_new_nocheck(o, k1, v1) != 0) {
+        json_decref(o);
+        json_decref(v2);
+        return NULL;
+    }
+    if (k2 != NULL && json_object_set_new_nocheck(o, k2, v2) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* [v]; v is consumed, even on failure. */
+static json_t *
+jlist(json_t *v)
+{
+    json_t *a = json_array();
+
+    if (a == NULL || v == NULL || json_array_append_new(a, v) != 0) {
+        json_decref(a);
+        if (a == NULL)
+            json_decref(v);
+        return NULL;
+    }
+    return a;
+}
+
 /* Cuts s to at most max bytes on a UTF-8 character boundary. */
 static void
 utf8_cut(char *s, size_t max)
@@ -111,6 +159,41 @@ utf8_cut(char *s, size_t max)
     while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
         n--;
     s[n] = '\0';
+}
+
+/* Replaces each byte that does not start a valid UTF-8 sequence with '?':
+ * a name cut by a "%.40s" can end in half a character. */
+static void
+utf8_fix(char *s)
+{
+    unsigned char *p = (unsigned char *)s;
+
+    while (*p != '\0') {
+        size_t n = 0;
+        uint32_t cp = 0;
+
+        if (*p < 0x80)
+            n = 1;
+        else if (*p >= 0xC2 && *p <= 0xDF)
+            n = 2, cp = *p & 0x1F;
+        else if (*p >= 0xE0 && *p <= 0xEF)
+            n = 3, cp = *p & 0x0F;
+        else if (*p >= 0xF0 && *p <= 0xF4)
+            n = 4, cp = *p & 0x07;
+        for (size_t i = 1; i < n; i++) {
+            if ((p[i] & 0xC0) != 0x80) {
+                n = 0;
+                break;
+            }
+            cp = cp << 6 | (p[i] & 0x3F);
+        }
+        if (n == 0 || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+            cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+            *p++ = '?';
+            continue;
+        }
+        p += n;
+    }
 }
 
 /* Appends s to the NUL-terminated text in buf (n bytes), truncating. */
@@ -141,7 +224,8 @@ warn(struct mutate_result *res, const char *fmt, ...)
         utf8_cut(buf, WARNING_MAX - 3);
         buf_append(buf, sizeof(buf), "...");
     }
-    json_array_append_new(res->warnings, json_string(buf));
+    utf8_fix(buf);
+    json_array_append_new(res->warnings, jstr(buf));
 }
 
 /* Adds a policy-made warning, prefixing and cutting it as ours. */
@@ -161,9 +245,12 @@ injected_add(struct mutate_result *res, const char *what)
     size_t i;
     json_t *v;
 
-    json_array_foreach(res->injected, i, v) if (strcmp(json_string_value(v),
-                                                       what) == 0) return;
-    json_array_append_new(res->injected, json_string(what));
+    json_array_foreach(res->injected, i, v)
+    {
+        if (strcmp(json_string_value(v), what) == 0)
+            return;
+    }
+    json_array_append_new(res->injected, jstr(what));
 }
 
 static const char *
@@ -186,6 +273,16 @@ arr_get(const json_t *o, const char *key)
     json_t *v = json_object_get(o, key);
 
     return json_is_array(v) ? v : NULL;
+}
+
+/* A container's pending list, created on first use (most containers get
+ * none). NULL when out of memory; jansson's append then fails cleanly. */
+static json_t *
+pending(json_t **list)
+{
+    if (*list == NULL)
+        *list = json_array();
+    return *list;
 }
 
 /* Mount paths compare equal when they differ only by trailing slashes. */
@@ -251,7 +348,7 @@ env_add(struct ctr *c, const char *name, const char *value)
     if (env_has(c, name))
         return 0;
     return json_array_append_new(
-        c->env_add, json_pack("{s:s, s:s}", "name", name, "value", value));
+        pending(&c->env_add), jobj("name", jstr(name), "value", jstr(value)));
 }
 
 static int
@@ -261,14 +358,14 @@ mount_add(struct ctr *c, const char *volume, const char *path, bool ro)
 
     if (mount_at(c, path) != NULL)
         return 0; /* never two mounts at one path */
-    m = json_pack("{s:s, s:s}", "name", volume, "mountPath", path);
+    m = jobj("name", jstr(volume), "mountPath", jstr(path));
     if (m == NULL)
         return -1;
     if (ro && json_object_set_new(m, "readOnly", json_true()) != 0) {
         json_decref(m);
         return -1;
     }
-    return json_array_append_new(c->mount_add, m);
+    return json_array_append_new(pending(&c->mount_add), m);
 }
 
 static bool
@@ -309,8 +406,7 @@ volume_find(const struct plan *p, const char *name)
 
 /* Picks base, or base-2, base-3, ... that no volume uses yet. */
 static int
-volume_name_unique(const struct plan *p, const char *base, char *out,
-                   size_t n)
+volume_name_unique(const struct plan *p, const char *base, char *out, size_t n)
 {
     snprintf(out, n, "%s", base);
     for (int i = 2; volume_name_taken(p, out); i++) {
@@ -513,7 +609,19 @@ static int
 ctrs_collect(struct plan *p)
 {
     static const char *const keys[2] = {"containers", "initContainers"};
+    size_t total = json_array_size(arr_get(p->spec, keys[0])) +
+                   json_array_size(arr_get(p->spec, keys[1]));
 
+    if (total > MUTATE_MAX_CONTAINERS) {
+        snprintf(p->res->reason, sizeof(p->res->reason),
+                 "pod has more than %d containers", MUTATE_MAX_CONTAINERS);
+        return -1;
+    }
+    if (total == 0)
+        return 0;
+    p->ctr = calloc(total, sizeof(*p->ctr));
+    if (p->ctr == NULL)
+        return -1;
     for (int k = 0; k < 2; k++) {
         size_t i;
         json_t *c;
@@ -522,12 +630,6 @@ ctrs_collect(struct plan *p)
         {
             struct ctr *t;
 
-            if (p->n_ctr == MUTATE_MAX_CONTAINERS) {
-                snprintf(p->res->reason, sizeof(p->res->reason),
-                         "pod has more than %d containers",
-                         MUTATE_MAX_CONTAINERS);
-                return -1;
-            }
             if (!json_is_object(c)) {
                 snprintf(p->res->reason, sizeof(p->res->reason),
                          "spec.%s[%zu] is not an object", keys[k], i);
@@ -540,11 +642,6 @@ ctrs_collect(struct plan *p)
             t->init = k == 1;
             t->sidecar = t->init && str_get(c, "restartPolicy") != NULL &&
                          strcmp(str_get(c, "restartPolicy"), "Always") == 0;
-            t->env_add = json_array();
-            t->mount_add = json_array();
-            t->cap_add = json_array();
-            if (!t->env_add || !t->mount_add || !t->cap_add)
-                return -1;
         }
     }
     return 0;
@@ -558,14 +655,17 @@ ctrs_release(struct plan *p)
         json_decref(p->ctr[i].mount_add);
         json_decref(p->ctr[i].cap_add);
     }
+    free(p->ctr);
     json_decref(p->vol_add);
 }
 
 static json_t *
 profile_ref(const struct settings *s)
 {
-    return json_pack("{s:{s:s, s:b}}", "configMapRef", "name", s->profile.name,
-                     "optional", s->profile.optional);
+    return jobj("configMapRef",
+                jobj("name", jstr(s->profile.name), "optional",
+                     json_boolean(s->profile.optional)),
+                NULL, NULL);
 }
 
 static bool
@@ -603,7 +703,7 @@ plan_profile(struct plan *p)
             continue;
         v = profile_ref(s);
         if (!have_list)
-            v = json_pack("[o]", v);
+            v = jlist(v);
         snprintf(path, sizeof(path), "%s/envFrom%s", c->base,
                  have_list ? "/0" : "");
         if (v == NULL || patch_append(p->res->patch, "add", path, v) != 0)
@@ -644,8 +744,9 @@ shm_existing(struct plan *p, const char *vname)
     size_t idx = 0;
 
     if (vol == NULL) {
-        warn(p->res, "/dev/shm is mounted from volume \"%.60s\", which the "
-                     "pod does not define",
+        warn(p->res,
+             "/dev/shm is mounted from volume \"%.60s\", which the "
+             "pod does not define",
              vname);
         return 0;
     }
@@ -654,8 +755,9 @@ shm_existing(struct plan *p, const char *vname)
         return 0; /* hostPath or another source: the user's choice */
     if (str_get(ed, "medium") == NULL ||
         strcmp(str_get(ed, "medium"), "Memory") != 0) {
-        warn(p->res, "/dev/shm volume \"%.60s\" is disk-backed, not "
-                     "medium: Memory; kept",
+        warn(p->res,
+             "/dev/shm volume \"%.60s\" is disk-backed, not "
+             "medium: Memory; kept",
              vname);
         return 0;
     }
@@ -671,18 +773,22 @@ shm_existing(struct plan *p, const char *vname)
         size_t i;
         json_t *v;
 
-        json_array_foreach(arr_get(p->spec, "volumes"), i, v) if (v == vol)
-            idx = i;
+        json_array_foreach(arr_get(p->spec, "volumes"), i, v)
+        {
+            if (v == vol)
+                idx = i;
+        }
         snprintf(path, sizeof(path), "/spec/volumes/%zu/emptyDir/sizeLimit",
                  idx);
-        if (patch_append(p->res->patch, "replace", path, json_string(want)))
+        if (patch_append(p->res->patch, "replace", path, jstr(want)))
             return -1;
         p->shm_applied = true;
         injected_add(p->res, "shm-grow");
         return 0;
     }
-    warn(p->res, "/dev/shm volume \"%.40s\" is %s, below the %s the policy "
-                 "sets for %" PRId64 " GPUs; kept",
+    warn(p->res,
+         "/dev/shm volume \"%.40s\" is %s, below the %s the policy "
+         "sets for %" PRId64 " GPUs; kept",
          vname, have, want, p->res->gpus);
     return 0;
 }
@@ -692,11 +798,16 @@ plan_shm(struct plan *p)
 {
     const char *existing = NULL;
 
-    if (!p->s->shm.enabled)
-        return 0;
-    p->shm_size = shm_size_compute(p, p->res->gpus);
     for (size_t i = 0; i < p->n_ctr && existing == NULL; i++)
         existing = mount_at(&p->ctr[i], SHM_PATH);
+    if (!p->s->shm.enabled) {
+        /* Nothing to add, but the ring check still shares the pod's own
+         * /dev/shm, if it has one. */
+        if (existing != NULL)
+            snprintf(p->shm_volume, sizeof(p->shm_volume), "%s", existing);
+        return 0;
+    }
+    p->shm_size = shm_size_compute(p, p->res->gpus);
     if (existing != NULL) {
         snprintf(p->shm_volume, sizeof(p->shm_volume), "%s", existing);
         if (shm_existing(p, existing) != 0)
@@ -709,8 +820,8 @@ plan_shm(struct plan *p)
                                sizeof(p->shm_volume)) != 0)
             return -1;
         size_format(p->shm_size, size, sizeof(size));
-        v = json_pack("{s:s, s:{s:s, s:s}}", "name", p->shm_volume,
-                      "emptyDir", "medium", "Memory", "sizeLimit", size);
+        v = jobj("name", jstr(p->shm_volume), "emptyDir",
+                 jobj("medium", jstr("Memory"), "sizeLimit", jstr(size)));
         if (v == NULL || json_array_append_new(p->vol_add, v) != 0)
             return -1;
         p->shm_applied = true;
@@ -734,8 +845,8 @@ plan_shm(struct plan *p)
 static int
 memory_raise(struct plan *p, struct ctr *c, const char *kind, int64_t delta)
 {
-    const json_t *v = json_object_get(
-        obj_get(obj_get(c->c, "resources"), kind), "memory");
+    const json_t *v =
+        json_object_get(obj_get(obj_get(c->c, "resources"), kind), "memory");
     struct quantity q;
     char path[128], val[32];
 
@@ -745,7 +856,7 @@ memory_raise(struct plan *p, struct ctr *c, const char *kind, int64_t delta)
         return 0;
     size_format(q.value + delta, val, sizeof(val));
     snprintf(path, sizeof(path), "%s/resources/%s/memory", c->base, kind);
-    if (patch_append(p->res->patch, "replace", path, json_string(val)) != 0)
+    if (patch_append(p->res->patch, "replace", path, jstr(val)) != 0)
         return -1;
     injected_add(p->res, "memory");
     return 0;
@@ -809,9 +920,11 @@ cap_has(const struct ctr *c, const char *cap)
         size_t i;
         json_t *v;
 
-        json_array_foreach(lists[l], i, v) if (json_is_string(v) &&
-                                               cap_eq(json_string_value(v),
-                                                      cap)) return true;
+        json_array_foreach(lists[l], i, v)
+        {
+            if (json_is_string(v) && cap_eq(json_string_value(v), cap))
+                return true;
+        }
     }
     return false;
 }
@@ -861,7 +974,7 @@ plan_ipc(struct plan *p)
 
             if (cap_has(c, cap))
                 continue;
-            if (json_array_append_new(c->cap_add, json_string(cap)) != 0)
+            if (json_array_append_new(pending(&c->cap_add), jstr(cap)) != 0)
                 return -1;
             injected_add(p->res, "capabilities");
             if (cap_eq(cap, "IPC_LOCK") && runs_non_root(p, c))
@@ -1000,9 +1113,9 @@ on_failure_name(enum ringcheck_on_failure f)
 static int
 args_add(json_t *args, const char *flag, const char *value)
 {
-    if (json_array_append_new(args, json_string(flag)) != 0)
+    if (json_array_append_new(args, jstr(flag)) != 0)
         return -1;
-    return json_array_append_new(args, json_string(value));
+    return json_array_append_new(args, jstr(value));
 }
 
 /* The env and envFrom the check runs under: those of the first GPU
@@ -1035,8 +1148,11 @@ ringcheck_env(const struct plan *p, json_t *rc)
             goto fail;
     /* The pod is only read while the patch lives, so the check's env
      * shares the container's entries. */
-    json_array_foreach(arr_get(g->c, "envFrom"), i, e) if (
-        json_array_append(from, e) != 0) goto fail;
+    json_array_foreach(arr_get(g->c, "envFrom"), i, e)
+    {
+        if (json_array_append(from, e) != 0)
+            goto fail;
+    }
     const json_t *lists[2] = {arr_get(g->c, "env"), g->env_add};
     for (int l = 0; l < 2; l++) {
         json_array_foreach(lists[l], i, e)
@@ -1049,8 +1165,7 @@ ringcheck_env(const struct plan *p, json_t *rc)
                 goto fail;
         }
     }
-    if (json_array_size(from) > 0 &&
-        json_object_set(rc, "envFrom", from) != 0)
+    if (json_array_size(from) > 0 && json_object_set(rc, "envFrom", from) != 0)
         goto fail;
     if (json_array_size(env) > 0 && json_object_set(rc, "env", env) != 0)
         goto fail;
@@ -1093,7 +1208,7 @@ plan_ringcheck(struct plan *p)
             if (volume_name_unique(p, "ncclguard-run", p->run_volume,
                                    sizeof(p->run_volume)) != 0)
                 return -1;
-            v = json_pack("{s:s, s:{}}", "name", p->run_volume, "emptyDir");
+            v = jobj("name", jstr(p->run_volume), "emptyDir", json_object());
             if (v == NULL || json_array_append_new(p->vol_add, v) != 0)
                 return -1;
         }
@@ -1117,24 +1232,22 @@ plan_ringcheck(struct plan *p)
             continue;
         expect += k;
         snprintf(buf, sizeof(buf), "%" PRId64, k);
-        if (json_object_set_new(lim, s->gpu_resources[r], json_string(buf)) ||
-            json_object_set_new(req, s->gpu_resources[r], json_string(buf)))
+        if (json_object_set_new(lim, s->gpu_resources[r], jstr(buf)) ||
+            json_object_set_new(req, s->gpu_resources[r], jstr(buf)))
             goto fail;
     }
     if (s->ringcheck.cpu_request != NULL &&
-        json_object_set_new(req, "cpu", json_string(s->ringcheck.cpu_request)))
+        json_object_set_new(req, "cpu", jstr(s->ringcheck.cpu_request)))
         goto fail;
     if (s->ringcheck.memory_request != NULL &&
-        json_object_set_new(req, "memory",
-                            json_string(s->ringcheck.memory_request)))
+        json_object_set_new(req, "memory", jstr(s->ringcheck.memory_request)))
         goto fail;
     if (pod_guaranteed(p)) {
         if ((s->ringcheck.cpu_request != NULL &&
-             json_object_set_new(lim, "cpu",
-                                 json_string(s->ringcheck.cpu_request))) ||
+             json_object_set_new(lim, "cpu", jstr(s->ringcheck.cpu_request))) ||
             (s->ringcheck.memory_request != NULL &&
              json_object_set_new(lim, "memory",
-                                 json_string(s->ringcheck.memory_request))))
+                                 jstr(s->ringcheck.memory_request))))
             goto fail;
     }
 
@@ -1159,20 +1272,20 @@ plan_ringcheck(struct plan *p)
         goto fail;
 
     if (p->shm_volume[0] != '\0' &&
-        json_array_append_new(mounts,
-                              json_pack("{s:s, s:s}", "name", p->shm_volume,
-                                        "mountPath", SHM_PATH)))
+        json_array_append_new(mounts, jobj("name", jstr(p->shm_volume),
+                                           "mountPath", jstr(SHM_PATH))))
         goto fail;
     if (fallback &&
-        json_array_append_new(mounts,
-                              json_pack("{s:s, s:s}", "name", p->run_volume,
-                                        "mountPath", RUN_DIR)))
+        json_array_append_new(mounts, jobj("name", jstr(p->run_volume),
+                                           "mountPath", jstr(RUN_DIR))))
         goto fail;
 
-    sc = json_pack("{s:b, s:{s:[s]}, s:{s:s}}", "allowPrivilegeEscalation", 0,
-                   "capabilities", "drop", "ALL", "seccompProfile", "type",
-                   "RuntimeDefault");
-    if (sc == NULL)
+    sc = jobj("allowPrivilegeEscalation", json_false(), "capabilities",
+              jobj("drop", jlist(jstr("ALL")), NULL, NULL));
+    if (sc == NULL ||
+        json_object_set_new_nocheck(
+            sc, "seccompProfile",
+            jobj("type", jstr("RuntimeDefault"), NULL, NULL)) != 0)
         goto fail;
     if (pod_requires_non_root(p)) {
         const json_t *psc = obj_get(p->spec, "securityContext");
@@ -1185,19 +1298,19 @@ plan_ringcheck(struct plan *p)
             goto fail;
     }
 
-    if (json_object_set_new(rc, "name", json_string(RINGCHECK_NAME)) ||
-        json_object_set_new(rc, "image", json_string(s->ringcheck.image)) ||
+    if (json_object_set_new(rc, "name", jstr(RINGCHECK_NAME)) ||
+        json_object_set_new(rc, "image", jstr(s->ringcheck.image)) ||
         json_object_set(rc, "args", args))
         goto fail;
     if (ringcheck_env(p, rc) != 0)
         goto fail;
-    if (json_object_set_new(rc, "resources",
-                            json_pack("{s:O, s:O}", "limits", lim, "requests",
-                                      req)) ||
+    if (json_object_set_new(
+            rc, "resources",
+            jobj("limits", json_incref(lim), "requests", json_incref(req))) ||
         (json_array_size(mounts) > 0 &&
          json_object_set(rc, "volumeMounts", mounts)) ||
         json_object_set_new(rc, "terminationMessagePolicy",
-                            json_string("FallbackToLogsOnError")) ||
+                            jstr("FallbackToLogsOnError")) ||
         json_object_set(rc, "securityContext", sc))
         goto fail;
 
@@ -1205,7 +1318,7 @@ plan_ringcheck(struct plan *p)
         if (patch_append(p->res->patch, "add", "/spec/initContainers/-", rc))
             goto fail_owned;
     } else {
-        json_t *list = json_pack("[o]", rc);
+        json_t *list = jlist(rc);
 
         if (list == NULL ||
             patch_append(p->res->patch, "add", "/spec/initContainers", list))
@@ -1249,9 +1362,11 @@ emit_list(struct plan *p, json_t *parent, const char *base, const char *key,
         return patch_append(p->res->patch, "add", path, json_incref(list));
     }
     snprintf(path, sizeof(path), "%s/%s/-", base, key);
-    json_array_foreach(list, i, v) if (patch_append(p->res->patch, "add", path,
-                                                    json_incref(v)) != 0)
-        return -1;
+    json_array_foreach(list, i, v)
+    {
+        if (patch_append(p->res->patch, "add", path, json_incref(v)) != 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -1266,15 +1381,16 @@ emit_caps(struct plan *p, struct ctr *c)
         return 0;
     if (sc == NULL) {
         snprintf(path, sizeof(path), "%s/securityContext", c->base);
-        return patch_append(p->res->patch, "add", path,
-                            json_pack("{s:{s:O}}", "capabilities", "add",
-                                      c->cap_add));
+        return patch_append(
+            p->res->patch, "add", path,
+            jobj("capabilities",
+                 jobj("add", json_incref(c->cap_add), NULL, NULL), NULL, NULL));
     }
     if (caps == NULL) {
         snprintf(path, sizeof(path), "%s/securityContext/capabilities",
                  c->base);
         return patch_append(p->res->patch, "add", path,
-                            json_pack("{s:O}", "add", c->cap_add));
+                            jobj("add", json_incref(c->cap_add), NULL, NULL));
     }
     snprintf(path, sizeof(path), "%s/securityContext/capabilities", c->base);
     return emit_list(p, caps, path, "add", c->cap_add);
@@ -1311,24 +1427,26 @@ emit_annotations(struct plan *p)
         buf_append(mutated, sizeof(mutated), json_string_value(v));
     }
     snprintf(gpus, sizeof(gpus), "%" PRId64, p->res->gpus);
-    add = json_pack("{s:s, s:s, s:s}", ANN_MUTATED, mutated, ANN_GPUS, gpus,
-                    ANN_RULE, p->res->rule);
+    add = jobj(ANN_MUTATED, jstr(mutated), ANN_GPUS, jstr(gpus));
     if (add == NULL)
         return -1;
+    /* The rule name was cut to fit: checked, not assumed, UTF-8. */
+    if (json_object_set_new(add, ANN_RULE, json_string(p->res->rule)) != 0)
+        goto fail;
     if (p->shm_applied) {
         size_format(p->shm_size, shm, sizeof(shm));
-        if (json_object_set_new(add, ANN_SHM, json_string(shm)) != 0)
+        if (json_object_set_new(add, ANN_SHM, jstr(shm)) != 0)
             goto fail;
-        if (json_object_set_new(p->res->audit, "shm-size", json_string(shm)))
+        if (json_object_set_new(p->res->audit, "shm-size", jstr(shm)))
             goto fail;
     }
     if (json_object_set_new(p->res->audit, "mutated", json_string(mutated)) ||
-        json_object_set_new(p->res->audit, "gpus", json_string(gpus)))
+        json_object_set_new(p->res->audit, "gpus", jstr(gpus)))
         goto fail;
 
     if (p->meta == NULL) {
         if (patch_append(p->res->patch, "add", "/metadata",
-                         json_pack("{s:O}", "annotations", add)))
+                         jobj("annotations", json_incref(add), NULL, NULL)))
             goto fail;
     } else if (p->annotations == NULL) {
         if (patch_append(p->res->patch, "add", "/metadata/annotations",
@@ -1369,8 +1487,7 @@ namespace_skipped(const char *ns, const struct mutate_options *opt)
         if (strcmp(ns, system[i]) == 0)
             return true;
     return opt != NULL && opt->own_namespace != NULL &&
-           opt->own_namespace[0] != '\0' &&
-           strcmp(ns, opt->own_namespace) == 0;
+           opt->own_namespace[0] != '\0' && strcmp(ns, opt->own_namespace) == 0;
 }
 
 /* Checks that the patch applies to the pod (on a copy of what it touches):
@@ -1430,7 +1547,7 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
     p->spec = obj_get(pod, "spec");
     p->annotations = obj_get(p->meta, "annotations");
     if (namespace == NULL || namespace[0] == '\0')
-        namespace = str_get(p->meta, "namespace");
+    namespace = str_get(p->meta, "namespace");
 
     if (namespace_skipped(namespace, opt)) {
         res->status = MUTATE_SKIPPED;

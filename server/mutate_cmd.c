@@ -23,6 +23,7 @@ enum output { OUT_YAML, OUT_JSON, OUT_PATCH, OUT_REVIEW };
 
 struct cmd {
     const char *file;
+    const char *name; /* for messages: the file, or <stdin> */
     const char *policy_file;
     const char *namespace;
     enum output output;
@@ -33,29 +34,30 @@ struct cmd {
 static void
 usage(FILE *out)
 {
-    fprintf(out,
-            "usage: ncclguard mutate [--policy FILE] [--namespace NS] "
-            "[-o yaml|json|patch|review] FILE|-\n"
-            "\n"
-            "Shows what the webhook does to the pods in FILE (a Pod, an\n"
-            "AdmissionReview, or any workload with pod templates; YAML or\n"
-            "JSON, several documents allowed). Warnings go to stderr.\n"
-            "\n"
-            "  --policy FILE      policy to apply (default: $NCCLGUARD_POLICY,\n"
-            "                     else /etc/ncclguard/policy.yaml, else\n"
-            "                     policy/default.yaml)\n"
-            "  --namespace NS     namespace of objects that name none\n"
-            "  --webhook-namespace NS\n"
-            "                     the webhook's own namespace, skipped as the\n"
-            "                     server skips it (default: $POD_NAMESPACE)\n"
-            "  -o, --output FMT   yaml (default): the mutated objects\n"
-            "                     json: the same as JSON (a List when several)\n"
-            "                     patch: per pod, the JSON patch the server sends\n"
-            "                     review: per pod, the AdmissionReview the\n"
-            "                     apiserver would send, one per line\n"
-            "  -q, --quiet        no per-pod summary lines on stderr\n"
-            "\n"
-            "Exit status: 0 done, 1 unreadable input or policy, 2 usage.\n");
+    fprintf(
+        out,
+        "usage: ncclguard mutate [--policy FILE] [--namespace NS] "
+        "[-o yaml|json|patch|review] FILE|-\n"
+        "\n"
+        "Shows what the webhook does to the pods in FILE (a Pod, an\n"
+        "AdmissionReview, or any workload with pod templates; YAML or\n"
+        "JSON, several documents allowed). Warnings go to stderr.\n"
+        "\n"
+        "  --policy FILE      policy to apply (default: $NCCLGUARD_POLICY,\n"
+        "                     else /etc/ncclguard/policy.yaml, else\n"
+        "                     policy/default.yaml, else built-in defaults)\n"
+        "  --namespace NS     namespace of objects that name none\n"
+        "  --webhook-namespace NS\n"
+        "                     the webhook's own namespace, skipped as the\n"
+        "                     server skips it (default: $POD_NAMESPACE)\n"
+        "  -o, --output FMT   yaml (default): the mutated objects\n"
+        "                     json: the same as JSON (a List when several)\n"
+        "                     patch: per pod, the JSON patch the server sends\n"
+        "                     review: per pod, the AdmissionReview the\n"
+        "                     apiserver would send, one per line\n"
+        "  -q, --quiet        no per-pod summary lines on stderr\n"
+        "\n"
+        "Exit status: 0 done, 1 unreadable input or policy, 2 usage.\n");
 }
 
 static int
@@ -121,6 +123,7 @@ args_parse(struct cmd *c, int argc, char **argv)
         return 2;
     }
     c->file = argv[optind];
+    c->name = strcmp(c->file, "-") == 0 ? "<stdin>" : c->file;
     return -1;
 }
 
@@ -178,9 +181,26 @@ policy_open(const struct cmd *c)
     if (path == NULL)
         path = getenv("NCCLGUARD_POLICY");
     if (path == NULL || path[0] == '\0') {
-        path = access("/etc/ncclguard/policy.yaml", R_OK) == 0
-                   ? "/etc/ncclguard/policy.yaml"
-                   : "policy/default.yaml";
+        static const char builtin[] = "apiVersion: ncclguard.io/v1alpha1\n"
+                                      "kind: Policy\n";
+
+        if (access("/etc/ncclguard/policy.yaml", R_OK) == 0) {
+            path = "/etc/ncclguard/policy.yaml";
+        } else if (access("policy/default.yaml", R_OK) == 0) {
+            path = "policy/default.yaml";
+        } else {
+            /* Every setting has a built-in default, the values
+             * policy/default.yaml spells out. */
+            if (!c->quiet)
+                fprintf(stderr, "ncclguard mutate: no policy file given or "
+                                "found; using the built-in defaults\n");
+            ng_error_clear(&err);
+            pol = policy_load(builtin, sizeof(builtin) - 1, "built-in", &err);
+            if (pol == NULL)
+                fprintf(stderr, "ncclguard mutate: built-in policy: %s\n",
+                        err.msg);
+            return pol;
+        }
     }
     ng_error_clear(&err);
     pol = policy_load_file(path, &err);
@@ -228,7 +248,7 @@ report_print(const struct cmd *c, size_t d, const json_t *doc,
     char what[256] = "";
 
     json_array_foreach(r->warnings, i, w)
-        fprintf(stderr, "%s: document %zu: %s %s%s%s: %s\n", c->file, d + 1,
+        fprintf(stderr, "%s: document %zu: %s %s%s%s: %s\n", c->name, d + 1,
                 doc_kind(doc), doc_name(doc), wp->pointer[0] ? " " : "",
                 wp->pointer, json_string_value(w));
     if (c->quiet)
@@ -240,8 +260,9 @@ report_print(const struct cmd *c, size_t d, const json_t *doc,
         snprintf(what + len, sizeof(what) - len, "%s%s", len ? "," : "",
                  json_string_value(w));
     }
-    fprintf(stderr, "%s: document %zu: %s %s%s%s: %s (%lld GPUs, rule %s)%s%s%s%s\n",
-            c->file, d + 1, doc_kind(doc), doc_name(doc),
+    fprintf(stderr,
+            "%s: document %zu: %s %s%s%s: %s (%lld GPUs, rule %s)%s%s%s%s\n",
+            c->name, d + 1, doc_kind(doc), doc_name(doc),
             wp->pointer[0] ? " " : "", wp->pointer,
             mutate_status_name(r->status), (long long)r->gpus, r->rule,
             what[0] ? ": " : "", what, r->reason[0] ? ": " : "", r->reason);
@@ -299,8 +320,8 @@ review_build(const struct cmd *c, size_t d, const json_t *orig,
     ns = c->namespace;
     if (json_string_value(json_object_get(json_object_get(orig, "metadata"),
                                           "namespace")) != NULL)
-        ns = json_string_value(json_object_get(
-            json_object_get(orig, "metadata"), "namespace"));
+        ns = json_string_value(
+            json_object_get(json_object_get(orig, "metadata"), "namespace"));
     if (json_string_value(json_object_get(meta, "namespace")) != NULL)
         ns = json_string_value(json_object_get(meta, "namespace"));
     if (json_string_value(json_object_get(meta, "name")) == NULL) {
@@ -324,8 +345,8 @@ review_build(const struct cmd *c, size_t d, const json_t *orig,
         "requestResource", "group", "", "version", "v1", "resource", "pods",
         "name", json_string_value(json_object_get(meta, "name")), "namespace",
         ns != NULL ? ns : "default", "operation", "CREATE", "userInfo",
-        "username", "ncclguard-mutate", "object", pod, "oldObject", "dryRun",
-        0, "options", "apiVersion", "meta.k8s.io/v1", "kind", "CreateOptions");
+        "username", "ncclguard-mutate", "object", pod, "oldObject", "dryRun", 0,
+        "options", "apiVersion", "meta.k8s.io/v1", "kind", "CreateOptions");
     if (req == NULL)
         return NULL;
     return json_pack("{s:s, s:s, s:o}", "apiVersion", "admission.k8s.io/v1",
@@ -361,20 +382,20 @@ cmd_mutate(int argc, char **argv)
         return a;
     in = strcmp(c.file, "-") == 0 ? stdin : fopen(c.file, "rb");
     if (in == NULL) {
-        fprintf(stderr, "ncclguard mutate: %s: %s\n", c.file, strerror(errno));
+        fprintf(stderr, "ncclguard mutate: %s: %s\n", c.name, strerror(errno));
         return 1;
     }
     buf = slurp(in, &len);
     if (buf == NULL) {
-        fprintf(stderr, "ncclguard mutate: %s: %s\n", c.file,
+        fprintf(stderr, "ncclguard mutate: %s: %s\n", c.name,
                 errno == EFBIG ? "larger than 32 MiB" : strerror(errno));
         goto done;
     }
     ng_error_clear(&err);
-    docs = yamljson_load(buf, len, c.file, &dupes, &err);
+    docs = yamljson_load(buf, len, c.name, &dupes, &err);
     if (docs == NULL) {
         fprintf(stderr, "ncclguard mutate: %s\n",
-                ng_error_format(&err, c.file, msg, sizeof(msg)));
+                ng_error_format(&err, c.name, msg, sizeof(msg)));
         goto done;
     }
     json_array_foreach(dupes, d, doc)
@@ -395,9 +416,10 @@ cmd_mutate(int argc, char **argv)
             json_object_get(json_object_get(doc, "metadata"), "namespace"));
 
         if (!json_is_object(doc)) {
-            fprintf(stderr, "ncclguard mutate: %s: document %zu is not an "
-                            "object; written back unchanged\n",
-                    c.file, d + 1);
+            fprintf(stderr,
+                    "ncclguard mutate: %s: document %zu is not an "
+                    "object; written back unchanged\n",
+                    c.name, d + 1);
             continue;
         }
         if (workload_mutate(doc, ns != NULL ? NULL : c.namespace, pol, &c.mopt,
@@ -446,8 +468,11 @@ cmd_mutate(int argc, char **argv)
             goto write_fail;
         break;
     case OUT_REVIEW:
-        json_array_foreach(out, d, doc) if (write_json(doc, JSON_COMPACT) != 0)
-            goto write_fail;
+        json_array_foreach(out, d, doc)
+        {
+            if (write_json(doc, JSON_COMPACT) != 0)
+                goto write_fail;
+        }
         break;
     }
     if (fflush(stdout) != 0)

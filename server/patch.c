@@ -181,8 +181,8 @@ owned_add(struct applier *ap, json_t *n)
 
 /* In cow mode, makes child (found in parent under tok) private. */
 static json_t *
-child_private(struct applier *ap, json_t *parent, const char *tok,
-              size_t idx, json_t *child)
+child_private(struct applier *ap, json_t *parent, const char *tok, size_t idx,
+              json_t *child)
 {
     json_t *copy;
 
@@ -298,8 +298,7 @@ fail:
 /* Removes what pointer names; the removed value goes to *out (owned) when
  * out is not NULL. */
 static int
-op_remove(struct applier *ap, const char *path, json_t **out,
-          const char **why)
+op_remove(struct applier *ap, const char *path, json_t **out, const char **why)
 {
     char last[PATCH_MAX_POINTER];
     json_t *parent;

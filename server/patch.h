@@ -29,8 +29,8 @@ int patch_pointer_escape(const char *token, char *buf, size_t n)
  * value is consumed (stolen) even on failure; it is ignored and may be
  * NULL for "remove". Returns 0, or -1 on allocation failure.
  */
-int patch_append(json_t *patch, const char *op, const char *path,
-                 json_t *value) __attribute__((warn_unused_result));
+int patch_append(json_t *patch, const char *op, const char *path, json_t *value)
+    __attribute__((warn_unused_result));
 
 /*
  * Resolves a JSON pointer in doc. Returns the node (borrowed), or NULL when

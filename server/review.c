@@ -2,17 +2,18 @@
  * run the mutation for Pod CREATE, encode the response. */
 #include "review.h"
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "jparse.h"
+#include <openssl/evp.h>
 
 static const char *const result_names[REVIEW_RESULT_COUNT] = {
-    [REVIEW_PATCHED] = "patched",   [REVIEW_UNCHANGED] = "unchanged",
-    [REVIEW_SKIPPED] = "skipped",   [REVIEW_NOT_GPU] = "not_gpu",
-    [REVIEW_IGNORED] = "ignored",   [REVIEW_ERROR] = "error",
+    [REVIEW_PATCHED] = "patched",         [REVIEW_UNCHANGED] = "unchanged",
+    [REVIEW_SKIPPED] = "skipped",         [REVIEW_NOT_GPU] = "not_gpu",
+    [REVIEW_IGNORED] = "ignored",         [REVIEW_ERROR] = "error",
     [REVIEW_BAD_REQUEST] = "bad_request",
 };
 
@@ -35,7 +36,7 @@ review_outcome_release(struct review_outcome *out)
     out->log = NULL;
 }
 
-/* ---- a lean JSON encoder -------------------------------------------- */
+/* ---- the response, written directly ---------------------------------- */
 
 /* A growable output buffer; on allocation failure it stays failed and
  * every later write is dropped. */
@@ -79,167 +80,36 @@ buf_put(struct buf *b, const char *s, size_t n)
 
 #define BUF_LIT(b, lit) buf_put((b), (lit), sizeof(lit) - 1)
 
-/* A JSON string literal; s is valid UTF-8 (jansson guarantees it). */
-static void
-buf_put_string(struct buf *b, const char *s, size_t n)
+/* json_dump_callback sink: appends straight into the response buffer. */
+static int
+buf_dump_cb(const char *chunk, size_t size, void *data)
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t run = 0;
+    struct buf *b = data;
 
-    if (!buf_grow(b, n + 2))
-        return;
-    b->p[b->len++] = '"';
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char esc[6];
-        size_t k = 2;
-
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            run++;
-            continue;
-        }
-        buf_put(b, s + i - run, run);
-        run = 0;
-        esc[0] = '\\';
-        switch (c) {
-        case '"':
-            esc[1] = '"';
-            break;
-        case '\\':
-            esc[1] = '\\';
-            break;
-        case '\n':
-            esc[1] = 'n';
-            break;
-        case '\t':
-            esc[1] = 't';
-            break;
-        case '\r':
-            esc[1] = 'r';
-            break;
-        default:
-            esc[1] = 'u';
-            esc[2] = '0';
-            esc[3] = '0';
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 15];
-            k = 6;
-        }
-        buf_put(b, esc, k);
-    }
-    buf_put(b, s + n - run, run);
-    buf_put(b, "\"", 1);
+    buf_put(b, chunk, size);
+    return b->failed ? -1 : 0;
 }
 
-/* Compact JSON for v, keys in insertion order (as json_dumps does). */
+/* Appends v as compact JSON, written by jansson into the buffer. */
 static void
-buf_put_json(struct buf *b, const json_t *v, int depth)
+buf_put_json(struct buf *b, const json_t *v)
 {
-    char num[40];
-    int k;
-
-    if (depth > 256) { /* values built here are shallow; be safe anyway */
+    if (json_dump_callback(v, buf_dump_cb, b,
+                           JSON_COMPACT | JSON_ENCODE_ANY) != 0)
         b->failed = true;
-        return;
-    }
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: {
-        const char *key;
-        json_t *val;
-        bool first = true;
-
-        buf_put(b, "{", 1);
-        json_object_foreach((json_t *)v, key, val)
-        {
-            if (!first)
-                buf_put(b, ",", 1);
-            first = false;
-            buf_put_string(b, key, strlen(key));
-            buf_put(b, ":", 1);
-            buf_put_json(b, val, depth + 1);
-        }
-        buf_put(b, "}", 1);
-        return;
-    }
-    case JSON_ARRAY: {
-        size_t i;
-        json_t *val;
-
-        buf_put(b, "[", 1);
-        json_array_foreach(v, i, val)
-        {
-            if (i > 0)
-                buf_put(b, ",", 1);
-            buf_put_json(b, val, depth + 1);
-        }
-        buf_put(b, "]", 1);
-        return;
-    }
-    case JSON_STRING:
-        buf_put_string(b, json_string_value(v), json_string_length(v));
-        return;
-    case JSON_INTEGER:
-        k = snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT,
-                     json_integer_value(v));
-        buf_put(b, num, (size_t)k);
-        return;
-    case JSON_REAL:
-        k = snprintf(num, sizeof(num), "%.17g", json_real_value(v));
-        if (k <= 0 || (size_t)k >= sizeof(num) - 2) {
-            b->failed = true;
-            return;
-        }
-        if (strpbrk(num, ".eE") == NULL) {
-            num[k++] = '.';
-            num[k++] = '0';
-        }
-        buf_put(b, num, (size_t)k);
-        return;
-    case JSON_TRUE:
-        BUF_LIT(b, "true");
-        return;
-    case JSON_FALSE:
-        BUF_LIT(b, "false");
-        return;
-    case JSON_NULL:
-        BUF_LIT(b, "null");
-        return;
-    }
 }
 
-static const char b64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/* Standard base64 with padding, as the API's []byte fields expect. */
+/* Standard base64 with padding, as the API's []byte fields expect
+ * (OpenSSL's encoder; it also writes a NUL, which is not kept). */
 static void
 buf_put_base64(struct buf *b, const unsigned char *in, size_t len)
 {
-    size_t i = 0;
-    char *out;
+    int n;
 
-    if (!buf_grow(b, 4 * ((len + 2) / 3)))
+    if (len > INT_MAX / 2 || !buf_grow(b, 4 * ((len + 2) / 3) + 1))
         return;
-    out = b->p + b->len;
-    for (; i + 2 < len; i += 3) {
-        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 |
-                     in[i + 2];
-
-        *out++ = b64_alphabet[(v >> 18) & 63];
-        *out++ = b64_alphabet[(v >> 12) & 63];
-        *out++ = b64_alphabet[(v >> 6) & 63];
-        *out++ = b64_alphabet[v & 63];
-    }
-    if (i < len) {
-        unsigned v = (unsigned)in[i] << 16;
-
-        if (i + 1 < len)
-            v |= (unsigned)in[i + 1] << 8;
-        *out++ = b64_alphabet[(v >> 18) & 63];
-        *out++ = b64_alphabet[(v >> 12) & 63];
-        *out++ = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
-        *out++ = '=';
-    }
-    b->len = (size_t)(out - b->p);
+    n = EVP_EncodeBlock((unsigned char *)b->p + b->len, in, (int)len);
+    b->len += (size_t)n;
 }
 
 /*
@@ -253,30 +123,30 @@ response_encode(struct review_outcome *out, const char *api, const json_t *uid,
                 const struct mutate_result *m)
 {
     struct buf b = {0};
-    struct buf patch = {0};
 
     BUF_LIT(&b, "{\"apiVersion\":\"");
     buf_put(&b, api, strlen(api));
     BUF_LIT(&b, "\",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":");
-    buf_put_string(&b, json_string_value(uid), json_string_length(uid));
+    buf_put_json(&b, uid);
     BUF_LIT(&b, ",\"allowed\":true");
     if (m != NULL && json_array_size(m->patch) > 0) {
-        buf_put_json(&patch, m->patch, 0);
+        char *text = json_dumps(m->patch, JSON_COMPACT);
+
         BUF_LIT(&b, ",\"patchType\":\"JSONPatch\",\"patch\":\"");
-        if (patch.failed)
+        if (text == NULL)
             b.failed = true;
         else
-            buf_put_base64(&b, (const unsigned char *)patch.p, patch.len);
+            buf_put_base64(&b, (const unsigned char *)text, strlen(text));
         BUF_LIT(&b, "\"");
-        free(patch.p);
+        free(text);
     }
     if (m != NULL && json_array_size(m->warnings) > 0) {
         BUF_LIT(&b, ",\"warnings\":");
-        buf_put_json(&b, m->warnings, 0);
+        buf_put_json(&b, m->warnings);
     }
     if (m != NULL && json_object_size(m->audit) > 0) {
         BUF_LIT(&b, ",\"auditAnnotations\":");
-        buf_put_json(&b, m->audit, 0);
+        buf_put_json(&b, m->audit);
     }
     BUF_LIT(&b, "}}");
     if (!buf_grow(&b, 1)) {
@@ -315,8 +185,8 @@ bad_request(struct review_outcome *out, const char *fmt, const char *arg)
         return -1;
     out->body_len = (size_t)n + 1;
     line[n] = '\0';
-    out->log = json_pack("{s:s, s:o}", "result", "bad_request", "reason",
-                         jstr(line));
+    out->log =
+        json_pack("{s:s, s:o}", "result", "bad_request", "reason", jstr(line));
     return out->log != NULL ? 0 : -1;
 }
 
@@ -377,7 +247,7 @@ int
 review_handle(const char *body, size_t len, const struct policy *pol,
               const struct mutate_options *opt, struct review_outcome *out)
 {
-    struct ng_error jerr;
+    json_error_t jerr;
     json_t *root = NULL, *req, *obj, *uid;
     const char *api, *reason, *ns, *name;
     struct mutate_result mres;
@@ -386,14 +256,14 @@ review_handle(const char *body, size_t len, const struct policy *pol,
     memset(out, 0, sizeof(*out));
     memset(&mres, 0, sizeof(mres));
     /* A key given twice is ambiguous (another reader may take the other
-     * value), and the apiserver never sends one: jparse refuses it. */
-    ng_error_clear(&jerr);
-    root = jparse_load(body, len, &jerr);
+     * value), and the apiserver never sends one: jansson refuses it.
+     * jansson also caps nesting (2048 levels) and rejects invalid UTF-8. */
+    root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL) {
         char why[300];
 
-        snprintf(why, sizeof(why), "%.200s at line %d column %d", jerr.msg,
-                 jerr.line, jerr.col);
+        snprintf(why, sizeof(why), "%.200s at line %d column %d", jerr.text,
+                 jerr.line, jerr.column);
         rc = bad_request(out, "body is not JSON: %s", why);
         goto done;
     }

@@ -2,6 +2,7 @@
  * exactly as the server would mutate that pod. */
 #include "workload.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 struct walker {
     const char *ns;
+    bool ns_fixed; /* the caller's namespace: nested objects cannot change it */
     const struct policy *pol;
     const struct mutate_options *opt;
     struct workload_report *rep;
@@ -92,39 +94,70 @@ pod_mutate(struct walker *w, json_t *node, const char *pointer, bool bare)
     return 0;
 }
 
+static int walk(struct walker *w, json_t *node, char *pointer, size_t len,
+                int depth);
+
+/* Walks into child (under key or index) with its pointer appended. */
+static int
+walk_child(struct walker *w, json_t *child, const char *token, char *pointer,
+           size_t len, int depth)
+{
+    int n;
+
+    if (!json_is_object(child) && !json_is_array(child))
+        return 0;
+    n = snprintf(pointer + len, POINTER_MAX - len, "/%s", token);
+    if (n < 0 || len + (size_t)n >= POINTER_MAX) {
+        pointer[len] = '\0';
+        return 0; /* too deep to name: not a pod we can report */
+    }
+    n = walk(w, child, pointer, len + (size_t)n, depth + 1);
+    pointer[len] = '\0';
+    return n;
+}
+
+static int
+walk_object(struct walker *w, json_t *node, char *pointer, size_t len,
+            int depth)
+{
+    const char *key;
+    json_t *v;
+
+    if (has_containers(json_object_get(node, "spec")))
+        return pod_mutate(w, node, pointer, false);
+    if (depth > 0 && json_is_array(json_object_get(node, "containers")))
+        return pod_mutate(w, node, pointer, true);
+    json_object_foreach(node, key, v)
+    {
+        char esc[256];
+
+        if (strcmp(key, "status") == 0 ||
+            patch_pointer_escape(key, esc, sizeof(esc)) != 0)
+            continue;
+        if (walk_child(w, v, esc, pointer, len, depth) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int
 walk(struct walker *w, json_t *node, char *pointer, size_t len, int depth)
 {
     if (depth > WORKLOAD_MAX_DEPTH)
         return 0;
     if (json_is_object(node)) {
-        const char *key;
-        json_t *v;
+        const char *outer = w->ns;
+        const char *own = json_string_value(
+            json_object_get(json_object_get(node, "metadata"), "namespace"));
+        int rc;
 
-        if (has_containers(json_object_get(node, "spec")))
-            return pod_mutate(w, node, pointer, false);
-        if (depth > 0 && json_is_array(json_object_get(node, "containers")))
-            return pod_mutate(w, node, pointer, true);
-        json_object_foreach(node, key, v)
-        {
-            char esc[256];
-            int n;
-
-            if (!json_is_object(v) && !json_is_array(v))
-                continue;
-            if (strcmp(key, "status") == 0 ||
-                patch_pointer_escape(key, esc, sizeof(esc)) != 0)
-                continue;
-            n = snprintf(pointer + len, POINTER_MAX - len, "/%s", esc);
-            if (n < 0 || len + (size_t)n >= POINTER_MAX) {
-                pointer[len] = '\0';
-                continue;
-            }
-            if (walk(w, v, pointer, len + (size_t)n, depth + 1) != 0)
-                return -1;
-            pointer[len] = '\0';
-        }
-        return 0;
+        /* An object inside another (a List's items) keeps its own
+         * namespace for the pods it holds, unless the caller set one. */
+        if (!w->ns_fixed && own != NULL && own[0] != '\0')
+            w->ns = own;
+        rc = walk_object(w, node, pointer, len, depth);
+        w->ns = outer;
+        return rc;
     }
     if (json_is_array(node)) {
         size_t i;
@@ -132,18 +165,11 @@ walk(struct walker *w, json_t *node, char *pointer, size_t len, int depth)
 
         json_array_foreach(node, i, v)
         {
-            int n;
+            char idx[24];
 
-            if (!json_is_object(v) && !json_is_array(v))
-                continue;
-            n = snprintf(pointer + len, POINTER_MAX - len, "/%zu", i);
-            if (n < 0 || len + (size_t)n >= POINTER_MAX) {
-                pointer[len] = '\0';
-                continue;
-            }
-            if (walk(w, v, pointer, len + (size_t)n, depth + 1) != 0)
+            snprintf(idx, sizeof(idx), "%zu", i);
+            if (walk_child(w, v, idx, pointer, len, depth) != 0)
                 return -1;
-            pointer[len] = '\0';
         }
     }
     return 0;
@@ -160,6 +186,7 @@ workload_mutate(json_t *obj, const char *namespace, const struct policy *pol,
 
     memset(rep, 0, sizeof(*rep));
     w.ns = namespace;
+    w.ns_fixed = namespace != NULL;
     if (kind != NULL && strcmp(kind, "AdmissionReview") == 0) {
         json_t *req = json_object_get(obj, "request");
         json_t *pod = json_object_get(req, "object");

@@ -40,8 +40,13 @@ struct loader {
 
 /* ---- scalar typing ---------------------------------------------------- */
 
-enum scalar_kind { SCALAR_STRING, SCALAR_NULL, SCALAR_BOOL, SCALAR_INT,
-                   SCALAR_FLOAT };
+enum scalar_kind {
+    SCALAR_STRING,
+    SCALAR_NULL,
+    SCALAR_BOOL,
+    SCALAR_INT,
+    SCALAR_FLOAT
+};
 
 static bool
 word_in(const char *s, size_t len, const char *const *words)
@@ -53,13 +58,12 @@ word_in(const char *s, size_t len, const char *const *words)
 }
 
 static const char *const null_words[] = {"~", "null", "Null", "NULL", NULL};
-static const char *const true_words[] = {"y",    "Y",    "yes", "Yes",
-                                         "YES",  "true", "True", "TRUE",
-                                         "on",   "On",   "ON",   NULL};
-static const char *const false_words[] = {"n",     "N",     "no",  "No",
-                                          "NO",    "false", "False",
-                                          "FALSE", "off",   "Off", "OFF",
-                                          NULL};
+static const char *const true_words[] = {"y",   "Y",    "yes",  "Yes",
+                                         "YES", "true", "True", "TRUE",
+                                         "on",  "On",   "ON",   NULL};
+static const char *const false_words[] = {"n",   "N",     "no",    "No",
+                                          "NO",  "false", "False", "FALSE",
+                                          "off", "Off",   "OFF",   NULL};
 
 /* Integers as YAML 1.1 (and Kubernetes' YAML decoder) reads them: an
  * optional sign, then decimal, 0x hex, 0o or leading-0 octal, 0b binary,
@@ -203,9 +207,8 @@ scalar_value(const yaml_event_t *ev)
     enum scalar_kind k = SCALAR_STRING;
 
     if (tag != NULL) {
-        const char *t = strncmp(tag, "tag:yaml.org,2002:", 18) == 0
-                            ? tag + 18
-                            : NULL;
+        const char *t =
+            strncmp(tag, "tag:yaml.org,2002:", 18) == 0 ? tag + 18 : NULL;
 
         if (t != NULL && (strcmp(t, "int") == 0 || strcmp(t, "float") == 0 ||
                           strcmp(t, "bool") == 0 || strcmp(t, "null") == 0))
@@ -257,8 +260,7 @@ event_next(struct loader *ld, yaml_event_t *ev)
         else
             snprintf(msg, sizeof(msg), "%s",
                      p->problem ? p->problem : "not YAML");
-        ng_error_set(ld->err, (int)m->line + 1, (int)m->column + 1, "%s",
-                     msg);
+        ng_error_set(ld->err, (int)m->line + 1, (int)m->column + 1, "%s", msg);
     }
     return -1;
 }
@@ -322,8 +324,11 @@ merge_into(struct loader *ld, json_t *merged, json_t *v, const yaml_mark_t *m)
         size_t i;
         json_t *item;
 
-        json_array_foreach(v, i, item) if (merge_into(ld, merged, item, m))
-            return -1;
+        json_array_foreach(v, i, item)
+        {
+            if (merge_into(ld, merged, item, m) != 0)
+                return -1;
+        }
         return 0;
     }
     if (!json_is_object(v)) {
@@ -385,8 +390,8 @@ mapping_parse(struct loader *ld, int depth, size_t *size)
                                          ev.data.scalar.length);
 
                 if (k == NULL ||
-                    anchor_add(ld, (const char *)ev.data.scalar.anchor, k,
-                               1) != 0) {
+                    anchor_add(ld, (const char *)ev.data.scalar.anchor, k, 1) !=
+                        0) {
                     json_decref(k);
                     free(key);
                     yaml_event_delete(&ev);
@@ -460,9 +465,12 @@ mapping_parse(struct loader *ld, int depth, size_t *size)
         const char *k;
         json_t *v;
 
-        json_object_foreach(merged, k, v) if (json_object_get(obj, k) == NULL &&
-                                              json_object_set(obj, k, v) != 0)
-            goto fail;
+        json_object_foreach(merged, k, v)
+        {
+            if (json_object_get(obj, k) == NULL &&
+                json_object_set(obj, k, v) != 0)
+                goto fail;
+        }
         json_decref(merged);
     }
     return obj;
@@ -603,8 +611,8 @@ json_stream_load(const char *buf, size_t len)
 }
 
 json_t *
-yamljson_load(const char *buf, size_t len, const char *name,
-              json_t **warnings, struct ng_error *err)
+yamljson_load(const char *buf, size_t len, const char *name, json_t **warnings,
+              struct ng_error *err)
 {
     struct loader ld;
     json_t *docs = NULL;
@@ -662,8 +670,7 @@ yamljson_load(const char *buf, size_t len, const char *name,
                 json_decref(root);
             } else if (json_array_size(docs) >= YJ_MAX_DOCS) {
                 json_decref(root);
-                ng_error_set(err, 0, 0, "more than %d documents",
-                             YJ_MAX_DOCS);
+                ng_error_set(err, 0, 0, "more than %d documents", YJ_MAX_DOCS);
                 goto fail;
             } else if (json_array_append_new(docs, root) != 0) {
                 goto fail;
@@ -735,10 +742,9 @@ emit_scalar(yaml_emitter_t *em, const char *s, size_t len,
 static bool
 special_float(const char *s, size_t len)
 {
-    static const char *const words[] = {".inf", ".Inf", ".INF", "+.inf",
-                                        "+.Inf", "+.INF", "-.inf", "-.Inf",
-                                        "-.INF", ".nan", ".NaN", ".NAN",
-                                        NULL};
+    static const char *const words[] = {
+        ".inf",  ".Inf",  ".INF", "+.inf", "+.Inf", "+.INF", "-.inf",
+        "-.Inf", "-.INF", ".nan", ".NaN",  ".NAN",  NULL};
 
     return word_in(s, len, words);
 }
@@ -800,16 +806,19 @@ emit_value(yaml_emitter_t *em, const json_t *v, int depth)
                                    : YAML_FLOW_SEQUENCE_STYLE) ||
             emit(em, &ev))
             return -1;
-        json_array_foreach(v, i, item) if (emit_value(em, item, depth + 1))
-            return -1;
+        json_array_foreach(v, i, item)
+        {
+            if (emit_value(em, item, depth + 1) != 0)
+                return -1;
+        }
         if (!yaml_sequence_end_event_initialize(&ev))
             return -1;
         return emit(em, &ev);
     }
     case JSON_STRING:
-        return emit_scalar(em, json_string_value(v), json_string_length(v),
-                           string_style(json_string_value(v),
-                                        json_string_length(v)));
+        return emit_scalar(
+            em, json_string_value(v), json_string_length(v),
+            string_style(json_string_value(v), json_string_length(v)));
     case JSON_INTEGER:
         snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT,
                  json_integer_value(v));

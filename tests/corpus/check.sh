@@ -49,6 +49,29 @@ failf() { echo "corpus: FAIL: $*" >&2; fail=1; }
 
 mut() { "$NCCLGUARD" mutate -q --policy "$POLICY" "$@"; }
 
+# The command line: exit statuses and where errors point.
+rc=0
+out=$(printf 'kind: Pod\nspec:\n  containers: [\n' |
+    "$NCCLGUARD" mutate --policy "$POLICY" - 2>&1) || rc=$?
+[ $rc -eq 1 ] || failf "unreadable input: exit $rc, want 1"
+case $out in *"<stdin>:4:1: "*) ;; *) failf "unreadable input: no <stdin>:4:1 in: $out" ;; esac
+rc=0
+"$NCCLGUARD" mutate --policy "$POLICY" >/dev/null 2>&1 || rc=$?
+[ $rc -eq 2 ] || failf "no FILE: exit $rc, want 2"
+rc=0
+"$NCCLGUARD" mutate --policy "$POLICY" -o toml - </dev/null >/dev/null 2>&1 || rc=$?
+[ $rc -eq 2 ] || failf "-o toml: exit $rc, want 2"
+rc=0
+"$NCCLGUARD" mutate --policy "$work/none.yaml" - </dev/null >/dev/null 2>&1 || rc=$?
+[ $rc -eq 1 ] || failf "missing policy: exit $rc, want 1"
+out=$("$NCCLGUARD" mutate --policy "$POLICY" -o patch \
+    "$root/tests/data/corpus/manifests/29-gke-rdma-nccl-test-pods.yaml" 2>&1 >/dev/null) || true
+case $out in *"29-gke-rdma-nccl-test-pods.yaml:81:7: duplicate key \"resources\""*) ;;
+*) failf "duplicate key: no line:col warning in: $(printf '%s' "$out" | head -c 300)" ;; esac
+rc=0
+out=$(printf '' | "$NCCLGUARD" mutate --policy "$POLICY" -o json - 2>&1) || rc=$?
+[ $rc -eq 0 ] || failf "empty input: exit $rc, want 0"
+
 # 0. Each example says what the default policy does to its pods
 #    ("# ncclguard-expect: patched,not_gpu"); JSON examples are patched.
 for m in "${manifests[@]}"; do

@@ -8,20 +8,18 @@
 DEB_PKGS += valgrind jq
 
 # A target is built once the module it fuzzes is in the library.
-FUZZ_ALL := quantity policy review yaml pem jparse
+FUZZ_ALL := quantity policy review yaml pem
 fuzz_needs_quantity := policy/quantity.c
 fuzz_needs_policy := policy/policy.c
 fuzz_needs_review := server/review.c
 fuzz_needs_yaml := server/yamljson.c server/workload.c
 fuzz_needs_pem := server/tlspair.c
-fuzz_needs_jparse := server/jparse.c
 FUZZ_TARGETS := $(foreach t,$(FUZZ_ALL),$(if $(filter-out \
 	$(LIB_SRCS),$(fuzz_needs_$(t))),,$(t)))
 
 # Extra seed directories replayed and fuzzed along with corpus/X/.
 fuzz_seeds_yaml := tests/data/corpus/manifests
 fuzz_seeds_review := tests/bad-inputs
-fuzz_seeds_jparse := tests/fuzz/corpus/review tests/bad-inputs
 
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := build-fuzz

@@ -10,7 +10,6 @@
 #include <jansson.h>
 
 #include "fuzz_common.h"
-#include "jsonenc.h"
 #include "workload.h"
 #include "yamljson.h"
 
@@ -56,28 +55,6 @@ check_roundtrip(const json_t *docs)
     free(text);
 }
 
-/* The request path's encoder writes exactly what jansson writes. */
-static void
-check_encoder(const json_t *doc)
-{
-    size_t len = 0;
-    char *want = json_dumps(doc, JSON_COMPACT | JSON_ENCODE_ANY);
-    char *got = jsonenc_dumps(doc, &len);
-
-    if (want == NULL) {
-        /* jansson refuses (depth); so must the encoder, or it may succeed
-         * only where jansson's limits are stricter. Nothing to compare. */
-        free(got);
-        return;
-    }
-    if (got == NULL || len != strlen(want) || memcmp(got, want, len) != 0) {
-        fprintf(stderr, "jsonenc differs from json_dumps:\nwant %s\ngot  %s\n",
-                want, got ? got : "(null)");
-        abort();
-    }
-    free(want);
-    free(got);
-}
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -98,7 +75,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_ASSERT(json_is_array(docs));
     FUZZ_ASSERT(warnings == NULL || json_is_array(warnings));
     check_roundtrip(docs);
-    check_encoder(docs);
     json_array_foreach(docs, i, doc)
     {
         struct workload_report rep;
@@ -118,7 +94,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         workload_report_release(&rep);
     }
     check_roundtrip(docs);
-    check_encoder(docs);
     json_decref(docs);
     json_decref(warnings);
     return 0;

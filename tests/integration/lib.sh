@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for integration tests that start the real `ncclguard serve`:
 # throwaway certificates (openssl CLI), a server on a free loopback port,
 # curl wrappers and assertions. Source it; set NCCLGUARD to the binary.
@@ -131,8 +132,8 @@ ng_serve_start() {
     "$NCCLGUARD" serve --listen 127.0.0.1:0 "$@" >"$NG_LOG" 2>&1 &
     NG_PID=$!
     NG_PORT=
-    local i
-    for i in $(seq 1 $((NG_START_TIMEOUT * 50))); do
+    local _
+    for _ in $(seq 1 $((NG_START_TIMEOUT * 50))); do
         NG_PORT=$(sed -n 's/.*"msg":"listening".*"port":\([0-9]*\).*/\1/p' \
             "$NG_LOG" | head -n 1)
         [ -n "$NG_PORT" ] && break
@@ -145,7 +146,7 @@ ng_serve_start() {
         return 1
     fi
     NG_URL=https://127.0.0.1:$NG_PORT
-    for i in $(seq 1 $((NG_START_TIMEOUT * 50))); do
+    for _ in $(seq 1 $((NG_START_TIMEOUT * 50))); do
         # The probe checks readiness, not the certificate's name.
         [ "$(ng_curl -k ${NG_PROBE_ARGS:-} -o /dev/null -w '%{http_code}' \
             "$NG_URL/readyz" 2>/dev/null)" = 200 ] &&
@@ -180,8 +181,8 @@ ng_metric() {
 
 # Polls until `ng_metric NAME` equals WANT, for at most ~3 s (scaled).
 ng_wait_metric() {
-    local i
-    for i in $(seq 1 $((150 * NG_SCALE))); do
+    local _
+    for _ in $(seq 1 $((150 * NG_SCALE))); do
         [ "$(ng_metric "$1")" = "$2" ] && return 0
         sleep 0.02
     done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every tests/integration/test_*.sh (or the ones named) and sums up.
 set -u
-cd "$(dirname "$0")"
+cd "$(dirname "$0")" || exit 1
 failed=0
 tests=("$@")
 [ ${#tests[@]} -eq 0 ] && tests=(test_*.sh)

@@ -21,7 +21,7 @@ ng_curl --limit-rate 30k -o "$T/slow.out" -w '%{http_code}' -X POST \
     "$NG_URL/mutate" >"$T/slow.code" 2>"$T/slow.err" &
 cp=$!
 # Wait until the request is in flight (its headers have been read).
-for i in $(seq 1 $((100 * NG_SCALE))); do
+for _ in $(seq 1 $((100 * NG_SCALE))); do
     [ "$(ng_metric ncclguard_requests_in_flight)" -ge 2 ] 2>/dev/null && break
     sleep 0.02
 done

@@ -87,7 +87,7 @@ ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" \
     --policy "$T/link/policy.yaml" --reload-interval 1 || exit 1
 cp "$T/good2.yaml" "$T/real/policy.yaml"
 ok=1
-for i in $(seq 1 $((40 * NG_SCALE))); do
+for _ in $(seq 1 $((40 * NG_SCALE))); do
     [ "$(ng_metric ncclguard_policy_generation)" = 2 ] && { ok=0; break; }
     sleep 0.05
 done

@@ -103,7 +103,7 @@ for i in 1 2 3 4 5; do
     mv "$T/new.key" "$T/tls.key" && mv "$T/new.crt" "$T/tls.crt"
 done
 want=$(openssl x509 -in "$T/rot5.crt" -noout -serial | cut -d= -f2)
-for i in $(seq 1 $((100 * NG_SCALE))); do
+for _ in $(seq 1 $((100 * NG_SCALE))); do
     [ "$(serial_served)" = "$want" ] && break
     sleep 0.02
 done
@@ -123,7 +123,7 @@ ng_eq "rotation: notAfter metric follows the new certificate" \
 errs=$(ng_metric ncclguard_cert_reload_errors_total)
 cp "$T/other.key" "$T/new.key" && mv "$T/new.key" "$T/tls.key"
 kill -HUP "$NG_PID"
-for i in $(seq 1 $((100 * NG_SCALE))); do
+for _ in $(seq 1 $((100 * NG_SCALE))); do
     [ "$(ng_metric ncclguard_cert_reload_errors_total)" -gt "$errs" ] && break
     sleep 0.02
 done

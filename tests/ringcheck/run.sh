@@ -272,6 +272,14 @@ expect_rc 3
 expect_json '.ringcheck == "fail" and .cure == "NCCL_P2P_DISABLE=1" and .gpu_pair == [0,1]'
 expect_tl 'NCCL error \(exit 3\) in phase 4 \(correctness\)'
 
+CASE="fallback file that cannot be written"
+run FAKECUDA_DEVICES=2 FAKENCCL_P2P_BROKEN=0,1 -- --expect-gpus 2 \
+    --timeout 20 --on-failure fallback --fallback-conf "$TMP/missing/nccl.conf"
+expect_rc 1
+expect_out 'fallback: cannot write .*/missing/nccl.conf: No such file or directory'
+expect_tl 'fix: the check passes with NCCL_P2P_DISABLE=1 but cannot write'
+expect_json '.ringcheck == "fail" and .exit == 1 and .code == 3'
+
 CASE="broken P2P that hangs, warn"
 run FAKECUDA_DEVICES=2 FAKENCCL_P2P_BROKEN=0,1,hang -- --expect-gpus 2 \
     --timeout 20 --phase-timeout 2 --on-failure warn

@@ -50,8 +50,8 @@ J(const char *text)
         buf[i] = text[i] == '\'' ? '"' : text[i];
     v = json_loads(buf, JSON_DECODE_ANY, &jerr);
     if (v == NULL) {
-        fprintf(stderr, "fixture JSON: %s at %d:%d\n%s\n", jerr.text,
-                jerr.line, jerr.column, buf);
+        fprintf(stderr, "fixture JSON: %s at %d:%d\n%s\n", jerr.text, jerr.line,
+                jerr.column, buf);
         abort();
     }
     free(buf);
@@ -75,6 +75,13 @@ check_warnings_form(const json_t *warnings)
             continue;
         CHECK(strlen(s) <= 120);
         CHECK(strncmp(s, "ncclguard: ", 11) == 0);
+        {
+            /* json_string() accepts valid UTF-8 only. */
+            json_t *copy = json_string(s);
+
+            CHECK(copy != NULL);
+            json_decref(copy);
+        }
     }
 }
 
@@ -85,8 +92,11 @@ warnings_have(const json_t *warnings, const char *needle)
     size_t i;
     json_t *w;
 
-    json_array_foreach(warnings, i, w) if (strstr(json_string_value(w),
-                                                  needle) != NULL) return 1;
+    json_array_foreach(warnings, i, w)
+    {
+        if (strstr(json_string_value(w), needle) != NULL)
+            return 1;
+    }
     return 0;
 }
 

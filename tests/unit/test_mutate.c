@@ -21,8 +21,7 @@ run(const struct policy *pol, const json_t *pod, const char *ns,
 
     CHECK_INT(mutate_pod(pod, ns, pol, &opt, res), 0);
     check_warnings_form(res->warnings);
-    CHECK((res->status == MUTATE_PATCHED) ==
-          (json_array_size(res->patch) > 0));
+    CHECK((res->status == MUTATE_PATCHED) == (json_array_size(res->patch) > 0));
     patched = patched_copy(pod, res);
     CHECK(patched != NULL);
     if (patched == NULL)
@@ -69,8 +68,8 @@ test_gpu_count(void)
     } cases[] = {
         {"number", NULL, "{'limits':{'nvidia.com/gpu':4}}", MUTATE_PATCHED, 4,
          NULL},
-        {"string", NULL, "{'limits':{'nvidia.com/gpu':'4'}}", MUTATE_PATCHED,
-         4, NULL},
+        {"string", NULL, "{'limits':{'nvidia.com/gpu':'4'}}", MUTATE_PATCHED, 4,
+         NULL},
         {"requests only", NULL, "{'requests':{'nvidia.com/gpu':'2'}}",
          MUTATE_PATCHED, 2, NULL},
         {"limits win", NULL,
@@ -88,10 +87,10 @@ test_gpu_count(void)
          MUTATE_NOT_GPU, 0, "negative"},
         {"not a quantity", NULL, "{'limits':{'nvidia.com/gpu':'four'}}",
          MUTATE_NOT_GPU, 0, "not a quantity"},
-        {"boolean", NULL, "{'limits':{'nvidia.com/gpu':true}}",
-         MUTATE_NOT_GPU, 0, "not a number"},
-        {"milli", NULL, "{'limits':{'nvidia.com/gpu':'500m'}}",
-         MUTATE_NOT_GPU, 0, "not a whole number"},
+        {"boolean", NULL, "{'limits':{'nvidia.com/gpu':true}}", MUTATE_NOT_GPU,
+         0, "not a number"},
+        {"milli", NULL, "{'limits':{'nvidia.com/gpu':'500m'}}", MUTATE_NOT_GPU,
+         0, "not a whole number"},
         {"2.0 is whole", NULL, "{'limits':{'nvidia.com/gpu':2.0}}",
          MUTATE_PATCHED, 2, NULL},
         {"gpumem-percentage is not a GPU", NULL,
@@ -124,8 +123,8 @@ test_gpu_count(void)
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        json_t *pod = cases[i].pod ? J(cases[i].pod)
-                                   : pod_with(cases[i].resources);
+        json_t *pod =
+            cases[i].pod ? J(cases[i].pod) : pod_with(cases[i].resources);
         struct mutate_result r;
         json_t *patched = run(pol_default, pod, "ml", &r);
         int ok = r.status == cases[i].status && r.gpus == cases[i].gpus;
@@ -153,14 +152,39 @@ test_gpu_count(void)
     }
 }
 
+/* Regression: a container name cut in the middle of a UTF-8 character
+ * used to make the warning invalid UTF-8, and jansson dropped it. */
+static void
+test_warning_utf8_cut(void)
+{
+    char name[128] = "a";
+    char buf[512];
+    json_t *pod;
+    struct mutate_result r;
+
+    for (int i = 0; i < 30; i++)
+        memcpy(name + 1 + 2 * i, "\xc3\xa9", 3); /* e-acute */
+    snprintf(buf, sizeof(buf),
+             "{'metadata':{'name':'p'},'spec':{'containers':[{'name':'%s',"
+             "'resources':{'limits':{'nvidia.com/gpu':'1.5'}}}]}}",
+             name);
+    pod = J(buf);
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, NULL, &r), 0);
+    CHECK_INT(json_array_size(r.warnings), 1);
+    check_warnings_form(r.warnings);
+    CHECK(warnings_have(r.warnings, "not a whole number"));
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
 static void
 test_skips(void)
 {
-    struct policy *pol = fixture_policy(
-        POLICY_HEAD "rules:\n"
-                    "  - name: monitoring\n"
-                    "    match: {namespaces: [monitoring]}\n"
-                    "    skip: true\n");
+    struct policy *pol =
+        fixture_policy(POLICY_HEAD "rules:\n"
+                                   "  - name: monitoring\n"
+                                   "    match: {namespaces: [monitoring]}\n"
+                                   "    skip: true\n");
     static const struct {
         const char *ns;
         const char *annotations;
@@ -226,10 +250,11 @@ test_skips(void)
 static void
 test_envfrom(void)
 {
-    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'containers':["
-                    "{'name':'gpu','envFrom':[{'configMapRef':{'name':'mine'}}],"
-                    "'resources':{'limits':{'nvidia.com/gpu':2}}},"
-                    "{'name':'side','image':'busybox'}]}}");
+    json_t *pod =
+        J("{'metadata':{'name':'p'},'spec':{'containers':["
+          "{'name':'gpu','envFrom':[{'configMapRef':{'name':'mine'}}],"
+          "'resources':{'limits':{'nvidia.com/gpu':2}}},"
+          "{'name':'side','image':'busybox'}]}}");
     struct mutate_result r;
     json_t *patched = run(pol_default, pod, "ml", &r);
 
@@ -240,8 +265,8 @@ test_envfrom(void)
         patched, "/spec/containers/0/envFrom/0/configMapRef/optional")));
     CHECK_STR(str_at(patched, "/spec/containers/0/envFrom/1/configMapRef/name"),
               "mine");
-    CHECK_INT(json_array_size(patch_pointer_get(patched,
-                                                "/spec/containers/0/envFrom")),
+    CHECK_INT(json_array_size(
+                  patch_pointer_get(patched, "/spec/containers/0/envFrom")),
               2);
     /* The non-GPU sidecar is untouched. */
     CHECK(json_equal(patch_pointer_get(patched, "/spec/containers/1"),
@@ -275,9 +300,13 @@ shm_mounts(json_t *pod, const char *container_pointer)
 
     snprintf(p, sizeof(p), "%s/volumeMounts", container_pointer);
     mounts = patch_pointer_get(pod, p);
-    json_array_foreach(mounts, i, m) if (strcmp(json_string_value(json_object_get(
-                                                    m, "mountPath")),
-                                                "/dev/shm") == 0) n++;
+    json_array_foreach(mounts, i, m)
+    {
+        const char *mp = json_string_value(json_object_get(m, "mountPath"));
+
+        if (strcmp(mp, "/dev/shm") == 0)
+            n++;
+    }
     return n;
 }
 
@@ -297,8 +326,9 @@ test_shm(void)
     CHECK_STR(str_at(patched, "/spec/volumes/1/emptyDir/medium"), "Memory");
     CHECK_STR(str_at(patched, "/spec/volumes/1/emptyDir/sizeLimit"), "16Gi");
     CHECK_INT(shm_mounts(patched, "/spec/containers/0"), 1);
-    CHECK_STR(str_at(patched, "/metadata/annotations/ncclguard.io~1shm-size-applied"),
-              "16Gi");
+    CHECK_STR(
+        str_at(patched, "/metadata/annotations/ncclguard.io~1shm-size-applied"),
+        "16Gi");
     CHECK_STR(json_string_value(json_object_get(r.audit, "shm-size")), "16Gi");
     json_decref(patched);
     mutate_result_release(&r);
@@ -329,7 +359,8 @@ test_shm(void)
                   patched, "/spec/containers/0/volumeMounts")),
               3); /* never a second mount at /dev/shm: only /run/ncclguard */
     CHECK_INT(shm_mounts(patched, "/spec/containers/1"), 1);
-    CHECK_STR(str_at(patched, "/spec/containers/1/volumeMounts/0/name"), "data");
+    CHECK_STR(str_at(patched, "/spec/containers/1/volumeMounts/0/name"),
+              "data");
     CHECK_INT(json_array_size(r.warnings), 0); /* no sizeLimit: fine */
     json_decref(patched);
     mutate_result_release(&r);
@@ -349,8 +380,8 @@ test_shm(void)
 
     /* existing: grow raises it. */
     {
-        struct policy *grow = fixture_policy(
-            POLICY_HEAD "defaults:\n  shm: {existing: grow}\n");
+        struct policy *grow =
+            fixture_policy(POLICY_HEAD "defaults:\n  shm: {existing: grow}\n");
 
         patched = run(grow, pod, "ml", &r);
         CHECK_STR(str_at(patched, "/spec/volumes/0/emptyDir/sizeLimit"),
@@ -399,7 +430,8 @@ test_memory(void)
     json_decref(patched);
     mutate_result_release(&r);
 
-    raise = fixture_policy(POLICY_HEAD "defaults:\n  shm: {memoryLimit: raise}\n");
+    raise =
+        fixture_policy(POLICY_HEAD "defaults:\n  shm: {memoryLimit: raise}\n");
     patched = run(raise, pod, "ml", &r);
     CHECK_STR(str_at(patched, "/spec/containers/0/resources/limits/memory"),
               "24Gi");
@@ -442,9 +474,10 @@ test_ipc_env(void)
     patched = run(pol, pod, "ml", &r);
     CHECK_INT(r.status, MUTATE_PATCHED);
     /* Never duplicated: CAP_IPC_LOCK is IPC_LOCK. */
-    CHECK_INT(json_array_size(patch_pointer_get(
-                  patched, "/spec/containers/0/securityContext/capabilities/add")),
-              1);
+    CHECK_INT(
+        json_array_size(patch_pointer_get(
+            patched, "/spec/containers/0/securityContext/capabilities/add")),
+        1);
     CHECK_STR(str_at(patched,
                      "/spec/containers/1/securityContext/capabilities/add/0"),
               "IPC_LOCK");
@@ -521,10 +554,12 @@ ringcheck_of(json_t *pod, size_t *index)
     json_t *inits = patch_pointer_get(pod, "/spec/initContainers"), *c;
     size_t i;
 
-    json_array_foreach(inits, i, c) if (strcmp(json_string_value(json_object_get(
-                                                   c, "name")),
-                                               "ncclguard-ringcheck") == 0)
+    json_array_foreach(inits, i, c)
     {
+        const char *name = json_string_value(json_object_get(c, "name"));
+
+        if (strcmp(name, "ncclguard-ringcheck") != 0)
+            continue;
         if (index != NULL)
             *index = i;
         return c;
@@ -559,12 +594,13 @@ test_ringcheck(void)
     free(args_text);
     CHECK_STR(json_string_value(json_object_get(rc, "image")),
               "ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0");
-    CHECK_STR(json_string_value(json_object_get(rc, "terminationMessagePolicy")),
-              "FallbackToLogsOnError");
+    CHECK_STR(
+        json_string_value(json_object_get(rc, "terminationMessagePolicy")),
+        "FallbackToLogsOnError");
     CHECK_STR(str_at(rc, "/resources/limits/nvidia.com~1gpu"), "8");
     CHECK_STR(str_at(rc, "/resources/requests/nvidia.com~1gpu"), "8");
     CHECK_STR(str_at(rc, "/resources/requests/cpu"), "100m");
-    CHECK_STR(str_at(rc, "/resources/requests/memory"), "256Mi");
+    CHECK_STR(str_at(rc, "/resources/requests/memory"), "2Gi");
     CHECK(patch_pointer_get(rc, "/resources/limits/cpu") == NULL);
     CHECK(json_is_false(patch_pointer_get(rc, "/securityContext/"
                                               "allowPrivilegeEscalation")));
@@ -595,12 +631,12 @@ test_ringcheck(void)
             "'resources':{'limits':{'nvidia.com/gpu':2,'cpu':'4','memory':"
             "'64Gi'}}}]}}");
     patched = run(pol_default, pod, "ml", &r);
-    CHECK_INT(json_array_size(patch_pointer_get(patched,
-                                                "/spec/containers/0/env")),
-              1);
+    CHECK_INT(
+        json_array_size(patch_pointer_get(patched, "/spec/containers/0/env")),
+        1);
     rc = ringcheck_of(patched, NULL);
     CHECK_STR(str_at(rc, "/resources/limits/cpu"), "100m");
-    CHECK_STR(str_at(rc, "/resources/limits/memory"), "256Mi");
+    CHECK_STR(str_at(rc, "/resources/limits/memory"), "2Gi");
     CHECK(patch_pointer_get(rc, "/securityContext/runAsNonRoot") == NULL);
     json_decref(patched);
     mutate_result_release(&r);
@@ -615,6 +651,29 @@ test_ringcheck(void)
     json_decref(patched);
     mutate_result_release(&r);
     json_decref(pod);
+
+    /* shm disabled: nothing added, but the check mounts the pod's own. */
+    {
+        struct policy *pol =
+            fixture_policy(POLICY_HEAD "defaults:\n  shm: {enabled: false}\n");
+
+        pod = J("{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'mine',"
+                "'emptyDir':{'medium':'Memory'}}],'containers':[{'name':'c',"
+                "'volumeMounts':[{'name':'mine','mountPath':'/dev/shm'}],"
+                "'resources':{'limits':{'nvidia.com/gpu':1}}},{'name':'d',"
+                "'resources':{'limits':{'nvidia.com/gpu':1}}}]}}");
+        patched = run(pol, pod, "ml", &r);
+        rc = ringcheck_of(patched, NULL);
+        CHECK_STR(str_at(rc, "/volumeMounts/0/mountPath"), "/dev/shm");
+        CHECK_STR(str_at(rc, "/volumeMounts/0/name"), "mine");
+        CHECK_INT(shm_mounts(patched, "/spec/containers/1"), 0);
+        CHECK_INT(json_array_size(patch_pointer_get(patched, "/spec/volumes")),
+                  2); /* mine, and ncclguard-run for the fallback */
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+        policy_free(pol);
+    }
 
     /* Other settings: group mode, warn, a bandwidth threshold, two GPU
      * resources counted separately. */
@@ -665,11 +724,13 @@ test_annotations_and_odd_shapes(void)
             "'containers':[{'name':'c','resources':{'limits':{"
             "'nvidia.com/gpu':1}}}]}}");
     patched = run(pol_default, pod, "ml", &r);
-    json_array_foreach(r.patch, i, op) if (strcmp(json_string_value(json_object_get(
-                                                      op, "path")),
-                                                  "/metadata/annotations/"
-                                                  "ncclguard.io~1mutated") == 0)
-        escaped++;
+    json_array_foreach(r.patch, i, op)
+    {
+        const char *path = json_string_value(json_object_get(op, "path"));
+
+        if (strcmp(path, "/metadata/annotations/ncclguard.io~1mutated") == 0)
+            escaped++;
+    }
     CHECK_INT(escaped, 1);
     CHECK_STR(str_at(patched, "/metadata/annotations/team"), "a");
     CHECK_STR(str_at(patched, "/metadata/annotations/ncclguard.io~1gpus"), "1");
@@ -732,14 +793,14 @@ pod_many(int n)
 static void
 test_bounds(void)
 {
-    struct policy *pol = fixture_policy(
-        POLICY_HEAD "defaults:\n  extraEnv:\n"
-                    "    - {name: EXTRA_A, value: '1'}\n"
-                    "    - {name: EXTRA_B, value: '1'}\n"
-                    "    - {name: EXTRA_C, value: '1'}\n"
-                    "    - {name: EXTRA_D, value: '1'}\n"
-                    "    - {name: EXTRA_E, value: '1'}\n"
-                    "    - {name: EXTRA_F, value: '1'}\n");
+    struct policy *pol =
+        fixture_policy(POLICY_HEAD "defaults:\n  extraEnv:\n"
+                                   "    - {name: EXTRA_A, value: '1'}\n"
+                                   "    - {name: EXTRA_B, value: '1'}\n"
+                                   "    - {name: EXTRA_C, value: '1'}\n"
+                                   "    - {name: EXTRA_D, value: '1'}\n"
+                                   "    - {name: EXTRA_E, value: '1'}\n"
+                                   "    - {name: EXTRA_F, value: '1'}\n");
     json_t *pod = pod_many(129);
     struct mutate_result r;
 
@@ -794,6 +855,7 @@ main(void)
 {
     pol_default = fixture_policy(POLICY_HEAD);
     test_gpu_count();
+    test_warning_utf8_cut();
     test_skips();
     test_envfrom();
     test_shm();

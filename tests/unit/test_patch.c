@@ -33,15 +33,14 @@ test_pointer_get(void)
 {
     json_t *doc = J("{'a/b':{'m~n':[10,20]}, 'x':{'':5}, 'arr':[{'k':1}]}");
 
-    CHECK_INT(json_integer_value(patch_pointer_get(doc, "/a~1b/m~0n/1")),
-              20);
+    CHECK_INT(json_integer_value(patch_pointer_get(doc, "/a~1b/m~0n/1")), 20);
     CHECK_INT(json_integer_value(patch_pointer_get(doc, "/x/")), 5);
     CHECK(patch_pointer_get(doc, "") == doc);
     CHECK(patch_pointer_get(doc, "/arr/01") == NULL); /* leading zero */
     CHECK(patch_pointer_get(doc, "/arr/-") == NULL);
     CHECK(patch_pointer_get(doc, "/arr/1") == NULL);
-    CHECK(patch_pointer_get(doc, "a") == NULL);       /* no leading / */
-    CHECK(patch_pointer_get(doc, "/a~2b") == NULL);   /* bad escape */
+    CHECK(patch_pointer_get(doc, "a") == NULL);     /* no leading / */
+    CHECK(patch_pointer_get(doc, "/a~2b") == NULL); /* bad escape */
     CHECK(patch_pointer_get(doc, "/x//") == NULL);
     json_decref(doc);
 }

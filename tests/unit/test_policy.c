@@ -83,7 +83,7 @@ test_defaults(void)
     CHECK(s->ringcheck.min_busbw_gbps == 0);
     CHECK(s->ringcheck.allow_opt_out);
     CHECK_STR(s->ringcheck.cpu_request, "100m");
-    CHECK_STR(s->ringcheck.memory_request, "256Mi");
+    CHECK_STR(s->ringcheck.memory_request, "2Gi");
     CHECK_INT(s->n_extra_env, 0);
     CHECK(s->debug.allow_annotation);
     CHECK_STR(s->debug.level, "INFO");
@@ -110,7 +110,7 @@ test_defaults(void)
         CHECK_INT(t->ringcheck.on_failure, s->ringcheck.on_failure);
         CHECK_INT(t->ringcheck.allow_opt_out, 1);
         CHECK_STR(t->ringcheck.cpu_request, "100m");
-        CHECK_STR(t->ringcheck.memory_request, "256Mi");
+        CHECK_STR(t->ringcheck.memory_request, "2Gi");
         CHECK_STR(t->debug.level, "INFO");
         CHECK_STR(t->debug.subsys, "INIT,COLL,ENV,NET");
         /* Different text, different hash; same text, same hash. */

@@ -54,7 +54,8 @@ handle(const char *body, struct review_outcome *out)
     return resp;
 }
 
-static int b64val(char c)
+static int
+b64val(char c)
 {
     if (c >= 'A' && c <= 'Z')
         return c - 'A';
@@ -171,8 +172,8 @@ test_no_patch(void)
          REVIEW_IGNORED},
         {"pod in another group", "CREATE", "example.com", "Pod", "", "gpu",
          REVIEW_IGNORED},
-        {"subresource", "CREATE", "", "Pod", "'subResource':'binding',",
-         "gpu", REVIEW_IGNORED},
+        {"subresource", "CREATE", "", "Pod", "'subResource':'binding',", "gpu",
+         REVIEW_IGNORED},
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -214,13 +215,15 @@ test_bad_requests(void)
         {"{\"kind\":\"AdmissionReview\"}", "apiVersion missing"},
         {"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"Pod\"}",
          "kind Pod"},
-        {"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\"}",
+        {"{\"apiVersion\":\"admission.k8s.io/"
+         "v1\",\"kind\":\"AdmissionReview\"}",
          "no request"},
         {"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","
          "\"request\":{\"operation\":\"CREATE\"}}",
          "no uid"},
         {"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","
-         "\"request\":{\"uid\":\"u\",\"kind\":{\"group\":\"\",\"kind\":\"Pod\"},"
+         "\"request\":{\"uid\":\"u\",\"kind\":{\"group\":\"\",\"kind\":\"Pod\"}"
+         ","
          "\"operation\":\"CREATE\"}}",
          "no object"},
         {"{\"apiVersion\":\"x\\ny\",\"kind\":\"AdmissionReview\"}",
@@ -262,14 +265,14 @@ test_error_answer(void)
     json_t *pod = J("{'metadata':{'name':'big'},'spec':{'containers':[]}}");
     json_t *review, *resp, *r;
     struct review_outcome out;
-    struct policy *many = fixture_policy(
-        POLICY_HEAD "defaults:\n  extraEnv:\n"
-                    "    - {name: EXTRA_A, value: '1'}\n"
-                    "    - {name: EXTRA_B, value: '1'}\n"
-                    "    - {name: EXTRA_C, value: '1'}\n"
-                    "    - {name: EXTRA_D, value: '1'}\n"
-                    "    - {name: EXTRA_E, value: '1'}\n"
-                    "    - {name: EXTRA_F, value: '1'}\n");
+    struct policy *many =
+        fixture_policy(POLICY_HEAD "defaults:\n  extraEnv:\n"
+                                   "    - {name: EXTRA_A, value: '1'}\n"
+                                   "    - {name: EXTRA_B, value: '1'}\n"
+                                   "    - {name: EXTRA_C, value: '1'}\n"
+                                   "    - {name: EXTRA_D, value: '1'}\n"
+                                   "    - {name: EXTRA_E, value: '1'}\n"
+                                   "    - {name: EXTRA_F, value: '1'}\n");
     char *body;
 
     for (int i = 0; i < 120; i++) {

@@ -7,11 +7,12 @@
 static struct policy *pol;
 static const struct mutate_options opt = {.own_namespace = "ncclguard"};
 
-#define GPU_CONTAINER(n)                                                     \
-    "{'name':'" n "','image':'x','resources':{'limits':{'nvidia.com/gpu':"   \
+#define GPU_CONTAINER(n)                                                       \
+    "{'name':'" n "','image':'x','resources':{'limits':{'nvidia.com/gpu':"     \
     "'8'}}}"
 #define CPU_CONTAINER(n) "{'name':'" n "','image':'x'}"
-#define TEMPLATE(c) "{'metadata':{'labels':{'app':'a'}},'spec':{'containers':[" c "]}}"
+#define TEMPLATE(c)                                                            \
+    "{'metadata':{'labels':{'app':'a'}},'spec':{'containers':[" c "]}}"
 
 static void
 test_finds_templates(void)
@@ -29,21 +30,22 @@ test_finds_templates(void)
          {""},
          {MUTATE_PATCHED}},
         {"deployment",
-         "{'kind':'Deployment','metadata':{'name':'d'},'spec':{'template':"
-         TEMPLATE(GPU_CONTAINER("c")) "}}",
+         "{'kind':'Deployment','metadata':{'name':'d'},'spec':{'template'"
+         ":" TEMPLATE(GPU_CONTAINER("c")) "}}",
          1,
          {"/spec/template"},
          {MUTATE_PATCHED}},
         {"cronjob",
-         "{'kind':'CronJob','spec':{'jobTemplate':{'spec':{'template':"
-         TEMPLATE(GPU_CONTAINER("c")) "}}}}",
+         "{'kind':'CronJob','spec':{'jobTemplate':{'spec':{'template'"
+         ":" TEMPLATE(GPU_CONTAINER("c")) "}}}}",
          1,
          {"/spec/jobTemplate/spec/template"},
          {MUTATE_PATCHED}},
         {"pytorchjob",
          "{'kind':'PyTorchJob','spec':{'pytorchReplicaSpecs':{'Master':{"
-         "'template':" TEMPLATE(CPU_CONTAINER("m")) "},'Worker':{'replicas':2,"
-         "'template':" TEMPLATE(GPU_CONTAINER("w")) "}}}}",
+         "'template':" TEMPLATE(CPU_CONTAINER(
+             "m")) "},'Worker':{'replicas':2,"
+                   "'template':" TEMPLATE(GPU_CONTAINER("w")) "}}}}",
          2,
          {"/spec/pytorchReplicaSpecs/Master/template",
           "/spec/pytorchReplicaSpecs/Worker/template"},
@@ -55,19 +57,21 @@ test_finds_templates(void)
          {"/spec/replicatedJobs/0/template/spec/template"},
          {MUTATE_PATCHED}},
         {"bare pod spec (LLMInferenceService)",
-         "{'kind':'LLMInferenceService','spec':{'template':{'containers':["
-         GPU_CONTAINER("main") "]},'worker':{'containers':["
-         GPU_CONTAINER("main") "]}}}",
+         "{'kind':'LLMInferenceService','spec':{'template':{'containers':"
+         "[" GPU_CONTAINER("main") "]},'worker':{'containers':[" GPU_CONTAINER(
+             "main") "]}}}",
          2,
          {"/spec/template", "/spec/worker"},
          {MUTATE_PATCHED, MUTATE_PATCHED}},
         {"key with a slash",
-         "{'kind':'X','spec':{'a/b':{'template':" TEMPLATE(GPU_CONTAINER("c"))
-         "}}}",
+         "{'kind':'X','spec':{'a/b':{'template':" TEMPLATE(
+             GPU_CONTAINER("c")) "}}}",
          1,
          {"/spec/a~1b/template"},
          {MUTATE_PATCHED}},
-        {"service", "{'kind':'Service','spec':{'ports':[{'port':80}]}}", 0,
+        {"service",
+         "{'kind':'Service','spec':{'ports':[{'port':80}]}}",
+         0,
          {NULL},
          {0}},
         {"template patch without containers",
@@ -142,8 +146,8 @@ test_in_place(void)
     json_decref(obj);
 
     /* A bare PodSpec gets its containers mutated and no metadata key. */
-    obj = J("{'kind':'LLMInferenceService','spec':{'template':{'containers':["
-            GPU_CONTAINER("main") "]}}}");
+    obj = J("{'kind':'LLMInferenceService','spec':{'template':{'containers':"
+            "[" GPU_CONTAINER("main") "]}}}");
     CHECK_INT(workload_mutate(obj, NULL, pol, &opt, &rep), 0);
     CHECK_STR(str_at(obj, "/spec/template/containers/0/envFrom/0/configMapRef/"
                           "name"),
@@ -157,9 +161,9 @@ test_in_place(void)
 static void
 test_namespaces_and_reviews(void)
 {
-    const char *dep = "{'kind':'Deployment','metadata':{'namespace':"
-                      "'kube-system'},'spec':{'template':"
-                      TEMPLATE(GPU_CONTAINER("c")) "}}";
+    const char *dep =
+        "{'kind':'Deployment','metadata':{'namespace':"
+        "'kube-system'},'spec':{'template':" TEMPLATE(GPU_CONTAINER("c")) "}}";
     json_t *obj = J(dep);
     struct workload_report rep;
 
@@ -171,10 +175,11 @@ test_namespaces_and_reviews(void)
     json_decref(obj);
 
     /* An AdmissionReview is unwrapped; its request.namespace counts. */
-    obj = J("{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview',"
-            "'request':{'uid':'u','namespace':'ncclguard','object':{'kind':"
-            "'Pod','metadata':{'name':'p'},'spec':{'containers':["
-            GPU_CONTAINER("c") "]}}}}");
+    obj =
+        J("{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview',"
+          "'request':{'uid':'u','namespace':'ncclguard','object':{'kind':"
+          "'Pod','metadata':{'name':'p'},'spec':{'containers':[" GPU_CONTAINER(
+              "c") "]}}}}");
     CHECK_INT(workload_mutate(obj, NULL, pol, &opt, &rep), 0);
     CHECK_INT(rep.n_pods, 1);
     CHECK_STR(rep.pods[0].pointer, "/request/object");
@@ -185,6 +190,21 @@ test_namespaces_and_reviews(void)
     CHECK_STR(str_at(obj, "/request/object/spec/containers/0/envFrom/0/"
                           "configMapRef/name"),
               "nccl-production-profile");
+    workload_report_release(&rep);
+    json_decref(obj);
+
+    /* A List's items keep their own namespaces. */
+    obj = J("{'apiVersion':'v1','kind':'List','items':["
+            "{'kind':'Pod','metadata':{'name':'a','namespace':'kube-system'},"
+            "'spec':{'containers':[" GPU_CONTAINER(
+                "c") "]}},"
+                     "{'kind':'Pod','metadata':{'name':'b','namespace':'ml'},"
+                     "'spec':{'containers':[" GPU_CONTAINER("c") "]}}]}");
+    CHECK_INT(workload_mutate(obj, NULL, pol, &opt, &rep), 0);
+    CHECK_INT(rep.n_pods, 2);
+    CHECK_STR(rep.pods[0].pointer, "/items/0");
+    CHECK_INT(rep.pods[0].result.status, MUTATE_SKIPPED);
+    CHECK_INT(rep.pods[1].result.status, MUTATE_PATCHED);
     workload_report_release(&rep);
     json_decref(obj);
 

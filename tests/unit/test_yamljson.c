@@ -166,13 +166,14 @@ test_duplicates(void)
     /* The last value wins, as in Kubernetes' decoder. */
     CHECK(patch_pointer_get(json_array_get(docs, 0),
                             "/spec/resources/requests") == NULL);
-    CHECK_INT(json_integer_value(patch_pointer_get(
-                  json_array_get(docs, 0), "/spec/resources/limits/nvidia.com~1gpu")),
-              8);
+    CHECK_INT(
+        json_integer_value(patch_pointer_get(
+            json_array_get(docs, 0), "/spec/resources/limits/nvidia.com~1gpu")),
+        8);
     CHECK_INT(json_array_size(warnings), 1);
     w = json_string_value(json_array_get(warnings, 0));
-    CHECK(w != NULL && strncmp(w, "in.yaml:4:3: duplicate key \"resources\"",
-                               38) == 0);
+    CHECK(w != NULL &&
+          strncmp(w, "in.yaml:4:3: duplicate key \"resources\"", 38) == 0);
     json_decref(docs);
     json_decref(warnings);
 }
@@ -201,8 +202,8 @@ test_errors(void)
         CHECK(docs == NULL);
         CHECK(warnings == NULL);
         if (err.line != cases[i].line || strstr(err.msg, cases[i].msg) == NULL)
-            fprintf(stderr, "error case %zu: %d:%d: %s\n", i, err.line,
-                    err.col, err.msg);
+            fprintf(stderr, "error case %zu: %d:%d: %s\n", i, err.line, err.col,
+                    err.msg);
         CHECK_INT(err.line, cases[i].line);
         CHECK(err.col >= 1);
         CHECK(strstr(err.msg, cases[i].msg) != NULL);
@@ -252,8 +253,8 @@ roundtrip_case(const char *json_text, const char *const *needles)
     ng_error_clear(&err);
     again = yamljson_load(text, len, "out.yaml", NULL, &err);
     if (again == NULL || !json_equal(again, docs)) {
-        fprintf(stderr, "round trip of %s failed: %s\n%s\n", json_text,
-                err.msg, text);
+        fprintf(stderr, "round trip of %s failed: %s\n%s\n", json_text, err.msg,
+                text);
         CHECK(0);
     } else {
         CHECK(1);
@@ -272,12 +273,17 @@ static void
 test_emit(void)
 {
     static const char *const quoted[] = {
-        "gpu: \"8\"", "b: \"true\"", "o: \"0777\"",
+        "gpu: \"8\"",
+        "b: \"true\"",
+        "o: \"0777\"",
         "\"n\": \"null\"", /* the key "n" would read as false */
-        "e: \"\"",  "\"y\": \"y\"", "inf: \".inf\"", NULL};
-    static const char *const plain[] = {"limit: 16Gi", "num: 8", "f: 1.5",
-                                        "t: true", "z: null", "x: {}",
-                                        "l: []", NULL};
+        "e: \"\"",
+        "\"y\": \"y\"",
+        "inf: \".inf\"",
+        NULL};
+    static const char *const plain[] = {"limit: 16Gi", "num: 8",  "f: 1.5",
+                                        "t: true",     "z: null", "x: {}",
+                                        "l: []",       NULL};
     static const char *const docs2[] = {"a: 1\n---\nb: 2", NULL};
 
     roundtrip_case("[{'gpu':'8','b':'true','o':'0777','n':'null','e':'',"
