@@ -65,7 +65,7 @@ struct worker {
     size_t n_lat, cap_lat;
     uint64_t failures, reconnects;
     double first_failure, last_failure; /* epoch seconds, 0 = none */
-    double first_failed_sent;           /* epoch of its scheduled send */
+    double first_failed_sent;           /* epoch when it was sent */
     char first_reason[160];
 };
 
@@ -286,13 +286,19 @@ worker_record(struct worker *w, double lat)
     w->lat[w->n_lat++] = lat;
 }
 
-/* Sends one request on c (reconnecting once if needed); the status or -1. */
+/*
+ * Sends one request on c (reconnecting once if needed); the status or -1.
+ * *sent is when its first byte was written (or the connect began), which
+ * under overload is later than its scheduled time.
+ */
 static int
-do_request(struct worker *w, struct conn *c, struct body *b, char *buf)
+do_request(struct worker *w, struct conn *c, struct body *b, char *buf,
+           double *sent)
 {
     bool close_after;
     int status;
 
+    *sent = now_mono();
     for (int attempt = 0; attempt < 2; attempt++) {
         if (c->ssl == NULL) {
             if (conn_open(c, cfg.source) != 0)
@@ -341,7 +347,8 @@ worker_run(void *arg)
             sched = now_mono();
         }
         struct body *b = &cfg.bodies[slot % (uint64_t)cfg.n_bodies];
-        int status = do_request(w, &c, b, buf);
+        double sent;
+        int status = do_request(w, &c, b, buf, &sent);
         double lat = now_mono() - sched;
         if (status == b->want) {
             atomic_fetch_add(&b->ok, 1);
@@ -350,7 +357,7 @@ worker_run(void *arg)
             char detail[64];
             atomic_fetch_add(&b->bad, 1);
             snprintf(detail, sizeof(detail), "%d", status);
-            worker_fail(w, sched, "status %s", detail);
+            worker_fail(w, sent, "status %s", detail);
         }
     }
     conn_close(&c);
@@ -604,11 +611,15 @@ run_idle(int n)
     while (now_mono() - t0 < cfg.hold) {
         bool drip = now_mono() - last_drip >= 1.0;
         for (int i = 0; i < n; i++) {
-            char b;
+            char b[256];
             ssize_t r;
             if (cs[i].fd < 0 || closed_at[i] > 0)
                 continue;
-            r = recv(cs[i].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+            /* TCP-only connections: read (and drop) what the server sends,
+             * a TLS alert before it closes; end of stream means closed.
+             * TLS ones: peek, so the TLS stream is left intact. */
+            r = recv(cs[i].fd, b, cs[i].ssl == NULL ? sizeof(b) : 1,
+                     cs[i].ssl == NULL ? MSG_DONTWAIT : MSG_PEEK | MSG_DONTWAIT);
             if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
                 closed_at[i] = now_mono();
                 closed++;
