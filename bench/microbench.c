@@ -1,8 +1,9 @@
 /* ncclguard-microbench: times the review path in-process, without HTTP or
  * TLS: review_handle() per review in ns/op and allocations/op, and its
- * parts through the public functions: decode (jparse_load, as
- * review_handle does), decide (policy_decide), plan + patch (mutate_pod,
- * which decides again and checks the patch applies). */
+ * parts through the public functions: decode (json_loadb with
+ * JSON_REJECT_DUPLICATES, as review_handle does), decide (policy_decide),
+ * plan + patch (mutate_pod, which decides again and checks that the patch
+ * applies). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +13,6 @@
 
 #include <jansson.h>
 
-#include "jparse.h"
 #include "mutate.h"
 #include "policy.h"
 #include "review.h"
@@ -194,7 +194,7 @@ bench_one(const char *path, const struct policy *pol, double seconds)
         total.allocs += n_allocs - a;
 
         a = n_allocs;
-        doc = jparse_load(body, len, NULL);
+        doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
         t = now_ns();
         decode.ns += t - t1;
         decode.allocs += n_allocs - a;
