@@ -60,7 +60,7 @@ for r in $REVIEWS; do
     nx_rss=$(rss_kib "$(worker_pid "$server_pid")" VmHWM)
     stop_server
     ratio=$(awk -v a="$(field rps "$ng")" -v b="$(field rps "$nx")" \
-        'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')
+        'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
     for who in ncclguard nginx; do
         if [ $who = ncclguard ]; then line=$ng rss=$ng_rss rt=$ratio
         else line=$nx rss=$nx_rss rt=1.00; fi
@@ -74,7 +74,8 @@ done
     echo
     echo "bench/loadgen.c sends at a fixed schedule over 8 keep-alive TLS"
     echo "connections and measures each request from its scheduled send time,"
-    echo "so a stall counts against every request queued behind it."
+    echo "so a stall counts against every request queued behind it. Each"
+    echo "measured run follows a 2s warm-up at the same rate."
     echo
     echo "| review | server | sent | failures | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms |"
     echo "|---|---|---|---|---|---|---|---|---|"
@@ -91,6 +92,10 @@ for r in small medium; do
     for who in ncclguard nginx; do
         if [ $who = ncclguard ]; then start_ncclguard || exit 1
         else start_nginx "$work/resp-$r.json" || exit 1; fi
+        # A 2s warm-up at the same rate first, as for wrk: the measured
+        # run is the steady state, not the first requests after start.
+        $PIN_LOAD "$LOADGEN" --port "$port" --cacert "$CAFILE" \
+            --body "$body" --rate 1000 --duration 2 --conns 8 >/dev/null
         out=$($PIN_LOAD "$LOADGEN" --port "$port" --cacert "$CAFILE" \
             --body "$body" --rate 1000 --duration "$SECONDS_PER_RUN" \
             --conns 8)
