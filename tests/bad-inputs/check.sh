@@ -69,8 +69,11 @@ run_case() {
             fail "$file ($why): response.allowed is '$allowed'"
         elif [ "$want" = patch ] && [ "$patch" = none ]; then
             fail "$file ($why): expected a patch, got none"
-        elif [ "$want" = nopatch ] && [ "$patch" != none ]; then
+        elif [ "$want" != patch ] && [ "$want" != - ] && [ "$patch" != none ]; then
             fail "$file ($why): expected no patch, got one"
+        elif [ "$want" = warn ] &&
+            [ "$(jq -r '.response.warnings | length' "$work/resp")" -lt 1 ]; then
+            fail "$file ($why): expected a warning, got none"
         fi
     elif [ ! -s "$work/resp" ] && [ "$status" != 413 ]; then
         fail "$file ($why): status $got without a reason in the body"
