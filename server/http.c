@@ -18,6 +18,7 @@
 #include <gnutls/gnutls.h>
 #include <microhttpd.h>
 
+#include "jsonmem.h"
 #include "log.h"
 #include "metrics.h"
 #include "review.h"
@@ -522,9 +523,14 @@ serve_mutate(struct http_server *s, struct MHD_Connection *mc, struct conn *c,
     const char *ctype;
 
     memset(&out, 0, sizeof(out));
+    /* Every jansson value of this admission comes from the thread's arena
+     * and is reclaimed at once below; nothing made here outlives it (the
+     * response body is plain heap memory). */
+    jsonmem_begin();
     if (review_handle(c->body ? c->body : "", req->len, req->pol->pol, &s->mopt,
                       &out) != 0) {
         review_outcome_release(&out);
+        jsonmem_end();
         log_error_write(LOG_ERROR, "admission failed", NULL, NULL,
                         "out of memory");
         return answer_text(s, mc, req, MHD_HTTP_INTERNAL_SERVER_ERROR,
@@ -543,6 +549,7 @@ serve_mutate(struct http_server *s, struct MHD_Connection *mc, struct conn *c,
     metrics_admission_record(out.result, us, out.patch_ops, out.warnings);
     log_admission(&out, us, req->pol->generation);
     review_outcome_release(&out);
+    jsonmem_end();
     return ret;
 }
 

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jsonmem.h"
+
 static enum log_level min_level = LOG_INFO;
 static int out_fd = 2;
 
@@ -208,13 +210,13 @@ write_line(enum log_level level, const char *msg, const json_t *fields,
     }
     iov[n++] = (struct iovec){(void *)"}\n", 2};
     writev_all(iov, n);
-    free(field_text);
-    free(head_text);
+    jsonmem_free(field_text);
+    jsonmem_free(head_text);
     json_decref(copy);
     return;
 fail:
-    free(field_text);
-    free(head_text);
+    jsonmem_free(field_text);
+    jsonmem_free(head_text);
     json_decref(copy);
     {
         char fallback[200];

@@ -10,6 +10,8 @@
 
 #include <openssl/evp.h>
 
+#include "jsonmem.h"
+
 static const char *const result_names[REVIEW_RESULT_COUNT] = {
     [REVIEW_PATCHED] = "patched",         [REVIEW_UNCHANGED] = "unchanged",
     [REVIEW_SKIPPED] = "skipped",         [REVIEW_NOT_GPU] = "not_gpu",
@@ -138,7 +140,7 @@ response_encode(struct review_outcome *out, const char *api, const json_t *uid,
         else
             buf_put_base64(&b, (const unsigned char *)text, strlen(text));
         BUF_LIT(&b, "\"");
-        free(text);
+        jsonmem_free(text);
     }
     if (m != NULL && json_array_size(m->warnings) > 0) {
         BUF_LIT(&b, ",\"warnings\":");

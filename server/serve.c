@@ -14,6 +14,7 @@
 #include <gnutls/x509.h>
 
 #include "http.h"
+#include "jsonmem.h"
 #include "log.h"
 #include "reload.h"
 #include "tlspair.h"
@@ -269,6 +270,10 @@ cmd_serve(int argc, char **argv)
     enum log_level level = LOG_INFO;
     sigset_t sigs;
     int status = 1, opt;
+
+    /* Before any thread uses jansson: admissions allocate their JSON
+     * values from a per-thread arena (see server/jsonmem.h). */
+    jsonmem_install();
 
     /* The environment first, then flags on top. */
     for (int i = 1; i < OPT_COUNT; i++) {

@@ -93,6 +93,8 @@ endif
 # a wrapper that runs the real binary under valgrind (the server flows of
 # the integration and bad-input checks included). Each process writes
 # build-valgrind/vg/<pid>.log; any error or definite/indirect leak fails.
+# The wrapper turns the per-request JSON arena off (NCCLGUARD_JSON_ARENA=0)
+# so that memcheck sees every jansson value.
 VG_BUILD := build-valgrind
 VG := valgrind --tool=memcheck --leak-check=full \
 	--show-leak-kinds=definite,indirect \
@@ -120,7 +122,7 @@ valgrind-run:
 		$(BUILD)/fuzz/replay_$(t) tests/fuzz/corpus/$(t) $(fuzz_seeds_$(t));)
 	@head -c 2 $(BUILD)/ncclguard | grep -q '#!' || \
 		mv $(BUILD)/ncclguard $(BUILD)/ncclguard.real
-	@printf '#!/bin/sh\nexec %s --log-file=%s/vg/ncclguard.%%p.log %s/ncclguard.real "$$@"\n' \
+	@printf '#!/bin/sh\nNCCLGUARD_JSON_ARENA=0 exec %s --log-file=%s/vg/ncclguard.%%p.log %s/ncclguard.real "$$@"\n' \
 		"$(VG)" "$(abspath $(BUILD))" "$(abspath $(BUILD))" \
 		>$(BUILD)/ncclguard && chmod +x $(BUILD)/ncclguard
 	@echo "== valgrind over: $(strip $(VG_CHECKS))"

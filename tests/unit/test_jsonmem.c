@@ -1,0 +1,103 @@
+/* Unit tests for the per-request jansson arena (server/jsonmem.c). */
+#include "jsonmem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "harness.h"
+
+/* A value made before the arena opens is plain heap memory: freeing it
+ * inside the arena must really free it (valgrind/ASan would see a leak or
+ * a bad free otherwise), and it stays valid until then. */
+static void
+test_outside_values(void)
+{
+    json_t *before = json_pack("{s:s}", "a", "b");
+
+    jsonmem_begin();
+    CHECK_STR(json_string_value(json_object_get(before, "a")), "b");
+    json_decref(before);
+    jsonmem_end();
+    CHECK_INT(jsonmem_used(), 0);
+}
+
+/* Values made inside carry their data, the dumped text is freed with
+ * jsonmem_free, and closing the arena hands everything back. */
+static void
+test_inside_values(void)
+{
+    char *text;
+    json_t *v;
+
+    jsonmem_begin();
+    v = json_loads("{\"kind\":\"Pod\",\"n\":[1,2,3]}", 0, NULL);
+    CHECK(v != NULL);
+    if (jsonmem_installed())
+        CHECK(jsonmem_used() > 0);
+    else
+        CHECK_INT(jsonmem_used(), 0);
+    text = json_dumps(v, JSON_COMPACT);
+    CHECK_STR(text, "{\"kind\":\"Pod\",\"n\":[1,2,3]}");
+    jsonmem_free(text);
+    json_decref(v);
+    jsonmem_end();
+    CHECK_INT(jsonmem_used(), 0);
+}
+
+/* An allocation larger than a chunk gets its own, and is not kept. */
+static void
+test_big_value(void)
+{
+    size_t n = 3u * 1024u * 1024u;
+    char *s = malloc(n + 1);
+    json_t *v;
+
+    CHECK(s != NULL);
+    if (s == NULL)
+        return;
+    memset(s, 'x', n);
+    s[n] = '\0';
+    jsonmem_begin();
+    v = json_string(s);
+    CHECK(v != NULL);
+    CHECK_INT(json_string_length(v), n);
+    if (jsonmem_installed())
+        CHECK(jsonmem_used() >= n);
+    json_decref(v);
+    jsonmem_end();
+    CHECK_INT(jsonmem_used(), 0);
+    free(s);
+}
+
+/* Many requests in a row reuse the arena; values stay correct. */
+static void
+test_reuse(void)
+{
+    int bad = 0;
+
+    for (int i = 0; i < 2000; i++) {
+        json_t *v;
+
+        jsonmem_begin();
+        v = json_pack("{s:i,s:[s,s]}", "i", i, "l", "x", "y");
+        if (v == NULL || json_integer_value(json_object_get(v, "i")) != i)
+            bad++;
+        json_decref(v);
+        jsonmem_end();
+    }
+    CHECK_INT(bad, 0);
+}
+
+int
+main(void)
+{
+    jsonmem_install();
+    jsonmem_free(NULL);
+    test_outside_values();
+    test_inside_values();
+    test_big_value();
+    test_reuse();
+    return harness_finish();
+}
