@@ -2,6 +2,7 @@
 #include "cmd.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -41,29 +42,27 @@ static const char usage_text[] =
     "      condition names the GPU resources of --policy (default: those of\n"
     "      policy/default.yaml).\n";
 
-/* Reads the value of an option given as "--opt value" or "--opt=value".
- * Returns 1 if argv[*i] is this option (value in *val), 0 if not, -1 when
- * the value is missing. */
+/*
+ * The next option of a subcommand (argv[0] is its name), by getopt_long:
+ * "--opt value" and "--opt=value" both work. A bad option is reported in
+ * the command's own words. Returns the option's value from longopts, -1 at
+ * the end, or '?' after reporting a bad one.
+ */
 static int
-opt_value(int argc, char **argv, int *i, const char *name, const char **val)
+opt_next(const char *cmd, int argc, char **argv,
+         const struct option *longopts)
 {
-    size_t n = strlen(name);
-    const char *a = argv[*i];
+    int c = getopt_long(argc, argv, ":", longopts, NULL);
 
-    if (strncmp(a, name, n) != 0)
-        return 0;
-    if (a[n] == '=') {
-        *val = a + n + 1;
-        return 1;
+    if (c == ':') {
+        fprintf(stderr, "ncclguard certs: %s needs a value\n",
+                argv[optind - 1]);
+        return '?';
     }
-    if (a[n] != '\0')
-        return 0;
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "ncclguard certs: %s needs a value\n", name);
-        return -1;
-    }
-    *val = argv[++*i];
-    return 1;
+    if (c == '?')
+        fprintf(stderr, "ncclguard certs %s: unknown option '%s'\n", cmd,
+                argv[optind - 1]);
+    return c;
 }
 
 /* Parses a whole number of days in [min, CERTS_MAX_DAYS]. */
@@ -92,62 +91,72 @@ create_run(int argc, char **argv)
 {
     struct certs_create_opts o = {.days = 365, .ca_days = 3650};
     struct certs_create_result res = {0};
+    static const struct option longopts[] = {
+        {"service", required_argument, NULL, 's'},
+        {"namespace", required_argument, NULL, 'n'},
+        {"out", required_argument, NULL, 'o'},
+        {"ca-dir", required_argument, NULL, 'C'},
+        {"days", required_argument, NULL, 'd'},
+        {"ca-days", required_argument, NULL, 'D'},
+        {"key", required_argument, NULL, 'k'},
+        {"san", required_argument, NULL, 'a'},
+        {NULL, 0, NULL, 0}};
     const char *sans[CERTS_MAX_SANS];
     struct ng_error err = {0};
-    const char *v = NULL;
-    int r;
+    int c;
 
-    for (int i = 1; i < argc; i++) {
-        if ((r = opt_value(argc, argv, &i, "--service", &v)) != 0) {
-            if (r < 0)
+    optind = 0; /* a fresh scan for each subcommand */
+    while ((c = opt_next("create", argc, argv, longopts)) != -1) {
+        switch (c) {
+        case 's':
+            o.service = optarg;
+            break;
+        case 'n':
+            o.namespace = optarg;
+            break;
+        case 'o':
+            o.out_dir = optarg;
+            break;
+        case 'C':
+            o.ca_dir = optarg;
+            break;
+        case 'd':
+            if (days_parse("--days", optarg, 0, &o.days) != 0)
                 return EXIT_USAGE;
-            o.service = v;
-        } else if ((r = opt_value(argc, argv, &i, "--namespace", &v)) != 0) {
-            if (r < 0)
+            break;
+        case 'D':
+            if (days_parse("--ca-days", optarg, 1, &o.ca_days) != 0)
                 return EXIT_USAGE;
-            o.namespace = v;
-        } else if ((r = opt_value(argc, argv, &i, "--out", &v)) != 0) {
-            if (r < 0)
-                return EXIT_USAGE;
-            o.out_dir = v;
-        } else if ((r = opt_value(argc, argv, &i, "--ca-dir", &v)) != 0) {
-            if (r < 0)
-                return EXIT_USAGE;
-            o.ca_dir = v;
-        } else if ((r = opt_value(argc, argv, &i, "--days", &v)) != 0) {
-            if (r < 0 || days_parse("--days", v, 0, &o.days) != 0)
-                return EXIT_USAGE;
-        } else if ((r = opt_value(argc, argv, &i, "--ca-days", &v)) != 0) {
-            if (r < 0 || days_parse("--ca-days", v, 1, &o.ca_days) != 0)
-                return EXIT_USAGE;
-        } else if ((r = opt_value(argc, argv, &i, "--key", &v)) != 0) {
-            if (r < 0)
-                return EXIT_USAGE;
-            if (strcmp(v, "ec") == 0) {
+            break;
+        case 'k':
+            if (strcmp(optarg, "ec") == 0) {
                 o.key_type = CERTS_KEY_EC;
-            } else if (strcmp(v, "rsa") == 0) {
+            } else if (strcmp(optarg, "rsa") == 0) {
                 o.key_type = CERTS_KEY_RSA;
             } else {
                 fprintf(stderr,
                         "ncclguard certs: invalid --key '%s': expected ec or "
                         "rsa\n",
-                        v);
+                        optarg);
                 return EXIT_USAGE;
             }
-        } else if ((r = opt_value(argc, argv, &i, "--san", &v)) != 0) {
-            if (r < 0)
-                return EXIT_USAGE;
+            break;
+        case 'a':
             if (o.n_sans >= CERTS_MAX_SANS) {
                 fprintf(stderr, "ncclguard certs: too many --san: at most %d\n",
                         CERTS_MAX_SANS);
                 return EXIT_USAGE;
             }
-            sans[o.n_sans++] = v;
-        } else {
-            fprintf(stderr, "ncclguard certs create: unknown option '%s'\n",
-                    argv[i]);
+            sans[o.n_sans++] = optarg;
+            break;
+        default:
             return EXIT_USAGE;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ncclguard certs create: unexpected argument '%s'\n",
+                argv[optind]);
+        return EXIT_USAGE;
     }
     if (o.service == NULL || o.namespace == NULL || o.out_dir == NULL) {
         fprintf(stderr, "ncclguard certs create: --service, --namespace and "
@@ -177,32 +186,35 @@ create_run(int argc, char **argv)
 static int
 inspect_run(int argc, char **argv)
 {
-    const char *file = NULL, *ca = NULL, *host = NULL, *v = NULL;
+    static const struct option longopts[] = {
+        {"ca", required_argument, NULL, 'c'},
+        {"check-host", required_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    const char *file = NULL, *ca = NULL, *host = NULL;
     struct ng_error err = {0};
     enum certs_status st;
-    int r;
+    int c;
 
-    for (int i = 1; i < argc; i++) {
-        if ((r = opt_value(argc, argv, &i, "--ca", &v)) != 0) {
-            if (r < 0)
-                return EXIT_USAGE;
-            ca = v;
-        } else if ((r = opt_value(argc, argv, &i, "--check-host", &v)) != 0) {
-            if (r < 0)
-                return EXIT_USAGE;
-            host = v;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            fprintf(stderr, "ncclguard certs inspect: unknown option '%s'\n",
-                    argv[i]);
-            return EXIT_USAGE;
-        } else if (file == NULL) {
-            file = argv[i];
-        } else {
-            fprintf(stderr,
-                    "ncclguard certs inspect: one FILE only ('%s' is extra)\n",
-                    argv[i]);
+    optind = 0;
+    while ((c = opt_next("inspect", argc, argv, longopts)) != -1) {
+        switch (c) {
+        case 'c':
+            ca = optarg;
+            break;
+        case 'h':
+            host = optarg;
+            break;
+        default:
             return EXIT_USAGE;
         }
+    }
+    if (optind < argc)
+        file = argv[optind++];
+    if (optind < argc) {
+        fprintf(stderr,
+                "ncclguard certs inspect: one FILE only ('%s' is extra)\n",
+                argv[optind]);
+        return EXIT_USAGE;
     }
     if (file == NULL) {
         fprintf(stderr, "ncclguard certs inspect: no FILE given\n");
@@ -229,48 +241,53 @@ webhook_run(int argc, char **argv)
     const char *ca_file = NULL, *bundle_file = NULL, *output = NULL;
     const char *policy_file = NULL;
     struct policy *policy = NULL;
+    static const struct option longopts[] = {
+        {"service", required_argument, NULL, 's'},
+        {"namespace", required_argument, NULL, 'n'},
+        {"name", required_argument, NULL, 'N'},
+        {"ca-file", required_argument, NULL, 'f'},
+        {"ca-bundle-file", required_argument, NULL, 'b'},
+        {"output", required_argument, NULL, 'o'},
+        {"policy", required_argument, NULL, 'p'},
+        {NULL, 0, NULL, 0}};
     struct ng_error err = {0};
-    const char *v = NULL;
     char *bundle = NULL;
     FILE *out = stdout;
-    int r, rc = EXIT_FAIL;
+    int c, rc = EXIT_FAIL;
 
-    for (int i = 1; i < argc; i++) {
-        if ((r = opt_value(argc, argv, &i, "--service", &v)) != 0) {
-            if (r < 0)
-                return EXIT_USAGE;
-            o.service = v;
-        } else if ((r = opt_value(argc, argv, &i, "--namespace", &v)) != 0) {
-            if (r < 0)
-                return EXIT_USAGE;
-            o.namespace = v;
-        } else if ((r = opt_value(argc, argv, &i, "--name", &v)) != 0) {
-            if (r < 0)
-                return EXIT_USAGE;
-            o.name = v;
-        } else if ((r = opt_value(argc, argv, &i, "--ca-file", &v)) != 0) {
-            if (r < 0)
-                return EXIT_USAGE;
-            ca_file = v;
-        } else if ((r = opt_value(argc, argv, &i, "--ca-bundle-file", &v)) !=
-                   0) {
-            if (r < 0)
-                return EXIT_USAGE;
-            bundle_file = v;
-        } else if ((r = opt_value(argc, argv, &i, "--output", &v)) != 0) {
-            if (r < 0)
-                return EXIT_USAGE;
-            output = v;
-        } else if ((r = opt_value(argc, argv, &i, "--policy", &v)) != 0) {
-            if (r < 0)
-                return EXIT_USAGE;
-            policy_file = v;
-        } else {
-            fprintf(stderr,
-                    "ncclguard certs webhook-config: unknown option '%s'\n",
-                    argv[i]);
+    optind = 0;
+    while ((c = opt_next("webhook-config", argc, argv, longopts)) != -1) {
+        switch (c) {
+        case 's':
+            o.service = optarg;
+            break;
+        case 'n':
+            o.namespace = optarg;
+            break;
+        case 'N':
+            o.name = optarg;
+            break;
+        case 'f':
+            ca_file = optarg;
+            break;
+        case 'b':
+            bundle_file = optarg;
+            break;
+        case 'o':
+            output = optarg;
+            break;
+        case 'p':
+            policy_file = optarg;
+            break;
+        default:
             return EXIT_USAGE;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr,
+                "ncclguard certs webhook-config: unexpected argument '%s'\n",
+                argv[optind]);
+        return EXIT_USAGE;
     }
     if ((ca_file == NULL) == (bundle_file == NULL)) {
         fprintf(stderr, "ncclguard certs webhook-config: give exactly one of "
