@@ -140,6 +140,17 @@ struct loader {
     struct diags *d;
 };
 
+/* Adds a diagnostic at node n (no position when n is NULL). */
+static void
+diag_at(struct loader *L, enum diag_severity sev, const struct ynode *n,
+        const char *fmt, va_list ap)
+{
+    char msg[300];
+
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    diags_add(L->d, sev, n ? n->line : 0, n ? n->col : 0, "%s", msg);
+}
+
 static void
 err_at(struct loader *L, const struct ynode *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -147,13 +158,11 @@ err_at(struct loader *L, const struct ynode *n, const char *fmt, ...)
 static void
 err_at(struct loader *L, const struct ynode *n, const char *fmt, ...)
 {
-    char msg[300];
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    diag_at(L, DIAG_ERROR, n, fmt, ap);
     va_end(ap);
-    diags_add(L->d, DIAG_ERROR, n ? n->line : 0, n ? n->col : 0, "%s", msg);
 }
 
 static void
@@ -163,14 +172,11 @@ warn_at(struct loader *L, const struct ynode *n, const char *fmt, ...)
 static void
 warn_at(struct loader *L, const struct ynode *n, const char *fmt, ...)
 {
-    char msg[300];
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    diag_at(L, DIAG_WARNING, n, fmt, ap);
     va_end(ap);
-    diags_add(L->d, DIAG_WARNING, n ? n->line : 0, n ? n->col : 0, "%s",
-              msg);
 }
 
 /* Levenshtein distance, case-insensitive, for did-you-mean. */
