@@ -1,0 +1,14 @@
+/* Bounds on ncclguard-ringcheck's arguments, shared by the binary's parser
+ * and the webhook that writes its arguments, so that the webhook never
+ * injects a check the binary would refuse. */
+#ifndef NCCLGUARD_RINGCHECK_LIMITS_H
+#define NCCLGUARD_RINGCHECK_LIMITS_H
+
+/* --expect-gpus: GPUs on one pod (one NCCL rank each). */
+#define RINGCHECK_MIN_GPUS 1
+#define RINGCHECK_MAX_GPUS 32
+
+/* --bw-bytes: size of the bandwidth phase's AllReduce. */
+#define RINGCHECK_MAX_BW_BYTES ((size_t)64 << 30)
+
+#endif
