@@ -2,6 +2,7 @@
  * failure with fresh workers, and decides and tells the outcome. */
 #include "check.h"
 
+#include "multinode.h"
 #include "ncclenv.h"
 #include "report.h"
 #include "supervisor.h"
@@ -710,6 +711,8 @@ finish(double t0, int ring_ran)
             rep.result = "warn";
             rep.exit_code = 0;
         }
+    } else if (rep.mn_warn) {
+        rep.result = "warn";
     } else if (o->on_failure == RC_FALLBACK) {
         /* Replace any stale file: the pod's own settings passed. */
         if (report_fallback_write(&rep, o->fallback_conf) == 0)
@@ -802,6 +805,10 @@ check_run(const struct rc_opts *o)
         (o->diagnose || o->on_failure == RC_FALLBACK))
         diagnose();
 done:
+    /* The other pods of a multi-node job wait for this one's result, so
+     * the cross-node phase runs (and reports a local failure) whatever the
+     * single-pod phases found. */
+    mn_check(&rep);
     finish(t0, ring_ran);
     return rep.exit_code;
 }

@@ -11,4 +11,13 @@
 /* --bw-bytes: size of the bandwidth phase's AllReduce. */
 #define RINGCHECK_MAX_BW_BYTES ((size_t)64 << 30)
 
+/* The cross-node phase (--multi-node auto). */
+#define RINGCHECK_MIN_PORT 1
+#define RINGCHECK_MAX_PORT 65535
+#define RINGCHECK_MIN_MN_TIMEOUT_S 1
+#define RINGCHECK_MAX_MN_TIMEOUT_S 3600
+#define RINGCHECK_DEFAULT_MN_TIMEOUT_S 120
+/* Pods (nodes) in one job's check. */
+#define RINGCHECK_MAX_NODES 64
+
 #endif

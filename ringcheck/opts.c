@@ -1,6 +1,9 @@
 /* Parses and checks the command line of ncclguard-ringcheck. */
 #include "opts.h"
 
+#include "limits.h"
+#include "multinode_env.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -22,7 +25,9 @@ rc_opts_usage(void *fp)
           "         [--on-failure fail|warn|fallback] [--min-busbw GBPS]\n"
           "         [--fallback-conf PATH] [--phase-timeout SECONDS]\n"
           "         [--diagnose|--no-diagnose] [--report FILE]\n"
-          "         [--termination-log PATH] [--help]\n"
+          "         [--termination-log PATH] [--multi-node auto|off]\n"
+          "         [--rendezvous-port N] [--multi-node-timeout SECONDS]\n"
+          "         [--on-missing warn|fail] [--help]\n"
           "\n"
           "Proves that NCCL works on this pod's GPUs before the workload "
           "starts.\n"
@@ -49,6 +54,17 @@ rc_opts_usage(void *fp)
           "  --termination-log P  default /dev/termination-log (written when "
           "it\n"
           "                       exists)\n"
+          "  --multi-node auto|off  after the single-pod phases, check the "
+          "ring across\n"
+          "                       the job's pods (membership from the "
+          "operator's\n"
+          "                       variables; default off)\n"
+          "  --rendezvous-port N  TCP port of node rank 0 (default 29450)\n"
+          "  --multi-node-timeout S  deadline of the cross-node phase "
+          "(default 120)\n"
+          "  --on-missing warn|fail  pods missing at that deadline: warn "
+          "(exit 0,\n"
+          "                       default) or fail (exit 4)\n"
           "exit codes: 0 pass, 1 internal, 2 CUDA, 3 NCCL, 4 timeout/hang, "
           "6 usage,\n"
           "            7 wrong results, 8 bandwidth below threshold, 9 "
@@ -111,7 +127,11 @@ enum {
     OPT_NODIAG,
     OPT_REPORT,
     OPT_TERMLOG,
-    OPT_HELP
+    OPT_HELP,
+    OPT_MULTINODE,
+    OPT_RDVPORT,
+    OPT_MNTIMEOUT,
+    OPT_ONMISSING
 };
 
 static const struct option longopts[] = {
@@ -128,8 +148,69 @@ static const struct option longopts[] = {
     {"report", required_argument, NULL, OPT_REPORT},
     {"termination-log", required_argument, NULL, OPT_TERMLOG},
     {"help", no_argument, NULL, OPT_HELP},
+    {"multi-node", required_argument, NULL, OPT_MULTINODE},
+    {"rendezvous-port", required_argument, NULL, OPT_RDVPORT},
+    {"multi-node-timeout", required_argument, NULL, OPT_MNTIMEOUT},
+    {"on-missing", required_argument, NULL, OPT_ONMISSING},
     {NULL, 0, NULL, 0},
 };
+
+/* The cross-node options; 0, or -1 with a message in err. */
+static int
+parse_multinode(int c, const char *arg, struct rc_opts *o, char *err,
+                size_t errlen)
+{
+    char *end;
+    long l;
+    double d;
+
+    switch (c) {
+    case OPT_MULTINODE:
+        if (strcmp(arg, "auto") != 0 && strcmp(arg, "off") != 0) {
+            snprintf(err, errlen,
+                     "--multi-node: expected auto or off, got \"%s\"", arg);
+            return -1;
+        }
+        o->multi_node = strcmp(arg, "auto") == 0;
+        return 0;
+    case OPT_RDVPORT:
+        errno = 0;
+        l = strtol(arg, &end, 10);
+        if (errno != 0 || end == arg || *end != '\0' ||
+            l < RINGCHECK_MIN_PORT || l > RINGCHECK_MAX_PORT) {
+            snprintf(err, errlen,
+                     "--rendezvous-port: expected a port from %d to %d, got "
+                     "\"%s\"",
+                     RINGCHECK_MIN_PORT, RINGCHECK_MAX_PORT, arg);
+            return -1;
+        }
+        o->rendezvous_port = (int)l;
+        return 0;
+    case OPT_MNTIMEOUT:
+        errno = 0;
+        d = strtod(arg, &end);
+        if (errno != 0 || end == arg || *end != '\0' || !isfinite(d) ||
+            d < RINGCHECK_MIN_MN_TIMEOUT_S || d > RINGCHECK_MAX_MN_TIMEOUT_S) {
+            snprintf(err, errlen,
+                     "--multi-node-timeout: expected seconds from %d to %d, "
+                     "got \"%s\"",
+                     RINGCHECK_MIN_MN_TIMEOUT_S, RINGCHECK_MAX_MN_TIMEOUT_S,
+                     arg);
+            return -1;
+        }
+        o->multi_node_timeout_s = d;
+        return 0;
+    default:
+        if (strcmp(arg, "warn") != 0 && strcmp(arg, "fail") != 0) {
+            snprintf(err, errlen,
+                     "--on-missing: expected warn or fail, got \"%s\"", arg);
+            return -1;
+        }
+        o->on_missing =
+            strcmp(arg, "fail") == 0 ? RC_MISSING_FAIL : RC_MISSING_WARN;
+        return 0;
+    }
+}
 
 int
 rc_opts_parse(int argc, char **argv, struct rc_opts *o, char *err,
@@ -146,6 +227,8 @@ rc_opts_parse(int argc, char **argv, struct rc_opts *o, char *err,
     o->diagnose = 1;
     o->fallback_conf = "/run/ncclguard/nccl.conf";
     o->termination_log = "/dev/termination-log";
+    o->rendezvous_port = MN_DEFAULT_PORT;
+    o->multi_node_timeout_s = RINGCHECK_DEFAULT_MN_TIMEOUT_S;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -263,6 +346,13 @@ rc_opts_parse(int argc, char **argv, struct rc_opts *o, char *err,
             }
             o->termination_log = optarg;
             o->termination_log_given = 1;
+            break;
+        case OPT_MULTINODE:
+        case OPT_RDVPORT:
+        case OPT_MNTIMEOUT:
+        case OPT_ONMISSING:
+            if (parse_multinode(c, optarg, o, err, errlen) != 0)
+                return -1;
             break;
         case 'h':
         case OPT_HELP:

@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 enum rc_on_failure { RC_FAIL = 0, RC_WARN, RC_FALLBACK };
+enum rc_on_missing { RC_MISSING_WARN = 0, RC_MISSING_FAIL };
 
 struct rc_opts {
     int expect_gpus;        /* 0: whatever is visible */
@@ -20,6 +21,11 @@ struct rc_opts {
     const char *report; /* NULL: none */
     const char *termination_log;
     int termination_log_given; /* the path came from the command line */
+    /* the cross-node phase */
+    int multi_node;           /* --multi-node auto */
+    int rendezvous_port;      /* TCP port on node rank 0 */
+    double multi_node_timeout_s; /* rendezvous and cross-node rounds */
+    enum rc_on_missing on_missing;
 };
 
 /*

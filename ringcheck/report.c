@@ -15,11 +15,11 @@
 const char *
 report_phase_name(int p)
 {
-    static const char *const names[] = {"preflight", "devices",     "topology",
-                                        "nccl-init", "correctness", "bandwidth",
-                                        "teardown"};
+    static const char *const names[] = {
+        "preflight",   "devices",   "topology", "nccl-init",
+        "correctness", "bandwidth", "teardown", "cross-node"};
 
-    return p >= 0 && p < 7 ? names[p] : "none";
+    return p >= 0 && p < 8 ? names[p] : "none";
 }
 
 const char *
@@ -289,6 +289,7 @@ report_json(const struct rc_report *r, char *buf, size_t len)
     out_add(&o, ",\"fallback_conf\":");
     out_json_str_or_null(&o,
                          r->fallback_written ? r->opts->fallback_conf : NULL);
+    out_add(&o, ",\"multinode\":%s", r->mn_json[0] != '\0' ? r->mn_json : "null");
     out_add(&o, ",\"warnings\":%d,\"elapsed_s\":%.3f}", r->nwarnings,
             r->elapsed_s);
     return o.overflow ? -1 : 0;
@@ -310,6 +311,8 @@ report_verdict(const struct rc_report *r, char *buf, size_t len)
         if (r->busbw >= 0)
             out_add(&o, ", busbw %.2f GB/s at %zu B", r->busbw, r->bw_bytes);
         out_add(&o, "; NCCL %s, CUDA runtime %s, driver %s\n", v, rt, drv);
+        if (r->mn_text[0] != '\0')
+            out_add(&o, "%s", r->mn_text);
         return;
     }
     if (strcmp(r->result, "fallback") == 0)
@@ -335,6 +338,8 @@ report_verdict(const struct rc_report *r, char *buf, size_t len)
         out_add(&o, "diagnosis: %s\n", r->diag_note);
     if (r->fix[0] != '\0')
         out_add(&o, "fix: %s\n", r->fix);
+    if (r->mn_text[0] != '\0')
+        out_add(&o, "%s", r->mn_text);
 }
 
 int

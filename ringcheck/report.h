@@ -85,6 +85,10 @@ struct rc_report {
     double busbw, algbw; /* bandwidth phase, GB/s; < 0 not measured */
     long wrong_total;
     double elapsed_s;
+    /* the cross-node phase (multinode.c); empty when it did not run */
+    char mn_json[4096]; /* one JSON object, or "" */
+    char mn_text[1536]; /* lines for the verdict, or "" */
+    int mn_warn;        /* --on-missing warn fired: the result is "warn" */
 };
 
 /* Name of phase p ("preflight", ..., "teardown"). Never NULL. */

@@ -5,7 +5,7 @@
 #   make check-ringcheck    run tests/ringcheck against the double
 RC_SRCS := ringcheck/main.c ringcheck/opts.c ringcheck/proto.c \
 	ringcheck/worker.c ringcheck/supervisor.c ringcheck/check.c \
-	ringcheck/report.c
+	ringcheck/report.c ringcheck/rendezvous.c ringcheck/multinode.c
 RC_OBJS = $(RC_SRCS:%.c=$(BUILD)/obj/%.o)
 # The NCCL catalog is libc-only: link its object alone, not the library
 # (which needs jansson, libyaml, ...).
@@ -62,10 +62,12 @@ $(BUILD)/fakes/libcudart.so.13: tests/fakes/fake_cudart.c tests/fakes/fake.h \
 		-Wl,--version-script=tests/fakes/libcudart.map -o $@ $<
 
 $(BUILD)/fakes/libnccl.so.2: tests/fakes/fake_nccl.c tests/fakes/fake.h \
+		tests/fakes/fake_net.c tests/fakes/fake_net.h \
 		tests/fakes/libnccl.map $(BUILD)/fakes/libcudart.so.13
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -fPIC -shared \
 		$(RC_CUDA_CFLAGS) -Itests/fakes -Wl,-soname,libnccl.so.2 \
-		-Wl,--version-script=tests/fakes/libnccl.map -o $@ $< \
+		-Wl,--version-script=tests/fakes/libnccl.map -o $@ \
+		tests/fakes/fake_nccl.c tests/fakes/fake_net.c \
 		-L$(BUILD)/fakes -l:libcudart.so.13 -lpthread
 
 check-ringcheck: ringcheck
@@ -84,3 +86,7 @@ check-ringcheck:
 endif
 
 CHECKS += check-ringcheck
+
+# The rendezvous protocol is libc-only: its unit test links it alone.
+UNIT_TESTS += rendezvous
+$(BUILD)/tests/test_rendezvous: $(BUILD)/obj/ringcheck/rendezvous.o

@@ -226,6 +226,7 @@ sv_row(const char *op, size_t bytes, int timed)
 static int
 sv_dev_of_rank(int rank)
 {
+    rank -= st.s->rank_offset;
     return rank >= 0 && rank < st.s->ndev ? st.s->dev[rank] : -1;
 }
 
@@ -309,6 +310,8 @@ sv_event(struct sv_worker *w, char *line)
         break;
     case 'U':
         sv_forward_id(w, line);
+        if (st.s->on_id != NULL)
+            st.s->on_id(st.s->on_id_ctx, line);
         break;
     case 'R': {
         char op[16];
@@ -539,11 +542,11 @@ sv_spawn(int i, int first_rank, int nlocal)
         memset(&wr, 0, sizeof(wr));
         wr.evfd = ev[1];
         wr.cmdfd = cmd[0];
-        wr.nranks = s->ndev;
+        wr.nranks = s->world > 0 ? s->world : s->ndev;
         wr.first_rank = first_rank;
         wr.nlocal = nlocal;
         for (int l = 0; l < nlocal; l++)
-            wr.dev[l] = s->dev[first_rank + l];
+            wr.dev[l] = s->dev[first_rank - s->rank_offset + l];
         wr.bw_bytes = s->bw_bytes;
         worker_ring_main(&wr);
     }
@@ -553,6 +556,17 @@ sv_spawn(int i, int first_rank, int nlocal)
     w->ev = ev[0];
     w->log = lg[0];
     w->cmd = cmd[1];
+    if (s->id_line != NULL) {
+        /* The id came from another pod; the pipe is empty, so this short
+         * write completes at once. A worker that died shows as EPIPE here
+         * and as an exit in the main loop. */
+        size_t idlen = strlen(s->id_line);
+
+        if (write(w->cmd, s->id_line, idlen) != (ssize_t)idlen ||
+            write(w->cmd, "\n", 1) != 1)
+            report_log("%scannot pass the unique id to a worker: %s",
+                       s->label, strerror(errno));
+    }
     fcntl(w->ev, F_SETFL, O_NONBLOCK);
     fcntl(w->log, F_SETFL, O_NONBLOCK);
     fcntl(w->ev, F_SETFD, FD_CLOEXEC);
@@ -617,11 +631,11 @@ sv_run(const struct sv_spec *s, struct rc_run *out)
     if (s->kind == SV_RING && !s->group) {
         st.nw = s->ndev;
         for (int i = 0; i < s->ndev; i++)
-            if (sv_spawn(i, i, 1) != 0)
+            if (sv_spawn(i, s->rank_offset + i, 1) != 0)
                 break;
     } else {
         st.nw = 1;
-        sv_spawn(0, 0, s->kind == SV_RING ? s->ndev : 0);
+        sv_spawn(0, s->rank_offset, s->kind == SV_RING ? s->ndev : 0);
     }
     for (int i = 0; i < st.nw; i++)
         if (st.w[i].pid <= 0) {

@@ -27,6 +27,18 @@ struct sv_spec {
     double phase_timeout_s;
     double deadline;   /* absolute, on sv_now()'s clock */
     const char *label; /* prefix of forwarded worker output */
+    /* A communicator that spans pods (the cross-node phase); all zero or
+     * NULL for one pod. Ranks are global: this pod drives ranks
+     * rank_offset .. rank_offset + ndev - 1 of world. */
+    int world;       /* 0: ndev */
+    int rank_offset; /* 0 on node rank 0 */
+    /* The "U HEX" line of the unique id, when it comes from another pod:
+     * written to every worker at its start. */
+    const char *id_line;
+    /* Called with the "U HEX" line when this pod's rank 0 made the id, to
+     * pass it to the other pods. Borrowed. */
+    void (*on_id)(void *ctx, const char *line);
+    void *on_id_ctx;
 };
 
 /* Seconds on the monotonic clock. */

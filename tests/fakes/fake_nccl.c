@@ -1,6 +1,7 @@
 /* A test double for NCCL (libnccl.so.2): collectives between simulated GPUs
  * through a shared file, with faults injected from the environment. */
 #include "fake.h"
+#include "fake_net.h"
 
 #include <nccl.h>
 
@@ -32,6 +33,18 @@
  *                              its first collective
  *   FAKENCCL_ABORT_HANG=1      ncclCommAbort never returns
  *   FAKENCCL_DIR=PATH          where the shared files live (default /dev/shm)
+ *   FAKENCCL_NET=1             ranks exchange data over TCP (fake_net.c) on
+ *                              the interface NCCL_SOCKET_IFNAME selects, so
+ *                              a communicator can span network namespaces
+ * Faults on communicators with more ranks than this process sees GPUs
+ * (those that span pods):
+ *   FAKENCCL_CROSS_HANG_INIT=1 init never completes
+ *   FAKENCCL_CROSS_CRASH=1     the process dies (SIGKILL) half-way through
+ *                              its first collective
+ *   FAKENCCL_CROSS_FAIL_UNLESS=NAME=VALUE
+ *                              the first collective fails with a network
+ *                              error unless NAME=VALUE is set (a transport
+ *                              that only works with that setting)
  */
 
 #define CHUNK (256 * 1024)
@@ -78,6 +91,11 @@ struct ncclComm {
     /* faults for this rank */
     int hang_init, hang_coll, wrong, crash, p2p_mode;
     double busbw;
+    /* network mode */
+    struct fakenet *net;
+    unsigned char *netbuf; /* nranks * CHUNK */
+    int cross;             /* spans pods: more ranks than local GPUs */
+    int cross_crash, cross_fail;
 };
 
 static int
@@ -162,6 +180,24 @@ exchange(struct ncclComm *c, const void *contrib, size_t len,
     unsigned long gen = c->seq >> 1;
     unsigned long n = (unsigned long)c->nranks;
 
+    if (c->net != NULL) {
+        char err[200];
+
+        if (fakenet_step(c->net, contrib, len, c->netbuf, c->cross_crash, err,
+                         sizeof(err)) != 0) {
+            if (!atomic_load(&c->aborting)) {
+                warn_line(c, "%s", err);
+                atomic_store(&c->status, ncclRemoteError);
+            }
+            return -1;
+        }
+        for (int r = 0; r < c->nranks; r++)
+            memcpy(slot_data(c, slot, r), c->netbuf + (size_t)r * len, len);
+        if (fn != NULL)
+            fn(c, slot, arg);
+        c->seq++;
+        return 0;
+    }
     if (wait_ge(c, &c->sh->done[slot], n * gen) != 0)
         return -1;
     if (contrib != NULL && len > 0)
@@ -273,6 +309,14 @@ run_op(struct ncclComm *c, const struct op *op)
     c->ncoll++;
     if (c->hang_coll && c->ncoll == 1)
         return wait_abort(c);
+    if (c->cross_fail) {
+        warn_line(c,
+                  "NET/IB : Got completion from peer with error 12, opcode "
+                  "0, len 0, vendor err 129 (transport retry counter "
+                  "exceeded)");
+        atomic_store(&c->status, ncclRemoteError);
+        return -1;
+    }
     if (c->p2p_mode == 2)
         return wait_abort(c);
     if (c->p2p_mode == 1) {
@@ -317,6 +361,53 @@ run_op(struct ncclComm *c, const struct op *op)
 }
 
 static int
+env_is_1(const char *name)
+{
+    const char *v = getenv(name);
+
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
+/* Network mode: join over TCP; the slots are private to this rank. */
+static int
+do_init_net(struct ncclComm *c)
+{
+    char err[256];
+    const char *unless = getenv("FAKENCCL_CROSS_FAIL_UNLESS");
+
+    c->cross = c->nranks > fakecuda_device_count();
+    c->cross_crash = c->cross && env_is_1("FAKENCCL_CROSS_CRASH");
+    if (c->cross && unless != NULL && *unless != '\0') {
+        char name[64];
+        const char *eq = strchr(unless, '=');
+        const char *have;
+
+        snprintf(name, sizeof(name), "%.*s",
+                 eq != NULL ? (int)(eq - unless) : (int)strlen(unless),
+                 unless);
+        have = getenv(name);
+        c->cross_fail = eq == NULL || have == NULL || strcmp(have, eq + 1) != 0;
+    }
+    c->shlen = sizeof(struct shared) + 2 * (size_t)c->nranks * CHUNK;
+    c->sh = calloc(1, c->shlen);
+    c->netbuf = malloc((size_t)c->nranks * CHUNK);
+    if (c->sh == NULL || c->netbuf == NULL)
+        return ncclSystemError;
+    if (c->cross && env_is_1("FAKENCCL_CROSS_HANG_INIT")) {
+        wait_abort(c);
+        return ncclInternalError;
+    }
+    if (fakenet_join(c->path, c->rank, c->nranks, &c->aborting, &c->net, err,
+                     sizeof(err)) != 0) {
+        if (atomic_load(&c->aborting))
+            return ncclInternalError;
+        warn_line(c, "%s", err);
+        return ncclRemoteError;
+    }
+    return ncclSuccess;
+}
+
+static int
 do_init(struct ncclComm *c)
 {
     int fd;
@@ -324,6 +415,9 @@ do_init(struct ncclComm *c)
     const char *v;
     int a = -1, b = -1;
     char mode[16] = "error";
+
+    if (fakenet_is_net_id(c->path))
+        return do_init_net(c);
 
     c->shlen = sizeof(struct shared) + 2 * (size_t)c->nranks * CHUNK;
     fd = open(c->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -459,6 +553,19 @@ ncclGetUniqueId(ncclUniqueId *id)
     static atomic_int counter;
     const char *dir = getenv("FAKENCCL_DIR");
     struct timespec ts;
+
+    if (fakenet_enabled()) {
+        char err[256];
+
+        memset(id, 0, sizeof(*id));
+        if (fakenet_make_id(id->internal, sizeof(id->internal), err,
+                            sizeof(err)) == 0)
+            return ncclSuccess;
+        printf("fake:%d:%d [-] NCCL WARN %s\n", (int)getpid(), (int)gettid(),
+               err);
+        fflush(stdout);
+        return ncclInvalidUsage;
+    }
 
     clock_gettime(CLOCK_REALTIME, &ts);
     memset(id, 0, sizeof(*id));
@@ -630,8 +737,13 @@ static void
 comm_free(ncclComm_t c)
 {
     pthread_join(c->thread, NULL);
-    if (c->sh != NULL)
+    if (fakenet_is_net_id(c->path)) {
+        fakenet_close(c->net);
+        free(c->sh);
+        free(c->netbuf);
+    } else if (c->sh != NULL) {
         munmap(c->sh, c->shlen);
+    }
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c);

@@ -1,0 +1,1190 @@
+/* The cross-node phase of the ring check: node rank 0 gathers the job's
+ * pods, runs rounds of one communicator over all their GPUs, diagnoses a
+ * failure across nodes, and sends every pod the job-wide verdict. */
+#include "multinode.h"
+
+#include "limits.h"
+#include "rendezvous.h"
+#include "supervisor.h"
+#include "worker.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A connection that has not said HELLO within this long is dropped, so a
+ * silent stranger cannot hold the leader. */
+#define MN_HELLO_TIMEOUT_S 2.0
+/* Short messages on an established connection. */
+#define MN_SEND_TIMEOUT_S 2.0
+
+/* The transport settings the diagnosis tries across nodes, in order. */
+static const struct mn_setting {
+    const char *setting, *transport, *why;
+} mn_settings[] = {
+    {"NCCL_IB_DISABLE=1", "NET/IB",
+     "the InfiniBand/RoCE transport fails between the nodes; check the HCAs "
+     "(ibstat), the subnet manager, the RDMA device plugin and the pods' "
+     "memlock limit"},
+    {"NCCL_NET_GDR_LEVEL=LOC", "GPUDirect RDMA",
+     "GPUDirect RDMA fails; the usual cause is PCIe ACS or the IOMMU on a "
+     "node, or a missing nvidia-peermem module"},
+};
+
+#define MN_NSETTINGS (sizeof(mn_settings) / sizeof(mn_settings[0]))
+
+struct mn_node {
+    int joined;
+    int gone;
+    int fd; /* the leader's connection to it; -1 */
+    struct rdv_hello h;
+    char from[64]; /* the peer's address as seen by the leader */
+    int offset;    /* first rank in the current round */
+    int sent;      /* got the current round's RUN */
+    int code;      /* its part of the current round */
+    char what[RDV_TEXT_MAX];
+};
+
+struct mn {
+    struct rc_report *rep;
+    const struct rc_opts *o;
+    struct mn_member m;
+    double t0, deadline;
+    struct mn_node node[RINGCHECK_MAX_NODES];
+    int fd; /* a follower's connection to the leader; -1 */
+    /* the current round (leader) */
+    unsigned round;
+    int part[RINGCHECK_MAX_NODES];
+    int npart;
+    int world;
+    const char *setting;
+    /* outcome */
+    int code;
+    char status[RDV_WORD_MAX]; /* pass, fail, missing */
+    char what[640];
+    char missing[200];
+    char cure[RDV_SETTING_MAX];
+    char transport[RDV_WORD_MAX];
+    char diag[400];
+    char fix[400];
+    double busbw;
+    int diag_incomplete;
+};
+
+static struct mn mn;
+static struct rc_run mn_run_buf;
+static struct rc_report mn_table_rep;
+
+/* Appends to a fixed buffer; stops quietly when it is full. */
+static void buf_add(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+buf_add(char *buf, size_t len, const char *fmt, ...)
+{
+    size_t n = strlen(buf);
+    va_list ap;
+
+    if (n + 1 >= len)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, len - n, fmt, ap);
+    va_end(ap);
+}
+
+static int
+parse_count(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long l;
+
+    if (s == NULL || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    l = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || l < lo || l > hi)
+        return -1;
+    *out = l;
+    return 0;
+}
+
+int
+mn_membership(struct mn_member *m, char *why, size_t whylen)
+{
+    memset(m, 0, sizeof(*m));
+    for (size_t i = 0; i < MN_VARS_COUNT; i++) {
+        const struct mn_vars *v = &MN_VARS[i];
+        const char *leader = getenv(v->leader);
+        const char *nn = getenv(v->nnodes);
+        const char *rk = getenv(v->rank);
+        const char *job = getenv(MN_ENV_JOB_ID);
+        long nnodes, rank;
+
+        if (rk == NULL || nn == NULL)
+            continue;
+        if (parse_count(nn, 1, RINGCHECK_MAX_NODES, &nnodes) != 0) {
+            snprintf(why, whylen,
+                     "%s: %s=\"%s\" is not a node count from 1 to %d",
+                     v->operator_name, v->nnodes, nn, RINGCHECK_MAX_NODES);
+            return -1;
+        }
+        if (parse_count(rk, 0, nnodes - 1, &rank) != 0) {
+            snprintf(why, whylen,
+                     "%s: %s=\"%s\" is not a node rank from 0 to %ld",
+                     v->operator_name, v->rank, rk, nnodes - 1);
+            return -1;
+        }
+        if (nnodes > 1 && rank > 0 && (leader == NULL || *leader == '\0')) {
+            snprintf(why, whylen, "%s: %s is not set, so node rank %ld cannot "
+                     "find node rank 0",
+                     v->operator_name, v->leader, rank);
+            return -1;
+        }
+        m->kind = v->kind;
+        m->operator_name = v->operator_name;
+        m->nnodes = (int)nnodes;
+        m->node_rank = (int)rank;
+        snprintf(m->leader, sizeof(m->leader), "%s",
+                 leader != NULL ? leader : "");
+        /* Without the webhook's job id, the leader's address and the node
+         * count still keep apart two jobs that share a port. */
+        if (job != NULL && *job != '\0')
+            snprintf(m->job, sizeof(m->job), "%.128s", job);
+        else
+            snprintf(m->job, sizeof(m->job), "%.100s/%ld", m->leader, nnodes);
+        return 1;
+    }
+    snprintf(why, whylen,
+             "no job operator's variables are set (LWS_*, PET_*, "
+             "MASTER_ADDR/WORLD_SIZE/RANK, JOB_COMPLETION_INDEX or "
+             "VC_TASK_INDEX with %s)",
+             MN_ENV_NNODES);
+    return 0;
+}
+
+/* One NCCL_SOCKET_IFNAME list against an interface name. */
+static int
+ifname_match(const char *name, const char *list)
+{
+    int exclude = list[0] == '^';
+    const char *p = list + exclude;
+    int hit = 0;
+
+    while (*p != '\0') {
+        const char *comma = strchr(p, ',');
+        size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
+
+        if (n > 0 && p[0] == '=')
+            hit |= strlen(name) == n - 1 && strncmp(name, p + 1, n - 1) == 0;
+        else if (n > 0)
+            hit |= strncmp(name, p, n) == 0;
+        p += n + (comma != NULL);
+    }
+    return exclude ? !hit : hit;
+}
+
+int
+mn_pick_interface(char *name, size_t namelen, char *addr, size_t addrlen,
+                  char *have, size_t havelen)
+{
+    /* NCCL's documented default order: "ib" first, lo and docker* only
+     * when nothing else exists (docs.nvidia.com/deeplearning/nccl,
+     * Environment Variables, NCCL_SOCKET_IFNAME). */
+    static const char *const order[] = {"ib", "^docker,lo", "docker", "lo"};
+    const char *user = getenv("NCCL_SOCKET_IFNAME");
+    struct ifaddrs *ifs;
+    int found = 0;
+
+    name[0] = addr[0] = have[0] = '\0';
+    if (getifaddrs(&ifs) != 0)
+        return 0;
+    for (size_t k = 0; k < (user != NULL ? 1 : 4) && !found; k++) {
+        const char *want = user != NULL ? user : order[k];
+
+        for (struct ifaddrs *i = ifs; i != NULL && !found; i = i->ifa_next) {
+            if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
+                !(i->ifa_flags & IFF_UP) || !ifname_match(i->ifa_name, want))
+                continue;
+            snprintf(name, namelen, "%s", i->ifa_name);
+            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr,
+                      addr, (socklen_t)addrlen);
+            found = 1;
+        }
+    }
+    for (struct ifaddrs *i = ifs; i != NULL; i = i->ifa_next)
+        if (i->ifa_addr != NULL && i->ifa_addr->sa_family == AF_INET)
+            buf_add(have, havelen, "%s%s", have[0] != '\0' ? ", " : "",
+                    i->ifa_name);
+    freeifaddrs(ifs);
+    return found;
+}
+
+int
+mn_is_bridge(const char *ifname)
+{
+    static const char *const prefixes[] = {
+        "docker", "cni", "flannel", "cilium_", "virbr",
+        "br-",    "weave", "kube-bridge", "cbr", "vxlan"};
+
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+        if (strncmp(ifname, prefixes[i], strlen(prefixes[i])) == 0)
+            return 1;
+    return 0;
+}
+
+static int
+env_is(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+
+    return v != NULL && strcmp(v, value) == 0;
+}
+
+/* The network transport NCCL will use between nodes, from what it sees. */
+static void
+local_transport(char *buf, size_t len)
+{
+    DIR *d = env_is("NCCL_IB_DISABLE", "1") ? NULL
+                                             : opendir("/sys/class/infiniband");
+    int ib = 0;
+    struct dirent *de;
+
+    if (d != NULL) {
+        while ((de = readdir(d)) != NULL)
+            ib += de->d_name[0] != '.';
+        closedir(d);
+    }
+    snprintf(buf, len, "%s%s", ib > 0 ? "NET/IB" : "NET/Socket",
+             ib > 0 && env_is("NCCL_NET_GDR_LEVEL", "LOC") ? " (GDR off)"
+                                                            : "");
+}
+
+static void
+local_hello(struct rdv_hello *h)
+{
+    const struct rc_report *r = mn.rep;
+    char have[200];
+
+    memset(h, 0, sizeof(*h));
+    snprintf(h->job, sizeof(h->job), "%s", mn.m.job);
+    h->node_rank = (uint32_t)mn.m.node_rank;
+    h->ngpus = (uint32_t)r->ndev;
+    h->local_code = r->code;
+    if (gethostname(h->host, sizeof(h->host) - 1) != 0)
+        snprintf(h->host, sizeof(h->host), "unknown");
+    for (char *c = h->host; *c != '\0'; c++)
+        if (*c < 0x20 || *c > 0x7e)
+            *c = '?';
+    if (!mn_pick_interface(h->iface, sizeof(h->iface), h->addr,
+                           sizeof(h->addr), have, sizeof(have))) {
+        h->iface[0] = '\0';
+        snprintf(h->addr, sizeof(h->addr), "%.47s", have);
+    }
+    local_transport(h->transport, sizeof(h->transport));
+}
+
+static void
+print_node_view(void)
+{
+    report_log("cross-node: per-node view (node rank, host, GPUs, ranks, "
+               "interface, transport)");
+    for (int k = 0; k < mn.m.nnodes; k++) {
+        const struct mn_node *n = &mn.node[k];
+        char ranks[32];
+
+        if (!n->joined)
+            continue;
+        if (n->h.ngpus > 0)
+            snprintf(ranks, sizeof(ranks), "%d-%d", n->offset,
+                     n->offset + (int)n->h.ngpus - 1);
+        else
+            snprintf(ranks, sizeof(ranks), "-");
+        report_log("cross-node: node %d  %-20s  %2u GPUs  ranks %-7s  %s %s  "
+                   "%s%s",
+                   k, n->h.host, n->h.ngpus, ranks,
+                   n->h.iface[0] != '\0' ? n->h.iface : "(none)",
+                   n->h.iface[0] != '\0' ? n->h.addr : "",
+                   n->h.transport, n->gone ? "  (gone)" : "");
+    }
+}
+
+static void
+set_outcome(int code, const char *status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+set_outcome(int code, const char *status, const char *fmt, ...)
+{
+    va_list ap;
+
+    mn.code = code;
+    snprintf(mn.status, sizeof(mn.status), "%s", status);
+    va_start(ap, fmt);
+    vsnprintf(mn.what, sizeof(mn.what), fmt, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------ rounds */
+
+static void
+hex_id(const unsigned char *id, char *line, size_t len)
+{
+    size_t n = (size_t)snprintf(line, len, "U ");
+
+    for (int i = 0; i < RDV_ID_BYTES && n + 3 <= len; i++)
+        n += (size_t)snprintf(line + n, len - n, "%02x", id[i]);
+}
+
+static int
+unhex_id(const char *line, unsigned char *id)
+{
+    if (line[0] != 'U' || line[1] != ' ' ||
+        strlen(line + 2) < 2 * RDV_ID_BYTES)
+        return -1;
+    for (int i = 0; i < RDV_ID_BYTES; i++) {
+        unsigned int b;
+
+        if (sscanf(line + 2 + 2 * i, "%2x", &b) != 1)
+            return -1;
+        id[i] = (unsigned char)b;
+    }
+    return 0;
+}
+
+static void
+node_gone(int k, const char *why)
+{
+    struct mn_node *n = &mn.node[k];
+
+    if (n->gone)
+        return;
+    n->gone = 1;
+    if (n->fd >= 0) {
+        close(n->fd);
+        n->fd = -1;
+    }
+    report_log("cross-node: node %d (%s) is gone: %s", k, n->h.host, why);
+}
+
+/* Leader: rank 0 made the round's unique id; send each participant its
+ * RUN. */
+static void
+leader_on_id(void *ctx, const char *line)
+{
+    struct rdv_msg m;
+    char err[200];
+
+    (void)ctx;
+    memset(&m, 0, sizeof(m));
+    m.type = RDV_RUN;
+    m.u.run.round = mn.round;
+    m.u.run.world = (uint32_t)mn.world;
+    snprintf(m.u.run.setting, sizeof(m.u.run.setting), "%s",
+             mn.setting != NULL ? mn.setting : "");
+    if (unhex_id(line, m.u.run.id) != 0)
+        return;
+    for (int i = 0; i < mn.npart; i++) {
+        struct mn_node *n = &mn.node[mn.part[i]];
+        double d = rdv_now() + MN_SEND_TIMEOUT_S;
+
+        if (mn.part[i] == 0 || n->gone || n->sent)
+            continue;
+        m.u.run.rank_offset = (uint32_t)n->offset;
+        if (rdv_send(n->fd, &m, d < mn.deadline ? d : mn.deadline, err,
+                     sizeof(err)) != RDV_OK)
+            node_gone(mn.part[i], err);
+        else
+            n->sent = 1;
+    }
+}
+
+/* The verdict on one run of this pod's workers in a round. */
+static int
+judge_run(const struct rc_run *run, int world, double *busbw, long *wrong,
+          char *what, size_t whatlen)
+{
+    *busbw = -1;
+    *wrong = 0;
+    for (int i = 0; i < run->nrows; i++) {
+        const struct rc_row *row = &run->rows[i];
+
+        *wrong += row->wrong;
+        if (row->timed && row->time_us > 0) {
+            double a = (double)row->bytes / row->time_us / 1e3;
+            *busbw = world > 1 ? a * 2.0 * (world - 1) / world : a;
+        }
+    }
+    if (run->code != 0) {
+        snprintf(what, whatlen, "%.500s", run->what);
+        return run->code;
+    }
+    if (*wrong > 0) {
+        snprintf(what, whatlen, "wrong results: %ld values differ", *wrong);
+        return RC_EXIT_WRONG;
+    }
+    if (mn.o->min_busbw > 0 && *busbw >= 0 && *busbw < mn.o->min_busbw) {
+        snprintf(what, whatlen,
+                 "bus bandwidth %.2f GB/s is below --min-busbw %.2f GB/s",
+                 *busbw, mn.o->min_busbw);
+        return RC_EXIT_BANDWIDTH;
+    }
+    what[0] = '\0';
+    return 0;
+}
+
+/* Runs this pod's part of a round: ranks offset.. of world. */
+static int
+run_local_part(int world, int offset, const char *id_line, const char *setting,
+               double *busbw, long *wrong, char *what, size_t whatlen)
+{
+    const struct rc_report *r = mn.rep;
+    struct sv_spec s;
+    char name[RDV_SETTING_MAX], value[RDV_SETTING_MAX];
+
+    memset(&s, 0, sizeof(s));
+    s.kind = SV_RING;
+    s.group = mn.o->group;
+    s.ndev = r->ndev;
+    memcpy(s.dev, r->dev, sizeof(s.dev));
+    s.bw_bytes = r->bw_bytes;
+    s.phase_timeout_s = mn.o->phase_timeout_s;
+    s.deadline = mn.deadline;
+    s.label = "cross-node: ";
+    s.world = world;
+    s.rank_offset = offset;
+    s.id_line = id_line;
+    if (id_line == NULL)
+        s.on_id = leader_on_id;
+    if (setting != NULL && setting[0] != '\0') {
+        const char *eq = strchr(setting, '=');
+
+        snprintf(name, sizeof(name), "%.*s",
+                 eq != NULL ? (int)(eq - setting) : 0, setting);
+        snprintf(value, sizeof(value), "%s", eq != NULL ? eq + 1 : "");
+        s.env_name = name;
+        s.env_value = value;
+    }
+    sv_run(&s, &mn_run_buf);
+    return judge_run(&mn_run_buf, world, busbw, wrong, what, whatlen);
+}
+
+/*
+ * Leader: one round over the nodes in parts[0..np-1] (node 0 first) with
+ * setting (or NULL). Returns the round's code; *failed is the first
+ * failing node (-1 none).
+ */
+static int
+leader_round(const int *parts, int np, const char *setting, int *failed,
+             char *what, size_t whatlen)
+{
+    char err[200], mywhat[RDV_TEXT_MAX];
+    double busbw;
+    long wrong;
+    int code, off = 0;
+
+    *failed = -1;
+    what[0] = '\0';
+    if (mn.deadline - rdv_now() < 1.0)
+        return -1;
+    mn.round++;
+    mn.npart = 0;
+    for (int i = 0; i < np; i++) {
+        struct mn_node *n = &mn.node[parts[i]];
+
+        if (n->gone)
+            continue;
+        mn.part[mn.npart++] = parts[i];
+        n->offset = off;
+        n->sent = 0;
+        n->code = -1;
+        off += (int)n->h.ngpus;
+    }
+    mn.world = off;
+    mn.setting = setting;
+    code = run_local_part(mn.world, 0, NULL, setting, &busbw, &wrong, mywhat,
+                          sizeof(mywhat));
+    if (mn.round == 1) {
+        mn.busbw = busbw;
+        memcpy(&mn_table_rep, mn.rep, sizeof(mn_table_rep));
+        mn_table_rep.ring = mn_run_buf;
+        mn_table_rep.ndev = mn.world;
+    }
+    mn.node[0].code = code;
+    snprintf(mn.node[0].what, sizeof(mn.node[0].what), "%s", mywhat);
+    for (int i = 1; i < mn.npart; i++) {
+        struct mn_node *n = &mn.node[mn.part[i]];
+        struct rdv_msg m;
+
+        if (!n->sent || n->gone) {
+            n->code = RC_EXIT_INTERNAL;
+            snprintf(n->what, sizeof(n->what), "%s",
+                     n->gone ? "the node went away"
+                             : "the round did not start (no unique id)");
+            continue;
+        }
+        for (;;) {
+            int r = rdv_recv(n->fd, &m, mn.deadline, err, sizeof(err));
+
+            if (r != RDV_OK) {
+                if (r == RDV_EPEER)
+                    node_gone(mn.part[i], err);
+                n->code = RC_EXIT_TIMEOUT;
+                snprintf(n->what, sizeof(n->what),
+                         "no result from node %d: %s", mn.part[i], err);
+                break;
+            }
+            if (m.type == RDV_RESULT && m.u.result.round == mn.round) {
+                n->code = m.u.result.code;
+                snprintf(n->what, sizeof(n->what), "%s", m.u.result.what);
+                break;
+            }
+        }
+    }
+    for (int i = 0; i < mn.npart; i++) {
+        const struct mn_node *n = &mn.node[mn.part[i]];
+
+        if (n->code != 0 && *failed < 0) {
+            *failed = mn.part[i];
+            code = n->code;
+            snprintf(what, whatlen, "node %d (%s): %s", mn.part[i], n->h.host,
+                     n->what);
+        }
+    }
+    if (*failed < 0)
+        code = 0;
+    {
+        char list[128] = "";
+
+        for (int i = 0; i < mn.npart; i++)
+            buf_add(list, sizeof(list), "%s%d", i > 0 ? "," : "", mn.part[i]);
+        report_log("cross-node: round %u: nodes %s (%d ranks)%s%s: %s%s%s",
+                   mn.round, list, mn.world, setting != NULL ? " with " : "",
+                   setting != NULL ? setting : "",
+                   code == 0 ? "pass" : report_code_name(code),
+                   code != 0 ? ": " : "", code != 0 ? what : "");
+    }
+    return code;
+}
+
+static void
+leader_diagnose(int code0)
+{
+    char what[640];
+    int failed;
+    int n = mn.m.nnodes;
+
+    report_log("cross-node: diagnosis: rerunning with other settings and "
+               "node pairs");
+    for (size_t i = 0; i < MN_NSETTINGS; i++) {
+        const struct mn_setting *s = &mn_settings[i];
+        char name[40];
+        const char *eq = strchr(s->setting, '=');
+        int all[RINGCHECK_MAX_NODES], k = 0, r;
+
+        snprintf(name, sizeof(name), "%.*s", (int)(eq - s->setting),
+                 s->setting);
+        if (env_is(name, eq + 1)) {
+            report_log("cross-node: diagnosis: %s is already set; skipped",
+                       s->setting);
+            continue;
+        }
+        for (int j = 0; j < n; j++)
+            all[k++] = j;
+        r = leader_round(all, k, s->setting, &failed, what, sizeof(what));
+        if (r < 0) {
+            mn.diag_incomplete = 1;
+            break;
+        }
+        if (r == 0) {
+            snprintf(mn.cure, sizeof(mn.cure), "%s", s->setting);
+            snprintf(mn.transport, sizeof(mn.transport), "%s", s->transport);
+            buf_add(mn.diag, sizeof(mn.diag), "passes with %s (%s)",
+                    s->setting, s->transport);
+            snprintf(mn.fix, sizeof(mn.fix),
+                     "set %s on every node of this job (the fallback file "
+                     "does that); %s",
+                     s->setting, s->why);
+            break;
+        }
+    }
+    if (mn.cure[0] == '\0' && !mn.diag_incomplete)
+        buf_add(mn.diag, sizeof(mn.diag),
+                "neither NCCL_IB_DISABLE=1 nor NCCL_NET_GDR_LEVEL=LOC makes "
+                "it pass");
+    if (!mn.diag_incomplete && n > 2) {
+        char bad[120] = "";
+
+        for (int k = 1; k < n; k++) {
+            int pair[2] = {0, k};
+            int r = leader_round(pair, 2, NULL, &failed, what, sizeof(what));
+
+            if (r < 0) {
+                mn.diag_incomplete = 1;
+                break;
+            }
+            if (r != 0)
+                buf_add(bad, sizeof(bad), "%snode 0 - node %d",
+                        bad[0] != '\0' ? ", " : "", k);
+        }
+        if (bad[0] != '\0')
+            buf_add(mn.diag, sizeof(mn.diag), "; failing pairs: %s", bad);
+        else if (!mn.diag_incomplete)
+            buf_add(mn.diag, sizeof(mn.diag),
+                    "; every pair with node 0 passes alone");
+    }
+    if (mn.diag_incomplete)
+        buf_add(mn.diag, sizeof(mn.diag),
+                "%sincomplete: the cross-node deadline came first",
+                mn.diag[0] != '\0' ? "; " : "");
+    report_log("cross-node: diagnosis: %s", mn.diag);
+    (void)code0;
+}
+
+/* Leader: the interface names across nodes, before any round. */
+static void
+leader_interface_notes(void)
+{
+    const char *first = NULL;
+
+    for (int k = 0; k < mn.m.nnodes; k++) {
+        const struct mn_node *n = &mn.node[k];
+
+        if (!n->joined)
+            continue;
+        if (n->h.iface[0] == '\0') {
+            buf_add(mn.diag, sizeof(mn.diag),
+                    "%snode %d (%s) has no interface NCCL can use (it has: "
+                    "%s)",
+                    mn.diag[0] != '\0' ? "; " : "", k, n->h.host, n->h.addr);
+            continue;
+        }
+        if (mn_is_bridge(n->h.iface))
+            buf_add(mn.diag, sizeof(mn.diag),
+                    "%snode %d (%s) uses %s, a container bridge that other "
+                    "nodes cannot reach; set NCCL_SOCKET_IFNAME to the fabric "
+                    "interface",
+                    mn.diag[0] != '\0' ? "; " : "", k, n->h.host, n->h.iface);
+        if (first == NULL)
+            first = n->h.iface;
+        else if (strcmp(first, n->h.iface) != 0 &&
+                 strstr(mn.diag, "interfaces differ") == NULL)
+            buf_add(mn.diag, sizeof(mn.diag),
+                    "%sinterfaces differ between nodes (%s on node 0, %s on "
+                    "node %d)",
+                    mn.diag[0] != '\0' ? "; " : "", first, n->h.iface, k);
+    }
+    if (mn.diag[0] != '\0')
+        report_log("cross-node: warning: %s", mn.diag);
+}
+
+/* Leader: gathers the nodes until all joined or the deadline. */
+static int
+leader_gather(int lfd)
+{
+    int joined = 1;
+
+    while (joined < mn.m.nnodes) {
+        double left = mn.deadline - rdv_now();
+        struct pollfd p = {lfd, POLLIN, 0};
+        struct sockaddr_storage sa;
+        socklen_t sl = sizeof(sa);
+        char from[64] = "?", err[200];
+        struct rdv_msg m, rej;
+        int c, k;
+        double d;
+
+        if (left <= 0)
+            break;
+        if (poll(&p, 1, (int)(left * 1000) + 1) <= 0)
+            continue;
+        c = accept4(lfd, (struct sockaddr *)&sa, &sl,
+                    SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (c < 0)
+            continue;
+        getnameinfo((struct sockaddr *)&sa, sl, from, sizeof(from), NULL, 0,
+                    NI_NUMERICHOST);
+        d = rdv_now() + MN_HELLO_TIMEOUT_S;
+        if (rdv_recv(c, &m, d < mn.deadline ? d : mn.deadline, err,
+                     sizeof(err)) != RDV_OK) {
+            report_log("cross-node: dropped a connection from %s: %s", from,
+                       err);
+            close(c);
+            continue;
+        }
+        memset(&rej, 0, sizeof(rej));
+        rej.type = RDV_REJECT;
+        k = (int)m.u.hello.node_rank;
+        if (m.type != RDV_HELLO)
+            snprintf(rej.u.reject.reason, sizeof(rej.u.reject.reason),
+                     "expected HELLO, got %s", rdv_type_name(m.type));
+        else if (strcmp(m.u.hello.job, mn.m.job) != 0)
+            snprintf(rej.u.reject.reason, sizeof(rej.u.reject.reason),
+                     "job id \"%.128s\" is not this job's", m.u.hello.job);
+        else if (k <= 0 || k >= mn.m.nnodes)
+            snprintf(rej.u.reject.reason, sizeof(rej.u.reject.reason),
+                     "node rank %d is outside 1..%d", k, mn.m.nnodes - 1);
+        else if (mn.node[k].joined)
+            snprintf(rej.u.reject.reason, sizeof(rej.u.reject.reason),
+                     "node rank %d has already joined from %s", k,
+                     mn.node[k].from);
+        if (rej.u.reject.reason[0] != '\0') {
+            report_log("cross-node: rejected %s: %s", from,
+                       rej.u.reject.reason);
+            d = rdv_now() + 0.5;
+            (void)!rdv_send(c, &rej, d < mn.deadline ? d : mn.deadline, err,
+                            sizeof(err));
+            close(c);
+            continue;
+        }
+        mn.node[k].joined = 1;
+        mn.node[k].fd = c;
+        mn.node[k].h = m.u.hello;
+        snprintf(mn.node[k].from, sizeof(mn.node[k].from), "%s", from);
+        joined++;
+        report_log("cross-node: node %d joined from %s (%s, %u GPUs)%s", k,
+                   from, m.u.hello.host, m.u.hello.ngpus,
+                   m.u.hello.local_code != 0 ? ", its own check failed" : "");
+    }
+    return joined;
+}
+
+static void
+leader_send_verdicts(void)
+{
+    struct rdv_msg m;
+    char err[200];
+
+    memset(&m, 0, sizeof(m));
+    m.type = RDV_VERDICT;
+    m.u.verdict.code = mn.code;
+    snprintf(m.u.verdict.result, sizeof(m.u.verdict.result), "%s", mn.status);
+    snprintf(m.u.verdict.cure, sizeof(m.u.verdict.cure), "%s", mn.cure);
+    snprintf(m.u.verdict.transport, sizeof(m.u.verdict.transport), "%s",
+             mn.transport);
+    snprintf(m.u.verdict.what, sizeof(m.u.verdict.what), "%.*s",
+             (int)sizeof(m.u.verdict.what) - 1, mn.what);
+    for (int k = 1; k < mn.m.nnodes; k++) {
+        struct mn_node *n = &mn.node[k];
+        double d = rdv_now() + MN_SEND_TIMEOUT_S;
+
+        if (!n->joined || n->gone)
+            continue;
+        /* The verdict is due by the deadline; a slow peer gets at most a
+         * short grace after it. */
+        if (d > mn.deadline + 0.2)
+            d = mn.deadline + 0.2;
+        if (rdv_send(n->fd, &m, d, err, sizeof(err)) != RDV_OK)
+            node_gone(k, err);
+    }
+}
+
+static void
+leader_main(void)
+{
+    char err[200];
+    int lfd = rdv_listen(mn.o->rendezvous_port, err, sizeof(err));
+    int joined, all[RINGCHECK_MAX_NODES], code, failed;
+    char what[640];
+
+    mn.node[0].joined = 1;
+    local_hello(&mn.node[0].h);
+    if (lfd < 0) {
+        set_outcome(RC_EXIT_ENV, "fail", "node rank 0 %s", err);
+        snprintf(mn.fix, sizeof(mn.fix),
+                 "free the port or choose another with --rendezvous-port "
+                 "(policy ringCheck.rendezvousPort)");
+        return;
+    }
+    report_log("cross-node: node rank 0 of %d (%s); listening on port %d for "
+               "the others",
+               mn.m.nnodes, mn.m.operator_name, mn.o->rendezvous_port);
+    joined = leader_gather(lfd);
+    close(lfd);
+    for (int k = 0, off = 0; k < mn.m.nnodes; k++)
+        if (mn.node[k].joined) {
+            mn.node[k].offset = off;
+            off += (int)mn.node[k].h.ngpus;
+        }
+    print_node_view();
+    if (joined < mn.m.nnodes) {
+        for (int k = 1; k < mn.m.nnodes; k++)
+            if (!mn.node[k].joined)
+                buf_add(mn.missing, sizeof(mn.missing), "%s%d",
+                        mn.missing[0] != '\0' ? "," : "", k);
+        set_outcome(RC_EXIT_TIMEOUT, "missing",
+                    "only %d of %d nodes joined by the cross-node deadline "
+                    "(%.0f s); missing node ranks: %s",
+                    joined, mn.m.nnodes, mn.o->multi_node_timeout_s,
+                    mn.missing);
+        snprintf(mn.fix, sizeof(mn.fix),
+                 "the missing pods did not reach port %d of node rank 0 "
+                 "in time: check that they were scheduled, that a "
+                 "NetworkPolicy allows the port, and their own ring-check "
+                 "logs",
+                 mn.o->rendezvous_port);
+        leader_send_verdicts();
+        return;
+    }
+    for (int k = 0; k < mn.m.nnodes; k++)
+        if (mn.node[k].h.local_code != 0) {
+            set_outcome(mn.node[k].h.local_code, "fail",
+                        "node %d (%s) failed its single-pod check (%s), so "
+                        "the cross-node check did not run",
+                        k, mn.node[k].h.host,
+                        report_code_name(mn.node[k].h.local_code));
+            snprintf(mn.fix, sizeof(mn.fix),
+                     "see the ring-check log of node %d's pod", k);
+            leader_send_verdicts();
+            return;
+        }
+    leader_interface_notes();
+    for (int k = 0; k < mn.m.nnodes; k++)
+        all[k] = k;
+    code = leader_round(all, mn.m.nnodes, NULL, &failed, what, sizeof(what));
+    if (code == 0) {
+        set_outcome(0, "pass", "the ring over %d nodes (%d ranks) passed",
+                    mn.m.nnodes, mn.world);
+    } else {
+        if (code < 0) {
+            code = RC_EXIT_TIMEOUT;
+            snprintf(what, sizeof(what),
+                     "no time left for the cross-node ring");
+        }
+        set_outcome(code, "fail",
+                    "the ring over %d nodes (%d ranks) failed: %s",
+                    mn.m.nnodes, mn.world, what);
+        if (mn.o->diagnose || mn.o->on_failure == RC_FALLBACK)
+            leader_diagnose(code);
+        if (mn.fix[0] == '\0')
+            snprintf(mn.fix, sizeof(mn.fix),
+                     "check the network between the nodes (NCCL_DEBUG=INFO "
+                     "shows the interface and transport each rank uses), "
+                     "the interface names, and the failing pair above");
+    }
+    leader_send_verdicts();
+}
+
+/* ------------------------------------------------------------ followers */
+
+static void
+follower_main(void)
+{
+    char err[300];
+    struct rdv_msg m;
+    struct rdv_hello self;
+    int attempts = 0;
+
+    report_log("cross-node: node rank %d of %d (%s); joining node rank 0 at "
+               "%s port %d",
+               mn.m.node_rank, mn.m.nnodes, mn.m.operator_name, mn.m.leader,
+               mn.o->rendezvous_port);
+    local_hello(&self);
+    mn.node[mn.m.node_rank].joined = 1;
+    mn.node[mn.m.node_rank].h = self;
+    mn.fd = rdv_connect(mn.m.leader, mn.o->rendezvous_port, mn.deadline,
+                        &attempts, err, sizeof(err));
+    if (mn.fd < 0) {
+        set_outcome(RC_EXIT_TIMEOUT, "missing",
+                    "could not reach node rank 0 by the cross-node deadline "
+                    "(%.0f s, %d attempts): %s",
+                    mn.o->multi_node_timeout_s, attempts, err);
+        snprintf(mn.fix, sizeof(mn.fix),
+                 "%s",
+                 strstr(err, "resolve") != NULL
+                     ? "the leader's name does not resolve: its headless "
+                       "Service must publish not-ready addresses "
+                       "(publishNotReadyAddresses) while the pods initialise"
+                     : "check that node rank 0's pod runs and that a "
+                       "NetworkPolicy allows the rendezvous port");
+        print_node_view();
+        return;
+    }
+    memset(&m, 0, sizeof(m));
+    m.type = RDV_HELLO;
+    m.u.hello = self;
+    if (rdv_send(mn.fd, &m, mn.deadline, err, sizeof(err)) != RDV_OK) {
+        set_outcome(RC_EXIT_TIMEOUT, "missing", "node rank 0 is gone: %s",
+                    err);
+        return;
+    }
+    print_node_view();
+    for (;;) {
+        int r = rdv_recv(mn.fd, &m, mn.deadline, err, sizeof(err));
+        char line[2 * RDV_ID_BYTES + 8], what[RDV_TEXT_MAX];
+        double busbw;
+        long wrong;
+        int code;
+        struct rdv_msg res;
+
+        if (r == RDV_ETIME) {
+            set_outcome(RC_EXIT_TIMEOUT, "missing",
+                        "node rank 0 gave no verdict by the cross-node "
+                        "deadline (%.0f s)",
+                        mn.o->multi_node_timeout_s);
+            return;
+        }
+        if (r != RDV_OK) {
+            set_outcome(RC_EXIT_TIMEOUT, "missing",
+                        "node rank 0 went away before its verdict (%s)", err);
+            return;
+        }
+        if (m.type == RDV_REJECT) {
+            set_outcome(RC_EXIT_ENV, "fail", "node rank 0 rejected us: %s",
+                        m.u.reject.reason);
+            snprintf(mn.fix, sizeof(mn.fix),
+                     "two jobs share the leader's address and port, or the "
+                     "pods disagree about the job's size: check the "
+                     "operator's variables");
+            return;
+        }
+        if (m.type == RDV_VERDICT) {
+            mn.code = m.u.verdict.code;
+            snprintf(mn.status, sizeof(mn.status), "%s", m.u.verdict.result);
+            snprintf(mn.what, sizeof(mn.what), "%s", m.u.verdict.what);
+            snprintf(mn.cure, sizeof(mn.cure), "%s", m.u.verdict.cure);
+            snprintf(mn.transport, sizeof(mn.transport), "%s",
+                     m.u.verdict.transport);
+            if (mn.cure[0] != '\0')
+                snprintf(mn.fix, sizeof(mn.fix),
+                         "node rank 0 found that %s makes the ring pass; "
+                         "set it on every node of the job",
+                         mn.cure);
+            return;
+        }
+        if (m.type != RDV_RUN || m.u.run.world < (uint32_t)mn.rep->ndev ||
+            m.u.run.world > WORKER_MAX_GPUS * RINGCHECK_MAX_NODES ||
+            m.u.run.rank_offset > m.u.run.world - (uint32_t)mn.rep->ndev) {
+            set_outcome(RC_EXIT_INTERNAL, "fail",
+                        "node rank 0 sent an unexpected %s message",
+                        rdv_type_name(m.type));
+            return;
+        }
+        hex_id(m.u.run.id, line, sizeof(line));
+        report_log("cross-node: round %u: ranks %u-%u of %u%s%s",
+                   m.u.run.round, m.u.run.rank_offset,
+                   m.u.run.rank_offset + (uint32_t)mn.rep->ndev - 1,
+                   m.u.run.world, m.u.run.setting[0] != '\0' ? " with " : "",
+                   m.u.run.setting);
+        code = run_local_part((int)m.u.run.world, (int)m.u.run.rank_offset,
+                              line, m.u.run.setting, &busbw, &wrong, what,
+                              sizeof(what));
+        if (m.u.run.round == 1) {
+            mn.busbw = busbw;
+            memcpy(&mn_table_rep, mn.rep, sizeof(mn_table_rep));
+            mn_table_rep.ring = mn_run_buf;
+            mn_table_rep.ndev = (int)m.u.run.world;
+            mn.world = (int)m.u.run.world;
+        }
+        memset(&res, 0, sizeof(res));
+        res.type = RDV_RESULT;
+        res.u.result.round = m.u.run.round;
+        res.u.result.code = code;
+        res.u.result.busbw_mbps =
+            busbw > 0 && busbw < 4e6 ? (uint32_t)(busbw * 1000) : 0;
+        res.u.result.wrong = wrong > 0 ? (uint32_t)wrong : 0;
+        for (char *c = what; *c != '\0'; c++)
+            if (*c < 0x20 || *c > 0x7e)
+                *c = ' ';
+        snprintf(res.u.result.what, sizeof(res.u.result.what), "%s", what);
+        if (rdv_send(mn.fd, &res, mn.deadline, err, sizeof(err)) != RDV_OK) {
+            set_outcome(RC_EXIT_TIMEOUT, "missing",
+                        "node rank 0 went away during round %u (%s)",
+                        m.u.run.round, err);
+            return;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ report */
+
+static void
+json_str(char *buf, size_t len, const char *s)
+{
+    buf_add(buf, len, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
+        if (*p == '"' || *p == '\\')
+            buf_add(buf, len, "\\%c", *p);
+        else if (*p < 0x20)
+            buf_add(buf, len, "\\u%04x", *p);
+        else
+            buf_add(buf, len, "%c", *p);
+    }
+    buf_add(buf, len, "\"");
+}
+
+static void
+write_report(void)
+{
+    struct rc_report *r = mn.rep;
+    char *j = r->mn_json;
+    size_t jl = sizeof(r->mn_json);
+    int leader = mn.m.node_rank == 0;
+
+    j[0] = '\0';
+    buf_add(j, jl, "{\"operator\":");
+    json_str(j, jl, mn.m.operator_name);
+    buf_add(j, jl, ",\"job\":");
+    json_str(j, jl, mn.m.job);
+    buf_add(j, jl,
+            ",\"node_rank\":%d,\"nnodes\":%d,\"world\":%d,\"job_wide\":%s,"
+            "\"status\":",
+            mn.m.node_rank, mn.m.nnodes, mn.world, leader ? "true" : "false");
+    json_str(j, jl, mn.status);
+    buf_add(j, jl, ",\"code\":%d,\"message\":", mn.code);
+    json_str(j, jl, mn.what);
+    buf_add(j, jl, ",\"missing\":[%s],\"cure\":", mn.missing);
+    if (mn.cure[0] != '\0')
+        json_str(j, jl, mn.cure);
+    else
+        buf_add(j, jl, "null");
+    buf_add(j, jl, ",\"diagnosis\":");
+    json_str(j, jl, mn.diag);
+    if (mn.busbw >= 0)
+        buf_add(j, jl, ",\"busbw_gbps\":%.3f", mn.busbw);
+    else
+        buf_add(j, jl, ",\"busbw_gbps\":null");
+    buf_add(j, jl, ",\"nodes\":[");
+    for (int k = 0, first = 1; k < mn.m.nnodes; k++) {
+        const struct mn_node *n = &mn.node[k];
+
+        if (!n->joined)
+            continue;
+        buf_add(j, jl, "%s{\"node\":%d,\"host\":", first ? "" : ",", k);
+        json_str(j, jl, n->h.host);
+        buf_add(j, jl, ",\"gpus\":%u,\"interface\":", n->h.ngpus);
+        json_str(j, jl, n->h.iface);
+        buf_add(j, jl, ",\"address\":");
+        json_str(j, jl, n->h.iface[0] != '\0' ? n->h.addr : "");
+        buf_add(j, jl, ",\"transport\":");
+        json_str(j, jl, n->h.transport);
+        buf_add(j, jl, ",\"gone\":%s}", n->gone ? "true" : "false");
+        first = 0;
+    }
+    buf_add(j, jl, "]}");
+
+    r->mn_text[0] = '\0';
+    buf_add(r->mn_text, sizeof(r->mn_text), "cross-node%s: %s: %s\n",
+            leader ? " (job-wide verdict)" : "", mn.status, mn.what);
+    if (leader)
+        for (int k = 0; k < mn.m.nnodes; k++)
+            if (mn.node[k].joined)
+                buf_add(r->mn_text, sizeof(r->mn_text),
+                        "node %d: %s, %u GPUs, %s %s, %s%s\n", k,
+                        mn.node[k].h.host, mn.node[k].h.ngpus,
+                        mn.node[k].h.iface[0] != '\0' ? mn.node[k].h.iface
+                                                      : "no interface",
+                        mn.node[k].h.iface[0] != '\0' ? mn.node[k].h.addr : "",
+                        mn.node[k].h.transport,
+                        mn.node[k].gone ? " (gone)" : "");
+    if (mn.missing[0] != '\0')
+        buf_add(r->mn_text, sizeof(r->mn_text), "missing node ranks: %s\n",
+                mn.missing);
+    if (mn.diag[0] != '\0')
+        buf_add(r->mn_text, sizeof(r->mn_text), "cross-node diagnosis: %s\n",
+                mn.diag);
+    if (mn.code != 0 && mn.fix[0] != '\0')
+        buf_add(r->mn_text, sizeof(r->mn_text), "cross-node fix: %s\n",
+                mn.fix);
+}
+
+/* Folds the cross-node outcome into the pod's report. */
+static void
+apply_outcome(void)
+{
+    struct rc_report *r = mn.rep;
+
+    if (mn_table_rep.opts != NULL) {
+        report_log("cross-node: nccl-tests table over all %d ranks (this "
+                   "node's view)",
+                   mn_table_rep.ndev);
+        report_table(&mn_table_rep);
+    }
+    write_report();
+    if (mn.code == 0 || r->code != 0)
+        return; /* a local failure keeps its own verdict */
+    if (strcmp(mn.status, "missing") == 0 &&
+        mn.o->on_missing == RC_MISSING_WARN) {
+        r->mn_warn = 1;
+        r->nwarnings++;
+        report_log("cross-node: warning: %s; --on-missing warn: the pod "
+                   "starts anyway",
+                   mn.what);
+        return;
+    }
+    r->code = mn.code;
+    r->phase = 7;
+    snprintf(r->what, sizeof(r->what), "%s", mn.what);
+    snprintf(r->fix, sizeof(r->fix), "%s", mn.fix);
+    snprintf(r->cure, sizeof(r->cure), "%.47s", mn.cure);
+    snprintf(r->transport, sizeof(r->transport), "%.23s", mn.transport);
+    if (mn.diag[0] != '\0')
+        snprintf(r->diag_note, sizeof(r->diag_note), "%s", mn.diag);
+    r->diag_ran = mn.diag[0] != '\0';
+}
+
+void
+mn_check(struct rc_report *r)
+{
+    char why[300];
+    int got;
+
+    if (!r->opts->multi_node)
+        return;
+    memset(&mn, 0, sizeof(mn));
+    memset(&mn_table_rep, 0, sizeof(mn_table_rep));
+    mn.rep = r;
+    mn.o = r->opts;
+    mn.fd = -1;
+    mn.busbw = -1;
+    for (int k = 0; k < RINGCHECK_MAX_NODES; k++)
+        mn.node[k].fd = -1;
+    got = mn_membership(&mn.m, why, sizeof(why));
+    if (got <= 0) {
+        report_log("cross-node: %s: %s", got == 0 ? "skipped, single pod"
+                                                  : "skipped",
+                   why);
+        if (got < 0)
+            r->nwarnings++;
+        r->mn_json[0] = '\0';
+        buf_add(r->mn_json, sizeof(r->mn_json), "{\"status\":\"skipped\","
+                "\"message\":");
+        json_str(r->mn_json, sizeof(r->mn_json), why);
+        buf_add(r->mn_json, sizeof(r->mn_json), "}");
+        return;
+    }
+    if (mn.m.nnodes == 1) {
+        report_log("cross-node: skipped: %s says the job has one node",
+                   mn.m.operator_name);
+        snprintf(r->mn_json, sizeof(r->mn_json),
+                 "{\"status\":\"skipped\",\"message\":\"one node\"}");
+        return;
+    }
+    mn.t0 = rdv_now();
+    mn.deadline = mn.t0 + mn.o->multi_node_timeout_s;
+    report_log("cross-node: starting; deadline in %.1f s (--multi-node-"
+               "timeout), job %s",
+               mn.o->multi_node_timeout_s, mn.m.job);
+    if (mn.m.node_rank == 0)
+        leader_main();
+    else
+        follower_main();
+    for (int k = 0; k < RINGCHECK_MAX_NODES; k++)
+        if (mn.node[k].fd >= 0)
+            close(mn.node[k].fd);
+    if (mn.fd >= 0)
+        close(mn.fd);
+    report_log("cross-node: %s: %s", mn.status, mn.what);
+    apply_outcome();
+}
