@@ -69,6 +69,7 @@ struct mn {
     int part[RINGCHECK_MAX_NODES];
     int npart;
     int world;
+    int world1; /* ranks in the first round, the one that counts */
     const char *setting;
     /* outcome */
     int code;
@@ -306,7 +307,7 @@ print_node_view(void)
 
         if (!n->joined)
             continue;
-        if (n->h.ngpus > 0)
+        if (n->h.ngpus > 0 && mn.m.node_rank == 0)
             snprintf(ranks, sizeof(ranks), "%d-%d", n->offset,
                      n->offset + (int)n->h.ngpus - 1);
         else
@@ -314,8 +315,8 @@ print_node_view(void)
         report_log("cross-node: node %d  %-20s  %2u GPUs  ranks %-7s  %s %s  "
                    "%s%s",
                    k, n->h.host, n->h.ngpus, ranks,
-                   n->h.iface[0] != '\0' ? n->h.iface : "(none)",
-                   n->h.iface[0] != '\0' ? n->h.addr : "",
+                   n->h.iface[0] != '\0' ? n->h.iface : "no interface; has",
+                   n->h.addr,
                    n->h.transport, n->gone ? "  (gone)" : "");
     }
 }
@@ -520,6 +521,7 @@ leader_round(const int *parts, int np, const char *setting, int *failed,
         memcpy(&mn_table_rep, mn.rep, sizeof(mn_table_rep));
         mn_table_rep.ring = mn_run_buf;
         mn_table_rep.ndev = mn.world;
+        mn.world1 = mn.world;
     }
     mn.node[0].code = code;
     snprintf(mn.node[0].what, sizeof(mn.node[0].what), "%s", mywhat);
@@ -552,16 +554,20 @@ leader_round(const int *parts, int np, const char *setting, int *failed,
             }
         }
     }
-    for (int i = 0; i < mn.npart; i++) {
-        const struct mn_node *n = &mn.node[mn.part[i]];
+    /* A timeout on one node is often the echo of a failure on another:
+     * name a node that failed outright first. */
+    for (int pass = 0; pass < 2 && *failed < 0; pass++)
+        for (int i = 0; i < mn.npart; i++) {
+            const struct mn_node *n = &mn.node[mn.part[i]];
 
-        if (n->code != 0 && *failed < 0) {
+            if (n->code == 0 || *failed >= 0 ||
+                (pass == 0 && n->code == RC_EXIT_TIMEOUT))
+                continue;
             *failed = mn.part[i];
             code = n->code;
             snprintf(what, whatlen, "node %d (%s): %s", mn.part[i], n->h.host,
                      n->what);
         }
-    }
     if (*failed < 0)
         code = 0;
     {
@@ -715,6 +721,8 @@ leader_gather(int lfd)
             continue;
         getnameinfo((struct sockaddr *)&sa, sl, from, sizeof(from), NULL, 0,
                     NI_NUMERICHOST);
+        if (strncmp(from, "::ffff:", 7) == 0)
+            memmove(from, from + 7, strlen(from + 7) + 1);
         d = rdv_now() + MN_HELLO_TIMEOUT_S;
         if (rdv_recv(c, &m, d < mn.deadline ? d : mn.deadline, err,
                      sizeof(err)) != RDV_OK) {
@@ -855,7 +863,7 @@ leader_main(void)
     code = leader_round(all, mn.m.nnodes, NULL, &failed, what, sizeof(what));
     if (code == 0) {
         set_outcome(0, "pass", "the ring over %d nodes (%d ranks) passed",
-                    mn.m.nnodes, mn.world);
+                    mn.m.nnodes, mn.world1);
     } else {
         if (code < 0) {
             code = RC_EXIT_TIMEOUT;
@@ -864,7 +872,7 @@ leader_main(void)
         }
         set_outcome(code, "fail",
                     "the ring over %d nodes (%d ranks) failed: %s",
-                    mn.m.nnodes, mn.world, what);
+                    mn.m.nnodes, mn.world1, what);
         if (mn.o->diagnose || mn.o->on_failure == RC_FALLBACK)
             leader_diagnose(code);
         if (mn.fix[0] == '\0')
@@ -911,6 +919,7 @@ follower_main(void)
         print_node_view();
         return;
     }
+    report_log("cross-node: joined node rank 0 after %d attempts", attempts);
     memset(&m, 0, sizeof(m));
     m.type = RDV_HELLO;
     m.u.hello = self;
@@ -985,7 +994,7 @@ follower_main(void)
             memcpy(&mn_table_rep, mn.rep, sizeof(mn_table_rep));
             mn_table_rep.ring = mn_run_buf;
             mn_table_rep.ndev = (int)m.u.run.world;
-            mn.world = (int)m.u.run.world;
+            mn.world1 = (int)m.u.run.world;
         }
         memset(&res, 0, sizeof(res));
         res.type = RDV_RESULT;
@@ -1040,7 +1049,7 @@ write_report(void)
     buf_add(j, jl,
             ",\"node_rank\":%d,\"nnodes\":%d,\"world\":%d,\"job_wide\":%s,"
             "\"status\":",
-            mn.m.node_rank, mn.m.nnodes, mn.world, leader ? "true" : "false");
+            mn.m.node_rank, mn.m.nnodes, mn.world1, leader ? "true" : "false");
     json_str(j, jl, mn.status);
     buf_add(j, jl, ",\"code\":%d,\"message\":", mn.code);
     json_str(j, jl, mn.what);
@@ -1065,8 +1074,9 @@ write_report(void)
         json_str(j, jl, n->h.host);
         buf_add(j, jl, ",\"gpus\":%u,\"interface\":", n->h.ngpus);
         json_str(j, jl, n->h.iface);
-        buf_add(j, jl, ",\"address\":");
-        json_str(j, jl, n->h.iface[0] != '\0' ? n->h.addr : "");
+        buf_add(j, jl, n->h.iface[0] != '\0' ? ",\"address\":"
+                                              : ",\"interfaces_present\":");
+        json_str(j, jl, n->h.addr);
         buf_add(j, jl, ",\"transport\":");
         json_str(j, jl, n->h.transport);
         buf_add(j, jl, ",\"gone\":%s}", n->gone ? "true" : "false");
@@ -1084,8 +1094,8 @@ write_report(void)
                         "node %d: %s, %u GPUs, %s %s, %s%s\n", k,
                         mn.node[k].h.host, mn.node[k].h.ngpus,
                         mn.node[k].h.iface[0] != '\0' ? mn.node[k].h.iface
-                                                      : "no interface",
-                        mn.node[k].h.iface[0] != '\0' ? mn.node[k].h.addr : "",
+                                                      : "no interface; has",
+                        mn.node[k].h.addr,
                         mn.node[k].h.transport,
                         mn.node[k].gone ? " (gone)" : "");
     if (mn.missing[0] != '\0')

@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# The cross-node ring check with 2-3 "pods": processes of the real binary,
+# each in its own network namespace on a bridge (in a namespace of its own,
+# so nothing is added to the host's network), against the NCCL double in
+# network mode (a real TCP exchange between the namespaces). One fault per
+# case; every pod must give its verdict within its cross-node deadline + 1 s.
+#
+#   RINGCHECK=path/to/ncclguard-ringcheck FAKES=dir multinode.sh
+#
+# Names resolve through /etc/netns/NS/hosts, which `ip netns exec` mounts
+# over /etc/hosts in that namespace; the late-DNS case writes it mid-run.
+set -u
+
+: "${RINGCHECK:?set RINGCHECK to the binary}"
+: "${FAKES:?set FAKES to the folder with the test double}"
+
+P=ncg-mn-$$
+SW=$P-sw
+NS=()
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ringcheck-mn.XXXXXX")
+pass=0
+fail=0
+CASE=setup
+
+cleanup() {
+    local pids
+    pids=$(jobs -p)
+    [ -n "$pids" ] && kill $pids 2>/dev/null
+    for ns in "${NS[@]}" "$SW"; do
+        ip netns del "$ns" 2>/dev/null
+        rm -rf "/etc/netns/$ns"
+    done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+skip() {
+    echo "SKIP multinode ($*)"
+    exit 0
+}
+
+if [ "$(id -u)" != 0 ]; then skip "needs root for ip netns"; fi
+command -v ip >/dev/null || skip "no ip command"
+command -v jq >/dev/null || skip "no jq"
+ip netns add "$SW" 2>"$TMP/err" || skip "cannot create a network namespace: $(cat "$TMP/err")"
+ip -n "$SW" link add br0 type bridge 2>"$TMP/err" ||
+    skip "cannot create a bridge: $(cat "$TMP/err")"
+ip -n "$SW" link set br0 up
+ip -n "$SW" link set lo up
+
+# pod I: namespace $P-I with eth0 = 10.77.0.(I+1)/24 on the bridge.
+for i in 0 1 2 3; do
+    ns=$P-$i
+    NS+=("$ns")
+    ip netns add "$ns" || skip "cannot create namespace $ns"
+    ip -n "$ns" link add eth0 type veth peer name p$i netns "$SW" ||
+        skip "cannot create a veth pair"
+    ip -n "$SW" link set p$i master br0 up
+    ip -n "$ns" addr add 10.77.0.$((i + 1))/24 dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+    # A container bridge that goes nowhere, as docker0 on a node (a veth
+    # pair whose other end stays in the namespace: no module needed).
+    ip -n "$ns" link add docker0 type veth peer name dk0 ||
+        skip "cannot create a veth pair"
+    ip -n "$ns" addr add 172.17.0.1/16 dev docker0
+    ip -n "$ns" link set dk0 up
+    ip -n "$ns" link set docker0 up
+    mkdir -p "/etc/netns/$ns"
+    printf '127.0.0.1 localhost\n' >"/etc/netns/$ns/hosts"
+done
+hosts_add_leader() { # POD: leader.test resolves in pod POD
+    printf '127.0.0.1 localhost\n10.77.0.1 leader.test\n' >"/etc/netns/$P-$1/hosts"
+}
+hosts_drop_leader() {
+    printf '127.0.0.1 localhost\n' >"/etc/netns/$P-$1/hosts"
+}
+for i in 0 1 2 3; do hosts_add_leader $i; done
+# A refused connection proves that the bridge carries packets.
+timeout 3 ip netns exec "$P-1" bash -c 'exec 3<>/dev/tcp/10.77.0.1/9' \
+    2>&1 | grep -q refused ||
+    skip "the namespaces cannot reach each other over the bridge"
+
+ok() { pass=$((pass + 1)); }
+bad() {
+    fail=$((fail + 1))
+    echo "FAIL: $CASE: $*"
+    for f in "$TMP"/out.*; do
+        [ -f "$f" ] || continue
+        echo "---- $f"
+        grep -E 'cross-node|FAILED|WARN' "$f" | sed -e 's/^/    /' | tail -25
+    done
+    echo "----"
+}
+
+PORT=29450
+# pod I NNODES ENV... -- ARGS...: starts pod I in the background.
+pod() {
+    local i=$1 n=$2
+    shift 2
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    rm -f "$TMP/out.$i" "$TMP/tl.$i" "$TMP/rep.$i" "$TMP/conf.$i"
+    ip netns exec "$P-$i" unshare -u sh -c 'hostname "$0"; exec "$@"' \
+        "pod-$i" env LD_LIBRARY_PATH="$FAKES" LD_BIND_NOW=1 \
+        FAKECUDA_DEVICES=2 FAKENCCL_NET=1 FAKENCCL_DIR="$TMP" \
+        NCCL_BUFFSIZE=1048576 FAKENCCL_CONNECT_RETRY_S=1 \
+        LWS_LEADER_ADDRESS=leader.test LWS_GROUP_SIZE="$n" \
+        LWS_WORKER_INDEX="$i" NCCLGUARD_JOB_ID=job-uid-1 "${envs[@]}" \
+        "$RINGCHECK" --termination-log "$TL_DIR/tl.$i" \
+        --report "$TMP/rep.$i" --fallback-conf "$TMP/conf.$i" \
+        --bw-bytes 64Ki --timeout 60 --phase-timeout 1.5 \
+        --multi-node auto --rendezvous-port $PORT "$@" \
+        >"$TMP/out.$i" 2>&1 &
+    eval "PID$i=$!"
+}
+TL_DIR=$TMP
+# waitpod I: waits for pod I and sets RC.
+waitpod() {
+    local pid
+    eval "pid=\$PID$1"
+    wait "$pid"
+    RC=$?
+}
+expect_rc() { # POD CODE
+    waitpod "$1"
+    [ "$RC" -eq "$2" ] && ok || bad "pod $1: exit $RC, want $2"
+    expect_in_time "$1"
+}
+expect_out() { grep -qE -- "$2" "$TMP/out.$1" && ok || bad "pod $1: output lacks /$2/"; }
+expect_tl() {
+    grep -qE -- "$2" "$TMP/tl.$1" 2>/dev/null && ok ||
+        bad "pod $1: termination log lacks /$2/"
+}
+expect_json() { # POD JQ
+    if [ -f "$TMP/rep.$1" ] && jq -e "$2" "$TMP/rep.$1" >/dev/null; then ok
+    else bad "pod $1: JSON fails $2: $(jq -c .multinode "$TMP/rep.$1" 2>&1)"; fi
+}
+ms() { date -d "$1" +%s%3N; }
+# expect_in_time POD: from "cross-node: starting; deadline in X s" to the
+# pod's last line took at most X + 1 s.
+expect_in_time() {
+    local f=$TMP/out.$1 start lim last
+    start=$(grep -m1 'cross-node: starting; deadline in' "$f" | cut -d' ' -f1)
+    lim=$(grep -m1 -oE 'deadline in [0-9.]+' "$f" | grep -oE '[0-9.]+$')
+    last=$(grep -E '^[0-9]{4}-[0-9]{2}-[0-9]{2}T' "$f" | tail -1 | cut -d' ' -f1)
+    if [ -z "$start" ] || [ -z "$last" ]; then
+        bad "pod $1: no cross-node start or end line"
+        return
+    fi
+    local took=$(($(ms "$last") - $(ms "$start")))
+    local max
+    max=$(awk -v l="$lim" 'BEGIN { printf "%d", (l + 1) * 1000 }')
+    [ "$took" -le "$max" ] && ok ||
+        bad "pod $1: verdict after ${took} ms, deadline + 1 s is ${max} ms"
+}
+
+# ---------------------------------------------------------------- cases
+CASE="three pods pass"
+pod 0 3 -- --multi-node-timeout 10
+pod 1 3 -- --multi-node-timeout 10
+pod 2 3 -- --multi-node-timeout 10
+expect_rc 0 0; expect_rc 1 0; expect_rc 2 0
+expect_json 0 '.multinode.status == "pass" and .multinode.world == 6 and .multinode.job_wide and (.multinode.nodes | length) == 3'
+expect_json 0 '[.multinode.nodes[].interface] == ["eth0","eth0","eth0"]'
+expect_json 2 '.multinode.status == "pass" and .multinode.node_rank == 2'
+expect_out 0 'node 2  pod-2 .*eth0 10\.77\.0\.3'
+expect_tl 0 'cross-node \(job-wide verdict\): pass'
+expect_tl 1 'cross-node: pass'
+
+CASE="leader name resolves late"
+hosts_drop_leader 1
+pod 1 2 -- --multi-node-timeout 8
+sleep 0.8
+pod 0 2 -- --multi-node-timeout 8
+sleep 0.7
+hosts_add_leader 1
+expect_rc 0 0; expect_rc 1 0
+expect_out 1 'joined node rank 0 after [2-9][0-9]* attempts'
+expect_json 1 '.multinode.status == "pass"'
+
+CASE="leader name never resolves, on-missing warn and fail"
+hosts_drop_leader 1
+hosts_drop_leader 2
+pod 1 3 -- --multi-node-timeout 2
+pod 2 3 -- --multi-node-timeout 2 --on-missing fail
+expect_rc 1 0; expect_rc 2 4
+expect_json 1 '.ringcheck == "warn" and .multinode.status == "missing"'
+expect_out 1 'name leader.test does not resolve'
+expect_tl 2 'name leader.test does not resolve'
+expect_tl 2 'publishNotReadyAddresses'
+hosts_add_leader 1
+hosts_add_leader 2
+
+CASE="connection refused until the deadline"
+pod 1 2 -- --multi-node-timeout 2
+expect_rc 1 0
+expect_out 1 'connection to 10\.77\.0\.1 port [0-9]+ refused'
+
+CASE="a peer never arrives"
+pod 0 3 -- --multi-node-timeout 2
+pod 1 3 -- --multi-node-timeout 4
+expect_rc 0 0; expect_rc 1 0
+expect_json 0 '.multinode.status == "missing" and .multinode.missing == [2] and .ringcheck == "warn"'
+expect_tl 0 'missing node ranks: 2'
+expect_json 1 '.multinode.status == "missing"'
+pod 0 3 -- --multi-node-timeout 2 --on-missing fail
+expect_rc 0 4
+expect_json 0 '.code == 4 and .phase_name == "cross-node"'
+
+CASE="a peer dies mid-collective"
+pod 0 3 -- --multi-node-timeout 10
+pod 1 3 -- --multi-node-timeout 10
+pod 2 3 FAKENCCL_CROSS_CRASH=1 -- --multi-node-timeout 10 --no-diagnose
+expect_rc 0 3; expect_rc 1 3; expect_rc 2 3
+expect_json 0 '.multinode.status == "fail" and (.message | test("node [0-9]"))'
+expect_out 0 'connection closed by remote peer|crashed'
+expect_tl 1 'cross-node: fail'
+
+CASE="one node's init hangs"
+pod 0 3 -- --multi-node-timeout 9 --phase-timeout 1
+pod 1 3 -- --multi-node-timeout 9 --phase-timeout 1
+pod 2 3 FAKENCCL_CROSS_HANG_INIT=1 -- --multi-node-timeout 9 --phase-timeout 1
+expect_rc 0 4; expect_rc 1 4; expect_rc 2 4
+expect_json 0 '.multinode.diagnosis | test("failing pairs: node 0 - node 2$|failing pairs: node 0 - node 2;")'
+expect_tl 0 'phase 3 \(nccl-init\) did not finish'
+
+CASE="a stranger with another job id"
+pod 0 2 -- --multi-node-timeout 6
+pod 2 2 NCCLGUARD_JOB_ID=other-job LWS_WORKER_INDEX=1 -- --multi-node-timeout 6
+waitpod 2
+[ "$RC" -ne 0 ] && ok || bad "the stranger passed"
+expect_out 2 'rejected us: job id "other-job" is not this job'
+pod 1 2 -- --multi-node-timeout 6
+expect_rc 0 0; expect_rc 1 0
+expect_out 0 'rejected 10\.77\.0\.3: job id'
+expect_json 0 '.multinode.status == "pass" and (.multinode.nodes | length) == 2'
+
+CASE="garbage on the port"
+pod 0 2 -- --multi-node-timeout 6
+sleep 0.4
+ip netns exec "$P-3" bash -c \
+    "exec 3<>/dev/tcp/10.77.0.1/$PORT; printf 'GET / HTTP/1.1\r\nHost: x\r\n\r\n' >&3; sleep 0.2" \
+    2>/dev/null
+ip netns exec "$P-3" bash -c \
+    "exec 3<>/dev/tcp/10.77.0.1/$PORT; printf 'NCGR\001\001\000\000\377\377\377\377' >&3; sleep 0.2" \
+    2>/dev/null
+pod 1 2 -- --multi-node-timeout 6
+expect_rc 0 0; expect_rc 1 0
+expect_out 0 'dropped a connection from 10\.77\.0\.4: not a ncclguard rendezvous frame'
+expect_out 0 'dropped a connection from 10\.77\.0\.4: rendezvous payload of 4294967295 bytes'
+
+CASE="NCCL_SOCKET_IFNAME names an interface one pod lacks"
+pod 0 2 NCCL_SOCKET_IFNAME==eth0 -- --multi-node-timeout 6
+pod 1 2 NCCL_SOCKET_IFNAME==ib0 -- --multi-node-timeout 6
+expect_rc 0 3; expect_rc 1 3
+expect_out 1 'no socket interface found matching NCCL_SOCKET_IFNAME==ib0'
+expect_json 0 '.multinode.message | test("node 1 .* failed its single-pod check")'
+expect_json 1 '(.multinode.nodes[0].interface == "") and (.multinode.nodes[0].interfaces_present | test("eth0"))'
+expect_tl 0 'node 1: pod-1, 2 GPUs, no interface; has lo, eth0'
+
+CASE="a pod that picks docker0 cannot reach the others"
+pod 0 2 -- --multi-node-timeout 8 --no-diagnose
+pod 1 2 NCCL_SOCKET_IFNAME=docker -- --multi-node-timeout 8 --no-diagnose
+expect_rc 0 3; expect_rc 1 3
+expect_json 0 '.multinode.diagnosis | test("node 1 \\(pod-1\\) uses docker0, a container bridge")'
+expect_json 0 '.multinode.diagnosis | test("interfaces differ")'
+
+CASE="the network transport fails, NCCL_IB_DISABLE=1 cures it, fallback on every pod"
+for i in 0 1 2; do
+    pod $i 3 FAKENCCL_CROSS_FAIL_UNLESS=NCCL_IB_DISABLE=1 -- \
+        --multi-node-timeout 10 --on-failure fallback
+done
+expect_rc 0 0; expect_rc 1 0; expect_rc 2 0
+for i in 0 1 2; do
+    grep -qx 'NCCL_IB_DISABLE=1' "$TMP/conf.$i" 2>/dev/null && ok ||
+        bad "pod $i: fallback file lacks NCCL_IB_DISABLE=1"
+    expect_json $i '.ringcheck == "fallback" and .cure == "NCCL_IB_DISABLE=1"'
+done
+expect_out 0 'round [0-9]+: nodes 0,1,2 \(6 ranks\) with NCCL_IB_DISABLE=1: pass'
+
+echo "multinode: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
