@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,14 @@
  *                             without the NVIDIA driver
  *   FAKECUDA_DUPLICATE=A,B    device B reports device A's PCI id and UUID
  *   FAKECUDA_MEM_MIB=N        memory per device (default 81920)
+ *   FAKECUDA_HANG=D[,copy]    GPU D stops completing work, as a wedged GPU
+ *                             does: its synchronous calls (cudaMemcpy,
+ *                             cudaMemset, cudaDeviceSynchronize) block for
+ *                             good, ignoring signal handlers, and its
+ *                             streams never become ready again; with
+ *                             ",copy" only copies to or from it do
+ *   FAKECUDA_LINK=pcie        peers have no native atomics (a PCIe link);
+ *                             the default reports them (an NVLink link)
  */
 
 struct CUstream_st {
@@ -27,6 +36,18 @@ struct CUstream_st {
 };
 
 static __thread int current_dev;
+
+/* The device of each allocation, so that a synchronous copy knows which
+ * GPU it waits for. A short list is enough for the ring check. */
+#define MAX_ALLOCS 256
+struct alloc {
+    void *p;
+    size_t len;
+    int dev;
+};
+static struct alloc allocs[MAX_ALLOCS];
+static int nallocs;
+static pthread_mutex_t allocs_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static int
 env_int(const char *name, int dflt)
@@ -98,6 +119,53 @@ check_dev(int dev)
     if (dev < 0 || dev >= fakecuda_device_count())
         return cudaErrorInvalidDevice;
     return cudaSuccess;
+}
+
+/* FAKECUDA_HANG: 2 all work on dev hangs, 1 only copies, 0 none. */
+static int
+hang_mode(int dev)
+{
+    const char *v = getenv("FAKECUDA_HANG");
+    char mode[16] = "";
+    int d;
+
+    if (v == NULL || sscanf(v, "%d,%15s", &d, mode) < 1 || d != dev)
+        return 0;
+    return strcmp(mode, "copy") == 0 ? 1 : 2;
+}
+
+/* A wedged GPU: the call never returns. Signal handlers run, and the call
+ * carries on waiting, as the real runtime's spin or yield wait does. */
+static void
+block_forever(void)
+{
+    struct timespec ts = {1, 0};
+
+    for (;;)
+        nanosleep(&ts, NULL);
+}
+
+static int
+dev_of_ptr(const void *p)
+{
+    int dev = -1;
+
+    pthread_mutex_lock(&allocs_mu);
+    for (int i = 0; i < nallocs; i++)
+        if ((const char *)p >= (const char *)allocs[i].p &&
+            (const char *)p < (const char *)allocs[i].p + allocs[i].len)
+            dev = allocs[i].dev;
+    pthread_mutex_unlock(&allocs_mu);
+    return dev;
+}
+
+/* Whether a copy between src and dst would touch a hung GPU. */
+static int
+copy_hangs(const void *dst, const void *src)
+{
+    int a = dev_of_ptr(dst), b = dev_of_ptr(src);
+
+    return (a >= 0 && hang_mode(a) > 0) || (b >= 0 && hang_mode(b) > 0);
 }
 
 void
@@ -290,7 +358,8 @@ cudaDeviceGetP2PAttribute(int *value, enum cudaDeviceP2PAttr attr, int src,
         *value = src != dst;
         break;
     case cudaDevP2PAttrNativeAtomicSupported:
-        *value = src != dst;
+        *value = src != dst && !(getenv("FAKECUDA_LINK") != NULL &&
+                                 strcmp(getenv("FAKECUDA_LINK"), "pcie") == 0);
         break;
     default:
         *value = 0;
@@ -319,11 +388,38 @@ cudaMalloc(void **p, size_t size)
     if (e != cudaSuccess)
         return e;
     *p = malloc(size == 0 ? 1 : size);
-    return *p == NULL ? cudaErrorMemoryAllocation : cudaSuccess;
+    if (*p == NULL)
+        return cudaErrorMemoryAllocation;
+    pthread_mutex_lock(&allocs_mu);
+    if (nallocs < MAX_ALLOCS)
+        allocs[nallocs++] = (struct alloc){*p, size, current_dev};
+    pthread_mutex_unlock(&allocs_mu);
+    return cudaSuccess;
 }
 
 cudaError_t
 cudaFree(void *p)
+{
+    pthread_mutex_lock(&allocs_mu);
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].p == p) {
+            allocs[i] = allocs[--nallocs];
+            break;
+        }
+    pthread_mutex_unlock(&allocs_mu);
+    free(p);
+    return cudaSuccess;
+}
+
+cudaError_t
+cudaMallocHost(void **p, size_t size)
+{
+    *p = malloc(size == 0 ? 1 : size);
+    return *p == NULL ? cudaErrorMemoryAllocation : cudaSuccess;
+}
+
+cudaError_t
+cudaFreeHost(void *p)
 {
     free(p);
     return cudaSuccess;
@@ -332,6 +428,10 @@ cudaFree(void *p)
 cudaError_t
 cudaMemset(void *p, int v, size_t n)
 {
+    int dev = dev_of_ptr(p);
+
+    if (dev >= 0 && hang_mode(dev) == 2)
+        block_forever();
     memset(p, v, n);
     return cudaSuccess;
 }
@@ -340,6 +440,34 @@ cudaError_t
 cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
 {
     (void)kind;
+    if (copy_hangs(dst, src))
+        block_forever();
+    memmove(dst, src, n);
+    return cudaSuccess;
+}
+
+/* Async work runs at once (the ring check waits for its streams before it
+ * queues copies); on a hung GPU it never completes. */
+cudaError_t
+cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
+{
+    if (s != NULL && hang_mode(s->dev) == 2) {
+        fakecuda_stream_begin(s);
+        return cudaSuccess;
+    }
+    memset(p, v, n);
+    return cudaSuccess;
+}
+
+cudaError_t
+cudaMemcpyAsync(void *dst, const void *src, size_t n,
+                enum cudaMemcpyKind kind, cudaStream_t s)
+{
+    (void)kind;
+    if (copy_hangs(dst, src) || (s != NULL && hang_mode(s->dev) > 0)) {
+        fakecuda_stream_begin(s);
+        return cudaSuccess;
+    }
     memmove(dst, src, n);
     return cudaSuccess;
 }
@@ -347,7 +475,11 @@ cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
 cudaError_t
 cudaDeviceSynchronize(void)
 {
-    return check_dev(current_dev);
+    cudaError_t e = check_dev(current_dev);
+
+    if (e == cudaSuccess && hang_mode(current_dev) == 2)
+        block_forever();
+    return e;
 }
 
 cudaError_t

@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,7 +27,9 @@
  * Faults (device indices are CUDA ordinals, the same in every process):
  *   FAKENCCL_HANG_INIT=D|all   init never completes on device D (or on all)
  *   FAKENCCL_HANG_COLL=D       the first collective never completes on D
- *   FAKENCCL_WRONG=D           AllReduce results on D are off by one
+ *   FAKENCCL_WRONG=D[,float|all]  AllReduce results on D are off by one
+ *                              (int32 ones by default; float ones, as the
+ *                              bandwidth phase uses; or all)
  *   FAKENCCL_P2P_BROKEN=A,B[,error|hang|corrupt]
  *                              P2P between devices A and B fails (default
  *                              with an error); NCCL_P2P_DISABLE=1 cures it
@@ -32,6 +37,24 @@
  *   FAKENCCL_CRASH=D           the process driving D dies with SIGSEGV in
  *                              its first collective
  *   FAKENCCL_ABORT_HANG=1      ncclCommAbort never returns
+ *   FAKENCCL_ABORT_S=X         ncclCommAbort takes X seconds per
+ *                              communicator (default 0), signals or not
+ *   FAKENCCL_INIT_DELAY_MS=N   a communicator becomes ready N ms after all
+ *                              ranks joined (default 5)
+ *   FAKENCCL_LAUNCH_US=N       a non-blocking group's launch finishes N us
+ *                              after ncclGroupEnd returned ncclInProgress
+ *                              (default 20); until then the communicator
+ *                              is in progress and refuses calls
+ *   FAKENCCL_LAUNCH_FAIL=D     ncclGroupEnd fails launching work on D
+ *   FAKENCCL_ASYNCERR_FAIL=D   ncclCommGetAsyncError itself fails on D once
+ *                              a collective has completed
+ *   FAKENCCL_UNKILLABLE=D      the process driving D cannot be stopped: a
+ *                              grandchild ptrace-seizes it, ignores signals
+ *                              and holds its pipes; the abort signal stops
+ *                              it, and after SIGKILL it stays a zombie that
+ *                              its parent cannot reap (as a process in D
+ *                              state stays), for FAKENCCL_UNKILLABLE_S
+ *                              seconds (default 10)
  *   FAKENCCL_DIR=PATH          where the shared files live (default /dev/shm)
  *   FAKENCCL_NET=1             ranks exchange data over TCP (fake_net.c) on
  *                              the interface NCCL_SOCKET_IFNAME selects, so
@@ -87,9 +110,13 @@ struct ncclComm {
     atomic_int stop;
     atomic_int aborting;
     int ncoll;
+    atomic_int ncomplete; /* collectives finished */
+    double ready_at;      /* in progress until then (group launch) */
     char last_error[256];
     /* faults for this rank */
     int hang_init, hang_coll, wrong, crash, p2p_mode;
+    int wrong_type; /* 0 int32, 1 float, 2 all */
+    int launch_fail, asyncerr_fail;
     double busbw;
     /* network mode */
     struct fakenet *net;
@@ -97,6 +124,18 @@ struct ncclComm {
     int cross;             /* spans pods: more ranks than local GPUs */
     int cross_crash, cross_fail;
 };
+
+/* The calling thread's open group (ncclGroupStart/End), as in NCCL. */
+#define GROUP_MAX 256
+struct group_item {
+    ncclComm_t c;
+    struct op op;
+    int is_op; /* 0: an init inside the group */
+};
+static __thread int group_depth;
+static __thread int group_n;
+static __thread int group_overflow;
+static __thread struct group_item group_q[GROUP_MAX];
 
 static int
 env_dev_match(const char *name, int dev)
@@ -111,6 +150,90 @@ env_dev_match(const char *name, int dev)
         return 1;
     l = strtol(v, &end, 10);
     return *end == '\0' && l == dev;
+}
+
+static double
+env_double(const char *name, double dflt)
+{
+    const char *v = getenv(name);
+    char *end;
+    double d;
+
+    if (v == NULL || *v == '\0')
+        return dflt;
+    d = strtod(v, &end);
+    return *end == '\0' && d >= 0 ? d : dflt;
+}
+
+static double now_s(void);
+
+/* Sleeps d seconds whatever signals arrive, as a driver call does. */
+static void
+sleep_through(double d)
+{
+    double end = now_s() + d;
+
+    while (now_s() < end) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The communicator's state as ncclCommGetAsyncError reports it. */
+static ncclResult_t
+comm_status(struct ncclComm *c)
+{
+    int st = atomic_load(&c->status);
+
+    if (st == ncclSuccess && now_s() < c->ready_at)
+        return ncclInProgress;
+    return (ncclResult_t)st;
+}
+
+/* FAKENCCL_UNKILLABLE: a grandchild seizes this process with ptrace and
+ * never waits for it. Signals then stop the process instead of running its
+ * handlers, and once SIGKILL ends it only the tracer may reap it: for its
+ * parent it is sent SIGKILL and never reaped, like a process in D state. */
+static void
+make_unkillable(void)
+{
+    static int done;
+    int sync[2];
+    pid_t self = getpid(), child;
+    char b = 'n';
+
+    if (done)
+        return;
+    done = 1;
+    if (pipe(sync) != 0)
+        return;
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    child = fork();
+    if (child == 0) {
+        int hold = (int)env_double("FAKENCCL_UNKILLABLE_S", 10);
+
+        close(sync[0]);
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGINT, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
+        signal(SIGUSR1, SIG_IGN);
+        signal(SIGPIPE, SIG_IGN);
+        if (ptrace(PTRACE_SEIZE, self, NULL, NULL) == 0)
+            b = 'y';
+        if (write(sync[1], &b, 1) != 1)
+            _exit(1);
+        close(sync[1]);
+        if (b != 'y')
+            _exit(1);
+        alarm(hold > 0 ? (unsigned)hold : 10);
+        for (;;)
+            pause();
+    }
+    close(sync[1]);
+    if (child < 0 || read(sync[0], &b, 1) != 1 || b != 'y')
+        fprintf(stderr, "fake: FAKENCCL_UNKILLABLE: cannot ptrace this "
+                        "process; it stays killable\n");
+    close(sync[0]);
 }
 
 static void
@@ -348,9 +471,12 @@ run_op(struct ncclComm *c, const struct op *op)
         if (total == 0)
             break;
     }
-    if (op->kind == OP_ALLREDUCE && op->count > 0 &&
-        (c->wrong || c->p2p_mode == 3) && op->type == ncclInt32)
+    if (op->kind == OP_ALLREDUCE && op->count > 0 && op->type == ncclInt32 &&
+        ((c->wrong && c->wrong_type != 1) || c->p2p_mode == 3))
         ((int32_t *)op->recv)[op->count / 2] += 1;
+    if (op->kind == OP_ALLREDUCE && op->count > 0 &&
+        op->type == ncclFloat32 && c->wrong && c->wrong_type != 0)
+        ((float *)op->recv)[op->count / 2] += 1.0f;
     if (c->busbw > 0 && c->nranks > 1) {
         double bus = (double)total * 2.0 * (c->nranks - 1) / c->nranks;
         double want = bus / (c->busbw * 1e9);
@@ -474,6 +600,8 @@ progress(void *arg)
     struct ncclComm *c = arg;
     int r = do_init(c);
 
+    if (r == ncclSuccess)
+        sleep_through(env_double("FAKENCCL_INIT_DELAY_MS", 5) / 1e3);
     atomic_store(&c->status, r);
     if (r != ncclSuccess)
         return NULL;
@@ -501,6 +629,8 @@ progress(void *arg)
         }
         if (op.kind == OP_FINALIZE)
             atomic_store(&c->status, ncclSuccess);
+        else
+            atomic_fetch_add(&c->ncomplete, 1);
         pthread_mutex_lock(&c->mu);
         c->qhead++;
         pthread_mutex_unlock(&c->mu);
@@ -596,7 +726,22 @@ ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
              id.internal);
     c->hang_init = env_dev_match("FAKENCCL_HANG_INIT", c->dev);
     c->hang_coll = env_dev_match("FAKENCCL_HANG_COLL", c->dev);
-    c->wrong = env_dev_match("FAKENCCL_WRONG", c->dev);
+    {
+        const char *w = getenv("FAKENCCL_WRONG");
+        char type[16] = "";
+        int d;
+
+        if (w != NULL && sscanf(w, "%d,%15s", &d, type) >= 1 && d == c->dev) {
+            c->wrong = 1;
+            c->wrong_type = strcmp(type, "float") == 0 ? 1
+                            : strcmp(type, "all") == 0 ? 2
+                                                       : 0;
+        }
+    }
+    c->launch_fail = env_dev_match("FAKENCCL_LAUNCH_FAIL", c->dev);
+    c->asyncerr_fail = env_dev_match("FAKENCCL_ASYNCERR_FAIL", c->dev);
+    if (env_dev_match("FAKENCCL_UNKILLABLE", c->dev))
+        make_unkillable();
     c->crash = env_dev_match("FAKENCCL_CRASH", c->dev);
     c->busbw = bw != NULL ? strtod(bw, NULL) : 0;
     atomic_store(&c->status, ncclInProgress);
@@ -607,6 +752,12 @@ ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
         return ncclSystemError;
     }
     *out = c;
+    if (group_depth > 0) {
+        if (group_n < GROUP_MAX)
+            group_q[group_n++] = (struct group_item){c, {0}, 0};
+        else
+            group_overflow = 1;
+    }
     if (c->blocking) {
         while (atomic_load(&c->status) == ncclInProgress)
             nap();
@@ -626,26 +777,23 @@ ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err)
 {
     if (comm == NULL)
         return ncclInvalidArgument;
-    *err = (ncclResult_t)atomic_load(&comm->status);
+    if (comm->asyncerr_fail && atomic_load(&comm->ncomplete) > 0)
+        return ncclInternalError;
+    *err = comm_status(comm);
     return ncclSuccess;
 }
 
+/* Hands one operation to the progress thread, as the background launch of
+ * a non-blocking group does; the communicator is in progress for
+ * FAKENCCL_LAUNCH_US after it. */
 static ncclResult_t
-enqueue(ncclComm_t c, const struct op *op)
+launch(ncclComm_t c, const struct op *op)
 {
-    int st;
-
-    if (c == NULL)
-        return ncclInvalidArgument;
-    st = atomic_load(&c->status);
-    if (st != ncclSuccess)
-        return st == ncclInProgress ? ncclInvalidUsage : (ncclResult_t)st;
-    if (op->kind != OP_FINALIZE && type_size(op->type) == 0)
-        return ncclInvalidArgument;
-    if (op->kind != OP_FINALIZE && c->crash) {
-        /* A real crash: no sanitizer report, no handler. */
-        signal(SIGSEGV, SIG_DFL);
-        raise(SIGSEGV);
+    if (c->launch_fail) {
+        warn_line(c, "enqueue.cc:1412 Cuda failure 'launch failed' on GPU %d",
+                  c->dev);
+        atomic_store(&c->status, ncclUnhandledCudaError);
+        return ncclUnhandledCudaError;
     }
     pthread_mutex_lock(&c->mu);
     if (c->qtail - c->qhead >= QLEN) {
@@ -657,7 +805,40 @@ enqueue(ncclComm_t c, const struct op *op)
     c->qtail++;
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
+    if (!c->blocking)
+        c->ready_at = now_s() + env_double("FAKENCCL_LAUNCH_US", 20) / 1e6;
     return ncclSuccess;
+}
+
+static ncclResult_t
+enqueue(ncclComm_t c, const struct op *op)
+{
+    ncclResult_t st, r;
+
+    if (c == NULL)
+        return ncclInvalidArgument;
+    st = comm_status(c);
+    if (st != ncclSuccess)
+        return st == ncclInProgress ? ncclInvalidUsage : st;
+    if (op->kind != OP_FINALIZE && type_size(op->type) == 0)
+        return ncclInvalidArgument;
+    if (op->kind != OP_FINALIZE && c->crash) {
+        /* A real crash: no sanitizer report, no handler. */
+        signal(SIGSEGV, SIG_DFL);
+        raise(SIGSEGV);
+    }
+    if (group_depth > 0) {
+        if (group_n == GROUP_MAX) {
+            group_overflow = 1;
+            return ncclInvalidUsage;
+        }
+        group_q[group_n++] = (struct group_item){c, *op, 1};
+        return ncclSuccess;
+    }
+    r = launch(c, op);
+    if (r != ncclSuccess || c->blocking)
+        return r;
+    return ncclInProgress;
 }
 
 ncclResult_t
@@ -697,13 +878,50 @@ ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type,
 ncclResult_t
 ncclGroupStart(void)
 {
+    if (group_depth == 0) {
+        group_n = 0;
+        group_overflow = 0;
+    }
+    group_depth++;
     return ncclSuccess;
 }
 
+/* Launches the group's work. The first launch error is returned; with any
+ * non-blocking communicator still in progress the answer is
+ * ncclInProgress, as NCCL's background launch gives. */
 ncclResult_t
 ncclGroupEnd(void)
 {
-    return ncclSuccess;
+    ncclResult_t first = ncclSuccess;
+    int inprogress = 0;
+
+    if (group_depth == 0)
+        return ncclInvalidUsage;
+    if (--group_depth > 0)
+        return ncclSuccess;
+    if (group_overflow)
+        first = ncclInvalidUsage;
+    for (int i = 0; i < group_n; i++) {
+        if (group_q[i].is_op) {
+            ncclResult_t r = launch(group_q[i].c, &group_q[i].op);
+
+            if (r != ncclSuccess && first == ncclSuccess)
+                first = r;
+        }
+    }
+    for (int i = 0; i < group_n && first == ncclSuccess; i++) {
+        ncclComm_t c = group_q[i].c;
+
+        if (c->blocking)
+            while (comm_status(c) == ncclInProgress)
+                sched_yield();
+        else if (comm_status(c) == ncclInProgress)
+            inprogress = 1;
+    }
+    group_n = 0;
+    if (first != ncclSuccess)
+        return first;
+    return inprogress ? ncclInProgress : ncclSuccess;
 }
 #pragma GCC diagnostic pop
 
@@ -714,11 +932,9 @@ ncclCommFinalize(ncclComm_t comm)
 
     if (comm == NULL)
         return ncclInvalidArgument;
-    pthread_mutex_lock(&comm->mu);
-    if (atomic_load(&comm->status) != ncclSuccess) {
-        pthread_mutex_unlock(&comm->mu);
+    if (comm_status(comm) != ncclSuccess)
         return ncclInvalidUsage;
-    }
+    pthread_mutex_lock(&comm->mu);
     /* In progress until every rank has flushed its work. */
     atomic_store(&comm->status, ncclInProgress);
     comm->q[comm->qtail % QLEN] = o;
@@ -772,6 +988,7 @@ ncclCommAbort(ncclComm_t comm)
     if (h != NULL && strcmp(h, "1") == 0)
         for (;;)
             pause();
+    sleep_through(env_double("FAKENCCL_ABORT_S", 0));
     pthread_mutex_lock(&comm->mu);
     atomic_store(&comm->aborting, 1);
     pthread_cond_signal(&comm->cv);
