@@ -554,14 +554,18 @@ leader_round(const int *parts, int np, const char *setting, int *failed,
             }
         }
     }
-    /* A timeout on one node is often the echo of a failure on another:
-     * name a node that failed outright first. */
-    for (int pass = 0; pass < 2 && *failed < 0; pass++)
+    /* A node's failure echoes on the others: they time out, or see their
+     * connections close. Name the node that failed first-hand: then one
+     * that timed out; then any. */
+    for (int pass = 0; pass < 3 && *failed < 0; pass++)
         for (int i = 0; i < mn.npart; i++) {
             const struct mn_node *n = &mn.node[mn.part[i]];
+            int echo = strstr(n->what, "connection closed by remote") != NULL ||
+                       strstr(n->what, "closed the connection") != NULL;
 
             if (n->code == 0 || *failed >= 0 ||
-                (pass == 0 && n->code == RC_EXIT_TIMEOUT))
+                (pass == 0 && (n->code == RC_EXIT_TIMEOUT || echo)) ||
+                (pass == 1 && n->code != RC_EXIT_TIMEOUT))
                 continue;
             *failed = mn.part[i];
             code = n->code;

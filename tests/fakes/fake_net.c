@@ -140,6 +140,9 @@ hub_main(void *arg)
     int fd[NET_MAXR];
     int nranks = 0, joined = 0;
     unsigned char *buf = NULL;
+    const char *why = "";
+    int bad = -1;
+    unsigned long nsteps = 0;
 
     for (int i = 0; i < NET_MAXR; i++)
         fd[i] = -1;
@@ -175,17 +178,23 @@ hub_main(void *arg)
         if (io_full(fd[r], &ready, sizeof(ready), 1, NULL) != 0)
             goto out;
     }
-    for (;;) {
+    for (unsigned long step = 0;; step++) {
         uint32_t len = 0;
 
         for (int r = 0; r < nranks; r++) {
             uint32_t l;
 
-            if (io_full(fd[r], &l, sizeof(l), 0, NULL) != 0)
+            if (io_full(fd[r], &l, sizeof(l), 0, NULL) != 0) {
+                why = "closed its connection";
+                bad = r;
                 goto out;
+            }
             l = ntohl(l);
-            if (l > NET_MAX_STEP || (r > 0 && l != len))
+            if (l > NET_MAX_STEP || (r > 0 && l != len)) {
+                why = "sent a step of another size";
+                bad = r;
                 goto out;
+            }
             if (r == 0) {
                 len = l;
                 free(buf);
@@ -193,14 +202,26 @@ hub_main(void *arg)
                 if (buf == NULL)
                     goto out;
             }
-            if (io_full(fd[r], buf + (size_t)r * len, len, 0, NULL) != 0)
+            if (io_full(fd[r], buf + (size_t)r * len, len, 0, NULL) != 0) {
+                why = "closed its connection in the middle of a step";
+                bad = r;
                 goto out;
+            }
         }
         for (int r = 0; r < nranks; r++)
-            if (io_full(fd[r], buf, (size_t)nranks * len, 1, NULL) != 0)
+            if (io_full(fd[r], buf, (size_t)nranks * len, 1, NULL) != 0) {
+                why = "stopped reading";
+                bad = r;
                 goto out;
+            }
+        nsteps = step + 1;
     }
 out:
+    /* Every rank closes after the last step; anything else is news. */
+    if (bad >= 0 && !(bad == 0 && nsteps > 0 && strcmp(why, "closed its "
+                                                            "connection") == 0))
+        fprintf(stderr, "fake: bootstrap hub: rank %d %s after %lu steps\n",
+                bad, why, nsteps);
     /* A rank went away (or all finished): everyone else sees the
      * connection close, as peers of a dead NCCL rank do. */
     for (int r = 0; r < NET_MAXR; r++)

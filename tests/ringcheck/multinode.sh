@@ -111,7 +111,7 @@ pod() {
         LWS_WORKER_INDEX="$i" NCCLGUARD_JOB_ID=job-uid-1 "${envs[@]}" \
         "$RINGCHECK" --termination-log "$TL_DIR/tl.$i" \
         --report "$TMP/rep.$i" --fallback-conf "$TMP/conf.$i" \
-        --bw-bytes 64Ki --timeout 60 --phase-timeout 1.5 \
+        --bw-bytes 64Ki --timeout 60 --phase-timeout 3 \
         --multi-node auto --rendezvous-port $PORT "$@" \
         >"$TMP/out.$i" 2>&1 &
     eval "PID$i=$!"

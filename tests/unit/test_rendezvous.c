@@ -1,0 +1,304 @@
+/* Tests of the cross-node rendezvous protocol: encode and parse of every
+ * message, the header checks, garbage, and reads and writes bounded in
+ * time. */
+#include "../../ringcheck/rendezvous.h"
+
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+static struct rdv_msg
+sample(enum rdv_type t)
+{
+    struct rdv_msg m;
+
+    memset(&m, 0, sizeof(m));
+    m.type = t;
+    switch (t) {
+    case RDV_HELLO:
+        snprintf(m.u.hello.job, sizeof(m.u.hello.job), "uid-1234");
+        m.u.hello.node_rank = 3;
+        m.u.hello.ngpus = 8;
+        m.u.hello.local_code = -7;
+        snprintf(m.u.hello.host, sizeof(m.u.hello.host), "gpu-node-3");
+        snprintf(m.u.hello.iface, sizeof(m.u.hello.iface), "ib0");
+        snprintf(m.u.hello.addr, sizeof(m.u.hello.addr), "10.0.0.3");
+        snprintf(m.u.hello.transport, sizeof(m.u.hello.transport), "NET/IB");
+        break;
+    case RDV_REJECT:
+        snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "no");
+        break;
+    case RDV_RUN:
+        m.u.run.round = 2;
+        m.u.run.world = 16;
+        m.u.run.rank_offset = 8;
+        snprintf(m.u.run.setting, sizeof(m.u.run.setting),
+                 "NCCL_IB_DISABLE=1");
+        for (int i = 0; i < RDV_ID_BYTES; i++)
+            m.u.run.id[i] = (unsigned char)(i * 7);
+        break;
+    case RDV_RESULT:
+        m.u.result.round = 2;
+        m.u.result.code = 3;
+        m.u.result.busbw_mbps = 123456;
+        m.u.result.wrong = 9;
+        snprintf(m.u.result.what, sizeof(m.u.result.what), "it broke");
+        break;
+    case RDV_VERDICT:
+        m.u.verdict.code = 4;
+        snprintf(m.u.verdict.result, sizeof(m.u.verdict.result), "missing");
+        snprintf(m.u.verdict.cure, sizeof(m.u.verdict.cure),
+                 "NCCL_NET_GDR_LEVEL=LOC");
+        snprintf(m.u.verdict.transport, sizeof(m.u.verdict.transport),
+                 "GPUDirect RDMA");
+        snprintf(m.u.verdict.what, sizeof(m.u.verdict.what), "node 2 absent");
+        break;
+    }
+    return m;
+}
+
+/* Every message survives encode then decode unchanged. */
+static void
+test_roundtrip(void)
+{
+    for (int t = RDV_HELLO; t <= RDV_VERDICT; t++) {
+        struct rdv_msg in = sample((enum rdv_type)t), out;
+        unsigned char buf[RDV_HEADER_LEN + RDV_MAX_PAYLOAD];
+        size_t n = rdv_encode(&in, buf, sizeof(buf));
+        enum rdv_type type;
+        uint32_t plen;
+        char err[200] = "";
+
+        CHECK(n > RDV_HEADER_LEN);
+        CHECK_INT(rdv_decode_header(buf, &type, &plen, err, sizeof(err)),
+                  RDV_OK);
+        CHECK_INT(type, t);
+        CHECK_INT(plen, n - RDV_HEADER_LEN);
+        CHECK_INT(rdv_decode_payload(type, buf + RDV_HEADER_LEN, plen, &out,
+                                     err, sizeof(err)),
+                  RDV_OK);
+        CHECK(memcmp(&in, &out, sizeof(in)) == 0);
+        /* One byte short, or one too many: garbage. */
+        CHECK_INT(rdv_decode_payload(type, buf + RDV_HEADER_LEN, plen - 1,
+                                     &out, err, sizeof(err)),
+                  RDV_EPEER);
+        buf[n] = 0;
+        CHECK_INT(rdv_decode_payload(type, buf + RDV_HEADER_LEN, plen + 1,
+                                     &out, err, sizeof(err)),
+                  RDV_EPEER);
+        CHECK(strstr(err, "bytes after its fields") != NULL);
+    }
+}
+
+/* The header checks, one field at a time. */
+static void
+test_header(void)
+{
+    static const struct {
+        unsigned char hdr[RDV_HEADER_LEN];
+        int want;
+        const char *msg;
+    } cases[] = {
+        {{'N', 'C', 'G', 'R', 1, 1, 0, 0, 0, 0, 0, 4}, RDV_OK, ""},
+        {{'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P', '/', '1'},
+         RDV_EPEER,
+         "bad magic"},
+        {{'N', 'C', 'G', 'R', 2, 1, 0, 0, 0, 0, 0, 4}, RDV_EPEER, "version 2"},
+        {{'N', 'C', 'G', 'R', 1, 0, 0, 0, 0, 0, 0, 4}, RDV_EPEER, "type 0"},
+        {{'N', 'C', 'G', 'R', 1, 6, 0, 0, 0, 0, 0, 4}, RDV_EPEER, "type 6"},
+        {{'N', 'C', 'G', 'R', 1, 1, 0, 1, 0, 0, 0, 4}, RDV_EPEER, "type 1"},
+        {{'N', 'C', 'G', 'R', 1, 1, 0, 0, 0, 0, 8, 1},
+         RDV_EPEER,
+         "2049 bytes"},
+        {{'N', 'C', 'G', 'R', 1, 1, 0, 0, 0xff, 0xff, 0xff, 0xff},
+         RDV_EPEER,
+         "4294967295 bytes"},
+        {{'N', 'C', 'G', 'R', 1, 5, 0, 0, 0, 0, 8, 0}, RDV_OK, ""},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        enum rdv_type type;
+        uint32_t plen;
+        char err[200] = "";
+
+        CHECK_INT(rdv_decode_header(cases[i].hdr, &type, &plen, err,
+                                    sizeof(err)),
+                  cases[i].want);
+        if (cases[i].want != RDV_OK && strstr(err, cases[i].msg) == NULL) {
+            fprintf(stderr, "header case %zu: \"%s\" lacks \"%s\"\n", i, err,
+                    cases[i].msg);
+            CHECK(0);
+        }
+    }
+}
+
+/* Strings: too long for the field, non-printable, or past the payload. */
+static void
+test_bad_strings(void)
+{
+    struct rdv_msg m = sample(RDV_HELLO), out;
+    unsigned char buf[RDV_HEADER_LEN + RDV_MAX_PAYLOAD];
+    unsigned char p[64];
+    char err[200];
+    size_t n;
+
+    /* The encoder refuses a string longer than its field. */
+    memset(m.u.hello.job, 'j', sizeof(m.u.hello.job));
+    CHECK_INT(rdv_encode(&m, buf, sizeof(buf)), 0);
+    /* A buffer too small for the frame. */
+    m = sample(RDV_HELLO);
+    CHECK_INT(rdv_encode(&m, buf, 20), 0);
+
+    /* A job id of 200 bytes claimed, 129 allowed. */
+    memset(p, 0, sizeof(p));
+    p[0] = 0;
+    p[1] = 200;
+    CHECK_INT(rdv_decode_payload(RDV_HELLO, p, sizeof(p), &out, err,
+                                 sizeof(err)),
+              RDV_EPEER);
+    CHECK(strstr(err, "job id") != NULL);
+    /* A newline inside a string could forge a report line. */
+    n = 0;
+    p[n++] = 0;
+    p[n++] = 3;
+    p[n++] = 'a';
+    p[n++] = '\n';
+    p[n++] = 'b';
+    CHECK_INT(rdv_decode_payload(RDV_REJECT, p, n, &out, err, sizeof(err)),
+              RDV_EPEER);
+    CHECK(strstr(err, "reason") != NULL);
+    /* A length that runs past the payload. */
+    p[1] = 9;
+    p[3] = 'x';
+    CHECK_INT(rdv_decode_payload(RDV_REJECT, p, n, &out, err, sizeof(err)),
+              RDV_EPEER);
+    /* RUN without its unique id. */
+    m = sample(RDV_RUN);
+    n = rdv_encode(&m, buf, sizeof(buf));
+    CHECK(n > 0);
+    CHECK_INT(rdv_decode_payload(RDV_RUN, buf + RDV_HEADER_LEN,
+                                 n - RDV_HEADER_LEN - RDV_ID_BYTES, &out, err,
+                                 sizeof(err)),
+              RDV_EPEER);
+    CHECK(strstr(err, "unique id") != NULL);
+}
+
+/* Reads and writes over a socket pair end by the deadline. */
+static void
+test_bounded_io(void)
+{
+    int sv[2];
+    unsigned char buf[RDV_HEADER_LEN + RDV_MAX_PAYLOAD];
+    struct rdv_msg in = sample(RDV_RESULT), out;
+    char err[200];
+    double t0;
+    size_t n;
+
+    CHECK_INT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    fcntl(sv[1], F_SETFL, O_NONBLOCK);
+
+    /* A whole message arrives. */
+    CHECK_INT(rdv_send(sv[0], &in, rdv_now() + 1, err, sizeof(err)), RDV_OK);
+    CHECK_INT(rdv_recv(sv[1], &out, rdv_now() + 1, err, sizeof(err)), RDV_OK);
+    CHECK(memcmp(&in, &out, sizeof(in)) == 0);
+
+    /* Nothing arrives: the read gives up at the deadline, not later. */
+    t0 = rdv_now();
+    CHECK_INT(rdv_recv(sv[1], &out, t0 + 0.2, err, sizeof(err)), RDV_ETIME);
+    CHECK(rdv_now() - t0 >= 0.19 && rdv_now() - t0 < 0.5);
+
+    /* Half a frame, then silence (a slow peer): also the deadline. */
+    n = rdv_encode(&in, buf, sizeof(buf));
+    CHECK(write(sv[0], buf, n / 2) == (ssize_t)(n / 2));
+    t0 = rdv_now();
+    CHECK_INT(rdv_recv(sv[1], &out, t0 + 0.2, err, sizeof(err)), RDV_ETIME);
+    CHECK(rdv_now() - t0 < 0.5);
+
+    /* A write into a full socket stops at the deadline. */
+    {
+        static unsigned char big[1 << 22];
+        t0 = rdv_now();
+        CHECK_INT(rdv_write_full(sv[0], big, sizeof(big), t0 + 0.2),
+                  RDV_ETIME);
+        CHECK(rdv_now() - t0 < 0.5);
+    }
+    close(sv[0]);
+    close(sv[1]);
+
+    /* Garbage then close: the peer is gone, with the reason. */
+    CHECK_INT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    fcntl(sv[1], F_SETFL, O_NONBLOCK);
+    CHECK(write(sv[0], "GET / HTTP/1.1\r\n\r\n", 18) == 18);
+    CHECK_INT(rdv_recv(sv[1], &out, rdv_now() + 1, err, sizeof(err)),
+              RDV_EPEER);
+    CHECK(strstr(err, "bad magic") != NULL);
+    close(sv[0]);
+    CHECK_INT(rdv_recv(sv[1], &out, rdv_now() + 1, err, sizeof(err)),
+              RDV_EPEER);
+    CHECK(strstr(err, "closed") != NULL);
+    close(sv[1]);
+}
+
+/* A name that never resolves ends at the deadline with the reason. */
+static void
+test_connect_unresolvable(void)
+{
+    char err[300];
+    int attempts = 0;
+    double t0 = rdv_now();
+    int fd = rdv_connect("no-such-host.invalid", 1, t0 + 0.6, &attempts, err,
+                         sizeof(err));
+
+    CHECK_INT(fd, RDV_ETIME);
+    CHECK(rdv_now() - t0 < 1.6);
+    CHECK(attempts >= 1);
+    CHECK(strstr(err, "no-such-host.invalid") != NULL);
+}
+
+/* Nothing listens: refused, retried with a backoff until the deadline. */
+static void
+test_connect_refused(void)
+{
+    char err[300];
+    int attempts = 0, lfd;
+    double t0 = rdv_now();
+    int fd;
+
+    /* Find a free port, then close it so that nothing listens there. */
+    lfd = rdv_listen(0, err, sizeof(err));
+    CHECK(lfd >= 0);
+    {
+        struct sockaddr_storage sa;
+        socklen_t sl = sizeof(sa);
+        int port = 0;
+
+        if (getsockname(lfd, (struct sockaddr *)&sa, &sl) == 0)
+            port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
+        close(lfd);
+        fd = rdv_connect("127.0.0.1", port, t0 + 0.5, &attempts, err,
+                         sizeof(err));
+    }
+    CHECK_INT(fd, RDV_ETIME);
+    CHECK(attempts >= 3);
+    CHECK(strstr(err, "refused") != NULL);
+    CHECK(rdv_now() - t0 < 1.0);
+}
+
+int
+main(void)
+{
+    test_roundtrip();
+    test_header();
+    test_bad_strings();
+    test_bounded_io();
+    test_connect_unresolvable();
+    test_connect_refused();
+    return harness_finish();
+}
