@@ -74,6 +74,8 @@ check-ringcheck: ringcheck
 	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
 	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" \
 		tests/ringcheck/run.sh
+	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+	FAKES=$(abspath $(BUILD))/fakes tests/ringcheck/multinode.sh
 else
 ringcheck:
 	@echo "ringcheck: SKIPPED: $(BUILD)/ncclguard-ringcheck not built:" \

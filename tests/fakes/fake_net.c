@@ -26,6 +26,7 @@
 
 struct fakenet {
     int fd;
+    unsigned long steps; /* steps completed */
     int rank, nranks;
     atomic_int *aborting;
 };
@@ -108,6 +109,7 @@ io_full(int fd, void *buf, size_t n, int out, atomic_int *aborting)
 {
     size_t off = 0;
 
+    errno = 0;
     while (off < n) {
         ssize_t r = out ? send(fd, (char *)buf + off, n - off, MSG_NOSIGNAL)
                         : recv(fd, (char *)buf + off, n - off, 0);
@@ -208,8 +210,12 @@ hub_main(void *arg)
                 goto out;
             }
         }
+        /* The reply starts with its length, so that a step of 0 bytes
+         * (finalize) is still a barrier: no rank leaves before all came. */
         for (int r = 0; r < nranks; r++)
-            if (io_full(fd[r], buf, (size_t)nranks * len, 1, NULL) != 0) {
+            if (io_full(fd[r], &(uint32_t){htonl((uint32_t)nranks * len)}, 4,
+                        1, NULL) != 0 ||
+                io_full(fd[r], buf, (size_t)nranks * len, 1, NULL) != 0) {
                 why = "stopped reading";
                 bad = r;
                 goto out;
@@ -218,8 +224,9 @@ hub_main(void *arg)
     }
 out:
     /* Every rank closes after the last step; anything else is news. */
-    if (bad >= 0 && !(bad == 0 && nsteps > 0 && strcmp(why, "closed its "
-                                                            "connection") == 0))
+    if (bad >= 0 && (getenv("FAKENCCL_NET_DEBUG") != NULL ||
+                     !(bad == 0 && nsteps > 0 &&
+                       strcmp(why, "closed its connection") == 0)))
         fprintf(stderr, "fake: bootstrap hub: rank %d %s after %lu steps\n",
                 bad, why, nsteps);
     /* A rank went away (or all finished): everyone else sees the
@@ -417,15 +424,25 @@ fakenet_step(struct fakenet *n, const void *contrib, size_t len, void *all,
                 goto gone;
         }
     }
+    if (io_full(n->fd, &l, sizeof(l), 0, n->aborting) != 0)
+        goto gone;
+    if (ntohl(l) != (uint32_t)n->nranks * len) {
+        snprintf(err, errlen, "NET/Socket : message truncated: got %u bytes, "
+                 "expected %zu", ntohl(l), (size_t)n->nranks * len);
+        return -1;
+    }
     if (io_full(n->fd, all, (size_t)n->nranks * len, 0, n->aborting) != 0)
         goto gone;
+    n->steps++;
     return 0;
 gone:
-    snprintf(err, errlen,
-             atomic_load(n->aborting)
-                 ? "aborted"
-                 : "NET/Socket : connection closed by remote peer (a rank "
-                   "exited or the network failed)");
+    if (atomic_load(n->aborting))
+        snprintf(err, errlen, "aborted");
+    else
+        snprintf(err, errlen,
+                 "NET/Socket : connection closed by remote peer (a rank "
+                 "exited or the network failed; %s in step %lu)",
+                 errno != 0 ? strerror(errno) : "end of stream", n->steps);
     return -1;
 }
 
