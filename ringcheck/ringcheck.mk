@@ -5,7 +5,7 @@
 #   make check-ringcheck    run tests/ringcheck against the double
 RC_SRCS := ringcheck/main.c ringcheck/opts.c ringcheck/proto.c \
 	ringcheck/worker.c ringcheck/supervisor.c ringcheck/check.c \
-	ringcheck/report.c
+	ringcheck/report.c ringcheck/netcheck.c ringcheck/topo.c
 RC_OBJS = $(RC_SRCS:%.c=$(BUILD)/obj/%.o)
 # The NCCL catalog is libc-only: link its object alone, not the library
 # (which needs jansson, libyaml, ...).
