@@ -84,3 +84,26 @@ check-ringcheck:
 endif
 
 CHECKS += check-ringcheck
+
+# Unit tests of the ring check's libc-only modules (no CUDA needed): the
+# worker protocol and the network preflight.
+RC_UNIT_BINS = $(BUILD)/tests/test_rcproto $(BUILD)/tests/test_rcnetcheck
+
+$(BUILD)/obj/tests/unit/test_rcproto.o $(BUILD)/obj/tests/unit/test_rcnetcheck.o: \
+	ALL_CFLAGS += -Iringcheck
+
+$(BUILD)/tests/test_rcproto: $(BUILD)/obj/tests/unit/test_rcproto.o \
+		$(BUILD)/obj/ringcheck/proto.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^
+
+$(BUILD)/tests/test_rcnetcheck: $(BUILD)/obj/tests/unit/test_rcnetcheck.o \
+		$(BUILD)/obj/ringcheck/netcheck.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^
+
+.PHONY: check-ringcheck-unit
+check-ringcheck-unit: $(RC_UNIT_BINS)
+	@for t in $(RC_UNIT_BINS); do echo "== $$t"; $$t || exit 1; done
+
+CHECKS += check-ringcheck-unit
