@@ -4,8 +4,10 @@
 
 #include "multinode.h"
 #include "ncclenv.h"
+#include "netcheck.h"
 #include "report.h"
 #include "supervisor.h"
+#include "topo.h"
 #include "worker.h"
 
 #include <dirent.h>
@@ -42,50 +44,55 @@ static const struct setting {
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
 
-static struct rc_report rep;
-static struct rc_run scratch;
-static double deadline;
+/* One run of the check: what it found, a ck->scratch run for the devices phase
+ * and the diagnosis, and the deadline. Passed to every step. */
+struct check {
+    struct rc_report rep;
+    struct rc_run scratch;
+    double deadline;
+};
 
-static void set_failure(int code, int phase, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void set_failure(struct check *ck, int code, int phase, const char *fmt,
+                        ...) __attribute__((format(printf, 4, 5)));
 
 static void
-set_failure(int code, int phase, const char *fmt, ...)
+set_failure(struct check *ck, int code, int phase, const char *fmt, ...)
 {
     va_list ap;
 
-    rep.code = code;
-    rep.phase = phase;
+    ck->rep.code = code;
+    ck->rep.phase = phase;
     va_start(ap, fmt);
-    vsnprintf(rep.what, sizeof(rep.what), fmt, ap);
+    vsnprintf(ck->rep.what, sizeof(ck->rep.what), fmt, ap);
     va_end(ap);
 }
 
-static void set_fix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void set_fix(struct check *ck, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 static void
-set_fix(const char *fmt, ...)
+set_fix(struct check *ck, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(rep.fix, sizeof(rep.fix), fmt, ap);
+    vsnprintf(ck->rep.fix, sizeof(ck->rep.fix), fmt, ap);
     va_end(ap);
 }
 
 static void
-take_run_failure(const struct rc_run *run)
+take_run_failure(struct check *ck, const struct rc_run *run)
 {
-    rep.code = run->code;
-    rep.phase = run->phase;
-    snprintf(rep.what, sizeof(rep.what), "%s", run->what);
-    snprintf(rep.ranks, sizeof(rep.ranks), "%s", run->ranks);
-    snprintf(rep.warn, sizeof(rep.warn), "%s", run->warn);
+    ck->rep.code = run->code;
+    ck->rep.phase = run->phase;
+    snprintf(ck->rep.what, sizeof(ck->rep.what), "%s", run->what);
+    snprintf(ck->rep.ranks, sizeof(ck->rep.ranks), "%s", run->ranks);
+    snprintf(ck->rep.warn, sizeof(ck->rep.warn), "%s", run->warn);
 }
 
 /* Phase 0, without CUDA: the NCCL_* variables against the catalog. */
 static void
-preflight_env(void)
+preflight_env(struct check *ck)
 {
     int n = 0;
 
@@ -108,7 +115,7 @@ preflight_env(void)
         if (ncclenv_check(name, eq + 1, &f) != NCCLENV_OK) {
             report_log("phase 0 preflight: warning: %s=%s: %s", name, eq + 1,
                        f.msg);
-            rep.nwarnings++;
+            ck->rep.nwarnings++;
         }
     }
     report_log("phase 0 preflight: %d NCCL variables checked against the "
@@ -147,49 +154,53 @@ env_is(const char *name, const char *value)
  * driving all GPUs does not use it, nor does NCCL_SHM_DISABLE=1.
  */
 static int
-preflight_shm(int ndev)
+preflight_shm(struct check *ck, int ndev)
 {
     struct statvfs sv;
     double buffsize = (double)env_size("NCCL_BUFFSIZE", (size_t)4 << 20);
 
-    if (rep.opts->group || env_is("NCCL_SHM_DISABLE", "1") || ndev < 2)
+    if (ck->rep.opts->group || env_is("NCCL_SHM_DISABLE", "1") || ndev < 2)
         return 0;
     if (statvfs("/dev/shm", &sv) != 0) {
         report_log("phase 0 preflight: warning: cannot read /dev/shm (%s); "
                    "NCCL needs it between processes",
                    strerror(errno));
-        rep.nwarnings++;
+        ck->rep.nwarnings++;
         return 0;
     }
-    rep.shm_free_mib = (double)sv.f_bavail * (double)sv.f_frsize / 1048576.0;
-    rep.shm_need_mib = ndev * 2 * 2.3 * buffsize / 1048576.0;
+    ck->rep.shm_free_mib =
+        (double)sv.f_bavail * (double)sv.f_frsize / 1048576.0;
+    ck->rep.shm_need_mib = ndev * 2 * 2.3 * buffsize / 1048576.0;
     report_log("phase 0 preflight: /dev/shm has %.0f MiB free; NCCL needs "
                "about %.0f MiB for %d GPUs",
-               rep.shm_free_mib, rep.shm_need_mib, ndev);
-    if (rep.shm_free_mib < rep.shm_need_mib) {
-        set_failure(RC_EXIT_ENV, 0,
+               ck->rep.shm_free_mib, ck->rep.shm_need_mib, ndev);
+    if (ck->rep.shm_free_mib < ck->rep.shm_need_mib) {
+        set_failure(ck, RC_EXIT_ENV, 0,
                     "/dev/shm too small: %.0f MiB free, NCCL needs about "
                     "%.0f MiB for %d GPUs (NCCL_BUFFSIZE %.0f)",
-                    rep.shm_free_mib, rep.shm_need_mib, ndev, buffsize);
-        set_fix("mount a memory-backed /dev/shm of at least %.0f MiB (the "
+                    ck->rep.shm_free_mib, ck->rep.shm_need_mib, ndev, buffsize);
+        set_fix(ck,
+                "mount a memory-backed /dev/shm of at least %.0f MiB (the "
                 "webhook's shm.perGPU), or set NCCL_SHM_DISABLE=1",
-                rep.shm_need_mib);
+                ck->rep.shm_need_mib);
         return -1;
     }
     return 0;
 }
 
 static void
-preflight_memlock(void)
+preflight_memlock(struct check *ck)
 {
     struct rlimit rl;
     DIR *d;
     struct dirent *de;
     int ib = 0;
+    char path[512];
 
     if (env_is("NCCL_IB_DISABLE", "1"))
         return;
-    d = opendir("/sys/class/infiniband");
+    snprintf(path, sizeof(path), "%s/class/infiniband", netcheck_sysfs_root());
+    d = opendir(path);
     if (d == NULL)
         return;
     while ((de = readdir(d)) != NULL)
@@ -203,7 +214,7 @@ preflight_memlock(void)
                    "devices) but the memlock limit is %llu KiB; NCCL's IB "
                    "transport may fail to register memory",
                    ib, (unsigned long long)rl.rlim_cur >> 10);
-        rep.nwarnings++;
+        ck->rep.nwarnings++;
     } else {
         report_log("phase 0 preflight: InfiniBand enabled (%d devices), "
                    "memlock limit ok",
@@ -211,35 +222,86 @@ preflight_memlock(void)
     }
 }
 
+/*
+ * NCCL_SOCKET_IFNAME and NCCL_IB_HCA name interfaces that must exist in
+ * this pod; a name that does not makes NCCL fail or hang at init, far less
+ * clearly than this. Fails as an NCCL error (exit 3) in phase 0.
+ */
+static int
+preflight_net(struct check *ck)
+{
+    static struct netcheck_names have;
+    const char *ifname = getenv("NCCL_SOCKET_IFNAME");
+    const char *hca = getenv("NCCL_IB_HCA");
+    char err[900];
+
+    if (ifname != NULL && ifname[0] != '\0') {
+        if (netcheck_interfaces(&have) != 0) {
+            report_log("phase 0 preflight: warning: cannot list the network "
+                       "interfaces: %s",
+                       strerror(errno));
+            ck->rep.nwarnings++;
+        } else if (netcheck_ifname(ifname, &have, err, sizeof(err)) != 0) {
+            set_failure(ck, RC_EXIT_NCCL, 0, "%s", err);
+            set_fix(ck, "set NCCL_SOCKET_IFNAME to interfaces this pod has, "
+                        "or attach the network it names to the pod (for "
+                        "example its Multus or SR-IOV network)");
+            return -1;
+        } else {
+            report_log("phase 0 preflight: NCCL_SOCKET_IFNAME=%s matches "
+                       "this pod's interfaces",
+                       ifname);
+        }
+    }
+    if (hca != NULL && hca[0] != '\0' && !env_is("NCCL_IB_DISABLE", "1")) {
+        netcheck_hcas(netcheck_sysfs_root(), &have);
+        if (netcheck_hca(hca, netcheck_sysfs_root(), &have, err, sizeof(err)) !=
+            0) {
+            set_failure(ck, RC_EXIT_NCCL, 0, "%s", err);
+            set_fix(ck, "set NCCL_IB_HCA to HCAs this pod has, or give the "
+                        "pod its RDMA devices (the RDMA device plugin's "
+                        "resource)");
+            return -1;
+        }
+        report_log("phase 0 preflight: NCCL_IB_HCA=%s matches this pod's "
+                   "HCAs",
+                   hca);
+    }
+    return 0;
+}
+
 static void
-sv_spec_base(struct sv_spec *s, enum sv_kind kind)
+sv_spec_base(struct check *ck, struct sv_spec *s, enum sv_kind kind)
 {
     memset(s, 0, sizeof(*s));
     s->kind = kind;
-    s->group = rep.opts->group;
-    s->ndev = rep.ndev;
-    memcpy(s->dev, rep.dev, sizeof(s->dev));
-    s->phase_timeout_s = rep.opts->phase_timeout_s;
-    s->deadline = deadline;
+    s->group = ck->rep.opts->group;
+    s->ndev = ck->rep.ndev;
+    memcpy(s->dev, ck->rep.dev, sizeof(s->dev));
+    s->check_max_bytes = ck->rep.check_max_bytes;
+    s->phase_timeout_s = ck->rep.opts->phase_timeout_s;
+    s->deadline = ck->deadline;
     s->label = "";
 }
 
 static int
-check_preflight(void)
+check_preflight(struct check *ck)
 {
     struct sv_spec s;
-    const struct rc_opts *o = rep.opts;
-    struct rc_run *p = &rep.pre;
+    const struct rc_opts *o = ck->rep.opts;
+    struct rc_run *p = &ck->rep.pre;
 
     report_log("phase 0 preflight: starting");
-    preflight_env();
-    sv_spec_base(&s, SV_PREFLIGHT);
+    preflight_env(ck);
+    if (preflight_net(ck) != 0)
+        return -1;
+    sv_spec_base(ck, &s, SV_PREFLIGHT);
     if (sv_run(&s, p) != 0) {
-        take_run_failure(p);
-        if (rep.code == RC_EXIT_ENV)
-            set_fix("run the pod on a GPU node with the NVIDIA driver, "
-                    "request its GPUs (nvidia.com/gpu) and use the NVIDIA "
-                    "container runtime");
+        take_run_failure(ck, p);
+        if (ck->rep.code == RC_EXIT_ENV)
+            set_fix(ck, "run the pod on a GPU node with the NVIDIA driver, "
+                        "request its GPUs (nvidia.com/gpu) and use the NVIDIA "
+                        "container runtime");
         return -1;
     }
     report_log("phase 0 preflight: NCCL %d.%d.%d, CUDA runtime %d.%d, driver "
@@ -249,95 +311,152 @@ check_preflight(void)
                p->cuda_runtime % 1000 / 10, p->cuda_driver / 1000,
                p->cuda_driver % 1000 / 10, p->ngpus, o->expect_gpus);
     if (p->ngpus <= 0) {
-        set_failure(RC_EXIT_ENV, 0,
+        set_failure(ck, RC_EXIT_ENV, 0,
                     "no usable GPU: the CUDA runtime sees "
                     "no device");
-        set_fix("request GPUs for this container (nvidia.com/gpu) and run it "
+        set_fix(ck,
+                "request GPUs for this container (nvidia.com/gpu) and run it "
                 "with the NVIDIA container runtime");
         return -1;
     }
     if (o->expect_gpus > 0 && p->ngpus != o->expect_gpus) {
-        set_failure(RC_EXIT_ENV, 0,
+        set_failure(ck, RC_EXIT_ENV, 0,
                     "GPU count mismatch: %d visible, %d expected", p->ngpus,
                     o->expect_gpus);
-        set_fix("check the device plugin and CUDA_VISIBLE_DEVICES / "
-                "NVIDIA_VISIBLE_DEVICES: the pod must see exactly the GPUs "
-                "it requested");
+        set_fix(ck, "check the device plugin and CUDA_VISIBLE_DEVICES / "
+                    "NVIDIA_VISIBLE_DEVICES: the pod must see exactly the GPUs "
+                    "it requested");
         return -1;
     }
-    rep.ndev = p->ngpus < WORKER_MAX_GPUS ? p->ngpus : WORKER_MAX_GPUS;
-    for (int i = 0; i < rep.ndev; i++) {
-        rep.dev[i] = i;
+    ck->rep.ndev = p->ngpus < WORKER_MAX_GPUS ? p->ngpus : WORKER_MAX_GPUS;
+    for (int i = 0; i < ck->rep.ndev; i++) {
+        ck->rep.dev[i] = i;
         report_log("phase 0 preflight: GPU %d: %s, %s, %lu MiB, uuid %s", i,
                    p->gpu[i].name, p->gpu[i].busid, p->gpu[i].total_mib,
                    p->gpu[i].uuid);
     }
-    for (int i = 0; i < rep.ndev; i++)
-        for (int j = i + 1; j < rep.ndev; j++)
+    for (int i = 0; i < ck->rep.ndev; i++)
+        for (int j = i + 1; j < ck->rep.ndev; j++)
             if (strcmp(p->gpu[i].busid, p->gpu[j].busid) == 0 ||
                 strcmp(p->gpu[i].uuid, p->gpu[j].uuid) == 0) {
-                set_failure(RC_EXIT_ENV, 0,
+                set_failure(ck, RC_EXIT_ENV, 0,
                             "duplicate devices: GPU %d and GPU %d are the "
                             "same GPU (%s)",
                             i, j, p->gpu[i].busid);
-                snprintf(rep.gpus, sizeof(rep.gpus), "GPU %d and GPU %d", i, j);
-                set_fix("the container sees one GPU twice: check the device "
+                snprintf(ck->rep.gpus, sizeof(ck->rep.gpus),
+                         "GPU %d and GPU %d", i, j);
+                set_fix(ck,
+                        "the container sees one GPU twice: check the device "
                         "plugin and CUDA_VISIBLE_DEVICES");
                 return -1;
             }
-    if (preflight_shm(rep.ndev) != 0)
+    if (preflight_shm(ck, ck->rep.ndev) != 0)
         return -1;
-    preflight_memlock();
+    preflight_memlock(ck);
     return 0;
 }
 
+/* The link of each GPU pair: NVLink where the pair has native peer atomics
+ * (PCIe peers do not), else the PCIe path from sysfs. */
+static void
+check_links(struct check *ck)
+{
+    struct rc_report *r = &ck->rep;
+
+    for (int i = 0; i < r->ndev; i++)
+        for (int j = 0; j < r->ndev; j++) {
+            int a = r->dev[i], b = r->dev[j];
+            char *cell = r->link[a][b];
+
+            cell[0] = '\0';
+            if (a == b)
+                continue;
+            if (r->pre.access[a][b] > 0 && r->pre.atomics[a][b] > 0)
+                snprintf(cell, sizeof(r->link[0][0]), "NV");
+            else
+                topo_pci_path(netcheck_sysfs_root(), r->pre.gpu[a].busid,
+                              r->pre.gpu[b].busid, cell, sizeof(r->link[0][0]));
+        }
+}
+
+static void
+check_link_warnings(struct check *ck)
+{
+    struct rc_report *r = &ck->rep;
+
+    for (int i = 0; i < r->ndev; i++)
+        for (int j = i + 1; j < r->ndev; j++) {
+            const char *l = r->link[r->dev[i]][r->dev[j]];
+
+            if (!topo_path_via_cpu(l))
+                continue;
+            report_log("phase 2 topology: warning: GPU %d and GPU %d are "
+                       "connected through %s (PCIe through the CPU%s): NCCL "
+                       "traffic between them is slower, and NCCL may not use "
+                       "P2P there (NCCL_P2P_LEVEL)",
+                       r->dev[i], r->dev[j], l,
+                       strcmp(l, "SYS") == 0
+                           ? " and the link between NUMA nodes"
+                           : "");
+            r->nwarnings++;
+        }
+}
+
 static int
-check_devices(void)
+check_devices(struct check *ck)
 {
     struct sv_spec s;
-    struct rc_run *p = &rep.pre;
+    struct rc_run *p = &ck->rep.pre;
     unsigned long min_free = 0;
 
     /* The devices run fills its own struct; keep the preflight's. */
-    sv_spec_base(&s, SV_DEVICES);
+    sv_spec_base(ck, &s, SV_DEVICES);
     report_log("phase 1 devices: allocate, memset and synchronize on %d "
                "GPUs",
-               rep.ndev);
-    if (sv_run(&s, &scratch) != 0) {
-        take_run_failure(&scratch);
-        if (rep.code == RC_EXIT_TIMEOUT)
-            set_fix("a GPU does not respond: check nvidia-smi and the "
-                    "kernel log for Xid errors; drain the node if it "
-                    "repeats");
+               ck->rep.ndev);
+    if (sv_run(&s, &ck->scratch) != 0) {
+        take_run_failure(ck, &ck->scratch);
+        if (ck->rep.code == RC_EXIT_TIMEOUT)
+            set_fix(ck, "a GPU does not respond: check nvidia-smi and the "
+                        "kernel log for Xid errors; drain the node if it "
+                        "repeats");
         else
-            set_fix("check the GPU with nvidia-smi and the kernel log for "
-                    "Xid errors");
+            set_fix(ck, "check the GPU with nvidia-smi and the kernel log for "
+                        "Xid errors");
         return -1;
     }
-    for (int i = 0; i < rep.ndev; i++) {
-        int d = rep.dev[i];
+    for (int i = 0; i < ck->rep.ndev; i++) {
+        int d = ck->rep.dev[i];
 
-        p->gpu[d].free_mib = scratch.gpu[d].free_mib;
+        p->gpu[d].free_mib = ck->scratch.gpu[d].free_mib;
         if (min_free == 0 || p->gpu[d].free_mib < min_free)
             min_free = p->gpu[d].free_mib;
         report_log("phase 1 devices: GPU %d ok, %lu MiB free", d,
                    p->gpu[d].free_mib);
     }
-    memcpy(p->access, scratch.access, sizeof(p->access));
-    memcpy(p->perf, scratch.perf, sizeof(p->perf));
+    memcpy(p->access, ck->scratch.access, sizeof(p->access));
+    memcpy(p->perf, ck->scratch.perf, sizeof(p->perf));
+    memcpy(p->atomics, ck->scratch.atomics, sizeof(p->atomics));
     p->topo_done = 1;
-    report_log("phase 2 topology: peer access matrix");
-    report_topology(&rep);
-    rep.bw_bytes = rep.opts->bw_bytes;
+    check_links(ck);
+    report_log("phase 2 topology: GPU pair matrix");
+    report_topology(&ck->rep);
+    check_link_warnings(ck);
+    ck->rep.bw_bytes = ck->rep.opts->bw_bytes;
+    /* The largest correctness size needs two buffers of it on each GPU;
+     * keep it to a quarter of the free memory, as the bandwidth size. */
+    ck->rep.check_max_bytes = WORKER_CHECK_MAX_BYTES;
+    if (min_free > 0 && min_free / 4 < (WORKER_CHECK_MAX_BYTES >> 20))
+        ck->rep.check_max_bytes = (size_t)1 << 20;
     /* Send and receive buffers plus headroom for NCCL itself. */
-    if (rep.bw_bytes > 0 && min_free > 0 &&
-        rep.bw_bytes / 1048576 * 4 > min_free) {
-        rep.bw_bytes = (size_t)(min_free / 4) << 20;
-        if (rep.bw_bytes == 0)
-            rep.bw_bytes = (size_t)1 << 20;
+    if (ck->rep.bw_bytes > 0 && min_free > 0 &&
+        ck->rep.bw_bytes / 1048576 * 4 > min_free) {
+        ck->rep.bw_bytes = (size_t)(min_free / 4) << 20;
+        if (ck->rep.bw_bytes == 0)
+            ck->rep.bw_bytes = (size_t)1 << 20;
         report_log("phase 5 bandwidth: memory is short (%lu MiB free); "
                    "using %zu bytes instead of %zu",
-                   min_free, rep.bw_bytes, rep.opts->bw_bytes);
+                   min_free, ck->rep.bw_bytes, ck->rep.opts->bw_bytes);
     }
     return 0;
 }
@@ -359,9 +478,12 @@ run_busbw(const struct rc_run *run, int n, double *algbw)
     return -1;
 }
 
+/* Wrong values over all rows; *ranks gets the ranks that saw some, first
+ * (when not NULL) the first bad row, its size, rank and offset, and *phase
+ * the phase of that row (4 correctness, 5 bandwidth). */
 static long
 run_wrong(const struct rc_run *run, unsigned long long *ranks, char *first,
-          size_t len)
+          size_t len, int *phase)
 {
     long total = 0;
 
@@ -371,8 +493,15 @@ run_wrong(const struct rc_run *run, unsigned long long *ranks, char *first,
     for (int i = 0; i < run->nrows; i++) {
         const struct rc_row *row = &run->rows[i];
 
-        if (row->wrong > 0 && first != NULL && first[0] == '\0')
-            snprintf(first, len, "%s int32 %zu B", row->op, row->bytes);
+        if (row->wrong > 0 && first != NULL && first[0] == '\0') {
+            snprintf(first, len,
+                     "%s %s %zu B: first wrong value on rank %d at byte "
+                     "offset %lld",
+                     row->op, row->type, row->bytes, row->bad_rank,
+                     row->bad_off);
+            if (phase != NULL)
+                *phase = row->timed ? 5 : 4;
+        }
         total += row->wrong;
         *ranks |= row->wrong_ranks;
     }
@@ -382,25 +511,25 @@ run_wrong(const struct rc_run *run, unsigned long long *ranks, char *first,
 /* The verdict on one ring run: its own failure, else wrong results, else
  * bandwidth (when asked). */
 static int
-judge(const struct rc_run *run, int n, int check_bw)
+judge(struct check *ck, const struct rc_run *run, int n, int check_bw)
 {
     unsigned long long wr;
     double bw;
 
     if (run->code != 0)
         return run->code;
-    if (run_wrong(run, &wr, NULL, 0) > 0)
+    if (run_wrong(run, &wr, NULL, 0, NULL) > 0)
         return RC_EXIT_WRONG;
     bw = run_busbw(run, n, NULL);
-    if (check_bw && rep.opts->min_busbw > 0 && bw >= 0 &&
-        bw < rep.opts->min_busbw)
+    if (check_bw && ck->rep.opts->min_busbw > 0 && bw >= 0 &&
+        bw < ck->rep.opts->min_busbw)
         return RC_EXIT_BANDWIDTH;
     return 0;
 }
 
 static void
-ranks_to_gpus(const char *ranks, const int *dev, int ndev, char *buf,
-              size_t len)
+ranks_to_gpus(struct check *ck, const char *ranks, const int *dev, int ndev,
+              char *buf, size_t len)
 {
     const char *p = ranks;
     size_t n = 0;
@@ -415,7 +544,7 @@ ranks_to_gpus(const char *ranks, const int *dev, int ndev, char *buf,
         if (r >= 0 && r < ndev && n < len)
             n += (size_t)snprintf(buf + n, len - n, "%sGPU %d (%s)",
                                   n > 0 ? ", " : "", dev[r],
-                                  rep.pre.gpu[dev[r]].busid);
+                                  ck->rep.pre.gpu[dev[r]].busid);
         p = *end == ',' ? end + 1 : end;
         if (*end != ',' && *end != '\0')
             break;
@@ -423,70 +552,71 @@ ranks_to_gpus(const char *ranks, const int *dev, int ndev, char *buf,
 }
 
 static void
-check_ring_result(void)
+check_ring_result(struct check *ck)
 {
-    struct rc_run *g = &rep.ring;
+    struct rc_run *g = &ck->rep.ring;
     unsigned long long wr;
-    char first[64];
-    int code;
+    char first[200];
+    int code, wrong_phase = 4;
 
-    rep.wrong_total = run_wrong(g, &wr, first, sizeof(first));
-    rep.busbw = run_busbw(g, rep.ndev, &rep.algbw);
-    code = judge(g, rep.ndev, 1);
+    ck->rep.wrong_total = run_wrong(g, &wr, first, sizeof(first), &wrong_phase);
+    ck->rep.busbw = run_busbw(g, ck->rep.ndev, &ck->rep.algbw);
+    code = judge(ck, g, ck->rep.ndev, 1);
     if (code == 0)
         return;
     if (g->code != 0) {
-        take_run_failure(g);
+        take_run_failure(ck, g);
     } else if (code == RC_EXIT_WRONG) {
-        rep.code = code;
-        rep.phase = 4;
-        rep.ranks[0] = '\0';
-        for (int r = 0; r < rep.ndev && r < 64; r++)
+        ck->rep.code = code;
+        ck->rep.phase = wrong_phase;
+        ck->rep.ranks[0] = '\0';
+        for (int r = 0; r < ck->rep.ndev && r < 64; r++)
             if (wr & (1ULL << r)) {
-                size_t n = strlen(rep.ranks);
-                snprintf(rep.ranks + n, sizeof(rep.ranks) - n, "%s%d",
+                size_t n = strlen(ck->rep.ranks);
+                snprintf(ck->rep.ranks + n, sizeof(ck->rep.ranks) - n, "%s%d",
                          n > 0 ? "," : "", r);
             }
-        snprintf(rep.what, sizeof(rep.what),
-                 "wrong results: %ld values differ, first in %s, on "
-                 "ranks %s",
-                 rep.wrong_total, first, rep.ranks);
-        snprintf(rep.warn, sizeof(rep.warn), "%s", g->warn);
+        snprintf(ck->rep.what, sizeof(ck->rep.what),
+                 "wrong results: %ld values differ, on ranks %s; %s",
+                 ck->rep.wrong_total, ck->rep.ranks, first);
+        snprintf(ck->rep.warn, sizeof(ck->rep.warn), "%s", g->warn);
     } else {
-        rep.code = code;
-        rep.phase = 5;
-        snprintf(rep.what, sizeof(rep.what),
+        ck->rep.code = code;
+        ck->rep.phase = 5;
+        snprintf(ck->rep.what, sizeof(ck->rep.what),
                  "bus bandwidth %.2f GB/s is below --min-busbw %.2f GB/s "
                  "(AllReduce %zu B, algbw %.2f GB/s)",
-                 rep.busbw, rep.opts->min_busbw, rep.bw_bytes, rep.algbw);
-        snprintf(rep.warn, sizeof(rep.warn), "%s", g->warn);
+                 ck->rep.busbw, ck->rep.opts->min_busbw, ck->rep.bw_bytes,
+                 ck->rep.algbw);
+        snprintf(ck->rep.warn, sizeof(ck->rep.warn), "%s", g->warn);
     }
 }
 
 /* One diagnostic run on devs with one override; 1 passes, 0 fails,
  * -1 ran out of time. */
 static int
-try_run(const int *devs, int n, const struct setting *set, const char *why)
+try_run(struct check *ck, const int *devs, int n, const struct setting *set,
+        const char *why)
 {
     struct sv_spec s;
     int code;
-    int check_bw = rep.phase == 5;
+    int check_bw = ck->rep.phase == 5;
 
-    if (deadline - sv_now() < 0.5)
+    if (ck->deadline - sv_now() < 0.5)
         return -1;
-    sv_spec_base(&s, SV_RING);
+    sv_spec_base(ck, &s, SV_RING);
     s.ndev = n;
     memcpy(s.dev, devs, sizeof(int) * (size_t)n);
-    s.bw_bytes = check_bw ? rep.bw_bytes : 0;
+    s.bw_bytes = check_bw ? ck->rep.bw_bytes : 0;
     s.label = "diagnosis: ";
     if (set != NULL) {
         s.env_name = set->name;
         s.env_value = set->value;
     }
-    sv_run(&s, &scratch);
-    if (scratch.overall_timeout)
+    sv_run(&s, &ck->scratch);
+    if (ck->scratch.overall_timeout)
         return -1;
-    code = judge(&scratch, n, check_bw);
+    code = judge(ck, &ck->scratch, n, check_bw);
     {
         char list[96] = "";
         size_t k = 0;
@@ -500,14 +630,14 @@ try_run(const int *devs, int n, const struct setting *set, const char *why)
                    code == 0 ? "pass" : report_code_name(code),
                    why != NULL ? " " : "", why != NULL ? why : "");
     }
-    if (code != 0 && rep.warn[0] == '\0' && scratch.warn[0] != '\0')
-        snprintf(rep.warn, sizeof(rep.warn), "%s", scratch.warn);
+    if (code != 0 && ck->rep.warn[0] == '\0' && ck->scratch.warn[0] != '\0')
+        snprintf(ck->rep.warn, sizeof(ck->rep.warn), "%s", ck->scratch.warn);
     return code == 0;
 }
 
 /* Narrows a failing set of devices down to one failing pair. */
 static int
-find_pair(const int *set, int n, int pair[2])
+find_pair(struct check *ck, const int *set, int n, int pair[2])
 {
     int h = n / 2;
     int r;
@@ -518,24 +648,24 @@ find_pair(const int *set, int n, int pair[2])
         return 1;
     }
     if (h >= 2) {
-        r = try_run(set, h, NULL, "(first half)");
+        r = try_run(ck, set, h, NULL, "(first half)");
         if (r < 0)
             return -1;
         if (r == 0)
-            return find_pair(set, h, pair);
+            return find_pair(ck, set, h, pair);
     }
     if (n - h >= 2) {
-        r = try_run(set + h, n - h, NULL, "(second half)");
+        r = try_run(ck, set + h, n - h, NULL, "(second half)");
         if (r < 0)
             return -1;
         if (r == 0)
-            return find_pair(set + h, n - h, pair);
+            return find_pair(ck, set + h, n - h, pair);
     }
     for (int a = 0; a < h; a++)
         for (int b = h; b < n; b++) {
             int two[2] = {set[a], set[b]};
 
-            r = try_run(two, 2, NULL, "(pair across halves)");
+            r = try_run(ck, two, 2, NULL, "(pair across halves)");
             if (r < 0)
                 return -1;
             if (r == 0) {
@@ -548,13 +678,13 @@ find_pair(const int *set, int n, int pair[2])
 }
 
 static void
-diagnose(void)
+diagnose(struct check *ck)
 {
-    const struct rc_opts *o = rep.opts;
+    const struct rc_opts *o = ck->rep.opts;
     size_t n = 0;
     int r;
 
-    rep.diag_ran = 1;
+    ck->rep.diag_ran = 1;
     report_log("diagnosis: rerunning in fresh workers to find what fails");
     for (size_t i = 0; i < NSETTINGS; i++) {
         const struct setting *s = &settings[i];
@@ -564,167 +694,184 @@ diagnose(void)
                        s->value);
             continue;
         }
-        r = try_run(rep.dev, rep.ndev, s, NULL);
+        r = try_run(ck, ck->rep.dev, ck->rep.ndev, s, NULL);
         if (r < 0) {
-            rep.diag_incomplete = 1;
+            ck->rep.diag_incomplete = 1;
             break;
         }
         if (r == 1) {
-            snprintf(rep.cure, sizeof(rep.cure), "%s=%s", s->name, s->value);
-            snprintf(rep.transport, sizeof(rep.transport), "%s", s->transport);
+            snprintf(ck->rep.cure, sizeof(ck->rep.cure), "%s=%s", s->name,
+                     s->value);
+            snprintf(ck->rep.transport, sizeof(ck->rep.transport), "%s",
+                     s->transport);
             break;
         }
     }
-    if (!rep.diag_incomplete && o->diagnose && rep.ndev > 2) {
-        r = find_pair(rep.dev, rep.ndev, rep.pair);
+    if (!ck->rep.diag_incomplete && o->diagnose && ck->rep.ndev > 2) {
+        r = find_pair(ck, ck->rep.dev, ck->rep.ndev, ck->rep.pair);
         if (r < 0)
-            rep.diag_incomplete = 1;
+            ck->rep.diag_incomplete = 1;
         else if (r == 0)
-            rep.pair[0] = rep.pair[1] = -1;
-    } else if (rep.ndev == 2) {
-        rep.pair[0] = rep.dev[0];
-        rep.pair[1] = rep.dev[1];
+            ck->rep.pair[0] = ck->rep.pair[1] = -1;
+    } else if (ck->rep.ndev == 2) {
+        ck->rep.pair[0] = ck->rep.dev[0];
+        ck->rep.pair[1] = ck->rep.dev[1];
     }
-    if (rep.cure[0] != '\0')
-        n += (size_t)snprintf(rep.diag_note + n, sizeof(rep.diag_note) - n,
-                              "passes with %s (%s transport)", rep.cure,
-                              rep.transport);
-    else if (!rep.diag_incomplete)
-        n += (size_t)snprintf(rep.diag_note + n, sizeof(rep.diag_note) - n,
+    if (ck->rep.cure[0] != '\0')
+        n += (size_t)snprintf(
+            ck->rep.diag_note + n, sizeof(ck->rep.diag_note) - n,
+            "passes with %s (%s transport)", ck->rep.cure, ck->rep.transport);
+    else if (!ck->rep.diag_incomplete)
+        n += (size_t)snprintf(ck->rep.diag_note + n,
+                              sizeof(ck->rep.diag_note) - n,
                               "no single setting made it pass");
-    if (rep.pair[0] >= 0 && n < sizeof(rep.diag_note))
-        n += (size_t)snprintf(rep.diag_note + n, sizeof(rep.diag_note) - n,
-                              "%sfailing pair GPU %d - GPU %d",
-                              n > 0 ? "; " : "", rep.pair[0], rep.pair[1]);
-    if (rep.diag_incomplete && n < sizeof(rep.diag_note))
-        snprintf(rep.diag_note + n, sizeof(rep.diag_note) - n,
+    if (ck->rep.pair[0] >= 0 && n < sizeof(ck->rep.diag_note))
+        n += (size_t)snprintf(
+            ck->rep.diag_note + n, sizeof(ck->rep.diag_note) - n,
+            "%sfailing pair GPU %d - GPU %d", n > 0 ? "; " : "",
+            ck->rep.pair[0], ck->rep.pair[1]);
+    if (ck->rep.diag_incomplete && n < sizeof(ck->rep.diag_note))
+        snprintf(ck->rep.diag_note + n, sizeof(ck->rep.diag_note) - n,
                  "%sincomplete: the check's deadline came first",
                  n > 0 ? "; " : "");
-    report_log("diagnosis: %s", rep.diag_note);
+    report_log("diagnosis: %s", ck->rep.diag_note);
 }
 
 static void
-failure_fix(void)
+failure_fix(struct check *ck)
 {
     const struct setting *cure = NULL;
 
     for (size_t i = 0; i < NSETTINGS; i++)
-        if (rep.cure[0] != '\0' &&
-            strncmp(rep.cure, settings[i].name, strlen(settings[i].name)) == 0)
+        if (ck->rep.cure[0] != '\0' && strncmp(ck->rep.cure, settings[i].name,
+                                               strlen(settings[i].name)) == 0)
             cure = &settings[i];
     if (cure != NULL) {
-        set_fix("set %s for this workload (the fallback file does that); "
+        set_fix(ck,
+                "set %s for this workload (the fallback file does that); "
                 "%s",
-                rep.cure, cure->why);
+                ck->rep.cure, cure->why);
         return;
     }
-    if (rep.fix[0] != '\0')
+    if (ck->rep.fix[0] != '\0')
         return;
-    switch (rep.code) {
+    if (ck->rep.ring.unreaped > 0 || ck->rep.pre.unreaped > 0 ||
+        ck->scratch.unreaped > 0) {
+        set_fix(ck, "a worker is stuck in the kernel (SIGKILL did not end "
+                    "it): look for Xid errors in the node's kernel log "
+                    "(dmesg), reset the GPU or reboot, and drain the node");
+        return;
+    }
+    switch (ck->rep.code) {
     case RC_EXIT_TIMEOUT:
-        set_fix("a GPU or link hangs: check nvidia-smi and the kernel log "
-                "for Xid errors on the GPUs named above, rerun with "
-                "NCCL_DEBUG=INFO; drain the node if it repeats");
+        set_fix(ck, "a GPU or link hangs: check nvidia-smi and the kernel log "
+                    "for Xid errors on the GPUs named above, rerun with "
+                    "NCCL_DEBUG=INFO; drain the node if it repeats");
         break;
     case RC_EXIT_WRONG:
-        set_fix("the GPUs return wrong data: check ECC errors "
-                "(nvidia-smi -q -d ECC) and Xid errors on the GPUs named "
-                "above; drain the node");
+        set_fix(ck, "the GPUs return wrong data: check ECC errors "
+                    "(nvidia-smi -q -d ECC) and Xid errors on the GPUs named "
+                    "above; drain the node");
         break;
     case RC_EXIT_BANDWIDTH:
-        set_fix("check the topology (NVLink, PCIe width and generation), "
-                "that no other job shares these GPUs, and the node's NCCL "
-                "settings");
+        set_fix(ck, "check the topology (NVLink, PCIe width and generation), "
+                    "that no other job shares these GPUs, and the node's NCCL "
+                    "settings");
         break;
     case RC_EXIT_NCCL:
-        set_fix("see the NCCL WARN line; rerun with NCCL_DEBUG=INFO for "
-                "details");
+        set_fix(ck, "see the NCCL WARN line; rerun with NCCL_DEBUG=INFO for "
+                    "details");
         break;
     case RC_EXIT_CUDA:
-        set_fix("check the driver with nvidia-smi and the kernel log for "
-                "Xid errors");
+        set_fix(ck, "check the driver with nvidia-smi and the kernel log for "
+                    "Xid errors");
         break;
     default:
-        set_fix("an internal error of ncclguard-ringcheck; report it with "
-                "this output");
+        set_fix(ck, "an internal error of ncclguard-ringcheck; report it with "
+                    "this output");
         break;
     }
 }
 
 static void
-describe_gpus(void)
+describe_gpus(struct check *ck)
 {
-    if (rep.pair[0] >= 0)
-        snprintf(rep.gpus, sizeof(rep.gpus), "pair GPU %d (%s) - GPU %d (%s)",
-                 rep.pair[0], rep.pre.gpu[rep.pair[0]].busid, rep.pair[1],
-                 rep.pre.gpu[rep.pair[1]].busid);
-    else if (rep.gpus[0] == '\0' && rep.ranks[0] != '\0' && rep.phase >= 3)
-        ranks_to_gpus(rep.ranks, rep.dev, rep.ndev, rep.gpus, sizeof(rep.gpus));
+    if (ck->rep.pair[0] >= 0)
+        snprintf(ck->rep.gpus, sizeof(ck->rep.gpus),
+                 "pair GPU %d (%s) - GPU %d (%s)", ck->rep.pair[0],
+                 ck->rep.pre.gpu[ck->rep.pair[0]].busid, ck->rep.pair[1],
+                 ck->rep.pre.gpu[ck->rep.pair[1]].busid);
+    else if (ck->rep.gpus[0] == '\0' && ck->rep.ranks[0] != '\0' &&
+             ck->rep.phase >= 3)
+        ranks_to_gpus(ck, ck->rep.ranks, ck->rep.dev, ck->rep.ndev,
+                      ck->rep.gpus, sizeof(ck->rep.gpus));
 }
 
 static void
-finish(double t0, int ring_ran)
+finish(struct check *ck, double t0, int ring_ran)
 {
-    const struct rc_opts *o = rep.opts;
+    const struct rc_opts *o = ck->rep.opts;
     static char json[16384];
     char verdict[4096];
 
-    rep.result = "pass";
-    rep.exit_code = 0;
-    if (rep.code != 0) {
-        describe_gpus();
-        failure_fix();
-        rep.result = "fail";
-        rep.exit_code = rep.code;
-        if (o->on_failure == RC_FALLBACK && rep.cure[0] != '\0') {
+    ck->rep.result = "pass";
+    ck->rep.exit_code = 0;
+    if (ck->rep.code != 0) {
+        describe_gpus(ck);
+        failure_fix(ck);
+        ck->rep.result = "fail";
+        ck->rep.exit_code = ck->rep.code;
+        if (o->on_failure == RC_FALLBACK && ck->rep.cure[0] != '\0') {
             char name[48];
-            const char *eq = strchr(rep.cure, '=');
+            const char *eq = strchr(ck->rep.cure, '=');
 
-            snprintf(name, sizeof(name), "%.*s", (int)(eq - rep.cure),
-                     rep.cure);
+            snprintf(name, sizeof(name), "%.*s", (int)(eq - ck->rep.cure),
+                     ck->rep.cure);
             if (getenv(name) != NULL) {
                 report_log("fallback: %s=%s is set in the pod's environment "
                            "and would win over the fallback file",
                            name, getenv(name));
-                set_fix("remove %s from the pod's environment (or set %s "
+                set_fix(ck,
+                        "remove %s from the pod's environment (or set %s "
                         "there); the environment wins over the fallback file",
-                        name, rep.cure);
-            } else if (report_fallback_write(&rep, o->fallback_conf) != 0) {
+                        name, ck->rep.cure);
+            } else if (report_fallback_write(&ck->rep, o->fallback_conf) != 0) {
                 int err = errno;
 
                 report_log("fallback: cannot write %s: %s", o->fallback_conf,
                            strerror(err));
-                set_fix("the check passes with %s but cannot write the "
+                set_fix(ck,
+                        "the check passes with %s but cannot write the "
                         "fallback file %s (%s): mount the shared emptyDir "
                         "there, writable by the init container",
-                        rep.cure, o->fallback_conf, strerror(err));
-                rep.exit_code = RC_EXIT_INTERNAL;
+                        ck->rep.cure, o->fallback_conf, strerror(err));
+                ck->rep.exit_code = RC_EXIT_INTERNAL;
             } else {
-                rep.fallback_written = 1;
-                rep.result = "fallback";
-                rep.exit_code = 0;
+                ck->rep.fallback_written = 1;
+                ck->rep.result = "fallback";
+                ck->rep.exit_code = 0;
                 report_log("warning: fallback: wrote %s to %s; the workload "
                            "reads it through NCCL_CONF_FILE",
-                           rep.cure, o->fallback_conf);
+                           ck->rep.cure, o->fallback_conf);
             }
         } else if (o->on_failure == RC_WARN) {
-            rep.result = "warn";
-            rep.exit_code = 0;
+            ck->rep.result = "warn";
+            ck->rep.exit_code = 0;
         }
-    } else if (rep.mn_warn) {
-        rep.result = "warn";
+    } else if (ck->rep.mn_warn) {
+        ck->rep.result = "warn";
     } else if (o->on_failure == RC_FALLBACK) {
         /* Replace any stale file: the pod's own settings passed. */
-        if (report_fallback_write(&rep, o->fallback_conf) == 0)
-            rep.fallback_written = 1;
+        if (report_fallback_write(&ck->rep, o->fallback_conf) == 0)
+            ck->rep.fallback_written = 1;
         else
             report_log("fallback: warning: cannot write %s: %s",
                        o->fallback_conf, strerror(errno));
     }
-    rep.elapsed_s = sv_now() - t0;
+    ck->rep.elapsed_s = sv_now() - t0;
     if (ring_ran)
-        report_table(&rep);
-    report_verdict(&rep, verdict, sizeof(verdict));
+        report_table(&ck->rep);
+    report_verdict(&ck->rep, verdict, sizeof(verdict));
     for (char *line = verdict; *line != '\0';) {
         char *nl = strchr(line, '\n');
 
@@ -736,7 +883,7 @@ finish(double t0, int ring_ran)
         *nl = '\n';
         line = nl + 1;
     }
-    if (report_json(&rep, json, sizeof(json)) != 0)
+    if (report_json(&ck->rep, json, sizeof(json)) != 0)
         report_log("warning: the JSON summary was cut short");
     printf("%s\n", json);
     fflush(stdout);
@@ -765,16 +912,21 @@ int
 check_run(const struct rc_opts *o)
 {
     double t0 = sv_now();
+    struct check *ck = calloc(1, sizeof(*ck));
     struct sv_spec s;
-    int ring_ran = 0;
+    int ring_ran = 0, code;
 
-    memset(&rep, 0, sizeof(rep));
-    rep.opts = o;
-    rep.phase = -1;
-    rep.pair[0] = rep.pair[1] = -1;
-    rep.busbw = rep.algbw = -1;
-    rep.pre.phase = -1;
-    deadline = t0 + o->timeout_s;
+    if (ck == NULL) {
+        fprintf(stderr, "ncclguard-ringcheck: out of memory\n");
+        return RC_EXIT_INTERNAL;
+    }
+    ck->rep.opts = o;
+    ck->rep.phase = -1;
+    ck->rep.pair[0] = ck->rep.pair[1] = -1;
+    ck->rep.busbw = ck->rep.algbw = -1;
+    ck->rep.pre.phase = -1;
+    ck->rep.check_max_bytes = WORKER_CHECK_MAX_BYTES;
+    ck->deadline = t0 + o->timeout_s;
     report_log("ncclguard-ringcheck: expect %d GPUs, mode %s, timeout %.1f "
                "s, phase timeout %.1f s, bandwidth size %zu B, on failure %s",
                o->expect_gpus, o->group ? "group" : "process", o->timeout_s,
@@ -782,33 +934,43 @@ check_run(const struct rc_opts *o)
                o->on_failure == RC_FAIL   ? "fail"
                : o->on_failure == RC_WARN ? "warn"
                                           : "fallback");
-    if (check_preflight() != 0 || check_devices() != 0)
+    if (check_preflight(ck) != 0 || check_devices(ck) != 0)
         goto done;
     ring_ran = 1;
-    sv_spec_base(&s, SV_RING);
-    s.bw_bytes = rep.bw_bytes;
-    report_log("phase 3 nccl-init: %d ranks, %s", rep.ndev,
+    sv_spec_base(ck, &s, SV_RING);
+    s.bw_bytes = ck->rep.bw_bytes;
+    report_log("phase 3 nccl-init: %d ranks, %s", ck->rep.ndev,
                o->group ? "one process for all GPUs (group init)"
                         : "one process per GPU");
-    sv_run(&s, &rep.ring);
-    check_ring_result();
-    if (rep.code == 0) {
-        if (rep.busbw >= 0)
+    sv_run(&s, &ck->rep.ring);
+    check_ring_result(ck);
+    if (ck->rep.code == 0) {
+        if (ck->rep.busbw >= 0)
             report_log("phase 5 bandwidth: AllReduce %zu B: algbw %.2f GB/s, "
                        "busbw %.2f GB/s",
-                       rep.bw_bytes, rep.algbw, rep.busbw);
+                       ck->rep.bw_bytes, ck->rep.algbw, ck->rep.busbw);
         goto done;
     }
-    report_log("phase %d %s: FAILED: %s", rep.phase,
-               report_phase_name(rep.phase), rep.what);
-    if (rep.phase >= 3 && !rep.ring.overall_timeout &&
-        (o->diagnose || o->on_failure == RC_FALLBACK))
-        diagnose();
+    report_log("phase %d %s: FAILED: %s", ck->rep.phase,
+               report_phase_name(ck->rep.phase), ck->rep.what);
+    /* No diagnosis when a worker could not be reaped (its GPU is wedged:
+     * more runs would only wedge more processes) or the pod is being
+     * stopped. */
+    if (ck->rep.ring.unreaped > 0 || ck->rep.ring.interrupted ||
+        sv_interrupted())
+        report_log("diagnosis: skipped: %s", ck->rep.ring.unreaped > 0
+                                                 ? "a worker cannot be reaped"
+                                                 : "the check was stopped");
+    else if (ck->rep.phase >= 3 && !ck->rep.ring.overall_timeout &&
+             (o->diagnose || o->on_failure == RC_FALLBACK))
+        diagnose(ck);
 done:
     /* The other pods of a multi-node job wait for this one's result, so
      * the cross-node phase runs (and reports a local failure) whatever the
      * single-pod phases found. */
-    mn_check(&rep);
-    finish(t0, ring_ran);
-    return rep.exit_code;
+    mn_check(&ck->rep);
+    finish(ck, t0, ring_ran);
+    code = ck->rep.exit_code;
+    free(ck);
+    return code;
 }

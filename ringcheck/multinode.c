@@ -148,7 +148,8 @@ mn_membership(struct mn_member *m, char *why, size_t whylen)
             return -1;
         }
         if (nnodes > 1 && rank > 0 && (leader == NULL || *leader == '\0')) {
-            snprintf(why, whylen, "%s: %s is not set, so node rank %ld cannot "
+            snprintf(why, whylen,
+                     "%s: %s is not set, so node rank %ld cannot "
                      "find node rank 0",
                      v->operator_name, v->leader, rank);
             return -1;
@@ -236,8 +237,8 @@ int
 mn_is_bridge(const char *ifname)
 {
     static const char *const prefixes[] = {
-        "docker", "cni", "flannel", "cilium_", "virbr",
-        "br-",    "weave", "kube-bridge", "cbr", "vxlan"};
+        "docker", "cni",   "flannel",     "cilium_", "virbr",
+        "br-",    "weave", "kube-bridge", "cbr",     "vxlan"};
 
     for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
         if (strncmp(ifname, prefixes[i], strlen(prefixes[i])) == 0)
@@ -258,7 +259,7 @@ static void
 local_transport(char *buf, size_t len)
 {
     DIR *d = env_is("NCCL_IB_DISABLE", "1") ? NULL
-                                             : opendir("/sys/class/infiniband");
+                                            : opendir("/sys/class/infiniband");
     int ib = 0;
     struct dirent *de;
 
@@ -268,8 +269,7 @@ local_transport(char *buf, size_t len)
         closedir(d);
     }
     snprintf(buf, len, "%s%s", ib > 0 ? "NET/IB" : "NET/Socket",
-             ib > 0 && env_is("NCCL_NET_GDR_LEVEL", "LOC") ? " (GDR off)"
-                                                            : "");
+             ib > 0 && env_is("NCCL_NET_GDR_LEVEL", "LOC") ? " (GDR off)" : "");
 }
 
 static void
@@ -288,8 +288,8 @@ local_hello(struct rdv_hello *h)
     for (char *c = h->host; *c != '\0'; c++)
         if (*c < 0x20 || *c > 0x7e)
             *c = '?';
-    if (!mn_pick_interface(h->iface, sizeof(h->iface), h->addr,
-                           sizeof(h->addr), have, sizeof(have))) {
+    if (!mn_pick_interface(h->iface, sizeof(h->iface), h->addr, sizeof(h->addr),
+                           have, sizeof(have))) {
         h->iface[0] = '\0';
         snprintf(h->addr, sizeof(h->addr), "%.47s", have);
     }
@@ -316,13 +316,11 @@ print_node_view(void)
                    "%s%s",
                    k, n->h.host, n->h.ngpus, ranks,
                    n->h.iface[0] != '\0' ? n->h.iface : "no interface; has",
-                   n->h.addr,
-                   n->h.transport, n->gone ? "  (gone)" : "");
+                   n->h.addr, n->h.transport, n->gone ? "  (gone)" : "");
     }
 }
 
-static void
-set_outcome(int code, const char *status, const char *fmt, ...)
+static void set_outcome(int code, const char *status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static void
@@ -351,8 +349,7 @@ hex_id(const unsigned char *id, char *line, size_t len)
 static int
 unhex_id(const char *line, unsigned char *id)
 {
-    if (line[0] != 'U' || line[1] != ' ' ||
-        strlen(line + 2) < 2 * RDV_ID_BYTES)
+    if (line[0] != 'U' || line[1] != ' ' || strlen(line + 2) < 2 * RDV_ID_BYTES)
         return -1;
     for (int i = 0; i < RDV_ID_BYTES; i++) {
         unsigned int b;
@@ -543,8 +540,8 @@ leader_round(const int *parts, int np, const char *setting, int *failed,
                 if (r == RDV_EPEER)
                     node_gone(mn.part[i], err);
                 n->code = RC_EXIT_TIMEOUT;
-                snprintf(n->what, sizeof(n->what),
-                         "no result from node %d: %s", mn.part[i], err);
+                snprintf(n->what, sizeof(n->what), "no result from node %d: %s",
+                         mn.part[i], err);
                 break;
             }
             if (m.type == RDV_RESULT && m.u.result.round == mn.round) {
@@ -620,8 +617,8 @@ leader_diagnose(int code0)
         if (r == 0) {
             snprintf(mn.cure, sizeof(mn.cure), "%s", s->setting);
             snprintf(mn.transport, sizeof(mn.transport), "%s", s->transport);
-            buf_add(mn.diag, sizeof(mn.diag), "passes with %s (%s)",
-                    s->setting, s->transport);
+            buf_add(mn.diag, sizeof(mn.diag), "passes with %s (%s)", s->setting,
+                    s->transport);
             snprintf(mn.fix, sizeof(mn.fix),
                      "set %s on every node of this job (the fallback file "
                      "does that); %s",
@@ -875,8 +872,8 @@ leader_main(void)
                      "no time left for the cross-node ring");
         }
         set_outcome(code, "fail",
-                    "the ring over %d nodes (%d ranks) failed: %s",
-                    mn.m.nnodes, mn.world1, what);
+                    "the ring over %d nodes (%d ranks) failed: %s", mn.m.nnodes,
+                    mn.world1, what);
         if (mn.o->diagnose || mn.o->on_failure == RC_FALLBACK)
             leader_diagnose(code);
         if (mn.fix[0] == '\0')
@@ -912,8 +909,7 @@ follower_main(void)
                     "could not reach node rank 0 by the cross-node deadline "
                     "(%.0f s, %d attempts): %s",
                     mn.o->multi_node_timeout_s, attempts, err);
-        snprintf(mn.fix, sizeof(mn.fix),
-                 "%s",
+        snprintf(mn.fix, sizeof(mn.fix), "%s",
                  strstr(err, "resolve") != NULL
                      ? "the leader's name does not resolve: its headless "
                        "Service must publish not-ready addresses "
@@ -928,8 +924,7 @@ follower_main(void)
     m.type = RDV_HELLO;
     m.u.hello = self;
     if (rdv_send(mn.fd, &m, mn.deadline, err, sizeof(err)) != RDV_OK) {
-        set_outcome(RC_EXIT_TIMEOUT, "missing", "node rank 0 is gone: %s",
-                    err);
+        set_outcome(RC_EXIT_TIMEOUT, "missing", "node rank 0 is gone: %s", err);
         return;
     }
     print_node_view();
@@ -985,14 +980,14 @@ follower_main(void)
             return;
         }
         hex_id(m.u.run.id, line, sizeof(line));
-        report_log("cross-node: round %u: ranks %u-%u of %u%s%s",
-                   m.u.run.round, m.u.run.rank_offset,
+        report_log("cross-node: round %u: ranks %u-%u of %u%s%s", m.u.run.round,
+                   m.u.run.rank_offset,
                    m.u.run.rank_offset + (uint32_t)mn.rep->ndev - 1,
                    m.u.run.world, m.u.run.setting[0] != '\0' ? " with " : "",
                    m.u.run.setting);
-        code = run_local_part((int)m.u.run.world, (int)m.u.run.rank_offset,
-                              line, m.u.run.setting, &busbw, &wrong, what,
-                              sizeof(what));
+        code =
+            run_local_part((int)m.u.run.world, (int)m.u.run.rank_offset, line,
+                           m.u.run.setting, &busbw, &wrong, what, sizeof(what));
         if (m.u.run.round == 1) {
             mn.busbw = busbw;
             memcpy(&mn_table_rep, mn.rep, sizeof(mn_table_rep));
@@ -1078,8 +1073,9 @@ write_report(void)
         json_str(j, jl, n->h.host);
         buf_add(j, jl, ",\"gpus\":%u,\"interface\":", n->h.ngpus);
         json_str(j, jl, n->h.iface);
-        buf_add(j, jl, n->h.iface[0] != '\0' ? ",\"address\":"
-                                              : ",\"interfaces_present\":");
+        buf_add(j, jl,
+                n->h.iface[0] != '\0' ? ",\"address\":"
+                                      : ",\"interfaces_present\":");
         json_str(j, jl, n->h.addr);
         buf_add(j, jl, ",\"transport\":");
         json_str(j, jl, n->h.transport);
@@ -1099,8 +1095,7 @@ write_report(void)
                         mn.node[k].h.host, mn.node[k].h.ngpus,
                         mn.node[k].h.iface[0] != '\0' ? mn.node[k].h.iface
                                                       : "no interface; has",
-                        mn.node[k].h.addr,
-                        mn.node[k].h.transport,
+                        mn.node[k].h.addr, mn.node[k].h.transport,
                         mn.node[k].gone ? " (gone)" : "");
     if (mn.missing[0] != '\0')
         buf_add(r->mn_text, sizeof(r->mn_text), "missing node ranks: %s\n",
@@ -1109,8 +1104,7 @@ write_report(void)
         buf_add(r->mn_text, sizeof(r->mn_text), "cross-node diagnosis: %s\n",
                 mn.diag);
     if (mn.code != 0 && mn.fix[0] != '\0')
-        buf_add(r->mn_text, sizeof(r->mn_text), "cross-node fix: %s\n",
-                mn.fix);
+        buf_add(r->mn_text, sizeof(r->mn_text), "cross-node fix: %s\n", mn.fix);
 }
 
 /* Folds the cross-node outcome into the pod's report. */
@@ -1166,13 +1160,13 @@ mn_check(struct rc_report *r)
         mn.node[k].fd = -1;
     got = mn_membership(&mn.m, why, sizeof(why));
     if (got <= 0) {
-        report_log("cross-node: %s: %s", got == 0 ? "skipped, single pod"
-                                                  : "skipped",
-                   why);
+        report_log("cross-node: %s: %s",
+                   got == 0 ? "skipped, single pod" : "skipped", why);
         if (got < 0)
             r->nwarnings++;
         r->mn_json[0] = '\0';
-        buf_add(r->mn_json, sizeof(r->mn_json), "{\"status\":\"skipped\","
+        buf_add(r->mn_json, sizeof(r->mn_json),
+                "{\"status\":\"skipped\","
                 "\"message\":");
         json_str(r->mn_json, sizeof(r->mn_json), why);
         buf_add(r->mn_json, sizeof(r->mn_json), "}");

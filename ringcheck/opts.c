@@ -1,9 +1,6 @@
 /* Parses and checks the command line of ncclguard-ringcheck. */
 #include "opts.h"
 
-#include "limits.h"
-#include "multinode_env.h"
-
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -12,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_GPUS 32
-#define MAX_BW_BYTES ((size_t)64 << 30)
+#include "limits.h"
+#include "multinode_env.h"
 
 void
 rc_opts_usage(void *fp)
@@ -72,6 +69,9 @@ rc_opts_usage(void *fp)
           f);
 }
 
+#define RC_STR2(x) #x
+#define RC_STR(x) RC_STR2(x)
+
 static int
 parse_seconds(const char *s, double *out)
 {
@@ -114,112 +114,235 @@ rc_opts_parse_bytes(const char *s, size_t *out)
     return 0;
 }
 
-enum {
-    OPT_EXPECT = 256,
-    OPT_TIMEOUT,
-    OPT_MODE,
-    OPT_BW,
-    OPT_ONFAIL,
-    OPT_MINBW,
-    OPT_FALLBACK,
-    OPT_PHASE,
-    OPT_DIAG,
-    OPT_NODIAG,
-    OPT_REPORT,
-    OPT_TERMLOG,
-    OPT_HELP,
-    OPT_MULTINODE,
-    OPT_RDVPORT,
-    OPT_MNTIMEOUT,
-    OPT_ONMISSING
-};
-
-static const struct option longopts[] = {
-    {"expect-gpus", required_argument, NULL, OPT_EXPECT},
-    {"timeout", required_argument, NULL, OPT_TIMEOUT},
-    {"mode", required_argument, NULL, OPT_MODE},
-    {"bw-bytes", required_argument, NULL, OPT_BW},
-    {"on-failure", required_argument, NULL, OPT_ONFAIL},
-    {"min-busbw", required_argument, NULL, OPT_MINBW},
-    {"fallback-conf", required_argument, NULL, OPT_FALLBACK},
-    {"phase-timeout", required_argument, NULL, OPT_PHASE},
-    {"diagnose", no_argument, NULL, OPT_DIAG},
-    {"no-diagnose", no_argument, NULL, OPT_NODIAG},
-    {"report", required_argument, NULL, OPT_REPORT},
-    {"termination-log", required_argument, NULL, OPT_TERMLOG},
-    {"help", no_argument, NULL, OPT_HELP},
-    {"multi-node", required_argument, NULL, OPT_MULTINODE},
-    {"rendezvous-port", required_argument, NULL, OPT_RDVPORT},
-    {"multi-node-timeout", required_argument, NULL, OPT_MNTIMEOUT},
-    {"on-missing", required_argument, NULL, OPT_ONMISSING},
-    {NULL, 0, NULL, 0},
-};
-
-/* The cross-node options; 0, or -1 with a message in err. */
+/* One setter per option: parses arg into *o; 0, or -1 when arg is not
+ * what the table's `expect` says. */
 static int
-parse_multinode(int c, const char *arg, struct rc_opts *o, char *err,
-                size_t errlen)
+set_expect(struct rc_opts *o, const char *arg)
 {
     char *end;
     long l;
+
+    errno = 0;
+    l = strtol(arg, &end, 10);
+    if (errno != 0 || end == arg || *end != '\0' || l < RINGCHECK_MIN_GPUS ||
+        l > RINGCHECK_MAX_GPUS)
+        return -1;
+    o->expect_gpus = (int)l;
+    return 0;
+}
+
+static int
+set_timeout(struct rc_opts *o, const char *arg)
+{
+    return parse_seconds(arg, &o->timeout_s);
+}
+
+static int
+set_phase(struct rc_opts *o, const char *arg)
+{
+    return parse_seconds(arg, &o->phase_timeout_s);
+}
+
+static int
+set_mode(struct rc_opts *o, const char *arg)
+{
+    if (strcmp(arg, "process") == 0)
+        o->group = 0;
+    else if (strcmp(arg, "group") == 0)
+        o->group = 1;
+    else
+        return -1;
+    return 0;
+}
+
+static int
+set_bw(struct rc_opts *o, const char *arg)
+{
+    size_t v;
+
+    if (rc_opts_parse_bytes(arg, &v) != 0 || v > RINGCHECK_MAX_BW_BYTES ||
+        (v > 0 && v < 4))
+        return -1;
+    o->bw_bytes = v & ~(size_t)3;
+    return 0;
+}
+
+static int
+set_onfail(struct rc_opts *o, const char *arg)
+{
+    if (strcmp(arg, "fail") == 0)
+        o->on_failure = RC_FAIL;
+    else if (strcmp(arg, "warn") == 0)
+        o->on_failure = RC_WARN;
+    else if (strcmp(arg, "fallback") == 0)
+        o->on_failure = RC_FALLBACK;
+    else
+        return -1;
+    return 0;
+}
+
+static int
+set_minbw(struct rc_opts *o, const char *arg)
+{
+    char *end;
     double d;
 
-    switch (c) {
-    case OPT_MULTINODE:
-        if (strcmp(arg, "auto") != 0 && strcmp(arg, "off") != 0) {
-            snprintf(err, errlen,
-                     "--multi-node: expected auto or off, got \"%s\"", arg);
-            return -1;
-        }
-        o->multi_node = strcmp(arg, "auto") == 0;
-        return 0;
-    case OPT_RDVPORT:
-        errno = 0;
-        l = strtol(arg, &end, 10);
-        if (errno != 0 || end == arg || *end != '\0' ||
-            l < RINGCHECK_MIN_PORT || l > RINGCHECK_MAX_PORT) {
-            snprintf(err, errlen,
-                     "--rendezvous-port: expected a port from %d to %d, got "
-                     "\"%s\"",
-                     RINGCHECK_MIN_PORT, RINGCHECK_MAX_PORT, arg);
-            return -1;
-        }
-        o->rendezvous_port = (int)l;
-        return 0;
-    case OPT_MNTIMEOUT:
-        errno = 0;
-        d = strtod(arg, &end);
-        if (errno != 0 || end == arg || *end != '\0' || !isfinite(d) ||
-            d < RINGCHECK_MIN_MN_TIMEOUT_S || d > RINGCHECK_MAX_MN_TIMEOUT_S) {
-            snprintf(err, errlen,
-                     "--multi-node-timeout: expected seconds from %d to %d, "
-                     "got \"%s\"",
-                     RINGCHECK_MIN_MN_TIMEOUT_S, RINGCHECK_MAX_MN_TIMEOUT_S,
-                     arg);
-            return -1;
-        }
-        o->multi_node_timeout_s = d;
-        return 0;
-    default:
-        if (strcmp(arg, "warn") != 0 && strcmp(arg, "fail") != 0) {
-            snprintf(err, errlen,
-                     "--on-missing: expected warn or fail, got \"%s\"", arg);
-            return -1;
-        }
-        o->on_missing =
-            strcmp(arg, "fail") == 0 ? RC_MISSING_FAIL : RC_MISSING_WARN;
-        return 0;
-    }
+    errno = 0;
+    d = strtod(arg, &end);
+    if (errno != 0 || end == arg || *end != '\0' || !isfinite(d) || d < 0 ||
+        d > 1e6)
+        return -1;
+    o->min_busbw = d;
+    return 0;
 }
+
+static int
+set_fallback(struct rc_opts *o, const char *arg)
+{
+    if (arg[0] == '\0' || strlen(arg) > 200)
+        return -1;
+    o->fallback_conf = arg;
+    return 0;
+}
+
+static int
+set_diag(struct rc_opts *o, const char *arg)
+{
+    (void)arg;
+    o->diagnose = 1;
+    return 0;
+}
+
+static int
+set_nodiag(struct rc_opts *o, const char *arg)
+{
+    (void)arg;
+    o->diagnose = 0;
+    return 0;
+}
+
+static int
+set_report(struct rc_opts *o, const char *arg)
+{
+    if (arg[0] == '\0')
+        return -1;
+    o->report = arg;
+    return 0;
+}
+
+static int
+set_termlog(struct rc_opts *o, const char *arg)
+{
+    if (arg[0] == '\0')
+        return -1;
+    o->termination_log = arg;
+    o->termination_log_given = 1;
+    return 0;
+}
+
+static int
+set_help(struct rc_opts *o, const char *arg)
+{
+    (void)arg;
+    o->help = 1;
+    return 0;
+}
+
+static int
+set_multinode(struct rc_opts *o, const char *arg)
+{
+    if (strcmp(arg, "auto") != 0 && strcmp(arg, "off") != 0)
+        return -1;
+    o->multi_node = strcmp(arg, "auto") == 0;
+    return 0;
+}
+
+static int
+set_rdvport(struct rc_opts *o, const char *arg)
+{
+    char *end;
+    long l;
+
+    errno = 0;
+    l = strtol(arg, &end, 10);
+    if (errno != 0 || end == arg || *end != '\0' || l < RINGCHECK_MIN_PORT ||
+        l > RINGCHECK_MAX_PORT)
+        return -1;
+    o->rendezvous_port = (int)l;
+    return 0;
+}
+
+static int
+set_mntimeout(struct rc_opts *o, const char *arg)
+{
+    char *end;
+    double d;
+
+    errno = 0;
+    d = strtod(arg, &end);
+    if (errno != 0 || end == arg || *end != '\0' || !isfinite(d) ||
+        d < RINGCHECK_MIN_MN_TIMEOUT_S || d > RINGCHECK_MAX_MN_TIMEOUT_S)
+        return -1;
+    o->multi_node_timeout_s = d;
+    return 0;
+}
+
+static int
+set_onmissing(struct rc_opts *o, const char *arg)
+{
+    if (strcmp(arg, "warn") != 0 && strcmp(arg, "fail") != 0)
+        return -1;
+    o->on_missing =
+        strcmp(arg, "fail") == 0 ? RC_MISSING_FAIL : RC_MISSING_WARN;
+    return 0;
+}
+
+/* The options: name, whether it takes a value, its setter, and what a
+ * valid value is (for the error message). */
+static const struct opt_def {
+    const char *name;
+    int has_arg;
+    int (*set)(struct rc_opts *o, const char *arg);
+    const char *expect;
+} opt_defs[] = {
+    {"expect-gpus", required_argument, set_expect,
+     "a whole number from " RC_STR(RINGCHECK_MIN_GPUS) " to " RC_STR(
+         RINGCHECK_MAX_GPUS)},
+    {"timeout", required_argument, set_timeout,
+     "seconds above 0 and at most 86400"},
+    {"phase-timeout", required_argument, set_phase,
+     "seconds above 0 and at most 86400"},
+    {"mode", required_argument, set_mode, "process or group"},
+    {"bw-bytes", required_argument, set_bw,
+     "0 or a byte count from 4 to 64Gi (plain or with Ki, Mi, Gi)"},
+    {"on-failure", required_argument, set_onfail, "fail, warn or fallback"},
+    {"min-busbw", required_argument, set_minbw, "GB/s from 0 to 1000000"},
+    {"fallback-conf", required_argument, set_fallback,
+     "a path of 1 to 200 characters"},
+    {"diagnose", no_argument, set_diag, NULL},
+    {"no-diagnose", no_argument, set_nodiag, NULL},
+    {"report", required_argument, set_report, "a file name"},
+    {"termination-log", required_argument, set_termlog, "a path"},
+    {"help", no_argument, set_help, NULL},
+    {"multi-node", required_argument, set_multinode, "auto or off"},
+    {"rendezvous-port", required_argument, set_rdvport,
+     "a port from " RC_STR(RINGCHECK_MIN_PORT) " to " RC_STR(
+         RINGCHECK_MAX_PORT)},
+    {"multi-node-timeout", required_argument, set_mntimeout,
+     "seconds from " RC_STR(RINGCHECK_MIN_MN_TIMEOUT_S) " to " RC_STR(
+         RINGCHECK_MAX_MN_TIMEOUT_S)},
+    {"on-missing", required_argument, set_onmissing, "warn or fail"},
+};
+
+#define NOPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
+#define OPT_BASE 256
 
 int
 rc_opts_parse(int argc, char **argv, struct rc_opts *o, char *err,
               size_t errlen)
 {
+    struct option longopts[NOPTS + 1];
     int c;
-    int phase_given = 0;
-    char *end;
-    long l;
 
     memset(o, 0, sizeof(*o));
     o->timeout_s = 300;
@@ -229,142 +352,35 @@ rc_opts_parse(int argc, char **argv, struct rc_opts *o, char *err,
     o->termination_log = "/dev/termination-log";
     o->rendezvous_port = MN_DEFAULT_PORT;
     o->multi_node_timeout_s = RINGCHECK_DEFAULT_MN_TIMEOUT_S;
+    for (size_t i = 0; i < NOPTS; i++)
+        longopts[i] = (struct option){opt_defs[i].name, opt_defs[i].has_arg,
+                                      NULL, OPT_BASE + (int)i};
+    longopts[NOPTS] = (struct option){NULL, 0, NULL, 0};
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (c) {
-        case OPT_EXPECT:
-            errno = 0;
-            l = strtol(optarg, &end, 10);
-            if (errno != 0 || end == optarg || *end != '\0' || l < 1 ||
-                l > MAX_GPUS) {
-                snprintf(err, errlen,
-                         "--expect-gpus: expected a whole number from 1 to "
-                         "%d, got \"%s\"",
-                         MAX_GPUS, optarg);
-                return -1;
-            }
-            o->expect_gpus = (int)l;
-            break;
-        case OPT_TIMEOUT:
-            if (parse_seconds(optarg, &o->timeout_s) != 0) {
-                snprintf(err, errlen,
-                         "--timeout: expected seconds above 0 and at most "
-                         "86400, got \"%s\"",
-                         optarg);
-                return -1;
-            }
-            break;
-        case OPT_PHASE:
-            if (parse_seconds(optarg, &o->phase_timeout_s) != 0) {
-                snprintf(err, errlen,
-                         "--phase-timeout: expected seconds above 0 and at "
-                         "most 86400, got \"%s\"",
-                         optarg);
-                return -1;
-            }
-            phase_given = 1;
-            break;
-        case OPT_MODE:
-            if (strcmp(optarg, "process") == 0)
-                o->group = 0;
-            else if (strcmp(optarg, "group") == 0)
-                o->group = 1;
-            else {
-                snprintf(err, errlen,
-                         "--mode: expected process or group, got \"%s\"",
-                         optarg);
-                return -1;
-            }
-            break;
-        case OPT_BW:
-            if (rc_opts_parse_bytes(optarg, &o->bw_bytes) != 0 ||
-                o->bw_bytes > MAX_BW_BYTES ||
-                (o->bw_bytes > 0 && o->bw_bytes < 4)) {
-                snprintf(err, errlen,
-                         "--bw-bytes: expected 0 or a byte count from 4 to "
-                         "64Gi (plain or with Ki, Mi, Gi), got \"%s\"",
-                         optarg);
-                return -1;
-            }
-            o->bw_bytes &= ~(size_t)3;
-            break;
-        case OPT_ONFAIL:
-            if (strcmp(optarg, "fail") == 0)
-                o->on_failure = RC_FAIL;
-            else if (strcmp(optarg, "warn") == 0)
-                o->on_failure = RC_WARN;
-            else if (strcmp(optarg, "fallback") == 0)
-                o->on_failure = RC_FALLBACK;
-            else {
-                snprintf(err, errlen,
-                         "--on-failure: expected fail, warn or fallback, got "
-                         "\"%s\"",
-                         optarg);
-                return -1;
-            }
-            break;
-        case OPT_MINBW:
-            errno = 0;
-            o->min_busbw = strtod(optarg, &end);
-            if (errno != 0 || end == optarg || *end != '\0' ||
-                !isfinite(o->min_busbw) || o->min_busbw < 0 ||
-                o->min_busbw > 1e6) {
-                snprintf(err, errlen,
-                         "--min-busbw: expected GB/s from 0 to 1000000, got "
-                         "\"%s\"",
-                         optarg);
-                return -1;
-            }
-            break;
-        case OPT_FALLBACK:
-            if (optarg[0] == '\0' || strlen(optarg) > 200) {
-                snprintf(err, errlen,
-                         "--fallback-conf: expected a path of 1 to 200 "
-                         "characters");
-                return -1;
-            }
-            o->fallback_conf = optarg;
-            break;
-        case OPT_DIAG:
-            o->diagnose = 1;
-            break;
-        case OPT_NODIAG:
-            o->diagnose = 0;
-            break;
-        case OPT_REPORT:
-            if (optarg[0] == '\0') {
-                snprintf(err, errlen, "--report: expected a file name");
-                return -1;
-            }
-            o->report = optarg;
-            break;
-        case OPT_TERMLOG:
-            if (optarg[0] == '\0') {
-                snprintf(err, errlen, "--termination-log: expected a path");
-                return -1;
-            }
-            o->termination_log = optarg;
-            o->termination_log_given = 1;
-            break;
-        case OPT_MULTINODE:
-        case OPT_RDVPORT:
-        case OPT_MNTIMEOUT:
-        case OPT_ONMISSING:
-            if (parse_multinode(c, optarg, o, err, errlen) != 0)
-                return -1;
-            break;
-        case 'h':
-        case OPT_HELP:
+        const struct opt_def *d;
+
+        if (c == 'h') {
             o->help = 1;
             return 0;
-        case ':':
+        }
+        if (c == ':') {
             snprintf(err, errlen, "%s: missing value", argv[optind - 1]);
             return -1;
-        default:
+        }
+        if (c < OPT_BASE || c >= OPT_BASE + (int)NOPTS) {
             snprintf(err, errlen, "unknown option \"%s\"", argv[optind - 1]);
             return -1;
         }
+        d = &opt_defs[c - OPT_BASE];
+        if (d->set(o, optarg) != 0) {
+            snprintf(err, errlen, "--%s: expected %s, got \"%s\"", d->name,
+                     d->expect, optarg);
+            return -1;
+        }
+        if (o->help)
+            return 0;
     }
     if (optind < argc) {
         snprintf(err, errlen, "unexpected argument \"%s\"", argv[optind]);
@@ -375,7 +391,7 @@ rc_opts_parse(int argc, char **argv, struct rc_opts *o, char *err,
                  "--min-busbw needs the bandwidth phase, but --bw-bytes is 0");
         return -1;
     }
-    if (!phase_given) {
+    if (o->phase_timeout_s == 0) {
         o->phase_timeout_s = o->timeout_s / 4;
         if (o->phase_timeout_s < 10)
             o->phase_timeout_s = o->timeout_s < 10 ? o->timeout_s : 10;

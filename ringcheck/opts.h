@@ -22,8 +22,8 @@ struct rc_opts {
     const char *termination_log;
     int termination_log_given; /* the path came from the command line */
     /* the cross-node phase */
-    int multi_node;           /* --multi-node auto */
-    int rendezvous_port;      /* TCP port on node rank 0 */
+    int multi_node;              /* --multi-node auto */
+    int rendezvous_port;         /* TCP port on node rank 0 */
     double multi_node_timeout_s; /* rendezvous and cross-node rounds */
     enum rc_on_missing on_missing;
 };

@@ -1,35 +1,123 @@
-/* The line protocol between the ring check's supervisor and its workers. */
+/* The line protocol between the ring check's supervisor and its workers:
+ * every message's encoding and parsing, in one place. */
 #ifndef NCCLGUARD_RINGCHECK_PROTO_H
 #define NCCLGUARD_RINGCHECK_PROTO_H
 
 #include <stddef.h>
 
 /*
- * Workers write one event per line to their event pipe; the first
+ * Workers write one message per line to their event pipe; the first
  * character names it:
- *   P b|e PHASE                 phase begins or ends
- *   V NCCL RUNTIME DRIVER       versions (integer codes)
- *   N COUNT                     visible devices
+ *   P b|e PHASE                  phase begins or ends
+ *   V NCCL RUNTIME DRIVER        versions (integer codes)
+ *   N COUNT                      visible devices
  *   G DEV TOTAL_MIB BUSID UUID NAME...
- *   F DEV FREE_MIB              free memory after the device phase
- *   T DEV PEER ACCESS PERFRANK  one cell of the peer matrix
- *   U HEX                       the NCCL unique id (rank 0, process mode)
- *   R RANK OP BYTES COUNT ROOT TIME_US WRONG    one collective checked
- *   B RANK BYTES ITERS TIME_US  the bandwidth phase
- *   S RANK                      still busy when told to abort
- *   A                           communicators aborted
- *   E CODE PHASE MESSAGE        failure with its exit code
- *   I MESSAGE                   informational line
- *   X                           finished cleanly
+ *   F DEV FREE_MIB               free memory after the device phase
+ *   T DEV PEER ACCESS PERFRANK ATOMICS   one cell of the peer matrix
+ *   U HEX                        the NCCL unique id (rank 0, process mode)
+ *   R RANK OP TYPE BYTES COUNT ROOT TIME_US WRONG FIRST   one checked
+ *                                collective; FIRST is the byte offset of
+ *                                the first wrong value, -1 when none
+ *   B RANK BYTES ITERS TIME_US WRONG FIRST   the bandwidth phase, its
+ *                                results checked after the timed loop
+ *   S RANK DEV WHAT...           still busy when told to abort (RANK -1:
+ *                                the devices worker), in call WHAT
+ *   A                            communicators aborted
+ *   E CODE PHASE RANKS MESSAGE   failure with its exit code; RANKS is a
+ *                                comma list, or "-" for the whole worker
+ *   I MESSAGE                    informational line
+ *   X                            finished cleanly
+ * The supervisor writes "U HEX" to the other ranks' command pipes.
  */
 
 #define PROTO_LINE_MAX 1024
+#define PROTO_UID_HEX 256 /* 2 x NCCL_UNIQUE_ID_BYTES */
 
-/* Formats one event, replaces any newline in it, appends '\n' and writes it
- * whole to fd. Returns 0, or -1 when the write fails. Async-signal-unsafe
- * (vsnprintf); call from normal context only. */
-int proto_send(int fd, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+struct proto_msg {
+    char kind; /* the letter above */
+    union {
+        struct {
+            int begin, phase;
+        } phase;
+        struct {
+            int nccl, runtime, driver;
+        } versions;
+        struct {
+            int count;
+        } ndev;
+        struct {
+            int dev;
+            unsigned long total_mib;
+            char busid[32];
+            char uuid[40];
+            char name[64];
+        } gpu;
+        struct {
+            int dev;
+            unsigned long free_mib;
+        } free;
+        struct {
+            int dev, peer, access, perf, atomics;
+        } topo;
+        struct {
+            char hex[PROTO_UID_HEX + 1];
+        } uid;
+        struct {
+            int rank;
+            char op[16];
+            char type[8];
+            size_t bytes, count;
+            int root;
+            double time_us;
+            long wrong;
+            long long first;
+        } result;
+        struct {
+            int rank;
+            size_t bytes;
+            int iters;
+            double time_us;
+            long wrong;
+            long long first;
+        } bw;
+        struct {
+            int rank, dev;
+            char what[64];
+        } stuck;
+        struct {
+            int code, phase;
+            char ranks[96]; /* "" for the whole worker */
+            char msg[800];
+        } error;
+        struct {
+            char msg[PROTO_LINE_MAX];
+        } info;
+    } u;
+};
+
+/*
+ * Encodes *m as one line (with '\n'; newlines inside strings become spaces)
+ * into buf. Returns its length, or -1 when m->kind is unknown or buf is too
+ * small. Thread-safe.
+ */
+int proto_encode(const struct proto_msg *m, char *buf, size_t len)
+    __attribute__((warn_unused_result));
+
+/*
+ * Parses one line (without '\n') into *m. Returns 0, or -1 when the line is
+ * not a well-formed message (*m then undefined). Strings that do not fit
+ * are cut. Thread-safe.
+ */
+int proto_parse(const char *line, struct proto_msg *m)
+    __attribute__((warn_unused_result));
+
+/*
+ * Encodes *m and writes the line whole to fd. Returns 0, or -1 when the
+ * write fails: the reader is gone (EPIPE) or the pipe broke, and nothing
+ * more can be reported on fd. Async-signal-unsafe; normal context only.
+ */
+int proto_send(int fd, const struct proto_msg *m)
+    __attribute__((warn_unused_result));
 
 /* A per-pipe buffer that collects bytes into lines. Embedded, no heap. */
 struct proto_buf {

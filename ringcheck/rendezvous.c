@@ -101,9 +101,9 @@ rdv_encode(const struct rdv_msg *m, unsigned char *buf, size_t len)
     size_t plen;
 
     enc_bytes(&e, RDV_MAGIC, 4);
-    enc_bytes(&e, (const unsigned char[]){RDV_VERSION, (unsigned char)m->type,
-                                          0, 0},
-              4);
+    enc_bytes(
+        &e, (const unsigned char[]){RDV_VERSION, (unsigned char)m->type, 0, 0},
+        4);
     enc_u32(&e, 0); /* the length, filled in below */
     switch (m->type) {
     case RDV_HELLO:
@@ -155,8 +155,8 @@ rdv_encode(const struct rdv_msg *m, unsigned char *buf, size_t len)
 }
 
 int
-rdv_decode_header(const unsigned char *hdr, enum rdv_type *type,
-                  uint32_t *plen, char *err, size_t errlen)
+rdv_decode_header(const unsigned char *hdr, enum rdv_type *type, uint32_t *plen,
+                  char *err, size_t errlen)
 {
     uint32_t n = (uint32_t)hdr[8] << 24 | (uint32_t)hdr[9] << 16 |
                  (uint32_t)hdr[10] << 8 | hdr[11];
@@ -167,8 +167,8 @@ rdv_decode_header(const unsigned char *hdr, enum rdv_type *type,
     }
     if (hdr[4] != RDV_VERSION) {
         snprintf(err, errlen,
-                 "rendezvous protocol version %u, this check speaks %d",
-                 hdr[4], RDV_VERSION);
+                 "rendezvous protocol version %u, this check speaks %d", hdr[4],
+                 RDV_VERSION);
         return RDV_EPEER;
     }
     if (hdr[5] < RDV_HELLO || hdr[5] > RDV_VERDICT || hdr[6] != 0 ||
@@ -401,8 +401,8 @@ rdv_recv(int fd, struct rdv_msg *m, double deadline, char *err, size_t errlen)
     uint32_t plen;
     int r = rdv_read_full(fd, hdr, sizeof(hdr), deadline);
 
-    if (r == RDV_OK && (r = rdv_decode_header(hdr, &type, &plen, err,
-                                              errlen)) != RDV_OK)
+    if (r == RDV_OK &&
+        (r = rdv_decode_header(hdr, &type, &plen, err, errlen)) != RDV_OK)
         return r;
     if (r == RDV_OK)
         r = rdv_read_full(fd, payload, plen, deadline);
@@ -528,12 +528,11 @@ resolve(const char *host, int port, struct rdv_addr *out, double deadline,
             memset(&ra, 0, sizeof(ra));
             ra.len = a->ai_addrlen;
             memcpy(&ra.sa, a->ai_addr, a->ai_addrlen);
-            memcpy(buf + sizeof(int) + (size_t)k * sizeof(ra), &ra,
-                   sizeof(ra));
+            memcpy(buf + sizeof(int) + (size_t)k * sizeof(ra), &ra, sizeof(ra));
             k++;
         }
-        if (write(p[1], buf, sizeof(int) + (size_t)k * sizeof(struct rdv_addr))
-            < 0)
+        if (write(p[1], buf,
+                  sizeof(int) + (size_t)k * sizeof(struct rdv_addr)) < 0)
             _exit(1);
         _exit(0);
     }
@@ -600,8 +599,8 @@ connect_one(const struct rdv_addr *a, int port, double deadline, char *err,
             size_t errlen)
 {
     char as[64];
-    int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                    0);
+    int fd =
+        socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int soerr = 0;
     socklen_t sl = sizeof(soerr);
 

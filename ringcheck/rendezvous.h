@@ -45,11 +45,11 @@ enum rdv_type {
 struct rdv_hello {
     char job[RDV_JOB_MAX]; /* the job's identity; must match the leader's */
     uint32_t node_rank;
-    uint32_t ngpus;      /* local GPUs (NCCL ranks) */
-    int32_t local_code;  /* the single-pod check's exit code class */
+    uint32_t ngpus;     /* local GPUs (NCCL ranks) */
+    int32_t local_code; /* the single-pod check's exit code class */
     char host[RDV_HOST_MAX];
-    char iface[RDV_IFACE_MAX];  /* interface NCCL picks here, or "" */
-    char addr[RDV_ADDR_MAX];    /* its address */
+    char iface[RDV_IFACE_MAX];    /* interface NCCL picks here, or "" */
+    char addr[RDV_ADDR_MAX];      /* its address */
     char transport[RDV_WORD_MAX]; /* "NET/IB", "NET/Socket" */
 };
 
@@ -59,25 +59,25 @@ struct rdv_reject {
 
 struct rdv_run {
     uint32_t round;
-    uint32_t world;       /* ranks in the round's communicator */
-    uint32_t rank_offset; /* this node's first rank */
-    char setting[RDV_SETTING_MAX]; /* "NAME=VALUE" to apply, or "" */
+    uint32_t world;                 /* ranks in the round's communicator */
+    uint32_t rank_offset;           /* this node's first rank */
+    char setting[RDV_SETTING_MAX];  /* "NAME=VALUE" to apply, or "" */
     unsigned char id[RDV_ID_BYTES]; /* the NCCL unique id */
 };
 
 struct rdv_result {
     uint32_t round;
-    int32_t code;          /* RC_EXIT_* of this node's part */
-    uint32_t busbw_mbps;   /* bus bandwidth in MB/s; 0 not measured */
-    uint32_t wrong;        /* wrong values seen here */
+    int32_t code;        /* RC_EXIT_* of this node's part */
+    uint32_t busbw_mbps; /* bus bandwidth in MB/s; 0 not measured */
+    uint32_t wrong;      /* wrong values seen here */
     char what[RDV_TEXT_MAX];
 };
 
 struct rdv_verdict {
-    int32_t code;                  /* the job-wide failure, 0 none */
-    char result[RDV_WORD_MAX];     /* "pass", "fail", "warn", ... */
-    char cure[RDV_SETTING_MAX];    /* the setting every node must use */
-    char transport[RDV_WORD_MAX];  /* what the cure turns off */
+    int32_t code;                 /* the job-wide failure, 0 none */
+    char result[RDV_WORD_MAX];    /* "pass", "fail", "warn", ... */
+    char cure[RDV_SETTING_MAX];   /* the setting every node must use */
+    char transport[RDV_WORD_MAX]; /* what the cure turns off */
     char what[RDV_TEXT_MAX];
 };
 

@@ -15,9 +15,9 @@
 const char *
 report_phase_name(int p)
 {
-    static const char *const names[] = {
-        "preflight",   "devices",   "topology", "nccl-init",
-        "correctness", "bandwidth", "teardown", "cross-node"};
+    static const char *const names[] = {"preflight", "devices",     "topology",
+                                        "nccl-init", "correctness", "bandwidth",
+                                        "teardown",  "cross-node"};
 
     return p >= 0 && p < 8 ? names[p] : "none";
 }
@@ -83,23 +83,29 @@ report_topology(const struct rc_report *r)
         printf("GPU%-5d", a);
         for (int j = 0; j < r->ndev; j++) {
             int b = r->dev[j];
+            const char *link = r->link[a][b][0] != '\0' ? r->link[a][b] : "PCI";
             char cell[16];
 
             if (a == b)
                 snprintf(cell, sizeof(cell), "X");
             else if (p->access[a][b] > 0)
-                snprintf(cell, sizeof(cell), "P2P/%d", p->perf[a][b]);
+                snprintf(cell, sizeof(cell), "%s", link);
             else
-                snprintf(cell, sizeof(cell), "NS");
+                snprintf(cell, sizeof(cell), "%s,NS", link);
             printf("%-8s", cell);
         }
         printf("%s\n", p->gpu[a].busid);
     }
-    printf("\nLegend:\n  X     = self\n"
-           "  P2P/N = peer access supported (cudaDeviceCanAccessPeer), "
-           "performance rank N (0 is best)\n"
-           "  NS    = peer access not supported: NCCL goes through host "
-           "memory (SHM) or the network\n");
+    printf("\nLegend:\n  X    = self\n"
+           "  NV   = NVLink (the pair has native peer atomics)\n"
+           "  PIX  = PCIe through one switch at most\n"
+           "  PXB  = PCIe through several switches\n"
+           "  PHB  = PCIe through the host bridge (the CPU)\n"
+           "  NODE = PCIe between host bridges of one NUMA node\n"
+           "  SYS  = PCIe and the link between NUMA nodes\n"
+           "  PCI  = PCIe, path unknown (no sysfs entry)\n"
+           "  ,NS  = peer access not supported (cudaDeviceCanAccessPeer): "
+           "NCCL goes through host memory or the network\n");
     fflush(stdout);
 }
 
@@ -145,16 +151,15 @@ report_table(const struct rc_report *r)
         double algbw = row->time_us > 0 ? (double)size / row->time_us / 1e3 : 0;
         double busbw = algbw * row_busbw_factor(row, n);
         const char *redop = strcmp(row->op, "allreduce") == 0 ? "sum" : "none";
-        const char *type = row->timed ? "float" : "int32";
+        const char *type = row->type[0] != '\0' ? row->type : "int32";
 
-        printf("%12zu  %12zu  %8s  %6s  %6d  %7.1f  %6.2f  %6.2f  %5s  %s%s\n",
+        printf("%12zu  %12zu  %8s  %6s  %6d  %7.1f  %6.2f  %6.2f  %5ld  %s%s\n",
                size,
                strcmp(row->op, "allgather") == 0 ? row->count * (size_t)n
                                                  : row->count,
-               type, redop, row->root, row->time_us, algbw, busbw,
-               row->timed ? "N/A" : "", row->op,
-               row->timed ? " (bandwidth)" : "");
-        if (!row->timed && row->wrong > 0)
+               type, redop, row->root, row->time_us, algbw, busbw, row->wrong,
+               row->op, row->timed ? " (bandwidth)" : "");
+        if (row->wrong > 0)
             printf("#  ^ %ld wrong values\n", row->wrong);
         if (row->timed) {
             sum += busbw;
@@ -289,7 +294,8 @@ report_json(const struct rc_report *r, char *buf, size_t len)
     out_add(&o, ",\"fallback_conf\":");
     out_json_str_or_null(&o,
                          r->fallback_written ? r->opts->fallback_conf : NULL);
-    out_add(&o, ",\"multinode\":%s", r->mn_json[0] != '\0' ? r->mn_json : "null");
+    out_add(&o, ",\"multinode\":%s",
+            r->mn_json[0] != '\0' ? r->mn_json : "null");
     out_add(&o, ",\"warnings\":%d,\"elapsed_s\":%.3f}", r->nwarnings,
             r->elapsed_s);
     return o.overflow ? -1 : 0;
@@ -380,8 +386,8 @@ report_fallback_write(const struct rc_report *r, const char *path)
         errno = ENAMETOOLONG;
         return -1;
     }
-    /* NCCL skips lines without an equals sign, so the comments below must
-     * not contain one. */
+    /* NCCL reads the file line by line (setEnvFile in src/misc/param.cc):
+     * it skips lines that start with '#' and lines without '='. */
     if (r->cure[0] != '\0')
         snprintf(text, sizeof(text),
                  "# written by ncclguard-ringcheck: the ring check passed "

@@ -23,23 +23,28 @@ struct rc_gpu {
 /* One line of the nccl-tests table. */
 struct rc_row {
     char op[16];
+    char type[8]; /* "int32", "float" */
     size_t bytes;
     size_t count;
     int root;
     double time_us;                 /* slowest rank */
     long wrong;                     /* all ranks together */
     unsigned long long wrong_ranks; /* bit r: rank r saw wrong values */
-    int timed; /* a bandwidth row (counts for the average) */
+    int bad_rank;      /* the lowest rank with wrong values; -1 none */
+    long long bad_off; /* byte offset of its first wrong value */
+    int timed;         /* a bandwidth row (counts for the average) */
 };
 
 /* What one run of workers produced. Filled by the supervisor. */
 struct rc_run {
     int code;            /* RC_EXIT_*; 0 when the workers all finished */
     int phase;           /* where it failed; -1 none */
-    char what[640];      /* what went wrong, one line */
+    char what[1024];     /* what went wrong, one line */
     char ranks[160];     /* ranks concerned, "0,1" */
     char warn[400];      /* first NCCL WARN line */
     int overall_timeout; /* the whole check's deadline passed */
+    int interrupted;     /* the supervisor got SIGTERM or SIGINT */
+    int unreaped;        /* workers sent SIGKILL and never reaped */
     /* preflight */
     int nccl_version, cuda_runtime, cuda_driver;
     int ngpus;
@@ -48,6 +53,8 @@ struct rc_run {
     int topo_done;
     signed char access[WORKER_MAX_GPUS][WORKER_MAX_GPUS];
     signed char perf[WORKER_MAX_GPUS][WORKER_MAX_GPUS];
+    signed char atomics[WORKER_MAX_GPUS][WORKER_MAX_GPUS]; /* native peer
+                                                             atomics */
     /* ring */
     struct rc_row rows[RC_MAX_ROWS];
     int nrows;
@@ -60,13 +67,17 @@ struct rc_report {
     struct rc_run ring; /* the first full ring run */
     int ndev;           /* GPUs the ring used */
     int dev[WORKER_MAX_GPUS];
-    size_t bw_bytes; /* after any cut for memory */
+    size_t bw_bytes;        /* after any cut for memory */
+    size_t check_max_bytes; /* largest correctness AllReduce */
+    /* link per device pair: "NV", "PIX", "PXB", "PHB", "NODE", "SYS", or
+     * "" unknown (then the matrix shows P2P access) */
+    char link[WORKER_MAX_GPUS][WORKER_MAX_GPUS][6];
     double shm_free_mib, shm_need_mib;
     int nwarnings; /* preflight warnings */
     /* the failure that decides the exit code (code 0: none) */
     int code;
     int phase;
-    char what[640];
+    char what[1024];
     char ranks[160];
     char warn[400];
     char gpus[160]; /* "GPU 0 (bus id) and GPU 1 (...)" or a list */
@@ -101,7 +112,8 @@ const char *report_code_name(int code);
  * flushes it. For one thread: the supervisor's. */
 void report_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Prints the peer matrix of r->dev like `nvidia-smi topo -m`. Reads r. */
+/* Prints the peer matrix of r->dev like `nvidia-smi topo -m`: per pair
+ * the link (r->link, see check.c) or, without one, P2P access. Reads r. */
 void report_topology(const struct rc_report *r);
 
 /* Prints the nccl-tests style table of r->ring's rows and its footer

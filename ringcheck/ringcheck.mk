@@ -5,7 +5,8 @@
 #   make check-ringcheck    run tests/ringcheck against the double
 RC_SRCS := ringcheck/main.c ringcheck/opts.c ringcheck/proto.c \
 	ringcheck/worker.c ringcheck/supervisor.c ringcheck/check.c \
-	ringcheck/report.c ringcheck/rendezvous.c ringcheck/multinode.c
+	ringcheck/report.c ringcheck/netcheck.c ringcheck/topo.c \
+	ringcheck/rendezvous.c ringcheck/multinode.c
 RC_OBJS = $(RC_SRCS:%.c=$(BUILD)/obj/%.o)
 # The NCCL catalog is libc-only: link its object alone, not the library
 # (which needs jansson, libyaml, ...).
@@ -88,6 +89,29 @@ check-ringcheck:
 endif
 
 CHECKS += check-ringcheck
+
+# Unit tests of the ring check's libc-only modules (no CUDA needed): the
+# worker protocol and the network preflight.
+RC_UNIT_BINS = $(BUILD)/tests/test_rcproto $(BUILD)/tests/test_rcnetcheck
+
+$(BUILD)/obj/tests/unit/test_rcproto.o $(BUILD)/obj/tests/unit/test_rcnetcheck.o: \
+	ALL_CFLAGS += -Iringcheck
+
+$(BUILD)/tests/test_rcproto: $(BUILD)/obj/tests/unit/test_rcproto.o \
+		$(BUILD)/obj/ringcheck/proto.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^
+
+$(BUILD)/tests/test_rcnetcheck: $(BUILD)/obj/tests/unit/test_rcnetcheck.o \
+		$(BUILD)/obj/ringcheck/netcheck.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^
+
+.PHONY: check-ringcheck-unit
+check-ringcheck-unit: $(RC_UNIT_BINS)
+	@for t in $(RC_UNIT_BINS); do echo "== $$t"; $$t || exit 1; done
+
+CHECKS += check-ringcheck-unit
 
 # The rendezvous protocol is libc-only: its unit test links it alone.
 UNIT_TESTS += rendezvous

@@ -21,31 +21,47 @@
 
 struct sv_worker {
     pid_t pid;
-    int ev, log, cmd;     /* our ends; -1 when closed */
-    struct proto_buf evb; /* large: these live in a static array */
+    int ev, log, cmd; /* our ends; -1 when closed */
+    struct proto_buf evb;
     struct proto_buf logb;
     int first_rank, nlocal;
     int phase_cur;  /* last phase begun; -1 */
     int phase_done; /* last phase ended; -1 */
     int finished;   /* sent X */
     int aborted;    /* sent A */
+    int escalated;  /* still alive when SIGTERM went out */
     int reaped;
+    int unreaped;   /* given up on after SIGKILL */
+    char state[96]; /* its /proc state then */
     int status;
     int stuck[WORKER_MAX_GPUS]; /* S events, by local rank */
+    char stuck_what[WORKER_MAX_GPUS][64];
+    int stuck_dev; /* devices worker: the GPU it waited for; -1 */
+    char stuck_dev_what[64];
 };
 
+/* Everything one sv_run knows; passed to each step, never global. */
 struct sv_state {
     const struct sv_spec *s;
     struct rc_run *out;
     struct sv_worker w[WORKER_MAX_GPUS];
     int nw;
     double phase_start[NPHASES];
-    int stop_stage; /* 0 running, 1 abort asked, 2 SIGTERM, 3 SIGKILL */
+    int stop_stage; /* 0 running, 1 abort asked, 2 SIGTERM, 3 SIGKILL,
+                       4 given up */
     double stop_at;
+    double abort_grace;
+    double hard; /* give up on unreaped workers by then */
     int failed;
 };
 
-static struct sv_state st;
+static volatile sig_atomic_t interrupted;
+
+static void
+on_interrupt(int sig)
+{
+    interrupted = sig;
+}
 
 double
 sv_now(void)
@@ -56,15 +72,33 @@ sv_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+double
+sv_abort_grace(int ncomms)
+{
+    return SV_ABORT_BASE_S + SV_ABORT_PER_COMM_S * (ncomms > 0 ? ncomms : 1);
+}
+
 void
 sv_init(void)
 {
+    struct sigaction sa;
     sigset_t set;
 
     signal(SIGPIPE, SIG_IGN);
     sigemptyset(&set);
     sigaddset(&set, SIGUSR1);
     sigprocmask(SIG_BLOCK, &set, NULL);
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+int
+sv_interrupted(void)
+{
+    return interrupted != 0;
 }
 
 static void
@@ -72,7 +106,8 @@ ranks_append(char *buf, size_t len, int rank)
 {
     size_t n = strlen(buf);
 
-    snprintf(buf + n, len - n, "%s%d", n > 0 ? "," : "", rank);
+    if (n < len)
+        snprintf(buf + n, len - n, "%s%d", n > 0 ? "," : "", rank);
 }
 
 static void
@@ -83,66 +118,196 @@ worker_ranks(const struct sv_worker *w, char *buf, size_t len)
         ranks_append(buf, len, w->first_rank + l);
 }
 
-/* Records the run's failure; the first one wins. */
-static void sv_fail(int code, int phase, const char *ranks, const char *fmt,
-                    ...) __attribute__((format(printf, 4, 5)));
+/* Appends to out->what, cut to fit. */
+static void what_add(struct rc_run *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 static void
-sv_fail(int code, int phase, const char *ranks, const char *fmt, ...)
+what_add(struct rc_run *o, const char *fmt, ...)
+{
+    size_t n = strlen(o->what);
+    va_list ap;
+
+    if (n + 1 >= sizeof(o->what))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(o->what + n, sizeof(o->what) - n, fmt, ap);
+    va_end(ap);
+}
+
+/* Records the run's failure; the first one wins. */
+static void sv_fail(struct sv_state *st, int code, int phase, const char *ranks,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void
+sv_fail(struct sv_state *st, int code, int phase, const char *ranks,
+        const char *fmt, ...)
 {
     va_list ap;
 
-    if (st.failed)
+    if (st->failed)
         return;
-    st.failed = 1;
-    st.out->code = code;
-    st.out->phase = phase;
-    snprintf(st.out->ranks, sizeof(st.out->ranks), "%s", ranks);
+    st->failed = 1;
+    st->out->code = code;
+    st->out->phase = phase;
+    snprintf(st->out->ranks, sizeof(st->out->ranks), "%s", ranks);
     va_start(ap, fmt);
-    vsnprintf(st.out->what, sizeof(st.out->what), fmt, ap);
+    vsnprintf(st->out->what, sizeof(st->out->what), fmt, ap);
     va_end(ap);
 }
 
 static void
-sv_signal_all(int sig)
+sv_signal_all(struct sv_state *st, int sig)
 {
-    for (int i = 0; i < st.nw; i++)
-        if (!st.w[i].reaped && st.w[i].pid > 0)
-            kill(st.w[i].pid, sig);
+    for (int i = 0; i < st->nw; i++)
+        if (!st->w[i].reaped && st->w[i].pid > 0) {
+            kill(st->w[i].pid, sig);
+            if (sig == SIGTERM)
+                st->w[i].escalated = 1;
+        }
 }
 
 static void
-sv_stop_begin(void)
+sv_stop_begin(struct sv_state *st)
 {
-    if (st.stop_stage != 0)
+    if (st->stop_stage != 0)
         return;
-    st.stop_stage = 1;
-    st.stop_at = sv_now();
-    sv_signal_all(SIGUSR1);
+    st->stop_stage = 1;
+    st->stop_at = sv_now();
+    sv_signal_all(st, SIGUSR1);
+}
+
+/* The state letter of /proc/PID/stat and its meaning ("D (disk sleep)"). */
+static void
+proc_state(pid_t pid, char *buf, size_t len)
+{
+    char path[64], stat[512];
+    const char *rp, *word;
+    FILE *f;
+    size_t n;
+
+    snprintf(buf, len, "unknown");
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "re");
+    if (f == NULL)
+        return;
+    n = fread(stat, 1, sizeof(stat) - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    /* The command name may hold ") "; the state follows the last ')'. */
+    rp = strrchr(stat, ')');
+    if (rp == NULL || rp[1] != ' ' || rp[2] == '\0')
+        return;
+    switch (rp[2]) {
+    case 'D':
+        word = "uninterruptible sleep, usually in a driver";
+        break;
+    case 'Z':
+        word = "zombie, its exit not collectable";
+        break;
+    case 'T':
+        word = "stopped";
+        break;
+    case 't':
+        word = "tracing stop";
+        break;
+    case 'R':
+        word = "running";
+        break;
+    case 'S':
+        word = "sleeping";
+        break;
+    default:
+        word = "other";
+        break;
+    }
+    snprintf(buf, len, "%c (%s)", rp[2], word);
+}
+
+static int
+sv_dev_of_rank(const struct sv_state *st, int rank)
+{
+    rank -= st->s->rank_offset;
+    return rank >= 0 && rank < st->s->ndev ? st->s->dev[rank] : -1;
+}
+
+/* After SIGKILL and SV_KILL_WAIT_S: whoever is still not reaped cannot be
+ * ended from here. Note their state and leave them. */
+static void
+sv_give_up(struct sv_state *st)
+{
+    st->stop_stage = 4;
+    for (int i = 0; i < st->nw; i++) {
+        struct sv_worker *w = &st->w[i];
+
+        if (w->reaped || w->pid <= 0)
+            continue;
+        w->unreaped = 1;
+        st->out->unreaped++;
+        proc_state(w->pid, w->state, sizeof(w->state));
+    }
+}
+
+/* Names the workers that could not be reaped, and where to look. */
+static void
+sv_describe_unreaped(struct sv_state *st)
+{
+    struct rc_run *o = st->out;
+
+    for (int i = 0; i < st->nw; i++) {
+        const struct sv_worker *w = &st->w[i];
+        char who[96];
+
+        if (!w->unreaped)
+            continue;
+        if (st->s->kind != SV_RING)
+            snprintf(who, sizeof(who), "the %s worker (pid %d)",
+                     st->s->kind == SV_PREFLIGHT ? "preflight" : "devices",
+                     (int)w->pid);
+        else if (w->nlocal == 1)
+            snprintf(who, sizeof(who), "rank %d (GPU %d, pid %d)",
+                     w->first_rank, sv_dev_of_rank(st, w->first_rank),
+                     (int)w->pid);
+        else
+            snprintf(who, sizeof(who), "ranks %d-%d (one process, pid %d)",
+                     w->first_rank, w->first_rank + w->nlocal - 1, (int)w->pid);
+        what_add(o, "; %s was sent SIGKILL but is not reaped (state %s)", who,
+                 w->state);
+    }
+    if (o->unreaped > 0)
+        what_add(o, "; a process that SIGKILL cannot end is stuck in the "
+                    "kernel, usually in the GPU driver: look for Xid errors "
+                    "in the node's kernel log (dmesg)");
 }
 
 static void
-sv_stop_step(double now)
+sv_stop_step(struct sv_state *st, double now)
 {
-    if (st.stop_stage == 1 && now >= st.stop_at + SV_ABORT_GRACE_S) {
-        st.stop_stage = 2;
-        st.stop_at = now;
-        sv_signal_all(SIGTERM);
-    } else if (st.stop_stage == 2 && now >= st.stop_at + SV_TERM_GRACE_S) {
-        st.stop_stage = 3;
-        st.stop_at = now;
-        sv_signal_all(SIGKILL);
+    if (st->stop_stage == 1 &&
+        (now >= st->stop_at + st->abort_grace ||
+         now >= st->hard - SV_TERM_GRACE_S - SV_KILL_WAIT_S)) {
+        st->stop_stage = 2;
+        st->stop_at = now;
+        sv_signal_all(st, SIGTERM);
+    } else if (st->stop_stage == 2 && (now >= st->stop_at + SV_TERM_GRACE_S ||
+                                       now >= st->hard - SV_KILL_WAIT_S)) {
+        st->stop_stage = 3;
+        st->stop_at = now;
+        sv_signal_all(st, SIGKILL);
+    } else if (st->stop_stage == 3 &&
+               (now >= st->stop_at + SV_KILL_WAIT_S || now >= st->hard)) {
+        sv_give_up(st);
     }
 }
 
 /* The lowest phase some live worker has not finished. */
 static int
-sv_current_phase(void)
+sv_current_phase(const struct sv_state *st)
 {
     int p = NPHASES;
 
-    for (int i = 0; i < st.nw; i++) {
-        const struct sv_worker *w = &st.w[i];
+    for (int i = 0; i < st->nw; i++) {
+        const struct sv_worker *w = &st->w[i];
         int cur =
             w->phase_cur > w->phase_done ? w->phase_cur : w->phase_done + 1;
 
@@ -151,65 +316,88 @@ sv_current_phase(void)
     }
     if (p >= NPHASES) {
         /* Not started yet: the kind's first phase. */
-        p = st.s->kind == SV_PREFLIGHT ? 0 : st.s->kind == SV_DEVICES ? 1 : 3;
+        p = st->s->kind == SV_PREFLIGHT ? 0 : st->s->kind == SV_DEVICES ? 1 : 3;
     }
     return p;
 }
 
 static void
-sv_unfinished_ranks(int phase, char *buf, size_t len)
+sv_unfinished_ranks(const struct sv_state *st, int phase, char *buf, size_t len)
 {
     buf[0] = '\0';
-    for (int i = 0; i < st.nw; i++)
-        if (st.w[i].phase_done < phase && !st.w[i].finished)
-            for (int l = 0; l < st.w[i].nlocal; l++)
-                ranks_append(buf, len, st.w[i].first_rank + l);
+    for (int i = 0; i < st->nw; i++)
+        if (st->w[i].phase_done < phase && !st->w[i].finished)
+            for (int l = 0; l < st->w[i].nlocal; l++)
+                ranks_append(buf, len, st->w[i].first_rank + l);
+}
+
+/* How long before the check's deadline the stop must begin so that its
+ * last step ends by the deadline + SV_OVERRUN_S. */
+static double
+sv_stop_lead(const struct sv_state *st)
+{
+    double need = st->abort_grace + SV_TERM_GRACE_S + SV_KILL_WAIT_S;
+
+    return need > SV_OVERRUN_S ? need - SV_OVERRUN_S : 0;
 }
 
 static void
-sv_check_deadlines(double now)
+sv_check_deadlines(struct sv_state *st, double now)
 {
-    const struct sv_spec *s = st.s;
+    const struct sv_spec *s = st->s;
     char ranks[160];
 
-    if (st.stop_stage != 0)
+    if (st->stop_stage != 0)
         return;
-    if (now >= s->deadline) {
-        int p = sv_current_phase();
+    if (interrupted) {
+        int p = sv_current_phase(st);
 
-        sv_unfinished_ranks(p, ranks, sizeof(ranks));
-        st.out->overall_timeout = 1;
-        sv_fail(RC_EXIT_TIMEOUT, p, ranks,
+        st->out->interrupted = 1;
+        sv_unfinished_ranks(st, p, ranks, sizeof(ranks));
+        sv_fail(st, RC_EXIT_TIMEOUT, p, ranks,
+                "stopped by signal %d (%s) during phase %d (%s)",
+                (int)interrupted,
+                interrupted == SIGTERM ? "SIGTERM: the pod is being deleted"
+                                       : "SIGINT",
+                p, report_phase_name(p));
+        sv_stop_begin(st);
+        return;
+    }
+    if (now >= s->deadline - sv_stop_lead(st)) {
+        int p = sv_current_phase(st);
+
+        sv_unfinished_ranks(st, p, ranks, sizeof(ranks));
+        st->out->overall_timeout = 1;
+        sv_fail(st, RC_EXIT_TIMEOUT, p, ranks,
                 "the check's deadline (--timeout) passed during phase %d "
                 "(%s)",
                 p, report_phase_name(p));
-        sv_stop_begin();
+        sv_stop_begin(st);
         return;
     }
     for (int p = 0; p < NPHASES; p++) {
         int open = 0;
 
-        if (st.phase_start[p] < 0 ||
-            now < st.phase_start[p] + s->phase_timeout_s)
+        if (st->phase_start[p] < 0 ||
+            now < st->phase_start[p] + s->phase_timeout_s)
             continue;
-        for (int i = 0; i < st.nw; i++)
-            open |= st.w[i].phase_done < p && !st.w[i].finished;
+        for (int i = 0; i < st->nw; i++)
+            open |= st->w[i].phase_done < p && !st->w[i].finished;
         if (!open)
             continue;
-        sv_unfinished_ranks(p, ranks, sizeof(ranks));
-        sv_fail(RC_EXIT_TIMEOUT, p, ranks,
+        sv_unfinished_ranks(st, p, ranks, sizeof(ranks));
+        sv_fail(st, RC_EXIT_TIMEOUT, p, ranks,
                 "phase %d (%s) did not finish within %.1f s", p,
                 report_phase_name(p), s->phase_timeout_s);
-        sv_stop_begin();
+        sv_stop_begin(st);
         return;
     }
 }
 
 static struct rc_row *
-sv_row(const char *op, size_t bytes, int timed)
+sv_row(struct rc_run *o, const char *op, const char *type, size_t bytes,
+       int timed)
 {
-    struct rc_run *o = st.out;
-
     for (int i = 0; i < o->nrows; i++)
         if (strcmp(o->rows[i].op, op) == 0 && o->rows[i].bytes == bytes &&
             o->rows[i].timed == timed)
@@ -218,156 +406,167 @@ sv_row(const char *op, size_t bytes, int timed)
         return NULL;
     memset(&o->rows[o->nrows], 0, sizeof(o->rows[0]));
     snprintf(o->rows[o->nrows].op, sizeof(o->rows[0].op), "%s", op);
+    snprintf(o->rows[o->nrows].type, sizeof(o->rows[0].type), "%s", type);
     o->rows[o->nrows].bytes = bytes;
     o->rows[o->nrows].timed = timed;
+    o->rows[o->nrows].bad_rank = -1;
+    o->rows[o->nrows].bad_off = -1;
     return &o->rows[o->nrows++];
 }
 
-static int
-sv_dev_of_rank(int rank)
+/* Adds one rank's wrong count to a row; the lowest bad rank is kept. */
+static void
+row_wrong(struct rc_row *row, int rank, long wrong, long long first)
 {
-    rank -= st.s->rank_offset;
-    return rank >= 0 && rank < st.s->ndev ? st.s->dev[rank] : -1;
+    if (wrong <= 0)
+        return;
+    row->wrong += wrong;
+    if (rank >= 0 && rank < 64)
+        row->wrong_ranks |= 1ULL << rank;
+    if (row->bad_rank < 0 || rank < row->bad_rank) {
+        row->bad_rank = rank;
+        row->bad_off = first;
+    }
 }
 
 static void
-sv_forward_id(const struct sv_worker *from, const char *line)
+sv_forward_id(struct sv_state *st, const struct sv_worker *from,
+              const struct proto_msg *m)
 {
-    for (int i = 0; i < st.nw; i++) {
-        size_t len = strlen(line);
+    char line[PROTO_LINE_MAX];
+    int n = proto_encode(m, line, sizeof(line));
 
-        if (&st.w[i] == from || st.w[i].cmd < 0)
+    if (n < 0)
+        return;
+    for (int i = 0; i < st->nw; i++) {
+        if (&st->w[i] == from || st->w[i].cmd < 0)
             continue;
         /* The pipe is empty and the line is far below PIPE_BUF, so one
-         * write is atomic; a dead worker shows up as EPIPE here and as an
-         * exit in the main loop. */
-        if (write(st.w[i].cmd, line, len) != (ssize_t)len ||
-            write(st.w[i].cmd, "\n", 1) != 1)
+         * write is atomic. A failed write means that worker is gone: its
+         * exit is judged when it is reaped, so nothing to do here. */
+        if (write(st->w[i].cmd, line, (size_t)n) != n)
             continue;
     }
 }
 
 static void
-sv_event(struct sv_worker *w, char *line)
+sv_event(struct sv_state *st, struct sv_worker *w, const char *line)
 {
-    struct rc_run *o = st.out;
+    struct rc_run *o = st->out;
+    struct proto_msg m;
     char ranks[160];
-    int a, b, c, d;
-    unsigned long ul;
+    struct rc_row *row;
+    int a, b;
 
-    switch (line[0]) {
-    case 'P': {
-        char be;
-        if (sscanf(line, "P %c %d", &be, &a) != 2 || a < 0 || a >= NPHASES)
+    if (proto_parse(line, &m) != 0) {
+        report_log("%swarning: a worker sent a malformed event: %.200s",
+                   st->s->label, line);
+        return;
+    }
+    switch (m.kind) {
+    case 'P':
+        a = m.u.phase.phase;
+        if (a < 0 || a >= NPHASES)
             break;
-        if (be == 'b') {
+        if (m.u.phase.begin) {
             w->phase_cur = a;
-            if (st.phase_start[a] < 0)
-                st.phase_start[a] = sv_now();
+            if (st->phase_start[a] < 0)
+                st->phase_start[a] = sv_now();
         } else {
             w->phase_done = a;
         }
         break;
-    }
     case 'V':
-        if (sscanf(line, "V %d %d %d", &a, &b, &c) == 3) {
-            o->nccl_version = a;
-            o->cuda_runtime = b;
-            o->cuda_driver = c;
-        }
+        o->nccl_version = m.u.versions.nccl;
+        o->cuda_runtime = m.u.versions.runtime;
+        o->cuda_driver = m.u.versions.driver;
         break;
     case 'N':
-        if (sscanf(line, "N %d", &a) == 1)
-            o->ngpus = a;
+        o->ngpus = m.u.ndev.count;
         break;
-    case 'G': {
-        char bus[32], uuid[40];
-        int off = 0;
-        if (sscanf(line, "G %d %lu %31s %39s %n", &a, &ul, bus, uuid, &off) <
-                4 ||
-            a < 0 || a >= WORKER_MAX_GPUS)
+    case 'G':
+        a = m.u.gpu.dev;
+        if (a < 0 || a >= WORKER_MAX_GPUS)
             break;
         o->gpu[a].index = a;
-        o->gpu[a].total_mib = ul;
-        snprintf(o->gpu[a].busid, sizeof(o->gpu[a].busid), "%s", bus);
-        snprintf(o->gpu[a].uuid, sizeof(o->gpu[a].uuid), "%s", uuid);
-        snprintf(o->gpu[a].name, sizeof(o->gpu[a].name), "%s",
-                 off > 0 ? line + off : "");
+        o->gpu[a].total_mib = m.u.gpu.total_mib;
+        snprintf(o->gpu[a].busid, sizeof(o->gpu[a].busid), "%s", m.u.gpu.busid);
+        snprintf(o->gpu[a].uuid, sizeof(o->gpu[a].uuid), "%s", m.u.gpu.uuid);
+        snprintf(o->gpu[a].name, sizeof(o->gpu[a].name), "%s", m.u.gpu.name);
         break;
-    }
     case 'F':
-        if (sscanf(line, "F %d %lu", &a, &ul) == 2 && a >= 0 &&
-            a < WORKER_MAX_GPUS)
-            o->gpu[a].free_mib = ul;
+        if (m.u.free.dev >= 0 && m.u.free.dev < WORKER_MAX_GPUS)
+            o->gpu[m.u.free.dev].free_mib = m.u.free.free_mib;
         break;
     case 'T':
-        if (sscanf(line, "T %d %d %d %d", &a, &b, &c, &d) == 4 && a >= 0 &&
-            b >= 0 && a < WORKER_MAX_GPUS && b < WORKER_MAX_GPUS) {
-            o->access[a][b] = (signed char)c;
-            o->perf[a][b] = (signed char)(d > 100 ? 100 : d);
-            o->topo_done = 1;
-        }
+        a = m.u.topo.dev;
+        b = m.u.topo.peer;
+        if (a < 0 || b < 0 || a >= WORKER_MAX_GPUS || b >= WORKER_MAX_GPUS)
+            break;
+        o->access[a][b] = (signed char)m.u.topo.access;
+        o->perf[a][b] =
+            (signed char)(m.u.topo.perf > 100 ? 100 : m.u.topo.perf);
+        o->atomics[a][b] = (signed char)m.u.topo.atomics;
+        o->topo_done = 1;
         break;
     case 'U':
-        sv_forward_id(w, line);
-        if (st.s->on_id != NULL)
-            st.s->on_id(st.s->on_id_ctx, line);
+        sv_forward_id(st, w, &m);
+        if (st->s->on_id != NULL) {
+            char idline[PROTO_LINE_MAX];
+            int n = proto_encode(&m, idline, sizeof(idline));
+
+            if (n > 0) {
+                idline[n - 1] = '\0'; /* the '\n' */
+                st->s->on_id(st->s->on_id_ctx, idline);
+            }
+        }
         break;
-    case 'R': {
-        char op[16];
-        size_t bytes, count;
-        double us;
-        long wrong;
-        struct rc_row *row;
-        if (sscanf(line, "R %d %15s %zu %zu %d %lf %ld", &a, op, &bytes, &count,
-                   &b, &us, &wrong) != 7)
-            break;
-        row = sv_row(op, bytes, 0);
+    case 'R':
+        row = sv_row(o, m.u.result.op, m.u.result.type, m.u.result.bytes, 0);
         if (row == NULL)
             break;
-        row->count = count;
-        row->root = b;
-        if (us > row->time_us)
-            row->time_us = us;
-        row->wrong += wrong;
-        if (wrong > 0 && a >= 0 && a < 64)
-            row->wrong_ranks |= 1ULL << a;
+        row->count = m.u.result.count;
+        row->root = m.u.result.root;
+        if (m.u.result.time_us > row->time_us)
+            row->time_us = m.u.result.time_us;
+        row_wrong(row, m.u.result.rank, m.u.result.wrong, m.u.result.first);
         break;
-    }
-    case 'B': {
-        size_t bytes;
-        double us;
-        struct rc_row *row;
-        if (sscanf(line, "B %d %zu %d %lf", &a, &bytes, &b, &us) != 4)
-            break;
-        row = sv_row("allreduce", bytes, 1);
+    case 'B':
+        row = sv_row(o, "allreduce", "float", m.u.bw.bytes, 1);
         if (row == NULL)
             break;
-        row->count = bytes / 4;
+        row->count = m.u.bw.bytes / 4;
         row->root = -1;
-        if (us > row->time_us)
-            row->time_us = us;
+        if (m.u.bw.time_us > row->time_us)
+            row->time_us = m.u.bw.time_us;
+        row_wrong(row, m.u.bw.rank, m.u.bw.wrong, m.u.bw.first);
         break;
-    }
     case 'S':
-        if (sscanf(line, "S %d", &a) == 1 && a >= w->first_rank &&
-            a < w->first_rank + w->nlocal)
+        a = m.u.stuck.rank;
+        if (a < 0) {
+            w->stuck_dev = m.u.stuck.dev;
+            snprintf(w->stuck_dev_what, sizeof(w->stuck_dev_what), "%s",
+                     m.u.stuck.what);
+        } else if (a >= w->first_rank && a < w->first_rank + w->nlocal) {
             w->stuck[a - w->first_rank] = 1;
+            snprintf(w->stuck_what[a - w->first_rank], sizeof(w->stuck_what[0]),
+                     "%s", m.u.stuck.what);
+        }
         break;
     case 'A':
         w->aborted = 1;
         break;
-    case 'E': {
-        int off = 0;
-        if (sscanf(line, "E %d %d %n", &a, &b, &off) < 2 || off == 0)
-            break;
-        worker_ranks(w, ranks, sizeof(ranks));
-        sv_fail(a, b, ranks, "%s", line + off);
-        sv_stop_begin();
+    case 'E':
+        if (m.u.error.ranks[0] != '\0')
+            snprintf(ranks, sizeof(ranks), "%s", m.u.error.ranks);
+        else
+            worker_ranks(w, ranks, sizeof(ranks));
+        sv_fail(st, m.u.error.code, m.u.error.phase, ranks, "%s",
+                m.u.error.msg);
+        sv_stop_begin(st);
         break;
-    }
     case 'I':
-        report_log("%s%s", st.s->label, line + 2);
+        report_log("%s%s", st->s->label, m.u.info.msg);
         break;
     case 'X':
         w->finished = 1;
@@ -378,11 +577,12 @@ sv_event(struct sv_worker *w, char *line)
 }
 
 static void
-sv_worker_name(const struct sv_worker *w, char *buf, size_t len)
+sv_worker_name(const struct sv_state *st, const struct sv_worker *w, char *buf,
+               size_t len)
 {
-    if (st.s->kind == SV_PREFLIGHT)
+    if (st->s->kind == SV_PREFLIGHT)
         snprintf(buf, len, "preflight");
-    else if (st.s->kind == SV_DEVICES)
+    else if (st->s->kind == SV_DEVICES)
         snprintf(buf, len, "devices");
     else if (w->nlocal > 1)
         snprintf(buf, len, "ranks %d-%d", w->first_rank,
@@ -392,19 +592,19 @@ sv_worker_name(const struct sv_worker *w, char *buf, size_t len)
 }
 
 static void
-sv_log_line(const struct sv_worker *w, const char *line)
+sv_log_line(struct sv_state *st, const struct sv_worker *w, const char *line)
 {
     char name[32];
     const char *warn = strstr(line, "NCCL WARN");
 
-    sv_worker_name(w, name, sizeof(name));
-    report_log("%s[%s] %s", st.s->label, name, line);
-    if (warn != NULL && st.out->warn[0] == '\0')
-        snprintf(st.out->warn, sizeof(st.out->warn), "%s", warn);
+    sv_worker_name(st, w, name, sizeof(name));
+    report_log("%s[%s] %s", st->s->label, name, line);
+    if (warn != NULL && st->out->warn[0] == '\0')
+        snprintf(st->out->warn, sizeof(st->out->warn), "%s", warn);
 }
 
 static void
-sv_drain(struct sv_worker *w, int which)
+sv_drain(struct sv_state *st, struct sv_worker *w, int which)
 {
     char line[PROTO_LINE_MAX];
     int *fd = which == 0 ? &w->ev : &w->log;
@@ -413,9 +613,9 @@ sv_drain(struct sv_worker *w, int which)
 
     while (proto_next(b, r <= 0, line, sizeof(line)))
         if (which == 0)
-            sv_event(w, line);
+            sv_event(st, w, line);
         else
-            sv_log_line(w, line);
+            sv_log_line(st, w, line);
     if (r <= 0) {
         close(*fd);
         *fd = -1;
@@ -446,7 +646,7 @@ signal_name(int sig)
 }
 
 static void
-sv_reaped(struct sv_worker *w)
+sv_reaped(struct sv_state *st, struct sv_worker *w)
 {
     char ranks[160], name[32];
     int p = w->phase_cur > w->phase_done ? w->phase_cur : w->phase_done + 1;
@@ -454,34 +654,34 @@ sv_reaped(struct sv_worker *w)
     if (p >= NPHASES)
         p = NPHASES - 1;
     if (p < 0)
-        p = sv_current_phase();
+        p = sv_current_phase(st);
     worker_ranks(w, ranks, sizeof(ranks));
-    sv_worker_name(w, name, sizeof(name));
-    if (st.stop_stage != 0 || w->finished)
+    sv_worker_name(st, w, name, sizeof(name));
+    if (st->stop_stage != 0 || w->finished)
         return;
     if (WIFSIGNALED(w->status)) {
         int sig = WTERMSIG(w->status);
-        int dev = sv_dev_of_rank(w->first_rank);
+        int dev = sv_dev_of_rank(st, w->first_rank);
 
-        if (st.s->kind == SV_RING && w->nlocal == 1)
-            sv_fail(p <= 2 ? RC_EXIT_CUDA : RC_EXIT_NCCL, p, ranks,
+        if (st->s->kind == SV_RING && w->nlocal == 1)
+            sv_fail(st, p <= 2 ? RC_EXIT_CUDA : RC_EXIT_NCCL, p, ranks,
                     "%s (GPU %d) crashed: killed by signal %d (%s) in phase "
                     "%d (%s)",
                     name, dev, sig, signal_name(sig), p, report_phase_name(p));
         else
-            sv_fail(p <= 2 ? RC_EXIT_CUDA : RC_EXIT_NCCL, p, ranks,
+            sv_fail(st, p <= 2 ? RC_EXIT_CUDA : RC_EXIT_NCCL, p, ranks,
                     "the %s worker crashed: killed by signal %d (%s) in "
                     "phase %d (%s)",
                     name, sig, signal_name(sig), p, report_phase_name(p));
     } else {
         int code = WEXITSTATUS(w->status);
 
-        sv_fail(RC_EXIT_INTERNAL, p, ranks,
+        sv_fail(st, RC_EXIT_INTERNAL, p, ranks,
                 "the %s worker exited with status %d without a report in "
                 "phase %d (%s)",
                 name, code, p, report_phase_name(p));
     }
-    sv_stop_begin();
+    sv_stop_begin(st);
 }
 
 static void
@@ -494,10 +694,10 @@ sv_close_fd(int *fd)
 }
 
 static int
-sv_spawn(int i, int first_rank, int nlocal)
+sv_spawn(struct sv_state *st, int i, int first_rank, int nlocal)
 {
-    const struct sv_spec *s = st.s;
-    struct sv_worker *w = &st.w[i];
+    const struct sv_spec *s = st->s;
+    struct sv_worker *w = &st->w[i];
     int ev[2] = {-1, -1}, lg[2] = {-1, -1}, cmd[2] = {-1, -1};
     pid_t parent = getpid();
 
@@ -505,6 +705,7 @@ sv_spawn(int i, int first_rank, int nlocal)
     w->nlocal = nlocal;
     w->phase_cur = -1;
     w->phase_done = -1;
+    w->stuck_dev = -1;
     w->ev = w->log = w->cmd = -1;
     if (pipe(ev) != 0 || pipe(lg) != 0 || pipe(cmd) != 0)
         goto fail;
@@ -521,10 +722,12 @@ sv_spawn(int i, int first_rank, int nlocal)
         if (getppid() != parent)
             _exit(RC_EXIT_INTERNAL);
         signal(SIGPIPE, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
         for (int j = 0; j < i; j++) {
-            sv_close_fd(&st.w[j].ev);
-            sv_close_fd(&st.w[j].log);
-            sv_close_fd(&st.w[j].cmd);
+            sv_close_fd(&st->w[j].ev);
+            sv_close_fd(&st->w[j].log);
+            sv_close_fd(&st->w[j].cmd);
         }
         close(ev[0]);
         close(lg[0]);
@@ -548,6 +751,7 @@ sv_spawn(int i, int first_rank, int nlocal)
         for (int l = 0; l < nlocal; l++)
             wr.dev[l] = s->dev[first_rank - s->rank_offset + l];
         wr.bw_bytes = s->bw_bytes;
+        wr.check_max_bytes = s->check_max_bytes;
         worker_ring_main(&wr);
     }
     close(ev[1]);
@@ -559,13 +763,13 @@ sv_spawn(int i, int first_rank, int nlocal)
     if (s->id_line != NULL) {
         /* The id came from another pod; the pipe is empty, so this short
          * write completes at once. A worker that died shows as EPIPE here
-         * and as an exit in the main loop. */
+         * and as an exit when it is reaped. */
         size_t idlen = strlen(s->id_line);
 
         if (write(w->cmd, s->id_line, idlen) != (ssize_t)idlen ||
             write(w->cmd, "\n", 1) != 1)
-            report_log("%scannot pass the unique id to a worker: %s",
-                       s->label, strerror(errno));
+            report_log("%scannot pass the unique id to a worker: %s", s->label,
+                       strerror(errno));
     }
     fcntl(w->ev, F_SETFL, O_NONBLOCK);
     fcntl(w->log, F_SETFL, O_NONBLOCK);
@@ -583,95 +787,107 @@ fail:
     return -1;
 }
 
-/* After a timeout: name the ranks that were stuck and how they ended. */
+/* After a stop: name the ranks that were stuck and in what, those that
+ * aborted, and those that had to be killed. */
 static void
-sv_describe_stop(void)
+sv_describe_stop(struct sv_state *st)
 {
-    struct rc_run *o = st.out;
-    char stuck[160] = "", killed[160] = "";
+    struct rc_run *o = st->out;
+    char stuck[160] = "", killed[160] = "", aborted[160] = "";
     int nstuck = 0;
-    size_t n;
 
-    for (int i = 0; i < st.nw; i++) {
-        const struct sv_worker *w = &st.w[i];
+    for (int i = 0; i < st->nw; i++) {
+        const struct sv_worker *w = &st->w[i];
 
         for (int l = 0; l < w->nlocal; l++)
-            if (w->stuck[l]) {
+            if (w->stuck[l] || w->unreaped) {
                 ranks_append(stuck, sizeof(stuck), w->first_rank + l);
                 nstuck++;
             }
-        if (!w->aborted && !w->finished && WIFSIGNALED(w->status) &&
+        /* Killed: still running when SIGTERM went out, without having
+         * aborted, and ended by SIGTERM or SIGKILL. */
+        if (w->escalated && !w->aborted && !w->finished && w->reaped &&
+            WIFSIGNALED(w->status) &&
             (WTERMSIG(w->status) == SIGKILL || WTERMSIG(w->status) == SIGTERM))
             for (int l = 0; l < w->nlocal; l++)
                 ranks_append(killed, sizeof(killed), w->first_rank + l);
+        if (w->aborted)
+            for (int l = 0; l < w->nlocal; l++)
+                ranks_append(aborted, sizeof(aborted), w->first_rank + l);
     }
     if (o->code == RC_EXIT_TIMEOUT && nstuck > 0)
         snprintf(o->ranks, sizeof(o->ranks), "%s", stuck);
-    n = strlen(o->what);
     if (o->code == RC_EXIT_TIMEOUT && o->ranks[0] != '\0')
-        n += (size_t)snprintf(o->what + n, sizeof(o->what) - n,
-                              "; stuck ranks: %s", o->ranks);
-    if (killed[0] != '\0' && n < sizeof(o->what))
-        snprintf(o->what + n, sizeof(o->what) - n,
-                 "; ranks %s did not abort in time and were killed", killed);
+        what_add(o, "; stuck ranks: %s", o->ranks);
+    sv_describe_unreaped(st);
+    for (int i = 0; i < st->nw; i++) {
+        const struct sv_worker *w = &st->w[i];
+
+        for (int l = 0; l < w->nlocal; l++)
+            if (w->stuck[l])
+                what_add(o, "; rank %d (GPU %d) was waiting in %s",
+                         w->first_rank + l,
+                         sv_dev_of_rank(st, w->first_rank + l),
+                         w->stuck_what[l]);
+        if (w->stuck_dev >= 0)
+            what_add(o, "; GPU %d was waiting in %s", w->stuck_dev,
+                     w->stuck_dev_what);
+    }
+    if (aborted[0] != '\0' && st->s->kind == SV_RING)
+        what_add(o, "; ranks %s aborted their communicators", aborted);
+    if (killed[0] != '\0')
+        what_add(o,
+                 "; ranks %s did not abort in time and were killed (abort "
+                 "grace %.2f s)",
+                 killed, st->abort_grace);
 }
 
-int
-sv_run(const struct sv_spec *s, struct rc_run *out)
+/* Reaps every child that has exited: our workers, and orphans that PID 1
+ * inherits. */
+static void
+sv_reap(struct sv_state *st)
 {
-    int live;
+    int status;
+    pid_t pid;
 
-    memset(&st, 0, sizeof(st));
-    memset(out, 0, sizeof(*out));
-    st.s = s;
-    st.out = out;
-    out->phase = -1;
-    for (int p = 0; p < NPHASES; p++)
-        st.phase_start[p] = -1;
-    if (s->kind == SV_RING && !s->group) {
-        st.nw = s->ndev;
-        for (int i = 0; i < s->ndev; i++)
-            if (sv_spawn(i, s->rank_offset + i, 1) != 0)
-                break;
-    } else {
-        st.nw = 1;
-        sv_spawn(0, s->rank_offset, s->kind == SV_RING ? s->ndev : 0);
-    }
-    for (int i = 0; i < st.nw; i++)
-        if (st.w[i].pid <= 0) {
-            /* Could not start them all: stop the others. */
-            st.w[i].reaped = 1;
-            sv_fail(RC_EXIT_INTERNAL, -1, "", "cannot start a worker: %s",
-                    strerror(errno));
-            sv_stop_begin();
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (int i = 0; i < st->nw; i++) {
+            struct sv_worker *w = &st->w[i];
+
+            if (w->pid != pid || w->reaped)
+                continue;
+            w->status = status;
+            /* Take what is left in its pipes first. */
+            if (w->ev >= 0)
+                sv_drain(st, w, 0);
+            if (w->log >= 0)
+                sv_drain(st, w, 1);
+            sv_close_fd(&w->ev);
+            sv_close_fd(&w->log);
+            sv_close_fd(&w->cmd);
+            w->reaped = 1;
+            sv_reaped(st, w);
         }
+    }
+}
+
+static int
+sv_loop(struct sv_state *st)
+{
     for (;;) {
         struct pollfd pfd[2 * WORKER_MAX_GPUS];
         struct sv_worker *owner[2 * WORKER_MAX_GPUS];
         int which[2 * WORKER_MAX_GPUS];
-        int nfd = 0;
-        double now = sv_now();
-        double wake = now + 0.05;
+        int nfd = 0, live = 0;
+        double now;
 
-        live = 0;
-        for (int i = 0; i < st.nw; i++) {
-            struct sv_worker *w = &st.w[i];
+        sv_reap(st);
+        now = sv_now();
+        for (int i = 0; i < st->nw; i++) {
+            struct sv_worker *w = &st->w[i];
 
-            if (w->reaped)
+            if (w->reaped || w->pid <= 0)
                 continue;
-            if (waitpid(w->pid, &w->status, WNOHANG) == w->pid) {
-                /* Take what is left in its pipes first. */
-                if (w->ev >= 0)
-                    sv_drain(w, 0);
-                if (w->log >= 0)
-                    sv_drain(w, 1);
-                sv_close_fd(&w->ev);
-                sv_close_fd(&w->log);
-                sv_close_fd(&w->cmd);
-                w->reaped = 1;
-                sv_reaped(w);
-                continue;
-            }
             live++;
             if (w->ev >= 0) {
                 pfd[nfd] = (struct pollfd){.fd = w->ev, .events = POLLIN};
@@ -684,36 +900,83 @@ sv_run(const struct sv_spec *s, struct rc_run *out)
                 which[nfd++] = 1;
             }
         }
-        if (live == 0)
-            break;
-        sv_check_deadlines(now);
-        sv_stop_step(now);
+        if (live == 0 || st->stop_stage == 4)
+            return 0;
+        sv_check_deadlines(st, now);
+        sv_stop_step(st, now);
+        if (st->stop_stage == 4)
+            return 0;
         if (nfd == 0) {
             /* Pipes closed, process not yet gone. */
             struct timespec ts = {0, 5000000};
             nanosleep(&ts, NULL);
             continue;
         }
-        if (poll(pfd, (nfds_t)nfd, (int)((wake - now) * 1000) + 1) < 0 &&
-            errno != EINTR)
-            break;
+        if (poll(pfd, (nfds_t)nfd, 20) < 0 && errno != EINTR)
+            return -1;
         for (int k = 0; k < nfd; k++)
-            if (pfd[k].revents != 0)
-                sv_drain(owner[k], which[k]);
+            if (pfd[k].revents != 0 &&
+                (which[k] == 0 ? owner[k]->ev : owner[k]->log) >= 0)
+                sv_drain(st, owner[k], which[k]);
     }
-    for (int i = 0; i < st.nw; i++) {
-        sv_close_fd(&st.w[i].ev);
-        sv_close_fd(&st.w[i].log);
-        sv_close_fd(&st.w[i].cmd);
+}
+
+int
+sv_run(const struct sv_spec *s, struct rc_run *out)
+{
+    struct sv_state *st = calloc(1, sizeof(*st));
+    int maxlocal = 1;
+
+    memset(out, 0, sizeof(*out));
+    out->phase = -1;
+    if (st == NULL) {
+        out->code = RC_EXIT_INTERNAL;
+        snprintf(out->what, sizeof(out->what),
+                 "out of memory for the supervisor's state");
+        return out->code;
     }
-    if (!st.failed) {
-        for (int i = 0; i < st.nw; i++)
-            if (!st.w[i].finished) {
+    st->s = s;
+    st->out = out;
+    for (int p = 0; p < NPHASES; p++)
+        st->phase_start[p] = -1;
+    if (s->kind == SV_RING && s->group)
+        maxlocal = s->ndev;
+    st->abort_grace = sv_abort_grace(maxlocal);
+    st->hard = s->deadline + SV_OVERRUN_S;
+    if (s->kind == SV_RING && !s->group) {
+        st->nw = s->ndev;
+        for (int i = 0; i < s->ndev; i++)
+            if (sv_spawn(st, i, s->rank_offset + i, 1) != 0)
+                break;
+    } else {
+        st->nw = 1;
+        sv_spawn(st, 0, s->rank_offset, s->kind == SV_RING ? s->ndev : 0);
+    }
+    for (int i = 0; i < st->nw; i++)
+        if (st->w[i].pid <= 0) {
+            /* Could not start them all: stop the others. */
+            st->w[i].reaped = 1;
+            sv_fail(st, RC_EXIT_INTERNAL, -1, "", "cannot start a worker: %s",
+                    strerror(errno));
+            sv_stop_begin(st);
+        }
+    if (sv_loop(st) != 0)
+        sv_fail(st, RC_EXIT_INTERNAL, -1, "", "poll failed: %s",
+                strerror(errno));
+    for (int i = 0; i < st->nw; i++) {
+        sv_close_fd(&st->w[i].ev);
+        sv_close_fd(&st->w[i].log);
+        sv_close_fd(&st->w[i].cmd);
+    }
+    if (!st->failed) {
+        for (int i = 0; i < st->nw; i++)
+            if (!st->w[i].finished) {
                 /* Should not happen: every exit is judged in sv_reaped. */
-                sv_fail(RC_EXIT_INTERNAL, -1, "", "a worker vanished");
+                sv_fail(st, RC_EXIT_INTERNAL, -1, "", "a worker vanished");
             }
     }
-    if (st.stop_stage != 0)
-        sv_describe_stop();
+    if (st->stop_stage != 0)
+        sv_describe_stop(st);
+    free(st);
     return out->code;
 }

@@ -8,6 +8,7 @@
 #include <nccl.h>
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -52,12 +53,74 @@ now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/*
+ * One pause of a polling wait. The first ones only yield the CPU, so that
+ * a collective of a few microseconds is seen done at once (a sleep per
+ * iteration would cap the measured bandwidth at small sizes); after about
+ * 2 ms of waiting, the poll sleeps 100 us between looks.
+ */
 static void
-nap(void)
+poll_pause(int *spins)
 {
     struct timespec ts = {0, 100000};
 
+    if (*spins < 4000) {
+        (*spins)++;
+        sched_yield();
+        return;
+    }
     nanosleep(&ts, NULL);
+}
+
+/* Sends m; when that fails the supervisor is gone or its pipe broke, so
+ * nothing this process finds can be reported: stop (after abort_fn, which
+ * frees what must not outlive us). */
+static void
+send_or_exit(int fd, const struct proto_msg *m, void (*abort_fn)(void *),
+             void *arg)
+{
+    if (proto_send(fd, m) == 0)
+        return;
+    if (abort_fn != NULL)
+        abort_fn(arg);
+    _exit(RC_EXIT_INTERNAL);
+}
+
+static void
+send_phase(int fd, int begin, int phase)
+{
+    struct proto_msg m = {.kind = 'P'};
+
+    m.u.phase.begin = begin;
+    m.u.phase.phase = phase;
+    send_or_exit(fd, &m, NULL, NULL);
+}
+
+static void
+send_simple(int fd, char kind)
+{
+    struct proto_msg m = {.kind = kind};
+
+    send_or_exit(fd, &m, NULL, NULL);
+}
+
+/* Reports a failure of the whole worker and exits with code. */
+static void send_error_exit(int fd, int code, int phase, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5), noreturn));
+
+static void
+send_error_exit(int fd, int code, int phase, const char *fmt, ...)
+{
+    struct proto_msg m = {.kind = 'E'};
+    va_list ap;
+
+    m.u.error.code = code;
+    m.u.error.phase = phase;
+    va_start(ap, fmt);
+    vsnprintf(m.u.error.msg, sizeof(m.u.error.msg), fmt, ap);
+    va_end(ap);
+    send_or_exit(fd, &m, NULL, NULL);
+    _exit(code);
 }
 
 /* CUDA's "there is no usable GPU here" answers: an environment problem
@@ -87,29 +150,35 @@ worker_preflight_main(int evfd)
     int nccl = 0, rt = 0, drv = 0, n = 0;
     cudaError_t e;
 
+    struct proto_msg m;
+
     worker_signals_init();
-    proto_send(evfd, "P b 0");
+    send_phase(evfd, 1, 0);
     if (ncclGetVersion(&nccl) != ncclSuccess)
         nccl = 0;
     if (cudaRuntimeGetVersion(&rt) != cudaSuccess)
         rt = 0;
     if (cudaDriverGetVersion(&drv) != cudaSuccess)
         drv = 0;
-    proto_send(evfd, "V %d %d %d", nccl, rt, drv);
+    m = (struct proto_msg){.kind = 'V'};
+    m.u.versions.nccl = nccl;
+    m.u.versions.runtime = rt;
+    m.u.versions.driver = drv;
+    send_or_exit(evfd, &m, NULL, NULL);
     e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
         if (cuda_env_error(e))
-            proto_send(evfd,
-                       "E %d 0 no usable GPU or driver: cudaGetDeviceCount "
-                       "failed: %s (%s)",
-                       RC_EXIT_ENV, cudaGetErrorString(e), cudaGetErrorName(e));
-        else
-            proto_send(evfd, "E %d 0 cudaGetDeviceCount failed: %s (%s)",
-                       RC_EXIT_CUDA, cudaGetErrorString(e),
-                       cudaGetErrorName(e));
-        _exit(cuda_env_error(e) ? RC_EXIT_ENV : RC_EXIT_CUDA);
+            send_error_exit(evfd, RC_EXIT_ENV, 0,
+                            "no usable GPU or driver: cudaGetDeviceCount "
+                            "failed: %s (%s)",
+                            cudaGetErrorString(e), cudaGetErrorName(e));
+        send_error_exit(evfd, RC_EXIT_CUDA, 0,
+                        "cudaGetDeviceCount failed: %s (%s)",
+                        cudaGetErrorString(e), cudaGetErrorName(e));
     }
-    proto_send(evfd, "N %d", n);
+    m = (struct proto_msg){.kind = 'N'};
+    m.u.ndev.count = n;
+    send_or_exit(evfd, &m, NULL, NULL);
     for (int d = 0; d < n && d < WORKER_MAX_GPUS; d++) {
         struct cudaDeviceProp p;
         char bus[64] = "unknown";
@@ -117,91 +186,133 @@ worker_preflight_main(int evfd)
         size_t k = 0;
 
         e = cudaGetDeviceProperties(&p, d);
-        if (e != cudaSuccess) {
-            proto_send(evfd, "E %d 0 cudaGetDeviceProperties(%d) failed: %s",
-                       RC_EXIT_CUDA, d, cudaGetErrorString(e));
-            _exit(RC_EXIT_CUDA);
-        }
+        if (e != cudaSuccess)
+            send_error_exit(evfd, RC_EXIT_CUDA, 0,
+                            "cudaGetDeviceProperties(%d) failed: %s", d,
+                            cudaGetErrorString(e));
         if (cudaDeviceGetPCIBusId(bus, (int)sizeof(bus), d) != cudaSuccess)
             snprintf(bus, sizeof(bus), "unknown");
         for (int i = 0; i < 16; i++) {
             k += (size_t)snprintf(uuid + k, sizeof(uuid) - k, "%02x",
                                   (unsigned char)p.uuid.bytes[i]);
         }
-        for (char *c = p.name; *c != '\0'; c++)
-            if (*c == '\n')
-                *c = ' ';
-        proto_send(evfd, "G %d %zu %s %s %.60s", d, p.totalGlobalMem >> 20, bus,
-                   uuid, p.name);
+        m = (struct proto_msg){.kind = 'G'};
+        m.u.gpu.dev = d;
+        m.u.gpu.total_mib = (unsigned long)(p.totalGlobalMem >> 20);
+        snprintf(m.u.gpu.busid, sizeof(m.u.gpu.busid), "%s", bus);
+        snprintf(m.u.gpu.uuid, sizeof(m.u.gpu.uuid), "%s", uuid);
+        snprintf(m.u.gpu.name, sizeof(m.u.gpu.name), "%.60s", p.name);
+        send_or_exit(evfd, &m, NULL, NULL);
     }
-    proto_send(evfd, "P e 0");
-    proto_send(evfd, "X");
+    send_phase(evfd, 0, 0);
+    send_simple(evfd, 'X');
     _exit(0);
+}
+
+/* Waits for stream s of GPU dev; an abort request ends the worker with a
+ * note of what it was waiting for. */
+static cudaError_t
+devices_wait(int evfd, cudaStream_t s, int dev, const char *what)
+{
+    int spins = 0;
+
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(s);
+
+        if (e != cudaErrorNotReady)
+            return e;
+        if (abort_requested) {
+            struct proto_msg m = {.kind = 'S'};
+
+            m.u.stuck.rank = -1;
+            m.u.stuck.dev = dev;
+            snprintf(m.u.stuck.what, sizeof(m.u.stuck.what), "%s", what);
+            send_or_exit(evfd, &m, NULL, NULL);
+            send_simple(evfd, 'A');
+            _exit(RC_EXIT_TIMEOUT);
+        }
+        poll_pause(&spins);
+    }
 }
 
 void
 worker_devices_main(int evfd, const int *dev, int ndev)
 {
     cudaError_t e;
-    void *p = NULL;
+    struct proto_msg m;
 
     worker_signals_init();
-    proto_send(evfd, "P b 1");
+    send_phase(evfd, 1, 1);
     for (int i = 0; i < ndev; i++) {
         size_t fr = 0, tot = 0;
         const char *step = "cudaSetDevice";
+        cudaStream_t s = NULL;
+        void *p = NULL;
 
         e = cudaSetDevice(dev[i]);
+        if (e == cudaSuccess) {
+            step = "cudaStreamCreateWithFlags";
+            e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+        }
         if (e == cudaSuccess) {
             step = "cudaMalloc";
             e = cudaMalloc(&p, (size_t)1 << 20);
         }
         if (e == cudaSuccess) {
-            step = "cudaMemset";
-            e = cudaMemset(p, 0x5a, (size_t)1 << 20);
+            step = "cudaMemsetAsync";
+            e = cudaMemsetAsync(p, 0x5a, (size_t)1 << 20, s);
         }
-        if (e == cudaSuccess) {
-            step = "cudaDeviceSynchronize";
-            e = cudaDeviceSynchronize();
-        }
+        if (e == cudaSuccess)
+            e = devices_wait(evfd, s, dev[i], step);
         if (e == cudaSuccess) {
             step = "cudaMemGetInfo";
             e = cudaMemGetInfo(&fr, &tot);
         }
-        if (p != NULL) {
+        if (p != NULL)
             cudaFree(p);
-            p = NULL;
-        }
-        if (e != cudaSuccess) {
-            proto_send(evfd, "E %d 1 %s on GPU %d failed: %s (%s)",
-                       cuda_env_error(e) ? RC_EXIT_ENV : RC_EXIT_CUDA, step,
-                       dev[i], cudaGetErrorString(e), cudaGetErrorName(e));
-            _exit(RC_EXIT_CUDA);
-        }
-        proto_send(evfd, "F %d %zu", dev[i], fr >> 20);
+        if (s != NULL)
+            cudaStreamDestroy(s);
+        if (e != cudaSuccess)
+            send_error_exit(evfd,
+                            cuda_env_error(e) ? RC_EXIT_ENV : RC_EXIT_CUDA, 1,
+                            "%s on GPU %d failed: %s (%s)", step, dev[i],
+                            cudaGetErrorString(e), cudaGetErrorName(e));
+        m = (struct proto_msg){.kind = 'F'};
+        m.u.free.dev = dev[i];
+        m.u.free.free_mib = (unsigned long)(fr >> 20);
+        send_or_exit(evfd, &m, NULL, NULL);
     }
-    proto_send(evfd, "P e 1");
-    proto_send(evfd, "P b 2");
+    send_phase(evfd, 0, 1);
+    send_phase(evfd, 1, 2);
     for (int i = 0; i < ndev; i++)
         for (int j = 0; j < ndev; j++) {
-            int can = 0, perf = 0;
+            int can = 0, perf = 0, atomics = 0;
 
             if (i == j)
                 continue;
             e = cudaDeviceCanAccessPeer(&can, dev[i], dev[j]);
-            if (e != cudaSuccess) {
-                proto_send(evfd,
-                           "E %d 2 cudaDeviceCanAccessPeer(%d, %d) failed: %s",
-                           RC_EXIT_CUDA, dev[i], dev[j], cudaGetErrorString(e));
-                _exit(RC_EXIT_CUDA);
-            }
+            if (e != cudaSuccess)
+                send_error_exit(evfd, RC_EXIT_CUDA, 2,
+                                "cudaDeviceCanAccessPeer(%d, %d) failed: %s",
+                                dev[i], dev[j], cudaGetErrorString(e));
             if (cudaDeviceGetP2PAttribute(&perf, cudaDevP2PAttrPerformanceRank,
                                           dev[i], dev[j]) != cudaSuccess)
                 perf = -1;
-            proto_send(evfd, "T %d %d %d %d", dev[i], dev[j], can, perf);
+            /* Native peer atomics: NVLink gives them, PCIe does not. */
+            if (cudaDeviceGetP2PAttribute(&atomics,
+                                          cudaDevP2PAttrNativeAtomicSupported,
+                                          dev[i], dev[j]) != cudaSuccess)
+                atomics = -1;
+            m = (struct proto_msg){.kind = 'T'};
+            m.u.topo.dev = dev[i];
+            m.u.topo.peer = dev[j];
+            m.u.topo.access = can;
+            m.u.topo.perf = perf;
+            m.u.topo.atomics = atomics;
+            send_or_exit(evfd, &m, NULL, NULL);
         }
-    proto_send(evfd, "P e 2");
-    proto_send(evfd, "X");
+    send_phase(evfd, 0, 2);
+    send_simple(evfd, 'X');
     _exit(0);
 }
 
@@ -213,7 +324,8 @@ struct ring {
     cudaStream_t stream[WORKER_MAX_GPUS];
     void *dsend[WORKER_MAX_GPUS];
     void *drecv[WORKER_MAX_GPUS];
-    int32_t *host; /* staging, buf_bytes * nranks */
+    int32_t *host; /* pinned staging, host_bytes */
+    size_t host_bytes;
     size_t buf_bytes;
 };
 
@@ -227,33 +339,58 @@ ring_abort_all(struct ring *r)
         }
 }
 
-static void ring_fail(struct ring *r, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4), noreturn));
+static void
+ring_abort_cb(void *arg)
+{
+    ring_abort_all(arg);
+}
 
 static void
-ring_fail(struct ring *r, int code, const char *fmt, ...)
+ring_send(struct ring *r, const struct proto_msg *m)
 {
-    char msg[700];
+    send_or_exit(r->w->evfd, m, ring_abort_cb, r);
+}
+
+/* Reports a failure of the ranks in `ranks` ("" for the whole worker),
+ * aborts the communicators and exits with code. */
+static void ring_fail(struct ring *r, int code, const char *ranks,
+                      const char *fmt, ...)
+    __attribute__((format(printf, 4, 5), noreturn));
+
+static void
+ring_fail(struct ring *r, int code, const char *ranks, const char *fmt, ...)
+{
+    struct proto_msg m = {.kind = 'E'};
     va_list ap;
 
+    m.u.error.code = code;
+    m.u.error.phase = r->phase;
+    snprintf(m.u.error.ranks, sizeof(m.u.error.ranks), "%s", ranks);
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    vsnprintf(m.u.error.msg, sizeof(m.u.error.msg), fmt, ap);
     va_end(ap);
-    proto_send(r->w->evfd, "E %d %d %s", code, r->phase, msg);
+    /* Abort first if the report cannot go out; then abort anyway. */
+    ring_send(r, &m);
     ring_abort_all(r);
     _exit(code);
 }
 
-/* The supervisor asked us to stop: say which ranks were still busy, abort
- * the communicators, and go. */
+/* The supervisor asked us to stop: say which ranks were still busy and in
+ * what, abort the communicators, and go. */
 static void
-ring_abort_requested(struct ring *r, const int *busy)
+ring_abort_requested(struct ring *r, const int *busy, const char *what)
 {
     for (int l = 0; l < r->w->nlocal; l++)
-        if (busy == NULL || busy[l])
-            proto_send(r->w->evfd, "S %d", r->w->first_rank + l);
+        if (busy == NULL || busy[l]) {
+            struct proto_msg m = {.kind = 'S'};
+
+            m.u.stuck.rank = r->w->first_rank + l;
+            m.u.stuck.dev = r->w->dev[l];
+            snprintf(m.u.stuck.what, sizeof(m.u.stuck.what), "%s", what);
+            ring_send(r, &m);
+        }
     ring_abort_all(r);
-    proto_send(r->w->evfd, "A");
+    send_or_exit(r->w->evfd, &(struct proto_msg){.kind = 'A'}, NULL, NULL);
     _exit(RC_EXIT_TIMEOUT);
 }
 
@@ -263,12 +400,20 @@ static void ring_cuda_fail(struct ring *r, int l, cudaError_t e,
                            const char *what) __attribute__((noreturn));
 
 static void
+rank_str(const struct ring *r, int l, char *buf, size_t len)
+{
+    snprintf(buf, len, "%d", r->w->first_rank + l);
+}
+
+static void
 ring_nccl_fail(struct ring *r, int l, ncclResult_t res, const char *what)
 {
     const char *last = r->comm[l] != NULL ? ncclGetLastError(r->comm[l]) : "";
+    char rk[16];
 
-    ring_fail(r, RC_EXIT_NCCL, "%s failed on rank %d (GPU %d): %s%s%s", what,
-              r->w->first_rank + l, r->w->dev[l], ncclGetErrorString(res),
+    rank_str(r, l, rk, sizeof(rk));
+    ring_fail(r, RC_EXIT_NCCL, rk, "%s failed on rank %d (GPU %d): %s%s%s",
+              what, r->w->first_rank + l, r->w->dev[l], ncclGetErrorString(res),
               last != NULL && *last != '\0' ? ": " : "",
               last != NULL ? last : "");
 }
@@ -276,9 +421,74 @@ ring_nccl_fail(struct ring *r, int l, ncclResult_t res, const char *what)
 static void
 ring_cuda_fail(struct ring *r, int l, cudaError_t e, const char *what)
 {
-    ring_fail(r, RC_EXIT_CUDA, "%s failed on rank %d (GPU %d): %s (%s)", what,
-              r->w->first_rank + l, r->w->dev[l], cudaGetErrorString(e),
+    char rk[16];
+
+    rank_str(r, l, rk, sizeof(rk));
+    ring_fail(r, RC_EXIT_CUDA, rk, "%s failed on rank %d (GPU %d): %s (%s)",
+              what, r->w->first_rank + l, r->w->dev[l], cudaGetErrorString(e),
               cudaGetErrorName(e));
+}
+
+/* The state of local rank l's communicator; a failing query is a failure
+ * of its own, not "no error". */
+static ncclResult_t
+ring_async_state(struct ring *r, int l)
+{
+    ncclResult_t st = ncclSuccess;
+    ncclResult_t res = ncclCommGetAsyncError(r->comm[l], &st);
+
+    if (res != ncclSuccess)
+        ring_nccl_fail(r, l, res, "ncclCommGetAsyncError");
+    return st;
+}
+
+/*
+ * A group call (ncclGroupEnd, or a call inside the group) failed with res.
+ * NCCL's answer does not say which communicator failed, so ask each for its
+ * own error and name the ranks that have one; when none has, the whole
+ * group is named.
+ */
+static void ring_group_fail(struct ring *r, ncclResult_t res, const char *what)
+    __attribute__((noreturn));
+
+static void
+ring_group_fail(struct ring *r, ncclResult_t res, const char *what)
+{
+    char ranks[96] = "", names[160] = "";
+    int first = -1;
+
+    for (int l = 0; l < r->w->nlocal; l++) {
+        ncclResult_t st = ncclSuccess;
+        size_t n = strlen(ranks), k = strlen(names);
+
+        if (r->comm[l] == NULL ||
+            ncclCommGetAsyncError(r->comm[l], &st) != ncclSuccess ||
+            st == ncclSuccess || st == ncclInProgress)
+            continue;
+        if (first < 0)
+            first = l;
+        snprintf(ranks + n, sizeof(ranks) - n, "%s%d", n > 0 ? "," : "",
+                 r->w->first_rank + l);
+        snprintf(names + k, sizeof(names) - k, "%srank %d (GPU %d)",
+                 k > 0 ? ", " : "", r->w->first_rank + l, r->w->dev[l]);
+    }
+    if (first < 0) {
+        if (r->w->nlocal == 1)
+            ring_nccl_fail(r, 0, res, what);
+        ring_fail(r, RC_EXIT_NCCL, "",
+                  "%s failed for the group of ranks %d-%d (no communicator "
+                  "reports its own error): %s",
+                  what, r->w->first_rank, r->w->first_rank + r->w->nlocal - 1,
+                  ncclGetErrorString(res));
+    }
+    {
+        const char *last = ncclGetLastError(r->comm[first]);
+
+        ring_fail(r, RC_EXIT_NCCL, ranks, "%s failed on %s: %s%s%s", what,
+                  names, ncclGetErrorString(res),
+                  last != NULL && *last != '\0' ? ": " : "",
+                  last != NULL ? last : "");
+    }
 }
 
 /* Polls until no communicator is in progress (after init or a group). */
@@ -286,16 +496,14 @@ static void
 ring_settle(struct ring *r, const char *what)
 {
     int busy[WORKER_MAX_GPUS];
+    int spins = 0;
 
     for (;;) {
         int any = 0;
 
         for (int l = 0; l < r->w->nlocal; l++) {
-            ncclResult_t st = ncclSuccess;
-            ncclResult_t res = ncclCommGetAsyncError(r->comm[l], &st);
+            ncclResult_t st = ring_async_state(r, l);
 
-            if (res != ncclSuccess)
-                ring_nccl_fail(r, l, res, "ncclCommGetAsyncError");
             if (st != ncclSuccess && st != ncclInProgress)
                 ring_nccl_fail(r, l, st, what);
             busy[l] = st == ncclInProgress;
@@ -304,16 +512,18 @@ ring_settle(struct ring *r, const char *what)
         if (!any)
             return;
         if (abort_requested)
-            ring_abort_requested(r, busy);
-        nap();
+            ring_abort_requested(r, busy, what);
+        poll_pause(&spins);
     }
 }
 
-/* Polls streams and communicators until the enqueued work is done. */
+/* Polls the streams (all local ranks, or only rank only >= 0) and the
+ * communicators until the queued work is done. */
 static void
-ring_wait(struct ring *r, const char *what)
+ring_wait_some(struct ring *r, int only, const char *what)
 {
     int busy[WORKER_MAX_GPUS];
+    int spins = 0;
 
     for (;;) {
         int any = 0;
@@ -322,9 +532,14 @@ ring_wait(struct ring *r, const char *what)
             ncclResult_t st = ncclSuccess;
             cudaError_t e;
 
-            if (ncclCommGetAsyncError(r->comm[l], &st) != ncclSuccess ||
-                (st != ncclSuccess && st != ncclInProgress))
-                ring_nccl_fail(r, l, st, what);
+            busy[l] = 0;
+            if (only >= 0 && l != only)
+                continue;
+            if (r->comm[l] != NULL) {
+                st = ring_async_state(r, l);
+                if (st != ncclSuccess && st != ncclInProgress)
+                    ring_nccl_fail(r, l, st, what);
+            }
             e = cudaStreamQuery(r->stream[l]);
             if (e != cudaSuccess && e != cudaErrorNotReady)
                 ring_cuda_fail(r, l, e, what);
@@ -334,29 +549,47 @@ ring_wait(struct ring *r, const char *what)
         if (!any)
             return;
         if (abort_requested)
-            ring_abort_requested(r, busy);
-        nap();
+            ring_abort_requested(r, busy, what);
+        poll_pause(&spins);
     }
+}
+
+static void
+ring_wait(struct ring *r, const char *what)
+{
+    ring_wait_some(r, -1, what);
+}
+
+static int
+hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
 }
 
 static void
 ring_get_id(struct ring *r, ncclUniqueId *id)
 {
     const struct worker_ring *w = r->w;
-    char line[2 * NCCL_UNIQUE_ID_BYTES + 8];
+    char line[PROTO_LINE_MAX];
+    struct proto_msg m;
     size_t len = 0;
 
     if (w->first_rank == 0) {
-        char hex[2 * NCCL_UNIQUE_ID_BYTES + 1];
         ncclResult_t res = ncclGetUniqueId(id);
 
         if (res != ncclSuccess)
             ring_nccl_fail(r, 0, res, "ncclGetUniqueId");
         if (w->nlocal == w->nranks)
             return;
+        m = (struct proto_msg){.kind = 'U'};
         for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++)
-            snprintf(hex + 2 * i, 3, "%02x", (unsigned char)id->internal[i]);
-        proto_send(w->evfd, "U %s", hex);
+            snprintf(m.u.uid.hex + 2 * i, 3, "%02x",
+                     (unsigned char)id->internal[i]);
+        ring_send(r, &m);
         return;
     }
     /* Ranks > 0 wait for rank 0's id, which the supervisor forwards. */
@@ -365,26 +598,24 @@ ring_get_id(struct ring *r, ncclUniqueId *id)
 
         if (n < 0 && errno == EINTR) {
             if (abort_requested)
-                ring_abort_requested(r, NULL);
+                ring_abort_requested(r, NULL, "waiting for the unique id");
             continue;
         }
         if (n <= 0)
-            ring_fail(r, RC_EXIT_INTERNAL,
+            ring_fail(r, RC_EXIT_INTERNAL, "",
                       "lost the supervisor before the unique id arrived");
         len += (size_t)n;
         if (memchr(line, '\n', len) != NULL)
             break;
     }
     line[len] = '\0';
-    if (line[0] != 'U' || strlen(line) < 2 + 2 * NCCL_UNIQUE_ID_BYTES)
-        ring_fail(r, RC_EXIT_INTERNAL, "bad unique id from the supervisor");
-    for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) {
-        unsigned int b;
-
-        if (sscanf(line + 2 + 2 * i, "%2x", &b) != 1)
-            ring_fail(r, RC_EXIT_INTERNAL, "bad unique id from the supervisor");
-        id->internal[i] = (char)b;
-    }
+    line[strcspn(line, "\n")] = '\0';
+    if (proto_parse(line, &m) != 0 || m.kind != 'U' ||
+        strlen(m.u.uid.hex) != 2 * NCCL_UNIQUE_ID_BYTES)
+        ring_fail(r, RC_EXIT_INTERNAL, "", "bad unique id from the supervisor");
+    for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++)
+        id->internal[i] = (char)(hex_digit(m.u.uid.hex[2 * i]) * 16 +
+                                 hex_digit(m.u.uid.hex[2 * i + 1]));
 }
 
 static void
@@ -418,29 +649,38 @@ ring_init(struct ring *r)
     }
     res = ncclGroupEnd();
     if (res != ncclSuccess && res != ncclInProgress)
-        ring_nccl_fail(r, 0, res, "ncclGroupEnd");
+        ring_group_fail(r, res, "ncclGroupEnd (init)");
     ring_settle(r, "ncclCommInitRankConfig");
 }
+
+/* The sizes the correctness phase reduces, up to check_max_bytes. */
+static const size_t check_sizes[] = {8, 4096, (size_t)1 << 20,
+                                     WORKER_CHECK_MAX_BYTES};
 
 static void
 ring_alloc(struct ring *r)
 {
     const struct worker_ring *w = r->w;
-    size_t need = (size_t)1 << 20;
+    size_t need = w->check_max_bytes;
     size_t gather = (size_t)WORKER_GATHER_BYTES * (size_t)w->nranks;
+    cudaError_t e;
 
+    if (need < ((size_t)1 << 20))
+        need = (size_t)1 << 20;
     if (gather > need)
         need = gather;
+    r->host_bytes = need;
     if (w->bw_bytes > need)
         need = w->bw_bytes;
     r->buf_bytes = need;
-    /* Host staging holds one rank's largest correctness buffer. */
-    r->host = malloc(gather > ((size_t)1 << 20) ? gather : (size_t)1 << 20);
-    if (r->host == NULL)
-        ring_fail(r, RC_EXIT_INTERNAL, "out of host memory");
+    /* Pinned, so that the copies are truly asynchronous. */
+    e = cudaMallocHost((void **)&r->host, r->host_bytes);
+    if (e != cudaSuccess) {
+        r->host = NULL;
+        ring_cuda_fail(r, 0, e, "cudaMallocHost");
+    }
     for (int l = 0; l < w->nlocal; l++) {
-        cudaError_t e = cudaSetDevice(w->dev[l]);
-
+        e = cudaSetDevice(w->dev[l]);
         if (e == cudaSuccess)
             e = cudaMalloc(&r->dsend[l], need);
         if (e == cudaSuccess)
@@ -460,71 +700,81 @@ ring_free(struct ring *r)
         if (r->stream[l] != NULL)
             cudaStreamDestroy(r->stream[l]);
     }
-    free(r->host);
+    if (r->host != NULL)
+        cudaFreeHost(r->host);
     r->host = NULL;
 }
 
+/* Copies the staging buffer to rank l's send buffer and fills its receive
+ * buffer with 0xff, on its stream, and waits (abortable). */
 static void
-ring_upload(struct ring *r, int l, const void *src, size_t bytes,
-            size_t recv_bytes)
+ring_upload(struct ring *r, int l, size_t bytes, size_t recv_bytes)
 {
+    const char *what = "cudaMemcpyAsync to the device";
     cudaError_t e = cudaSetDevice(r->w->dev[l]);
 
     if (e == cudaSuccess)
-        e = cudaMemcpy(r->dsend[l], src, bytes, cudaMemcpyHostToDevice);
-    if (e == cudaSuccess)
-        e = cudaMemset(r->drecv[l], 0xff, recv_bytes);
-    /* The copies run on the default stream, the collectives on a
-     * non-blocking one that does not wait for it. */
-    if (e == cudaSuccess)
-        e = cudaDeviceSynchronize();
+        e = cudaMemcpyAsync(r->dsend[l], r->host, bytes, cudaMemcpyHostToDevice,
+                            r->stream[l]);
+    if (e == cudaSuccess) {
+        what = "cudaMemsetAsync";
+        e = cudaMemsetAsync(r->drecv[l], 0xff, recv_bytes, r->stream[l]);
+    }
     if (e != cudaSuccess)
-        ring_cuda_fail(r, l, e, "cudaMemcpy to the device");
+        ring_cuda_fail(r, l, e, what);
+    /* The staging buffer is reused for the next rank: wait for the copy. */
+    ring_wait_some(r, l, "cudaMemcpyAsync to the device");
 }
 
+/* Copies bytes at offset off of rank l's receive buffer into staging. */
 static void
-ring_download(struct ring *r, int l, void *dst, size_t bytes)
+ring_download(struct ring *r, int l, size_t off, size_t bytes)
 {
     cudaError_t e = cudaSetDevice(r->w->dev[l]);
 
     if (e == cudaSuccess)
-        e = cudaMemcpy(dst, r->drecv[l], bytes, cudaMemcpyDeviceToHost);
+        e = cudaMemcpyAsync(r->host, (char *)r->drecv[l] + off, bytes,
+                            cudaMemcpyDeviceToHost, r->stream[l]);
     if (e != cudaSuccess)
-        ring_cuda_fail(r, l, e, "cudaMemcpy from the device");
+        ring_cuda_fail(r, l, e, "cudaMemcpyAsync from the device");
+    ring_wait_some(r, l, "cudaMemcpyAsync from the device");
 }
 
 enum coll { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_BROADCAST };
 
-/* Issues one collective on every local rank in a group; does not wait. */
+/* Issues `iters` collectives on every local rank in one group; does not
+ * wait for them, only for the group's launch. */
 static void
-ring_issue(struct ring *r, enum coll kind, size_t count, ncclDataType_t type)
+ring_issue(struct ring *r, enum coll kind, size_t count, ncclDataType_t type,
+           int iters)
 {
     ncclResult_t res = ncclGroupStart();
 
     if (res != ncclSuccess)
         ring_nccl_fail(r, 0, res, "ncclGroupStart");
-    for (int l = 0; l < r->w->nlocal; l++) {
-        const char *what = "ncclAllReduce";
+    for (int it = 0; it < iters; it++)
+        for (int l = 0; l < r->w->nlocal; l++) {
+            const char *what = "ncclAllReduce";
 
-        cudaSetDevice(r->w->dev[l]);
-        if (kind == COLL_ALLREDUCE) {
-            res = ncclAllReduce(r->dsend[l], r->drecv[l], count, type, ncclSum,
-                                r->comm[l], r->stream[l]);
-        } else if (kind == COLL_ALLGATHER) {
-            what = "ncclAllGather";
-            res = ncclAllGather(r->dsend[l], r->drecv[l], count, type,
-                                r->comm[l], r->stream[l]);
-        } else {
-            what = "ncclBroadcast";
-            res = ncclBroadcast(r->dsend[l], r->drecv[l], count, type, 0,
-                                r->comm[l], r->stream[l]);
+            cudaSetDevice(r->w->dev[l]);
+            if (kind == COLL_ALLREDUCE) {
+                res = ncclAllReduce(r->dsend[l], r->drecv[l], count, type,
+                                    ncclSum, r->comm[l], r->stream[l]);
+            } else if (kind == COLL_ALLGATHER) {
+                what = "ncclAllGather";
+                res = ncclAllGather(r->dsend[l], r->drecv[l], count, type,
+                                    r->comm[l], r->stream[l]);
+            } else {
+                what = "ncclBroadcast";
+                res = ncclBroadcast(r->dsend[l], r->drecv[l], count, type, 0,
+                                    r->comm[l], r->stream[l]);
+            }
+            if (res != ncclSuccess && res != ncclInProgress)
+                ring_nccl_fail(r, l, res, what);
         }
-        if (res != ncclSuccess && res != ncclInProgress)
-            ring_nccl_fail(r, l, res, what);
-    }
     res = ncclGroupEnd();
     if (res != ncclSuccess && res != ncclInProgress)
-        ring_nccl_fail(r, 0, res, "ncclGroupEnd");
+        ring_group_fail(r, res, "ncclGroupEnd");
     if (res == ncclInProgress)
         ring_settle(r, "ncclGroupEnd");
 }
@@ -545,6 +795,24 @@ static int32_t
 pattern_bcast(size_t i)
 {
     return (int32_t)(i * 7 + 3);
+}
+
+static void
+ring_send_result(struct ring *r, int l, const char *op, const char *type,
+                 size_t bytes, int root, double us, long wrong, long long first)
+{
+    struct proto_msg m = {.kind = 'R'};
+
+    m.u.result.rank = r->w->first_rank + l;
+    snprintf(m.u.result.op, sizeof(m.u.result.op), "%s", op);
+    snprintf(m.u.result.type, sizeof(m.u.result.type), "%s", type);
+    m.u.result.bytes = bytes;
+    m.u.result.count = bytes / 4;
+    m.u.result.root = root;
+    m.u.result.time_us = us;
+    m.u.result.wrong = wrong;
+    m.u.result.first = first;
+    ring_send(r, &m);
 }
 
 /* Runs one collective with known data and counts wrong elements per rank. */
@@ -568,16 +836,17 @@ ring_check(struct ring *r, enum coll kind, size_t bytes)
                          : kind == COLL_ALLGATHER ? pattern_gather(rank, i)
                          : rank == 0              ? pattern_bcast(i)
                                                   : -1;
-        ring_upload(r, l, r->host, bytes, out * 4);
+        ring_upload(r, l, bytes, out * 4);
     }
     t0 = now_s();
-    ring_issue(r, kind, count, ncclInt32);
+    ring_issue(r, kind, count, ncclInt32, 1);
     ring_wait(r, name);
     us = (now_s() - t0) * 1e6;
     for (int l = 0; l < w->nlocal; l++) {
         long wrong = 0;
+        long long first = -1;
 
-        ring_download(r, l, r->host, out * 4);
+        ring_download(r, l, 0, out * 4);
         for (size_t i = 0; i < out; i++) {
             int32_t want;
 
@@ -587,12 +856,93 @@ ring_check(struct ring *r, enum coll kind, size_t bytes)
                 want = pattern_gather((int)(i / count), i % count);
             else
                 want = pattern_bcast(i);
-            wrong += r->host[i] != want;
+            if (r->host[i] != want) {
+                if (first < 0)
+                    first = (long long)i * 4;
+                wrong++;
+            }
         }
-        proto_send(w->evfd, "R %d %s %zu %zu %d %.1f %ld", w->first_rank + l,
-                   name, bytes, count, kind == COLL_BROADCAST ? 0 : -1, us,
-                   wrong);
+        ring_send_result(r, l, name, "int32", bytes,
+                         kind == COLL_BROADCAST ? 0 : -1, us, wrong, first);
     }
+}
+
+/*
+ * The bandwidth phase's data, as nccl-tests checks it: rank r holds
+ * (r + 1) * (i % BW_PERIOD + 1) at element i, so every sum is a small
+ * integer that float32 holds exactly (at most 528 x 61 for 32 ranks).
+ * BW_PERIOD is prime, so that a misplaced chunk of a power-of-two size
+ * shows.
+ */
+#define BW_PERIOD 61
+#define BW_BLOCK ((size_t)BW_PERIOD * 4096) /* elements uploaded once */
+
+static float
+bw_value(int rank, size_t i)
+{
+    return (float)((rank + 1) * (int)(i % BW_PERIOD + 1));
+}
+
+/* Fills rank l's send buffer with its pattern: one block from the host,
+ * then doubling device-to-device copies, all on its stream. */
+static void
+ring_bw_fill(struct ring *r, int l, size_t count)
+{
+    float *h = (float *)r->host;
+    size_t block = count < BW_BLOCK ? count : BW_BLOCK;
+    size_t have;
+    char *d = r->dsend[l];
+    cudaError_t e = cudaSetDevice(r->w->dev[l]);
+
+    if (block * 4 > r->host_bytes)
+        block = r->host_bytes / 4 / BW_PERIOD * BW_PERIOD;
+    for (size_t i = 0; i < block; i++)
+        h[i] = bw_value(r->w->first_rank + l, i);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(d, h, block * 4, cudaMemcpyHostToDevice,
+                            r->stream[l]);
+    /* Each copy doubles the filled prefix; its length stays a multiple of
+     * BW_PERIOD, so the pattern continues. */
+    for (have = block; e == cudaSuccess && have < count;) {
+        size_t n = have < count - have ? have : count - have;
+
+        e = cudaMemcpyAsync(d + have * 4, d, n * 4, cudaMemcpyDeviceToDevice,
+                            r->stream[l]);
+        have += n;
+    }
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(r->drecv[l], 0xff, count * 4, r->stream[l]);
+    if (e != cudaSuccess)
+        ring_cuda_fail(r, l, e, "cudaMemcpyAsync (bandwidth data)");
+    ring_wait_some(r, l, "cudaMemcpyAsync (bandwidth data)");
+}
+
+/* Checks rank l's bandwidth result in staging-sized pieces. */
+static long
+ring_bw_verify(struct ring *r, int l, size_t count, long long *first)
+{
+    long long n = r->w->nranks;
+    size_t per = r->host_bytes / 4;
+    const float *h = (const float *)r->host;
+    long wrong = 0;
+
+    *first = -1;
+    for (size_t base = 0; base < count; base += per) {
+        size_t m = count - base < per ? count - base : per;
+
+        ring_download(r, l, base * 4, m * 4);
+        for (size_t i = 0; i < m; i++) {
+            float want = (float)(n * (n + 1) / 2 *
+                                 (long long)((base + i) % BW_PERIOD + 1));
+
+            if (h[i] != want) {
+                if (*first < 0)
+                    *first = (long long)(base + i) * 4;
+                wrong++;
+            }
+        }
+    }
+    return wrong;
 }
 
 static void
@@ -602,27 +952,29 @@ ring_bandwidth(struct ring *r)
     size_t count = w->bw_bytes / 4;
     double t0, us;
 
-    for (int l = 0; l < w->nlocal; l++) {
-        cudaError_t e = cudaSetDevice(w->dev[l]);
-
-        if (e == cudaSuccess)
-            e = cudaMemset(r->dsend[l], 0, w->bw_bytes);
-        if (e == cudaSuccess)
-            e = cudaDeviceSynchronize();
-        if (e != cudaSuccess)
-            ring_cuda_fail(r, l, e, "cudaMemset");
-    }
+    for (int l = 0; l < w->nlocal; l++)
+        ring_bw_fill(r, l, count);
     for (int i = 0; i < WORKER_BW_WARMUP; i++)
-        ring_issue(r, COLL_ALLREDUCE, count, ncclFloat32);
+        ring_issue(r, COLL_ALLREDUCE, count, ncclFloat32, 1);
     ring_wait(r, "ncclAllReduce (warm-up)");
+    /* One group per iteration, as nccl-tests runs them; the launch wait in
+     * ring_issue yields instead of sleeping, so small sizes are timed
+     * right. */
     t0 = now_s();
     for (int i = 0; i < WORKER_BW_ITERS; i++)
-        ring_issue(r, COLL_ALLREDUCE, count, ncclFloat32);
+        ring_issue(r, COLL_ALLREDUCE, count, ncclFloat32, 1);
     ring_wait(r, "ncclAllReduce (timed)");
     us = (now_s() - t0) * 1e6 / WORKER_BW_ITERS;
-    for (int l = 0; l < w->nlocal; l++)
-        proto_send(w->evfd, "B %d %zu %d %.1f", w->first_rank + l, w->bw_bytes,
-                   WORKER_BW_ITERS, us);
+    for (int l = 0; l < w->nlocal; l++) {
+        struct proto_msg m = {.kind = 'B'};
+
+        m.u.bw.wrong = ring_bw_verify(r, l, count, &m.u.bw.first);
+        m.u.bw.rank = w->first_rank + l;
+        m.u.bw.bytes = w->bw_bytes;
+        m.u.bw.iters = WORKER_BW_ITERS;
+        m.u.bw.time_us = us;
+        ring_send(r, &m);
+    }
 }
 
 static void
@@ -637,15 +989,28 @@ ring_teardown(struct ring *r)
     ring_settle(r, "ncclCommFinalize");
     for (int l = 0; l < r->w->nlocal; l++) {
         ncclResult_t res = ncclCommDestroy(r->comm[l]);
+        char rk[16];
 
         r->comm[l] = NULL;
+        rank_str(r, l, rk, sizeof(rk));
         if (res != ncclSuccess)
-            ring_fail(r, RC_EXIT_NCCL,
+            ring_fail(r, RC_EXIT_NCCL, rk,
                       "ncclCommDestroy failed on rank %d (GPU %d): %s",
                       r->w->first_rank + l, r->w->dev[l],
                       ncclGetErrorString(res));
     }
     ring_free(r);
+}
+
+static void
+ring_phase(struct ring *r, int begin, int phase)
+{
+    struct proto_msg m = {.kind = 'P'};
+
+    r->phase = phase;
+    m.u.phase.begin = begin;
+    m.u.phase.phase = phase;
+    ring_send(r, &m);
 }
 
 void
@@ -660,32 +1025,28 @@ worker_ring_main(const struct worker_ring *w)
      * lines for the verdict. A user's own NCCL_DEBUG wins. */
     setenv("NCCL_DEBUG", "WARN", 0);
 
-    r.phase = 3;
-    proto_send(w->evfd, "P b 3");
+    ring_phase(&r, 1, 3);
     ring_init(&r);
-    proto_send(w->evfd, "P e 3");
+    ring_phase(&r, 0, 3);
 
-    r.phase = 4;
-    proto_send(w->evfd, "P b 4");
+    ring_phase(&r, 1, 4);
     ring_alloc(&r);
-    ring_check(&r, COLL_ALLREDUCE, 8);
-    ring_check(&r, COLL_ALLREDUCE, 4096);
-    ring_check(&r, COLL_ALLREDUCE, (size_t)1 << 20);
+    for (size_t i = 0; i < sizeof(check_sizes) / sizeof(check_sizes[0]); i++)
+        if (i < 3 || check_sizes[i] <= w->check_max_bytes)
+            ring_check(&r, COLL_ALLREDUCE, check_sizes[i]);
     ring_check(&r, COLL_ALLGATHER, WORKER_GATHER_BYTES);
     ring_check(&r, COLL_BROADCAST, WORKER_BCAST_BYTES);
-    proto_send(w->evfd, "P e 4");
+    ring_phase(&r, 0, 4);
 
     if (w->bw_bytes > 0) {
-        r.phase = 5;
-        proto_send(w->evfd, "P b 5");
+        ring_phase(&r, 1, 5);
         ring_bandwidth(&r);
-        proto_send(w->evfd, "P e 5");
+        ring_phase(&r, 0, 5);
     }
 
-    r.phase = 6;
-    proto_send(w->evfd, "P b 6");
+    ring_phase(&r, 1, 6);
     ring_teardown(&r);
-    proto_send(w->evfd, "P e 6");
-    proto_send(w->evfd, "X");
+    ring_phase(&r, 0, 6);
+    send_or_exit(w->evfd, &(struct proto_msg){.kind = 'X'}, NULL, NULL);
     _exit(0);
 }

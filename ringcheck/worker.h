@@ -5,7 +5,9 @@
 
 #include <stddef.h>
 
-#define WORKER_MAX_GPUS 32
+#include "limits.h"
+
+#define WORKER_MAX_GPUS RINGCHECK_MAX_GPUS
 
 /* Exit codes shared with the supervisor (nccl-tests' meanings). */
 enum {
@@ -20,7 +22,11 @@ enum {
     RC_EXIT_ENV = 9
 };
 
-/* Sizes of the correctness phase. */
+/* Sizes of the correctness phase: AllReduce at 8 B, 4 KiB, 1 MiB and,
+ * where memory allows, WORKER_CHECK_MAX_BYTES, past the sizes where NCCL
+ * moves from the LL to the LL128 and Simple protocols and uses all its
+ * channels. */
+#define WORKER_CHECK_MAX_BYTES ((size_t)16 << 20)
 #define WORKER_GATHER_BYTES (64 * 1024)
 #define WORKER_BCAST_BYTES (64 * 1024)
 #define WORKER_BW_WARMUP 5
@@ -34,14 +40,19 @@ struct worker_ring {
     int nlocal;     /* ranks this process drives (1, or all in group mode) */
     int dev[WORKER_MAX_GPUS]; /* CUDA device of each local rank */
     size_t bw_bytes;          /* 0: no bandwidth phase */
+    size_t check_max_bytes;   /* largest correctness AllReduce (>= 1 MiB) */
 };
 
 /*
  * The entry points below run in a freshly forked child that has not touched
  * CUDA, report over evfd (see proto.h) and end the process with _exit: 0
  * after the "X" event, or the RC_EXIT_* code of the failure they reported.
- * A SIGUSR1 asks them to abort; the ring worker then aborts its
- * communicators and exits with RC_EXIT_TIMEOUT. Arguments are borrowed.
+ * A SIGUSR1 asks them to abort: they report what they were waiting for
+ * ("S"), the ring worker aborts its communicators, and they exit with
+ * RC_EXIT_TIMEOUT. They never block in a CUDA call that ignores it: device
+ * work is queued on streams and polled. When an event cannot be written
+ * (the supervisor is gone) they abort and exit with RC_EXIT_INTERNAL.
+ * Arguments are borrowed.
  * One entry point per process; not for threads.
  */
 

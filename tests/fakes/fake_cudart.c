@@ -460,8 +460,8 @@ cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 }
 
 cudaError_t
-cudaMemcpyAsync(void *dst, const void *src, size_t n,
-                enum cudaMemcpyKind kind, cudaStream_t s)
+cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+                cudaStream_t s)
 {
     (void)kind;
     if (copy_hangs(dst, src) || (s != NULL && hang_mode(s->dev) > 0)) {

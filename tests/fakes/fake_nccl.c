@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -18,7 +19,6 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
-#include <sched.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,8 +46,10 @@
  *                              (default 20); until then the communicator
  *                              is in progress and refuses calls
  *   FAKENCCL_LAUNCH_FAIL=D     ncclGroupEnd fails launching work on D
- *   FAKENCCL_ASYNCERR_FAIL=D   ncclCommGetAsyncError itself fails on D once
- *                              a collective has completed
+ *   FAKENCCL_ASYNCERR_FAIL=D   ncclCommGetAsyncError itself fails on D
+ *                              from its second ncclSuccess answer after
+ *                              the first launch on (after the launch was
+ *                              seen to finish)
  *   FAKENCCL_UNKILLABLE=D      the process driving D cannot be stopped: a
  *                              grandchild ptrace-seizes it, ignores signals
  *                              and holds its pipes; the abort signal stops
@@ -110,13 +112,14 @@ struct ncclComm {
     atomic_int stop;
     atomic_int aborting;
     int ncoll;
-    atomic_int ncomplete; /* collectives finished */
-    double ready_at;      /* in progress until then (group launch) */
+    double ready_at; /* in progress until then (group launch) */
     char last_error[256];
     /* faults for this rank */
     int hang_init, hang_coll, wrong, crash, p2p_mode;
     int wrong_type; /* 0 int32, 1 float, 2 all */
     int launch_fail, asyncerr_fail;
+    int launched;   /* groups launched */
+    int ok_answers; /* ncclSuccess answers since the first launch */
     double busbw;
     /* network mode */
     struct fakenet *net;
@@ -433,10 +436,9 @@ run_op(struct ncclComm *c, const struct op *op)
     if (c->hang_coll && c->ncoll == 1)
         return wait_abort(c);
     if (c->cross_fail) {
-        warn_line(c,
-                  "NET/IB : Got completion from peer with error 12, opcode "
-                  "0, len 0, vendor err 129 (transport retry counter "
-                  "exceeded)");
+        warn_line(c, "NET/IB : Got completion from peer with error 12, opcode "
+                     "0, len 0, vendor err 129 (transport retry counter "
+                     "exceeded)");
         atomic_store(&c->status, ncclRemoteError);
         return -1;
     }
@@ -474,8 +476,8 @@ run_op(struct ncclComm *c, const struct op *op)
     if (op->kind == OP_ALLREDUCE && op->count > 0 && op->type == ncclInt32 &&
         ((c->wrong && c->wrong_type != 1) || c->p2p_mode == 3))
         ((int32_t *)op->recv)[op->count / 2] += 1;
-    if (op->kind == OP_ALLREDUCE && op->count > 0 &&
-        op->type == ncclFloat32 && c->wrong && c->wrong_type != 0)
+    if (op->kind == OP_ALLREDUCE && op->count > 0 && op->type == ncclFloat32 &&
+        c->wrong && c->wrong_type != 0)
         ((float *)op->recv)[op->count / 2] += 1.0f;
     if (c->busbw > 0 && c->nranks > 1) {
         double bus = (double)total * 2.0 * (c->nranks - 1) / c->nranks;
@@ -509,8 +511,7 @@ do_init_net(struct ncclComm *c)
         const char *have;
 
         snprintf(name, sizeof(name), "%.*s",
-                 eq != NULL ? (int)(eq - unless) : (int)strlen(unless),
-                 unless);
+                 eq != NULL ? (int)(eq - unless) : (int)strlen(unless), unless);
         have = getenv(name);
         c->cross_fail = eq == NULL || have == NULL || strcmp(have, eq + 1) != 0;
     }
@@ -629,8 +630,6 @@ progress(void *arg)
         }
         if (op.kind == OP_FINALIZE)
             atomic_store(&c->status, ncclSuccess);
-        else
-            atomic_fetch_add(&c->ncomplete, 1);
         pthread_mutex_lock(&c->mu);
         c->qhead++;
         pthread_mutex_unlock(&c->mu);
@@ -777,9 +776,11 @@ ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err)
 {
     if (comm == NULL)
         return ncclInvalidArgument;
-    if (comm->asyncerr_fail && atomic_load(&comm->ncomplete) > 0)
+    if (comm->asyncerr_fail && comm->launched > 0 && comm->ok_answers >= 1)
         return ncclInternalError;
     *err = comm_status(comm);
+    if (*err == ncclSuccess && comm->launched > 0)
+        comm->ok_answers++;
     return ncclSuccess;
 }
 
@@ -805,6 +806,7 @@ launch(ncclComm_t c, const struct op *op)
     c->qtail++;
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
+    c->launched++;
     if (!c->blocking)
         c->ready_at = now_s() + env_double("FAKENCCL_LAUNCH_US", 20) / 1e6;
     return ncclSuccess;

@@ -213,8 +213,8 @@ hub_main(void *arg)
         /* The reply starts with its length, so that a step of 0 bytes
          * (finalize) is still a barrier: no rank leaves before all came. */
         for (int r = 0; r < nranks; r++)
-            if (io_full(fd[r], &(uint32_t){htonl((uint32_t)nranks * len)}, 4,
-                        1, NULL) != 0 ||
+            if (io_full(fd[r], &(uint32_t){htonl((uint32_t)nranks * len)}, 4, 1,
+                        NULL) != 0 ||
                 io_full(fd[r], buf, (size_t)nranks * len, 1, NULL) != 0) {
                 why = "stopped reading";
                 bad = r;
@@ -253,8 +253,7 @@ fakenet_make_id(char *id, size_t len, char *err, size_t errlen)
     if (!pick_if(ifname, sizeof(ifname), &a)) {
         const char *user = getenv("NCCL_SOCKET_IFNAME");
 
-        snprintf(err, errlen,
-                 "Bootstrap : no socket interface found%s%s",
+        snprintf(err, errlen, "Bootstrap : no socket interface found%s%s",
                  user != NULL ? " matching NCCL_SOCKET_IFNAME=" : "",
                  user != NULL ? user : "");
         return -1;
@@ -427,8 +426,10 @@ fakenet_step(struct fakenet *n, const void *contrib, size_t len, void *all,
     if (io_full(n->fd, &l, sizeof(l), 0, n->aborting) != 0)
         goto gone;
     if (ntohl(l) != (uint32_t)n->nranks * len) {
-        snprintf(err, errlen, "NET/Socket : message truncated: got %u bytes, "
-                 "expected %zu", ntohl(l), (size_t)n->nranks * len);
+        snprintf(err, errlen,
+                 "NET/Socket : message truncated: got %u bytes, "
+                 "expected %zu",
+                 ntohl(l), (size_t)n->nranks * len);
         return -1;
     }
     if (io_full(n->fd, all, (size_t)n->nranks * len, 0, n->aborting) != 0)

@@ -40,8 +40,8 @@ int fakenet_join(const char *id, int rank, int nranks, atomic_int *aborting,
  * message in err (a peer went away, abort). die_midway != 0: the process
  * kills itself with SIGKILL after sending half of its data.
  */
-int fakenet_step(struct fakenet *n, const void *contrib, size_t len,
-                 void *all, int die_midway, char *err, size_t errlen);
+int fakenet_step(struct fakenet *n, const void *contrib, size_t len, void *all,
+                 int die_midway, char *err, size_t errlen);
 
 /* Closes the connection; NULL is a no-op. */
 void fakenet_close(struct fakenet *n);

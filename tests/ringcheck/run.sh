@@ -37,8 +37,10 @@ run() {
     mkdir -p "$TMP/shm"
     local t0 t1
     t0=$(date +%s%N)
-    env LD_LIBRARY_PATH="$FAKES" LD_BIND_NOW=1 FAKENCCL_DIR="$TMP/shm" \
-        NCCL_BUFFSIZE=1048576 "${envs[@]}" \
+    # The outer timeout only keeps a broken build from stalling the suite;
+    # every case asserts its own, much shorter, limit.
+    timeout -k 2 60 env LD_LIBRARY_PATH="$FAKES" LD_BIND_NOW=1 \
+        FAKENCCL_DIR="$TMP/shm" NCCL_BUFFSIZE=1048576 "${envs[@]}" \
         "$RINGCHECK" --termination-log "$TL" --report "$REPORT" \
         --bw-bytes 1Mi "$@" >"$OUT" 2>&1
     RC=$?
@@ -118,7 +120,7 @@ run FAKECUDA_DEVICES=2 -- --expect-gpus 2 --timeout 20
 expect_rc 0
 expect_footer "0 OK"
 expect_out 'phase 2 topology'
-expect_out '^GPU0 +X +P2P/0'
+expect_out '^GPU0 +X +NV +0'
 expect_out '^ +1048576 +262144 +int32 +sum +-1 .* allreduce$'
 expect_json '.ringcheck == "pass" and .exit == 0 and .gpus == 2 and .nccl_version == "2.28.9" and .busbw_gbps > 0 and .mode == "process"'
 expect_tl '^ncclguard-ringcheck passed: 2 GPUs'
@@ -200,10 +202,11 @@ expect_within 3000
 expect_json '.exit == 4 and .phase == 4 and .mode == "group"'
 
 CASE="a hang whose abort hangs too is killed"
+# 2 s phase timeout, 1 s abort grace (one communicator), 0.25 s after SIGTERM.
 run FAKECUDA_DEVICES=2 FAKENCCL_HANG_COLL=1 FAKENCCL_ABORT_HANG=1 -- \
     --expect-gpus 2 --timeout 20 --phase-timeout 2 --no-diagnose
 expect_rc 4
-expect_within 3000
+expect_within 4000
 expect_tl 'did not abort in time and were killed'
 
 CASE="the whole check's deadline bounds the diagnosis"
@@ -235,8 +238,8 @@ expect_json '.bw_bytes == 2097152 and .busbw_gbps > 0'
 CASE="wrong result on one rank"
 run FAKECUDA_DEVICES=2 FAKENCCL_WRONG=1 -- --expect-gpus 2 --timeout 20
 expect_rc 7
-expect_footer "3 FAILED"
-expect_json '.exit == 7 and .phase == 4 and .out_of_bounds == 3 and .ranks == "1" and .gpu_pair == [0,1] and .cure == null'
+expect_footer "4 FAILED"
+expect_json '.exit == 7 and .phase == 4 and .out_of_bounds == 4 and .ranks == "1" and .gpu_pair == [0,1] and .cure == null'
 expect_tl 'wrong results \(exit 7\) in phase 4 \(correctness\)'
 expect_tl 'diagnosis: no single setting made it pass'
 expect_tl 'fix: the GPUs return wrong data'
@@ -309,6 +312,174 @@ expect_rc 3
 expect_within 2000
 expect_tl 'rank 1 \(GPU 1\) crashed: killed by signal 11 \(SIGSEGV\) in phase 4'
 expect_json '.exit == 3 and .ranks == "1"'
+
+CASE="regression: a worker that cannot be reaped (D state) still gets a verdict by the deadline + 1 s"
+# The double's tracer grandchild turns the worker driving GPU 1 into one
+# that ignores the abort request and SIGTERM and, after SIGKILL, is never
+# reaped. Before the fix the supervisor waited for it forever.
+run FAKECUDA_DEVICES=2 FAKENCCL_HANG_COLL=1 FAKENCCL_UNKILLABLE=1 \
+    FAKENCCL_UNKILLABLE_S=8 -- --expect-gpus 2 --timeout 3 --no-diagnose
+if grep -q 'cannot ptrace this process' "$OUT"; then
+    echo "SKIP $CASE (ptrace is not allowed here, the double cannot make an unkillable worker)"
+else
+    expect_rc 4
+    expect_within 4000
+    expect_json '.exit == 4 and .phase == 4 and (.message | test("not reaped"))'
+    expect_tl 'timeout or hang \(exit 4\) in phase 4 \(correctness\)'
+    expect_tl 'rank 1 \(GPU 1, pid [0-9]+\) was sent SIGKILL but is not reaped \(state [A-Za-z]'
+    expect_tl 'dmesg'
+fi
+
+CASE="regression: an unkillable worker after a phase timeout ends the check, no diagnosis"
+run FAKECUDA_DEVICES=2 FAKENCCL_HANG_COLL=1 FAKENCCL_UNKILLABLE=1 \
+    FAKENCCL_UNKILLABLE_S=8 -- --expect-gpus 2 --timeout 20 --phase-timeout 1
+if grep -q 'cannot ptrace this process' "$OUT"; then
+    echo "SKIP $CASE (ptrace is not allowed here)"
+else
+    expect_rc 4
+    expect_within 6000
+    expect_no_out 'diagnosis: GPUs'
+    expect_tl 'not reaped'
+fi
+
+CASE="regression: the bandwidth phase checks its results (wrong float sums)"
+run FAKECUDA_DEVICES=2 FAKENCCL_WRONG=1,float -- --expect-gpus 2 \
+    --timeout 20 --no-diagnose
+expect_rc 7
+expect_json '.exit == 7 and .phase == 5 and .ranks == "1"'
+expect_tl 'wrong results \(exit 7\) in phase 5 \(bandwidth\)'
+expect_tl 'allreduce float 1048576 B: first wrong value on rank 1 at byte offset 524288'
+
+CASE="correctness runs past 1 MiB"
+run FAKECUDA_DEVICES=2 -- --expect-gpus 2 --timeout 20
+expect_rc 0
+expect_out '^ +16777216 +4194304 +int32 +sum +-1 .* allreduce$'
+
+CASE="regression: the abort grace grows with the communicators a worker owns"
+# Two communicators in one process, 0.3 s each to abort: more than the old
+# fixed 0.4 s grace, well inside the sized one.
+run FAKECUDA_DEVICES=2 FAKENCCL_HANG_COLL=1 FAKENCCL_ABORT_S=0.3 -- \
+    --expect-gpus 2 --mode group --timeout 20 --phase-timeout 1 --no-diagnose
+expect_rc 4
+expect_within 4000
+expect_no_out 'did not abort'
+expect_tl 'ranks 0,1 aborted their communicators'
+
+CASE="regression: a copy that never finishes does not block the abort"
+run FAKECUDA_DEVICES=2 FAKECUDA_HANG=1,copy -- --expect-gpus 2 --timeout 20 \
+    --phase-timeout 1 --no-diagnose
+expect_rc 4
+expect_within 3000
+expect_tl 'in phase 4 \(correctness\)'
+expect_tl 'rank 1 \(GPU 1\) was waiting in cudaMemcpyAsync'
+expect_no_out 'did not abort'
+
+CASE="regression: a GPU that stops in the devices phase is named, not killed"
+run FAKECUDA_DEVICES=2 FAKECUDA_HANG=1 -- --expect-gpus 2 --timeout 20 \
+    --phase-timeout 1 --no-diagnose
+expect_rc 4
+expect_within 3000
+expect_tl 'in phase 1 \(devices\)'
+expect_tl 'GPU 1 was waiting in cudaMemsetAsync'
+expect_no_out 'did not abort'
+
+CASE="regression: no sleep between timed iterations (small sizes are not under-reported)"
+# One GPU, 4 KiB: each iteration is a launch of about 20 us in the double.
+# A 100 us sleep per iteration caps algbw at 0.041 GB/s; a busy machine can
+# slow one run, so the best of three counts.
+best=0
+for try in 1 2 3; do
+    run FAKECUDA_DEVICES=1 -- --expect-gpus 1 --timeout 20 --bw-bytes 4Ki
+    line=$(grep -E '^\{"ringcheck":' "$OUT" | tail -1)
+    if printf '%s\n' "$line" | jq -e '.algbw_gbps > 0.05' >/dev/null 2>&1; then
+        best=1; break
+    fi
+done
+[ "$best" -eq 1 ] && ok || bad "algbw at 4 KiB stayed at or below 0.05 GB/s in 3 runs: $line"
+
+CASE="regression: a failing ncclCommGetAsyncError is not reported as \"no error\""
+run FAKECUDA_DEVICES=2 FAKENCCL_ASYNCERR_FAIL=1 -- --expect-gpus 2 \
+    --timeout 20 --no-diagnose
+expect_rc 3
+expect_tl 'ncclCommGetAsyncError failed on rank 1 \(GPU 1\)'
+expect_no_out 'no error'
+
+CASE="regression: a failed ncclGroupEnd names the rank that failed"
+run FAKECUDA_DEVICES=2 FAKENCCL_LAUNCH_FAIL=1 -- --expect-gpus 2 \
+    --mode group --timeout 20 --no-diagnose
+expect_rc 3
+expect_json '.exit == 3 and .ranks == "1"'
+expect_tl 'ncclGroupEnd failed on rank 1 \(GPU 1\)'
+
+CASE="preflight: NCCL_SOCKET_IFNAME names an interface the pod lacks"
+run FAKECUDA_DEVICES=2 NCCL_SOCKET_IFNAME=nosuch0,lo -- --expect-gpus 2 \
+    --timeout 20
+expect_rc 3
+expect_within 1000
+expect_json '.exit == 3 and .phase == 0'
+expect_tl 'NCCL_SOCKET_IFNAME=nosuch0,lo: no interface matches "nosuch0"; this pod has: .*lo'
+
+CASE="preflight: NCCL_SOCKET_IFNAME prefix and exact forms"
+run FAKECUDA_DEVICES=2 NCCL_SOCKET_IFNAME=l -- --expect-gpus 2 --timeout 20
+expect_rc 0
+run FAKECUDA_DEVICES=2 NCCL_SOCKET_IFNAME==l -- --expect-gpus 2 --timeout 20
+expect_rc 3
+expect_tl 'no interface is exactly "l"'
+run FAKECUDA_DEVICES=2 NCCL_SOCKET_IFNAME==lo -- --expect-gpus 2 --timeout 20
+expect_rc 0
+
+CASE="preflight: NCCL_SOCKET_IFNAME excludes every interface"
+all=$(ls /sys/class/net | paste -sd, -)
+run FAKECUDA_DEVICES=2 NCCL_SOCKET_IFNAME="^$all" -- --expect-gpus 2 --timeout 20
+expect_rc 3
+expect_tl 'excludes every interface'
+
+CASE="preflight: NCCL_IB_HCA against /sys/class/infiniband"
+SYS=$TMP/sys
+mkdir -p "$SYS/class/infiniband/mlx5_0/ports/1" "$SYS/class/infiniband/mlx5_1/ports/1"
+run FAKECUDA_DEVICES=2 RINGCHECK_SYSFS="$SYS" NCCL_IB_HCA=mlx5_4 -- \
+    --expect-gpus 2 --timeout 20
+expect_rc 3
+expect_tl 'NCCL_IB_HCA=mlx5_4: no HCA matches "mlx5_4"; this pod has: mlx5_0, mlx5_1'
+run FAKECUDA_DEVICES=2 RINGCHECK_SYSFS="$SYS" NCCL_IB_HCA=mlx5 -- \
+    --expect-gpus 2 --timeout 20
+expect_rc 0
+run FAKECUDA_DEVICES=2 RINGCHECK_SYSFS="$SYS" NCCL_IB_HCA==mlx5_0:2 -- \
+    --expect-gpus 2 --timeout 20
+expect_rc 3
+expect_tl 'no port 2'
+run FAKECUDA_DEVICES=2 RINGCHECK_SYSFS="$SYS" NCCL_IB_HCA=^mlx5_1 -- \
+    --expect-gpus 2 --timeout 20
+expect_rc 0
+run FAKECUDA_DEVICES=2 RINGCHECK_SYSFS="$TMP/nosys" NCCL_IB_HCA=mlx5_0 -- \
+    --expect-gpus 2 --timeout 20
+expect_rc 3
+expect_tl 'this pod has: none'
+
+CASE="topology: PCIe paths through the CPU are warned about"
+# GPU 0 (18:00.0) and GPU 1 (19:00.0) under two root complexes on two NUMA
+# nodes; GPU 2 (1a:00.0) behind the same switch as GPU 0.
+mk_pci() { # mk_pci ROOT PATH... : the device folder and its bus link
+    local dir="$SYS/devices/$1"
+    mkdir -p "$dir"
+    echo "$2" >"$dir/numa_node"
+    mkdir -p "$SYS/bus/pci/devices"
+    ln -sfn "$dir" "$SYS/bus/pci/devices/$(basename "$1")"
+}
+mk_pci pci0000:17/0000:17:00.0/0000:18:00.0 0
+mk_pci pci0000:3a/0000:3a:00.0/0000:19:00.0 1
+mk_pci pci0000:17/0000:17:00.0/0000:1a:00.0 0
+run FAKECUDA_DEVICES=3 FAKECUDA_LINK=pcie RINGCHECK_SYSFS="$SYS" -- \
+    --expect-gpus 3 --timeout 20
+expect_rc 0
+expect_out '^GPU0 +X +SYS +PIX'
+expect_out '^GPU1 +SYS +X +SYS'
+expect_out 'warning: GPU 0 and GPU 1 are connected through SYS'
+expect_no_out 'warning: GPU 0 and GPU 2'
+run FAKECUDA_DEVICES=3 RINGCHECK_SYSFS="$SYS" -- --expect-gpus 3 --timeout 20
+expect_rc 0
+expect_out '^GPU0 +X +NV +NV'
+expect_no_out 'are connected through'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

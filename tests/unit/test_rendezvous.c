@@ -7,10 +7,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 static struct rdv_msg
@@ -38,8 +38,7 @@ sample(enum rdv_type t)
         m.u.run.round = 2;
         m.u.run.world = 16;
         m.u.run.rank_offset = 8;
-        snprintf(m.u.run.setting, sizeof(m.u.run.setting),
-                 "NCCL_IB_DISABLE=1");
+        snprintf(m.u.run.setting, sizeof(m.u.run.setting), "NCCL_IB_DISABLE=1");
         for (int i = 0; i < RDV_ID_BYTES; i++)
             m.u.run.id[i] = (unsigned char)(i * 7);
         break;
@@ -85,12 +84,12 @@ test_roundtrip(void)
                   RDV_OK);
         CHECK(memcmp(&in, &out, sizeof(in)) == 0);
         /* One byte short, or one too many: garbage. */
-        CHECK_INT(rdv_decode_payload(type, buf + RDV_HEADER_LEN, plen - 1,
-                                     &out, err, sizeof(err)),
+        CHECK_INT(rdv_decode_payload(type, buf + RDV_HEADER_LEN, plen - 1, &out,
+                                     err, sizeof(err)),
                   RDV_EPEER);
         buf[n] = 0;
-        CHECK_INT(rdv_decode_payload(type, buf + RDV_HEADER_LEN, plen + 1,
-                                     &out, err, sizeof(err)),
+        CHECK_INT(rdv_decode_payload(type, buf + RDV_HEADER_LEN, plen + 1, &out,
+                                     err, sizeof(err)),
                   RDV_EPEER);
         CHECK(strstr(err, "bytes after its fields") != NULL);
     }
@@ -113,9 +112,7 @@ test_header(void)
         {{'N', 'C', 'G', 'R', 1, 0, 0, 0, 0, 0, 0, 4}, RDV_EPEER, "type 0"},
         {{'N', 'C', 'G', 'R', 1, 6, 0, 0, 0, 0, 0, 4}, RDV_EPEER, "type 6"},
         {{'N', 'C', 'G', 'R', 1, 1, 0, 1, 0, 0, 0, 4}, RDV_EPEER, "type 1"},
-        {{'N', 'C', 'G', 'R', 1, 1, 0, 0, 0, 0, 8, 1},
-         RDV_EPEER,
-         "2049 bytes"},
+        {{'N', 'C', 'G', 'R', 1, 1, 0, 0, 0, 0, 8, 1}, RDV_EPEER, "2049 bytes"},
         {{'N', 'C', 'G', 'R', 1, 1, 0, 0, 0xff, 0xff, 0xff, 0xff},
          RDV_EPEER,
          "4294967295 bytes"},
@@ -127,9 +124,9 @@ test_header(void)
         uint32_t plen;
         char err[200] = "";
 
-        CHECK_INT(rdv_decode_header(cases[i].hdr, &type, &plen, err,
-                                    sizeof(err)),
-                  cases[i].want);
+        CHECK_INT(
+            rdv_decode_header(cases[i].hdr, &type, &plen, err, sizeof(err)),
+            cases[i].want);
         if (cases[i].want != RDV_OK && strstr(err, cases[i].msg) == NULL) {
             fprintf(stderr, "header case %zu: \"%s\" lacks \"%s\"\n", i, err,
                     cases[i].msg);
@@ -159,9 +156,9 @@ test_bad_strings(void)
     memset(p, 0, sizeof(p));
     p[0] = 0;
     p[1] = 200;
-    CHECK_INT(rdv_decode_payload(RDV_HELLO, p, sizeof(p), &out, err,
-                                 sizeof(err)),
-              RDV_EPEER);
+    CHECK_INT(
+        rdv_decode_payload(RDV_HELLO, p, sizeof(p), &out, err, sizeof(err)),
+        RDV_EPEER);
     CHECK(strstr(err, "job id") != NULL);
     /* A newline inside a string could forge a report line. */
     n = 0;
@@ -225,8 +222,7 @@ test_bounded_io(void)
     {
         static unsigned char big[1 << 22];
         t0 = rdv_now();
-        CHECK_INT(rdv_write_full(sv[0], big, sizeof(big), t0 + 0.2),
-                  RDV_ETIME);
+        CHECK_INT(rdv_write_full(sv[0], big, sizeof(big), t0 + 0.2), RDV_ETIME);
         CHECK(rdv_now() - t0 < 0.5);
     }
     close(sv[0]);
