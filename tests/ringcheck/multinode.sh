@@ -139,6 +139,15 @@ expect_json() { # POD JQ
     else bad "pod $1: JSON fails $2: $(jq -c .multinode "$TMP/rep.$1" 2>&1)"; fi
 }
 ms() { date -d "$1" +%s%3N; }
+# wait_for POD REGEX: until the pod's output matches (at most 10 s).
+wait_for() {
+    local i
+    for i in $(seq 100); do
+        grep -qE -- "$2" "$TMP/out.$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    bad "pod $1: never printed /$2/"
+}
 # expect_in_time POD: from "cross-node: starting; deadline in X s" to the
 # pod's last line took at most X + 1 s.
 expect_in_time() {
@@ -173,9 +182,10 @@ expect_tl 1 'cross-node: pass'
 CASE="leader name resolves late"
 hosts_drop_leader 1
 pod 1 2 -- --multi-node-timeout 8
-sleep 0.8
+wait_for 1 'joining node rank 0'
+sleep 0.5
 pod 0 2 -- --multi-node-timeout 8
-sleep 0.7
+sleep 0.3
 hosts_add_leader 1
 expect_rc 0 0; expect_rc 1 0
 expect_out 1 'joined node rank 0 after [2-9][0-9]* attempts'
@@ -240,7 +250,7 @@ expect_json 0 '.multinode.status == "pass" and (.multinode.nodes | length) == 2'
 
 CASE="garbage on the port"
 pod 0 2 -- --multi-node-timeout 6
-sleep 0.4
+wait_for 0 'listening on port'
 ip netns exec "$P-3" bash -c \
     "exec 3<>/dev/tcp/10.77.0.1/$PORT; printf 'GET / HTTP/1.1\r\nHost: x\r\n\r\n' >&3; sleep 0.2" \
     2>/dev/null
@@ -263,7 +273,8 @@ expect_tl 0 'node 1: pod-1, [0-9]+ GPUs, no interface; has lo, eth0'
 
 CASE="a pod that picks docker0 cannot reach the others"
 pod 0 2 -- --multi-node-timeout 8 --no-diagnose
-pod 1 2 NCCL_SOCKET_IFNAME=docker -- --multi-node-timeout 8 --no-diagnose
+pod 1 2 NCCL_SOCKET_IFNAME=docker FAKENCCL_CONNECT_RETRY_S=1 -- \
+    --multi-node-timeout 8 --no-diagnose
 expect_rc 0 3; expect_rc 1 3
 expect_json 0 '.multinode.diagnosis | test("node 1 \\(pod-1\\) uses docker0, a container bridge")'
 expect_json 0 '.multinode.diagnosis | test("interfaces differ")'
