@@ -176,22 +176,27 @@ mn_membership(struct mn_member *m, char *why, size_t whylen)
     return 0;
 }
 
-/* One NCCL_SOCKET_IFNAME list against an interface name. */
+/* One NCCL_SOCKET_IFNAME list against an interface name, as NCCL reads
+ * it (src/misc/socket.cc, NCCL 2.28): a leading '^' excludes, then a
+ * leading '=' makes every name exact instead of a prefix; names are comma
+ * separated and may carry a ":port". */
 static int
 ifname_match(const char *name, const char *list)
 {
     int exclude = list[0] == '^';
     const char *p = list + exclude;
+    int exact = p[0] == '=';
     int hit = 0;
 
+    p += exact;
     while (*p != '\0') {
         const char *comma = strchr(p, ',');
         size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
+        const char *colon = memchr(p, ':', n);
+        size_t k = colon != NULL ? (size_t)(colon - p) : n;
 
-        if (n > 0 && p[0] == '=')
-            hit |= strlen(name) == n - 1 && strncmp(name, p + 1, n - 1) == 0;
-        else if (n > 0)
-            hit |= strncmp(name, p, n) == 0;
+        if (k > 0 && strncmp(name, p, k) == 0 && (!exact || strlen(name) == k))
+            hit = 1;
         p += n + (comma != NULL);
     }
     return exclude ? !hit : hit;

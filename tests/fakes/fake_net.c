@@ -54,21 +54,28 @@ net_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* One entry of NCCL_SOCKET_IFNAME against an interface name. */
+/* NCCL_SOCKET_IFNAME against an interface name: '^' excludes, then '='
+ * makes the names exact; "name[:port]" items, comma separated. */
 static int
 if_match(const char *name, const char *list)
 {
     char buf[256];
     int exclude = list[0] == '^';
+    const char *p = list + exclude;
+    int exact = p[0] == '=';
     int hit = 0;
 
-    snprintf(buf, sizeof(buf), "%s", list + exclude);
+    snprintf(buf, sizeof(buf), "%s", p + exact);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL;
          tok = strtok_r(NULL, ",", &save)) {
-        if (tok[0] == '=')
-            hit |= strcmp(name, tok + 1) == 0;
+        char *colon = strchr(tok, ':');
+
+        if (colon != NULL)
+            *colon = '\0';
+        if (exact)
+            hit |= strcmp(name, tok) == 0;
         else
-            hit |= strncmp(name, tok, strlen(tok)) == 0;
+            hit |= *tok != '\0' && strncmp(name, tok, strlen(tok)) == 0;
     }
     return exclude ? !hit : hit;
 }
