@@ -899,6 +899,9 @@ follower_main(void)
     struct rdv_msg m;
     struct rdv_hello self;
     int attempts = 0;
+    int last_code = 0;
+    unsigned last_round = 0;
+    char last_what[RDV_TEXT_MAX] = "";
 
     report_log("cross-node: node rank %d of %d (%s); joining node rank 0 at "
                "%s port %d",
@@ -941,6 +944,17 @@ follower_main(void)
         int code;
         struct rdv_msg res;
 
+        if (r != RDV_OK && last_code != 0) {
+            /* A round failed here: that is this pod's verdict, whatever
+             * became of the leader's. */
+            set_outcome(last_code, "fail",
+                        "round %u failed on this node (%s), and node rank 0 "
+                        "%s",
+                        last_round, last_what,
+                        r == RDV_ETIME ? "gave no verdict by the deadline"
+                                       : "went away before its verdict");
+            return;
+        }
         if (r == RDV_ETIME) {
             set_outcome(RC_EXIT_TIMEOUT, "missing",
                         "node rank 0 gave no verdict by the cross-node "
@@ -1000,6 +1014,9 @@ follower_main(void)
             mn_table_rep.ndev = (int)m.u.run.world;
             mn.world1 = (int)m.u.run.world;
         }
+        last_code = code;
+        last_round = m.u.run.round;
+        snprintf(last_what, sizeof(last_what), "%.300s", what);
         memset(&res, 0, sizeof(res));
         res.type = RDV_RESULT;
         res.u.result.round = m.u.run.round;
