@@ -82,11 +82,9 @@ struct mn {
     char fix[400];
     double busbw;
     int diag_incomplete;
+    struct rc_run run_buf;      /* the last run of this pod's workers */
+    struct rc_report table_rep; /* round 1, for the nccl-tests table */
 };
-
-static struct mn mn;
-static struct rc_run mn_run_buf;
-static struct rc_report mn_table_rep;
 
 /* Appends to a fixed buffer; stops quietly when it is full. */
 static void buf_add(char *buf, size_t len, const char *fmt, ...)
@@ -278,14 +276,14 @@ local_transport(char *buf, size_t len)
 }
 
 static void
-local_hello(struct rdv_hello *h)
+local_hello(struct mn *mn, struct rdv_hello *h)
 {
-    const struct rc_report *r = mn.rep;
+    const struct rc_report *r = mn->rep;
     char have[200];
 
     memset(h, 0, sizeof(*h));
-    snprintf(h->job, sizeof(h->job), "%s", mn.m.job);
-    h->node_rank = (uint32_t)mn.m.node_rank;
+    snprintf(h->job, sizeof(h->job), "%s", mn->m.job);
+    h->node_rank = (uint32_t)mn->m.node_rank;
     h->ngpus = (uint32_t)r->ndev;
     h->local_code = r->code;
     if (gethostname(h->host, sizeof(h->host) - 1) != 0)
@@ -302,17 +300,17 @@ local_hello(struct rdv_hello *h)
 }
 
 static void
-print_node_view(void)
+print_node_view(struct mn *mn)
 {
     report_log("cross-node: per-node view (node rank, host, GPUs, ranks, "
                "interface, transport)");
-    for (int k = 0; k < mn.m.nnodes; k++) {
-        const struct mn_node *n = &mn.node[k];
+    for (int k = 0; k < mn->m.nnodes; k++) {
+        const struct mn_node *n = &mn->node[k];
         char ranks[32];
 
         if (!n->joined)
             continue;
-        if (n->h.ngpus > 0 && mn.m.node_rank == 0)
+        if (n->h.ngpus > 0 && mn->m.node_rank == 0)
             snprintf(ranks, sizeof(ranks), "%d-%d", n->offset,
                      n->offset + (int)n->h.ngpus - 1);
         else
@@ -325,18 +323,19 @@ print_node_view(void)
     }
 }
 
-static void set_outcome(int code, const char *status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void set_outcome(struct mn *mn, int code, const char *status,
+                        const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 static void
-set_outcome(int code, const char *status, const char *fmt, ...)
+set_outcome(struct mn *mn, int code, const char *status, const char *fmt, ...)
 {
     va_list ap;
 
-    mn.code = code;
-    snprintf(mn.status, sizeof(mn.status), "%s", status);
+    mn->code = code;
+    snprintf(mn->status, sizeof(mn->status), "%s", status);
     va_start(ap, fmt);
-    vsnprintf(mn.what, sizeof(mn.what), fmt, ap);
+    vsnprintf(mn->what, sizeof(mn->what), fmt, ap);
     va_end(ap);
 }
 
@@ -367,9 +366,9 @@ unhex_id(const char *line, unsigned char *id)
 }
 
 static void
-node_gone(int k, const char *why)
+node_gone(struct mn *mn, int k, const char *why)
 {
-    struct mn_node *n = &mn.node[k];
+    struct mn_node *n = &mn->node[k];
 
     if (n->gone)
         return;
@@ -386,28 +385,28 @@ node_gone(int k, const char *why)
 static void
 leader_on_id(void *ctx, const char *line)
 {
+    struct mn *mn = ctx;
     struct rdv_msg m;
     char err[200];
 
-    (void)ctx;
     memset(&m, 0, sizeof(m));
     m.type = RDV_RUN;
-    m.u.run.round = mn.round;
-    m.u.run.world = (uint32_t)mn.world;
+    m.u.run.round = mn->round;
+    m.u.run.world = (uint32_t)mn->world;
     snprintf(m.u.run.setting, sizeof(m.u.run.setting), "%s",
-             mn.setting != NULL ? mn.setting : "");
+             mn->setting != NULL ? mn->setting : "");
     if (unhex_id(line, m.u.run.id) != 0)
         return;
-    for (int i = 0; i < mn.npart; i++) {
-        struct mn_node *n = &mn.node[mn.part[i]];
+    for (int i = 0; i < mn->npart; i++) {
+        struct mn_node *n = &mn->node[mn->part[i]];
         double d = rdv_now() + MN_SEND_TIMEOUT_S;
 
-        if (mn.part[i] == 0 || n->gone || n->sent)
+        if (mn->part[i] == 0 || n->gone || n->sent)
             continue;
         m.u.run.rank_offset = (uint32_t)n->offset;
-        if (rdv_send(n->fd, &m, d < mn.deadline ? d : mn.deadline, err,
+        if (rdv_send(n->fd, &m, d < mn->deadline ? d : mn->deadline, err,
                      sizeof(err)) != RDV_OK)
-            node_gone(mn.part[i], err);
+            node_gone(mn, mn->part[i], err);
         else
             n->sent = 1;
     }
@@ -415,8 +414,8 @@ leader_on_id(void *ctx, const char *line)
 
 /* The verdict on one run of this pod's workers in a round. */
 static int
-judge_run(const struct rc_run *run, int world, double *busbw, long *wrong,
-          char *what, size_t whatlen)
+judge_run(struct mn *mn, const struct rc_run *run, int world, double *busbw,
+          long *wrong, char *what, size_t whatlen)
 {
     *busbw = -1;
     *wrong = 0;
@@ -437,10 +436,10 @@ judge_run(const struct rc_run *run, int world, double *busbw, long *wrong,
         snprintf(what, whatlen, "wrong results: %ld values differ", *wrong);
         return RC_EXIT_WRONG;
     }
-    if (mn.o->min_busbw > 0 && *busbw >= 0 && *busbw < mn.o->min_busbw) {
+    if (mn->o->min_busbw > 0 && *busbw >= 0 && *busbw < mn->o->min_busbw) {
         snprintf(what, whatlen,
                  "bus bandwidth %.2f GB/s is below --min-busbw %.2f GB/s",
-                 *busbw, mn.o->min_busbw);
+                 *busbw, mn->o->min_busbw);
         return RC_EXIT_BANDWIDTH;
     }
     what[0] = '\0';
@@ -449,27 +448,29 @@ judge_run(const struct rc_run *run, int world, double *busbw, long *wrong,
 
 /* Runs this pod's part of a round: ranks offset.. of world. */
 static int
-run_local_part(int world, int offset, const char *id_line, const char *setting,
-               double *busbw, long *wrong, char *what, size_t whatlen)
+run_local_part(struct mn *mn, int world, int offset, const char *id_line,
+               const char *setting, double *busbw, long *wrong, char *what,
+               size_t whatlen)
 {
-    const struct rc_report *r = mn.rep;
+    const struct rc_report *r = mn->rep;
     struct sv_spec s;
     char name[RDV_SETTING_MAX], value[RDV_SETTING_MAX];
 
     memset(&s, 0, sizeof(s));
     s.kind = SV_RING;
-    s.group = mn.o->group;
+    s.group = mn->o->group;
     s.ndev = r->ndev;
     memcpy(s.dev, r->dev, sizeof(s.dev));
     s.bw_bytes = r->bw_bytes;
-    s.phase_timeout_s = mn.o->phase_timeout_s;
-    s.deadline = mn.deadline;
+    s.phase_timeout_s = mn->o->phase_timeout_s;
+    s.deadline = mn->deadline;
     s.label = "cross-node: ";
     s.world = world;
     s.rank_offset = offset;
     s.id_line = id_line;
     if (id_line == NULL)
         s.on_id = leader_on_id;
+    s.on_id_ctx = mn;
     if (setting != NULL && setting[0] != '\0') {
         const char *eq = strchr(setting, '=');
 
@@ -479,8 +480,8 @@ run_local_part(int world, int offset, const char *id_line, const char *setting,
         s.env_name = name;
         s.env_value = value;
     }
-    sv_run(&s, &mn_run_buf);
-    return judge_run(&mn_run_buf, world, busbw, wrong, what, whatlen);
+    sv_run(&s, &mn->run_buf);
+    return judge_run(mn, &mn->run_buf, world, busbw, wrong, what, whatlen);
 }
 
 /*
@@ -489,8 +490,8 @@ run_local_part(int world, int offset, const char *id_line, const char *setting,
  * failing node (-1 none).
  */
 static int
-leader_round(const int *parts, int np, const char *setting, int *failed,
-             char *what, size_t whatlen)
+leader_round(struct mn *mn, const int *parts, int np, const char *setting,
+             int *failed, char *what, size_t whatlen)
 {
     char err[200], mywhat[RDV_TEXT_MAX];
     double busbw;
@@ -499,36 +500,36 @@ leader_round(const int *parts, int np, const char *setting, int *failed,
 
     *failed = -1;
     what[0] = '\0';
-    if (mn.deadline - rdv_now() < 1.0)
+    if (mn->deadline - rdv_now() < 1.0)
         return -1;
-    mn.round++;
-    mn.npart = 0;
+    mn->round++;
+    mn->npart = 0;
     for (int i = 0; i < np; i++) {
-        struct mn_node *n = &mn.node[parts[i]];
+        struct mn_node *n = &mn->node[parts[i]];
 
         if (n->gone)
             continue;
-        mn.part[mn.npart++] = parts[i];
+        mn->part[mn->npart++] = parts[i];
         n->offset = off;
         n->sent = 0;
         n->code = -1;
         off += (int)n->h.ngpus;
     }
-    mn.world = off;
-    mn.setting = setting;
-    code = run_local_part(mn.world, 0, NULL, setting, &busbw, &wrong, mywhat,
-                          sizeof(mywhat));
-    if (mn.round == 1) {
-        mn.busbw = busbw;
-        memcpy(&mn_table_rep, mn.rep, sizeof(mn_table_rep));
-        mn_table_rep.ring = mn_run_buf;
-        mn_table_rep.ndev = mn.world;
-        mn.world1 = mn.world;
+    mn->world = off;
+    mn->setting = setting;
+    code = run_local_part(mn, mn->world, 0, NULL, setting, &busbw, &wrong,
+                          mywhat, sizeof(mywhat));
+    if (mn->round == 1) {
+        mn->busbw = busbw;
+        memcpy(&mn->table_rep, mn->rep, sizeof(mn->table_rep));
+        mn->table_rep.ring = mn->run_buf;
+        mn->table_rep.ndev = mn->world;
+        mn->world1 = mn->world;
     }
-    mn.node[0].code = code;
-    snprintf(mn.node[0].what, sizeof(mn.node[0].what), "%s", mywhat);
-    for (int i = 1; i < mn.npart; i++) {
-        struct mn_node *n = &mn.node[mn.part[i]];
+    mn->node[0].code = code;
+    snprintf(mn->node[0].what, sizeof(mn->node[0].what), "%s", mywhat);
+    for (int i = 1; i < mn->npart; i++) {
+        struct mn_node *n = &mn->node[mn->part[i]];
         struct rdv_msg m;
 
         if (!n->sent || n->gone) {
@@ -539,17 +540,17 @@ leader_round(const int *parts, int np, const char *setting, int *failed,
             continue;
         }
         for (;;) {
-            int r = rdv_recv(n->fd, &m, mn.deadline, err, sizeof(err));
+            int r = rdv_recv(n->fd, &m, mn->deadline, err, sizeof(err));
 
             if (r != RDV_OK) {
                 if (r == RDV_EPEER)
-                    node_gone(mn.part[i], err);
+                    node_gone(mn, mn->part[i], err);
                 n->code = RC_EXIT_TIMEOUT;
                 snprintf(n->what, sizeof(n->what), "no result from node %d: %s",
-                         mn.part[i], err);
+                         mn->part[i], err);
                 break;
             }
-            if (m.type == RDV_RESULT && m.u.result.round == mn.round) {
+            if (m.type == RDV_RESULT && m.u.result.round == mn->round) {
                 n->code = m.u.result.code;
                 snprintf(n->what, sizeof(n->what), "%s", m.u.result.what);
                 break;
@@ -560,8 +561,8 @@ leader_round(const int *parts, int np, const char *setting, int *failed,
      * connections close. Name the node that failed first-hand: then one
      * that timed out; then any. */
     for (int pass = 0; pass < 3 && *failed < 0; pass++)
-        for (int i = 0; i < mn.npart; i++) {
-            const struct mn_node *n = &mn.node[mn.part[i]];
+        for (int i = 0; i < mn->npart; i++) {
+            const struct mn_node *n = &mn->node[mn->part[i]];
             int echo = strstr(n->what, "connection closed by remote") != NULL ||
                        strstr(n->what, "closed the connection") != NULL;
 
@@ -569,9 +570,9 @@ leader_round(const int *parts, int np, const char *setting, int *failed,
                 (pass == 0 && (n->code == RC_EXIT_TIMEOUT || echo)) ||
                 (pass == 1 && n->code != RC_EXIT_TIMEOUT))
                 continue;
-            *failed = mn.part[i];
+            *failed = mn->part[i];
             code = n->code;
-            snprintf(what, whatlen, "node %d (%s): %s", mn.part[i], n->h.host,
+            snprintf(what, whatlen, "node %d (%s): %s", mn->part[i], n->h.host,
                      n->what);
         }
     if (*failed < 0)
@@ -579,10 +580,10 @@ leader_round(const int *parts, int np, const char *setting, int *failed,
     {
         char list[128] = "";
 
-        for (int i = 0; i < mn.npart; i++)
-            buf_add(list, sizeof(list), "%s%d", i > 0 ? "," : "", mn.part[i]);
+        for (int i = 0; i < mn->npart; i++)
+            buf_add(list, sizeof(list), "%s%d", i > 0 ? "," : "", mn->part[i]);
         report_log("cross-node: round %u: nodes %s (%d ranks)%s%s: %s%s%s",
-                   mn.round, list, mn.world, setting != NULL ? " with " : "",
+                   mn->round, list, mn->world, setting != NULL ? " with " : "",
                    setting != NULL ? setting : "",
                    code == 0 ? "pass" : report_code_name(code),
                    code != 0 ? ": " : "", code != 0 ? what : "");
@@ -591,11 +592,11 @@ leader_round(const int *parts, int np, const char *setting, int *failed,
 }
 
 static void
-leader_diagnose(int code0)
+leader_diagnose(struct mn *mn, int code0)
 {
     char what[640];
     int failed;
-    int n = mn.m.nnodes;
+    int n = mn->m.nnodes;
 
     report_log("cross-node: diagnosis: rerunning with other settings and "
                "node pairs");
@@ -614,36 +615,37 @@ leader_diagnose(int code0)
         }
         for (int j = 0; j < n; j++)
             all[k++] = j;
-        r = leader_round(all, k, s->setting, &failed, what, sizeof(what));
+        r = leader_round(mn, all, k, s->setting, &failed, what, sizeof(what));
         if (r < 0) {
-            mn.diag_incomplete = 1;
+            mn->diag_incomplete = 1;
             break;
         }
         if (r == 0) {
-            snprintf(mn.cure, sizeof(mn.cure), "%s", s->setting);
-            snprintf(mn.transport, sizeof(mn.transport), "%s", s->transport);
-            buf_add(mn.diag, sizeof(mn.diag), "passes with %s (%s)", s->setting,
-                    s->transport);
-            snprintf(mn.fix, sizeof(mn.fix),
+            snprintf(mn->cure, sizeof(mn->cure), "%s", s->setting);
+            snprintf(mn->transport, sizeof(mn->transport), "%s", s->transport);
+            buf_add(mn->diag, sizeof(mn->diag), "passes with %s (%s)",
+                    s->setting, s->transport);
+            snprintf(mn->fix, sizeof(mn->fix),
                      "set %s on every node of this job (the fallback file "
                      "does that); %s",
                      s->setting, s->why);
             break;
         }
     }
-    if (mn.cure[0] == '\0' && !mn.diag_incomplete)
-        buf_add(mn.diag, sizeof(mn.diag),
+    if (mn->cure[0] == '\0' && !mn->diag_incomplete)
+        buf_add(mn->diag, sizeof(mn->diag),
                 "neither NCCL_IB_DISABLE=1 nor NCCL_NET_GDR_LEVEL=LOC makes "
                 "it pass");
-    if (!mn.diag_incomplete && n > 2) {
+    if (!mn->diag_incomplete && n > 2) {
         char bad[120] = "";
 
         for (int k = 1; k < n; k++) {
             int pair[2] = {0, k};
-            int r = leader_round(pair, 2, NULL, &failed, what, sizeof(what));
+            int r =
+                leader_round(mn, pair, 2, NULL, &failed, what, sizeof(what));
 
             if (r < 0) {
-                mn.diag_incomplete = 1;
+                mn->diag_incomplete = 1;
                 break;
             }
             if (r != 0)
@@ -651,64 +653,64 @@ leader_diagnose(int code0)
                         bad[0] != '\0' ? ", " : "", k);
         }
         if (bad[0] != '\0')
-            buf_add(mn.diag, sizeof(mn.diag), "; failing pairs: %s", bad);
-        else if (!mn.diag_incomplete)
-            buf_add(mn.diag, sizeof(mn.diag),
+            buf_add(mn->diag, sizeof(mn->diag), "; failing pairs: %s", bad);
+        else if (!mn->diag_incomplete)
+            buf_add(mn->diag, sizeof(mn->diag),
                     "; every pair with node 0 passes alone");
     }
-    if (mn.diag_incomplete)
-        buf_add(mn.diag, sizeof(mn.diag),
+    if (mn->diag_incomplete)
+        buf_add(mn->diag, sizeof(mn->diag),
                 "%sincomplete: the cross-node deadline came first",
-                mn.diag[0] != '\0' ? "; " : "");
-    report_log("cross-node: diagnosis: %s", mn.diag);
+                mn->diag[0] != '\0' ? "; " : "");
+    report_log("cross-node: diagnosis: %s", mn->diag);
     (void)code0;
 }
 
 /* Leader: the interface names across nodes, before any round. */
 static void
-leader_interface_notes(void)
+leader_interface_notes(struct mn *mn)
 {
     const char *first = NULL;
 
-    for (int k = 0; k < mn.m.nnodes; k++) {
-        const struct mn_node *n = &mn.node[k];
+    for (int k = 0; k < mn->m.nnodes; k++) {
+        const struct mn_node *n = &mn->node[k];
 
         if (!n->joined)
             continue;
         if (n->h.iface[0] == '\0') {
-            buf_add(mn.diag, sizeof(mn.diag),
+            buf_add(mn->diag, sizeof(mn->diag),
                     "%snode %d (%s) has no interface NCCL can use (it has: "
                     "%s)",
-                    mn.diag[0] != '\0' ? "; " : "", k, n->h.host, n->h.addr);
+                    mn->diag[0] != '\0' ? "; " : "", k, n->h.host, n->h.addr);
             continue;
         }
         if (mn_is_bridge(n->h.iface))
-            buf_add(mn.diag, sizeof(mn.diag),
+            buf_add(mn->diag, sizeof(mn->diag),
                     "%snode %d (%s) uses %s, a container bridge that other "
                     "nodes cannot reach; set NCCL_SOCKET_IFNAME to the fabric "
                     "interface",
-                    mn.diag[0] != '\0' ? "; " : "", k, n->h.host, n->h.iface);
+                    mn->diag[0] != '\0' ? "; " : "", k, n->h.host, n->h.iface);
         if (first == NULL)
             first = n->h.iface;
         else if (strcmp(first, n->h.iface) != 0 &&
-                 strstr(mn.diag, "interfaces differ") == NULL)
-            buf_add(mn.diag, sizeof(mn.diag),
+                 strstr(mn->diag, "interfaces differ") == NULL)
+            buf_add(mn->diag, sizeof(mn->diag),
                     "%sinterfaces differ between nodes (%s on node 0, %s on "
                     "node %d)",
-                    mn.diag[0] != '\0' ? "; " : "", first, n->h.iface, k);
+                    mn->diag[0] != '\0' ? "; " : "", first, n->h.iface, k);
     }
-    if (mn.diag[0] != '\0')
-        report_log("cross-node: warning: %s", mn.diag);
+    if (mn->diag[0] != '\0')
+        report_log("cross-node: warning: %s", mn->diag);
 }
 
 /* Leader: gathers the nodes until all joined or the deadline. */
 static int
-leader_gather(int lfd)
+leader_gather(struct mn *mn, int lfd)
 {
     int joined = 1;
 
-    while (joined < mn.m.nnodes) {
-        double left = mn.deadline - rdv_now();
+    while (joined < mn->m.nnodes) {
+        double left = mn->deadline - rdv_now();
         struct pollfd p = {lfd, POLLIN, 0};
         struct sockaddr_storage sa;
         socklen_t sl = sizeof(sa);
@@ -730,7 +732,7 @@ leader_gather(int lfd)
         if (strncmp(from, "::ffff:", 7) == 0)
             memmove(from, from + 7, strlen(from + 7) + 1);
         d = rdv_now() + MN_HELLO_TIMEOUT_S;
-        if (rdv_recv(c, &m, d < mn.deadline ? d : mn.deadline, err,
+        if (rdv_recv(c, &m, d < mn->deadline ? d : mn->deadline, err,
                      sizeof(err)) != RDV_OK) {
             report_log("cross-node: dropped a connection from %s: %s", from,
                        err);
@@ -743,29 +745,29 @@ leader_gather(int lfd)
         if (m.type != RDV_HELLO)
             snprintf(rej.u.reject.reason, sizeof(rej.u.reject.reason),
                      "expected HELLO, got %s", rdv_type_name(m.type));
-        else if (strcmp(m.u.hello.job, mn.m.job) != 0)
+        else if (strcmp(m.u.hello.job, mn->m.job) != 0)
             snprintf(rej.u.reject.reason, sizeof(rej.u.reject.reason),
                      "job id \"%.128s\" is not this job's", m.u.hello.job);
-        else if (k <= 0 || k >= mn.m.nnodes)
+        else if (k <= 0 || k >= mn->m.nnodes)
             snprintf(rej.u.reject.reason, sizeof(rej.u.reject.reason),
-                     "node rank %d is outside 1..%d", k, mn.m.nnodes - 1);
-        else if (mn.node[k].joined)
+                     "node rank %d is outside 1..%d", k, mn->m.nnodes - 1);
+        else if (mn->node[k].joined)
             snprintf(rej.u.reject.reason, sizeof(rej.u.reject.reason),
                      "node rank %d has already joined from %s", k,
-                     mn.node[k].from);
+                     mn->node[k].from);
         if (rej.u.reject.reason[0] != '\0') {
             report_log("cross-node: rejected %s: %s", from,
                        rej.u.reject.reason);
             d = rdv_now() + 0.5;
-            (void)!rdv_send(c, &rej, d < mn.deadline ? d : mn.deadline, err,
+            (void)!rdv_send(c, &rej, d < mn->deadline ? d : mn->deadline, err,
                             sizeof(err));
             close(c);
             continue;
         }
-        mn.node[k].joined = 1;
-        mn.node[k].fd = c;
-        mn.node[k].h = m.u.hello;
-        snprintf(mn.node[k].from, sizeof(mn.node[k].from), "%s", from);
+        mn->node[k].joined = 1;
+        mn->node[k].fd = c;
+        mn->node[k].h = m.u.hello;
+        snprintf(mn->node[k].from, sizeof(mn->node[k].from), "%s", from);
         joined++;
         report_log("cross-node: node %d joined from %s (%s, %u GPUs)%s", k,
                    from, m.u.hello.host, m.u.hello.ngpus,
@@ -775,125 +777,126 @@ leader_gather(int lfd)
 }
 
 static void
-leader_send_verdicts(void)
+leader_send_verdicts(struct mn *mn)
 {
     struct rdv_msg m;
     char err[200];
 
     memset(&m, 0, sizeof(m));
     m.type = RDV_VERDICT;
-    m.u.verdict.code = mn.code;
-    snprintf(m.u.verdict.result, sizeof(m.u.verdict.result), "%s", mn.status);
-    snprintf(m.u.verdict.cure, sizeof(m.u.verdict.cure), "%s", mn.cure);
+    m.u.verdict.code = mn->code;
+    snprintf(m.u.verdict.result, sizeof(m.u.verdict.result), "%s", mn->status);
+    snprintf(m.u.verdict.cure, sizeof(m.u.verdict.cure), "%s", mn->cure);
     snprintf(m.u.verdict.transport, sizeof(m.u.verdict.transport), "%s",
-             mn.transport);
+             mn->transport);
     snprintf(m.u.verdict.what, sizeof(m.u.verdict.what), "%.*s",
-             (int)sizeof(m.u.verdict.what) - 1, mn.what);
-    for (int k = 1; k < mn.m.nnodes; k++) {
-        struct mn_node *n = &mn.node[k];
+             (int)sizeof(m.u.verdict.what) - 1, mn->what);
+    for (int k = 1; k < mn->m.nnodes; k++) {
+        struct mn_node *n = &mn->node[k];
         double d = rdv_now() + MN_SEND_TIMEOUT_S;
 
         if (!n->joined || n->gone)
             continue;
         /* The verdict is due by the deadline; a slow peer gets at most a
          * short grace after it. */
-        if (d > mn.deadline + 0.2)
-            d = mn.deadline + 0.2;
+        if (d > mn->deadline + 0.2)
+            d = mn->deadline + 0.2;
         if (rdv_send(n->fd, &m, d, err, sizeof(err)) != RDV_OK)
-            node_gone(k, err);
+            node_gone(mn, k, err);
     }
 }
 
 static void
-leader_main(void)
+leader_main(struct mn *mn)
 {
     char err[200];
-    int lfd = rdv_listen(mn.o->rendezvous_port, err, sizeof(err));
+    int lfd = rdv_listen(mn->o->rendezvous_port, err, sizeof(err));
     int joined, all[RINGCHECK_MAX_NODES], code, failed;
     char what[640];
 
-    mn.node[0].joined = 1;
-    local_hello(&mn.node[0].h);
+    mn->node[0].joined = 1;
+    local_hello(mn, &mn->node[0].h);
     if (lfd < 0) {
-        set_outcome(RC_EXIT_ENV, "fail", "node rank 0 %s", err);
-        snprintf(mn.fix, sizeof(mn.fix),
+        set_outcome(mn, RC_EXIT_ENV, "fail", "node rank 0 %s", err);
+        snprintf(mn->fix, sizeof(mn->fix),
                  "free the port or choose another with --rendezvous-port "
                  "(policy ringCheck.rendezvousPort)");
         return;
     }
     report_log("cross-node: node rank 0 of %d (%s); listening on port %d for "
                "the others",
-               mn.m.nnodes, mn.m.operator_name, mn.o->rendezvous_port);
-    joined = leader_gather(lfd);
+               mn->m.nnodes, mn->m.operator_name, mn->o->rendezvous_port);
+    joined = leader_gather(mn, lfd);
     close(lfd);
-    for (int k = 0, off = 0; k < mn.m.nnodes; k++)
-        if (mn.node[k].joined) {
-            mn.node[k].offset = off;
-            off += (int)mn.node[k].h.ngpus;
+    for (int k = 0, off = 0; k < mn->m.nnodes; k++)
+        if (mn->node[k].joined) {
+            mn->node[k].offset = off;
+            off += (int)mn->node[k].h.ngpus;
         }
-    print_node_view();
-    if (joined < mn.m.nnodes) {
-        for (int k = 1; k < mn.m.nnodes; k++)
-            if (!mn.node[k].joined)
-                buf_add(mn.missing, sizeof(mn.missing), "%s%d",
-                        mn.missing[0] != '\0' ? "," : "", k);
-        set_outcome(RC_EXIT_TIMEOUT, "missing",
+    print_node_view(mn);
+    if (joined < mn->m.nnodes) {
+        for (int k = 1; k < mn->m.nnodes; k++)
+            if (!mn->node[k].joined)
+                buf_add(mn->missing, sizeof(mn->missing), "%s%d",
+                        mn->missing[0] != '\0' ? "," : "", k);
+        set_outcome(mn, RC_EXIT_TIMEOUT, "missing",
                     "only %d of %d nodes joined by the cross-node deadline "
                     "(%.0f s); missing node ranks: %s",
-                    joined, mn.m.nnodes, mn.o->multi_node_timeout_s,
-                    mn.missing);
-        snprintf(mn.fix, sizeof(mn.fix),
+                    joined, mn->m.nnodes, mn->o->multi_node_timeout_s,
+                    mn->missing);
+        snprintf(mn->fix, sizeof(mn->fix),
                  "the missing pods did not reach port %d of node rank 0 "
                  "in time: check that they were scheduled, that a "
                  "NetworkPolicy allows the port, and their own ring-check "
                  "logs",
-                 mn.o->rendezvous_port);
-        leader_send_verdicts();
+                 mn->o->rendezvous_port);
+        leader_send_verdicts(mn);
         return;
     }
-    for (int k = 0; k < mn.m.nnodes; k++)
-        if (mn.node[k].h.local_code != 0) {
-            set_outcome(mn.node[k].h.local_code, "fail",
+    for (int k = 0; k < mn->m.nnodes; k++)
+        if (mn->node[k].h.local_code != 0) {
+            set_outcome(mn, mn->node[k].h.local_code, "fail",
                         "node %d (%s) failed its single-pod check (%s), so "
                         "the cross-node check did not run",
-                        k, mn.node[k].h.host,
-                        report_code_name(mn.node[k].h.local_code));
-            snprintf(mn.fix, sizeof(mn.fix),
+                        k, mn->node[k].h.host,
+                        report_code_name(mn->node[k].h.local_code));
+            snprintf(mn->fix, sizeof(mn->fix),
                      "see the ring-check log of node %d's pod", k);
-            leader_send_verdicts();
+            leader_send_verdicts(mn);
             return;
         }
-    leader_interface_notes();
-    for (int k = 0; k < mn.m.nnodes; k++)
+    leader_interface_notes(mn);
+    for (int k = 0; k < mn->m.nnodes; k++)
         all[k] = k;
-    code = leader_round(all, mn.m.nnodes, NULL, &failed, what, sizeof(what));
+    code =
+        leader_round(mn, all, mn->m.nnodes, NULL, &failed, what, sizeof(what));
     if (code == 0) {
-        set_outcome(0, "pass", "the ring over %d nodes (%d ranks) passed",
-                    mn.m.nnodes, mn.world1);
+        set_outcome(mn, 0, "pass", "the ring over %d nodes (%d ranks) passed",
+                    mn->m.nnodes, mn->world1);
     } else {
         if (code < 0) {
             code = RC_EXIT_TIMEOUT;
             snprintf(what, sizeof(what),
                      "no time left for the cross-node ring");
         }
-        set_outcome(code, "fail",
-                    "the ring over %d nodes (%d ranks) failed: %s", mn.m.nnodes,
-                    mn.world1, what);
-        if (mn.o->diagnose || mn.o->on_failure == RC_FALLBACK)
-            leader_diagnose(code);
-        if (mn.fix[0] == '\0')
-            snprintf(mn.fix, sizeof(mn.fix),
+        set_outcome(mn, code, "fail",
+                    "the ring over %d nodes (%d ranks) failed: %s",
+                    mn->m.nnodes, mn->world1, what);
+        if (mn->o->diagnose || mn->o->on_failure == RC_FALLBACK)
+            leader_diagnose(mn, code);
+        if (mn->fix[0] == '\0')
+            snprintf(mn->fix, sizeof(mn->fix),
                      "check the network between the nodes (NCCL_DEBUG=INFO "
                      "shows the interface and transport each rank uses), "
                      "the interface names, and the failing pair above");
     }
-    leader_send_verdicts();
+    leader_send_verdicts(mn);
 }
 
 /* ------------------------------------------------------------ followers */
 
 static void
-follower_main(void)
+follower_main(struct mn *mn)
 {
     char err[300];
     struct rdv_msg m;
@@ -905,39 +908,40 @@ follower_main(void)
 
     report_log("cross-node: node rank %d of %d (%s); joining node rank 0 at "
                "%s port %d",
-               mn.m.node_rank, mn.m.nnodes, mn.m.operator_name, mn.m.leader,
-               mn.o->rendezvous_port);
-    local_hello(&self);
-    mn.node[mn.m.node_rank].joined = 1;
-    mn.node[mn.m.node_rank].h = self;
-    mn.fd = rdv_connect(mn.m.leader, mn.o->rendezvous_port, mn.deadline,
-                        &attempts, err, sizeof(err));
-    if (mn.fd < 0) {
-        set_outcome(RC_EXIT_TIMEOUT, "missing",
+               mn->m.node_rank, mn->m.nnodes, mn->m.operator_name, mn->m.leader,
+               mn->o->rendezvous_port);
+    local_hello(mn, &self);
+    mn->node[mn->m.node_rank].joined = 1;
+    mn->node[mn->m.node_rank].h = self;
+    mn->fd = rdv_connect(mn->m.leader, mn->o->rendezvous_port, mn->deadline,
+                         &attempts, err, sizeof(err));
+    if (mn->fd < 0) {
+        set_outcome(mn, RC_EXIT_TIMEOUT, "missing",
                     "could not reach node rank 0 by the cross-node deadline "
                     "(%.0f s, %d attempts): %s",
-                    mn.o->multi_node_timeout_s, attempts, err);
-        snprintf(mn.fix, sizeof(mn.fix), "%s",
+                    mn->o->multi_node_timeout_s, attempts, err);
+        snprintf(mn->fix, sizeof(mn->fix), "%s",
                  strstr(err, "resolve") != NULL
                      ? "the leader's name does not resolve: its headless "
                        "Service must publish not-ready addresses "
                        "(publishNotReadyAddresses) while the pods initialise"
                      : "check that node rank 0's pod runs and that a "
                        "NetworkPolicy allows the rendezvous port");
-        print_node_view();
+        print_node_view(mn);
         return;
     }
     report_log("cross-node: joined node rank 0 after %d attempts", attempts);
     memset(&m, 0, sizeof(m));
     m.type = RDV_HELLO;
     m.u.hello = self;
-    if (rdv_send(mn.fd, &m, mn.deadline, err, sizeof(err)) != RDV_OK) {
-        set_outcome(RC_EXIT_TIMEOUT, "missing", "node rank 0 is gone: %s", err);
+    if (rdv_send(mn->fd, &m, mn->deadline, err, sizeof(err)) != RDV_OK) {
+        set_outcome(mn, RC_EXIT_TIMEOUT, "missing", "node rank 0 is gone: %s",
+                    err);
         return;
     }
-    print_node_view();
+    print_node_view(mn);
     for (;;) {
-        int r = rdv_recv(mn.fd, &m, mn.deadline, err, sizeof(err));
+        int r = rdv_recv(mn->fd, &m, mn->deadline, err, sizeof(err));
         char line[2 * RDV_ID_BYTES + 8], what[RDV_TEXT_MAX];
         double busbw;
         long wrong;
@@ -947,7 +951,7 @@ follower_main(void)
         if (r != RDV_OK && last_code != 0) {
             /* A round failed here: that is this pod's verdict, whatever
              * became of the leader's. */
-            set_outcome(last_code, "fail",
+            set_outcome(mn, last_code, "fail",
                         "round %u failed on this node (%s), and node rank 0 "
                         "%s",
                         last_round, last_what,
@@ -956,44 +960,44 @@ follower_main(void)
             return;
         }
         if (r == RDV_ETIME) {
-            set_outcome(RC_EXIT_TIMEOUT, "missing",
+            set_outcome(mn, RC_EXIT_TIMEOUT, "missing",
                         "node rank 0 gave no verdict by the cross-node "
                         "deadline (%.0f s)",
-                        mn.o->multi_node_timeout_s);
+                        mn->o->multi_node_timeout_s);
             return;
         }
         if (r != RDV_OK) {
-            set_outcome(RC_EXIT_TIMEOUT, "missing",
+            set_outcome(mn, RC_EXIT_TIMEOUT, "missing",
                         "node rank 0 went away before its verdict (%s)", err);
             return;
         }
         if (m.type == RDV_REJECT) {
-            set_outcome(RC_EXIT_ENV, "fail", "node rank 0 rejected us: %s",
+            set_outcome(mn, RC_EXIT_ENV, "fail", "node rank 0 rejected us: %s",
                         m.u.reject.reason);
-            snprintf(mn.fix, sizeof(mn.fix),
+            snprintf(mn->fix, sizeof(mn->fix),
                      "two jobs share the leader's address and port, or the "
                      "pods disagree about the job's size: check the "
                      "operator's variables");
             return;
         }
         if (m.type == RDV_VERDICT) {
-            mn.code = m.u.verdict.code;
-            snprintf(mn.status, sizeof(mn.status), "%s", m.u.verdict.result);
-            snprintf(mn.what, sizeof(mn.what), "%s", m.u.verdict.what);
-            snprintf(mn.cure, sizeof(mn.cure), "%s", m.u.verdict.cure);
-            snprintf(mn.transport, sizeof(mn.transport), "%s",
+            mn->code = m.u.verdict.code;
+            snprintf(mn->status, sizeof(mn->status), "%s", m.u.verdict.result);
+            snprintf(mn->what, sizeof(mn->what), "%s", m.u.verdict.what);
+            snprintf(mn->cure, sizeof(mn->cure), "%s", m.u.verdict.cure);
+            snprintf(mn->transport, sizeof(mn->transport), "%s",
                      m.u.verdict.transport);
-            if (mn.cure[0] != '\0')
-                snprintf(mn.fix, sizeof(mn.fix),
+            if (mn->cure[0] != '\0')
+                snprintf(mn->fix, sizeof(mn->fix),
                          "node rank 0 found that %s makes the ring pass; "
                          "set it on every node of the job",
-                         mn.cure);
+                         mn->cure);
             return;
         }
-        if (m.type != RDV_RUN || m.u.run.world < (uint32_t)mn.rep->ndev ||
+        if (m.type != RDV_RUN || m.u.run.world < (uint32_t)mn->rep->ndev ||
             m.u.run.world > WORKER_MAX_GPUS * RINGCHECK_MAX_NODES ||
-            m.u.run.rank_offset > m.u.run.world - (uint32_t)mn.rep->ndev) {
-            set_outcome(RC_EXIT_INTERNAL, "fail",
+            m.u.run.rank_offset > m.u.run.world - (uint32_t)mn->rep->ndev) {
+            set_outcome(mn, RC_EXIT_INTERNAL, "fail",
                         "node rank 0 sent an unexpected %s message",
                         rdv_type_name(m.type));
             return;
@@ -1001,18 +1005,18 @@ follower_main(void)
         hex_id(m.u.run.id, line, sizeof(line));
         report_log("cross-node: round %u: ranks %u-%u of %u%s%s", m.u.run.round,
                    m.u.run.rank_offset,
-                   m.u.run.rank_offset + (uint32_t)mn.rep->ndev - 1,
+                   m.u.run.rank_offset + (uint32_t)mn->rep->ndev - 1,
                    m.u.run.world, m.u.run.setting[0] != '\0' ? " with " : "",
                    m.u.run.setting);
-        code =
-            run_local_part((int)m.u.run.world, (int)m.u.run.rank_offset, line,
-                           m.u.run.setting, &busbw, &wrong, what, sizeof(what));
+        code = run_local_part(mn, (int)m.u.run.world, (int)m.u.run.rank_offset,
+                              line, m.u.run.setting, &busbw, &wrong, what,
+                              sizeof(what));
         if (m.u.run.round == 1) {
-            mn.busbw = busbw;
-            memcpy(&mn_table_rep, mn.rep, sizeof(mn_table_rep));
-            mn_table_rep.ring = mn_run_buf;
-            mn_table_rep.ndev = (int)m.u.run.world;
-            mn.world1 = (int)m.u.run.world;
+            mn->busbw = busbw;
+            memcpy(&mn->table_rep, mn->rep, sizeof(mn->table_rep));
+            mn->table_rep.ring = mn->run_buf;
+            mn->table_rep.ndev = (int)m.u.run.world;
+            mn->world1 = (int)m.u.run.world;
         }
         last_code = code;
         last_round = m.u.run.round;
@@ -1028,8 +1032,8 @@ follower_main(void)
             if (*c < 0x20 || *c > 0x7e)
                 *c = ' ';
         snprintf(res.u.result.what, sizeof(res.u.result.what), "%s", what);
-        if (rdv_send(mn.fd, &res, mn.deadline, err, sizeof(err)) != RDV_OK) {
-            set_outcome(RC_EXIT_TIMEOUT, "missing",
+        if (rdv_send(mn->fd, &res, mn->deadline, err, sizeof(err)) != RDV_OK) {
+            set_outcome(mn, RC_EXIT_TIMEOUT, "missing",
                         "node rank 0 went away during round %u (%s)",
                         m.u.run.round, err);
             return;
@@ -1055,39 +1059,40 @@ json_str(char *buf, size_t len, const char *s)
 }
 
 static void
-write_report(void)
+write_report(struct mn *mn)
 {
-    struct rc_report *r = mn.rep;
+    struct rc_report *r = mn->rep;
     char *j = r->mn_json;
     size_t jl = sizeof(r->mn_json);
-    int leader = mn.m.node_rank == 0;
+    int leader = mn->m.node_rank == 0;
 
     j[0] = '\0';
     buf_add(j, jl, "{\"operator\":");
-    json_str(j, jl, mn.m.operator_name);
+    json_str(j, jl, mn->m.operator_name);
     buf_add(j, jl, ",\"job\":");
-    json_str(j, jl, mn.m.job);
+    json_str(j, jl, mn->m.job);
     buf_add(j, jl,
             ",\"node_rank\":%d,\"nnodes\":%d,\"world\":%d,\"job_wide\":%s,"
             "\"status\":",
-            mn.m.node_rank, mn.m.nnodes, mn.world1, leader ? "true" : "false");
-    json_str(j, jl, mn.status);
-    buf_add(j, jl, ",\"code\":%d,\"message\":", mn.code);
-    json_str(j, jl, mn.what);
-    buf_add(j, jl, ",\"missing\":[%s],\"cure\":", mn.missing);
-    if (mn.cure[0] != '\0')
-        json_str(j, jl, mn.cure);
+            mn->m.node_rank, mn->m.nnodes, mn->world1,
+            leader ? "true" : "false");
+    json_str(j, jl, mn->status);
+    buf_add(j, jl, ",\"code\":%d,\"message\":", mn->code);
+    json_str(j, jl, mn->what);
+    buf_add(j, jl, ",\"missing\":[%s],\"cure\":", mn->missing);
+    if (mn->cure[0] != '\0')
+        json_str(j, jl, mn->cure);
     else
         buf_add(j, jl, "null");
     buf_add(j, jl, ",\"diagnosis\":");
-    json_str(j, jl, mn.diag);
-    if (mn.busbw >= 0)
-        buf_add(j, jl, ",\"busbw_gbps\":%.3f", mn.busbw);
+    json_str(j, jl, mn->diag);
+    if (mn->busbw >= 0)
+        buf_add(j, jl, ",\"busbw_gbps\":%.3f", mn->busbw);
     else
         buf_add(j, jl, ",\"busbw_gbps\":null");
     buf_add(j, jl, ",\"nodes\":[");
-    for (int k = 0, first = 1; k < mn.m.nnodes; k++) {
-        const struct mn_node *n = &mn.node[k];
+    for (int k = 0, first = 1; k < mn->m.nnodes; k++) {
+        const struct mn_node *n = &mn->node[k];
 
         if (!n->joined)
             continue;
@@ -1108,79 +1113,85 @@ write_report(void)
 
     r->mn_text[0] = '\0';
     buf_add(r->mn_text, sizeof(r->mn_text), "cross-node%s: %s: %s\n",
-            leader ? " (job-wide verdict)" : "", mn.status, mn.what);
+            leader ? " (job-wide verdict)" : "", mn->status, mn->what);
     if (leader)
-        for (int k = 0; k < mn.m.nnodes; k++)
-            if (mn.node[k].joined)
+        for (int k = 0; k < mn->m.nnodes; k++)
+            if (mn->node[k].joined)
                 buf_add(r->mn_text, sizeof(r->mn_text),
                         "node %d: %s, %u GPUs, %s %s, %s%s\n", k,
-                        mn.node[k].h.host, mn.node[k].h.ngpus,
-                        mn.node[k].h.iface[0] != '\0' ? mn.node[k].h.iface
-                                                      : "no interface; has",
-                        mn.node[k].h.addr, mn.node[k].h.transport,
-                        mn.node[k].gone ? " (gone)" : "");
-    if (mn.missing[0] != '\0')
+                        mn->node[k].h.host, mn->node[k].h.ngpus,
+                        mn->node[k].h.iface[0] != '\0' ? mn->node[k].h.iface
+                                                       : "no interface; has",
+                        mn->node[k].h.addr, mn->node[k].h.transport,
+                        mn->node[k].gone ? " (gone)" : "");
+    if (mn->missing[0] != '\0')
         buf_add(r->mn_text, sizeof(r->mn_text), "missing node ranks: %s\n",
-                mn.missing);
-    if (mn.diag[0] != '\0')
+                mn->missing);
+    if (mn->diag[0] != '\0')
         buf_add(r->mn_text, sizeof(r->mn_text), "cross-node diagnosis: %s\n",
-                mn.diag);
-    if (mn.code != 0 && mn.fix[0] != '\0')
-        buf_add(r->mn_text, sizeof(r->mn_text), "cross-node fix: %s\n", mn.fix);
+                mn->diag);
+    if (mn->code != 0 && mn->fix[0] != '\0')
+        buf_add(r->mn_text, sizeof(r->mn_text), "cross-node fix: %s\n",
+                mn->fix);
 }
 
 /* Folds the cross-node outcome into the pod's report. */
 static void
-apply_outcome(void)
+apply_outcome(struct mn *mn)
 {
-    struct rc_report *r = mn.rep;
+    struct rc_report *r = mn->rep;
 
-    if (mn_table_rep.opts != NULL) {
+    if (mn->table_rep.opts != NULL) {
         report_log("cross-node: nccl-tests table over all %d ranks (this "
                    "node's view)",
-                   mn_table_rep.ndev);
-        report_table(&mn_table_rep);
+                   mn->table_rep.ndev);
+        report_table(&mn->table_rep);
     }
-    write_report();
-    if (mn.code == 0 || r->code != 0)
+    write_report(mn);
+    if (mn->code == 0 || r->code != 0)
         return; /* a local failure keeps its own verdict */
-    if (strcmp(mn.status, "missing") == 0 &&
-        mn.o->on_missing == RC_MISSING_WARN) {
+    if (strcmp(mn->status, "missing") == 0 &&
+        mn->o->on_missing == RC_MISSING_WARN) {
         r->mn_warn = 1;
         r->nwarnings++;
         report_log("cross-node: warning: %s; --on-missing warn: the pod "
                    "starts anyway",
-                   mn.what);
+                   mn->what);
         return;
     }
-    r->code = mn.code;
+    r->code = mn->code;
     r->phase = 7;
-    snprintf(r->what, sizeof(r->what), "%s", mn.what);
-    snprintf(r->fix, sizeof(r->fix), "%s", mn.fix);
-    snprintf(r->cure, sizeof(r->cure), "%.47s", mn.cure);
-    snprintf(r->transport, sizeof(r->transport), "%.23s", mn.transport);
-    if (mn.diag[0] != '\0')
-        snprintf(r->diag_note, sizeof(r->diag_note), "%s", mn.diag);
-    r->diag_ran = mn.diag[0] != '\0';
+    snprintf(r->what, sizeof(r->what), "%s", mn->what);
+    snprintf(r->fix, sizeof(r->fix), "%s", mn->fix);
+    snprintf(r->cure, sizeof(r->cure), "%.47s", mn->cure);
+    snprintf(r->transport, sizeof(r->transport), "%.23s", mn->transport);
+    if (mn->diag[0] != '\0')
+        snprintf(r->diag_note, sizeof(r->diag_note), "%s", mn->diag);
+    r->diag_ran = mn->diag[0] != '\0';
 }
 
 void
 mn_check(struct rc_report *r)
 {
+    struct mn *mn;
     char why[300];
     int got;
 
     if (!r->opts->multi_node)
         return;
-    memset(&mn, 0, sizeof(mn));
-    memset(&mn_table_rep, 0, sizeof(mn_table_rep));
-    mn.rep = r;
-    mn.o = r->opts;
-    mn.fd = -1;
-    mn.busbw = -1;
+    mn = calloc(1, sizeof(*mn));
+    if (mn == NULL) {
+        report_log("cross-node: skipped: out of memory");
+        r->nwarnings++;
+        return;
+    }
+    mn->rep = r;
+    mn->o = r->opts;
+    mn->fd = -1;
+    mn->busbw = -1;
     for (int k = 0; k < RINGCHECK_MAX_NODES; k++)
-        mn.node[k].fd = -1;
-    got = mn_membership(&mn.m, why, sizeof(why));
+        mn->node[k].fd = -1;
+    got = mn_membership(&mn->m, why, sizeof(why));
     if (got <= 0) {
         report_log("cross-node: %s: %s",
                    got == 0 ? "skipped, single pod" : "skipped", why);
@@ -1192,29 +1203,31 @@ mn_check(struct rc_report *r)
                 "\"message\":");
         json_str(r->mn_json, sizeof(r->mn_json), why);
         buf_add(r->mn_json, sizeof(r->mn_json), "}");
-        return;
+        goto out;
     }
-    if (mn.m.nnodes == 1) {
+    if (mn->m.nnodes == 1) {
         report_log("cross-node: skipped: %s says the job has one node",
-                   mn.m.operator_name);
+                   mn->m.operator_name);
         snprintf(r->mn_json, sizeof(r->mn_json),
                  "{\"status\":\"skipped\",\"message\":\"one node\"}");
-        return;
+        goto out;
     }
-    mn.t0 = rdv_now();
-    mn.deadline = mn.t0 + mn.o->multi_node_timeout_s;
+    mn->t0 = rdv_now();
+    mn->deadline = mn->t0 + mn->o->multi_node_timeout_s;
     report_log("cross-node: starting; deadline in %.1f s (--multi-node-"
                "timeout), job %s",
-               mn.o->multi_node_timeout_s, mn.m.job);
-    if (mn.m.node_rank == 0)
-        leader_main();
+               mn->o->multi_node_timeout_s, mn->m.job);
+    if (mn->m.node_rank == 0)
+        leader_main(mn);
     else
-        follower_main();
+        follower_main(mn);
     for (int k = 0; k < RINGCHECK_MAX_NODES; k++)
-        if (mn.node[k].fd >= 0)
-            close(mn.node[k].fd);
-    if (mn.fd >= 0)
-        close(mn.fd);
-    report_log("cross-node: %s: %s", mn.status, mn.what);
-    apply_outcome();
+        if (mn->node[k].fd >= 0)
+            close(mn->node[k].fd);
+    if (mn->fd >= 0)
+        close(mn->fd);
+    report_log("cross-node: %s: %s", mn->status, mn->what);
+    apply_outcome(mn);
+out:
+    free(mn);
 }
