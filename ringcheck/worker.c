@@ -199,7 +199,7 @@ worker_preflight_main(int evfd)
         m = (struct proto_msg){.kind = 'G'};
         m.u.gpu.dev = d;
         m.u.gpu.total_mib = (unsigned long)(p.totalGlobalMem >> 20);
-        snprintf(m.u.gpu.busid, sizeof(m.u.gpu.busid), "%s", bus);
+        snprintf(m.u.gpu.busid, sizeof(m.u.gpu.busid), "%.31s", bus);
         snprintf(m.u.gpu.uuid, sizeof(m.u.gpu.uuid), "%s", uuid);
         snprintf(m.u.gpu.name, sizeof(m.u.gpu.name), "%.60s", p.name);
         send_or_exit(evfd, &m, NULL, NULL);
