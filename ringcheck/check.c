@@ -230,7 +230,7 @@ preflight_memlock(struct check *ck)
 static int
 preflight_net(struct check *ck)
 {
-    static struct netcheck_names have;
+    struct netcheck_names have;
     const char *ifname = getenv("NCCL_SOCKET_IFNAME");
     const char *hca = getenv("NCCL_IB_HCA");
     char err[900];

@@ -324,7 +324,7 @@ struct ring {
     cudaStream_t stream[WORKER_MAX_GPUS];
     void *dsend[WORKER_MAX_GPUS];
     void *drecv[WORKER_MAX_GPUS];
-    int32_t *host; /* pinned staging, host_bytes */
+    void *host; /* pinned staging, host_bytes */
     size_t host_bytes;
     size_t buf_bytes;
 };
@@ -674,7 +674,7 @@ ring_alloc(struct ring *r)
         need = w->bw_bytes;
     r->buf_bytes = need;
     /* Pinned, so that the copies are truly asynchronous. */
-    e = cudaMallocHost((void **)&r->host, r->host_bytes);
+    e = cudaMallocHost(&r->host, r->host_bytes);
     if (e != cudaSuccess) {
         r->host = NULL;
         ring_cuda_fail(r, 0, e, "cudaMallocHost");
@@ -826,16 +826,17 @@ ring_check(struct ring *r, enum coll kind, size_t bytes)
                        : kind == COLL_ALLGATHER ? "allgather"
                                                 : "broadcast";
     long long n = w->nranks;
+    int32_t *h = r->host;
     double t0, us;
 
     for (int l = 0; l < w->nlocal; l++) {
         int rank = w->first_rank + l;
 
         for (size_t i = 0; i < count; i++)
-            r->host[i] = kind == COLL_ALLREDUCE   ? pattern_reduce(rank, i)
-                         : kind == COLL_ALLGATHER ? pattern_gather(rank, i)
-                         : rank == 0              ? pattern_bcast(i)
-                                                  : -1;
+            h[i] = kind == COLL_ALLREDUCE   ? pattern_reduce(rank, i)
+                   : kind == COLL_ALLGATHER ? pattern_gather(rank, i)
+                   : rank == 0              ? pattern_bcast(i)
+                                            : -1;
         ring_upload(r, l, bytes, out * 4);
     }
     t0 = now_s();
@@ -856,7 +857,7 @@ ring_check(struct ring *r, enum coll kind, size_t bytes)
                 want = pattern_gather((int)(i / count), i % count);
             else
                 want = pattern_bcast(i);
-            if (r->host[i] != want) {
+            if (h[i] != want) {
                 if (first < 0)
                     first = (long long)i * 4;
                 wrong++;
@@ -888,7 +889,7 @@ bw_value(int rank, size_t i)
 static void
 ring_bw_fill(struct ring *r, int l, size_t count)
 {
-    float *h = (float *)r->host;
+    float *h = r->host;
     size_t block = count < BW_BLOCK ? count : BW_BLOCK;
     size_t have;
     char *d = r->dsend[l];
@@ -923,7 +924,7 @@ ring_bw_verify(struct ring *r, int l, size_t count, long long *first)
 {
     long long n = r->w->nranks;
     size_t per = r->host_bytes / 4;
-    const float *h = (const float *)r->host;
+    const float *h = r->host;
     long wrong = 0;
 
     *first = -1;
