@@ -462,6 +462,10 @@ run_local_part(struct mn *mn, int world, int offset, const char *id_line,
     s.ndev = r->ndev;
     memcpy(s.dev, r->dev, sizeof(s.dev));
     s.bw_bytes = r->bw_bytes;
+    /* Across nodes the correctness phase stops at 1 MiB: every round costs
+     * the whole job's time, and the bandwidth phase (--bw-bytes, results
+     * checked) covers the large sizes and their protocols. */
+    s.check_max_bytes = (size_t)1 << 20;
     s.phase_timeout_s = mn->o->phase_timeout_s;
     s.deadline = mn->deadline;
     s.label = "cross-node: ";

@@ -230,9 +230,10 @@ expect_out 0 'connection closed by remote peer|crashed'
 expect_tl 1 'cross-node: fail'
 
 CASE="one node's init hangs"
-pod 0 3 -- --multi-node-timeout 9 --phase-timeout 1
-pod 1 3 -- --multi-node-timeout 9 --phase-timeout 1
-pod 2 3 FAKENCCL_CROSS_HANG_INIT=1 -- --multi-node-timeout 9 --phase-timeout 1
+# Five rounds, four of them stopped by the phase timeout.
+pod 0 3 -- --multi-node-timeout 25
+pod 1 3 -- --multi-node-timeout 25
+pod 2 3 FAKENCCL_CROSS_HANG_INIT=1 -- --multi-node-timeout 25
 expect_rc 0 4; expect_rc 1 4; expect_rc 2 4
 expect_json 0 '.multinode.diagnosis | test("failing pairs: node 0 - node 2$|failing pairs: node 0 - node 2;")'
 expect_tl 0 'phase 3 \(nccl-init\) did not finish'
