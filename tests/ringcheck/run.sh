@@ -342,6 +342,49 @@ else
     expect_tl 'not reaped'
 fi
 
+CASE="SIGTERM stops the workers and still gives a verdict (as PID 1 it would otherwise be ignored)"
+rm -f "$TL" "$REPORT"
+t0=$(date +%s%N)
+env LD_LIBRARY_PATH="$FAKES" FAKENCCL_DIR="$TMP/shm" FAKECUDA_DEVICES=2 \
+    FAKENCCL_HANG_COLL=1 NCCL_BUFFSIZE=1048576 "$RINGCHECK" --expect-gpus 2 \
+    --timeout 20 --no-diagnose --bw-bytes 1Mi --termination-log "$TL" \
+    --report "$REPORT" >"$OUT" 2>&1 &
+pid=$!
+sleep 1
+kill -TERM "$pid"
+wait "$pid"
+RC=$?
+ELAPSED=$(( ($(date +%s%N) - t0) / 1000000 ))
+expect_rc 4
+expect_within 4000
+expect_tl 'stopped by signal 15 \(SIGTERM: the pod is being deleted\) during phase 4'
+expect_json '.exit == 4 and .diagnosis == null'
+
+CASE="as PID 1 of a PID namespace (a container), SIGTERM still stops the check"
+# The kernel drops a signal that PID 1 has no handler for; unshare makes the
+# binary PID 1, as in the init container.
+if unshare --pid --fork true 2>/dev/null; then
+    rm -f "$TL" "$REPORT"
+    t0=$(date +%s%N)
+    unshare --pid --fork env LD_LIBRARY_PATH="$FAKES" FAKENCCL_DIR="$TMP/shm" \
+        FAKECUDA_DEVICES=2 FAKENCCL_HANG_COLL=1 NCCL_BUFFSIZE=1048576 \
+        "$RINGCHECK" --expect-gpus 2 --timeout 20 --no-diagnose \
+        --bw-bytes 1Mi --termination-log "$TL" --report "$REPORT" \
+        >"$OUT" 2>&1 &
+    upid=$!
+    sleep 1
+    inner=$(pgrep -P "$upid" | head -1)
+    kill -TERM "$inner"
+    wait "$upid"
+    RC=$?
+    ELAPSED=$(( ($(date +%s%N) - t0) / 1000000 ))
+    expect_rc 4
+    expect_within 4000
+    expect_tl 'stopped by signal 15'
+else
+    echo "SKIP $CASE (cannot create a PID namespace here)"
+fi
+
 CASE="regression: the bandwidth phase checks its results (wrong float sums)"
 run FAKECUDA_DEVICES=2 FAKENCCL_WRONG=1,float -- --expect-gpus 2 \
     --timeout 20 --no-diagnose
