@@ -11,4 +11,7 @@
 /* --bw-bytes: size of the bandwidth phase's AllReduce. */
 #define RINGCHECK_MAX_BW_BYTES ((size_t)64 << 30)
 
+/* --min-busbw: GB/s. */
+#define RINGCHECK_MAX_BUSBW_GBPS 1000000
+
 #endif
