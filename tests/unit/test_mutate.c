@@ -3,8 +3,13 @@
 
 #include <inttypes.h>
 
+#include <dirent.h>
+
+#include "../../ringcheck/opts.h"
 #include "harness.h"
 #include "server_fixtures.h"
+#include "workload.h"
+#include "yamljson.h"
 
 static struct policy *pol_default;
 
@@ -710,7 +715,6 @@ test_ringcheck(void)
     }
 }
 
-
 /* Issue 10: the webhook never injects a check the binary would refuse.
  * Each case is a pod shape with the ring check's expected GPU count (0:
  * left out) and a substring of the warning or summary that says why. */
@@ -746,15 +750,18 @@ test_ringcheck_bounds(void)
          "'resources':{'limits':{'nvidia.com/gpu':6}}}],'containers':[{"
          "'name':'c','resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
          6, NULL, "single-pod"},
-        {"32 GPUs", "{'spec':{'containers':[{'name':'c','resources':{"
-                    "'limits':{'nvidia.com/gpu':32}}}]}}",
+        {"32 GPUs",
+         "{'spec':{'containers':[{'name':'c','resources':{"
+         "'limits':{'nvidia.com/gpu':32}}}]}}",
          32, NULL, "single-pod"},
         /* Regression: 40 GPUs gave --expect-gpus 40, refused. */
-        {"40 GPUs", "{'spec':{'containers':[{'name':'c','resources':{"
-                    "'limits':{'nvidia.com/gpu':40}}}]}}",
+        {"40 GPUs",
+         "{'spec':{'containers':[{'name':'c','resources':{"
+         "'limits':{'nvidia.com/gpu':40}}}]}}",
          0, "more than the ring check's 32", "left out: 40 GPUs"},
-        {"1k GPUs", "{'spec':{'containers':[{'name':'c','resources':{"
-                    "'limits':{'nvidia.com/gpu':'1k'}}}]}}",
+        {"1k GPUs",
+         "{'spec':{'containers':[{'name':'c','resources':{"
+         "'limits':{'nvidia.com/gpu':'1k'}}}]}}",
          0, "1000 GPUs is more than", "left out: 1000 GPUs"},
         {"33 over two containers",
          "{'spec':{'containers':[{'name':'a','resources':{'limits':{"
@@ -762,11 +769,13 @@ test_ringcheck_bounds(void)
          "'nvidia.com/gpu':17}}}]}}",
          0, "33 GPUs", "left out"},
         /* ringCheck.minGPUs 2 by default: one GPU has no ring. */
-        {"one GPU", "{'spec':{'containers':[{'name':'c','resources':{"
-                    "'limits':{'nvidia.com/gpu':1}}}]}}",
+        {"one GPU",
+         "{'spec':{'containers':[{'name':'c','resources':{"
+         "'limits':{'nvidia.com/gpu':1}}}]}}",
          0, NULL, "below ringCheck.minGPUs 2"},
-        {"two GPUs", "{'spec':{'containers':[{'name':'c','resources':{"
-                     "'limits':{'nvidia.com/gpu':2}}}]}}",
+        {"two GPUs",
+         "{'spec':{'containers':[{'name':'c','resources':{"
+         "'limits':{'nvidia.com/gpu':2}}}]}}",
          2, NULL, "single-pod (no job operator"},
     };
 
@@ -793,8 +802,8 @@ test_ringcheck_bounds(void)
             CHECK_INT(json_array_size(r.warnings), 0);
         CHECK(strstr(r.ringcheck, cases[i].note) != NULL);
         if (strstr(r.ringcheck, cases[i].note) == NULL)
-            fprintf(stderr, "case %s: ring check note \"%s\"\n",
-                    cases[i].what, r.ringcheck);
+            fprintf(stderr, "case %s: ring check note \"%s\"\n", cases[i].what,
+                    r.ringcheck);
         /* Left out, the check leaves no trace: no NCCL_CONF_FILE that
          * nothing writes, no fallback mount. */
         if (rc == NULL && patched != NULL) {
@@ -810,8 +819,8 @@ test_ringcheck_bounds(void)
 
     /* minGPUs from the policy: 1 puts the check back on one GPU. */
     {
-        struct policy *pol =
-            fixture_policy(POLICY_HEAD "defaults:\n  ringCheck: {minGPUs: 1}\n");
+        struct policy *pol = fixture_policy(
+            POLICY_HEAD "defaults:\n  ringCheck: {minGPUs: 1}\n");
         json_t *pod = J("{'spec':{'containers':[{'name':'c','resources':{"
                         "'limits':{'nvidia.com/gpu':1}}}]}}");
         struct mutate_result r;
@@ -824,7 +833,6 @@ test_ringcheck_bounds(void)
         policy_free(pol);
     }
 }
-
 
 /* The ring-check container's env entry named name, or NULL. */
 static json_t *
@@ -860,8 +868,8 @@ test_multinode(void)
 {
     static const struct {
         const char *what;
-        const char *meta;  /* metadata JSON */
-        const char *env;   /* the GPU container's env JSON */
+        const char *meta; /* metadata JSON */
+        const char *env;  /* the GPU container's env JSON */
         int gpus;
         const char *op;     /* operator in the note; NULL = single-pod */
         const char *note;   /* substring of res.ringcheck */
@@ -938,8 +946,8 @@ test_multinode(void)
         rc = ringcheck_of(patched, NULL);
         if (strstr(r.ringcheck, cases[i].note) == NULL ||
             (cases[i].op != NULL && strstr(r.ringcheck, cases[i].op) == NULL))
-            fprintf(stderr, "case %s: ring check note \"%s\"\n",
-                    cases[i].what, r.ringcheck);
+            fprintf(stderr, "case %s: ring check note \"%s\"\n", cases[i].what,
+                    r.ringcheck);
         CHECK(strstr(r.ringcheck, cases[i].note) != NULL);
         CHECK(rc != NULL);
         if (cases[i].warning != NULL)
@@ -1009,17 +1017,17 @@ test_multinode_templates(void)
             "'nvidia.com/gpu':8}}}]}}");
     patched = run(pol_default, pod, "ml", &r);
     rc = ringcheck_of(patched, NULL);
-    CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_T0"),
-                     "/valueFrom/fieldRef/fieldPath"),
-              "metadata.labels['jobset.sigs.k8s.io/jobset-name']");
-    CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_T1"),
-                     "/valueFrom/fieldRef/fieldPath"),
-              "metadata.labels['jobset.sigs.k8s.io/replicatedjob-name']");
+    CHECK_STR(
+        str_at(rc_env(rc, "NCCLGUARD_T0"), "/valueFrom/fieldRef/fieldPath"),
+        "metadata.labels['jobset.sigs.k8s.io/jobset-name']");
+    CHECK_STR(
+        str_at(rc_env(rc, "NCCLGUARD_T1"), "/valueFrom/fieldRef/fieldPath"),
+        "metadata.labels['jobset.sigs.k8s.io/replicatedjob-name']");
     CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_LEADER_ADDR"), "/value"),
               "$(NCCLGUARD_T0)-$(NCCLGUARD_T1)-0-0.$(NCCLGUARD_T2)");
-    CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_T3"),
-                     "/valueFrom/fieldRef/fieldPath"),
-              "metadata.annotations['ncclguard.io/nodes']");
+    CHECK_STR(
+        str_at(rc_env(rc, "NCCLGUARD_T3"), "/valueFrom/fieldRef/fieldPath"),
+        "metadata.annotations['ncclguard.io/nodes']");
     CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_NNODES"), "/value"),
               "$(NCCLGUARD_T3)");
     /* The workload's own POD_IP and NCCLGUARD_* never reach the check:
@@ -1041,9 +1049,9 @@ test_multinode_templates(void)
 
         patched = run(pol, pod, "ml", &r);
         rc = ringcheck_of(patched, NULL);
-        CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_T0"),
-                         "/valueFrom/fieldRef/fieldPath"),
-                  "metadata.namespace");
+        CHECK_STR(
+            str_at(rc_env(rc, "NCCLGUARD_T0"), "/valueFrom/fieldRef/fieldPath"),
+            "metadata.namespace");
         CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_LEADER_ADDR"), "/value"),
                   "$(MY_LEADER).$(NCCLGUARD_T0).svc");
         CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_NNODES"), "/value"), "4");
@@ -1122,6 +1130,244 @@ test_multinode_dry_run(void)
         json_decref(w);
     }
     json_decref(pod);
+}
+
+/* ---- every injected argument list through the binary's own parser ---- */
+
+struct args_run {
+    int lists;        /* argument lists parsed */
+    int multinode;    /* of which multi-node */
+    int mn_unchecked; /* multi-node flags the parser does not know yet */
+    int mn_known;     /* -1 unknown, 0 no, 1 yes: --multi-node is parsed */
+};
+
+/* Whether this build's ncclguard-ringcheck parser knows --multi-node. */
+static bool
+parser_knows_multinode(void)
+{
+    char *argv[] = {"ncclguard-ringcheck", "--multi-node", "off", NULL};
+    struct rc_opts o;
+    char err[256];
+
+    return rc_opts_parse(3, argv, &o, err, sizeof(err)) == 0;
+}
+
+/* Feeds the args of the ring-check container rc to rc_opts_parse(). */
+static void
+args_check(struct args_run *ar, const json_t *rc, const char *where)
+{
+    static const char *const mn_flags[] = {"--multi-node", "--rendezvous-port",
+                                           "--multi-node-timeout",
+                                           "--on-missing", NULL};
+    const json_t *args = json_object_get(rc, "args");
+    char *argv[64];
+    int argc = 0, expect = -1;
+    bool mn = false;
+    struct rc_opts o;
+    char err[256] = "";
+
+    if (ar->mn_known < 0)
+        ar->mn_known = parser_knows_multinode();
+    argv[argc++] = "ncclguard-ringcheck";
+    for (size_t i = 0; i < json_array_size(args) && argc < 62; i++) {
+        const char *a = json_string_value(json_array_get(args, i));
+        bool is_mn = false;
+
+        CHECK(a != NULL);
+        if (a == NULL)
+            return;
+        for (int k = 0; mn_flags[k] != NULL; k++)
+            is_mn = is_mn || strcmp(a, mn_flags[k]) == 0;
+        mn = mn || is_mn;
+        if (is_mn && !ar->mn_known) {
+            ar->mn_unchecked++;
+            i++; /* and its value */
+            continue;
+        }
+        if (strcmp(a, "--expect-gpus") == 0 && i + 1 < json_array_size(args))
+            expect = atoi(json_string_value(json_array_get(args, i + 1)));
+        argv[argc++] = (char *)a;
+    }
+    argv[argc] = NULL;
+    ar->lists++;
+    ar->multinode += mn;
+    if (rc_opts_parse(argc, argv, &o, err, sizeof(err)) != 0) {
+        CHECK(!"ncclguard-ringcheck refuses the injected arguments");
+        fprintf(stderr, "%s: refused: %s\n", where, err);
+        return;
+    }
+    CHECK_INT(o.expect_gpus, expect);
+}
+
+static const json_t *
+ringcheck_in_patch(const json_t *patch)
+{
+    size_t i;
+    json_t *op;
+
+    json_array_foreach(patch, i, op)
+    {
+        const char *path = json_string_value(json_object_get(op, "path"));
+        json_t *v = json_object_get(op, "value");
+
+        if (path == NULL || strncmp(path, "/spec/initContainers", 20) != 0)
+            continue;
+        if (json_is_array(v))
+            v = json_array_get(v, 0);
+        v = json_object_get(v, "name");
+        if (json_is_string(v) &&
+            strcmp(json_string_value(v), "ncclguard-ringcheck") == 0)
+            return json_is_array(json_object_get(op, "value"))
+                       ? json_array_get(json_object_get(op, "value"), 0)
+                       : json_object_get(op, "value");
+    }
+    return NULL;
+}
+
+/* Mutates every document of file as the dry run does, and checks every
+ * injected argument list. */
+static void
+args_check_file(struct args_run *ar, const struct policy *pol, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    static char buf[1 << 20];
+    size_t len;
+    json_t *docs, *doc;
+    struct ng_error err;
+    size_t d;
+
+    CHECK(f != NULL);
+    if (f == NULL)
+        return;
+    len = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    ng_error_clear(&err);
+    docs = yamljson_load(buf, len, path, NULL, &err);
+    CHECK(docs != NULL);
+    json_array_foreach(docs, d, doc)
+    {
+        const char *kind = json_string_value(json_object_get(doc, "kind"));
+        struct mutate_options opt = {.own_namespace = "ncclguard"};
+        struct workload_report rep;
+
+        if (kind != NULL && strcmp(kind, "Pod") != 0 &&
+            strcmp(kind, "AdmissionReview") != 0)
+            opt.workload = doc;
+        CHECK_INT(workload_mutate(doc, NULL, pol, &opt, &rep), 0);
+        for (size_t i = 0; i < rep.n_pods; i++) {
+            const json_t *rc = ringcheck_in_patch(rep.pods[i].result.patch);
+            char where[1100];
+
+            if (rc == NULL)
+                continue;
+            snprintf(where, sizeof(where), "%s %s", path, rep.pods[i].pointer);
+            args_check(ar, rc, where);
+        }
+        workload_report_release(&rep);
+    }
+    json_decref(docs);
+}
+
+static void
+args_check_dir(struct args_run *ar, const struct policy *pol, const char *dir)
+{
+    DIR *dp = opendir(dir);
+    struct dirent *de;
+
+    CHECK(dp != NULL);
+    if (dp == NULL) {
+        fprintf(stderr, "cannot open %s (run from the repository root)\n", dir);
+        return;
+    }
+    while ((de = readdir(dp)) != NULL) {
+        size_t n = strlen(de->d_name);
+        char path[512];
+
+        if (n < 6 || (strcmp(de->d_name + n - 5, ".yaml") != 0 &&
+                      strcmp(de->d_name + n - 5, ".json") != 0))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        args_check_file(ar, pol, path);
+    }
+    closedir(dp);
+}
+
+/* Issue 10: the corpus, the examples and shapes held out of both, under
+ * the default policy and one with every ring-check setting at its bound,
+ * through ringcheck/opts.c's rc_opts_parse(). */
+static void
+test_ringcheck_args_parse(void)
+{
+    static const char *const held_out[] = {
+        /* native sidecars, a big init container, several resources */
+        "{'spec':{'initContainers':[{'name':'s','restartPolicy':'Always',"
+        "'resources':{'limits':{'nvidia.com/gpu':1}}},{'name':'i','resources'"
+        ":{'limits':{'nvidia.com/gpu':6}}}],'containers':[{'name':'c',"
+        "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
+        "{'spec':{'initContainers':[{'name':'s','restartPolicy':'Always',"
+        "'resources':{'limits':{'nvidia.com/gpu':3}}}],'containers':[{"
+        "'name':'c'}]}}",
+        "{'spec':{'containers':[{'name':'a','resources':{'limits':{"
+        "'nvidia.com/gpu':16}}},{'name':'b','resources':{'limits':{"
+        "'nvidia.com/gpu':16}}}]}}",
+        "{'spec':{'containers':[{'name':'a','resources':{'limits':{"
+        "'nvidia.com/gpu':'1k'}}}]}}",
+        "{'spec':{'containers':[{'name':'a','resources':{'limits':{"
+        "'nvidia.com/gpu':40}}}]}}",
+        "{'spec':{'containers':[{'name':'a','resources':{'requests':{"
+        "'nvidia.com/gpu':'2'}}}]}}",
+        /* multi-node members with one GPU each */
+        "{'metadata':{'labels':{'leaderworkerset.sigs.k8s.io/name':'l'}},"
+        "'spec':{'containers':[{'name':'a','resources':{'limits':{"
+        "'nvidia.com/gpu':1}}}]}}",
+        "{'metadata':{'labels':{'jobset.sigs.k8s.io/jobset-name':'j'},"
+        "'annotations':{'ncclguard.io/nodes':'2'}},'spec':{'containers':[{"
+        "'name':'a','resources':{'limits':{'nvidia.com/gpu':1}}}]}}",
+        "{'metadata':{'labels':{'training.kubeflow.org/operator-name':"
+        "'pytorchjob-controller'}},'spec':{'containers':[{'name':'a','env':"
+        "[{'name':'MASTER_ADDR','value':'m'}],'resources':{'limits':{"
+        "'nvidia.com/gpu':8}}}]}}",
+    };
+    struct policy *edge = fixture_policy(
+        POLICY_HEAD "defaults:\n  gpuResources: [nvidia.com/gpu, "
+                    "amd.com/gpu]\n  ringCheck:\n    mode: group\n"
+                    "    onFailure: warn\n    timeoutSeconds: 3600\n"
+                    "    bandwidthBytes: 16Gi\n    minBusBandwidthGBps: "
+                    "999999.5\n    minGPUs: 1\n    rendezvousPort: 65535\n"
+                    "    multiNodeTimeout: 3600\n    onMissing: fail\n");
+    const struct policy *pols[2] = {pol_default, edge};
+    struct args_run ar = {.mn_known = -1};
+
+    for (int k = 0; k < 2; k++) {
+        args_check_dir(&ar, pols[k], "tests/data/corpus/manifests");
+        args_check_dir(&ar, pols[k], "deploy/examples");
+        for (size_t i = 0; i < sizeof(held_out) / sizeof(held_out[0]); i++) {
+            json_t *pod = J(held_out[i]);
+            struct mutate_result r;
+            const json_t *rc;
+
+            CHECK_INT(mutate_pod(pod, "ml", pols[k], NULL, &r), 0);
+            rc = ringcheck_in_patch(r.patch);
+            if (rc != NULL)
+                args_check(&ar, rc, held_out[i]);
+            mutate_result_release(&r);
+            json_decref(pod);
+        }
+    }
+    /* Enough lists that an empty walk cannot pass: the corpus alone has
+     * dozens of GPU pods with a check, several of them multi-node. */
+    CHECK(ar.lists >= 60);
+    CHECK(ar.multinode >= 10);
+    printf("ring-check argument lists through rc_opts_parse: %d (%d "
+           "multi-node)\n",
+           ar.lists, ar.multinode);
+    if (ar.mn_unchecked > 0)
+        printf("SKIP %d multi-node flags of %d lists (this build's "
+               "ncclguard-ringcheck parser has no --multi-node yet; the rest "
+               "of each list was parsed)\n",
+               ar.mn_unchecked, ar.multinode);
+    policy_free(edge);
 }
 
 static void
@@ -1285,6 +1531,7 @@ main(void)
     test_multinode();
     test_multinode_templates();
     test_multinode_dry_run();
+    test_ringcheck_args_parse();
     test_annotations_and_odd_shapes();
     test_bounds();
     test_status_names();
