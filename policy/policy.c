@@ -237,6 +237,10 @@ closest(const char *word, const char *const *names)
         if (lw >= 3 && ln >= 3 &&
             strncasecmp(word, names[i], lw < ln ? lw : ln) == 0)
             dd = 1;
+        /* Only the case differs: that key, not a shorter prefix of it
+         * ("multiNodeTimeOut" is "multiNodeTimeout", not "multiNode"). */
+        if (strcasecmp(word, names[i]) == 0)
+            dd = 0;
 
         if (dd < bestd) {
             bestd = dd;
