@@ -224,13 +224,13 @@ static const char *
 closest(const char *word, const char *const *names)
 {
     const char *best = NULL;
-    size_t bestd = 99;
+    size_t bestd = 99, best_real = 99;
     size_t limit = strlen(word) / 3 + 1;
 
     if (limit < 2)
         limit = 2;
     for (size_t i = 0; names[i] != NULL; i++) {
-        size_t dd = edit_distance(word, names[i]);
+        size_t real = edit_distance(word, names[i]), dd = real;
         size_t lw = strlen(word), ln = strlen(names[i]);
 
         /* "timeout" for "timeoutSeconds", "maximum" for "max". */
@@ -241,9 +241,11 @@ closest(const char *word, const char *const *names)
          * ("multiNodeTimeOut" is "multiNodeTimeout", not "multiNode"). */
         if (strcasecmp(word, names[i]) == 0)
             dd = 0;
-
-        if (dd < bestd) {
+        /* Between equals, the closer spelling ("multiNodeTimout" is
+         * "multiNodeTimeout", whose prefix "multiNode" also matches). */
+        if (dd < bestd || (dd == bestd && real < best_real)) {
             bestd = dd;
+            best_real = real;
             best = names[i];
         }
     }
