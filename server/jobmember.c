@@ -67,10 +67,46 @@ group_is(const json_t *obj, const char *want)
     return av != NULL && strncmp(av, want, n) == 0 && av[n] == '/';
 }
 
+/* Whether a pod template asks for any of the policy's GPU resources. */
+static bool
+template_has_gpus(const json_t *tmpl, const struct settings *s)
+{
+    static const char *const lists[2] = {"containers", "initContainers"};
+    const json_t *spec = json_object_get(tmpl, "spec");
+
+    for (int l = 0; l < 2; l++) {
+        size_t i;
+        json_t *c;
+
+        json_array_foreach(json_object_get(spec, lists[l]), i, c)
+        {
+            const json_t *res = json_object_get(c, "resources");
+
+            for (size_t r = 0; r < s->n_gpu_resources; r++) {
+                const char *name = s->gpu_resources[r];
+                const json_t *v =
+                    json_object_get(json_object_get(res, "limits"), name);
+
+                if (v == NULL)
+                    v = json_object_get(json_object_get(res, "requests"), name);
+                if (v != NULL && !json_is_null(v) &&
+                    !(json_is_integer(v) && json_integer_value(v) == 0) &&
+                    !(json_is_string(v) &&
+                      strcmp(json_string_value(v), "0") == 0))
+                    return true;
+            }
+        }
+    }
+    return false;
+}
+
 /* A dry run sees a template, not the pod the operator creates: the
- * workload's kind stands in for the operator's labels. */
+ * workload's kind stands in for the operator's labels. It also sees the
+ * whole job, so it can tell when node rank 0's pod would run no check
+ * (it asks for no GPU): the others would only wait for it. */
 static void
-detect_workload(const json_t *w, struct jobmember *out)
+detect_workload(const json_t *w, const struct settings *s,
+                struct jobmember *out)
 {
     const char *kind = str_get(w, "kind");
     const json_t *spec = json_object_get(w, "spec");
@@ -79,20 +115,37 @@ detect_workload(const json_t *w, struct jobmember *out)
         kind = "object";
     if (strcmp(kind, "LeaderWorkerSet") == 0 &&
         group_is(w, "leaderworkerset.x-k8s.io")) {
-        found(out, MN_LWS,
-              "%s template: the operator's pod webhook adds LWS_* to every "
-              "container",
-              kind);
+        const json_t *leader = json_object_get(
+            json_object_get(spec, "leaderWorkerTemplate"), "leaderTemplate");
+
+        if (leader != NULL && !template_has_gpus(leader, s))
+            found(out, MN_NONE,
+                  "%s leader asks for no GPU, so it runs no check for "
+                  "the others to join",
+                  kind);
+        else
+            found(out, MN_LWS,
+                  "%s template; the operator's pod webhook adds LWS_* to "
+                  "every container",
+                  kind);
     } else if (strcmp(kind, "JobSet") == 0 && group_is(w, "jobset.x-k8s.io")) {
         found(out, MN_JOBSET,
-              "%s template: leader and node count from the policy's "
+              "%s template; leader and node count from the policy's "
               "templates",
               kind);
     } else if (strcmp(kind, "PyTorchJob") == 0 && group_is(w, "kubeflow.org")) {
-        if (json_object_get(json_object_get(spec, "pytorchReplicaSpecs"),
-                            "Master") != NULL)
+        const json_t *master = json_object_get(
+            json_object_get(spec, "pytorchReplicaSpecs"), "Master");
+
+        if (master != NULL &&
+            !template_has_gpus(json_object_get(master, "template"), s))
+            found(out, MN_NONE,
+                  "%s Master asks for no GPU, so it runs no check for "
+                  "the others to join",
+                  kind);
+        else if (master != NULL)
             found(out, MN_PYTORCHJOB,
-                  "%s template: the operator sets MASTER_ADDR, WORLD_SIZE, "
+                  "%s template; the operator sets MASTER_ADDR, WORLD_SIZE, "
                   "RANK",
                   kind);
         else
@@ -105,7 +158,7 @@ detect_workload(const json_t *w, struct jobmember *out)
                group_is(w, "trainer.kubeflow.org")) {
         if (json_object_get(json_object_get(spec, "mlPolicy"), "torch") != NULL)
             found(out, MN_TORCHRUN,
-                  "%s template: the torch plugin sets PET_* on the pods", kind);
+                  "%s template; the torch plugin sets PET_* on the pods", kind);
         else
             found(out, MN_NONE,
                   "%s without mlPolicy.torch sets no PET_* variables: "
@@ -113,7 +166,7 @@ detect_workload(const json_t *w, struct jobmember *out)
                   kind);
     } else if (strcmp(kind, "Job") == 0 && group_is(w, "batch.volcano.sh")) {
         found(out, MN_VOLCANO,
-              "Volcano %s template: leader and node count from the policy's "
+              "Volcano %s template; leader and node count from the policy's "
               "templates",
               kind);
     } else {
@@ -123,7 +176,8 @@ detect_workload(const json_t *w, struct jobmember *out)
 
 void
 jobmember_detect(const json_t *pod, const json_t *gpu_ctr,
-                 const json_t *workload, struct jobmember *out)
+                 const json_t *workload, const struct settings *s,
+                 struct jobmember *out)
 {
     const json_t *labels = meta_map(pod, "labels");
     const char *kf_op = str_get(labels, JM_KF_OPERATOR);
@@ -150,7 +204,7 @@ jobmember_detect(const json_t *pod, const json_t *gpu_ctr,
     } else if (str_get(labels, "ray.io/cluster") != NULL) {
         found(out, MN_NONE, "%s pods stay single-pod", "RayCluster");
     } else if (workload != NULL) {
-        detect_workload(workload, out);
+        detect_workload(workload, s, out);
     } else {
         found(out, MN_NONE, "%s", "no job operator's labels or variables");
     }

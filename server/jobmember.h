@@ -36,11 +36,13 @@ struct jobmember {
  * container whose env the check copies (may be NULL). workload is the
  * object holding the template in a dry run (a LeaderWorkerSet, a JobSet,
  * ...), NULL on the server: it stands in for the labels and variables the
- * operator adds when it creates the pods. All borrowed. Never fails;
+ * operator adds when it creates the pods; s names the GPU resources. All
+ * borrowed. Never fails;
  * thread-safe.
  */
 void jobmember_detect(const json_t *pod, const json_t *gpu_ctr,
-                      const json_t *workload, struct jobmember *out);
+                      const json_t *workload, const struct settings *s,
+                      struct jobmember *out);
 
 /* Whether name is one of the variables jobmember_env() writes (POD_IP,
  * NCCLGUARD_*), which a copy of the workload's env must not repeat. */

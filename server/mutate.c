@@ -1087,7 +1087,7 @@ ringcheck_membership(struct plan *p)
         return 0;
     }
     jobmember_detect(p->pod, g != NULL ? g->c : NULL,
-                     p->opt != NULL ? p->opt->workload : NULL, &p->mn);
+                     p->opt != NULL ? p->opt->workload : NULL, p->s, &p->mn);
     if (p->mn.kind == MN_NONE)
         return 0;
     p->mn_env = json_array();

@@ -1095,8 +1095,20 @@ test_multinode_dry_run(void)
          "'LeaderWorkerSet'}",
          true, "LeaderWorkerSet template"},
         {"{'apiVersion':'kubeflow.org/v1','kind':'PyTorchJob','spec':{"
-         "'pytorchReplicaSpecs':{'Master':{},'Worker':{}}}}",
+         "'pytorchReplicaSpecs':{'Master':{'template':{'spec':{'containers':"
+         "[{'name':'pytorch','resources':{'limits':{'nvidia.com/gpu':1}}}]"
+         "}}},'Worker':{}}}}",
          true, "PyTorchJob template"},
+        /* Node rank 0 without a GPU runs no check: the workers would
+         * only wait for it until their deadline. */
+        {"{'apiVersion':'kubeflow.org/v1','kind':'PyTorchJob','spec':{"
+         "'pytorchReplicaSpecs':{'Master':{'template':{'spec':{'containers':"
+         "[{'name':'pytorch'}]}}},'Worker':{}}}}",
+         false, "Master asks for no GPU"},
+        {"{'apiVersion':'leaderworkerset.x-k8s.io/v1','kind':"
+         "'LeaderWorkerSet','spec':{'leaderWorkerTemplate':{'leaderTemplate':"
+         "{'spec':{'containers':[{'name':'router'}]}}}}}",
+         false, "leader asks for no GPU"},
         {"{'apiVersion':'kubeflow.org/v1','kind':'PyTorchJob','spec':{"
          "'pytorchReplicaSpecs':{'Worker':{}}}}",
          false, "without a Master replica"},
