@@ -78,9 +78,25 @@ for m in "${manifests[@]}"; do
     case "$m" in */deploy/examples/*) ;; *) continue ;; esac
     want=$(sed -n 's/^# ncclguard-expect: *//p' "$m")
     [ -n "$want" ] || want=patched
+    [ "$want" != none ] || want="" # no pod in it (a NetworkPolicy)
     got=$(mut -o patch "$m" 2>/dev/null | jq -r '[.[].result] | join(",")') || got="(mutate failed)"
     [ "$got" = "$want" ] || failf "$(basename "$m"): results $got, expected $want"
 done
+
+# The NetworkPolicy example opens the rendezvous port of the policy under
+# test between the pods it selects.
+np=$root/deploy/examples/multinode-networkpolicy.yaml
+if [ -f "$np" ]; then
+    port=$(sed -n 's/^ *rendezvousPort: *\([0-9]*\).*/\1/p' "$POLICY" | head -n 1)
+    [ -n "$port" ] || port=29450
+    "$NCCLGUARD" mutate -q --policy "$POLICY" -o json "$np" 2>/dev/null |
+        jq -e --argjson port "$port" '.kind == "NetworkPolicy" and
+            (.spec.podSelector.matchLabels as $sel
+             | [.spec.ingress[] | select(.from[0].podSelector.matchLabels == $sel)
+                | .ports[] | select(.protocol == "TCP" and .port == $port)]
+             | length == 1)' >/dev/null ||
+        failf "$(basename "$np"): no TCP $port ingress between the pods it selects"
+fi
 
 # 1. Every manifest: the dry run succeeds and writes YAML that reads back;
 #    the mutated manifest needs nothing more (second pass on templates).
