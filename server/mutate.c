@@ -522,10 +522,15 @@ gpu_value(const json_t *v, int64_t *out, char *why, size_t n)
 
 /*
  * Counts the GPUs of every container for the resource names given, and the
- * pod total the way Kubernetes sums resources: max(sum of app containers +
- * sidecars, each init container + the sidecars started before it). Returns
- * 0, or -1 after a warning on a count that is not a whole non-negative
- * number.
+ * pod total the way the scheduler and the kubelet's admission sum
+ * resources: max(sum of app containers + sidecars, each init container +
+ * the sidecars started before it, each sidecar + the sidecars before it).
+ * That is AggregateContainerRequests() in Kubernetes'
+ * staging/src/k8s.io/component-helpers/resource/helpers.go, which follows
+ * KEP-753 (sig-node/753-sidecar-containers, "Resources calculation for
+ * scheduling and pod admission"); a sidecar is an init container with
+ * restartPolicy: Always. Returns 0, or -1 after a warning on a count that
+ * is not a whole non-negative number.
  */
 static int
 gpus_count(struct plan *p, char *const *names, size_t n_names)
