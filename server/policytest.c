@@ -43,7 +43,8 @@ struct reasons {
     int n;
 };
 
-static void reason(struct reasons *r, const char *fmt, ...)
+static void
+reason(struct reasons *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void
@@ -202,8 +203,7 @@ check_keys(const json_t *obj, const char *const *keys, const char *where,
     json_t *v;
     int bad = 0;
 
-    json_object_foreach((json_t *)obj, k, v)
-    {
+    json_object_foreach((json_t *)obj, k, v) {
         int known = 0;
 
         (void)v;
@@ -314,10 +314,10 @@ diff_docs(const json_t *expected, const json_t *actual, FILE *out)
 #define T(x, y) t[(x) * (nb + 1) + (y)]
     for (i = na; i-- > 0;)
         for (j = nb; j-- > 0;)
-            T(i, j) =
-                strcmp(la[i], lb[j]) == 0
-                    ? (unsigned short)(T(i + 1, j + 1) + 1)
-                    : (T(i + 1, j) > T(i, j + 1) ? T(i + 1, j) : T(i, j + 1));
+            T(i, j) = strcmp(la[i], lb[j]) == 0
+                          ? (unsigned short)(T(i + 1, j + 1) + 1)
+                          : (T(i + 1, j) > T(i, j + 1) ? T(i + 1, j)
+                                                       : T(i, j + 1));
     fprintf(out, "    --- expected\n    +++ actual\n");
     i = j = 0;
     while (i < na || j < nb) {
@@ -360,14 +360,12 @@ pod_shm_size(json_t *pod, char *text, size_t n)
     json_t *c, *m, *v;
 
     snprintf(text, n, "none");
-    json_array_foreach(containers, i, c)
-    {
-        json_array_foreach(json_object_get(c, "volumeMounts"), k, m)
-        {
+    json_array_foreach(containers, i, c) {
+        json_array_foreach(json_object_get(c, "volumeMounts"), k, m) {
             const char *mp = jstr(m, "mountPath");
 
-            if (mp != NULL &&
-                (strcmp(mp, "/dev/shm") == 0 || strcmp(mp, "/dev/shm/") == 0))
+            if (mp != NULL && (strcmp(mp, "/dev/shm") == 0 ||
+                               strcmp(mp, "/dev/shm/") == 0))
                 vol = jstr(m, "name");
         }
         if (vol != NULL)
@@ -375,8 +373,7 @@ pod_shm_size(json_t *pod, char *text, size_t n)
     }
     if (vol == NULL)
         return -1;
-    json_array_foreach(volumes, i, v)
-    {
+    json_array_foreach(volumes, i, v) {
         const char *name = jstr(v, "name");
         json_t *ed = json_object_get(v, "emptyDir");
         const char *sl = jstr(ed, "sizeLimit");
@@ -425,32 +422,28 @@ assert_env(json_t *pod, const json_t *want, const struct settings *s,
     json_t *c;
     size_t i;
 
-    json_array_foreach(cs, i, c)
-    {
+    json_array_foreach(cs, i, c) {
         const char *cname = jstr(c, "name");
         const char *k;
         json_t *wv;
 
         if (!is_gpu_container(c, s))
             continue;
-        json_object_foreach((json_t *)want, k, wv)
-        {
+        json_object_foreach((json_t *)want, k, wv) {
             json_t *e;
             size_t j;
             const char *got = NULL;
             const char *w = json_is_string(wv) ? json_string_value(wv) : NULL;
 
-            json_array_foreach(json_object_get(c, "env"), j, e)
-            {
+            json_array_foreach(json_object_get(c, "env"), j, e) {
                 const char *n = jstr(e, "name");
 
                 if (n != NULL && strcmp(n, k) == 0)
                     got = jstr(e, "value") ? jstr(e, "value") : "";
             }
             if (w == NULL && got != NULL)
-                reason(r,
-                       "env: container \"%s\" has %s=%s, expected it "
-                       "unset",
+                reason(r, "env: container \"%s\" has %s=%s, expected it "
+                          "unset",
                        cname ? cname : "?", k, got);
             else if (w != NULL && (got == NULL || strcmp(got, w) != 0))
                 reason(r, "env: container \"%s\" has %s=%s, expected %s",
@@ -467,8 +460,7 @@ assert_caps(json_t *pod, const json_t *want, const struct settings *s,
     json_t *c, *w;
     size_t i, k;
 
-    json_array_foreach(cs, i, c)
-    {
+    json_array_foreach(cs, i, c) {
         json_t *add = json_object_get(
             json_object_get(json_object_get(c, "securityContext"),
                             "capabilities"),
@@ -476,13 +468,13 @@ assert_caps(json_t *pod, const json_t *want, const struct settings *s,
 
         if (!is_gpu_container(c, s))
             continue;
-        json_array_foreach((json_t *)want, k, w)
-        {
+        json_array_foreach((json_t *)want, k, w) {
             json_t *a;
             size_t j;
             int found = 0;
 
-            json_array_foreach(add, j, a) found = found || json_equal(a, w);
+            json_array_foreach(add, j, a)
+                found = found || json_equal(a, w);
             if (!found)
                 reason(r, "capabilities: container \"%s\" lacks %s",
                        jstr(c, "name") ? jstr(c, "name") : "?",
@@ -499,8 +491,7 @@ has_ringcheck(json_t *pod)
     json_t *c;
     size_t i;
 
-    json_array_foreach(ics, i, c)
-    {
+    json_array_foreach(ics, i, c) {
         const char *n = jstr(c, "name");
 
         if (n != NULL && strcmp(n, "ncclguard-ringcheck") == 0)
@@ -510,13 +501,14 @@ has_ringcheck(json_t *pod)
 }
 
 static const char *const expect_keys[] = {
-    "rule", "mutated",      "status",  "shmSize",   "warnings",
-    "env",  "capabilities", "hostIPC", "ringCheck", NULL};
+    "rule", "mutated", "status", "shmSize", "warnings", "env",
+    "capabilities", "hostIPC", "ringCheck", NULL};
 
 /* Checks the expect: block against every pod the inputs held. */
 static void
 check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
-             size_t nreps, const struct settings *defaults, struct reasons *r)
+             size_t nreps, const struct settings *defaults,
+             struct reasons *r)
 {
     json_t *v;
     size_t npods = 0, patched = 0;
@@ -555,10 +547,9 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
                 char got[64];
                 int64_t size = pod_shm_size(pod, got, sizeof(got));
 
-                if (strcmp(s, "none") == 0
-                        ? size != -1
-                        : quantity_parse(s, strlen(s), &q, NULL) != 0 ||
-                              q.value != size)
+                if (strcmp(s, "none") == 0 ? size != -1
+                    : quantity_parse(s, strlen(s), &q, NULL) != 0 ||
+                          q.value != size)
                     reason(r, "shmSize: expected %s, got %s (pod %s)", s, got,
                            wp->pointer[0] ? wp->pointer : "/");
             }
@@ -568,8 +559,8 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
                 pod != NULL)
                 assert_caps(pod, v, defaults, r);
             if ((v = json_object_get(exp, "hostIPC")) != NULL && pod != NULL) {
-                json_t *h =
-                    json_object_get(json_object_get(pod, "spec"), "hostIPC");
+                json_t *h = json_object_get(json_object_get(pod, "spec"),
+                                            "hostIPC");
                 int got = json_is_true(h);
 
                 if (got != json_is_true(v))
@@ -579,9 +570,8 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
             }
             if ((v = json_object_get(exp, "ringCheck")) != NULL &&
                 pod != NULL && has_ringcheck(pod) != json_is_true(v))
-                reason(r,
-                       "ringCheck: expected %s ncclguard-ringcheck init "
-                       "container (pod %s)",
+                reason(r, "ringCheck: expected %s ncclguard-ringcheck init "
+                          "container (pod %s)",
                        json_is_true(v) ? "an" : "no",
                        wp->pointer[0] ? wp->pointer : "/");
         }
@@ -600,21 +590,20 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
         if (!json_is_array(v)) {
             reason(r, "expect.warnings must be a list of substrings");
         } else if (json_array_size(v) != json_array_size(all_warnings)) {
-            reason(r, "warnings: expected %zu, got %zu", json_array_size(v),
-                   json_array_size(all_warnings));
-            json_array_foreach(all_warnings, i, w) reason(
-                r, "  got: %s", json_is_string(w) ? json_string_value(w) : "?");
+            reason(r, "warnings: expected %zu, got %zu",
+                   json_array_size(v), json_array_size(all_warnings));
+            json_array_foreach(all_warnings, i, w)
+                reason(r, "  got: %s",
+                       json_is_string(w) ? json_string_value(w) : "?");
         } else {
-            json_array_foreach(v, i, w)
-            {
+            json_array_foreach(v, i, w) {
                 const char *got =
                     json_string_value(json_array_get(all_warnings, i));
                 const char *want = json_string_value(w);
 
                 if (want == NULL || got == NULL || strstr(got, want) == NULL)
-                    reason(r,
-                           "warnings[%zu]: expected it to contain \"%s\", "
-                           "got \"%s\"",
+                    reason(r, "warnings[%zu]: expected it to contain \"%s\", "
+                              "got \"%s\"",
                            i, want ? want : "?", got ? got : "?");
             }
         }
@@ -624,8 +613,8 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
 
 /* ---- one case ------------------------------------------------------- */
 
-static const char *const case_keys[] = {"name",         "namespace", "input",
-                                        "inputFile",    "expect",    "expected",
+static const char *const case_keys[] = {"name", "namespace", "input",
+                                        "inputFile", "expect", "expected",
                                         "expectedFile", NULL};
 
 static void
@@ -738,8 +727,8 @@ report:
 
 /* ---- one file ------------------------------------------------------- */
 
-static const char *const test_keys[] = {"apiVersion", "kind",  "metadata",
-                                        "policy",     "cases", NULL};
+static const char *const test_keys[] = {"apiVersion", "kind", "metadata",
+                                        "policy", "cases", NULL};
 
 static struct policy *
 test_policy_load(const char *file, const json_t *pv, struct reasons *r)
@@ -753,8 +742,8 @@ test_policy_load(const char *file, const json_t *pv, struct reasons *r)
         relative_to(file, json_string_value(pv), path, sizeof(path));
         p = policy_load_file(path, &e);
         if (p == NULL && e.line > 0)
-            reason(r, "policy: %s",
-                   ng_error_format(&e, path, msg, sizeof(msg)));
+            reason(r, "policy: %s", ng_error_format(&e, path, msg,
+                                                    sizeof(msg)));
         else if (p == NULL)
             reason(r, "policy: %s", e.msg);
     } else if (json_is_object(pv)) {
@@ -782,8 +771,7 @@ run_file(struct run *run, const char *file)
 
     r.f = open_memstream(&r.buf, &r.len);
     docs = load_yaml_file(file, &r);
-    json_array_foreach(docs, i, doc)
-    {
+    json_array_foreach(docs, i, doc) {
         const char *kind = jstr(doc, "kind");
         const char *api = jstr(doc, "apiVersion");
         json_t *cases = json_object_get(doc, "cases");
@@ -794,22 +782,23 @@ run_file(struct run *run, const char *file)
         if (!json_is_object(doc) || kind == NULL ||
             strcmp(kind, "PolicyTest") != 0 || api == NULL ||
             strcmp(api, "ncclguard.io/v1alpha1") != 0) {
-            reason(&r,
-                   "document %zu: expected apiVersion: "
-                   "ncclguard.io/v1alpha1 and kind: PolicyTest",
+            reason(&r, "document %zu: expected apiVersion: "
+                       "ncclguard.io/v1alpha1 and kind: PolicyTest",
                    i + 1);
             continue;
         }
         if (check_keys(doc, test_keys, "test", &r) != 0)
             continue;
         if (!json_is_array(cases) || json_array_size(cases) == 0) {
-            reason(&r, "document %zu: cases must be a non-empty list", i + 1);
+            reason(&r, "document %zu: cases must be a non-empty list",
+                   i + 1);
             continue;
         }
         pol = test_policy_load(file, json_object_get(doc, "policy"), &r);
         if (pol == NULL)
             continue;
-        json_array_foreach(cases, k, c) run_case(run, file, c, k, pol);
+        json_array_foreach(cases, k, c)
+            run_case(run, file, c, k, pol);
         policy_free(pol);
     }
     if (docs != NULL && json_array_size(docs) == 0)

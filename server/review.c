@@ -96,8 +96,8 @@ buf_dump_cb(const char *chunk, size_t size, void *data)
 static void
 buf_put_json(struct buf *b, const json_t *v)
 {
-    if (json_dump_callback(v, buf_dump_cb, b, JSON_COMPACT | JSON_ENCODE_ANY) !=
-        0)
+    if (json_dump_callback(v, buf_dump_cb, b,
+                           JSON_COMPACT | JSON_ENCODE_ANY) != 0)
         b->failed = true;
 }
 

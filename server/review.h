@@ -24,7 +24,7 @@ enum review_result {
 const char *review_result_name(enum review_result r);
 
 struct review_outcome {
-    int http_status; /* 200 or 400 */
+    int http_status;          /* 200 or 400 */
     enum review_result result;
     char *body;               /* malloc'd response: JSON, or a one-line */
     size_t body_len;          /* reason ending in '\n' for 400 */
