@@ -367,9 +367,9 @@ render(struct render *r, const char *what, const char *tmpl, const json_t *pod,
                 snprintf(key, sizeof(key), "%.*s", (int)piece.len, piece.s);
                 if (json_object_get(ann, key) == NULL) {
                     snprintf(why, why_len,
-                             "%s reads annotation %.60s, which the pod "
-                             "lacks (set it on the pod template)",
-                             what, key);
+                             "no annotation %.60s (read by %s) on the pod "
+                             "template",
+                             key, what);
                     return 1;
                 }
             }

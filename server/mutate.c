@@ -1102,8 +1102,8 @@ ringcheck_membership(struct plan *p)
     if (rc < 0)
         return -1;
     if (rc > 0) {
-        warn(p->res, "%.40s pod: %.150s; ring check stays single-pod",
-             p->mn.operator_name, why);
+        warn(p->res, "%.40s pod checks alone: %.150s", p->mn.operator_name,
+             why);
         snprintf(p->mn.why, sizeof(p->mn.why), "%.40s pod, but %.100s",
                  p->mn.operator_name, why);
         p->mn.kind = MN_NONE;

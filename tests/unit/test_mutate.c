@@ -913,7 +913,9 @@ test_multinode(void)
          "metadata.labels['jobset.sigs.k8s.io/jobset-uid']", NULL},
         {"plain JobSet without ncclguard.io/nodes",
          "{'labels':{'jobset.sigs.k8s.io/jobset-name':'t'}}", "[]", 8, NULL,
-         "lacks", NULL, "ncclguard.io/nodes"},
+         "no annotation ncclguard.io/nodes", NULL,
+         "JobSet pod checks alone: no annotation ncclguard.io/nodes (read by "
+         "ringCheck.nodes) on the pod template"},
         {"Volcano with ncclguard.io/nodes",
          "{'labels':{'volcano.sh/job-name':'mpi'},'annotations':{"
          "'ncclguard.io/nodes':'2'},'ownerReferences':[{'uid':'vc-uid',"
