@@ -156,10 +156,18 @@ detect_workload(const json_t *w, const struct settings *s,
     } else if ((strcmp(kind, "TrainingRuntime") == 0 ||
                 strcmp(kind, "ClusterTrainingRuntime") == 0) &&
                group_is(w, "trainer.kubeflow.org")) {
-        if (json_object_get(json_object_get(spec, "mlPolicy"), "torch") != NULL)
-            found(out, MN_TORCHRUN,
-                  "%s template; the torch plugin sets PET_* on the pods", kind);
-        else
+        /* Trainer's torch plugin always sets PET_NNODES and
+         * PET_NODE_RANK, but PET_MASTER_ADDR only for torchrun, not for
+         * torchtune's entrypoint, which the TrainJob chooses: node rank
+         * 0's address is then JobSet's own naming, the policy's default
+         * leader template. */
+        if (json_object_get(json_object_get(spec, "mlPolicy"), "torch") !=
+            NULL) {
+            found(out, MN_JOBSET,
+                  "%s template; the torch plugin sets PET_NNODES on the pods",
+                  kind);
+            out->nodes_from_pet = true;
+        } else
             found(out, MN_NONE,
                   "%s without mlPolicy.torch sets no PET_* variables: "
                   "single-pod",
@@ -197,6 +205,10 @@ jobmember_detect(const json_t *pod, const json_t *gpu_ctr,
                   "PyTorchJob");
     } else if (kf_op != NULL) {
         found(out, MN_NONE, "%.60s pods stay single-pod", kf_op);
+    } else if (str_get(labels, JM_JOBSET_NAME) != NULL &&
+               env_has(gpu_ctr, "PET_NNODES")) {
+        found(out, MN_JOBSET, "label %s and PET_NNODES", JM_JOBSET_NAME);
+        out->nodes_from_pet = true;
     } else if (str_get(labels, JM_JOBSET_NAME) != NULL) {
         found(out, MN_JOBSET, "label %s", JM_JOBSET_NAME);
     } else if (str_get(labels, JM_VOLCANO_JOB) != NULL) {
@@ -423,7 +435,7 @@ jobmember_env(const struct jobmember *m, const json_t *pod,
               const struct settings *s, json_t *env, char *why, size_t why_len)
 {
     struct render r;
-    const char *leader;
+    const char *leader, *nodes;
     int rc;
 
     if (m->kind == MN_NONE)
@@ -442,11 +454,12 @@ jobmember_env(const struct jobmember *m, const json_t *pod,
         return rc;
     if (add_value(env, MN_ENV_LEADER, r.out) != 0)
         return -1;
-    rc = render(&r, "ringCheck.nodes",
-                s->ringcheck.nodes != NULL ? s->ringcheck.nodes
-                                           : "{annotation:" JM_NODES_ANNOTATION
-                                             "}",
-                pod, why, why_len);
+    nodes = s->ringcheck.nodes != NULL ? s->ringcheck.nodes : JM_NODES_DEFAULT;
+    /* A Trainer pod says how many nodes its job has: the policy's own
+     * template wins only when it is not the default. */
+    if (m->nodes_from_pet && strcmp(nodes, JM_NODES_DEFAULT) == 0)
+        nodes = "{env:PET_NNODES}";
+    rc = render(&r, "ringCheck.nodes", nodes, pod, why, why_len);
     if (rc != 0)
         return rc;
     return add_value(env, MN_ENV_NNODES, r.out) != 0 ? -1 : 0;

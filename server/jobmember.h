@@ -23,11 +23,13 @@
 #define JM_VOLCANO_JOB "volcano.sh/job-name"
 #define JM_VOLCANO_TASK "volcano.sh/task-spec"
 #define JM_NODES_ANNOTATION "ncclguard.io/nodes"
+#define JM_NODES_DEFAULT "{annotation:" JM_NODES_ANNOTATION "}"
 
 struct jobmember {
     enum mn_kind kind;         /* MN_NONE: the check stays single-pod */
     const char *operator_name; /* MN_VARS' name; NULL for MN_NONE */
     char why[160];             /* how it was found, or why single-pod */
+    bool nodes_from_pet;       /* plain JobSet whose pods carry PET_NNODES */
 };
 
 /*

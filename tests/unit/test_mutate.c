@@ -906,6 +906,14 @@ test_multinode(void)
          "'PET_NNODES','value':'2'}]",
          8, "JobSet/TrainJob (torchrun)", "PET_MASTER_ADDR",
          "metadata.labels['jobset.sigs.k8s.io/jobset-uid']", NULL},
+        /* Trainer's torchtune entrypoint: PET_NNODES but no
+         * PET_MASTER_ADDR; the leader is JobSet's naming. */
+        {"TrainJob with torchtune",
+         "{'labels':{'jobset.sigs.k8s.io/jobset-name':'t'}}",
+         "[{'name':'PET_NNODES','value':'2'},{'name':'PET_NODE_RANK',"
+         "'value':'0'}]",
+         8, "JobSet", "label jobset.sigs.k8s.io/jobset-name and PET_NNODES",
+         "metadata.labels['jobset.sigs.k8s.io/jobset-uid']", NULL},
         {"plain JobSet with ncclguard.io/nodes",
          "{'labels':{'jobset.sigs.k8s.io/jobset-name':'t'},'annotations':{"
          "'ncclguard.io/nodes':'4'}}",
@@ -1065,6 +1073,27 @@ test_multinode_templates(void)
         policy_free(pol);
     }
 
+    /* A Trainer pod without PET_MASTER_ADDR (torchtune) gives its own
+     * node count; the leader is JobSet's naming. */
+    {
+        json_t *tt = J("{'metadata':{'labels':{"
+                       "'jobset.sigs.k8s.io/jobset-name':'t'}},'spec':{"
+                       "'containers':[{'name':'node','env':[{'name':"
+                       "'PET_NNODES','value':'2'}],'resources':{'limits':{"
+                       "'nvidia.com/gpu':8}}}]}}");
+
+        patched = run(pol_default, tt, "ml", &r);
+        rc = ringcheck_of(patched, NULL);
+        CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_NNODES"), "/value"),
+                  "$(PET_NNODES)");
+        CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_LEADER_ADDR"), "/value"),
+                  "$(NCCLGUARD_T0)-$(NCCLGUARD_T1)-0-0.$(NCCLGUARD_T2)");
+        CHECK_INT(json_array_size(r.warnings), 0);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(tt);
+    }
+
     /* multiNode: off keeps every pod single-pod. */
     {
         struct policy *pol = fixture_policy(
@@ -1116,7 +1145,7 @@ test_multinode_dry_run(void)
          false, "without a Master replica"},
         {"{'apiVersion':'trainer.kubeflow.org/v1alpha1','kind':"
          "'ClusterTrainingRuntime','spec':{'mlPolicy':{'torch':{}}}}",
-         true, "torch plugin"},
+         true, "the torch plugin sets PET_NNODES"},
         {"{'apiVersion':'ray.io/v1','kind':'RayCluster'}", false,
          "RayCluster pods stay single-pod"},
         {"{'apiVersion':'kubeflow.org/v2beta1','kind':'MPIJob'}", false,
