@@ -14,6 +14,8 @@
 
 #include <openssl/evp.h>
 
+#include "../ringcheck/limits.h"
+#include "../ringcheck/multinode_env.h"
 #include "match.h"
 #include "ncclenv.h"
 #include "quantity.h"
@@ -125,6 +127,13 @@ settings_builtin(struct policy *p, struct settings *s)
     s->ringcheck.allow_opt_out = true;
     s->ringcheck.cpu_request = pool_strdup(p, "100m");
     s->ringcheck.memory_request = pool_strdup(p, "2Gi");
+    s->ringcheck.min_gpus = 2;
+    s->ringcheck.multi_node = RINGCHECK_MULTINODE_AUTO;
+    s->ringcheck.rendezvous_port = MN_DEFAULT_PORT;
+    s->ringcheck.multi_node_timeout = 300;
+    s->ringcheck.on_missing = RINGCHECK_MISSING_WARN;
+    s->ringcheck.leader_address = NULL;
+    s->ringcheck.nodes = pool_strdup(p, "{annotation:ncclguard.io/nodes}");
     s->extra_env = NULL;
     s->n_extra_env = 0;
     s->debug.allow_annotation = true;
@@ -217,22 +226,28 @@ static const char *
 closest(const char *word, const char *const *names)
 {
     const char *best = NULL;
-    size_t bestd = 99;
+    size_t bestd = 99, best_real = 99;
     size_t limit = strlen(word) / 3 + 1;
 
     if (limit < 2)
         limit = 2;
     for (size_t i = 0; names[i] != NULL; i++) {
-        size_t dd = edit_distance(word, names[i]);
+        size_t real = edit_distance(word, names[i]), dd = real;
         size_t lw = strlen(word), ln = strlen(names[i]);
 
         /* "timeout" for "timeoutSeconds", "maximum" for "max". */
         if (lw >= 3 && ln >= 3 &&
             strncasecmp(word, names[i], lw < ln ? lw : ln) == 0)
             dd = 1;
-
-        if (dd < bestd) {
+        /* Only the case differs: that key, not a shorter prefix of it
+         * ("multiNodeTimeOut" is "multiNodeTimeout", not "multiNode"). */
+        if (strcasecmp(word, names[i]) == 0)
+            dd = 0;
+        /* Between equals, the closer spelling ("multiNodeTimout" is
+         * "multiNodeTimeout", whose prefix "multiNode" also matches). */
+        if (dd < bestd || (dd == bestd && real < best_real)) {
             bestd = dd;
+            best_real = real;
             best = names[i];
         }
     }
@@ -248,9 +263,23 @@ static const char *const profile_keys[] = {"enabled", "name", "optional",
 static const char *const shm_keys[] = {"enabled", "perGPU", "min", "max",
                                        "existing", "memoryLimit", NULL};
 static const char *const ipc_keys[] = {"capabilities", "hostIPC", NULL};
-static const char *const ringcheck_keys[] = {
-    "enabled", "image", "timeoutSeconds", "bandwidthBytes", "mode",
-    "onFailure", "minBusBandwidthGBps", "allowOptOut", "resources", NULL};
+static const char *const ringcheck_keys[] = {"enabled",
+                                             "image",
+                                             "timeoutSeconds",
+                                             "bandwidthBytes",
+                                             "mode",
+                                             "onFailure",
+                                             "minBusBandwidthGBps",
+                                             "allowOptOut",
+                                             "resources",
+                                             "minGPUs",
+                                             "multiNode",
+                                             "rendezvousPort",
+                                             "multiNodeTimeout",
+                                             "onMissing",
+                                             "leaderAddress",
+                                             "nodes",
+                                             NULL};
 static const char *const resources_keys[] = {"cpu", "memory", NULL};
 static const char *const debug_keys[] = {"allowAnnotation", "level",
                                          "subsys", NULL};
@@ -840,6 +869,66 @@ parse_ipc(struct loader *L, const struct ynode *n, struct settings *s)
                       "\"baseline\" in namespaces that enforce it");
 }
 
+/* Checks an address template (see policy_template_next()); errors at n. */
+static bool
+check_template(struct loader *L, const struct ynode *n, const char *what)
+{
+    const char *cur = n->str;
+    struct policy_template_piece piece;
+    char why[160];
+    int rc;
+
+    if (!want_scalar_text(L, n, what))
+        return false;
+    if (n->len == 0) {
+        err_at(L, n, "%s must not be empty", what);
+        return false;
+    }
+    while ((rc = policy_template_next(&cur, &piece, why, sizeof(why))) > 0)
+        ;
+    if (rc < 0) {
+        err_at(L, n, "%s: %s", what, why);
+        return false;
+    }
+    return true;
+}
+
+/* The multi-node keys of ringCheck and minGPUs. */
+static void
+parse_ringcheck_multinode(struct loader *L, const struct ynode *n,
+                          struct settings *s)
+{
+    static const char *const multi[] = {"auto", "off", NULL};
+    static const char *const missing[] = {"warn", "fail", NULL};
+    const struct ynode *v;
+    int64_t i64;
+    int e;
+
+    if ((v = ynode_get(n, "minGPUs")) != NULL &&
+        get_int(L, v, "ringCheck.minGPUs", RINGCHECK_MIN_GPUS,
+                RINGCHECK_MAX_GPUS, &i64))
+        s->ringcheck.min_gpus = (int)i64;
+    if ((v = ynode_get(n, "multiNode")) != NULL &&
+        get_enum(L, v, "ringCheck.multiNode", multi, &e))
+        s->ringcheck.multi_node = (enum ringcheck_multinode)e;
+    if ((v = ynode_get(n, "rendezvousPort")) != NULL &&
+        get_int(L, v, "ringCheck.rendezvousPort", 1, 65535, &i64))
+        s->ringcheck.rendezvous_port = (int)i64;
+    if ((v = ynode_get(n, "multiNodeTimeout")) != NULL &&
+        get_int(L, v, "ringCheck.multiNodeTimeout", 1, 3600, &i64))
+        s->ringcheck.multi_node_timeout = (int)i64;
+    if ((v = ynode_get(n, "onMissing")) != NULL &&
+        get_enum(L, v, "ringCheck.onMissing", missing, &e))
+        s->ringcheck.on_missing = (enum ringcheck_on_missing)e;
+    if ((v = ynode_get(n, "leaderAddress")) != NULL &&
+        check_template(L, v, "ringCheck.leaderAddress"))
+        get_string(L, v, "ringCheck.leaderAddress",
+                   &s->ringcheck.leader_address);
+    if ((v = ynode_get(n, "nodes")) != NULL &&
+        check_template(L, v, "ringCheck.nodes"))
+        get_string(L, v, "ringCheck.nodes", &s->ringcheck.nodes);
+}
+
 static void
 parse_ringcheck(struct loader *L, const struct ynode *n, struct settings *s)
 {
@@ -880,6 +969,7 @@ parse_ringcheck(struct loader *L, const struct ynode *n, struct settings *s)
                    &s->ringcheck.min_busbw_gbps);
     if ((v = ynode_get(n, "allowOptOut")) != NULL)
         get_bool(L, v, "ringCheck.allowOptOut", &s->ringcheck.allow_opt_out);
+    parse_ringcheck_multinode(L, n, s);
     if ((r = ynode_get(n, "resources")) != NULL &&
         want_map(L, r, "ringCheck.resources")) {
         check_keys(L, r, resources_keys, "ringCheck.resources");
@@ -1569,6 +1659,98 @@ const char *
 policy_hash(const struct policy *p)
 {
     return p->hash;
+}
+
+/* A label or annotation key: [prefix/]name of letters, digits, "-", "_",
+ * "." (Kubernetes' qualified name, length checked by the apiserver). An
+ * env name: no "=", no space, no braces. */
+static bool
+template_key_ok(enum policy_template_kind k, const char *s, size_t len)
+{
+    size_t slashes = 0;
+
+    if (len == 0 || len > 317)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (k == POLICY_TMPL_ENV) {
+            if (c == '=' || c == '$' || c == '(' || c == ')' || isspace(c) ||
+                !isprint(c))
+                return false;
+            continue;
+        }
+        if (c == '/') {
+            slashes++;
+            continue;
+        }
+        if (!isalnum(c) && c != '-' && c != '_' && c != '.')
+            return false;
+    }
+    return slashes <= 1 && s[0] != '/' && s[len - 1] != '/';
+}
+
+int
+policy_template_next(const char **cur, struct policy_template_piece *out,
+                     char *why, size_t why_len)
+{
+    static const struct {
+        const char *name;
+        enum policy_template_kind kind;
+    } refs[] = {{"label:", POLICY_TMPL_LABEL},
+                {"annotation:", POLICY_TMPL_ANNOTATION},
+                {"env:", POLICY_TMPL_ENV},
+                {"namespace", POLICY_TMPL_NAMESPACE}};
+    const char *s = *cur, *close;
+    size_t n;
+
+    if (*s == '\0')
+        return 0;
+    if (*s != '{') {
+        n = strcspn(s, "{}$");
+        if (n == 0) {
+            snprintf(why, why_len,
+                     "\"%c\" outside a reference at \"%.40s\" (references are "
+                     "{label:KEY}, {annotation:KEY}, {env:NAME}, {namespace})",
+                     *s, s);
+            return -1;
+        }
+        out->kind = POLICY_TMPL_TEXT;
+        out->s = s;
+        out->len = n;
+        *cur = s + n;
+        return 1;
+    }
+    close = strchr(s, '}');
+    if (close == NULL) {
+        snprintf(why, why_len, "unclosed \"{\" at \"%.40s\"", s);
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) {
+        size_t k = strlen(refs[i].name);
+        const char *key = s + 1 + k;
+
+        if (strncmp(s + 1, refs[i].name, k) != 0)
+            continue;
+        if (refs[i].kind == POLICY_TMPL_NAMESPACE) {
+            if (key != close)
+                continue;
+        } else if (!template_key_ok(refs[i].kind, key, (size_t)(close - key))) {
+            snprintf(why, why_len, "bad key in \"%.*s\"",
+                     (int)(close - s + 1 > 60 ? 60 : close - s + 1), s);
+            return -1;
+        }
+        out->kind = refs[i].kind;
+        out->s = key;
+        out->len = (size_t)(close - key);
+        *cur = close + 1;
+        return 1;
+    }
+    snprintf(why, why_len,
+             "unknown reference \"%.*s\"; expected {label:KEY}, "
+             "{annotation:KEY}, {env:NAME} or {namespace}",
+             (int)(close - s + 1 > 60 ? 60 : close - s + 1), s);
+    return -1;
 }
 
 size_t

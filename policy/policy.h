@@ -35,6 +35,17 @@ enum ringcheck_on_failure {
     RINGCHECK_FALLBACK = 2
 };
 
+enum ringcheck_multinode {
+    RINGCHECK_MULTINODE_AUTO = 0, /* join the job's pods when detected */
+    RINGCHECK_MULTINODE_OFF = 1   /* every pod checks itself only */
+};
+
+/* What a multi-node check does when peers are missing at its deadline. */
+enum ringcheck_on_missing {
+    RINGCHECK_MISSING_WARN = 0,
+    RINGCHECK_MISSING_FAIL = 1
+};
+
 struct env_var {
     char *name;
     char *value;
@@ -83,6 +94,13 @@ struct settings {
         bool allow_opt_out;    /* honour ncclguard.io/ring-check: "false" */
         char *cpu_request;     /* "100m" */
         char *memory_request;  /* "256Mi" */
+        int min_gpus; /* single-pod check only from this many GPUs, 2 */
+        enum ringcheck_multinode multi_node;
+        int rendezvous_port;    /* MN_DEFAULT_PORT */
+        int multi_node_timeout; /* seconds, cross-node deadline */
+        enum ringcheck_on_missing on_missing;
+        char *leader_address; /* template; NULL: the operator's default */
+        char *nodes;          /* template of the node count */
     } ringcheck;
 
     /* Env vars added to GPU containers unless the user set the name. */
@@ -182,5 +200,37 @@ const char *policy_hash(const struct policy *p);
 void policy_decide(const struct policy *p, const char *namespace,
                    const json_t *labels, const json_t *annotations,
                    int64_t gpus, struct decision *out);
+
+/*
+ * Address templates (ringCheck.leaderAddress, ringCheck.nodes): literal
+ * text with references the kubelet fills in when the ring check starts:
+ *   {label:KEY}       the pod's label KEY (downward API)
+ *   {annotation:KEY}  the pod's annotation KEY (downward API)
+ *   {env:NAME}        the variable NAME of the workload container
+ *   {namespace}       the pod's namespace
+ * Literal braces and "$" are not allowed, so nothing else is expanded.
+ */
+enum policy_template_kind {
+    POLICY_TMPL_TEXT = 0,
+    POLICY_TMPL_LABEL,
+    POLICY_TMPL_ANNOTATION,
+    POLICY_TMPL_ENV,
+    POLICY_TMPL_NAMESPACE
+};
+
+struct policy_template_piece {
+    enum policy_template_kind kind;
+    const char *s; /* the text or the KEY/NAME, borrowed, not terminated */
+    size_t len;
+};
+
+/*
+ * Reads the next piece of the template at *cur and advances *cur. Returns
+ * 1 with *out filled, 0 at the end, or -1 with a lower-case reason in why
+ * (what is wrong and at which character). Pure and thread-safe.
+ */
+int policy_template_next(const char **cur, struct policy_template_piece *out,
+                         char *why, size_t why_len)
+    __attribute__((warn_unused_result));
 
 #endif

@@ -19,5 +19,7 @@
 #define RINGCHECK_DEFAULT_MN_TIMEOUT_S 120
 /* Pods (nodes) in one job's check. */
 #define RINGCHECK_MAX_NODES 64
+/* --min-busbw: GB/s. */
+#define RINGCHECK_MAX_BUSBW_GBPS 1000000
 
 #endif

@@ -41,6 +41,10 @@ static const struct mn_vars MN_VARS[] = {
      "LWS_WORKER_INDEX"},
     {MN_TORCHRUN, "JobSet/TrainJob (torchrun)", "PET_MASTER_ADDR",
      "PET_MASTER_PORT", "PET_NNODES", "PET_NODE_RANK"},
+    /* WORLD_SIZE counts pods in older training-operator v1 releases and
+     * processes (replicas x nprocPerNode) in later ones, which also set
+     * PET_NNODES (pods) and PET_NODE_RANK: read those first when present
+     * (docs/mutate.md, multi-node). */
     {MN_PYTORCHJOB, "PyTorchJob", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE",
      "RANK"},
     {MN_JOBSET, "JobSet", MN_ENV_LEADER, NULL, MN_ENV_NNODES,

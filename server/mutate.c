@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../ringcheck/limits.h"
+#include "jobmember.h"
 #include "patch.h"
 #include "quantity.h"
 
@@ -95,6 +97,12 @@ struct plan {
     int64_t shm_size;
     bool shm_applied; /* we set the size (new volume or grown) */
     char run_volume[256];
+    /* The ring check, decided before anything is planned. */
+    const struct mutate_options *opt;
+    bool rc_inject;      /* add the init container */
+    int64_t rc_expect;   /* its GPUs: the pod's, less native sidecars' */
+    struct jobmember mn; /* multi-node membership (MN_NONE: single-pod) */
+    json_t *mn_env;      /* its extra env entries, owned */
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -514,10 +522,15 @@ gpu_value(const json_t *v, int64_t *out, char *why, size_t n)
 
 /*
  * Counts the GPUs of every container for the resource names given, and the
- * pod total the way Kubernetes sums resources: max(sum of app containers +
- * sidecars, each init container + the sidecars started before it). Returns
- * 0, or -1 after a warning on a count that is not a whole non-negative
- * number.
+ * pod total the way the scheduler and the kubelet's admission sum
+ * resources: max(sum of app containers + sidecars, each init container +
+ * the sidecars started before it, each sidecar + the sidecars before it).
+ * That is AggregateContainerRequests() in Kubernetes'
+ * staging/src/k8s.io/component-helpers/resource/helpers.go, which follows
+ * KEP-753 (sig-node/753-sidecar-containers, "Resources calculation for
+ * scheduling and pod admission"); a sidecar is an init container with
+ * restartPolicy: Always. Returns 0, or -1 after a warning on a count that
+ * is not a whole non-negative number.
  */
 static int
 gpus_count(struct plan *p, char *const *names, size_t n_names)
@@ -657,6 +670,7 @@ ctrs_release(struct plan *p)
     }
     free(p->ctr);
     json_decref(p->vol_add);
+    json_decref(p->mn_env);
 }
 
 static json_t *
@@ -992,12 +1006,13 @@ plan_ipc(struct plan *p)
     return 0;
 }
 
+static bool ringcheck_present(const struct plan *p);
+
 static int
 plan_env(struct plan *p)
 {
     const struct settings *s = p->s;
-    bool fallback = p->dec->ringcheck && s->ringcheck.image != NULL &&
-                    s->ringcheck.image[0] != '\0' &&
+    bool fallback = (p->rc_inject || ringcheck_present(p)) &&
                     s->ringcheck.on_failure == RINGCHECK_FALLBACK;
 
     for (size_t i = 0; i < p->n_ctr; i++) {
@@ -1032,6 +1047,156 @@ ringcheck_present(const struct plan *p)
         if (p->ctr[i].init && strcmp(p->ctr[i].name, RINGCHECK_NAME) == 0)
             return true;
     return false;
+}
+
+/* The container whose env and envFrom the check runs under: the first
+ * GPU app container, else the first GPU init container. */
+static const struct ctr *
+ringcheck_model(const struct plan *p)
+{
+    for (size_t k = 0; k < p->n_ctr; k++)
+        if (p->ctr[k].gpus > 0 && !p->ctr[k].init)
+            return &p->ctr[k];
+    for (size_t k = 0; k < p->n_ctr; k++)
+        if (p->ctr[k].gpus > 0)
+            return &p->ctr[k];
+    return NULL;
+}
+
+static void __attribute__((format(printf, 2, 3)))
+rc_note(struct plan *p, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(p->res->ringcheck, sizeof(p->res->ringcheck), fmt, ap);
+    va_end(ap);
+    utf8_fix(p->res->ringcheck);
+}
+
+/*
+ * Multi-node membership, when the policy allows it. Sets p->mn and
+ * p->mn_env; a pod that cannot join (a template it cannot serve) is
+ * warned about and stays single-pod. Returns -1 on allocation failure.
+ */
+static int
+ringcheck_membership(struct plan *p)
+{
+    const struct ctr *g = ringcheck_model(p);
+    char why[200] = "";
+    int rc;
+
+    memset(&p->mn, 0, sizeof(p->mn));
+    if (p->s->ringcheck.multi_node == RINGCHECK_MULTINODE_OFF) {
+        snprintf(p->mn.why, sizeof(p->mn.why), "ringCheck.multiNode is off");
+        return 0;
+    }
+    jobmember_detect(p->pod, g != NULL ? g->c : NULL,
+                     p->opt != NULL ? p->opt->workload : NULL, p->s, &p->mn);
+    if (p->mn.kind == MN_NONE)
+        return 0;
+    p->mn_env = json_array();
+    if (p->mn_env == NULL)
+        return -1;
+    rc = jobmember_env(&p->mn, p->pod, p->s, p->mn_env, why, sizeof(why));
+    if (rc < 0)
+        return -1;
+    if (rc > 0) {
+        warn(p->res, "%.40s pod checks alone: %.150s", p->mn.operator_name,
+             why);
+        snprintf(p->mn.why, sizeof(p->mn.why), "%.40s pod, but %.100s",
+                 p->mn.operator_name, why);
+        p->mn.kind = MN_NONE;
+        json_decref(p->mn_env);
+        p->mn_env = NULL;
+    }
+    return 0;
+}
+
+/*
+ * Decides whether the ring-check init container is added, before any
+ * other part of the plan, so that nothing refers to a check that is left
+ * out. The webhook never injects arguments ncclguard-ringcheck would
+ * refuse (ringcheck/limits.h holds the bounds both sides use): such a pod
+ * keeps its workload mutation and gets a warning saying how to fix it.
+ * Returns -1 on allocation failure.
+ */
+static int
+ringcheck_decide(struct plan *p)
+{
+    const struct settings *s = p->s;
+    int64_t side = 0;
+
+    p->rc_inject = false;
+    p->rc_expect = 0;
+    if (!p->dec->ringcheck) {
+        rc_note(p, "off (policy or ncclguard.io/ring-check annotation)");
+        return 0;
+    }
+    if (ringcheck_present(p)) {
+        rc_note(p, "already present");
+        return 0;
+    }
+    if (s->ringcheck.image == NULL || s->ringcheck.image[0] == '\0') {
+        warn(p->res, "ring check enabled but the policy names no image; "
+                     "not added");
+        rc_note(p, "left out: the policy names no image");
+        return 0;
+    }
+    /* The check is the last init container, so every native sidecar has
+     * started and holds its GPUs: it can use only the rest. */
+    for (size_t r = 0; r < p->n_res; r++) {
+        int64_t k = p->pod_per_res[r] - p->sidecar_per_res[r];
+
+        side += p->sidecar_per_res[r];
+        if (k > 0)
+            p->rc_expect += k;
+    }
+    if (p->rc_expect == 0) {
+        warn(p->res,
+             "all %" PRId64 " GPUs are in native sidecars (restartPolicy: "
+             "Always), which the ring check cannot use; not added",
+             side);
+        rc_note(p, "left out: the GPUs are all in native sidecars");
+        return 0;
+    }
+    if (p->rc_expect > RINGCHECK_MAX_GPUS) {
+        warn(p->res,
+             "%" PRId64 " GPUs is more than the ring check's %d; not added "
+             "(check the GPU count, or turn ringCheck off in a rule)",
+             p->rc_expect, RINGCHECK_MAX_GPUS);
+        rc_note(p, "left out: %" PRId64 " GPUs, more than %d", p->rc_expect,
+                RINGCHECK_MAX_GPUS);
+        return 0;
+    }
+    if ((size_t)s->ringcheck.bandwidth_bytes > RINGCHECK_MAX_BW_BYTES ||
+        s->ringcheck.min_busbw_gbps > RINGCHECK_MAX_BUSBW_GBPS) {
+        warn(p->res, "ringCheck.bandwidthBytes or minBusBandwidthGBps is "
+                     "beyond what the ring check accepts; not added");
+        rc_note(p, "left out: policy values beyond the binary's bounds");
+        return 0;
+    }
+    if (ringcheck_membership(p) != 0)
+        return -1;
+    if (p->mn.kind != MN_NONE) {
+        rc_note(p, "multi-node (%s: %s), rendezvous port %d",
+                p->mn.operator_name, p->mn.why, s->ringcheck.rendezvous_port);
+        p->res->multinode = true;
+        p->rc_inject = true;
+        return 0;
+    }
+    /* One GPU has no ring: nothing for a single-pod check to test. */
+    if (p->rc_expect < s->ringcheck.min_gpus) {
+        rc_note(p,
+                "left out: %" PRId64 " GPU%s, below ringCheck.minGPUs %d "
+                "(single-pod: %s)",
+                p->rc_expect, p->rc_expect == 1 ? "" : "s",
+                s->ringcheck.min_gpus, p->mn.why);
+        return 0;
+    }
+    rc_note(p, "single-pod (%s)", p->mn.why);
+    p->rc_inject = true;
+    return 0;
 }
 
 static bool
@@ -1124,17 +1289,11 @@ args_add(json_t *args, const char *flag, const char *value)
 static int
 ringcheck_env(const struct plan *p, json_t *rc)
 {
-    const struct ctr *g = NULL;
+    const struct ctr *g = ringcheck_model(p);
     json_t *env = NULL, *from = NULL;
     size_t i;
     json_t *e;
 
-    for (size_t k = 0; k < p->n_ctr && g == NULL; k++)
-        if (p->ctr[k].gpus > 0 && !p->ctr[k].init)
-            g = &p->ctr[k];
-    for (size_t k = 0; k < p->n_ctr && g == NULL; k++)
-        if (p->ctr[k].gpus > 0)
-            g = &p->ctr[k];
     if (g == NULL)
         return 0;
     env = json_array();
@@ -1161,9 +1320,20 @@ ringcheck_env(const struct plan *p, json_t *rc)
 
             if (n != NULL && strcmp(n, "NCCL_CONF_FILE") == 0)
                 continue;
+            /* The multi-node variables are ours: a workload's own POD_IP
+             * or NCCLGUARD_* must not shadow them. */
+            if (n != NULL && p->mn_env != NULL && jobmember_owns(n))
+                continue;
             if (json_array_append(env, e) != 0)
                 goto fail;
         }
+    }
+    /* After the copied entries, so that $(VAR) references in them
+     * resolve (the kubelet expands only variables defined earlier). */
+    json_array_foreach(p->mn_env, i, e)
+    {
+        if (json_array_append(env, e) != 0)
+            goto fail;
     }
     if (json_array_size(from) > 0 && json_object_set(rc, "envFrom", from) != 0)
         goto fail;
@@ -1188,13 +1358,8 @@ plan_ringcheck(struct plan *p)
     char buf[64];
     int64_t expect = 0;
 
-    if (!p->dec->ringcheck || ringcheck_present(p))
+    if (!p->rc_inject)
         return 0;
-    if (s->ringcheck.image == NULL || s->ringcheck.image[0] == '\0') {
-        warn(p->res, "ring check enabled but the policy names no image; "
-                     "not added");
-        return 0;
-    }
     if (fallback) {
         const char *existing = NULL;
 
@@ -1270,6 +1435,19 @@ plan_ringcheck(struct plan *p)
     }
     if (fallback && args_add(args, "--fallback-conf", RUN_CONF))
         goto fail;
+    if (p->mn.kind != MN_NONE) {
+        snprintf(buf, sizeof(buf), "%d", s->ringcheck.rendezvous_port);
+        if (args_add(args, "--multi-node", "auto") ||
+            args_add(args, "--rendezvous-port", buf))
+            goto fail;
+        snprintf(buf, sizeof(buf), "%d", s->ringcheck.multi_node_timeout);
+        if (args_add(args, "--multi-node-timeout", buf) ||
+            args_add(args, "--on-missing",
+                     s->ringcheck.on_missing == RINGCHECK_MISSING_FAIL
+                         ? "fail"
+                         : "warn"))
+            goto fail;
+    }
 
     if (p->shm_volume[0] != '\0' &&
         json_array_append_new(mounts, jobj("name", jstr(p->shm_volume),
@@ -1326,6 +1504,8 @@ plan_ringcheck(struct plan *p)
     }
     rc = NULL;
     injected_add(p->res, "ringcheck");
+    if (p->mn.kind != MN_NONE)
+        injected_add(p->res, "multinode");
     json_decref(args);
     json_decref(lim);
     json_decref(req);
@@ -1535,6 +1715,7 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
         goto oom;
     p->pod = pod;
     p->res = res;
+    p->opt = opt;
     p->vol_add = json_array();
     if (p->vol_add == NULL)
         goto oom;
@@ -1606,9 +1787,9 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
         goto done;
     }
 
-    if (plan_profile(p) != 0 || plan_shm(p) != 0 || plan_memory(p) != 0 ||
-        plan_ipc(p) != 0 || plan_env(p) != 0 || plan_ringcheck(p) != 0 ||
-        emit_pending(p) != 0)
+    if (ringcheck_decide(p) != 0 || plan_profile(p) != 0 || plan_shm(p) != 0 ||
+        plan_memory(p) != 0 || plan_ipc(p) != 0 || plan_env(p) != 0 ||
+        plan_ringcheck(p) != 0 || emit_pending(p) != 0)
         goto error;
     if (json_array_size(res->patch) == 0) {
         res->status = MUTATE_UNCHANGED;

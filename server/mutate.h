@@ -3,6 +3,7 @@
 #ifndef NCCLGUARD_MUTATE_H
 #define NCCLGUARD_MUTATE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <jansson.h>
@@ -12,6 +13,10 @@
 /* Settings that come from the command line, not from the policy. */
 struct mutate_options {
     const char *own_namespace; /* the webhook's namespace; skipped. NULL ok */
+    /* Dry run only: the object holding the pod template (a JobSet, a
+     * LeaderWorkerSet, ...), standing in for the labels and variables its
+     * operator adds to the pods it creates. NULL on the server. */
+    const json_t *workload;
 };
 
 enum mutate_status {
@@ -34,6 +39,11 @@ struct mutate_result {
     char rule[128];   /* rule that decided ("default" when none) */
     int64_t gpus;
     char reason[160]; /* why skipped / error, "" otherwise */
+    /* What became of the ring check and why, for the dry run's summary:
+     * "multi-node (LeaderWorkerSet: ...)", "single-pod (...)", "left out:
+     * ..."; "" when the pod is not mutated. */
+    char ringcheck[240];
+    bool multinode; /* the check joins the job's other pods */
 };
 
 /*

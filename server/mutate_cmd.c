@@ -238,6 +238,15 @@ doc_kind(const json_t *doc)
     return k != NULL ? k : "object";
 }
 
+static bool
+doc_holds_template(const json_t *doc)
+{
+    const char *k = json_string_value(json_object_get(doc, "kind"));
+
+    return k != NULL && strcmp(k, "Pod") != 0 &&
+           strcmp(k, "AdmissionReview") != 0 && strcmp(k, "List") != 0;
+}
+
 static void
 report_print(const struct cmd *c, size_t d, const json_t *doc,
              const struct workload_pod *wp)
@@ -261,11 +270,13 @@ report_print(const struct cmd *c, size_t d, const json_t *doc,
                  json_string_value(w));
     }
     fprintf(stderr,
-            "%s: document %zu: %s %s%s%s: %s (%lld GPUs, rule %s)%s%s%s%s\n",
+            "%s: document %zu: %s %s%s%s: %s (%lld GPUs, rule %s)%s%s%s%s%s%s"
+            "\n",
             c->name, d + 1, doc_kind(doc), doc_name(doc),
             wp->pointer[0] ? " " : "", wp->pointer,
             mutate_status_name(r->status), (long long)r->gpus, r->rule,
-            what[0] ? ": " : "", what, r->reason[0] ? ": " : "", r->reason);
+            what[0] ? ": " : "", what, r->reason[0] ? ": " : "", r->reason,
+            r->ringcheck[0] ? "; ring check: " : "", r->ringcheck);
 }
 
 static json_t *
@@ -273,12 +284,14 @@ patch_entry(size_t d, const json_t *doc, const struct workload_pod *wp)
 {
     const struct mutate_result *r = &wp->result;
 
-    return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:O, s:O}",
+    return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:O, s:O, "
+                     "s:s, s:b}",
                      "document", (json_int_t)(d + 1), "kind", doc_kind(doc),
                      "name", doc_name(doc), "pointer", wp->pointer, "result",
                      mutate_status_name(r->status), "rule", r->rule, "gpus",
                      (json_int_t)r->gpus, "patch", r->patch, "warnings",
-                     r->warnings, "injected", r->injected);
+                     r->warnings, "injected", r->injected, "ringCheck",
+                     r->ringcheck, "multiNode", (int)r->multinode);
 }
 
 /*
@@ -422,6 +435,9 @@ cmd_mutate(int argc, char **argv)
                     c.name, d + 1);
             continue;
         }
+        /* A workload's template stands for the pods its operator makes;
+         * a Pod or an AdmissionReview is the pod itself. */
+        c.mopt.workload = doc_holds_template(doc) ? doc : NULL;
         if (workload_mutate(doc, ns != NULL ? NULL : c.namespace, pol, &c.mopt,
                             &rep) != 0) {
             fprintf(stderr, "ncclguard mutate: out of memory\n");

@@ -78,9 +78,25 @@ for m in "${manifests[@]}"; do
     case "$m" in */deploy/examples/*) ;; *) continue ;; esac
     want=$(sed -n 's/^# ncclguard-expect: *//p' "$m")
     [ -n "$want" ] || want=patched
+    [ "$want" != none ] || want="" # no pod in it (a NetworkPolicy)
     got=$(mut -o patch "$m" 2>/dev/null | jq -r '[.[].result] | join(",")') || got="(mutate failed)"
     [ "$got" = "$want" ] || failf "$(basename "$m"): results $got, expected $want"
 done
+
+# The NetworkPolicy example opens the rendezvous port of the policy under
+# test between the pods it selects.
+np=$root/deploy/examples/multinode-networkpolicy.yaml
+if [ -f "$np" ]; then
+    port=$(sed -n 's/^ *rendezvousPort: *\([0-9]*\).*/\1/p' "$POLICY" | head -n 1)
+    [ -n "$port" ] || port=29450
+    "$NCCLGUARD" mutate -q --policy "$POLICY" -o json "$np" 2>/dev/null |
+        jq -e --argjson port "$port" '.kind == "NetworkPolicy" and
+            (.spec.podSelector.matchLabels as $sel
+             | [.spec.ingress[] | select(.from[0].podSelector.matchLabels == $sel)
+                | .ports[] | select(.protocol == "TCP" and .port == $port)]
+             | length == 1)' >/dev/null ||
+        failf "$(basename "$np"): no TCP $port ingress between the pods it selects"
+fi
 
 # 1. Every manifest: the dry run succeeds and writes YAML that reads back;
 #    the mutated manifest needs nothing more (second pass on templates).
@@ -229,8 +245,54 @@ else
     failf "ncclguard mutate on the patched pods failed"
 fi
 
+# 8. Multi-node: every LeaderWorkerSet, JobSet, TrainJob and PyTorchJob
+#    manifest (and the Trainer runtimes) says whether its pods got the
+#    multi-node check; every other manifest's pods stay single-pod. One
+#    word per manifest for its GPU pods with a ring check: multi, single,
+#    or none (no pod gets a check: no GPU count, one GPU, no template).
+n_multi=0
+multinode_expect() {
+    case $1 in
+    09-instaslice-kueue-pytorchjob-mig.yaml) echo none ;; # MIG slices only
+    10-lws-*.yaml | 11-lws-*.yaml | 12-lws-*.yaml | 13-gke-lws-*.yaml) echo multi ;;
+    14-llm-d-wide-ep-decode-lws.yaml) echo multi ;;
+    16-training-operator-pytorchjob-*.yaml | 17-training-operator-pytorchjob-*.yaml) echo multi ;;
+    20-aws-hyperpod-pytorchjob-elastic-imagenet.yaml) echo none ;; # no Master, 1 GPU
+    50-jobset-dra-gpu-claim.yaml | 51-jobset-pytorch-resnet-cpu.yaml) echo none ;;
+    52-trainer-trainjob-lammps-gpus.yaml) echo none ;; # the runtime holds the template
+    53-trainer-torchtune-clustertrainingruntime.yaml) echo multi ;;
+    pytorchjob.yaml) echo single ;; # its Master asks for no GPU
+    *) echo "" ;;
+    esac
+}
+for m in "${manifests[@]}"; do
+    case "$m" in *.yaml) ;; *) continue ;; esac
+    b=$(basename "$m")
+    want=$(multinode_expect "$b")
+    if [ -z "$want" ] && grep -qE '^kind: *(LeaderWorkerSet|JobSet|TrainJob|PyTorchJob|ClusterTrainingRuntime|TrainingRuntime) *$' "$m"; then
+        failf "$b: a job operator's manifest without a multi-node expectation in tests/corpus/check.sh"
+        continue
+    fi
+    if ! mut -o patch "$m" >"$work/$b.mn.json" 2>/dev/null; then
+        failf "$b: ncclguard mutate -o patch failed"
+        continue
+    fi
+    got=$(jq -r '[.[] | select(.injected | index("ringcheck"))
+                 | if .multiNode then "multi" else "single" end] | unique
+                 | if length == 0 then "none" else join(",") end' "$work/$b.mn.json")
+    [ -n "$want" ] || want=$(printf '%s' "$got" | sed 's/multi/single/')
+    if [ "$got" != "$want" ]; then
+        failf "$b: ring check $got, expected $want: $(jq -r '[.[].ringCheck] | unique | join("; ")' "$work/$b.mn.json" | head -c 300)"
+    fi
+    # The summary says it: which operator, and that the check is on.
+    jq -r '.[] | select(.multiNode) | .ringCheck' "$work/$b.mn.json" |
+        { grep -v '^multi-node (.*), rendezvous port [0-9]*$' || true; } >"$work/mn-bad.txt"
+    while IFS= read -r line; do failf "$b: multi-node summary \"$line\""; done <"$work/mn-bad.txt"
+    if [ "$want" = multi ]; then n_multi=$((n_multi + 1)); fi
+done
+
 patched=$(jq '[.[] | select(.result == "patched")] | length' "$work/patches.json")
-echo "corpus: $n_files manifests, $n_pods pod templates ($patched patched); via server: $via_server"
+echo "corpus: $n_files manifests, $n_pods pod templates ($patched patched, $n_multi manifests with the multi-node check); via server: $via_server"
 if [ "$fail" -ne 0 ]; then
     echo "corpus: FAILED" >&2
     exit 1

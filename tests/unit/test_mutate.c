@@ -3,8 +3,13 @@
 
 #include <inttypes.h>
 
+#include <dirent.h>
+
+#include "../../ringcheck/opts.h"
 #include "harness.h"
 #include "server_fixtures.h"
+#include "workload.h"
+#include "yamljson.h"
 
 static struct policy *pol_default;
 
@@ -710,6 +715,704 @@ test_ringcheck(void)
     }
 }
 
+/* Issue 10: the webhook never injects a check the binary would refuse.
+ * Each case is a pod shape with the ring check's expected GPU count (0:
+ * left out) and a substring of the warning or summary that says why. */
+static void
+test_ringcheck_bounds(void)
+{
+    static const struct {
+        const char *what;
+        const char *pod;
+        int expect;          /* --expect-gpus, 0 = no check */
+        const char *warning; /* substring, NULL = no warning */
+        const char *note;    /* substring of res.ringcheck */
+    } cases[] = {
+        /* Regression: GPUs only in a native sidecar gave --expect-gpus 0,
+         * which the binary refuses, so the pod never started. */
+        {"sidecar only",
+         "{'spec':{'initContainers':[{'name':'s','restartPolicy':'Always',"
+         "'resources':{'limits':{'nvidia.com/gpu':4}}}],'containers':[{"
+         "'name':'c'}]}}",
+         0, "native sidecars", "all in native sidecars"},
+        /* The scheduler's sum: a sidecar's GPUs are held while the app
+         * containers run, so the check gets only the app's. */
+        {"sidecar and app",
+         "{'spec':{'initContainers':[{'name':'s','restartPolicy':'Always',"
+         "'resources':{'limits':{'nvidia.com/gpu':1}}}],'containers':[{"
+         "'name':'c','resources':{'limits':{'nvidia.com/gpu':4}}}]}}",
+         4, NULL, "single-pod"},
+        /* An init container bigger than the app sets the pod's request
+         * (max of init + earlier sidecars, apps + sidecars). */
+        {"big init",
+         "{'spec':{'initContainers':[{'name':'s','restartPolicy':'Always',"
+         "'resources':{'limits':{'nvidia.com/gpu':1}}},{'name':'i',"
+         "'resources':{'limits':{'nvidia.com/gpu':6}}}],'containers':[{"
+         "'name':'c','resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
+         6, NULL, "single-pod"},
+        {"32 GPUs",
+         "{'spec':{'containers':[{'name':'c','resources':{"
+         "'limits':{'nvidia.com/gpu':32}}}]}}",
+         32, NULL, "single-pod"},
+        /* Regression: 40 GPUs gave --expect-gpus 40, refused. */
+        {"40 GPUs",
+         "{'spec':{'containers':[{'name':'c','resources':{"
+         "'limits':{'nvidia.com/gpu':40}}}]}}",
+         0, "more than the ring check's 32", "left out: 40 GPUs"},
+        {"1k GPUs",
+         "{'spec':{'containers':[{'name':'c','resources':{"
+         "'limits':{'nvidia.com/gpu':'1k'}}}]}}",
+         0, "1000 GPUs is more than", "left out: 1000 GPUs"},
+        {"33 over two containers",
+         "{'spec':{'containers':[{'name':'a','resources':{'limits':{"
+         "'nvidia.com/gpu':16}}},{'name':'b','resources':{'limits':{"
+         "'nvidia.com/gpu':17}}}]}}",
+         0, "33 GPUs", "left out"},
+        /* ringCheck.minGPUs 2 by default: one GPU has no ring. */
+        {"one GPU",
+         "{'spec':{'containers':[{'name':'c','resources':{"
+         "'limits':{'nvidia.com/gpu':1}}}]}}",
+         0, NULL, "below ringCheck.minGPUs 2"},
+        {"two GPUs",
+         "{'spec':{'containers':[{'name':'c','resources':{"
+         "'limits':{'nvidia.com/gpu':2}}}]}}",
+         2, NULL, "single-pod (no job operator"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *pod = J(cases[i].pod);
+        struct mutate_result r;
+        json_t *patched = run(pol_default, pod, "ml", &r);
+        json_t *rc = patched != NULL ? ringcheck_of(patched, NULL) : NULL;
+
+        if (cases[i].expect == 0)
+            CHECK(rc == NULL);
+        else
+            CHECK(rc != NULL);
+        if (rc != NULL) {
+            char want[16];
+
+            snprintf(want, sizeof(want), "%d", cases[i].expect);
+            CHECK_STR(str_at(rc, "/args/0"), "--expect-gpus");
+            CHECK_STR(str_at(rc, "/args/1"), want);
+        }
+        if (cases[i].warning != NULL)
+            CHECK(warnings_have(r.warnings, cases[i].warning));
+        else
+            CHECK_INT(json_array_size(r.warnings), 0);
+        CHECK(strstr(r.ringcheck, cases[i].note) != NULL);
+        if (strstr(r.ringcheck, cases[i].note) == NULL)
+            fprintf(stderr, "case %s: ring check note \"%s\"\n", cases[i].what,
+                    r.ringcheck);
+        /* Left out, the check leaves no trace: no NCCL_CONF_FILE that
+         * nothing writes, no fallback mount. */
+        if (rc == NULL && patched != NULL) {
+            char *t = json_dumps(patched, JSON_COMPACT);
+
+            CHECK(strstr(t, "/run/ncclguard") == NULL);
+            free(t);
+        }
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+
+    /* minGPUs from the policy: 1 puts the check back on one GPU. */
+    {
+        struct policy *pol = fixture_policy(
+            POLICY_HEAD "defaults:\n  ringCheck: {minGPUs: 1}\n");
+        json_t *pod = J("{'spec':{'containers':[{'name':'c','resources':{"
+                        "'limits':{'nvidia.com/gpu':1}}}]}}");
+        struct mutate_result r;
+        json_t *patched = run(pol, pod, "ml", &r);
+
+        CHECK_STR(str_at(ringcheck_of(patched, NULL), "/args/1"), "1");
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+        policy_free(pol);
+    }
+}
+
+/* The ring-check container's env entry named name, or NULL. */
+static json_t *
+rc_env(json_t *rc, const char *name)
+{
+    size_t i;
+    json_t *e;
+
+    json_array_foreach(json_object_get(rc, "env"), i, e)
+    {
+        if (strcmp(json_string_value(json_object_get(e, "name")), name) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+/* The value after flag in the check's args, or NULL. */
+static const char *
+rc_arg(json_t *rc, const char *flag)
+{
+    json_t *args = json_object_get(rc, "args");
+
+    for (size_t i = 0; i + 1 < json_array_size(args); i++)
+        if (strcmp(json_string_value(json_array_get(args, i)), flag) == 0)
+            return json_string_value(json_array_get(args, i + 1));
+    return NULL;
+}
+
+/* Issue 11: membership from what each operator sets on its pods, as the
+ * server sees them (labels, env, ownerReferences). */
+static void
+test_multinode(void)
+{
+    static const struct {
+        const char *what;
+        const char *meta; /* metadata JSON */
+        const char *env;  /* the GPU container's env JSON */
+        int gpus;
+        const char *op;     /* operator in the note; NULL = single-pod */
+        const char *note;   /* substring of res.ringcheck */
+        const char *job_id; /* NCCLGUARD_JOB_ID: value or fieldPath */
+        const char *warning;
+    } cases[] = {
+        {"LeaderWorkerSet, one GPU",
+         "{'labels':{'leaderworkerset.sigs.k8s.io/name':'vllm'}}",
+         "[{'name':'LWS_LEADER_ADDRESS','value':'vllm-0.vllm.ml'},{'name':"
+         "'LWS_GROUP_SIZE','value':'2'},{'name':'LWS_WORKER_INDEX',"
+         "'valueFrom':{'fieldRef':{'fieldPath':"
+         "'metadata.labels[\\u0027leaderworkerset.sigs.k8s.io/"
+         "worker-index\\u0027]'}}}]",
+         1, "LeaderWorkerSet", "label leaderworkerset.sigs.k8s.io/name",
+         "metadata.labels['leaderworkerset.sigs.k8s.io/group-key']", NULL},
+        {"PyTorchJob with a Master",
+         "{'labels':{'training.kubeflow.org/operator-name':"
+         "'pytorchjob-controller','training.kubeflow.org/job-name':'mnist'},"
+         "'ownerReferences':[{'kind':'PyTorchJob','name':'mnist','uid':"
+         "'0a1b-uid','controller':true}]}",
+         "[{'name':'MASTER_ADDR','value':'mnist-master-0'},{'name':"
+         "'MASTER_PORT','value':'23456'},{'name':'WORLD_SIZE','value':'2'},"
+         "{'name':'RANK','value':'1'}]",
+         2, "PyTorchJob", "training.kubeflow.org/operator-name", "0a1b-uid",
+         NULL},
+        {"PyTorchJob without a Master",
+         "{'labels':{'training.kubeflow.org/operator-name':"
+         "'pytorchjob-controller'}}",
+         "[{'name':'PET_RDZV_ENDPOINT','value':'etcd:2379'}]", 2, NULL,
+         "without MASTER_ADDR", NULL, NULL},
+        {"TrainJob / JobSet with torchrun variables",
+         "{'labels':{'jobset.sigs.k8s.io/jobset-name':'t'}}",
+         "[{'name':'PET_MASTER_ADDR','value':'t-node-0-0.t'},{'name':"
+         "'PET_NNODES','value':'2'}]",
+         8, "JobSet/TrainJob (torchrun)", "PET_MASTER_ADDR",
+         "metadata.labels['jobset.sigs.k8s.io/jobset-uid']", NULL},
+        /* Trainer's torchtune entrypoint: PET_NNODES but no
+         * PET_MASTER_ADDR; the leader is JobSet's naming. */
+        {"TrainJob with torchtune",
+         "{'labels':{'jobset.sigs.k8s.io/jobset-name':'t'}}",
+         "[{'name':'PET_NNODES','value':'2'},{'name':'PET_NODE_RANK',"
+         "'value':'0'}]",
+         8, "JobSet", "label jobset.sigs.k8s.io/jobset-name and PET_NNODES",
+         "metadata.labels['jobset.sigs.k8s.io/jobset-uid']", NULL},
+        {"plain JobSet with ncclguard.io/nodes",
+         "{'labels':{'jobset.sigs.k8s.io/jobset-name':'t'},'annotations':{"
+         "'ncclguard.io/nodes':'4'}}",
+         "[]", 8, "JobSet", "label jobset.sigs.k8s.io/jobset-name",
+         "metadata.labels['jobset.sigs.k8s.io/jobset-uid']", NULL},
+        {"plain JobSet without ncclguard.io/nodes",
+         "{'labels':{'jobset.sigs.k8s.io/jobset-name':'t'}}", "[]", 8, NULL,
+         "no annotation ncclguard.io/nodes", NULL,
+         "JobSet pod checks alone: no annotation ncclguard.io/nodes (read by "
+         "ringCheck.nodes) on the pod template"},
+        {"Volcano with ncclguard.io/nodes",
+         "{'labels':{'volcano.sh/job-name':'mpi'},'annotations':{"
+         "'ncclguard.io/nodes':'2'},'ownerReferences':[{'uid':'vc-uid',"
+         "'controller':true}]}",
+         "[{'name':'VC_TASK_INDEX','value':'0'}]", 8, "Volcano",
+         "label volcano.sh/job-name", "vc-uid", NULL},
+        {"RayCluster", "{'labels':{'ray.io/cluster':'r'}}",
+         "[{'name':'MASTER_ADDR','value':'x'}]", 8, NULL, "RayCluster", NULL,
+         NULL},
+        {"MPIJob worker",
+         "{'labels':{'training.kubeflow.org/operator-name':"
+         "'mpijob-controller'}}",
+         "[]", 8, NULL, "mpijob-controller pods stay single-pod", NULL, NULL},
+        {"Deployment pod", "{'labels':{'app':'vllm'}}",
+         "[{'name':'MASTER_ADDR','value':'x'}]", 8, NULL,
+         "no job operator's labels", NULL, NULL},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[2048];
+        json_t *pod, *patched, *rc, *e;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':%s,'spec':{'containers':[{'name':'c','env':%s,"
+                 "'resources':{'limits':{'nvidia.com/gpu':%d}}}]}}",
+                 cases[i].meta, cases[i].env, cases[i].gpus);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        rc = ringcheck_of(patched, NULL);
+        if (strstr(r.ringcheck, cases[i].note) == NULL ||
+            (cases[i].op != NULL && strstr(r.ringcheck, cases[i].op) == NULL))
+            fprintf(stderr, "case %s: ring check note \"%s\"\n", cases[i].what,
+                    r.ringcheck);
+        CHECK(strstr(r.ringcheck, cases[i].note) != NULL);
+        CHECK(rc != NULL);
+        if (cases[i].warning != NULL)
+            CHECK(warnings_have(r.warnings, cases[i].warning));
+        else
+            CHECK_INT(json_array_size(r.warnings), 0);
+        if (cases[i].op == NULL) {
+            /* Single-pod: no multi-node argument or variable at all. */
+            CHECK(!r.multinode);
+            CHECK(rc_arg(rc, "--multi-node") == NULL);
+            CHECK(rc_env(rc, "NCCLGUARD_JOB_ID") == NULL);
+            CHECK(rc_env(rc, "POD_IP") == NULL);
+            json_decref(patched);
+            mutate_result_release(&r);
+            json_decref(pod);
+            continue;
+        }
+        CHECK(r.multinode);
+        CHECK(strstr(r.ringcheck, "multi-node") == r.ringcheck);
+        CHECK(strstr(r.ringcheck, cases[i].op) != NULL);
+        CHECK(warnings_have(r.injected, "multinode"));
+        CHECK_STR(rc_arg(rc, "--multi-node"), "auto");
+        CHECK_STR(rc_arg(rc, "--rendezvous-port"), "29450");
+        CHECK_STR(rc_arg(rc, "--multi-node-timeout"), "300");
+        CHECK_STR(rc_arg(rc, "--on-missing"), "warn");
+        /* The operator's entries, as written, valueFrom included. */
+        {
+            json_t *src = J(cases[i].env), *x;
+            size_t k;
+
+            json_array_foreach(src, k, x)
+            {
+                const char *n = json_string_value(json_object_get(x, "name"));
+
+                CHECK(json_equal(rc_env(rc, n), x));
+            }
+            json_decref(src);
+        }
+        CHECK_STR(str_at(rc_env(rc, "POD_IP"), "/valueFrom/fieldRef/fieldPath"),
+                  "status.podIP");
+        e = rc_env(rc, "NCCLGUARD_JOB_ID");
+        CHECK(e != NULL);
+        if (e != NULL && json_object_get(e, "value") != NULL)
+            CHECK_STR(str_at(e, "/value"), cases[i].job_id);
+        else
+            CHECK_STR(str_at(e, "/valueFrom/fieldRef/fieldPath"),
+                      cases[i].job_id);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/* Plain JobSet: the leader and node count come from the policy's
+ * templates, read by the kubelet through downward-API variables. */
+static void
+test_multinode_templates(void)
+{
+    json_t *pod, *patched, *rc;
+    struct mutate_result r;
+    char *t;
+
+    pod = J("{'metadata':{'labels':{'jobset.sigs.k8s.io/jobset-name':'t'},"
+            "'annotations':{'ncclguard.io/nodes':'4'}},'spec':{'containers':"
+            "[{'name':'c','env':[{'name':'POD_IP','value':'mine'},{'name':"
+            "'NCCLGUARD_NNODES','value':'9'}],'resources':{'limits':{"
+            "'nvidia.com/gpu':8}}}]}}");
+    patched = run(pol_default, pod, "ml", &r);
+    rc = ringcheck_of(patched, NULL);
+    CHECK_STR(
+        str_at(rc_env(rc, "NCCLGUARD_T0"), "/valueFrom/fieldRef/fieldPath"),
+        "metadata.labels['jobset.sigs.k8s.io/jobset-name']");
+    CHECK_STR(
+        str_at(rc_env(rc, "NCCLGUARD_T1"), "/valueFrom/fieldRef/fieldPath"),
+        "metadata.labels['jobset.sigs.k8s.io/replicatedjob-name']");
+    CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_LEADER_ADDR"), "/value"),
+              "$(NCCLGUARD_T0)-$(NCCLGUARD_T1)-0-0.$(NCCLGUARD_T2)");
+    CHECK_STR(
+        str_at(rc_env(rc, "NCCLGUARD_T3"), "/valueFrom/fieldRef/fieldPath"),
+        "metadata.annotations['ncclguard.io/nodes']");
+    CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_NNODES"), "/value"),
+              "$(NCCLGUARD_T3)");
+    /* The workload's own POD_IP and NCCLGUARD_* never reach the check:
+     * ours are the only ones, each defined once. */
+    t = json_dumps(json_object_get(rc, "env"), JSON_COMPACT);
+    CHECK(strstr(t, "mine") == NULL);
+    CHECK(strstr(t, "\"9\"") == NULL);
+    free(t);
+    json_decref(patched);
+    mutate_result_release(&r);
+
+    /* The policy's own templates, port, deadline and onMissing. */
+    {
+        struct policy *pol = fixture_policy(
+            POLICY_HEAD "defaults:\n  ringCheck:\n"
+                        "    leaderAddress: '{env:MY_LEADER}.{namespace}.svc'\n"
+                        "    nodes: '4'\n    rendezvousPort: 30000\n"
+                        "    multiNodeTimeout: 60\n    onMissing: fail\n");
+
+        patched = run(pol, pod, "ml", &r);
+        rc = ringcheck_of(patched, NULL);
+        CHECK_STR(
+            str_at(rc_env(rc, "NCCLGUARD_T0"), "/valueFrom/fieldRef/fieldPath"),
+            "metadata.namespace");
+        CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_LEADER_ADDR"), "/value"),
+                  "$(MY_LEADER).$(NCCLGUARD_T0).svc");
+        CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_NNODES"), "/value"), "4");
+        CHECK_STR(rc_arg(rc, "--rendezvous-port"), "30000");
+        CHECK_STR(rc_arg(rc, "--multi-node-timeout"), "60");
+        CHECK_STR(rc_arg(rc, "--on-missing"), "fail");
+        json_decref(patched);
+        mutate_result_release(&r);
+        policy_free(pol);
+    }
+
+    /* A Trainer pod without PET_MASTER_ADDR (torchtune) gives its own
+     * node count; the leader is JobSet's naming. */
+    {
+        json_t *tt = J("{'metadata':{'labels':{"
+                       "'jobset.sigs.k8s.io/jobset-name':'t'}},'spec':{"
+                       "'containers':[{'name':'node','env':[{'name':"
+                       "'PET_NNODES','value':'2'}],'resources':{'limits':{"
+                       "'nvidia.com/gpu':8}}}]}}");
+
+        patched = run(pol_default, tt, "ml", &r);
+        rc = ringcheck_of(patched, NULL);
+        CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_NNODES"), "/value"),
+                  "$(PET_NNODES)");
+        CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_LEADER_ADDR"), "/value"),
+                  "$(NCCLGUARD_T0)-$(NCCLGUARD_T1)-0-0.$(NCCLGUARD_T2)");
+        CHECK_INT(json_array_size(r.warnings), 0);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(tt);
+    }
+
+    /* multiNode: off keeps every pod single-pod. */
+    {
+        struct policy *pol = fixture_policy(
+            POLICY_HEAD "defaults:\n  ringCheck: {multiNode: 'off'}\n");
+
+        patched = run(pol, pod, "ml", &r);
+        rc = ringcheck_of(patched, NULL);
+        CHECK(rc_arg(rc, "--multi-node") == NULL);
+        CHECK(rc_env(rc, "NCCLGUARD_LEADER_ADDR") == NULL);
+        CHECK(strstr(r.ringcheck, "multiNode is off") != NULL);
+        CHECK(!r.multinode);
+        json_decref(patched);
+        mutate_result_release(&r);
+        policy_free(pol);
+    }
+    json_decref(pod);
+}
+
+/* The dry run sees templates: the workload object stands in for the
+ * operator's labels. */
+static void
+test_multinode_dry_run(void)
+{
+    static const struct {
+        const char *workload;
+        bool multinode;
+        const char *note;
+    } cases[] = {
+        {"{'apiVersion':'leaderworkerset.x-k8s.io/v1','kind':"
+         "'LeaderWorkerSet'}",
+         true, "LeaderWorkerSet template"},
+        {"{'apiVersion':'kubeflow.org/v1','kind':'PyTorchJob','spec':{"
+         "'pytorchReplicaSpecs':{'Master':{'template':{'spec':{'containers':"
+         "[{'name':'pytorch','resources':{'limits':{'nvidia.com/gpu':1}}}]"
+         "}}},'Worker':{}}}}",
+         true, "PyTorchJob template"},
+        /* Node rank 0 without a GPU runs no check: the workers would
+         * only wait for it until their deadline. */
+        {"{'apiVersion':'kubeflow.org/v1','kind':'PyTorchJob','spec':{"
+         "'pytorchReplicaSpecs':{'Master':{'template':{'spec':{'containers':"
+         "[{'name':'pytorch'}]}}},'Worker':{}}}}",
+         false, "Master asks for no GPU"},
+        {"{'apiVersion':'leaderworkerset.x-k8s.io/v1','kind':"
+         "'LeaderWorkerSet','spec':{'leaderWorkerTemplate':{'leaderTemplate':"
+         "{'spec':{'containers':[{'name':'router'}]}}}}}",
+         false, "leader asks for no GPU"},
+        {"{'apiVersion':'kubeflow.org/v1','kind':'PyTorchJob','spec':{"
+         "'pytorchReplicaSpecs':{'Worker':{}}}}",
+         false, "without a Master replica"},
+        {"{'apiVersion':'trainer.kubeflow.org/v1alpha1','kind':"
+         "'ClusterTrainingRuntime','spec':{'mlPolicy':{'torch':{}}}}",
+         true, "the torch plugin sets PET_NNODES"},
+        {"{'apiVersion':'ray.io/v1','kind':'RayCluster'}", false,
+         "RayCluster pods stay single-pod"},
+        {"{'apiVersion':'kubeflow.org/v2beta1','kind':'MPIJob'}", false,
+         "MPIJob pods stay single-pod"},
+        {"{'apiVersion':'apps/v1','kind':'Deployment'}", false,
+         "Deployment pods stay single-pod"},
+        /* Same kind name, other API group: not the operator's. */
+        {"{'apiVersion':'example.com/v1','kind':'LeaderWorkerSet'}", false,
+         "stay single-pod"},
+    };
+    json_t *pod = J("{'metadata':{},'spec':{'containers':[{'name':'c',"
+                    "'resources':{'limits':{'nvidia.com/gpu':8}}}]}}");
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *w = J(cases[i].workload);
+        struct mutate_options opt = {.workload = w};
+        struct mutate_result r;
+
+        CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+        CHECK_INT(r.multinode, cases[i].multinode);
+        CHECK(strstr(r.ringcheck, cases[i].note) != NULL);
+        if (strstr(r.ringcheck, cases[i].note) == NULL)
+            fprintf(stderr, "workload %zu: note \"%s\"\n", i, r.ringcheck);
+        mutate_result_release(&r);
+        json_decref(w);
+    }
+    json_decref(pod);
+}
+
+/* ---- every injected argument list through the binary's own parser ---- */
+
+struct args_run {
+    int lists;        /* argument lists parsed */
+    int multinode;    /* of which multi-node */
+    int mn_unchecked; /* multi-node flags the parser does not know yet */
+    int mn_known;     /* -1 unknown, 0 no, 1 yes: --multi-node is parsed */
+};
+
+/* Whether this build's ncclguard-ringcheck parser knows --multi-node. */
+static bool
+parser_knows_multinode(void)
+{
+    char *argv[] = {"ncclguard-ringcheck", "--multi-node", "off", NULL};
+    struct rc_opts o;
+    char err[256];
+
+    return rc_opts_parse(3, argv, &o, err, sizeof(err)) == 0;
+}
+
+/* Feeds the args of the ring-check container rc to rc_opts_parse(). */
+static void
+args_check(struct args_run *ar, const json_t *rc, const char *where)
+{
+    static const char *const mn_flags[] = {"--multi-node", "--rendezvous-port",
+                                           "--multi-node-timeout",
+                                           "--on-missing", NULL};
+    const json_t *args = json_object_get(rc, "args");
+    char *argv[64];
+    int argc = 0, expect = -1;
+    bool mn = false;
+    struct rc_opts o;
+    char err[256] = "";
+
+    if (ar->mn_known < 0)
+        ar->mn_known = parser_knows_multinode();
+    argv[argc++] = "ncclguard-ringcheck";
+    for (size_t i = 0; i < json_array_size(args) && argc < 62; i++) {
+        const char *a = json_string_value(json_array_get(args, i));
+        bool is_mn = false;
+
+        CHECK(a != NULL);
+        if (a == NULL)
+            return;
+        for (int k = 0; mn_flags[k] != NULL; k++)
+            is_mn = is_mn || strcmp(a, mn_flags[k]) == 0;
+        mn = mn || is_mn;
+        if (is_mn && !ar->mn_known) {
+            ar->mn_unchecked++;
+            i++; /* and its value */
+            continue;
+        }
+        if (strcmp(a, "--expect-gpus") == 0 && i + 1 < json_array_size(args))
+            expect = atoi(json_string_value(json_array_get(args, i + 1)));
+        argv[argc++] = (char *)a;
+    }
+    argv[argc] = NULL;
+    ar->lists++;
+    ar->multinode += mn;
+    if (rc_opts_parse(argc, argv, &o, err, sizeof(err)) != 0) {
+        CHECK(!"ncclguard-ringcheck refuses the injected arguments");
+        fprintf(stderr, "%s: refused: %s\n", where, err);
+        return;
+    }
+    CHECK_INT(o.expect_gpus, expect);
+}
+
+static const json_t *
+ringcheck_in_patch(const json_t *patch)
+{
+    size_t i;
+    json_t *op;
+
+    json_array_foreach(patch, i, op)
+    {
+        const char *path = json_string_value(json_object_get(op, "path"));
+        json_t *v = json_object_get(op, "value");
+
+        if (path == NULL || strncmp(path, "/spec/initContainers", 20) != 0)
+            continue;
+        if (json_is_array(v))
+            v = json_array_get(v, 0);
+        v = json_object_get(v, "name");
+        if (json_is_string(v) &&
+            strcmp(json_string_value(v), "ncclguard-ringcheck") == 0)
+            return json_is_array(json_object_get(op, "value"))
+                       ? json_array_get(json_object_get(op, "value"), 0)
+                       : json_object_get(op, "value");
+    }
+    return NULL;
+}
+
+/* Mutates every document of file as the dry run does, and checks every
+ * injected argument list. */
+static void
+args_check_file(struct args_run *ar, const struct policy *pol, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    static char buf[1 << 20];
+    size_t len;
+    json_t *docs, *doc;
+    struct ng_error err;
+    size_t d;
+
+    CHECK(f != NULL);
+    if (f == NULL)
+        return;
+    len = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    ng_error_clear(&err);
+    docs = yamljson_load(buf, len, path, NULL, &err);
+    CHECK(docs != NULL);
+    json_array_foreach(docs, d, doc)
+    {
+        const char *kind = json_string_value(json_object_get(doc, "kind"));
+        struct mutate_options opt = {.own_namespace = "ncclguard"};
+        struct workload_report rep;
+
+        if (kind != NULL && strcmp(kind, "Pod") != 0 &&
+            strcmp(kind, "AdmissionReview") != 0)
+            opt.workload = doc;
+        CHECK_INT(workload_mutate(doc, NULL, pol, &opt, &rep), 0);
+        for (size_t i = 0; i < rep.n_pods; i++) {
+            const json_t *rc = ringcheck_in_patch(rep.pods[i].result.patch);
+            char where[1100];
+
+            if (rc == NULL)
+                continue;
+            snprintf(where, sizeof(where), "%s %s", path, rep.pods[i].pointer);
+            args_check(ar, rc, where);
+        }
+        workload_report_release(&rep);
+    }
+    json_decref(docs);
+}
+
+static void
+args_check_dir(struct args_run *ar, const struct policy *pol, const char *dir)
+{
+    DIR *dp = opendir(dir);
+    struct dirent *de;
+
+    CHECK(dp != NULL);
+    if (dp == NULL) {
+        fprintf(stderr, "cannot open %s (run from the repository root)\n", dir);
+        return;
+    }
+    while ((de = readdir(dp)) != NULL) {
+        size_t n = strlen(de->d_name);
+        char path[512];
+
+        if (n < 6 || (strcmp(de->d_name + n - 5, ".yaml") != 0 &&
+                      strcmp(de->d_name + n - 5, ".json") != 0))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        args_check_file(ar, pol, path);
+    }
+    closedir(dp);
+}
+
+/* Issue 10: the corpus, the examples and shapes held out of both, under
+ * the default policy and one with every ring-check setting at its bound,
+ * through ringcheck/opts.c's rc_opts_parse(). */
+static void
+test_ringcheck_args_parse(void)
+{
+    static const char *const held_out[] = {
+        /* native sidecars, a big init container, several resources */
+        "{'spec':{'initContainers':[{'name':'s','restartPolicy':'Always',"
+        "'resources':{'limits':{'nvidia.com/gpu':1}}},{'name':'i','resources'"
+        ":{'limits':{'nvidia.com/gpu':6}}}],'containers':[{'name':'c',"
+        "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
+        "{'spec':{'initContainers':[{'name':'s','restartPolicy':'Always',"
+        "'resources':{'limits':{'nvidia.com/gpu':3}}}],'containers':[{"
+        "'name':'c'}]}}",
+        "{'spec':{'containers':[{'name':'a','resources':{'limits':{"
+        "'nvidia.com/gpu':16}}},{'name':'b','resources':{'limits':{"
+        "'nvidia.com/gpu':16}}}]}}",
+        "{'spec':{'containers':[{'name':'a','resources':{'limits':{"
+        "'nvidia.com/gpu':'1k'}}}]}}",
+        "{'spec':{'containers':[{'name':'a','resources':{'limits':{"
+        "'nvidia.com/gpu':40}}}]}}",
+        "{'spec':{'containers':[{'name':'a','resources':{'requests':{"
+        "'nvidia.com/gpu':'2'}}}]}}",
+        /* multi-node members with one GPU each */
+        "{'metadata':{'labels':{'leaderworkerset.sigs.k8s.io/name':'l'}},"
+        "'spec':{'containers':[{'name':'a','resources':{'limits':{"
+        "'nvidia.com/gpu':1}}}]}}",
+        "{'metadata':{'labels':{'jobset.sigs.k8s.io/jobset-name':'j'},"
+        "'annotations':{'ncclguard.io/nodes':'2'}},'spec':{'containers':[{"
+        "'name':'a','resources':{'limits':{'nvidia.com/gpu':1}}}]}}",
+        "{'metadata':{'labels':{'training.kubeflow.org/operator-name':"
+        "'pytorchjob-controller'}},'spec':{'containers':[{'name':'a','env':"
+        "[{'name':'MASTER_ADDR','value':'m'}],'resources':{'limits':{"
+        "'nvidia.com/gpu':8}}}]}}",
+    };
+    struct policy *edge = fixture_policy(
+        POLICY_HEAD "defaults:\n  gpuResources: [nvidia.com/gpu, "
+                    "amd.com/gpu]\n  ringCheck:\n    mode: group\n"
+                    "    onFailure: warn\n    timeoutSeconds: 3600\n"
+                    "    bandwidthBytes: 16Gi\n    minBusBandwidthGBps: "
+                    "999999.5\n    minGPUs: 1\n    rendezvousPort: 65535\n"
+                    "    multiNodeTimeout: 3600\n    onMissing: fail\n");
+    const struct policy *pols[2] = {pol_default, edge};
+    struct args_run ar = {.mn_known = -1};
+
+    for (int k = 0; k < 2; k++) {
+        args_check_dir(&ar, pols[k], "tests/data/corpus/manifests");
+        args_check_dir(&ar, pols[k], "deploy/examples");
+        for (size_t i = 0; i < sizeof(held_out) / sizeof(held_out[0]); i++) {
+            json_t *pod = J(held_out[i]);
+            struct mutate_result r;
+            const json_t *rc;
+
+            CHECK_INT(mutate_pod(pod, "ml", pols[k], NULL, &r), 0);
+            rc = ringcheck_in_patch(r.patch);
+            if (rc != NULL)
+                args_check(&ar, rc, held_out[i]);
+            mutate_result_release(&r);
+            json_decref(pod);
+        }
+    }
+    /* Enough lists that an empty walk cannot pass: the corpus alone has
+     * dozens of GPU pods with a check, several of them multi-node. */
+    CHECK(ar.lists >= 60);
+    CHECK(ar.multinode >= 10);
+    printf("ring-check argument lists through rc_opts_parse: %d (%d "
+           "multi-node)\n",
+           ar.lists, ar.multinode);
+    if (ar.mn_unchecked > 0)
+        printf("SKIP %d multi-node flags of %d lists (this build's "
+               "ncclguard-ringcheck parser has no --multi-node yet; the rest "
+               "of each list was parsed)\n",
+               ar.mn_unchecked, ar.multinode);
+    policy_free(edge);
+}
+
 static void
 test_annotations_and_odd_shapes(void)
 {
@@ -800,7 +1503,12 @@ test_bounds(void)
                                    "    - {name: EXTRA_C, value: '1'}\n"
                                    "    - {name: EXTRA_D, value: '1'}\n"
                                    "    - {name: EXTRA_E, value: '1'}\n"
-                                   "    - {name: EXTRA_F, value: '1'}\n");
+                                   "    - {name: EXTRA_F, value: '1'}\n"
+                                   "    - {name: EXTRA_G, value: '1'}\n"
+                                   "    - {name: EXTRA_H, value: '1'}\n");
+    /* These pods have more GPUs than the ring check takes, so it is left
+     * out and its per-container mounts do not count: the env entries
+     * alone push the patch past the operation cap. */
     json_t *pod = pod_many(129);
     struct mutate_result r;
 
@@ -862,6 +1570,11 @@ main(void)
     test_memory();
     test_ipc_env();
     test_ringcheck();
+    test_ringcheck_bounds();
+    test_multinode();
+    test_multinode_templates();
+    test_multinode_dry_run();
+    test_ringcheck_args_parse();
     test_annotations_and_odd_shapes();
     test_bounds();
     test_status_names();

@@ -84,6 +84,13 @@ test_defaults(void)
     CHECK(s->ringcheck.allow_opt_out);
     CHECK_STR(s->ringcheck.cpu_request, "100m");
     CHECK_STR(s->ringcheck.memory_request, "2Gi");
+    CHECK_INT(s->ringcheck.min_gpus, 2);
+    CHECK_INT(s->ringcheck.multi_node, RINGCHECK_MULTINODE_AUTO);
+    CHECK_INT(s->ringcheck.rendezvous_port, 29450);
+    CHECK_INT(s->ringcheck.multi_node_timeout, 300);
+    CHECK_INT(s->ringcheck.on_missing, RINGCHECK_MISSING_WARN);
+    CHECK(s->ringcheck.leader_address == NULL);
+    CHECK_STR(s->ringcheck.nodes, "{annotation:ncclguard.io/nodes}");
     CHECK_INT(s->n_extra_env, 0);
     CHECK(s->debug.allow_annotation);
     CHECK_STR(s->debug.level, "INFO");
@@ -111,6 +118,14 @@ test_defaults(void)
         CHECK_INT(t->ringcheck.allow_opt_out, 1);
         CHECK_STR(t->ringcheck.cpu_request, "100m");
         CHECK_STR(t->ringcheck.memory_request, "2Gi");
+        CHECK_INT(t->ringcheck.min_gpus, s->ringcheck.min_gpus);
+        CHECK_INT(t->ringcheck.multi_node, s->ringcheck.multi_node);
+        CHECK_INT(t->ringcheck.rendezvous_port, s->ringcheck.rendezvous_port);
+        CHECK_INT(t->ringcheck.multi_node_timeout,
+                  s->ringcheck.multi_node_timeout);
+        CHECK_INT(t->ringcheck.on_missing, s->ringcheck.on_missing);
+        CHECK(t->ringcheck.leader_address == NULL);
+        CHECK_STR(t->ringcheck.nodes, s->ringcheck.nodes);
         CHECK_STR(t->debug.level, "INFO");
         CHECK_STR(t->debug.subsys, "INIT,COLL,ENV,NET");
         /* Different text, different hash; same text, same hash. */
@@ -318,6 +333,56 @@ test_rules(void)
     policy_free(p);
 }
 
+/* Address templates: each piece in order, or the reason it is refused. */
+static void
+test_templates(void)
+{
+    static const struct {
+        const char *tmpl;
+        const char *pieces; /* "kind:text|..." (T L A E N), or NULL */
+        const char *error;  /* substring, when pieces is NULL */
+    } cases[] = {
+        {"plain.host", "T:plain.host|", NULL},
+        {"{label:jobset.sigs.k8s.io/jobset-name}-0.{namespace}",
+         "L:jobset.sigs.k8s.io/jobset-name|T:-0.|N:|", NULL},
+        {"{annotation:ncclguard.io/nodes}", "A:ncclguard.io/nodes|", NULL},
+        {"{env:MY_LEADER}:29400", "E:MY_LEADER|T::29400|", NULL},
+        {"", "", NULL},
+        {"{lable:x}", NULL, "unknown reference \"{lable:x}\""},
+        {"{label:x", NULL, "unclosed \"{\""},
+        {"a}b", NULL, "\"}\" outside a reference"},
+        {"$(X)", NULL, "\"$\" outside a reference"},
+        {"{label:}", NULL, "bad key"},
+        {"{label:a b}", NULL, "bad key"},
+        {"{env:A=B}", NULL, "bad key"},
+        {"{namespace:x}", NULL, "unknown reference"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *cur = cases[i].tmpl;
+        struct policy_template_piece piece;
+        char got[300] = "", why[160] = "";
+        int rc;
+
+        while ((rc = policy_template_next(&cur, &piece, why, sizeof(why))) >
+               0) {
+            size_t n = strlen(got);
+
+            snprintf(got + n, sizeof(got) - n, "%c:%.*s|", "TLAEN"[piece.kind],
+                     (int)piece.len, piece.s);
+        }
+        if (cases[i].pieces != NULL) {
+            CHECK_INT(rc, 0);
+            CHECK_STR(got, cases[i].pieces);
+        } else {
+            CHECK_INT(rc, -1);
+            CHECK(strstr(why, cases[i].error) != NULL);
+            if (strstr(why, cases[i].error) == NULL)
+                fprintf(stderr, "template %s: %s\n", cases[i].tmpl, why);
+        }
+    }
+}
+
 static void
 test_errors(void)
 {
@@ -350,6 +415,20 @@ test_errors(void)
                  "YAML 1.1");
     expect_error(HEAD "defaults:\n  ringCheck: {onFailure: fallbak}\n", 4,
                  26, "did you mean \"fallback\"?");
+    expect_error(HEAD "defaults:\n  ringCheck: {minGPUs: 33}\n", 4, 24,
+                 "ringCheck.minGPUs must be between 1 and 32, got 33");
+    expect_error(HEAD "defaults:\n  ringCheck: {multiNode: automatic}\n", 4, 26,
+                 "did you mean \"auto\"?");
+    expect_error(HEAD "defaults:\n  ringCheck: {onMissing: ignore}\n", 4, 26,
+                 "ringCheck.onMissing must be one of warn, fail");
+    expect_error(HEAD "defaults:\n  ringCheck: {rendezvousPort: 0}\n", 4, 31,
+                 "between 1 and 65535");
+    expect_error(HEAD "defaults:\n  ringCheck: {multiNodeTimout: 60}\n", 4, 15,
+                 "did you mean \"multiNodeTimeout\"?");
+    expect_error(HEAD "defaults:\n  ringCheck: {nodes: '{label:a/b/c}'}\n", 4,
+                 22, "bad key in \"{label:a/b/c}\"");
+    expect_error(HEAD "defaults:\n  ringCheck: {leaderAddress: ''}\n", 4, 30,
+                 "must not be empty");
     expect_error(HEAD "defaults:\n  gpuResources: nvidia.com/gpu\n", 4, 17,
                  "gpuResources must be a list, got a string");
     expect_error(HEAD "defaults:\n  gpuResources: [gpu]\n", 4, 18,
@@ -558,6 +637,7 @@ main(void)
     test_defaults();
     test_rules();
     test_errors();
+    test_templates();
     test_threads();
     return harness_finish();
 }

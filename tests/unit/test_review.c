@@ -272,7 +272,9 @@ test_error_answer(void)
                                    "    - {name: EXTRA_C, value: '1'}\n"
                                    "    - {name: EXTRA_D, value: '1'}\n"
                                    "    - {name: EXTRA_E, value: '1'}\n"
-                                   "    - {name: EXTRA_F, value: '1'}\n");
+                                   "    - {name: EXTRA_F, value: '1'}\n"
+                                   "    - {name: EXTRA_G, value: '1'}\n"
+                                   "    - {name: EXTRA_H, value: '1'}\n");
     char *body;
 
     for (int i = 0; i < 120; i++) {
