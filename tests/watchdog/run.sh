@@ -107,7 +107,13 @@ if [ "${1:-}" = --case ]; then
         u=$(sig_at a USR1)
         t=$(sig_at a TERM)
         within "SIGUSR1 after the hang (ms)" "$((${u:-0} - h))" 0 100
-        within "SIGTERM after SIGUSR1 (ms)" "$((${t:-0} - ${u:-0}))" 600 $((600 + P))
+        # The agent's own clock: SIGTERM sent no sooner than grace after
+        # the checkpoint request. The job's clock sees the same, give or
+        # take the few ms a signal takes to be delivered under load.
+        cs=$(first_mono action '.action == "checkpoint-signal"')
+        ts=$(first_mono action '.action == "sigterm"')
+        within "agent: SIGTERM after SIGUSR1 (ms)" "$((${ts:-0} - ${cs:-0}))" 600 $((600 + P))
+        within "job: SIGTERM after SIGUSR1 (ms)" "$((${t:-0} - ${u:-0}))" 550 $((600 + P))
         [ -f "$T/ckpt" ] && ok || bad "the job wrote no checkpoint"
         grep -q 'NCCLHang: 1/1 GPUs idle 3x200ms' "$T/termlog" 2>/dev/null && ok ||
             bad "hang report not written to the termination log: $(cat "$T/termlog" 2>&1)"
