@@ -130,9 +130,10 @@ if [ "${1:-}" = --case ]; then
         agent_wait
         h=$(first_mono hang)
         t=$(sig_at a TERM)
+        ts=$(first_mono action '.action == "sigterm"')
         k=$(first_mono action '.action == "sigkill" and .result == "sent"')
         within "SIGTERM after the hang (ms)" "$((${t:-0} - h))" 0 100
-        within "SIGKILL after SIGTERM (ms)" "$((${k:-0} - ${t:-0}))" 400 $((400 + P))
+        within "SIGKILL after SIGTERM (ms)" "$((${k:-0} - ${ts:-0}))" 400 $((400 + P))
         wait "$PID_a" 2>/dev/null
         st=$?
         [ "$st" -eq 137 ] && ok || bad "job exit status $st, want 137 (SIGKILL)"
