@@ -1088,9 +1088,9 @@ parse_watchdog_checkpoint(struct loader *L, const struct ynode *n,
                      v->str);
             if (v->len > WD_FILE_MAX ||
                 wd_spec_parse(buf, strlen(buf), &tmp, &e) != 0)
-                err_at(L, v, "watchdog.checkpoint.file: %s",
-                       v->len > WD_FILE_MAX ? "the path is too long"
-                                            : e.msg + 6);
+                err_at(L, v, "watchdog.checkpoint.%s",
+                       v->len > WD_FILE_MAX ? "file: the path is too long"
+                                            : e.msg);
             else if (strcmp(v->str, "/") == 0 || v->str[v->len - 1] == '/')
                 err_at(L, v, "watchdog.checkpoint.file must name a file, "
                              "not a folder");
