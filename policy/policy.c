@@ -262,9 +262,9 @@ closest(const char *word, const char *const *names)
 static const char *const settings_keys[] = {
     "gpuResources", "profile", "shm", "ipc", "ringCheck", "extraEnv",
     "debug", "watchdog", NULL};
-static const char *const watchdog_keys[] = {
-    "enabled", "period", "idlePeriods", "minCPU", "action", "checkpoint",
-    "grace", NULL};
+static const char *const watchdog_keys[] = {"enabled", "period", "idlePeriods",
+                                            "minCPU",  "action", "checkpoint",
+                                            "grace",   NULL};
 static const char *const checkpoint_keys[] = {"signal", "file", NULL};
 static const char *const profile_keys[] = {"enabled", "name", "optional",
                                            NULL};
@@ -1051,8 +1051,7 @@ parse_watchdog_checkpoint(struct loader *L, const struct ynode *n,
             s->watchdog.checkpoint_signal = sig;
         } else if (strcmp(v->str, "SIGTERM") == 0 ||
                    strcmp(v->str, "SIGKILL") == 0 ||
-                   strcmp(v->str, "TERM") == 0 ||
-                   strcmp(v->str, "KILL") == 0) {
+                   strcmp(v->str, "TERM") == 0 || strcmp(v->str, "KILL") == 0) {
             err_at(L, v,
                    "watchdog.checkpoint.signal must not be %s: the restart "
                    "sends SIGTERM itself after the grace period; name a "
@@ -1083,8 +1082,7 @@ parse_watchdog_checkpoint(struct loader *L, const struct ynode *n,
         } else if (want_scalar_text(L, v, "watchdog.checkpoint.file")) {
             /* The agent's own parser decides what a valid path is. */
             snprintf(buf, sizeof(buf), "file=%.*s",
-                     (int)(v->len > WD_FILE_MAX + 1 ? WD_FILE_MAX + 1
-                                                    : v->len),
+                     (int)(v->len > WD_FILE_MAX + 1 ? WD_FILE_MAX + 1 : v->len),
                      v->str);
             if (v->len > WD_FILE_MAX ||
                 wd_spec_parse(buf, strlen(buf), &tmp, &e) != 0)
@@ -1092,8 +1090,9 @@ parse_watchdog_checkpoint(struct loader *L, const struct ynode *n,
                        v->len > WD_FILE_MAX ? "file: the path is too long"
                                             : e.msg);
             else if (strcmp(v->str, "/") == 0 || v->str[v->len - 1] == '/')
-                err_at(L, v, "watchdog.checkpoint.file must name a file, "
-                             "not a folder");
+                err_at(L, v,
+                       "watchdog.checkpoint.file must name a file, "
+                       "not a folder");
             else
                 get_string(L, v, "watchdog.checkpoint.file",
                            &s->watchdog.checkpoint_file);

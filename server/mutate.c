@@ -1053,7 +1053,8 @@ static int
 plan_watchdog(struct plan *p)
 {
     const struct settings *s = p->s;
-    const json_t *tg = json_object_get(p->spec, "terminationGracePeriodSeconds");
+    const json_t *tg =
+        json_object_get(p->spec, "terminationGracePeriodSeconds");
     struct wd_spec w;
     char value[512], dir[WD_FILE_MAX + 1] = "", vname[256] = "";
     const char *file = s->watchdog.checkpoint_file;
@@ -1092,8 +1093,8 @@ plan_watchdog(struct plan *p)
             continue;
         if (env_add(c, WD_ENV_NAME, value) != 0 ||
             env_add_field(c, "NCCLGUARD_POD_NAME", "metadata.name") != 0 ||
-            env_add_field(c, "NCCLGUARD_POD_NAMESPACE",
-                          "metadata.namespace") != 0 ||
+            env_add_field(c, "NCCLGUARD_POD_NAMESPACE", "metadata.namespace") !=
+                0 ||
             env_add_field(c, "NCCLGUARD_POD_UID", "metadata.uid") != 0)
             return -1;
         any = true;
@@ -1701,8 +1702,7 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
 
     if (plan_profile(p) != 0 || plan_shm(p) != 0 || plan_memory(p) != 0 ||
         plan_ipc(p) != 0 || plan_env(p) != 0 || plan_watchdog(p) != 0 ||
-        plan_ringcheck(p) != 0 ||
-        emit_pending(p) != 0)
+        plan_ringcheck(p) != 0 || emit_pending(p) != 0)
         goto error;
     if (json_array_size(res->patch) == 0) {
         res->status = MUTATE_UNCHANGED;

@@ -41,8 +41,8 @@ enum pod_state {
     POD_DONE       /* SIGKILL sent (or nothing left to signal) */
 };
 
-static const char *const state_names[] = {"watch", "reported", "grace",
-                                          "term", "done"};
+static const char *const state_names[] = {"watch", "reported", "grace", "term",
+                                          "done"};
 
 /* One watched process, identified by PID and start time. */
 struct wproc {
@@ -186,9 +186,9 @@ logj(struct agent *a, const char *event, json_t *o)
 static json_t *
 podj(const struct wpod *p, json_t *o)
 {
-    json_t *r = json_pack("{s:s,s:s,s:s,s:s}", "namespace",
-                          p->ns[0] ? p->ns : "", "pod", p->name, "pod_uid",
-                          p->uid, "container", p->container);
+    json_t *r =
+        json_pack("{s:s,s:s,s:s,s:s}", "namespace", p->ns[0] ? p->ns : "",
+                  "pod", p->name, "pod_uid", p->uid, "container", p->container);
 
     if (r == NULL || o == NULL) {
         json_decref(r);
@@ -416,8 +416,7 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
     ssize_t n, envlen, pi;
     long long t = now_ms();
 
-    envlen = wd_proc_read(o->proc_root, pid, "environ", a->envbuf,
-                          ENVIRON_MAX);
+    envlen = wd_proc_read(o->proc_root, pid, "environ", a->envbuf, ENVIRON_MAX);
     if (envlen < 0 || (v = wd_environ_find(a->envbuf, (size_t)envlen,
                                            WD_ENV_NAME, &vl)) == NULL) {
         seen_add(a, pid, st->start);
@@ -453,8 +452,8 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
             if (!a->pods[i].used)
                 pi = (ssize_t)i;
         if (pi < 0) {
-            struct wpod *np = grow(a->pods, &a->cap_pods, a->n_pods + 1,
-                                   sizeof(*np));
+            struct wpod *np =
+                grow(a->pods, &a->cap_pods, a->n_pods + 1, sizeof(*np));
 
             if (np == NULL)
                 return;
@@ -469,11 +468,10 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
                  ref.container_id);
         copy_env(a->envbuf, (size_t)envlen, "NCCLGUARD_POD_NAME", pod->name,
                  sizeof(pod->name));
-        copy_env(a->envbuf, (size_t)envlen, "NCCLGUARD_POD_NAMESPACE",
-                 pod->ns, sizeof(pod->ns));
+        copy_env(a->envbuf, (size_t)envlen, "NCCLGUARD_POD_NAMESPACE", pod->ns,
+                 sizeof(pod->ns));
         pod->spec = spec;
-        if (wd_spec_format(&spec, pod->spec_text, sizeof(pod->spec_text)) !=
-            0)
+        if (wd_spec_format(&spec, pod->spec_text, sizeof(pod->spec_text)) != 0)
             pod->spec_text[0] = '\0';
         pod->watch_ms = pod->last_ms = t;
         pod->next_ms = t + spec.period_ms;
@@ -503,8 +501,9 @@ scan(struct agent *a)
     DIR *d = opendir(a->o->proc_root);
 
     if (d == NULL) {
-        logj(a, "error", json_pack("{s:s,s:s}", "what", "cannot read /proc",
-                                   "why", strerror(errno)));
+        logj(a, "error",
+             json_pack("{s:s,s:s}", "what", "cannot read /proc", "why",
+                       strerror(errno)));
         return;
     }
     a->seen_next.n = 0;
@@ -623,8 +622,7 @@ pod_sockets(struct agent *a, struct wpod *pod, size_t pi, struct wd_period *pr)
             (t->tx_queue == 0 && t->rx_queue == 0) || n_q >= n_ino)
             continue;
         key.inode = t->inode;
-        old = pod->n_q ? bsearch(&key, pod->q, pod->n_q, sizeof(key),
-                                 sockq_cmp)
+        old = pod->n_q ? bsearch(&key, pod->q, pod->n_q, sizeof(key), sockq_cmp)
                        : NULL;
         if (old != NULL && old->tx == t->tx_queue && old->rx == t->rx_queue)
             pr->stuck_queues++;
@@ -699,8 +697,8 @@ pod_forget(struct agent *a, size_t pi)
     struct wpod *pod = &a->pods[pi];
     size_t out = 0;
 
-    logj(a, "gone", podj(pod, json_pack("{s:s}", "state",
-                                        state_names[pod->state])));
+    logj(a, "gone",
+         podj(pod, json_pack("{s:s}", "state", state_names[pod->state])));
     free(pod->q);
     pod->q = NULL;
     pod->n_q = 0;
@@ -741,14 +739,13 @@ pod_sample(struct agent *a, size_t pi, long long t)
     if (a->o->verbose)
         logj(a, "period",
              podj(pod, json_pack("{s:s,s:i,s:b,s:i,s:i,s:I,s:i,s:i,s:i,s:s}",
-                                 "verdict", wd_verdict_name(v),
-                                 "idle_periods", pod->rule.idle, "gpu_known",
-                                 pr.gpu_known, "gpus", pr.gpus, "gpus_busy",
-                                 pr.gpus_busy, "cpu_milli",
-                                 (json_int_t)pr.cpu_milli, "sockets",
-                                 pr.sockets, "close_wait", pr.close_wait,
-                                 "stuck_queues", pr.stuck_queues, "state",
-                                 state_names[pod->state])));
+                                 "verdict", wd_verdict_name(v), "idle_periods",
+                                 pod->rule.idle, "gpu_known", pr.gpu_known,
+                                 "gpus", pr.gpus, "gpus_busy", pr.gpus_busy,
+                                 "cpu_milli", (json_int_t)pr.cpu_milli,
+                                 "sockets", pr.sockets, "close_wait",
+                                 pr.close_wait, "stuck_queues", pr.stuck_queues,
+                                 "state", state_names[pod->state])));
     if (pod->state == POD_REPORTED && v != WD_IDLE) {
         pod->state = POD_WATCH;
         logj(a, "recovered",
@@ -786,8 +783,8 @@ pod_signal(struct agent *a, size_t pi, int sig, bool only_catchers,
             continue;
         if (only_catchers) {
             char st[4096];
-            ssize_t n = wd_proc_read(a->o->proc_root, w->pid, "status", st,
-                                     sizeof(st));
+            ssize_t n =
+                wd_proc_read(a->o->proc_root, w->pid, "status", st, sizeof(st));
 
             if (n <= 0 || !wd_status_catches(st, (size_t)n, sig)) {
                 logj(a, "action",
@@ -851,18 +848,18 @@ post_event(struct agent *a, struct wpod *pod, const char *msg)
     gmtime_r(&now.tv_sec, &tm);
     strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
     snprintf(name, sizeof(name), "%.200s.ncclhang-", pod->name);
-    ev = json_pack(
-        "{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s,s:s,"
-        "s:{s:s,s:s},s:s,s:s,s:i,s:s,s:s}",
-        "apiVersion", "v1", "kind", "Event", "metadata", "generateName", name,
-        "namespace", pod->ns, "involvedObject", "apiVersion", "v1", "kind",
-        "Pod", "name", pod->name, "namespace", pod->ns, "uid", pod->uid,
-        "reason", "NCCLHang", "message", msg, "type", "Warning", "source",
-        "component", "ncclguard-watchdog", "host",
-        a->o->node_name ? a->o->node_name : "", "firstTimestamp", ts,
-        "lastTimestamp", ts, "count", 1, "reportingComponent",
-        "ncclguard-watchdog", "reportingInstance",
-        a->o->node_name ? a->o->node_name : "");
+    ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s,s:s,"
+                   "s:{s:s,s:s},s:s,s:s,s:i,s:s,s:s}",
+                   "apiVersion", "v1", "kind", "Event", "metadata",
+                   "generateName", name, "namespace", pod->ns, "involvedObject",
+                   "apiVersion", "v1", "kind", "Pod", "name", pod->name,
+                   "namespace", pod->ns, "uid", pod->uid, "reason", "NCCLHang",
+                   "message", msg, "type", "Warning", "source", "component",
+                   "ncclguard-watchdog", "host",
+                   a->o->node_name ? a->o->node_name : "", "firstTimestamp", ts,
+                   "lastTimestamp", ts, "count", 1, "reportingComponent",
+                   "ncclguard-watchdog", "reportingInstance",
+                   a->o->node_name ? a->o->node_name : "");
     body = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
     json_decref(ev);
     if (body == NULL)
@@ -875,8 +872,8 @@ post_event(struct agent *a, struct wpod *pod, const char *msg)
     else
         a->m.event_errors++;
     logj(a, "event",
-         podj(pod, json_pack("{s:I,s:s}", "status", (json_int_t)code,
-                             "result", code == 201 ? "created" : why)));
+         podj(pod, json_pack("{s:I,s:s}", "status", (json_int_t)code, "result",
+                             code == 201 ? "created" : why)));
 }
 
 static void
@@ -914,12 +911,11 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
     }
     logj(a, "hang",
          podj(pod,
-              json_pack("{s:s,s:i,s:i,s:i,s:I,s:i,s:i,s:s,s:I}", "message",
-                        msg, "idle_periods", pod->rule.idle, "gpus", pr->gpus,
+              json_pack("{s:s,s:i,s:i,s:i,s:I,s:i,s:i,s:s,s:I}", "message", msg,
+                        "idle_periods", pod->rule.idle, "gpus", pr->gpus,
                         "gpus_busy", pr->gpus_busy, "cpu_milli",
-                        (json_int_t)pr->cpu_milli, "close_wait",
-                        pr->close_wait, "stuck_queues", pr->stuck_queues,
-                        "action",
+                        (json_int_t)pr->cpu_milli, "close_wait", pr->close_wait,
+                        "stuck_queues", pr->stuck_queues, "action",
                         s->action == WD_ACTION_RESTART ? "restart" : "report",
                         "since_watch_ms",
                         (json_int_t)(now_ms() - pod->watch_ms))));
@@ -931,17 +927,17 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
                          "spec %s\n",
                          msg, pod->ns, pod->name, pod->uid, pod->spec_text);
 
-        if (n > 0 && write_in_root(a->o->proc_root, first->pid, first->start,
-                                   a->o->termination_log, report,
-                                   (size_t)n < sizeof(report)
-                                       ? (size_t)n
-                                       : sizeof(report) - 1,
-                                   &why) == 0)
+        if (n > 0 &&
+            write_in_root(a->o->proc_root, first->pid, first->start,
+                          a->o->termination_log, report,
+                          (size_t)n < sizeof(report) ? (size_t)n
+                                                     : sizeof(report) - 1,
+                          &why) == 0)
             a->m.report_files++;
-        logj(a, "action",
-             podj(pod, json_pack("{s:s,s:s,s:s}", "action", "hang-report",
-                                 "path", a->o->termination_log, "result",
-                                 why)));
+        logj(
+            a, "action",
+            podj(pod, json_pack("{s:s,s:s,s:s}", "action", "hang-report",
+                                "path", a->o->termination_log, "result", why)));
     }
     post_event(a, pod, msg);
     if (s->action != WD_ACTION_RESTART)
@@ -960,11 +956,10 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
                                  "path", s->checkpoint_file, "result", why)));
     }
     if (s->checkpoint_signal != 0)
-        a->m.checkpoint_signal +=
-            (unsigned long long)pod_signal(a, pi, s->checkpoint_signal,
-                                           wd_signal_kills_by_default(
-                                               s->checkpoint_signal),
-                                           "checkpoint-signal");
+        a->m.checkpoint_signal += (unsigned long long)pod_signal(
+            a, pi, s->checkpoint_signal,
+            wd_signal_kills_by_default(s->checkpoint_signal),
+            "checkpoint-signal");
     pod->state = POD_GRACE;
     pod->deadline_ms = now_ms() + (asked ? s->grace_ms : 0);
 }
@@ -1012,12 +1007,12 @@ metrics_text(struct agent *a, char *buf, size_t n)
     size_t u = 0, watched = 0;
     const struct metrics *m = &a->m;
 
-#define OUT(...)                                                              \
-    do {                                                                      \
-        int w_ = snprintf(buf + u, n - u, __VA_ARGS__);                       \
-        if (w_ < 0 || (size_t)w_ >= n - u)                                    \
-            return u;                                                         \
-        u += (size_t)w_;                                                      \
+#define OUT(...)                                                               \
+    do {                                                                       \
+        int w_ = snprintf(buf + u, n - u, __VA_ARGS__);                        \
+        if (w_ < 0 || (size_t)w_ >= n - u)                                     \
+            return u;                                                          \
+        u += (size_t)w_;                                                       \
     } while (0)
     for (size_t i = 0; i < a->n_pods; i++)
         watched += a->pods[i].used;
@@ -1155,13 +1150,14 @@ nvml_sample(struct agent *a, long long t)
     bool ok = wd_nvml_read(a->nvml, a->gpus, t, a->o->nvml_retry_ms);
 
     if (ok && !a->nvml_was_up)
-        logj(a, "nvml", json_pack("{s:s,s:i}", "state", "up", "gpus",
-                                  (int)a->gpus->n));
+        logj(a, "nvml",
+             json_pack("{s:s,s:i}", "state", "up", "gpus", (int)a->gpus->n));
     if (!ok && (a->nvml_was_up || !a->nvml_logged_down)) {
-        logj(a, "nvml", json_pack("{s:s,s:s,s:s}", "state", "down", "why",
-                                  a->gpus->why, "effect",
-                                  "no pod is judged until NVML answers; "
-                                  "retrying"));
+        logj(a, "nvml",
+             json_pack("{s:s,s:s,s:s}", "state", "down", "why", a->gpus->why,
+                       "effect",
+                       "no pod is judged until NVML answers; "
+                       "retrying"));
         a->nvml_logged_down = true;
     }
     a->nvml_was_up = ok;

@@ -52,8 +52,8 @@ token_read(const char *path, char *buf, size_t n)
 }
 
 long
-wd_event_post(const struct wd_event_cfg *cfg, const char *ns,
-              const char *body, char *why, size_t wn)
+wd_event_post(const struct wd_event_cfg *cfg, const char *ns, const char *body,
+              char *why, size_t wn)
 {
     char url[512], token[8192], auth[8300];
     struct curl_slist *h = NULL, *h2;

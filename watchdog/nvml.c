@@ -94,10 +94,10 @@ nvml_load(struct wd_nvml *n, char *why, size_t wn)
         snprintf(why, wn, "cannot load %.200s: %.180s", n->path, e ? e : "?");
         return -1;
     }
-#define LOAD(field, name)                                                     \
-    do {                                                                      \
-        p = sym(n->lib, name);                                                \
-        memcpy(&n->field, &p, sizeof(p));                                     \
+#define LOAD(field, name)                                                      \
+    do {                                                                       \
+        p = sym(n->lib, name);                                                 \
+        memcpy(&n->field, &p, sizeof(p));                                      \
     } while (0)
     LOAD(init, "nvmlInit_v2");
     LOAD(shutdown, "nvmlShutdown");

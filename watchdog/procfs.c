@@ -272,8 +272,7 @@ cmp_u64(const void *a, const void *b)
 }
 
 ssize_t
-wd_proc_socket_inodes(const char *root, pid_t pid, uint64_t *inodes,
-                      size_t cap)
+wd_proc_socket_inodes(const char *root, pid_t pid, uint64_t *inodes, size_t cap)
 {
     char path[256], link[64];
     struct dirent *de;

@@ -13,16 +13,16 @@ static const struct {
     int sig;
     bool kills; /* default action terminates the process (signal(7)) */
 } signals[] = {
-    {"SIGUSR1", SIGUSR1, true},   {"SIGUSR2", SIGUSR2, true},
-    {"SIGHUP", SIGHUP, true},     {"SIGINT", SIGINT, true},
+    {"SIGUSR1", SIGUSR1, true},    {"SIGUSR2", SIGUSR2, true},
+    {"SIGHUP", SIGHUP, true},      {"SIGINT", SIGINT, true},
     {"SIGWINCH", SIGWINCH, false}, {"SIGURG", SIGURG, false},
     {"SIGCONT", SIGCONT, false},
 };
 #define N_SIGNALS (sizeof(signals) / sizeof(signals[0]))
 
-static const char *const signal_name_list[] = {
-    "SIGUSR1", "SIGUSR2", "SIGHUP", "SIGINT", "SIGWINCH", "SIGURG",
-    "SIGCONT", NULL};
+static const char *const signal_name_list[] = {"SIGUSR1", "SIGUSR2",  "SIGHUP",
+                                               "SIGINT",  "SIGWINCH", "SIGURG",
+                                               "SIGCONT", NULL};
 
 void
 wd_spec_defaults(struct wd_spec *s)
@@ -156,8 +156,8 @@ bounded(struct ng_error *err, const char *key, int64_t v, int64_t lo,
 
 /* One key=value pair into *s. */
 static int
-spec_set(struct wd_spec *s, const char *k, size_t kl, const char *v,
-         size_t vl, struct ng_error *err)
+spec_set(struct wd_spec *s, const char *k, size_t kl, const char *v, size_t vl,
+         struct ng_error *err)
 {
     struct ng_error e;
     char tmp[WD_FILE_MAX + 1];
@@ -165,7 +165,7 @@ spec_set(struct wd_spec *s, const char *k, size_t kl, const char *v,
 
 #define KEY(name) (kl == sizeof(name) - 1 && memcmp(k, name, kl) == 0)
     if (KEY("period") || KEY("grace") || KEY("term")) {
-        const char *key = KEY("period") ? "period"
+        const char *key = KEY("period")  ? "period"
                           : KEY("grace") ? "grace"
                                          : "term";
 
@@ -201,8 +201,8 @@ spec_set(struct wd_spec *s, const char *k, size_t kl, const char *v,
             }
             x = x * 10 + (v[i] - '0');
         }
-        if (vl == 0 || bounded(err, "idle", x, WD_IDLE_MIN, WD_IDLE_MAX, "") !=
-                           0) {
+        if (vl == 0 ||
+            bounded(err, "idle", x, WD_IDLE_MIN, WD_IDLE_MAX, "") != 0) {
             if (vl == 0)
                 ng_error_set(err, 0, 0, "idle must not be empty");
             return -1;
@@ -310,9 +310,8 @@ wd_spec_parse(const char *buf, size_t len, struct wd_spec *out,
     while (i < len) {
         size_t start = i, eq = 0, end;
         bool has_eq = false;
-        static const char *const keys[] = {"period", "idle", "mincpu",
-                                           "action", "signal", "file",
-                                           "grace",  "term"};
+        static const char *const keys[] = {"period", "idle", "mincpu", "action",
+                                           "signal", "file", "grace",  "term"};
 
         while (i < len && buf[i] != ',') {
             if (buf[i] == '=' && !has_eq) {
@@ -320,8 +319,7 @@ wd_spec_parse(const char *buf, size_t len, struct wd_spec *out,
                 eq = i;
             }
             if (buf[i] == '\0') {
-                ng_error_set(err, 0, 0, "%s contains a NUL byte",
-                             WD_ENV_NAME);
+                ng_error_set(err, 0, 0, "%s contains a NUL byte", WD_ENV_NAME);
                 return -1;
             }
             i++;

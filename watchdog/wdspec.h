@@ -33,14 +33,14 @@ enum wd_action {
 
 /* What one opted-in container asked for. */
 struct wd_spec {
-    int64_t period_ms;    /* length of one observation period */
-    int idle_periods;     /* consecutive idle periods that make a hang */
+    int64_t period_ms;     /* length of one observation period */
+    int idle_periods;      /* consecutive idle periods that make a hang */
     int64_t min_cpu_milli; /* the pod's processes burn at least this */
     enum wd_action action;
     int checkpoint_signal; /* 0 = none; else one of wd_signal_names() */
     char checkpoint_file[WD_FILE_MAX + 1]; /* "" = none; absolute path */
-    int64_t grace_ms;     /* checkpoint request -> SIGTERM */
-    int64_t term_ms;      /* SIGTERM -> SIGKILL (the pod's grace) */
+    int64_t grace_ms;                      /* checkpoint request -> SIGTERM */
+    int64_t term_ms; /* SIGTERM -> SIGKILL (the pod's grace) */
 };
 
 /* Fills *s with the defaults: 60s, 5 periods, 0.5 cores, report, no

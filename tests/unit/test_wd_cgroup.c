@@ -41,8 +41,8 @@ static const struct cgroup_case cases[] = {
      0, UID, CID},
     {"v2, cgroupfs driver, containerd",
      "0::/kubepods/burstable/pod" UID "/" CID "\n", 0, UID, CID},
-    {"v2, cgroupfs driver, guaranteed",
-     "0::/kubepods/pod" UID "/" CID "\n", 0, UID, CID},
+    {"v2, cgroupfs driver, guaranteed", "0::/kubepods/pod" UID "/" CID "\n", 0,
+     UID, CID},
     {"v2, seen from another cgroup namespace",
      "0::/../../kubepods-burstable-pod" UID_ ".slice/cri-containerd-" CID
      ".scope\n",
@@ -64,14 +64,13 @@ static const struct cgroup_case cases[] = {
      "12:memory:/kubepods.slice/kubepods-burstable.slice/"
      "kubepods-burstable-pod" UID_ ".slice/cri-containerd-" CID ".scope\n",
      0, UID, CID},
-    {"not a pod: a systemd service",
-     "0::/system.slice/containerd.service\n", -1, NULL, NULL},
+    {"not a pod: a systemd service", "0::/system.slice/containerd.service\n",
+     -1, NULL, NULL},
     {"not a pod: the root", "0::/\n", -1, NULL, NULL},
     {"not a pod: a user session",
      "0::/user.slice/user-1000.slice/session-3.scope\n", -1, NULL, NULL},
     {"not a pod: a UID with a bad digit",
-     "0::/kubepods/burstable/pod6b3e2a1c-9d8f-4e7a-b6c5-d4e3f2a1b0cz/" CID
-     "\n",
+     "0::/kubepods/burstable/pod6b3e2a1c-9d8f-4e7a-b6c5-d4e3f2a1b0cz/" CID "\n",
      -1, NULL, NULL},
     {"not a pod: dashes where systemd writes underscores",
      "0::/kubepods.slice/kubepods-burstable-pod" UID ".slice\n", -1, NULL,

@@ -14,17 +14,21 @@ struct judge_case {
 /* gpu_known, gpus, gpus_busy, cpu_milli, sockets, close_wait, stuck */
 static const struct judge_case judge_cases[] = {
     {"hung: idle GPUs, spinning CPU, CLOSE_WAIT",
-     {true, 8, 0, 3200, 12, 12, 0}, WD_IDLE},
+     {true, 8, 0, 3200, 12, 12, 0},
+     WD_IDLE},
     {"hung: a queue that does not move", {true, 1, 0, 900, 2, 0, 1}, WD_IDLE},
     {"one busy GPU of eight", {true, 8, 1, 3200, 12, 12, 0}, WD_BUSY},
-    {"CPU below minCPU (data loading)", {true, 8, 0, 499, 12, 12, 0},
+    {"CPU below minCPU (data loading)",
+     {true, 8, 0, 499, 12, 12, 0},
      WD_CPU_IDLE},
-    {"CPU exactly minCPU counts as busy CPU", {true, 8, 0, 500, 1, 1, 0},
+    {"CPU exactly minCPU counts as busy CPU",
+     {true, 8, 0, 500, 1, 1, 0},
      WD_IDLE},
     {"sockets all moving", {true, 8, 0, 3200, 12, 0, 0}, WD_SOCKETS_OK},
     {"no TCP sockets at all", {true, 8, 0, 3200, 0, 0, 0}, WD_SOCKETS_OK},
     {"NVML did not answer", {false, 0, 0, 3200, 12, 12, 0}, WD_UNKNOWN},
-    {"no GPU runs the pod's processes", {true, 0, 0, 3200, 12, 12, 0},
+    {"no GPU runs the pod's processes",
+     {true, 0, 0, 3200, 12, 12, 0},
      WD_UNKNOWN},
 };
 
@@ -34,8 +38,7 @@ test_judge(void)
     struct wd_spec s;
 
     wd_spec_defaults(&s); /* minCPU 0.5 */
-    for (size_t i = 0; i < sizeof(judge_cases) / sizeof(judge_cases[0]);
-         i++) {
+    for (size_t i = 0; i < sizeof(judge_cases) / sizeof(judge_cases[0]); i++) {
         enum wd_verdict v = wd_rule_judge(&s, &judge_cases[i].p);
 
         if (v != judge_cases[i].want)

@@ -113,8 +113,8 @@ test_bad(void)
         CHECK_INT(wd_spec_parse(c->in, strlen(c->in), &s, &e), -1);
         if (strstr(e.msg, c->msg) == NULL) {
             harness_failed++;
-            fprintf(stderr, "input \"%s\": error \"%s\" lacks \"%s\"\n",
-                    c->in, e.msg, c->msg);
+            fprintf(stderr, "input \"%s\": error \"%s\" lacks \"%s\"\n", c->in,
+                    e.msg, c->msg);
         } else {
             harness_passed++;
         }

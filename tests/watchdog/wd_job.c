@@ -62,8 +62,8 @@ on_usr1(int sig)
 
     (void)sig;
     log_sig("USR1");
-    if (ckpt != NULL && (fd = open(ckpt, O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644)) >= 0) {
+    if (ckpt != NULL &&
+        (fd = open(ckpt, O_WRONLY | O_CREAT | O_TRUNC, 0644)) >= 0) {
         if (write(fd, "saved\n", 6) < 0)
             _exit(3);
         close(fd);
