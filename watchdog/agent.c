@@ -31,6 +31,7 @@
 #define ENVIRON_MAX (256 * 1024)
 #define MAX_SOCKETS 4096
 #define MAX_TCP_ROWS 65536
+#define TCP_TEXT_MAX (4 << 20)
 
 /* Where a pod stands after a hang. */
 enum pod_state {
@@ -110,6 +111,7 @@ struct agent {
     struct wd_tcp *tcp;
     uint64_t *inodes;
     char *envbuf;
+    char *tcpbuf; /* TCP_TEXT_MAX bytes, for net/tcp and tcp6 */
     int listen_fd;
     struct metrics m;
     struct wd_event_cfg ev;
@@ -400,6 +402,33 @@ copy_env(const char *env, size_t len, const char *name, char *out, size_t n)
     out[vl] = '\0';
 }
 
+/*
+ * True when none of the pod's known processes is alive any more (checked
+ * now, not at the last period), and drops them: a process that joins such
+ * a pod belongs to a restarted container, not to the one being stopped.
+ */
+static bool
+pod_restarted(struct agent *a, size_t pi)
+{
+    size_t out = 0;
+
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct wproc *w = &a->procs[i];
+        struct wd_stat st;
+
+        if (w->pod != pi || !w->alive)
+            continue;
+        if (wd_proc_stat(a->o->proc_root, w->pid, &st) == 0 &&
+            st.start == w->start && st.state != 'Z' && st.state != 'X')
+            return false;
+    }
+    for (size_t i = 0; i < a->n_procs; i++)
+        if (a->procs[i].pod != pi)
+            a->procs[out++] = a->procs[i];
+    a->n_procs = out;
+    return true;
+}
+
 /* A newly found process: opted in? which pod? */
 static void
 proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
@@ -477,6 +506,22 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
         pod->next_ms = t + spec.period_ms;
     }
     pod = &a->pods[pi];
+    if (pod->state != POD_WATCH && pod->state != POD_REPORTED &&
+        pod_restarted(a, (size_t)pi)) {
+        /* The restart worked: the kubelet started the container again in
+         * the same pod. Watch it afresh. */
+        pod->spec = spec;
+        if (wd_spec_format(&spec, pod->spec_text, sizeof(pod->spec_text)) != 0)
+            pod->spec_text[0] = '\0';
+        pod->state = POD_WATCH;
+        pod->rule.idle = 0;
+        pod->watch_ms = pod->last_ms = t;
+        pod->next_ms = t + spec.period_ms;
+        free(pod->q);
+        pod->q = NULL;
+        pod->n_q = 0;
+        logj(a, "rewatch", podj(pod, json_pack("{s:i}", "pid", (int)pid)));
+    }
     wp = grow(a->procs, &a->cap_procs, a->n_procs + 1, sizeof(*wp));
     if (wp == NULL)
         return;
@@ -565,19 +610,15 @@ tcp_table(struct agent *a, pid_t pid)
 {
     static const char *const files[] = {"net/tcp", "net/tcp6"};
     size_t n = 0;
-    char *buf = malloc(4 << 20);
 
-    if (buf == NULL)
-        return 0;
     for (int f = 0; f < 2; f++) {
-        ssize_t len =
-            wd_proc_read(a->o->proc_root, pid, files[f], buf, 4 << 20);
+        ssize_t len = wd_proc_read(a->o->proc_root, pid, files[f], a->tcpbuf,
+                                   TCP_TEXT_MAX);
 
         if (len > 0)
-            n += wd_tcp_parse(buf, (size_t)len, a->tcp + n, MAX_TCP_ROWS - n,
-                              NULL);
+            n += wd_tcp_parse(a->tcpbuf, (size_t)len, a->tcp + n,
+                              MAX_TCP_ROWS - n, NULL);
     }
-    free(buf);
     return n;
 }
 
@@ -939,9 +980,10 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
             podj(pod, json_pack("{s:s,s:s,s:s}", "action", "hang-report",
                                 "path", a->o->termination_log, "result", why)));
     }
-    post_event(a, pod, msg);
-    if (s->action != WD_ACTION_RESTART)
+    if (s->action != WD_ACTION_RESTART) {
+        post_event(a, pod, msg);
         return;
+    }
     if (s->checkpoint_file[0] != '\0' && first != NULL) {
         const char *why;
         char body[200];
@@ -962,6 +1004,9 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
             "checkpoint-signal");
     pod->state = POD_GRACE;
     pod->deadline_ms = now_ms() + (asked ? s->grace_ms : 0);
+    /* The Event last: its POST may take up to its timeout, and the
+     * checkpoint request should not wait for the API server. */
+    post_event(a, pod, msg);
 }
 
 /* Moves pods in the restart sequence along when their deadline passed. */
@@ -1175,6 +1220,7 @@ agent_release(struct agent *a)
     free(a->tcp);
     free(a->inodes);
     free(a->envbuf);
+    free(a->tcpbuf);
     free(a->gpus);
     wd_nvml_free(a->nvml);
     if (a->listen_fd >= 0)
@@ -1205,7 +1251,8 @@ wd_agent_run(const struct wd_options *o)
     a.tcp = calloc(MAX_TCP_ROWS, sizeof(*a.tcp));
     a.inodes = calloc(MAX_SOCKETS, sizeof(*a.inodes));
     a.envbuf = malloc(ENVIRON_MAX);
-    if (!a.nvml || !a.gpus || !a.tcp || !a.inodes || !a.envbuf) {
+    a.tcpbuf = malloc(TCP_TEXT_MAX);
+    if (!a.nvml || !a.gpus || !a.tcp || !a.inodes || !a.envbuf || !a.tcpbuf) {
         fprintf(stderr, "ncclguard-watchdog: out of memory\n");
         goto done;
     }

@@ -93,9 +93,18 @@ if [ "${1:-}" = --case ]; then
         # An idle, CPU-busy, stuck job: found after exactly 3 periods, asked
         # to checkpoint (SIGUSR1, which it catches), SIGTERM 600 ms later.
         job a "$UID_A" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
-        gpus "gpu 0 $PID_a"
+        # A second rank without a SIGUSR1 handler: SIGUSR1 would kill it,
+        # so it must not get one; it gets SIGTERM with the others.
+        job c "$UID_A" "$RESTART" --spin
+        gpus "gpu 0 $PID_a $PID_c"
         agent 2600 --termination-log "$T/termlog"
         agent_wait
+        jq -e -s --argjson c "$PID_c" '[.[] | select(.event == "action" and
+            .action == "checkpoint-signal" and .pid == $c)] | length == 1 and
+            (.[0].result | startswith("not-sent"))' "$T/agent.log" >/dev/null && ok ||
+            bad "checkpoint signal to the rank that does not catch it: $(ev action "select(.pid == $PID_c)")"
+        [ "$(awk '{print $1}' "$T/c.log" | tr '\n' ' ')" = "TERM " ] && ok ||
+            bad "the rank without a handler saw: $(cat "$T/c.log")"
         w=$(first_mono watch)
         h=$(first_mono hang)
         [ "$(ev hang '.idle_periods')" = "[3]" ] && ok || bad "hang lines: $(ev hang '.idle_periods')"
@@ -137,6 +146,30 @@ if [ "${1:-}" = --case ]; then
         wait "$PID_a" 2>/dev/null
         st=$?
         [ "$st" -eq 137 ] && ok || bad "job exit status $st, want 137 (SIGKILL)"
+        ;;
+    rewatch)
+        # The restart worked: the container starts again in the same pod
+        # (same UID) while the agent still waits to SIGKILL the old one.
+        # The new process is watched afresh, never SIGKILLed for the old
+        # hang, and a new hang is found on its own count.
+        spec="period=${P}ms,idle=2,mincpu=0.1,action=restart,term=400ms"
+        job a "$UID_A" "$spec" --spin --close-wait
+        gpus "gpu 0 $PID_a"
+        agent 2200
+        wait_for action 1 || bad "no SIGTERM"
+        wait "$PID_a" 2>/dev/null
+        job b "$UID_A" "$spec" --spin --close-wait
+        gpus "gpu 0 $PID_b"
+        agent_wait
+        [ "$(ev hang | jq length)" = 2 ] && ok || bad "hang lines: $(ev hang)"
+        [ "$(ev action 'select(.action == "sigkill")' | jq length)" = 0 ] && ok ||
+            bad "SIGKILL sent: $(ev action 'select(.action == "sigkill")')"
+        h2=$(jq -s '[.[] | select(.event == "hang")][1].mono_ms // empty' "$T/agent.log")
+        w2=$(jq -s '[.[] | select(.event == "watch" or .event == "rewatch") |
+            select(.pid == '"$PID_b"')][0].mono_ms // empty' "$T/agent.log")
+        within "second hang after the new process was found (ms)" "$((${h2:-0} - ${w2:-0}))" $((2 * P)) $((3 * P))
+        tb=$(sig_at b TERM)
+        [ -n "$tb" ] && [ "$tb" -ge "${h2:-0}" ] && ok || bad "the new process got SIGTERM at ${tb:-never}, second hang at ${h2:-never}"
         ;;
     busy-gpu)
         # One of the pod's two GPUs works: never a hang.
@@ -368,7 +401,7 @@ if [ "${1:-}" = --case ]; then
 fi
 
 # ---- the runner --------------------------------------------------------------
-CASES="hang-restart sigkill busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e"
+CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
