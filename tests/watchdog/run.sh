@@ -33,7 +33,8 @@ if [ "${1:-}" = --case ]; then
     UID_A=aaaaaaaa-0000-4000-8000-00000000000a
     UID_B=bbbbbbbb-0000-4000-8000-00000000000b
 
-    # job NAME UID SPEC ARGS...: starts a rank; SPEC "" = not opted in.
+    # job NAME UID SPEC ARGS...: starts a rank of pod UID (its identity
+    # stands in for the cgroup, --pod-from-env); SPEC "" = not opted in.
     job() {
         local name=$1 uid=$2 spec=$3
         shift 3
@@ -42,7 +43,9 @@ if [ "${1:-}" = --case ]; then
                 NCCLGUARD_POD_NAME="pod-$name" NCCLGUARD_POD_NAMESPACE=ml \
                 "$WD_JOB" --log "$T/$name.log" --ready "$T/$name.ready" "$@" &
         else
-            "$WD_JOB" --log "$T/$name.log" --ready "$T/$name.ready" "$@" &
+            env NCCLGUARD_POD_UID="$uid" NCCLGUARD_POD_NAME="pod-$name" \
+                NCCLGUARD_POD_NAMESPACE=ml \
+                "$WD_JOB" --log "$T/$name.log" --ready "$T/$name.ready" "$@" &
         fi
         eval "PID_$name=$!"
         for _ in $(seq 100); do [ -f "$T/$name.ready" ] && break; sleep 0.01; done
@@ -143,9 +146,15 @@ if [ "${1:-}" = --case ]; then
         k=$(first_mono action '.action == "sigkill" and .result == "sent"')
         within "SIGTERM after the hang (ms)" "$((${t:-0} - h))" 0 100
         within "SIGKILL after SIGTERM (ms)" "$((${k:-0} - ${ts:-0}))" 400 $((400 + P))
-        wait "$PID_a" 2>/dev/null
-        st=$?
-        [ "$st" -eq 137 ] && ok || bad "job exit status $st, want 137 (SIGKILL)"
+        # Bounded: a job that survived would otherwise block the case.
+        for _ in $(seq 100); do alive "$PID_a" || break; sleep 0.02; done
+        if alive "$PID_a"; then
+            bad "the job that ignores SIGTERM is still alive"
+        else
+            wait "$PID_a" 2>/dev/null
+            st=$?
+            [ "$st" -eq 137 ] && ok || bad "job exit status $st, want 137 (SIGKILL)"
+        fi
         ;;
     rewatch)
         # The restart worked: the container starts again in the same pod
@@ -225,7 +234,7 @@ if [ "${1:-}" = --case ]; then
         ;;
     no-opt-in)
         # The same stuck job without NCCLGUARD_WATCHDOG: never touched.
-        job a "" "" --spin --close-wait --catch-usr1 "$T/ckpt"
+        job a "$UID_A" "" --spin --close-wait --catch-usr1 "$T/ckpt"
         gpus "gpu 0 $PID_a"
         agent 1300
         agent_wait
@@ -405,10 +414,12 @@ CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-if unshare --pid --fork --mount-proc true 2>/dev/null; then
-    ISOLATE="unshare --pid --fork --mount-proc"
+# Every case ends within a minute: the namespace's init is killed (and with
+# it every process of the case) when the time is up.
+if unshare --kill-child --pid --fork --mount-proc true 2>/dev/null; then
+    ISOLATE="timeout -s KILL 60 unshare --kill-child --pid --fork --mount-proc"
 else
-    ISOLATE=""
+    ISOLATE="timeout -s KILL 60"
     echo "WARNING: unshare --pid is not permitted here: cases share /proc" \
         "with the machine, and pid-reuse is skipped"
 fi
@@ -418,7 +429,7 @@ fail=0
 skip=0
 for c in $CASES; do
     mkdir -p "$TMP/$c"
-    if [ -z "$ISOLATE" ] && [ "$c" = pid-reuse ]; then
+    if [ "$ISOLATE" = "timeout -s KILL 60" ] && [ "$c" = pid-reuse ]; then
         echo "SKIP: pid-reuse (needs a private PID namespace)"
         skip=$((skip + 1))
         continue
