@@ -472,7 +472,7 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
             seen_add(a, pid, st->start);
             return;
         }
-        snprintf(ref.pod_uid, sizeof(ref.pod_uid), "%s", uid);
+        snprintf(ref.pod_uid, sizeof(ref.pod_uid), "%.36s", uid);
     }
     pi = pod_find(a, ref.pod_uid);
     if (pi < 0) {
