@@ -516,6 +516,13 @@ check "watchdog: only SYS_PTRACE and KILL, no escalation, read-only root" "$J" "
     (\$c.capabilities.add | sort) == [\"KILL\", \"SYS_PTRACE\"] and
     \$c.allowPrivilegeEscalation == false and \$c.readOnlyRootFilesystem == true and
     (\$c.privileged | not)"
+check "watchdog: its own namespace admits hostPID; the webhook's stays restricted" "$J" "
+    $DS.metadata.namespace as \$ns |
+    (.[] | select(.kind == \"Namespace\" and .metadata.name == \$ns) |
+      .metadata.labels[\"pod-security.kubernetes.io/enforce\"] == \"privileged\") and
+    (.[] | select(.kind == \"Deployment\") | .metadata.namespace) != \$ns and
+    (.[] | select(.kind == \"Namespace\" and .metadata.name == \"ncclguard\") |
+      .metadata.labels[\"pod-security.kubernetes.io/enforce\"] == \"restricted\")"
 check "watchdog: requests and limits for CPU and memory" "$J" "
     $DS.spec.template.spec.containers[0].resources as \$r |
     (\$r.requests.cpu and \$r.requests.memory and \$r.limits.cpu and \$r.limits.memory) != null"
