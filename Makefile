@@ -23,7 +23,7 @@ PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 WARN := -Wall -Wextra -Wshadow -Wmissing-prototypes -Werror
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) \
-	-Ipolicy -Iserver -Icerts -Itests/unit $(PKG_CFLAGS) -MMD -MP
+	-Ipolicy -Iserver -Icerts -Iwatchdog -Itests/unit $(PKG_CFLAGS) -MMD -MP
 LDLIBS := $(PKG_LIBS) -lpthread -lm
 
 # Debian packages the build and the test suite need. Fragments append.
@@ -49,6 +49,7 @@ include server/http.mk
 include certs/certs.mk
 include deploy/deploy.mk
 include ringcheck/ringcheck.mk
+include watchdog/watchdog.mk
 include tests/fuzz/fuzz.mk
 include bench/bench.mk
 include tests/tests.mk

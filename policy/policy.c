@@ -19,6 +19,7 @@
 #include "match.h"
 #include "ncclenv.h"
 #include "quantity.h"
+#include "wdspec.h"
 #include "ytree.h"
 
 /* Caps on what a policy file may contain. */
@@ -95,6 +96,23 @@ pool_strdup(struct policy *p, const char *s)
 
 /* ---- the built-in defaults (policy/default.yaml spells them out) ---- */
 
+/* The watchdog's defaults are the agent's own (watchdog/wdspec.c), off. */
+static void
+settings_builtin_watchdog(struct settings *s)
+{
+    struct wd_spec d;
+
+    wd_spec_defaults(&d);
+    s->watchdog.enabled = false;
+    s->watchdog.period_ms = d.period_ms;
+    s->watchdog.idle_periods = d.idle_periods;
+    s->watchdog.min_cpu_milli = d.min_cpu_milli;
+    s->watchdog.restart = d.action == WD_ACTION_RESTART;
+    s->watchdog.checkpoint_signal = d.checkpoint_signal;
+    s->watchdog.checkpoint_file = NULL;
+    s->watchdog.grace_ms = d.grace_ms;
+}
+
 static int
 settings_builtin(struct policy *p, struct settings *s)
 {
@@ -139,6 +157,7 @@ settings_builtin(struct policy *p, struct settings *s)
     s->debug.allow_annotation = true;
     s->debug.level = pool_strdup(p, "INFO");
     s->debug.subsys = pool_strdup(p, "INIT,COLL,ENV,NET");
+    settings_builtin_watchdog(s);
     return p->oom ? -1 : 0;
 }
 
@@ -257,7 +276,11 @@ closest(const char *word, const char *const *names)
 /* Where each key may appear, for "did you mean" across sections. */
 static const char *const settings_keys[] = {
     "gpuResources", "profile", "shm", "ipc", "ringCheck", "extraEnv",
-    "debug", NULL};
+    "debug", "watchdog", NULL};
+static const char *const watchdog_keys[] = {"enabled", "period", "idlePeriods",
+                                            "minCPU",  "action", "checkpoint",
+                                            "grace",   NULL};
+static const char *const checkpoint_keys[] = {"signal", "file", NULL};
 static const char *const profile_keys[] = {"enabled", "name", "optional",
                                            NULL};
 static const char *const shm_keys[] = {"enabled", "perGPU", "min", "max",
@@ -301,6 +324,7 @@ static const struct {
     {"ringCheck", ringcheck_keys}, {"ipc", ipc_keys},
     {"profile", profile_keys}, {"debug", debug_keys},
     {"match", match_keys}, {"rule", rule_keys},
+    {"watchdog", watchdog_keys}, {"watchdog.checkpoint", checkpoint_keys},
 };
 
 /* Reports keys of map that are not in allowed. */
@@ -1076,6 +1100,145 @@ parse_debug(struct loader *L, const struct ynode *n, struct settings *s)
         get_string(L, v, "debug.subsys", &s->debug.subsys);
 }
 
+/* A duration such as 60s within [lo, hi] ms, with the agent's parser. */
+static bool
+get_duration(struct loader *L, const struct ynode *n, const char *what,
+             int64_t lo, int64_t hi, int64_t *out)
+{
+    struct ng_error e;
+    int64_t ms;
+
+    if (!want_scalar_text(L, n, what))
+        return false;
+    if (wd_duration_parse(n->str, n->len, &ms, &e) != 0) {
+        err_at(L, n, "%s: %s", what, e.msg);
+        return false;
+    }
+    if (ms < lo || ms > hi) {
+        err_at(L, n, "%s must be between %lldms and %llds, got %s", what,
+               (long long)lo, (long long)hi / 1000, n->str);
+        return false;
+    }
+    *out = ms;
+    return true;
+}
+
+static void
+parse_watchdog_checkpoint(struct loader *L, const struct ynode *n,
+                          struct settings *s)
+{
+    const struct ynode *v;
+
+    if (!want_map(L, n, "watchdog.checkpoint"))
+        return;
+    check_keys(L, n, checkpoint_keys, "watchdog.checkpoint");
+    if ((v = ynode_get(n, "signal")) != NULL &&
+        want_scalar_text(L, v, "watchdog.checkpoint.signal")) {
+        int sig = strcmp(v->str, "none") == 0 ? 0 : wd_signal_from_name(v->str);
+        const char *hint;
+
+        if (sig != 0 || strcmp(v->str, "none") == 0) {
+            s->watchdog.checkpoint_signal = sig;
+        } else if (strcmp(v->str, "SIGTERM") == 0 ||
+                   strcmp(v->str, "SIGKILL") == 0 ||
+                   strcmp(v->str, "TERM") == 0 || strcmp(v->str, "KILL") == 0) {
+            err_at(L, v,
+                   "watchdog.checkpoint.signal must not be %s: the restart "
+                   "sends SIGTERM itself after the grace period; name a "
+                   "signal the job catches to save its state, such as "
+                   "SIGUSR1, or none",
+                   v->str);
+        } else if ((hint = closest(v->str, wd_signal_names())) != NULL) {
+            err_at(L, v,
+                   "watchdog.checkpoint.signal \"%.40s\" is not one of "
+                   "none, SIGUSR1, SIGUSR2, SIGHUP, SIGINT, SIGWINCH, "
+                   "SIGURG, SIGCONT; did you mean \"%s\"?",
+                   v->str, hint);
+        } else {
+            err_at(L, v,
+                   "watchdog.checkpoint.signal \"%.40s\" is not one of "
+                   "none, SIGUSR1, SIGUSR2, SIGHUP, SIGINT, SIGWINCH, "
+                   "SIGURG, SIGCONT",
+                   v->str);
+        }
+    }
+    if ((v = ynode_get(n, "file")) != NULL) {
+        struct wd_spec tmp;
+        struct ng_error e;
+        char buf[WD_FILE_MAX + 8];
+
+        if (v->kind == YNODE_SCALAR && (v->null_tag || v->len == 0)) {
+            s->watchdog.checkpoint_file = NULL;
+        } else if (want_scalar_text(L, v, "watchdog.checkpoint.file")) {
+            /* The agent's own parser decides what a valid path is. */
+            snprintf(buf, sizeof(buf), "file=%.*s",
+                     (int)(v->len > WD_FILE_MAX + 1 ? WD_FILE_MAX + 1 : v->len),
+                     v->str);
+            if (v->len > WD_FILE_MAX ||
+                wd_spec_parse(buf, strlen(buf), &tmp, &e) != 0)
+                err_at(L, v, "watchdog.checkpoint.%s",
+                       v->len > WD_FILE_MAX ? "file: the path is too long"
+                                            : e.msg);
+            else if (strcmp(v->str, "/") == 0 || v->str[v->len - 1] == '/')
+                err_at(L, v,
+                       "watchdog.checkpoint.file must name a file, "
+                       "not a folder");
+            else
+                get_string(L, v, "watchdog.checkpoint.file",
+                           &s->watchdog.checkpoint_file);
+        }
+    }
+}
+
+static void
+parse_watchdog(struct loader *L, const struct ynode *n, struct settings *s)
+{
+    static const char *const actions[] = {"report", "restart", NULL};
+    const struct ynode *v;
+    int64_t i64;
+    double d;
+    int e;
+
+    if (!want_map(L, n, "watchdog"))
+        return;
+    check_keys(L, n, watchdog_keys, "watchdog");
+    if ((v = ynode_get(n, "enabled")) != NULL)
+        get_bool(L, v, "watchdog.enabled", &s->watchdog.enabled);
+    if ((v = ynode_get(n, "period")) != NULL &&
+        get_duration(L, v, "watchdog.period", WD_PERIOD_MIN_MS,
+                     WD_PERIOD_MAX_MS, &i64)) {
+        s->watchdog.period_ms = i64;
+        if (i64 < 10000)
+            warn_at(L, v,
+                    "watchdog.period %s is shorter than 10s: NVML averages "
+                    "utilisation over up to a second, so short periods "
+                    "only add load (fine for tests)",
+                    v->str);
+    }
+    if ((v = ynode_get(n, "idlePeriods")) != NULL &&
+        get_int(L, v, "watchdog.idlePeriods", WD_IDLE_MIN, WD_IDLE_MAX, &i64))
+        s->watchdog.idle_periods = (int)i64;
+    if ((v = ynode_get(n, "minCPU")) != NULL &&
+        get_number(L, v, "watchdog.minCPU", &d)) {
+        if (d > WD_MIN_CPU_MAX_MILLI / 1000.0 ||
+            fabs(d * 1000.0 - round(d * 1000.0)) > 1e-6)
+            err_at(L, v,
+                   "watchdog.minCPU must be cores between 0 and %d with at "
+                   "most three decimals, got %s",
+                   WD_MIN_CPU_MAX_MILLI / 1000, v->str);
+        else
+            s->watchdog.min_cpu_milli = (int64_t)round(d * 1000.0);
+    }
+    if ((v = ynode_get(n, "action")) != NULL &&
+        get_enum(L, v, "watchdog.action", actions, &e))
+        s->watchdog.restart = e == 1;
+    if ((v = ynode_get(n, "checkpoint")) != NULL)
+        parse_watchdog_checkpoint(L, v, s);
+    if ((v = ynode_get(n, "grace")) != NULL &&
+        get_duration(L, v, "watchdog.grace", 0, WD_GRACE_MAX_MS, &i64))
+        s->watchdog.grace_ms = i64;
+}
+
 /* Parses a settings block over *s (already holding the base values). */
 static void
 parse_settings(struct loader *L, const struct ynode *n, struct settings *s,
@@ -1114,6 +1277,8 @@ parse_settings(struct loader *L, const struct ynode *n, struct settings *s,
         parse_extra_env(L, v, s);
     if ((v = ynode_get(n, "debug")) != NULL)
         parse_debug(L, v, s);
+    if ((v = ynode_get(n, "watchdog")) != NULL)
+        parse_watchdog(L, v, s);
 }
 
 /* min <= perGPU-independent bounds; reports at the most specific place. */

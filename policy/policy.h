@@ -112,6 +112,19 @@ struct settings {
         char *level;           /* NCCL_DEBUG value, "INFO" */
         char *subsys;          /* NCCL_DEBUG_SUBSYS, "INIT,COLL,ENV,NET" */
     } debug;
+
+    /* The ncclguard-watchdog opt-in (NCCLGUARD_WATCHDOG in GPU
+     * containers); the fields mean what watchdog/wdspec.h says. */
+    struct {
+        bool enabled;
+        int64_t period_ms;     /* 60000 */
+        int idle_periods;      /* 5 */
+        int64_t min_cpu_milli; /* 500 = half a core */
+        bool restart;          /* action: restart (else report) */
+        int checkpoint_signal; /* 0 = none, else e.g. SIGUSR1 */
+        char *checkpoint_file; /* NULL = none; absolute path */
+        int64_t grace_ms;      /* checkpoint request -> SIGTERM, 120000 */
+    } watchdog;
 };
 
 /* At most this many warnings come out of one decision. */

@@ -487,5 +487,93 @@ if [ -f policy/default.yaml ]; then
         all(. == "ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0")'
 fi
 
+# --- the watchdog component ------------------------------------------------------
+mkdir -p "$T/wd"
+cat >"$T/wd/kustomization.yaml" <<EOK
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [$rel/deploy/overlays/self-signed]
+components: [$rel/deploy/components/watchdog]
+EOK
+render "$T/wd" wd
+J=$T/wd.json
+DS='(.[] | select(.kind == "DaemonSet" and .metadata.name == "ncclguard-watchdog"))'
+check "watchdog: a DaemonSet on GPU nodes, as the GPU operator labels and taints them" "$J" "
+    $DS.spec.template.spec as \$s |
+    \$s.nodeSelector == {\"nvidia.com/gpu.present\": \"true\"} and
+    (\$s.tolerations | index({key: \"nvidia.com/gpu\", operator: \"Exists\", effect: \"NoSchedule\"}) != null)"
+check "watchdog: hostPID, NVML through the nvidia runtime, no GPU requested" "$J" "
+    $DS.spec.template.spec as \$s |
+    \$s.hostPID == true and \$s.runtimeClassName == \"nvidia\" and
+    (\$s.hostNetwork | not) and
+    ([\$s.containers[0].env[] | select(.name == \"NVIDIA_VISIBLE_DEVICES\") | .value] == [\"all\"]) and
+    ([\$s.containers[0].env[] | select(.name == \"NVIDIA_DRIVER_CAPABILITIES\") | .value] == [\"utility\"]) and
+    ([\$s.containers[].resources | .. | objects | keys[]] | index(\"nvidia.com/gpu\") == null) and
+    ([\$s.volumes[]? | select(.hostPath)] | length == 0)"
+check "watchdog: only SYS_PTRACE and KILL, no escalation, read-only root" "$J" "
+    $DS.spec.template.spec.containers[0].securityContext as \$c |
+    \$c.capabilities.drop == [\"ALL\"] and
+    (\$c.capabilities.add | sort) == [\"KILL\", \"SYS_PTRACE\"] and
+    \$c.allowPrivilegeEscalation == false and \$c.readOnlyRootFilesystem == true and
+    (\$c.privileged | not)"
+check "watchdog: its own namespace admits hostPID; the webhook's stays restricted" "$J" "
+    $DS.metadata.namespace as \$ns |
+    (.[] | select(.kind == \"Namespace\" and .metadata.name == \$ns) |
+      .metadata.labels[\"pod-security.kubernetes.io/enforce\"] == \"privileged\") and
+    (.[] | select(.kind == \"Deployment\") | .metadata.namespace) != \$ns and
+    (.[] | select(.kind == \"Namespace\" and .metadata.name == \"ncclguard\") |
+      .metadata.labels[\"pod-security.kubernetes.io/enforce\"] == \"restricted\")"
+check "watchdog: requests and limits for CPU and memory" "$J" "
+    $DS.spec.template.spec.containers[0].resources as \$r |
+    (\$r.requests.cpu and \$r.requests.memory and \$r.limits.cpu and \$r.limits.memory) != null"
+check "watchdog: RBAC grants creating Events, nothing else, to its ServiceAccount" "$J" "
+    $DS as \$ds |
+    ([.[] | select(.kind == \"ClusterRole\" and .metadata.name == \"ncclguard-watchdog\") | .rules[]] ==
+      [{apiGroups: [\"\"], resources: [\"events\"], verbs: [\"create\"]}]) and
+    (.[] | select(.kind == \"ClusterRoleBinding\" and .metadata.name == \"ncclguard-watchdog\") |
+      .roleRef.name == \"ncclguard-watchdog\" and
+      .subjects == [{kind: \"ServiceAccount\", name: \$ds.spec.template.spec.serviceAccountName,
+                     namespace: \$ds.metadata.namespace}]) and
+    ([.[] | select(.kind == \"ServiceAccount\" and .metadata.name == \"ncclguard-watchdog\")] | length == 1)"
+# The DaemonSet's own arguments start the real agent, and its liveness probe
+# path answers on its metrics port.
+WDBIN=$(dirname "$NCCLGUARD")/ncclguard-watchdog
+if [ -x "$WDBIN" ]; then
+    jq -r "$DS.spec.template.spec.containers[0].args[]" "$J" >"$T/wdargs"
+    probe=$(jq -r "$DS.spec.template.spec.containers[0].livenessProbe.httpGet.path" "$J")
+    # shellcheck disable=SC2046
+    "$WDBIN" $(cat "$T/wdargs") --metrics-addr 127.0.0.1 --metrics-port 0 \
+        --port-file "$T/wdport" --nvml "$T/none.so" --api-server off \
+        --run-for 3s >"$T/wdlog" 2>&1 &
+    wdpid=$!
+    for _ in $(seq 100); do [ -s "$T/wdport" ] && break; sleep 0.02; done
+    if curl -sf "http://127.0.0.1:$(cat "$T/wdport" 2>/dev/null)$probe" >/dev/null 2>&1; then ok; else
+        bad "ncclguard-watchdog with the DaemonSet's args does not answer $probe"
+        sed 's/^/  /' "$T/wdlog" >&2
+    fi
+    kill "$wdpid" 2>/dev/null
+    wait "$wdpid" 2>/dev/null
+    # The runtime stage installs the package of every library it links.
+    WDD=deploy/docker/watchdog.Dockerfile
+    wdrt=$(awk '/^FROM /{n++} n == 2' "$WDD")
+    for name in $(readelf -d "$WDBIN" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+        case $name in
+        libasan.so.* | libubsan.so.* | libc.so.* | libm.so.*) continue ;;
+        esac
+        lib=$(ldd "$WDBIN" | awk -v n="$name" '$1 == n && $2 == "=>" {print $3}')
+        pkg=$( (dpkg -S "$lib" || dpkg -S "$(readlink -f "$lib")" ||
+            dpkg -S "/usr$lib") 2>/dev/null | head -n1 | cut -d: -f1)
+        case $pkg in libc6 | libgcc-s1 | "") continue ;; esac
+        # libcurl4-openssl-dev builds against libcurl4 (the OpenSSL flavour).
+        echo "$wdrt" | grep -qw -- "${pkg%%:*}" && ok ||
+            bad "$WDD: runtime stage lacks $pkg (for $lib)"
+    done
+    grep -q 'ghcr.io/ncclguard/ncclguard-watchdog:0.1.0' "$WDD" && ok || bad "$WDD does not name its image"
+    check "watchdog: the DaemonSet runs the image watchdog.Dockerfile builds" "$J" \
+        "$DS.spec.template.spec.containers[0].image == \"ghcr.io/ncclguard/ncclguard-watchdog:0.1.0\""
+else
+    echo "SKIP: watchdog DaemonSet args and Dockerfile ($WDBIN not built)"
+fi
+
 echo "tests/deploy: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

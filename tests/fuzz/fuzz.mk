@@ -8,12 +8,13 @@
 DEB_PKGS += valgrind jq
 
 # A target is built once the module it fuzzes is in the library.
-FUZZ_ALL := quantity policy review yaml pem
+FUZZ_ALL := quantity policy review yaml pem wdspec
 fuzz_needs_quantity := policy/quantity.c
 fuzz_needs_policy := policy/policy.c
 fuzz_needs_review := server/review.c
 fuzz_needs_yaml := server/yamljson.c server/workload.c
 fuzz_needs_pem := server/tlspair.c
+fuzz_needs_wdspec := watchdog/wdspec.c
 FUZZ_TARGETS := $(foreach t,$(FUZZ_ALL),$(if $(filter-out \
 	$(LIB_SRCS),$(fuzz_needs_$(t))),,$(t)))
 

@@ -1,0 +1,34 @@
+# syntax=docker/dockerfile:1
+# The watchdog image, ghcr.io/ncclguard/ncclguard-watchdog:0.1.0. Build from
+# the repository root:
+#   docker build -f deploy/docker/watchdog.Dockerfile -t ghcr.io/ncclguard/ncclguard-watchdog:0.1.0 .
+# No CUDA and no NVML in here: the NVIDIA container runtime mounts the
+# node's libnvidia-ml.so.1 (runtimeClassName: nvidia), and the agent loads it
+# with dlopen at run time.
+
+FROM debian:bookworm-slim AS build
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      gcc libc6-dev make pkg-config libjansson-dev libcurl4-openssl-dev \
+      libmicrohttpd-dev libyaml-dev libssl-dev libgnutls28-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN make BUILD=/out CFLAGS="-O2" /out/ncclguard-watchdog \
+ && strip /out/ncclguard-watchdog \
+ && /out/ncclguard-watchdog --help >/dev/null
+
+# Runtime: the packages of the libraries the binary links directly.
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      libjansson4 libcurl4 ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /out/ncclguard-watchdog /usr/local/bin/ncclguard-watchdog
+# Root on purpose: reading other users' /proc/PID/environ and signalling
+# their processes needs uid 0 with SYS_PTRACE and KILL (capabilities
+# added to a non-root container are not effective without ambient
+# capabilities). The DaemonSet drops every other capability.
+USER 0:0
+EXPOSE 9464
+ENTRYPOINT ["/usr/local/bin/ncclguard-watchdog"]

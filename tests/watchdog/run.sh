@@ -1,0 +1,481 @@
+#!/usr/bin/env bash
+# Integration tests of ncclguard-watchdog: the real agent against real child
+# processes (tests/watchdog/wd_job.c) standing in for training ranks, and the
+# fake NVML (tests/fakes/fake_nvml.c) loaded through the agent's dlopen path.
+# Periods are 200 ms; every timing claim is checked on the monotonic clock
+# that both the agent's log (mono_ms) and the job's signal log use.
+#
+# Each case runs in its own PID namespace (unshare --pid --mount-proc), so the
+# agent sees only that case's processes and the PID-reuse case can hand a
+# dead job's PID to another process on purpose.
+#
+#   WATCHDOG=... NCCLGUARD=... FAKE_NVML=... WD_JOB=... run.sh [CASE...]
+set -u
+
+: "${WATCHDOG:?set WATCHDOG to build/ncclguard-watchdog}"
+: "${NCCLGUARD:?set NCCLGUARD to build/ncclguard}"
+: "${FAKE_NVML:?set FAKE_NVML to the fake libnvidia-ml.so.1}"
+: "${WD_JOB:?set WD_JOB to build/tests/wd_job}"
+HERE=$(cd "$(dirname "$0")" && pwd)
+P=200 # the period, ms
+
+# ---- inside one case (runs as PID 1's child in a fresh PID namespace) ----
+if [ "${1:-}" = --case ]; then
+    CASE=$2
+    T=$3
+    cd "$T" || exit 1
+    fails=0
+    ok() { :; }
+    bad() {
+        fails=$((fails + 1))
+        echo "FAIL: $CASE: $*"
+    }
+    UID_A=aaaaaaaa-0000-4000-8000-00000000000a
+    UID_B=bbbbbbbb-0000-4000-8000-00000000000b
+
+    # job NAME UID SPEC ARGS...: starts a rank of pod UID (its identity
+    # stands in for the cgroup, --pod-from-env); SPEC "" = not opted in.
+    job() {
+        local name=$1 uid=$2 spec=$3
+        shift 3
+        if [ -n "$spec" ]; then
+            env NCCLGUARD_WATCHDOG="$spec" NCCLGUARD_POD_UID="$uid" \
+                NCCLGUARD_POD_NAME="pod-$name" NCCLGUARD_POD_NAMESPACE=ml \
+                "$WD_JOB" --log "$T/$name.log" --ready "$T/$name.ready" "$@" &
+        else
+            env NCCLGUARD_POD_UID="$uid" NCCLGUARD_POD_NAME="pod-$name" \
+                NCCLGUARD_POD_NAMESPACE=ml \
+                "$WD_JOB" --log "$T/$name.log" --ready "$T/$name.ready" "$@" &
+        fi
+        eval "PID_$name=$!"
+        for _ in $(seq 100); do [ -f "$T/$name.ready" ] && break; sleep 0.01; done
+        touch "$T/$name.log"
+    }
+    gpus() { printf '%s\n' "$@" >"$T/nvml.new" && mv "$T/nvml.new" "$T/nvml"; }
+    # agent DURATION_MS ARGS...: runs the agent in the background.
+    agent() {
+        local ms=$1
+        shift
+        FAKE_NVML_SCRIPT="$T/nvml" "$WATCHDOG" --nvml "$FAKE_NVML" \
+            --scan 50ms --metrics-addr off --api-server off --pod-from-env \
+            --termination-log "" -v --run-for "${ms}ms" "$@" \
+            >"$T/agent.log" 2>"$T/agent.err" &
+        AGENT=$!
+    }
+    agent_wait() {
+        wait "$AGENT"
+        ARC=$?
+        [ "$ARC" -eq 0 ] && ok || bad "agent exited $ARC: $(tail -3 "$T/agent.err")"
+    }
+    # ev EVENT [JQ-FILTER]: the agent's log lines of one kind, as a JSON array.
+    ev() { jq -sc --arg e "$1" "[.[] | select(.event == \$e) | ${2:-.}]" "$T/agent.log"; }
+    # first_mono EVENT [JQ-SELECT]
+    first_mono() {
+        jq -s --arg e "$1" "[.[] | select(.event == \$e) ${2:+| select($2)}][0].mono_ms // empty" "$T/agent.log"
+    }
+    sig_at() { awk -v s="$2" '$1 == s {print $2; exit}' "$T/$1.log"; }
+    # within NAME VALUE LO HI: LO <= VALUE < HI
+    within() {
+        if [ -n "$2" ] && [ "$2" -ge "$3" ] && [ "$2" -lt "$4" ]; then ok; else
+            bad "$1 = ${2:-missing}, want [$3, $4)"
+        fi
+    }
+    # wait_for EVENT COUNT: until the agent logged COUNT lines of EVENT.
+    wait_for() {
+        for _ in $(seq 300); do
+            [ "$(grep -c "\"event\":\"$1\"" "$T/agent.log" 2>/dev/null)" -ge "$2" ] && return 0
+            sleep 0.01
+        done
+        return 1
+    }
+    alive() { kill -0 "$1" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+
+    # mincpu 0.02: one clock tick in a period is spinning, so that a rank the
+    # loaded test machine starves for most of a period still counts as busy.
+    RESTART="period=${P}ms,idle=3,mincpu=0.02,action=restart,signal=SIGUSR1,grace=600ms,term=400ms"
+    case $CASE in
+    hang-restart)
+        # An idle, CPU-busy, stuck job: found after exactly 3 periods, asked
+        # to checkpoint (SIGUSR1, which it catches), SIGTERM 600 ms later.
+        job a "$UID_A" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
+        # A second rank without a SIGUSR1 handler: SIGUSR1 would kill it,
+        # so it must not get one; it gets SIGTERM with the others.
+        job c "$UID_A" "$RESTART" --spin
+        gpus "gpu 0 $PID_a $PID_c"
+        agent 2600 --termination-log "$T/termlog"
+        agent_wait
+        jq -e -s --argjson c "$PID_c" '[.[] | select(.event == "action" and
+            .action == "checkpoint-signal" and .pid == $c)] | length == 1 and
+            (.[0].result | startswith("not-sent"))' "$T/agent.log" >/dev/null && ok ||
+            bad "checkpoint signal to the rank that does not catch it: $(ev action "select(.pid == $PID_c)")"
+        [ "$(awk '{print $1}' "$T/c.log" | tr '\n' ' ')" = "TERM " ] && ok ||
+            bad "the rank without a handler saw: $(cat "$T/c.log")"
+        w=$(first_mono watch)
+        h=$(first_mono hang)
+        [ "$(ev hang '.idle_periods')" = "[3]" ] && ok || bad "hang lines: $(ev hang '.idle_periods')"
+        within "hang after watch (ms)" "$((h - w))" $((3 * P)) $((4 * P))
+        # The lines before the hang: exactly three periods, all idle.
+        [ "$(jq -sc '(map(.event) | index("hang")) as $h | .[0:$h] |
+            map(select(.event == "period") | .verdict)' "$T/agent.log")" = '["idle","idle","idle"]' ] && ok ||
+            bad "periods before the hang: $(ev period .verdict)"
+        u=$(sig_at a USR1)
+        t=$(sig_at a TERM)
+        within "SIGUSR1 after the hang (ms)" "$((${u:-0} - h))" 0 100
+        # The agent's own clock: SIGTERM sent no sooner than grace after
+        # the checkpoint request. The job's clock sees the same, give or
+        # take the few ms a signal takes to be delivered under load.
+        cs=$(first_mono action '.action == "checkpoint-signal"')
+        ts=$(first_mono action '.action == "sigterm"')
+        within "agent: SIGTERM after SIGUSR1 (ms)" "$((${ts:-0} - ${cs:-0}))" 600 $((600 + P))
+        within "job: SIGTERM after SIGUSR1 (ms)" "$((${t:-0} - ${u:-0}))" 550 $((600 + P))
+        [ -f "$T/ckpt" ] && ok || bad "the job wrote no checkpoint"
+        grep -q 'NCCLHang: 1/1 GPUs idle 3x200ms' "$T/termlog" 2>/dev/null && ok ||
+            bad "hang report not written to the termination log: $(cat "$T/termlog" 2>&1)"
+        [ "$(ev action 'select(.action == "sigkill")' | jq length)" = 0 ] && ok ||
+            bad "SIGKILL sent to a job that ended on SIGTERM"
+        ;;
+    sigkill)
+        # No checkpoint configured: SIGTERM at once; the job ignores it, so
+        # SIGKILL follows after term (the pod's termination grace).
+        job a "$UID_A" "period=${P}ms,idle=2,mincpu=0.02,action=restart,term=400ms" \
+            --spin --close-wait --ignore-term
+        gpus "gpu 0 $PID_a"
+        agent 1800
+        agent_wait
+        h=$(first_mono hang)
+        t=$(sig_at a TERM)
+        ts=$(first_mono action '.action == "sigterm"')
+        k=$(first_mono action '.action == "sigkill" and .result == "sent"')
+        within "SIGTERM after the hang (ms)" "$((${t:-0} - h))" 0 100
+        within "SIGKILL after SIGTERM (ms)" "$((${k:-0} - ${ts:-0}))" 400 $((400 + P))
+        # Bounded: a job that survived would otherwise block the case.
+        for _ in $(seq 100); do alive "$PID_a" || break; sleep 0.02; done
+        if alive "$PID_a"; then
+            bad "the job that ignores SIGTERM is still alive"
+        else
+            wait "$PID_a" 2>/dev/null
+            st=$?
+            [ "$st" -eq 137 ] && ok || bad "job exit status $st, want 137 (SIGKILL)"
+        fi
+        ;;
+    rewatch)
+        # The restart worked: the container starts again in the same pod
+        # (same UID) while the agent still waits to SIGKILL the old one.
+        # The new process is watched afresh, never SIGKILLed for the old
+        # hang, and a new hang is found on its own count.
+        spec="period=${P}ms,idle=2,mincpu=0.02,action=restart,term=400ms"
+        job a "$UID_A" "$spec" --spin --close-wait
+        gpus "gpu 0 $PID_a"
+        agent 2200
+        wait_for action 1 || bad "no SIGTERM"
+        wait "$PID_a" 2>/dev/null
+        job b "$UID_A" "$spec" --spin --close-wait
+        gpus "gpu 0 $PID_b"
+        agent_wait
+        [ "$(ev hang | jq length)" = 2 ] && ok || bad "hang lines: $(ev hang)"
+        [ "$(ev action 'select(.action == "sigkill")' | jq length)" = 0 ] && ok ||
+            bad "SIGKILL sent: $(ev action 'select(.action == "sigkill")')"
+        h2=$(jq -s '[.[] | select(.event == "hang")][1].mono_ms // empty' "$T/agent.log")
+        w2=$(jq -s '[.[] | select(.event == "watch" or .event == "rewatch") |
+            select(.pid == '"$PID_b"')][0].mono_ms // empty' "$T/agent.log")
+        within "second hang after the new process was found (ms)" "$((${h2:-0} - ${w2:-0}))" $((2 * P)) $((3 * P))
+        tb=$(sig_at b TERM)
+        [ -n "$tb" ] && [ "$tb" -ge "${h2:-0}" ] && ok || bad "the new process got SIGTERM at ${tb:-never}, second hang at ${h2:-never}"
+        ;;
+    busy-gpu)
+        # One of the pod's two GPUs works: never a hang.
+        job a "$UID_A" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
+        gpus "gpu 0 $PID_a" "gpu 35 $PID_a"
+        agent 1700
+        agent_wait
+        [ "$(ev hang | jq length)" = 0 ] && ok || bad "hang reported: $(ev hang)"
+        [ "$(ev period .verdict | jq -c unique)" = '["busy"]' ] && ok ||
+            bad "verdicts $(ev period .verdict)"
+        [ "$(ev period .gpus | jq -c unique)" = '[2]' ] && ok || bad "GPUs $(ev period .gpus)"
+        [ ! -s "$T/a.log" ] && alive "$PID_a" && ok || bad "the job was signalled: $(cat "$T/a.log")"
+        ;;
+    cpu-idle)
+        # GPU idle and CPU idle (data loading, checkpoint writing): left alone.
+        job a "$UID_A" "period=${P}ms,idle=3,mincpu=0.2,action=restart,signal=SIGUSR1" \
+            --close-wait --catch-usr1 "$T/ckpt"
+        gpus "gpu 0 $PID_a"
+        agent 1700
+        agent_wait
+        [ "$(ev hang | jq length)" = 0 ] && ok || bad "hang reported: $(ev hang)"
+        [ "$(ev period .verdict | jq -c unique)" = '["cpu-idle"]' ] && ok ||
+            bad "verdicts $(ev period .verdict)"
+        [ ! -s "$T/a.log" ] && alive "$PID_a" && ok || bad "the job was signalled"
+        ;;
+    sockets-moving)
+        # GPU idle, CPU busy, but no socket is stuck: left alone.
+        job a "$UID_A" "$RESTART" --spin --catch-usr1 "$T/ckpt"
+        gpus "gpu 0 $PID_a"
+        agent 1300
+        agent_wait
+        [ "$(ev hang | jq length)" = 0 ] && ok || bad "hang reported: $(ev hang)"
+        [ "$(ev period .verdict | jq -c unique)" = '["sockets-moving"]' ] && ok ||
+            bad "verdicts $(ev period .verdict)"
+        ;;
+    recover)
+        # idle=5; the GPU works again for one period before the count
+        # reaches 5 (periods 3 or 4, whichever the switch lands in): the
+        # count starts over, so the hang comes only 5 idle periods later.
+        # Checked on the agent's own period lines, not on wall time.
+        job a "$UID_A" "period=${P}ms,idle=5,mincpu=0.02,action=restart,signal=SIGUSR1,grace=5s" \
+            --spin --close-wait --catch-usr1 "$T/ckpt"
+        gpus "gpu 0 $PID_a"
+        agent 2900
+        wait_for period 2 || bad "no second period"
+        gpus "gpu 40 $PID_a"
+        wait_for period 3 || bad "no third period"
+        for _ in $(seq 50); do
+            grep -q '"verdict":"busy"' "$T/agent.log" && break
+            sleep 0.02
+        done
+        gpus "gpu 0 $PID_a"
+        agent_wait
+        # k: the 1-based period that was busy; idle before it, none hung.
+        jq -e -s '[.[] | select(.event == "period" or .event == "hang")] as $l |
+            ($l | map(.event) | index("hang")) as $h |
+            ($l | map(.verdict) | index("busy")) as $b |
+            $b != null and $h != null and $b < $h and $b <= 3 and
+            ($l[0:$b] | map(.idle_periods) | max >= 1) and
+            $l[$b].idle_periods == 0 and
+            ($l[$b + 1:$h] | length == 5 and all(.verdict == "idle")) and
+            $l[$h].idle_periods == 5' "$T/agent.log" >/dev/null && ok ||
+            bad "periods: $(ev period '[.verdict, .idle_periods]' | jq -c .)"
+        ;;
+    no-opt-in)
+        # The same stuck job without NCCLGUARD_WATCHDOG: never touched.
+        job a "$UID_A" "" --spin --close-wait --catch-usr1 "$T/ckpt"
+        gpus "gpu 0 $PID_a"
+        agent 1300
+        agent_wait
+        [ "$(ev watch | jq length)" = 0 ] && ok || bad "watched: $(ev watch)"
+        [ "$(ev action | jq length)" = 0 ] && ok || bad "acted: $(ev action)"
+        [ ! -s "$T/a.log" ] && alive "$PID_a" && ok || bad "the job was signalled"
+        ;;
+    nvml-lost)
+        # NVML fails for a while mid-run (idle=5): the agent survives, those
+        # periods are unknown and reset the count (the idle periods before
+        # the loss do not carry over), and it judges again once NVML is back.
+        job a "$UID_A" "${RESTART/idle=3/idle=5}" --spin --close-wait --catch-usr1 "$T/ckpt"
+        gpus "gpu 0 $PID_a"
+        agent 3000
+        wait_for period 2 || bad "no second period"
+        gpus lost
+        wait_for nvml 2 || bad "no down line"
+        wait_for period 4 || bad "no fourth period"
+        gpus "gpu 0 $PID_a"
+        agent_wait
+        [ "$(ev nvml .state | jq -c .)" = '["up","down","up"]' ] && ok ||
+            bad "NVML state lines $(ev nvml .state)"
+        jq -e -s '[.[] | select(.event == "nvml" and .state == "down")][0].why | test("GPU is lost")' \
+            "$T/agent.log" >/dev/null && ok || bad "the down line does not say why"
+        jq -e -s 'map(select(.event == "period" or .event == "hang" or .event == "nvml")) as $l |
+            ($l | map(.event) | index("hang")) as $h |
+            ($l | map(select(.event == "nvml") | .state) ) as $s |
+            ([$l | to_entries[] | select(.value.event == "nvml") | .key]) as $n |
+            $h != null and $h > $n[2] and
+            ($l[$n[1]:$n[2]] | map(select(.event == "period")) |
+                length >= 1 and all(.verdict == "unknown" and .idle_periods == 0)) and
+            ($l[$n[2] + 1:$h] | map(select(.event == "period")) |
+                map(.idle_periods) | .[-5:] == [1, 2, 3, 4, 5])' "$T/agent.log" >/dev/null && ok ||
+            bad "periods: $(jq -sc 'map(select(.event == "period" or .event == "nvml" or .event == "hang") | [.event, .verdict // .state, .idle_periods])' "$T/agent.log")"
+        ;;
+    no-nvml)
+        # No driver at all: one line saying so, /metrics says nvml_up 0, the
+        # agent keeps running, and nothing is judged.
+        job a "$UID_A" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
+        FAKE_NVML_SCRIPT=/nonexistent "$WATCHDOG" --nvml "$T/no/libnvidia-ml.so.1" \
+            --scan 50ms --metrics-addr 127.0.0.1 --metrics-port 0 \
+            --port-file "$T/port" --api-server off --pod-from-env -v \
+            --run-for 1500ms >"$T/agent.log" 2>"$T/agent.err" &
+        AGENT=$!
+        wait_for period 3 || bad "no third period"
+        curl -sf "http://127.0.0.1:$(cat "$T/port")/metrics" >"$T/metrics" || bad "no /metrics"
+        agent_wait
+        [ "$(ev nvml .state | jq -c .)" = '["down"]' ] && ok || bad "NVML lines $(ev nvml)"
+        grep -qx 'ncclguard_watchdog_nvml_up 0' "$T/metrics" && ok || bad "metrics: $(head -5 "$T/metrics")"
+        grep -qx 'ncclguard_watchdog_watched_pods 1' "$T/metrics" && ok || bad "watched_pods not 1"
+        [ "$(ev period .verdict | jq -c unique)" = '["unknown"]' ] && ok || bad "verdicts $(ev period .verdict)"
+        ;;
+    exit-mid)
+        # One of the pod's two ranks exits in the middle of period 2: the
+        # agent drops it, keeps judging the other, and signals only that one.
+        job a "$UID_A" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
+        job b "$UID_A" "$RESTART" --spin --exit-after 300
+        gpus "gpu 0 $PID_a $PID_b"
+        agent 2300
+        agent_wait
+        x=$(first_mono exited ".pid == $PID_b")
+        h=$(first_mono hang)
+        [ -n "$x" ] && [ -n "$h" ] && [ "$x" -lt "$h" ] && ok ||
+            bad "rank b's exit not seen before the hang: $(ev exited)"
+        [ "$(ev exited .pid | jq -c '.[0]')" = "$PID_b" ] && ok || bad "exited lines $(ev exited)"
+        [ "$(ev hang | jq length)" = 1 ] && ok || bad "hang lines $(ev hang)"
+        [ "$(ev action '.pid' | jq -c unique)" = "[$PID_a]" ] && ok ||
+            bad "signals went to $(ev action .pid)"
+        [ -n "$(sig_at a TERM)" ] && ok || bad "the remaining rank got no SIGTERM"
+        ;;
+    pid-reuse)
+        # The job dies after the hang and, before the SIGTERM is due, its PID
+        # goes to an unrelated process. The agent checks the start time right
+        # before the signal and leaves the newcomer alone.
+        # A long period and a short grace: the SIGTERM falls due long before
+        # the next sample would notice the job is gone.
+        job a "$UID_A" "period=1500ms,idle=1,mincpu=0.02,action=restart,file=$T/ckpt-file,grace=300ms" \
+            --spin --close-wait
+        gpus "gpu 0 $PID_a"
+        agent 2400
+        wait_for hang 1 || bad "no hang"
+        old=$PID_a
+        kill -9 "$old"
+        wait "$old" 2>/dev/null
+        echo $((old - 1)) >/proc/sys/kernel/ns_last_pid
+        "$WD_JOB" --log "$T/imp.log" --spin &
+        imp=$!
+        if [ "$imp" != "$old" ]; then
+            echo "SKIP: $CASE: the kernel gave PID $imp, not $old (ns_last_pid)"
+            kill "$imp"
+            agent_wait
+            exit 77
+        fi
+        agent_wait
+        [ -f "$T/ckpt-file" ] && ok || bad "no checkpoint file"
+        jq -e -s '[.[] | select(.event == "action" and .action == "sigterm")] |
+            length == 1 and .[0].result == "pid-reused"' "$T/agent.log" >/dev/null && ok ||
+            bad "sigterm lines: $(ev action 'select(.action == "sigterm")')"
+        [ ! -s "$T/imp.log" ] && alive "$imp" && ok || bad "the newcomer was signalled: $(cat "$T/imp.log")"
+        kill "$imp"
+        ;;
+    report-event)
+        # action=report: log, metrics and a Kubernetes Event POSTed with the
+        # service-account token to a local stand-in for the API server;
+        # never a signal.
+        echo "tok-$$-secret" >"$T/token"
+        python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" &
+        API=$!
+        for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
+        job a "$UID_A" "period=${P}ms,idle=3,mincpu=0.02,signal=SIGUSR1" \
+            --spin --close-wait --catch-usr1 "$T/ckpt"
+        gpus "gpu 0 $PID_a"
+        FAKE_NVML_SCRIPT="$T/nvml" "$WATCHDOG" --nvml "$FAKE_NVML" --scan 50ms \
+            --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port" \
+            --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+            --token-file "$T/token" --node-name node-7 --pod-from-env -v \
+            --run-for 1500ms >"$T/agent.log" 2>"$T/agent.err" &
+        AGENT=$!
+        wait_for event 1 || bad "no event line"
+        curl -sf "http://127.0.0.1:$(cat "$T/port")/metrics" >"$T/metrics" || bad "no /metrics"
+        agent_wait
+        kill "$API"
+        jq -e --arg tok "tok-$$-secret" --arg uid "$UID_A" '
+            .path == "/api/v1/namespaces/ml/events" and
+            .auth == "Bearer " + $tok and
+            .body.kind == "Event" and .body.reason == "NCCLHang" and
+            .body.type == "Warning" and
+            .body.involvedObject == {apiVersion: "v1", kind: "Pod",
+                name: "pod-a", namespace: "ml", uid: $uid} and
+            .body.source.host == "node-7" and
+            (.body.message | startswith("NCCLHang: 1/1 GPUs idle 3x200ms, CPU ")) and
+            (.body.message | test("1 sockets CLOSE_WAIT"))' "$T/requests" >/dev/null && ok ||
+            bad "the Event POST: $(cat "$T/requests" 2>&1)"
+        [ "$(ev event .result | jq -c .)" = '["created"]' ] && ok || bad "event lines $(ev event)"
+        for m in 'ncclguard_watchdog_hangs_total 1' 'ncclguard_watchdog_watched_pods 1' \
+            'ncclguard_watchdog_actions_total{action="event"} 1' \
+            'ncclguard_watchdog_actions_total{action="sigterm"} 0' \
+            "ncclguard_watchdog_idle_periods{namespace=\"ml\",pod=\"pod-a\",pod_uid=\"$UID_A\"} 3"; do
+            grep -qxF "$m" "$T/metrics" && ok || bad "/metrics lacks $m"
+        done
+        [ ! -s "$T/a.log" ] && alive "$PID_a" && ok || bad "report mode signalled the job"
+        ;;
+    e2e)
+        # policy -> webhook env -> agent: a pod mutated by `ncclguard mutate`
+        # under a policy that enables the watchdog carries the env the agent
+        # parses, and a job started with that env is detected as the policy
+        # says.
+        "$NCCLGUARD" mutate --policy "$HERE/policy.yaml" -o json \
+            "$HERE/pod.yaml" >"$T/mutated.json" 2>"$T/mutate.err" || bad "mutate failed: $(cat "$T/mutate.err")"
+        spec=$(jq -r '.. | objects | select(has("containers")) | .containers[0].env[]? |
+            select(.name == "NCCLGUARD_WATCHDOG") | .value' "$T/mutated.json" | head -1)
+        [ -n "$spec" ] && ok || bad "no NCCLGUARD_WATCHDOG in the mutated pod"
+        canon=$("$WATCHDOG" --check-spec "$spec" 2>&1)
+        [ "$canon" = "$spec" ] && ok || bad "agent reads \"$spec\" as \"$canon\""
+        [ "$spec" = "period=200ms,idle=2,mincpu=0.020,action=restart,signal=SIGUSR1,file=/run/ncclguard-watchdog/checkpoint,grace=1s,term=45s" ] && ok ||
+            bad "the policy's settings did not reach the env: $spec"
+        jq -e '.. | objects | select(has("containers")) | .containers[0].env |
+            (map(select(.name == "NCCLGUARD_POD_NAME"))[0].valueFrom.fieldRef.fieldPath == "metadata.name") and
+            (map(select(.name == "NCCLGUARD_POD_NAMESPACE"))[0].valueFrom.fieldRef.fieldPath == "metadata.namespace") and
+            (map(select(.name == "NCCLGUARD_POD_UID"))[0].valueFrom.fieldRef.fieldPath == "metadata.uid")' \
+            "$T/mutated.json" >/dev/null && ok || bad "the pod identity env is missing"
+        jq -e '.. | objects | select(has("containers")) |
+            (.volumes | map(select(.name == "ncclguard-watchdog"))[0].emptyDir != null) and
+            (.containers[0].volumeMounts | map(select(.mountPath == "/run/ncclguard-watchdog"))[0].name == "ncclguard-watchdog")' \
+            "$T/mutated.json" >/dev/null && ok || bad "the checkpoint volume is missing"
+        job a "$UID_A" "$spec" --spin --close-wait --catch-usr1 "$T/ckpt"
+        gpus "gpu 0 $PID_a"
+        agent 1400
+        agent_wait
+        # The agent runs the job under the policy's settings: the spec it
+        # logs, and a hang after the policy's 2 idle periods.
+        [ "$(ev watch .spec | jq -r '.[0]')" = "$spec" ] && ok || bad "agent's spec: $(ev watch .spec)"
+        jq -e -s '[.[] | select(.event == "period" or .event == "hang")] as $l |
+            ($l | map(.event) | index("hang")) as $h |
+            $h != null and $l[$h].idle_periods == 2 and
+            ($l[$h - 2:$h] | map(.verdict) == ["idle", "idle"])' "$T/agent.log" >/dev/null && ok ||
+            bad "periods: $(ev period '[.verdict, .idle_periods]' | jq -c .)"
+        [ -n "$(sig_at a USR1)" ] && ok || bad "no SIGUSR1"
+        ;;
+    *)
+        echo "unknown case $CASE"
+        exit 2
+        ;;
+    esac
+    # Whatever is left of this case's processes goes with the namespace.
+    exit $((fails > 0))
+fi
+
+# ---- the runner --------------------------------------------------------------
+CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e"
+[ $# -gt 0 ] && CASES="$*"
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+# Every case ends within a minute: the namespace's init is killed (and with
+# it every process of the case) when the time is up.
+if unshare --kill-child --pid --fork --mount-proc true 2>/dev/null; then
+    ISOLATE="timeout -s KILL 60 unshare --kill-child --pid --fork --mount-proc"
+else
+    ISOLATE="timeout -s KILL 60"
+    echo "WARNING: unshare --pid is not permitted here: cases share /proc" \
+        "with the machine, and pid-reuse is skipped"
+fi
+export WATCHDOG NCCLGUARD FAKE_NVML WD_JOB
+pass=0
+fail=0
+skip=0
+for c in $CASES; do
+    mkdir -p "$TMP/$c"
+    if [ "$ISOLATE" = "timeout -s KILL 60" ] && [ "$c" = pid-reuse ]; then
+        echo "SKIP: pid-reuse (needs a private PID namespace)"
+        skip=$((skip + 1))
+        continue
+    fi
+    $ISOLATE bash "$0" --case "$c" "$TMP/$c" >"$TMP/$c.out" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
+        pass=$((pass + 1))
+        echo "ok   $c"
+    elif [ "$rc" -eq 77 ]; then
+        skip=$((skip + 1))
+        cat "$TMP/$c.out"
+    else
+        fail=$((fail + 1))
+        echo "FAIL $c"
+        sed 's/^/    /' "$TMP/$c.out"
+        echo "    ---- agent log (last 15 lines)"
+        tail -15 "$TMP/$c/agent.log" 2>/dev/null | cut -c1-400 | sed 's/^/    /'
+    fi
+done
+echo "tests/watchdog: $pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]

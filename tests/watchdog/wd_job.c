@@ -1,0 +1,174 @@
+/* A stand-in for one rank of a training job, for the watchdog's tests.
+ * It spins or sleeps, may hold a TCP socket in CLOSE_WAIT, and logs each
+ * signal it gets, with CLOCK_MONOTONIC milliseconds, to --log.
+ *
+ *   wd_job --log FILE [--spin] [--close-wait] [--catch-usr1 CKPT]
+ *          [--ignore-term] [--exit-after MS] [--ready FILE]
+ *
+ * --catch-usr1 CKPT  on SIGUSR1 write CKPT (a checkpoint stand-in)
+ * --ignore-term      log SIGTERM but keep running (SIGKILL must follow)
+ * --ready FILE       written once the sockets are set up */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static int log_fd = -1;
+static const char *ckpt;
+static volatile sig_atomic_t term_exit;
+
+static long long
+mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Async-signal-safe: one write of a preformatted line. */
+static void
+log_sig(const char *name)
+{
+    char buf[64];
+    long long t = mono_ms();
+    char digits[24];
+    int n = 0, d = 0;
+
+    do {
+        digits[d++] = (char)('0' + t % 10);
+        t /= 10;
+    } while (t > 0 && d < 23);
+    for (const char *p = name; *p && n < 40; p++)
+        buf[n++] = *p;
+    buf[n++] = ' ';
+    while (d > 0)
+        buf[n++] = digits[--d];
+    buf[n++] = '\n';
+    if (write(log_fd, buf, (size_t)n) < 0)
+        _exit(3);
+}
+
+static void
+on_usr1(int sig)
+{
+    int fd;
+
+    (void)sig;
+    log_sig("USR1");
+    if (ckpt != NULL &&
+        (fd = open(ckpt, O_WRONLY | O_CREAT | O_TRUNC, 0644)) >= 0) {
+        if (write(fd, "saved\n", 6) < 0)
+            _exit(3);
+        close(fd);
+    }
+}
+
+static void
+on_term(int sig)
+{
+    (void)sig;
+    log_sig("TERM");
+    term_exit = 1;
+}
+
+static void
+on_term_ignored(int sig)
+{
+    (void)sig;
+    log_sig("TERM");
+}
+
+/* A connected socket whose peer has closed: it sits in CLOSE_WAIT until we
+ * close it, which we never do. */
+static int
+close_wait_socket(void)
+{
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof(sa);
+    int l = socket(AF_INET, SOCK_STREAM, 0), c, a;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        listen(l, 1) != 0 || getsockname(l, (struct sockaddr *)&sa, &sl) != 0)
+        return -1;
+    c = socket(AF_INET, SOCK_STREAM, 0);
+    if (c < 0 || connect(c, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+        return -1;
+    a = accept(l, NULL, NULL);
+    if (a < 0)
+        return -1;
+    close(a);
+    close(l);
+    return c;
+}
+
+int
+main(int argc, char **argv)
+{
+    int spin = 0, cw = 0, ignore_term = 0;
+    long long exit_after = -1, t0 = mono_ms();
+    const char *ready = NULL;
+    struct sigaction sa;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--log") == 0 && i + 1 < argc)
+            log_fd = open(argv[++i], O_WRONLY | O_CREAT | O_APPEND, 0644);
+        else if (strcmp(argv[i], "--spin") == 0)
+            spin = 1;
+        else if (strcmp(argv[i], "--close-wait") == 0)
+            cw = 1;
+        else if (strcmp(argv[i], "--catch-usr1") == 0 && i + 1 < argc)
+            ckpt = argv[++i];
+        else if (strcmp(argv[i], "--ignore-term") == 0)
+            ignore_term = 1;
+        else if (strcmp(argv[i], "--exit-after") == 0 && i + 1 < argc)
+            exit_after = strtoll(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--ready") == 0 && i + 1 < argc)
+            ready = argv[++i];
+        else {
+            fprintf(stderr, "wd_job: bad argument %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (log_fd < 0) {
+        fprintf(stderr, "wd_job: --log FILE is required\n");
+        return 2;
+    }
+    memset(&sa, 0, sizeof(sa));
+    if (ckpt != NULL) {
+        sa.sa_handler = on_usr1;
+        sigaction(SIGUSR1, &sa, NULL);
+    }
+    sa.sa_handler = ignore_term ? on_term_ignored : on_term;
+    sigaction(SIGTERM, &sa, NULL);
+    if (cw && close_wait_socket() < 0) {
+        perror("wd_job: close-wait socket");
+        return 1;
+    }
+    if (ready != NULL) {
+        int fd = open(ready, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+        if (fd >= 0)
+            close(fd);
+    }
+    while (!term_exit) {
+        if (exit_after >= 0 && mono_ms() - t0 >= exit_after)
+            return 0;
+        if (spin) {
+            for (volatile long k = 0; k < 200000; k++)
+                ;
+        } else {
+            usleep(20000);
+        }
+    }
+    return 0;
+}

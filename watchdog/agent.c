@@ -1,0 +1,1321 @@
+/* The watchdog agent's loop: scan /proc for opted-in processes, sample each
+ * pod once per period, apply the hang rule, and report or restart. */
+#include "agent.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <linux/openat2.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "event.h"
+#include "nvml.h"
+#include "procfs.h"
+#include "rule.h"
+#include "wdspec.h"
+
+#define ENVIRON_MAX (256 * 1024)
+#define MAX_SOCKETS 4096
+#define MAX_TCP_ROWS 65536
+#define TCP_TEXT_MAX (4 << 20)
+
+/* Where a pod stands after a hang. */
+enum pod_state {
+    POD_WATCH = 0, /* counting idle periods */
+    POD_REPORTED,  /* hang reported; back to WATCH when it recovers */
+    POD_GRACE,     /* checkpoint requested; SIGTERM at deadline */
+    POD_TERM,      /* SIGTERM sent; SIGKILL at deadline */
+    POD_DONE       /* SIGKILL sent (or nothing left to signal) */
+};
+
+static const char *const state_names[] = {"watch", "reported", "grace", "term",
+                                          "done"};
+
+/* One watched process, identified by PID and start time. */
+struct wproc {
+    pid_t pid;
+    uint64_t start;
+    uint64_t prev_ticks;
+    size_t pod;
+    bool alive; /* seen in the latest scan or sample */
+};
+
+/* A socket queue seen last period, to tell stuck from moving. */
+struct sockq {
+    uint64_t inode;
+    uint32_t tx, rx;
+};
+
+struct wpod {
+    char uid[37];
+    char container[65];
+    char name[254];
+    char ns[64];
+    struct wd_spec spec;
+    char spec_text[512];
+    long long watch_ms; /* when the first process was found */
+    long long last_ms;  /* start of the current period */
+    long long next_ms;  /* end of the current period */
+    struct wd_rule rule;
+    enum pod_state state;
+    long long deadline_ms;
+    struct wd_period last;
+    struct sockq *q;
+    size_t n_q;
+    bool used;
+};
+
+/* Processes that were looked at and are not opted in. */
+struct seen {
+    pid_t pid;
+    uint64_t start;
+};
+
+struct seenbuf {
+    struct seen *v;
+    size_t n, cap;
+};
+
+struct metrics {
+    unsigned long long hangs;
+    unsigned long long checkpoint_signal, checkpoint_file, sigterm, sigkill,
+        pid_reused, events, event_errors, report_files;
+};
+
+struct agent {
+    const struct wd_options *o;
+    long long t0_ms;
+    struct wd_nvml *nvml;
+    struct wd_gpus *gpus;
+    bool nvml_logged_down;
+    bool nvml_was_up;
+    struct wproc *procs;
+    size_t n_procs, cap_procs;
+    struct wpod *pods;
+    size_t n_pods, cap_pods;
+    struct seenbuf seen, seen_next;
+    struct wd_tcp *tcp;
+    uint64_t *inodes;
+    char *envbuf;
+    char *tcpbuf; /* TCP_TEXT_MAX bytes, for net/tcp and tcp6 */
+    int listen_fd;
+    struct metrics m;
+    struct wd_event_cfg ev;
+    long long clk_tck;
+};
+
+static volatile sig_atomic_t stop_requested;
+
+static void
+on_stop(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static long long
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+wd_options_defaults(struct wd_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->proc_root = "/proc";
+    o->nvml_path = "libnvidia-ml.so.1";
+    o->scan_ms = 5000;
+    o->nvml_retry_ms = 60000;
+    o->metrics_addr = "0.0.0.0";
+    o->metrics_port = 9464;
+    o->token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+    o->ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+    o->termination_log = "/dev/termination-log";
+}
+
+/* ---- logging ------------------------------------------------------- */
+
+/* Prints o as one JSON line with the time first, then frees it. The
+ * monotonic clock (mono_ms) is the one tests compare with. */
+static void
+logj(struct agent *a, const char *event, json_t *o)
+{
+    struct timespec ts;
+    struct tm tm;
+    char when[80];
+    char *s;
+
+    if (o == NULL)
+        return;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    snprintf(when, sizeof(when), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
+             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+             tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+    json_object_set_new(o, "time", json_string(when));
+    json_object_set_new(o, "mono_ms", json_integer(now_ms()));
+    json_object_set_new(o, "event", json_string(event));
+    (void)a;
+    s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (s != NULL) {
+        fputs(s, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+        free(s);
+    }
+    json_decref(o);
+}
+
+/* Puts the pod's identity in front of the fields of o; returns o. */
+static json_t *
+podj(const struct wpod *p, json_t *o)
+{
+    json_t *r =
+        json_pack("{s:s,s:s,s:s,s:s}", "namespace", p->ns[0] ? p->ns : "",
+                  "pod", p->name, "pod_uid", p->uid, "container", p->container);
+
+    if (r == NULL || o == NULL) {
+        json_decref(r);
+        return o;
+    }
+    json_object_update(r, o);
+    json_decref(o);
+    return r;
+}
+
+/* ---- signals and files, always after a start-time check -------------- */
+
+static int
+pidfd_open_(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    (void)pid;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/*
+ * Sends sig to pid only if it is still the process that started at start
+ * (field 22 of its stat). The pidfd is opened before the check, so the
+ * signal cannot reach a process that took the PID after the check.
+ * Returns 0 when sent, 1 when the PID is gone or reused (*why says which),
+ * -1 on another error.
+ */
+static int
+signal_checked(const char *root, pid_t pid, uint64_t start, int sig,
+               const char **why)
+{
+    struct wd_stat st;
+    int fd = pidfd_open_(pid), rc;
+
+    if (fd < 0 && errno == ESRCH) {
+        *why = "exited";
+        return 1;
+    }
+    if (wd_proc_stat(root, pid, &st) != 0 || st.state == 'Z' ||
+        st.state == 'X') {
+        *why = "exited";
+        rc = 1;
+    } else if (st.start != start) {
+        *why = "pid-reused";
+        rc = 1;
+    } else if (fd >= 0) {
+        rc = (int)syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0);
+        *why = rc == 0 ? "sent" : strerror(errno);
+        if (rc != 0)
+            rc = errno == ESRCH ? 1 : -1;
+    } else {
+        rc = kill(pid, sig);
+        *why = rc == 0 ? "sent" : strerror(errno);
+        if (rc != 0)
+            rc = errno == ESRCH ? 1 : -1;
+    }
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/*
+ * Writes data to path inside pid's root filesystem. The path is resolved
+ * with RESOLVE_IN_ROOT, so ".." and absolute symlinks stay inside the
+ * container, and the last component must not be a symlink. The start time
+ * is checked after the root is opened. Returns 0, or -1 with *why set.
+ */
+static int
+write_in_root(const char *root, pid_t pid, uint64_t start, const char *path,
+              const char *data, size_t len, const char **why)
+{
+    struct open_how how;
+    struct wd_stat st;
+    char rp[256];
+    int dfd, fd = -1, rc = -1;
+    size_t off = 0;
+
+    snprintf(rp, sizeof(rp), "%s/%d/root", root, (int)pid);
+    dfd = open(rp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        *why = strerror(errno);
+        return -1;
+    }
+    if (wd_proc_stat(root, pid, &st) != 0 || st.start != start) {
+        *why = "pid-reused";
+        goto done;
+    }
+    memset(&how, 0, sizeof(how));
+    how.flags = O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC;
+    how.mode = 0644;
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+    while (*path == '/')
+        path++;
+    fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+    if (fd < 0) {
+        *why = strerror(errno);
+        goto done;
+    }
+    while (off < len) {
+        ssize_t w = write(fd, data + off, len - off);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            *why = strerror(errno);
+            goto done;
+        }
+        off += (size_t)w;
+    }
+    *why = "written";
+    rc = 0;
+done:
+    if (fd >= 0)
+        close(fd);
+    close(dfd);
+    return rc;
+}
+
+/* ---- tables -------------------------------------------------------- */
+
+static void *
+grow(void *v, size_t *cap, size_t need, size_t size)
+{
+    size_t ncap;
+    void *nv;
+
+    if (need <= *cap)
+        return v;
+    ncap = *cap ? *cap * 2 : 16;
+    while (ncap < need)
+        ncap *= 2;
+    nv = realloc(v, ncap * size);
+    if (nv == NULL)
+        return NULL;
+    memset((char *)nv + *cap * size, 0, (ncap - *cap) * size);
+    *cap = ncap;
+    return nv;
+}
+
+static struct wproc *
+proc_find(struct agent *a, pid_t pid, uint64_t start)
+{
+    for (size_t i = 0; i < a->n_procs; i++)
+        if (a->procs[i].pid == pid && a->procs[i].start == start)
+            return &a->procs[i];
+    return NULL;
+}
+
+static int
+seen_cmp(const void *x, const void *y)
+{
+    const struct seen *a = x, *b = y;
+
+    if (a->pid != b->pid)
+        return a->pid < b->pid ? -1 : 1;
+    return a->start < b->start ? -1 : a->start > b->start;
+}
+
+static bool
+seen_has(const struct agent *a, pid_t pid, uint64_t start)
+{
+    struct seen k = {pid, start};
+
+    return a->seen.n > 0 &&
+           bsearch(&k, a->seen.v, a->seen.n, sizeof(k), seen_cmp) != NULL;
+}
+
+static int
+seen_add(struct agent *a, pid_t pid, uint64_t start)
+{
+    struct seenbuf *b = &a->seen_next;
+    struct seen *ns = grow(b->v, &b->cap, b->n + 1, sizeof(*ns));
+
+    if (ns == NULL)
+        return -1;
+    b->v = ns;
+    ns[b->n].pid = pid;
+    ns[b->n].start = start;
+    b->n++;
+    return 0;
+}
+
+static ssize_t
+pod_find(struct agent *a, const char *uid)
+{
+    for (size_t i = 0; i < a->n_pods; i++)
+        if (a->pods[i].used && strcmp(a->pods[i].uid, uid) == 0)
+            return (ssize_t)i;
+    return -1;
+}
+
+static void
+copy_env(const char *env, size_t len, const char *name, char *out, size_t n)
+{
+    size_t vl;
+    const char *v = wd_environ_find(env, len, name, &vl);
+
+    out[0] = '\0';
+    if (v == NULL)
+        return;
+    if (vl >= n)
+        vl = n - 1;
+    for (size_t i = 0; i < vl; i++)
+        out[i] = isprint((unsigned char)v[i]) ? v[i] : '?';
+    out[vl] = '\0';
+}
+
+/*
+ * True when none of the pod's known processes is alive any more (checked
+ * now, not at the last period), and drops them: a process that joins such
+ * a pod belongs to a restarted container, not to the one being stopped.
+ */
+static bool
+pod_restarted(struct agent *a, size_t pi)
+{
+    size_t out = 0;
+
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct wproc *w = &a->procs[i];
+        struct wd_stat st;
+
+        if (w->pod != pi || !w->alive)
+            continue;
+        if (wd_proc_stat(a->o->proc_root, w->pid, &st) == 0 &&
+            st.start == w->start && st.state != 'Z' && st.state != 'X')
+            return false;
+    }
+    for (size_t i = 0; i < a->n_procs; i++)
+        if (a->procs[i].pod != pi)
+            a->procs[out++] = a->procs[i];
+    a->n_procs = out;
+    return true;
+}
+
+/* A newly found process: opted in? which pod? */
+static void
+proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
+{
+    const struct wd_options *o = a->o;
+    struct wd_podref ref;
+    struct ng_error err;
+    struct wd_spec spec;
+    struct wproc *wp;
+    struct wpod *pod;
+    char cg[4096];
+    const char *v;
+    size_t vl;
+    ssize_t n, envlen, pi;
+    long long t = now_ms();
+
+    envlen = wd_proc_read(o->proc_root, pid, "environ", a->envbuf, ENVIRON_MAX);
+    if (envlen < 0 || (v = wd_environ_find(a->envbuf, (size_t)envlen,
+                                           WD_ENV_NAME, &vl)) == NULL) {
+        seen_add(a, pid, st->start);
+        return;
+    }
+    if (wd_spec_parse(v, vl, &spec, &err) != 0) {
+        logj(a, "bad-spec",
+             json_pack("{s:i,s:s#,s:s}", "pid", (int)pid, "value", v,
+                       (int)(vl > 200 ? 200 : vl), "error", err.msg));
+        seen_add(a, pid, st->start);
+        return;
+    }
+    memset(&ref, 0, sizeof(ref));
+    n = wd_proc_read(o->proc_root, pid, "cgroup", cg, sizeof(cg));
+    if (n < 0 || wd_cgroup_parse(cg, (size_t)n, &ref) != 0) {
+        char uid[64];
+
+        copy_env(a->envbuf, (size_t)envlen, "NCCLGUARD_POD_UID", uid,
+                 sizeof(uid));
+        if (!o->pod_from_env || uid[0] == '\0' || strlen(uid) > 36) {
+            logj(a, "not-a-pod",
+                 json_pack("{s:i,s:s}", "pid", (int)pid, "why",
+                           "opted in but its cgroup names no pod; ignored"));
+            seen_add(a, pid, st->start);
+            return;
+        }
+        snprintf(ref.pod_uid, sizeof(ref.pod_uid), "%.36s", uid);
+    }
+    pi = pod_find(a, ref.pod_uid);
+    if (pi < 0) {
+        /* Reuse the slot of a pod that is gone, else grow. */
+        for (size_t i = 0; i < a->n_pods && pi < 0; i++)
+            if (!a->pods[i].used)
+                pi = (ssize_t)i;
+        if (pi < 0) {
+            struct wpod *np =
+                grow(a->pods, &a->cap_pods, a->n_pods + 1, sizeof(*np));
+
+            if (np == NULL)
+                return;
+            a->pods = np;
+            pi = (ssize_t)a->n_pods++;
+        }
+        pod = &a->pods[pi];
+        memset(pod, 0, sizeof(*pod));
+        pod->used = true;
+        snprintf(pod->uid, sizeof(pod->uid), "%s", ref.pod_uid);
+        snprintf(pod->container, sizeof(pod->container), "%s",
+                 ref.container_id);
+        copy_env(a->envbuf, (size_t)envlen, "NCCLGUARD_POD_NAME", pod->name,
+                 sizeof(pod->name));
+        copy_env(a->envbuf, (size_t)envlen, "NCCLGUARD_POD_NAMESPACE", pod->ns,
+                 sizeof(pod->ns));
+        pod->spec = spec;
+        if (wd_spec_format(&spec, pod->spec_text, sizeof(pod->spec_text)) != 0)
+            pod->spec_text[0] = '\0';
+        pod->watch_ms = pod->last_ms = t;
+        pod->next_ms = t + spec.period_ms;
+    }
+    pod = &a->pods[pi];
+    if (pod->state != POD_WATCH && pod->state != POD_REPORTED &&
+        pod_restarted(a, (size_t)pi)) {
+        /* The restart worked: the kubelet started the container again in
+         * the same pod. Watch it afresh. */
+        pod->spec = spec;
+        if (wd_spec_format(&spec, pod->spec_text, sizeof(pod->spec_text)) != 0)
+            pod->spec_text[0] = '\0';
+        pod->state = POD_WATCH;
+        pod->rule.idle = 0;
+        pod->watch_ms = pod->last_ms = t;
+        pod->next_ms = t + spec.period_ms;
+        free(pod->q);
+        pod->q = NULL;
+        pod->n_q = 0;
+        logj(a, "rewatch", podj(pod, json_pack("{s:i}", "pid", (int)pid)));
+    }
+    wp = grow(a->procs, &a->cap_procs, a->n_procs + 1, sizeof(*wp));
+    if (wp == NULL)
+        return;
+    a->procs = wp;
+    wp = &a->procs[a->n_procs++];
+    wp->pid = pid;
+    wp->start = st->start;
+    wp->prev_ticks = st->cpu_ticks;
+    wp->pod = (size_t)pi;
+    wp->alive = true;
+    logj(a, "watch",
+         podj(pod, json_pack("{s:i,s:I,s:s,s:s}", "pid", (int)pid, "start",
+                             (json_int_t)st->start, "spec", pod->spec_text,
+                             "state", state_names[pod->state])));
+}
+
+/* Walks /proc: new opted-in processes join their pod. */
+static void
+scan(struct agent *a)
+{
+    struct dirent *de;
+    DIR *d = opendir(a->o->proc_root);
+
+    if (d == NULL) {
+        logj(a, "error",
+             json_pack("{s:s,s:s}", "what", "cannot read /proc", "why",
+                       strerror(errno)));
+        return;
+    }
+    a->seen_next.n = 0;
+    while ((de = readdir(d)) != NULL) {
+        struct wd_stat st;
+        char *end;
+        long pid;
+
+        if (!isdigit((unsigned char)de->d_name[0]))
+            continue;
+        errno = 0;
+        pid = strtol(de->d_name, &end, 10);
+        if (errno != 0 || *end != '\0' || pid <= 0 || pid > INT32_MAX)
+            continue;
+        if (pid == (long)getpid())
+            continue;
+        if (wd_proc_stat(a->o->proc_root, (pid_t)pid, &st) != 0)
+            continue;
+        if (proc_find(a, (pid_t)pid, st.start) != NULL)
+            continue;
+        if (seen_has(a, (pid_t)pid, st.start)) {
+            seen_add(a, (pid_t)pid, st.start);
+            continue;
+        }
+        proc_consider(a, (pid_t)pid, &st);
+    }
+    closedir(d);
+    /* Keep only what still exists: the cache is rebuilt on every walk. */
+    {
+        struct seenbuf t = a->seen;
+
+        a->seen = a->seen_next;
+        a->seen_next = t;
+    }
+    qsort(a->seen.v, a->seen.n, sizeof(*a->seen.v), seen_cmp);
+}
+
+/* ---- one period of one pod ------------------------------------------ */
+
+static int
+u64_cmp(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+    return a < b ? -1 : a > b;
+}
+
+static int
+sockq_cmp(const void *x, const void *y)
+{
+    const struct sockq *a = x, *b = y;
+
+    return a->inode < b->inode ? -1 : a->inode > b->inode;
+}
+
+/* Reads net/tcp and tcp6 of pid (its network namespace) into a->tcp. */
+static size_t
+tcp_table(struct agent *a, pid_t pid)
+{
+    static const char *const files[] = {"net/tcp", "net/tcp6"};
+    size_t n = 0;
+
+    for (int f = 0; f < 2; f++) {
+        ssize_t len = wd_proc_read(a->o->proc_root, pid, files[f], a->tcpbuf,
+                                   TCP_TEXT_MAX);
+
+        if (len > 0)
+            n += wd_tcp_parse(a->tcpbuf, (size_t)len, a->tcp + n,
+                              MAX_TCP_ROWS - n, NULL);
+    }
+    return n;
+}
+
+/* Sockets of the pod's processes: counts, and the queues to compare with
+ * the next period. */
+static void
+pod_sockets(struct agent *a, struct wpod *pod, size_t pi, struct wd_period *pr)
+{
+    size_t n_ino = 0, n_rows, n_q = 0;
+    pid_t first = 0;
+    struct sockq *q;
+
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct wproc *w = &a->procs[i];
+        ssize_t k;
+
+        if (w->pod != pi || !w->alive)
+            continue;
+        if (first == 0)
+            first = w->pid;
+        k = wd_proc_socket_inodes(a->o->proc_root, w->pid, a->inodes + n_ino,
+                                  MAX_SOCKETS - n_ino);
+        if (k > 0)
+            n_ino += (size_t)k;
+    }
+    qsort(a->inodes, n_ino, sizeof(*a->inodes), u64_cmp);
+    n_rows = first ? tcp_table(a, first) : 0;
+    q = calloc(n_ino ? n_ino : 1, sizeof(*q));
+    if (q == NULL)
+        return;
+    for (size_t r = 0; r < n_rows; r++) {
+        const struct wd_tcp *t = &a->tcp[r];
+        struct sockq key, *old;
+
+        if (t->inode == 0 || bsearch(&t->inode, a->inodes, n_ino,
+                                     sizeof(*a->inodes), u64_cmp) == NULL)
+            continue;
+        pr->sockets++;
+        if (t->state == WD_TCP_CLOSE_WAIT)
+            pr->close_wait++;
+        if (t->state != WD_TCP_ESTABLISHED ||
+            (t->tx_queue == 0 && t->rx_queue == 0) || n_q >= n_ino)
+            continue;
+        key.inode = t->inode;
+        old = pod->n_q ? bsearch(&key, pod->q, pod->n_q, sizeof(key), sockq_cmp)
+                       : NULL;
+        if (old != NULL && old->tx == t->tx_queue && old->rx == t->rx_queue)
+            pr->stuck_queues++;
+        q[n_q].inode = t->inode;
+        q[n_q].tx = t->tx_queue;
+        q[n_q].rx = t->rx_queue;
+        n_q++;
+    }
+    qsort(q, n_q, sizeof(*q), sockq_cmp);
+    free(pod->q);
+    pod->q = q;
+    pod->n_q = n_q;
+}
+
+/* GPUs that run one of the pod's processes, and how many worked. */
+static void
+pod_gpus(struct agent *a, size_t pi, struct wd_period *pr)
+{
+    const struct wd_gpus *g = a->gpus;
+
+    pr->gpu_known = g->ok;
+    if (!g->ok)
+        return;
+    for (size_t d = 0; d < g->n; d++) {
+        bool mine = false;
+
+        for (size_t k = 0; k < g->gpu[d].n_pids && !mine; k++)
+            for (size_t i = 0; i < a->n_procs && !mine; i++)
+                mine = a->procs[i].pod == pi && a->procs[i].alive &&
+                       a->procs[i].pid == g->gpu[d].pids[k];
+        if (!mine)
+            continue;
+        pr->gpus++;
+        if (g->gpu[d].util > 0)
+            pr->gpus_busy++;
+    }
+}
+
+static void pod_hang(struct agent *a, struct wpod *pod, size_t pi);
+
+/* Drops the pod's dead processes; returns how many are left. */
+static size_t
+pod_refresh(struct agent *a, size_t pi, uint64_t *ticks)
+{
+    size_t left = 0;
+
+    *ticks = 0;
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct wproc *w = &a->procs[i];
+        struct wd_stat st;
+
+        if (w->pod != pi || !w->alive)
+            continue;
+        if (wd_proc_stat(a->o->proc_root, w->pid, &st) != 0 ||
+            st.start != w->start || st.state == 'Z' || st.state == 'X') {
+            w->alive = false;
+            logj(a, "exited",
+                 podj(&a->pods[pi], json_pack("{s:i}", "pid", (int)w->pid)));
+            continue;
+        }
+        if (st.cpu_ticks > w->prev_ticks)
+            *ticks += st.cpu_ticks - w->prev_ticks;
+        w->prev_ticks = st.cpu_ticks;
+        left++;
+    }
+    return left;
+}
+
+static void
+pod_forget(struct agent *a, size_t pi)
+{
+    struct wpod *pod = &a->pods[pi];
+    size_t out = 0;
+
+    logj(a, "gone",
+         podj(pod, json_pack("{s:s}", "state", state_names[pod->state])));
+    free(pod->q);
+    pod->q = NULL;
+    pod->n_q = 0;
+    pod->used = false;
+    for (size_t i = 0; i < a->n_procs; i++)
+        if (a->procs[i].pod != pi)
+            a->procs[out++] = a->procs[i];
+    a->n_procs = out;
+}
+
+static void
+pod_sample(struct agent *a, size_t pi, long long t)
+{
+    struct wpod *pod = &a->pods[pi];
+    struct wd_period pr;
+    enum wd_verdict v;
+    uint64_t ticks;
+    long long elapsed = t - pod->last_ms;
+    bool fired;
+
+    memset(&pr, 0, sizeof(pr));
+    if (pod_refresh(a, pi, &ticks) == 0) {
+        pod_forget(a, pi);
+        return;
+    }
+    if (elapsed <= 0)
+        elapsed = 1;
+    pr.cpu_milli = (int64_t)((long double)ticks * 1000.0L * 1000.0L /
+                             (long double)a->clk_tck / (long double)elapsed);
+    pod_gpus(a, pi, &pr);
+    pod_sockets(a, pod, pi, &pr);
+    v = wd_rule_judge(&pod->spec, &pr);
+    fired = wd_rule_step(&pod->rule, &pod->spec, v);
+    pod->last = pr;
+    pod->last_ms = t;
+    while (pod->next_ms <= t)
+        pod->next_ms += pod->spec.period_ms;
+    if (a->o->verbose)
+        logj(a, "period",
+             podj(pod, json_pack("{s:s,s:i,s:b,s:i,s:i,s:I,s:i,s:i,s:i,s:s}",
+                                 "verdict", wd_verdict_name(v), "idle_periods",
+                                 pod->rule.idle, "gpu_known", pr.gpu_known,
+                                 "gpus", pr.gpus, "gpus_busy", pr.gpus_busy,
+                                 "cpu_milli", (json_int_t)pr.cpu_milli,
+                                 "sockets", pr.sockets, "close_wait",
+                                 pr.close_wait, "stuck_queues", pr.stuck_queues,
+                                 "state", state_names[pod->state])));
+    if (pod->state == POD_REPORTED && v != WD_IDLE) {
+        pod->state = POD_WATCH;
+        logj(a, "recovered",
+             podj(pod, json_pack("{s:s}", "verdict", wd_verdict_name(v))));
+    }
+    if (fired && pod->state == POD_WATCH)
+        pod_hang(a, pod, pi);
+}
+
+/* ---- actions -------------------------------------------------------- */
+
+static void
+duration_text(long long ms, char *buf, size_t n)
+{
+    if (ms % 1000 == 0)
+        snprintf(buf, n, "%llds", ms / 1000);
+    else
+        snprintf(buf, n, "%lldms", ms);
+}
+
+/* Signals every live process of the pod (start time checked first). */
+static int
+pod_signal(struct agent *a, size_t pi, int sig, bool only_catchers,
+           const char *what)
+{
+    struct wpod *pod = &a->pods[pi];
+    int sent = 0;
+
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct wproc *w = &a->procs[i];
+        const char *why = "";
+        int rc;
+
+        if (w->pod != pi || !w->alive)
+            continue;
+        if (only_catchers) {
+            char st[4096];
+            ssize_t n =
+                wd_proc_read(a->o->proc_root, w->pid, "status", st, sizeof(st));
+
+            if (n <= 0 || !wd_status_catches(st, (size_t)n, sig)) {
+                logj(a, "action",
+                     podj(pod, json_pack("{s:s,s:i,s:s,s:s}", "action", what,
+                                         "pid", (int)w->pid, "signal",
+                                         wd_signal_name(sig), "result",
+                                         "not-sent: the process does not "
+                                         "catch it")));
+                continue;
+            }
+        }
+        rc = signal_checked(a->o->proc_root, w->pid, w->start, sig, &why);
+        if (rc == 0)
+            sent++;
+        if (rc == 1 && strcmp(why, "pid-reused") == 0)
+            a->m.pid_reused++;
+        if (rc != 0)
+            w->alive = rc == 1 ? false : w->alive;
+        logj(a, "action",
+             podj(pod, json_pack("{s:s,s:i,s:s,s:s}", "action", what, "pid",
+                                 (int)w->pid, "signal",
+                                 sig == SIGTERM   ? "SIGTERM"
+                                 : sig == SIGKILL ? "SIGKILL"
+                                                  : wd_signal_name(sig),
+                                 "result", why)));
+    }
+    return sent;
+}
+
+/* The first live process of the pod, for writes into its container. */
+static struct wproc *
+pod_first(struct agent *a, size_t pi)
+{
+    for (size_t i = 0; i < a->n_procs; i++)
+        if (a->procs[i].pod == pi && a->procs[i].alive)
+            return &a->procs[i];
+    return NULL;
+}
+
+static void
+post_event(struct agent *a, struct wpod *pod, const char *msg)
+{
+    char why[300], ts[40], name[300];
+    struct timespec now;
+    struct tm tm;
+    json_t *ev;
+    char *body;
+    long code;
+
+    if (a->ev.api_server == NULL || a->ev.api_server[0] == '\0')
+        return;
+    if (pod->name[0] == '\0' || pod->ns[0] == '\0') {
+        logj(a, "event",
+             podj(pod, json_pack("{s:s}", "result",
+                                 "not-sent: the pod's name or namespace is "
+                                 "unknown (no NCCLGUARD_POD_NAME or "
+                                 "NCCLGUARD_POD_NAMESPACE)")));
+        return;
+    }
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(name, sizeof(name), "%.200s.ncclhang-", pod->name);
+    ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:s,s:s},s:s,s:s,s:s,"
+                   "s:{s:s,s:s},s:s,s:s,s:i,s:s,s:s}",
+                   "apiVersion", "v1", "kind", "Event", "metadata",
+                   "generateName", name, "namespace", pod->ns, "involvedObject",
+                   "apiVersion", "v1", "kind", "Pod", "name", pod->name,
+                   "namespace", pod->ns, "uid", pod->uid, "reason", "NCCLHang",
+                   "message", msg, "type", "Warning", "source", "component",
+                   "ncclguard-watchdog", "host",
+                   a->o->node_name ? a->o->node_name : "", "firstTimestamp", ts,
+                   "lastTimestamp", ts, "count", 1, "reportingComponent",
+                   "ncclguard-watchdog", "reportingInstance",
+                   a->o->node_name ? a->o->node_name : "");
+    body = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+    json_decref(ev);
+    if (body == NULL)
+        return;
+    why[0] = '\0';
+    code = wd_event_post(&a->ev, pod->ns, body, why, sizeof(why));
+    free(body);
+    if (code == 201)
+        a->m.events++;
+    else
+        a->m.event_errors++;
+    logj(a, "event",
+         podj(pod, json_pack("{s:I,s:s}", "status", (json_int_t)code, "result",
+                             code == 201 ? "created" : why)));
+}
+
+static void
+pod_hang(struct agent *a, struct wpod *pod, size_t pi)
+{
+    const struct wd_spec *s = &pod->spec;
+    const struct wd_period *pr = &pod->last;
+    char msg[600], period[24], grace[24], report[1200];
+    struct wproc *first = pod_first(a, pi);
+    bool asked = false;
+    size_t used;
+
+    a->m.hangs++;
+    duration_text(s->period_ms, period, sizeof(period));
+    duration_text(s->grace_ms, grace, sizeof(grace));
+    used = (size_t)snprintf(
+        msg, sizeof(msg),
+        "NCCLHang: %d/%d GPUs idle %dx%s, CPU %lld.%01lld cores, %d sockets "
+        "CLOSE_WAIT, %d queues stuck",
+        pr->gpus, pr->gpus, s->idle_periods, period,
+        (long long)(pr->cpu_milli / 1000),
+        (long long)(pr->cpu_milli % 1000 / 100), pr->close_wait,
+        pr->stuck_queues);
+    if (s->action == WD_ACTION_REPORT) {
+        snprintf(msg + used, sizeof(msg) - used, "; action: report only");
+        pod->state = POD_REPORTED;
+    } else {
+        asked = s->checkpoint_signal != 0 || s->checkpoint_file[0] != '\0';
+        if (asked)
+            snprintf(msg + used, sizeof(msg) - used,
+                     "; checkpoint requested; SIGTERM at +%s", grace);
+        else
+            snprintf(msg + used, sizeof(msg) - used,
+                     "; no checkpoint configured; SIGTERM now");
+    }
+    logj(a, "hang",
+         podj(pod,
+              json_pack("{s:s,s:i,s:i,s:i,s:I,s:i,s:i,s:s,s:I}", "message", msg,
+                        "idle_periods", pod->rule.idle, "gpus", pr->gpus,
+                        "gpus_busy", pr->gpus_busy, "cpu_milli",
+                        (json_int_t)pr->cpu_milli, "close_wait", pr->close_wait,
+                        "stuck_queues", pr->stuck_queues, "action",
+                        s->action == WD_ACTION_RESTART ? "restart" : "report",
+                        "since_watch_ms",
+                        (json_int_t)(now_ms() - pod->watch_ms))));
+    if (s->action == WD_ACTION_RESTART && first != NULL &&
+        a->o->termination_log != NULL && a->o->termination_log[0] != '\0') {
+        const char *why;
+        int n = snprintf(report, sizeof(report),
+                         "ncclguard-watchdog: %s\npod %s/%s uid %s\n"
+                         "spec %s\n",
+                         msg, pod->ns, pod->name, pod->uid, pod->spec_text);
+
+        if (n > 0 &&
+            write_in_root(a->o->proc_root, first->pid, first->start,
+                          a->o->termination_log, report,
+                          (size_t)n < sizeof(report) ? (size_t)n
+                                                     : sizeof(report) - 1,
+                          &why) == 0)
+            a->m.report_files++;
+        logj(
+            a, "action",
+            podj(pod, json_pack("{s:s,s:s,s:s}", "action", "hang-report",
+                                "path", a->o->termination_log, "result", why)));
+    }
+    if (s->action != WD_ACTION_RESTART) {
+        post_event(a, pod, msg);
+        return;
+    }
+    if (s->checkpoint_file[0] != '\0' && first != NULL) {
+        const char *why;
+        char body[200];
+        int n = snprintf(body, sizeof(body), "hang detected; SIGTERM in %s\n",
+                         grace);
+
+        if (write_in_root(a->o->proc_root, first->pid, first->start,
+                          s->checkpoint_file, body, (size_t)n, &why) == 0)
+            a->m.checkpoint_file++;
+        logj(a, "action",
+             podj(pod, json_pack("{s:s,s:s,s:s}", "action", "checkpoint-file",
+                                 "path", s->checkpoint_file, "result", why)));
+    }
+    if (s->checkpoint_signal != 0)
+        a->m.checkpoint_signal += (unsigned long long)pod_signal(
+            a, pi, s->checkpoint_signal,
+            wd_signal_kills_by_default(s->checkpoint_signal),
+            "checkpoint-signal");
+    pod->state = POD_GRACE;
+    pod->deadline_ms = now_ms() + (asked ? s->grace_ms : 0);
+    /* The Event last: its POST may take up to its timeout, and the
+     * checkpoint request should not wait for the API server. */
+    post_event(a, pod, msg);
+}
+
+/* Moves pods in the restart sequence along when their deadline passed. */
+static void
+actions_due(struct agent *a, long long t)
+{
+    for (size_t pi = 0; pi < a->n_pods; pi++) {
+        struct wpod *pod = &a->pods[pi];
+
+        if (!pod->used || t < pod->deadline_ms)
+            continue;
+        if (pod->state == POD_GRACE) {
+            a->m.sigterm += (unsigned long long)pod_signal(a, pi, SIGTERM,
+                                                           false, "sigterm");
+            pod->state = POD_TERM;
+            pod->deadline_ms = t + pod->spec.term_ms;
+        } else if (pod->state == POD_TERM) {
+            a->m.sigkill += (unsigned long long)pod_signal(a, pi, SIGKILL,
+                                                           false, "sigkill");
+            pod->state = POD_DONE;
+        }
+    }
+}
+
+/* ---- /metrics -------------------------------------------------------- */
+
+static void
+label(char *out, size_t n, const char *s)
+{
+    size_t o = 0;
+
+    for (; *s != '\0' && o + 3 < n; s++) {
+        if (*s == '"' || *s == '\\')
+            out[o++] = '\\';
+        out[o++] = *s == '\n' ? ' ' : *s;
+    }
+    out[o] = '\0';
+}
+
+static size_t
+metrics_text(struct agent *a, char *buf, size_t n)
+{
+    size_t u = 0, watched = 0;
+    const struct metrics *m = &a->m;
+
+#define OUT(...)                                                               \
+    do {                                                                       \
+        int w_ = snprintf(buf + u, n - u, __VA_ARGS__);                        \
+        if (w_ < 0 || (size_t)w_ >= n - u)                                     \
+            return u;                                                          \
+        u += (size_t)w_;                                                       \
+    } while (0)
+    for (size_t i = 0; i < a->n_pods; i++)
+        watched += a->pods[i].used;
+    OUT("# HELP ncclguard_watchdog_nvml_up Whether NVML answered the last "
+        "read.\n# TYPE ncclguard_watchdog_nvml_up gauge\n"
+        "ncclguard_watchdog_nvml_up %d\n",
+        a->gpus->ok ? 1 : 0);
+    OUT("# HELP ncclguard_watchdog_watched_pods Pods with opted-in "
+        "processes.\n# TYPE ncclguard_watchdog_watched_pods gauge\n"
+        "ncclguard_watchdog_watched_pods %zu\n",
+        watched);
+    OUT("# HELP ncclguard_watchdog_idle_periods Consecutive idle periods "
+        "per pod.\n# TYPE ncclguard_watchdog_idle_periods gauge\n");
+    for (size_t i = 0; i < a->n_pods; i++) {
+        const struct wpod *p = &a->pods[i];
+        char ns[140], name[520];
+
+        if (!p->used)
+            continue;
+        label(ns, sizeof(ns), p->ns);
+        label(name, sizeof(name), p->name);
+        OUT("ncclguard_watchdog_idle_periods{namespace=\"%s\",pod=\"%s\","
+            "pod_uid=\"%s\"} %d\n",
+            ns, name, p->uid, p->rule.idle);
+    }
+    OUT("# HELP ncclguard_watchdog_hangs_total Hangs detected.\n"
+        "# TYPE ncclguard_watchdog_hangs_total counter\n"
+        "ncclguard_watchdog_hangs_total %llu\n",
+        m->hangs);
+    OUT("# HELP ncclguard_watchdog_actions_total Actions taken, by kind.\n"
+        "# TYPE ncclguard_watchdog_actions_total counter\n"
+        "ncclguard_watchdog_actions_total{action=\"checkpoint_signal\"} %llu\n"
+        "ncclguard_watchdog_actions_total{action=\"checkpoint_file\"} %llu\n"
+        "ncclguard_watchdog_actions_total{action=\"sigterm\"} %llu\n"
+        "ncclguard_watchdog_actions_total{action=\"sigkill\"} %llu\n"
+        "ncclguard_watchdog_actions_total{action=\"event\"} %llu\n"
+        "ncclguard_watchdog_actions_total{action=\"hang_report\"} %llu\n",
+        m->checkpoint_signal, m->checkpoint_file, m->sigterm, m->sigkill,
+        m->events, m->report_files);
+    OUT("# HELP ncclguard_watchdog_event_errors_total Event POSTs that "
+        "failed.\n# TYPE ncclguard_watchdog_event_errors_total counter\n"
+        "ncclguard_watchdog_event_errors_total %llu\n",
+        m->event_errors);
+    OUT("# HELP ncclguard_watchdog_pid_reused_total Signals not sent because "
+        "the PID now names another process.\n"
+        "# TYPE ncclguard_watchdog_pid_reused_total counter\n"
+        "ncclguard_watchdog_pid_reused_total %llu\n",
+        m->pid_reused);
+#undef OUT
+    return u;
+}
+
+/* Answers one connection: GET /metrics or /healthz, else 404. Bounded: one
+ * read of at most 2 KiB within 200 ms. */
+static void
+metrics_serve(struct agent *a)
+{
+    char req[2048], head[200];
+    static char body[1 << 17];
+    struct pollfd pf;
+    const char *status = "404 Not Found";
+    size_t blen = 0;
+    ssize_t r;
+    int c = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+    if (c < 0)
+        return;
+    pf.fd = c;
+    pf.events = POLLIN;
+    if (poll(&pf, 1, 200) == 1 && (r = read(c, req, sizeof(req) - 1)) > 0) {
+        req[r] = '\0';
+        if (strncmp(req, "GET /metrics ", 13) == 0) {
+            status = "200 OK";
+            blen = metrics_text(a, body, sizeof(body));
+        } else if (strncmp(req, "GET /healthz ", 13) == 0) {
+            status = "200 OK";
+            blen = (size_t)snprintf(body, sizeof(body), "ok\n");
+        }
+        snprintf(head, sizeof(head),
+                 "HTTP/1.0 %s\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                 status, blen);
+        if (write(c, head, strlen(head)) >= 0 && blen > 0 &&
+            write(c, body, blen) < 0)
+            blen = 0;
+    }
+    close(c);
+}
+
+static int
+metrics_listen(struct agent *a)
+{
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof(sa);
+    int one = 1;
+
+    a->listen_fd = -1;
+    if (a->o->metrics_addr == NULL)
+        return 0;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)a->o->metrics_port);
+    if (inet_pton(AF_INET, a->o->metrics_addr, &sa.sin_addr) != 1) {
+        fprintf(stderr, "ncclguard-watchdog: bad --metrics-addr %s\n",
+                a->o->metrics_addr);
+        return -1;
+    }
+    a->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (a->listen_fd < 0)
+        return -1;
+    setsockopt(a->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(a->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        listen(a->listen_fd, 16) != 0 ||
+        getsockname(a->listen_fd, (struct sockaddr *)&sa, &sl) != 0) {
+        fprintf(stderr, "ncclguard-watchdog: cannot listen on %s:%d: %s\n",
+                a->o->metrics_addr, a->o->metrics_port, strerror(errno));
+        return -1;
+    }
+    if (a->o->port_file != NULL) {
+        FILE *f = fopen(a->o->port_file, "w");
+
+        if (f != NULL) {
+            fprintf(f, "%d\n", ntohs(sa.sin_port));
+            fclose(f);
+        }
+    }
+    return 0;
+}
+
+/* ---- the loop --------------------------------------------------------- */
+
+static void
+nvml_sample(struct agent *a, long long t)
+{
+    bool ok = wd_nvml_read(a->nvml, a->gpus, t, a->o->nvml_retry_ms);
+
+    if (ok && !a->nvml_was_up)
+        logj(a, "nvml",
+             json_pack("{s:s,s:i}", "state", "up", "gpus", (int)a->gpus->n));
+    if (!ok && (a->nvml_was_up || !a->nvml_logged_down)) {
+        logj(a, "nvml",
+             json_pack("{s:s,s:s,s:s}", "state", "down", "why", a->gpus->why,
+                       "effect",
+                       "no pod is judged until NVML answers; "
+                       "retrying"));
+        a->nvml_logged_down = true;
+    }
+    a->nvml_was_up = ok;
+}
+
+static void
+agent_release(struct agent *a)
+{
+    for (size_t i = 0; i < a->n_pods; i++)
+        free(a->pods[i].q);
+    free(a->pods);
+    free(a->procs);
+    free(a->seen.v);
+    free(a->seen_next.v);
+    free(a->tcp);
+    free(a->inodes);
+    free(a->envbuf);
+    free(a->tcpbuf);
+    free(a->gpus);
+    wd_nvml_free(a->nvml);
+    if (a->listen_fd >= 0)
+        close(a->listen_fd);
+}
+
+int
+wd_agent_run(const struct wd_options *o)
+{
+    struct sigaction sa;
+    struct agent a;
+    long long next_scan, t;
+    int rc = 1;
+
+    memset(&a, 0, sizeof(a));
+    a.o = o;
+    a.listen_fd = -1;
+    a.t0_ms = now_ms();
+    a.clk_tck = sysconf(_SC_CLK_TCK);
+    if (a.clk_tck <= 0)
+        a.clk_tck = 100;
+    a.ev.api_server = o->api_server;
+    a.ev.token_file = o->token_file;
+    a.ev.ca_file = o->ca_file;
+    a.ev.timeout_ms = 3000;
+    a.nvml = wd_nvml_new(o->nvml_path);
+    a.gpus = calloc(1, sizeof(*a.gpus));
+    a.tcp = calloc(MAX_TCP_ROWS, sizeof(*a.tcp));
+    a.inodes = calloc(MAX_SOCKETS, sizeof(*a.inodes));
+    a.envbuf = malloc(ENVIRON_MAX);
+    a.tcpbuf = malloc(TCP_TEXT_MAX);
+    if (!a.nvml || !a.gpus || !a.tcp || !a.inodes || !a.envbuf || !a.tcpbuf) {
+        fprintf(stderr, "ncclguard-watchdog: out of memory\n");
+        goto done;
+    }
+    if (metrics_listen(&a) != 0)
+        goto done;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    logj(&a, "start",
+         json_pack("{s:s,s:s,s:I,s:s}", "proc", o->proc_root, "nvml",
+                   o->nvml_path, "scan_ms", (json_int_t)o->scan_ms, "events",
+                   o->api_server && o->api_server[0] ? o->api_server : "off"));
+    nvml_sample(&a, now_ms());
+    next_scan = now_ms();
+    while (!stop_requested) {
+        long long wake;
+        struct pollfd pf;
+        bool due = false;
+
+        t = now_ms();
+        if (o->run_ms > 0 && t - a.t0_ms >= o->run_ms)
+            break;
+        if (t >= next_scan) {
+            scan(&a);
+            next_scan = t + o->scan_ms;
+        }
+        t = now_ms();
+        for (size_t i = 0; i < a.n_pods && !due; i++)
+            due = a.pods[i].used && a.pods[i].next_ms <= t;
+        if (due) {
+            nvml_sample(&a, t);
+            for (size_t i = 0; i < a.n_pods; i++)
+                if (a.pods[i].used && a.pods[i].next_ms <= t)
+                    pod_sample(&a, i, t);
+        }
+        actions_due(&a, now_ms());
+        /* Sleep until the next period, deadline or scan. */
+        wake = next_scan;
+        for (size_t i = 0; i < a.n_pods; i++) {
+            const struct wpod *p = &a.pods[i];
+
+            if (!p->used)
+                continue;
+            if (p->next_ms < wake)
+                wake = p->next_ms;
+            if ((p->state == POD_GRACE || p->state == POD_TERM) &&
+                p->deadline_ms < wake)
+                wake = p->deadline_ms;
+        }
+        if (o->run_ms > 0 && a.t0_ms + o->run_ms < wake)
+            wake = a.t0_ms + o->run_ms;
+        t = now_ms();
+        pf.fd = a.listen_fd;
+        pf.events = POLLIN;
+        if (poll(&pf, a.listen_fd >= 0 ? 1 : 0,
+                 wake > t ? (int)(wake - t) : 0) == 1)
+            metrics_serve(&a);
+    }
+    logj(&a, "stop", json_object());
+    rc = 0;
+done:
+    agent_release(&a);
+    return rc;
+}

@@ -1,0 +1,52 @@
+# watchdog/: the node agent build/ncclguard-watchdog (NVML through dlopen,
+# /proc and cgroups, libcurl for the one Event POST), its fake NVML and its
+# tests. No GPU is needed to build or test it.
+#
+#   make watchdog          build $(BUILD)/ncclguard-watchdog and the fakes
+#   make check-watchdog    run tests/watchdog against real child processes
+#
+# wdspec.c (the NCCLGUARD_WATCHDOG format) is shared with the webhook, so it
+# goes into the library too.
+LIB_SRCS += watchdog/wdspec.c
+UNIT_TESTS += wd_spec wd_cgroup wd_procfs wd_rule
+DEB_PKGS += libcurl4-openssl-dev python3
+
+WD_SRCS := watchdog/main.c watchdog/agent.c watchdog/cgroup.c \
+	watchdog/procfs.c watchdog/nvml.c watchdog/rule.c watchdog/event.c
+WD_OBJS = $(WD_SRCS:%.c=$(BUILD)/obj/%.o)
+WD_LIBS := $(shell pkg-config --libs libcurl jansson 2>/dev/null) -ldl
+WD_TESTBINS = $(BUILD)/fakes/libnvidia-ml.so.1 $(BUILD)/tests/wd_job
+
+.PHONY: watchdog check-watchdog
+all: watchdog
+watchdog: $(BUILD)/ncclguard-watchdog $(WD_TESTBINS)
+
+$(BUILD)/ncclguard-watchdog: $(WD_OBJS) $(BUILD)/obj/watchdog/wdspec.o \
+		$(BUILD)/obj/policy/error.o
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(WD_LIBS)
+
+# The unit tests of the agent's modules link their objects directly.
+$(BUILD)/tests/test_wd_cgroup: $(BUILD)/obj/watchdog/cgroup.o
+$(BUILD)/tests/test_wd_procfs: $(BUILD)/obj/watchdog/procfs.o
+$(BUILD)/tests/test_wd_rule: $(BUILD)/obj/watchdog/rule.o
+
+# The fake NVML: the real soname, scripted by a file (tests/fakes).
+$(BUILD)/fakes/libnvidia-ml.so.1: tests/fakes/fake_nvml.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -fPIC -shared \
+		-Wl,-soname,libnvidia-ml.so.1 -o $@ $<
+
+# A stand-in training job: spins, sleeps, holds CLOSE_WAIT sockets,
+# handles SIGUSR1 by writing a checkpoint file.
+$(BUILD)/tests/wd_job: tests/watchdog/wd_job.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -o $@ $<
+
+check-watchdog: watchdog $(BUILD)/ncclguard
+	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \
+	NCCLGUARD=$(abspath $(BUILD))/ncclguard \
+	FAKE_NVML=$(abspath $(BUILD))/fakes/libnvidia-ml.so.1 \
+	WD_JOB=$(abspath $(BUILD))/tests/wd_job SANITIZED="$(SAN)" \
+		tests/watchdog/run.sh
+
+CHECKS += check-watchdog
