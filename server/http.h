@@ -21,7 +21,26 @@ struct http_config {
     unsigned int per_ip_connections; /* 0 = no per-IP limit */
     const char *client_ca_pem;       /* NUL-terminated PEM, or NULL; borrowed */
     const char *own_namespace;       /* skipped namespace, or NULL; borrowed */
+    /* Absolute deadline, in seconds, for the TLS handshake plus the request
+     * headers, counted from accept (or from the end of the previous request
+     * on a kept-alive connection); 0 = none. */
+    unsigned int header_timeout;
+    /* A body must arrive at this many bytes a second on average, after a
+     * grace of header_timeout; 0 = no body deadline. */
+    size_t min_body_rate;
+    /* Bytes of request-body buffers all connections together may hold;
+     * a body that would pass it gets 503 with Retry-After. 0 = no cap. */
+    size_t body_budget;
 };
+
+/*
+ * The body budget for a process limited to memory_limit bytes (0 = no
+ * limit known) with this many worker threads and this body cap: half the
+ * limit, less four bodies' worth of parsing room per worker thread, and
+ * never less than one body. Without a limit, 64 bodies. Thread-safe.
+ */
+size_t http_body_budget(uint64_t memory_limit, unsigned int threads,
+                        size_t max_body);
 
 struct http_server;
 
