@@ -76,7 +76,7 @@ struct request {
     bool no_memory;
     bool over_budget; /* body refused: the global budget is spent */
     bool bad_framing; /* answered 400; the connection must close */
-    size_t dropped; /* bytes of an oversized body read and thrown away */
+    size_t dropped;   /* bytes of an oversized body read and thrown away */
     enum route route;
     size_t len;
     struct timespec t0;
@@ -372,8 +372,8 @@ conn_phase_set(struct conn *c, enum conn_phase p, uint64_t body_len)
             secs += cfg->connection_timeout;
     } else if (p == PHASE_BODY && cfg->header_timeout > 0 &&
                cfg->min_body_rate > 0) {
-        secs = cfg->header_timeout + (body_len + cfg->min_body_rate - 1) /
-                                         cfg->min_body_rate;
+        secs = cfg->header_timeout +
+               (body_len + cfg->min_body_rate - 1) / cfg->min_body_rate;
     }
     if (secs > 0)
         c->deadline_ns = now + secs * 1000000000u;
@@ -888,11 +888,11 @@ answer_over_budget(struct http_server *s, struct MHD_Connection *mc,
 
 /* What framing_check() collects from the request's header fields. */
 struct framing {
-    unsigned int n_te;  /* Transfer-Encoding field lines */
-    bool te_chunked;    /* the (one) Transfer-Encoding is exactly chunked */
-    unsigned int n_cl;  /* Content-Length field lines */
-    bool cl_bad;        /* a value not a plain decimal number */
-    bool cl_conflict;   /* values that differ */
+    unsigned int n_te; /* Transfer-Encoding field lines */
+    bool te_chunked;   /* the (one) Transfer-Encoding is exactly chunked */
+    unsigned int n_cl; /* Content-Length field lines */
+    bool cl_bad;       /* a value not a plain decimal number */
+    bool cl_conflict;  /* values that differ */
     unsigned long long cl;
 };
 

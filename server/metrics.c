@@ -307,8 +307,9 @@ metrics_render(const struct metrics_gauges *g, size_t *len)
         static const char *const why[METRICS_CLOSE_N] = {"deadline", "shed",
                                                          "budget"};
         for (int i = 0; i < METRICS_CLOSE_N; i++)
-            out_printf(&o, "ncclguard_connections_cut_total{reason=\"%s\"} "
-                           "%llu\n",
+            out_printf(&o,
+                       "ncclguard_connections_cut_total{reason=\"%s\"} "
+                       "%llu\n",
                        why[i], (unsigned long long)get(&c.closes[i]));
     }
     family(&o, "ncclguard_body_buffer_bytes", "gauge",

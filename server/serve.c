@@ -208,8 +208,7 @@ cgroup_memory_limit(void)
             text[strcspn(text, "\n")] = '\0';
             errno = 0;
             v = strtoull(text, &end, 10);
-            if (errno != 0 || end == text || *end != '\0' ||
-                v >= (1ULL << 60))
+            if (errno != 0 || end == text || *end != '\0' || v >= (1ULL << 60))
                 v = 0;
         }
         fclose(f);
@@ -514,8 +513,8 @@ cmd_serve(int argc, char **argv)
             val[OPT_LISTEN] ? val[OPT_LISTEN] : ":8443", "port",
             (int)http_server_port(srv), "threads", (int)hc.threads, "max_body",
             (json_int_t)hc.max_body, "memory_limit", (json_int_t)memory_limit,
-            "body_budget", (json_int_t)hc.body_budget, "policy",
-            rc.policy_path, "policy_hash", ps->hash, "cert_not_after",
+            "body_budget", (json_int_t)hc.body_budget, "policy", rc.policy_path,
+            "policy_hash", ps->hash, "cert_not_after",
             (json_int_t)tlspair_not_after(cs->pair), "client_ca",
             client_ca != NULL);
         log_fields_write(LOG_INFO, "listening", f);
