@@ -173,6 +173,23 @@ ng_eq "clientAuth certificate accepted" "$(ng_curl --cert "$T/tls.crt" \
     --data-binary "@$D/review-v1.json" -o /dev/null -w '%{http_code}' \
     "$NG_URL/mutate")" 200
 
+# ---- 6. Log lines stay small and valid whatever the review carries ----
+head -c 3000000 /dev/zero | tr '\0' a >"$T/huge.txt"
+jq -c --rawfile u "$T/huge.txt" \
+    '.request.uid = $u | .request.namespace = $u[0:500000] |
+     .request.object.metadata.generateName = $u[0:300000]' \
+    "$D/review-v1.json" >"$T/huge.json"
+code=$(ng_curl --cert "$T/tls.crt" --key "$T/tls.key" -X POST \
+    -H 'Content-Type: application/json' --data-binary "@$T/huge.json" \
+    -o /dev/null -w '%{http_code}' "$NG_URL/mutate")
+ng_eq "3 MB uid: answered" "$code" 200
+sleep 0.2
+line=$(grep '"msg":"admission"' "$NG_LOG" | tail -n 1)
+ng_check "3 MB uid: the log line is short (${#line} bytes)" \
+    test "${#line}" -gt 0 -a "${#line}" -lt 8192
+ng_check "3 MB uid: the log line is valid JSON" jq -e . <<<"$line" >/dev/null
+ng_contains "3 MB uid: the cut is marked" "$line" "aaa…"
+
 # ---- The bind error names the address, the port and a remedy ----
 "$NCCLGUARD" serve --listen "127.0.0.1:$NG_PORT" --cert "$T/tls.crt" \
     --key "$T/tls.key" --policy "$POLICY" >"$T/bind.log" 2>&1
