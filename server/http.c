@@ -43,6 +43,14 @@
  */
 #define DRAIN_LIMIT (16u * 1024 * 1024)
 
+/*
+ * The last eighth of the body budget is kept for buffers up to this size:
+ * an AdmissionReview of a pod is a few KiB (100 KiB for a 20-container
+ * pod), so held-open 4 MiB bodies that spend the rest of the budget still
+ * leave room for the API server's ordinary reviews.
+ */
+#define SMALL_BODY (256 * 1024)
+
 /* How often the reaper looks for connections past their deadline. */
 #define REAP_PERIOD_MS 100
 
@@ -83,6 +91,18 @@ struct request {
     struct policy_snap *pol;
 };
 
+/* A client address, the key of the per-address connection counts. */
+struct peer_key {
+    uint8_t family; /* 0 = unknown */
+    uint8_t addr[16];
+};
+
+/* One slot of the open-addressing table of connections per address. */
+struct peer_slot {
+    struct peer_key key;
+    unsigned int count; /* 0 = free slot */
+};
+
 /* One connection's state, from accept to close. */
 struct conn {
     struct http_server *srv;
@@ -101,6 +121,7 @@ struct conn {
     bool cut;        /* shut down by the server; closing */
     uint64_t phase_ns;
     uint64_t deadline_ns; /* 0 = none */
+    struct peer_key peer; /* the client's address */
 };
 
 struct http_server {
@@ -121,7 +142,12 @@ struct http_server {
     pthread_cond_t reaper_cond;
     struct conn *conns_head, *conns_tail;
     size_t n_conns;
-    size_t shed_at; /* more open connections than this: shed the oldest */
+    size_t n_cut; /* of n_conns, those cut and not yet closed */
+    size_t shed_at;
+    /* Open connections per client address: a power-of-two table, at
+     * least four times the connection limit, so probes stay short. */
+    struct peer_slot *peers;
+    size_t peers_mask; /* more open connections than this: shed the oldest */
     bool reaper_stop, reaper_running;
     pthread_t reaper;
 
@@ -266,16 +292,19 @@ http_body_budget(uint64_t memory_limit, unsigned int threads, size_t max_body)
     return (size_t)budget;
 }
 
-/* Charges n bytes of body buffer to the global budget; false when that
- * would pass it. Lock-free. */
+/* Charges n bytes of body buffer to the global budget, of which a buffer
+ * larger than SMALL_BODY may use only the first seven eighths; false when
+ * that would pass it. Lock-free. */
 static bool
-budget_take(struct http_server *s, size_t n)
+budget_take(struct http_server *s, size_t n, size_t buffer)
 {
     size_t cur = atomic_load_explicit(&s->body_bytes, memory_order_relaxed);
+    size_t limit = s->cfg.body_budget;
 
+    if (buffer > SMALL_BODY)
+        limit -= limit / 8;
     do {
-        if (s->cfg.body_budget > 0 &&
-            (n > s->cfg.body_budget || cur > s->cfg.body_budget - n))
+        if (limit > 0 && (n > limit || cur > limit - n))
             return false;
     } while (!atomic_compare_exchange_weak_explicit(
         &s->body_bytes, &cur, cur + n, memory_order_relaxed,
@@ -309,7 +338,7 @@ conn_body_grow(struct conn *c, size_t ncap)
 
     if (ncap <= c->cap)
         return 0;
-    if (!budget_take(c->srv, delta))
+    if (!budget_take(c->srv, delta, ncap))
         return -1;
     nb = realloc(c->body, ncap);
     if (nb == NULL) {
@@ -396,35 +425,124 @@ conn_cut(struct conn *c, enum metrics_close_reason why)
     if (c->cut || c->fd < 0)
         return;
     c->cut = true;
+    c->srv->n_cut++;
     shutdown(c->fd, SHUT_RDWR);
     metrics_connection_close_record(why);
 }
 
+/* FNV-1a of a peer key, for the table's home slot. */
+static size_t
+peer_hash(const struct peer_key *k)
+{
+    uint64_t h = 1469598103934665603ull;
+
+    h = (h ^ k->family) * 1099511628211ull;
+    for (size_t i = 0; i < sizeof(k->addr); i++)
+        h = (h ^ k->addr[i]) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* The slot holding k, or the free slot where it would go; conns_lock
+ * held. The table is never full: it has four times the connections. */
+static size_t
+peer_find(const struct http_server *s, const struct peer_key *k)
+{
+    size_t i = peer_hash(k) & s->peers_mask;
+
+    while (s->peers[i].count != 0 &&
+           memcmp(&s->peers[i].key, k, sizeof(*k)) != 0)
+        i = (i + 1) & s->peers_mask;
+    return i;
+}
+
+static unsigned int
+peer_count(const struct http_server *s, const struct peer_key *k)
+{
+    return s->peers[peer_find(s, k)].count;
+}
+
+static void
+peer_add(struct http_server *s, const struct peer_key *k)
+{
+    size_t i = peer_find(s, k);
+
+    s->peers[i].key = *k;
+    s->peers[i].count++;
+}
+
+/* Drops one connection of k; a count reaching 0 frees its slot by
+ * shifting later entries of the probe run back (linear probing needs no
+ * tombstones that way). */
+static void
+peer_remove(struct http_server *s, const struct peer_key *k)
+{
+    size_t i = peer_find(s, k), j;
+
+    if (s->peers[i].count == 0 || --s->peers[i].count > 0)
+        return;
+    j = i;
+    for (;;) {
+        size_t home;
+        j = (j + 1) & s->peers_mask;
+        if (s->peers[j].count == 0)
+            break;
+        home = peer_hash(&s->peers[j].key) & s->peers_mask;
+        /* The entry at j may fill the hole at i unless its home lies
+         * cyclically in (i, j]. */
+        if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+            continue;
+        s->peers[i] = s->peers[j];
+        s->peers[j].count = 0;
+        i = j;
+    }
+}
+
+/* The oldest connection of the tier whose address holds the most
+ * connections, or NULL; conns_lock held. Tier 0: first requests still in
+ * their handshake, headers or body; tier 1: idle kept-alive ones. */
+static struct conn *
+shed_pick(struct http_server *s, int tier)
+{
+    struct conn *best = NULL;
+    unsigned int best_n = 0;
+
+    for (struct conn *c = s->conns_head; c != NULL; c = c->next) {
+        unsigned int n;
+        bool in = tier == 0 ? c->phase == PHASE_BODY ||
+                                  (c->phase == PHASE_HEAD && !c->kept_alive)
+                            : c->phase == PHASE_HEAD && c->kept_alive;
+        if (c->cut || !in)
+            continue;
+        n = peer_count(s, &c->peer);
+        if (n > best_n) {
+            best = c;
+            best_n = n;
+        }
+    }
+    return best;
+}
+
 /*
- * When open connections pass shed_at, cuts the one whose incomplete
- * request is oldest: first connections still on their first request's
+ * While open connections (less those already cut) pass shed_at, cuts the
+ * oldest incomplete request from the address that holds the most
+ * connections: first connections still on their first request's
  * handshake, headers or body, then idle kept-alive ones, never one being
- * answered. So a flood of slow clients cannot keep a new client, such as
- * the API server, from a slot. conns_lock held.
+ * answered. The list is in phase order, so the first found of an address
+ * is its oldest. A flood of slow clients, from one address or many, is
+ * shed before a lone new client such as the API server, however fast the
+ * flood reconnects. conns_lock held.
  */
 static void
-shed_oldest(struct http_server *s, const struct conn *fresh)
+shed_oldest(struct http_server *s)
 {
-    struct conn *c;
-
-    if (s->shed_at == 0 || s->n_conns <= s->shed_at)
-        return;
-    for (c = s->conns_head; c != NULL; c = c->next)
-        if (c != fresh && !c->cut &&
-            (c->phase == PHASE_BODY ||
-             (c->phase == PHASE_HEAD && !c->kept_alive)))
-            break;
-    if (c == NULL)
-        for (c = s->conns_head; c != NULL; c = c->next)
-            if (c != fresh && !c->cut && c->phase == PHASE_HEAD)
-                break;
-    if (c != NULL)
+    while (s->shed_at > 0 && s->n_conns - s->n_cut > s->shed_at) {
+        struct conn *c = shed_pick(s, 0);
+        if (c == NULL)
+            c = shed_pick(s, 1);
+        if (c == NULL)
+            return;
         conn_cut(c, METRICS_CLOSE_SHED);
+    }
 }
 
 /* Cuts connections past their deadline, every REAP_PERIOD_MS. */
@@ -442,6 +560,10 @@ reaper_main(void *arg)
             if (c->deadline_ns != 0 && now >= c->deadline_ns &&
                 c->phase != PHASE_BUSY)
                 conn_cut(c, METRICS_CLOSE_DEADLINE);
+        /* Also here, not only when a connection arrives: at the limit
+         * libmicrohttpd accepts none, and the grace may have kept the
+         * newest from being shed. */
+        shed_oldest(s);
         clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_nsec += REAP_PERIOD_MS * 1000000L;
         if (until.tv_nsec >= 1000000000L) {
@@ -528,6 +650,31 @@ cert_retrieve(gnutls_session_t session, const gnutls_datum_t *req_ca_rdn,
     return 0;
 }
 
+/* The client address of mc as a table key (family 0 when unknown). */
+static struct peer_key
+peer_key_of(struct MHD_Connection *mc)
+{
+    struct peer_key k;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+
+    memset(&k, 0, sizeof(k));
+    if (ci == NULL || ci->client_addr == NULL)
+        return k;
+    if (ci->client_addr->sa_family == AF_INET) {
+        const struct sockaddr_in *a =
+            (const struct sockaddr_in *)ci->client_addr;
+        k.family = AF_INET;
+        memcpy(k.addr, &a->sin_addr, 4);
+    } else if (ci->client_addr->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a =
+            (const struct sockaddr_in6 *)ci->client_addr;
+        k.family = AF_INET6;
+        memcpy(k.addr, &a->sin6_addr, 16);
+    }
+    return k;
+}
+
 static void
 notify_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
                   enum MHD_ConnectionNotificationCode code)
@@ -549,9 +696,11 @@ notify_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
             pthread_mutex_lock(&s->conns_lock);
             c->fd = ci->connect_fd;
             c->phase = PHASE_BUSY; /* set to HEAD, with its deadline, below */
+            c->peer = peer_key_of(mc);
             conn_append(s, c);
             s->n_conns++;
-            shed_oldest(s, c);
+            peer_add(s, &c->peer);
+            shed_oldest(s);
             pthread_mutex_unlock(&s->conns_lock);
             conn_phase_set(c, PHASE_HEAD, 0);
         }
@@ -572,6 +721,9 @@ notify_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
         pthread_mutex_lock(&s->conns_lock);
         conn_unlink(s, c);
         s->n_conns--;
+        peer_remove(s, &c->peer);
+        if (c->cut)
+            s->n_cut--;
         c->fd = -1;
         pthread_mutex_unlock(&s->conns_lock);
     }
@@ -1224,6 +1376,8 @@ http_server_start(const struct http_config *cfg, struct reload *r,
         return NULL;
     }
     s->cfg = *cfg;
+    if (s->cfg.max_connections == 0)
+        s->cfg.max_connections = 1024;
     if (s->cfg.threads == 0)
         s->cfg.threads = 1;
     s->reload = r;
@@ -1242,10 +1396,21 @@ http_server_start(const struct http_config *cfg, struct reload *r,
         s->shed_at = s->cfg.max_connections - s->cfg.max_connections / 8 - 1;
     if (s->cfg.max_connections > 0 && s->shed_at == 0)
         s->shed_at = 1;
+    {
+        size_t want = 4 * (size_t)s->cfg.max_connections, n = 64;
+        while (n < want)
+            n *= 2;
+        s->peers = calloc(n, sizeof(*s->peers));
+        s->peers_mask = n - 1;
+    }
     atomic_init(&s->starting, true);
     atomic_init(&s->in_flight, 0);
     atomic_init(&s->finished, 0);
     the_server = s;
+    if (s->peers == NULL) {
+        ng_error_set(err, 0, 0, "out of memory");
+        goto fail;
+    }
 
     /*
      * poll(2), not epoll. libmicrohttpd 0.9.75's epoll loop is
@@ -1284,9 +1449,8 @@ http_server_start(const struct http_config *cfg, struct reload *r,
                                         THREAD_STACK, NULL};
     opts[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
                                         cfg->connection_timeout, NULL};
-    if (cfg->max_connections > 0)
-        opts[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
-                                            cfg->max_connections, NULL};
+    opts[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
+                                        s->cfg.max_connections, NULL};
     if (cfg->per_ip_connections > 0)
         opts[i++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                                             cfg->per_ip_connections, NULL};
@@ -1335,6 +1499,7 @@ fail:
     pthread_mutex_destroy(&s->parked_lock);
     pthread_mutex_destroy(&s->conns_lock);
     pthread_cond_destroy(&s->reaper_cond);
+    free(s->peers);
     free(s);
     return NULL;
 }
@@ -1397,6 +1562,7 @@ http_server_stop(struct http_server *s)
     pthread_mutex_destroy(&s->parked_lock);
     pthread_mutex_destroy(&s->conns_lock);
     pthread_cond_destroy(&s->reaper_cond);
+    free(s->peers);
     if (the_server == s)
         the_server = NULL;
     free(s);

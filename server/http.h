@@ -17,7 +17,7 @@ struct http_config {
     size_t max_body;                 /* bytes; larger bodies get 413 */
     unsigned int threads;            /* worker threads, >= 1 */
     unsigned int connection_timeout; /* idle seconds; 0 = none */
-    unsigned int max_connections;
+    unsigned int max_connections;    /* open connections at most; 0 = 1024 */
     unsigned int per_ip_connections; /* 0 = no per-IP limit */
     const char *client_ca_pem;       /* NUL-terminated PEM, or NULL; borrowed */
     const char *own_namespace;       /* skipped namespace, or NULL; borrowed */
@@ -29,7 +29,9 @@ struct http_config {
      * grace of header_timeout; 0 = no body deadline. */
     size_t min_body_rate;
     /* Bytes of request-body buffers all connections together may hold;
-     * a body that would pass it gets 503 with Retry-After. 0 = no cap. */
+     * a body that would pass it gets 503 with Retry-After. Buffers over
+     * 256 KiB may use only seven eighths of it, so small reviews still
+     * get through when large held bodies spend the rest. 0 = no cap. */
     size_t body_budget;
 };
 

@@ -95,8 +95,10 @@ rss0=$(rss_kib "$NG_PID")
 "$PEER" --port "$NG_PORT" --conns 70 --hold $((3 * NG_SCALE)) \
     body 4194304 4194303 >"$T/body" &
 pb=$!
-peak=0
+peak=0 during=
 for _ in $(seq 1 $((25 * NG_SCALE))); do
+    [ -z "$during" ] && [ "$(ng_metric ncclguard_body_buffer_bytes)" -gt $((90 * 1024 * 1024)) ] &&
+        during=$(fresh_review | cut -d' ' -f2)
     r=$(rss_kib "$NG_PID")
     [ "$r" -gt "$peak" ] && peak=$r
     kill -0 $pb 2>/dev/null || break
@@ -114,6 +116,8 @@ ng_check "body hold: over-budget bodies got 503 ($(field status_503 "$out"))" \
     test "$(field status_503 "$out")" -ge 40
 ng_eq "body hold: every 503 carries Retry-After" "$(field retry_after "$out")" \
     "$(field status_503 "$out")"
+ng_eq "body hold: a small review still served while large bodies hold the budget" \
+    "$during" 200
 ng_eq "body hold: served again once the bodies are gone" \
     "$(fresh_review | cut -d' ' -f2)" 200
 ng_serve_stop
