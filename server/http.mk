@@ -1,7 +1,7 @@
 # server/ HTTP side: serve, TLS, metrics, logs, reload, integration tests, make run.
 LIB_SRCS += server/http.c server/metrics.c server/log.c server/reload.c \
 	server/tlspair.c
-UNIT_TESTS += tlspair metrics log reload
+UNIT_TESTS += tlspair metrics log reload http
 CHECKS += check-http
 
 # The integration tests start the real binary with throwaway certificates
