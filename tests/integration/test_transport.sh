@@ -108,8 +108,14 @@ held=$(ng_metric ncclguard_body_buffer_bytes)
 wait $pb
 out=$(cat "$T/body")
 echo "    body hold: $out; RSS $rss0 -> peak $peak KiB; buffers held $held"
-ng_check "body hold: RSS peak $((peak / 1024)) MiB stays under the 256 Mi limit" \
-    test "$peak" -lt $((256 * 1024))
+# ASan's shadow memory and quarantine, and valgrind, inflate RSS: the
+# figure means something only for a plain build (make test runs one).
+if [ "$NG_SCALE" -gt 1 ] || ldd "$NCCLGUARD" 2>/dev/null | grep -q libasan; then
+    echo "SKIP body hold: RSS bound (sanitizer or valgrind build inflates RSS; the buffer accounting below is still checked)"
+else
+    ng_check "body hold: RSS peak $((peak / 1024)) MiB stays under the 256 Mi limit" \
+        test "$peak" -lt $((256 * 1024))
+fi
 ng_check "body hold: buffers held ($held) within the budget" \
     test "${held:-0}" -le "$budget"
 ng_check "body hold: over-budget bodies got 503 ($(field status_503 "$out"))" \
