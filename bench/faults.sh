@@ -144,9 +144,9 @@ check "drain: no request sent before SIGTERM failed" \
 # ---- C: slowloris ----
 note ""
 note "### C. slowloris: 2,000 idle connections from 127.0.0.2 (half never send a ClientHello, half drip a header byte a second), client on 127.0.0.1 at 500 req/s"
-for flags in "" "--connection-timeout 5"; do
+for flags in "" "--connection-timeout 5 --header-timeout 7"; do
     note ""
-    note "server flags: ${flags:-(defaults: --connection-timeout 30 --per-ip-connections 128)}"
+    note "server flags: ${flags:-(defaults: --connection-timeout 30 --header-timeout 10 --per-ip-connections 128)}"
     # shellcheck disable=SC2086
     start_ncclguard $flags || exit 1
     $PIN_LOAD "$LOADGEN" --port "$port" --cacert "$CAFILE" \
@@ -165,10 +165,13 @@ for flags in "" "--connection-timeout 5"; do
         "$([ "$(field failures "$v")" = 0 ] && [ "$(field ok "$v")" -gt 0 ] && awk -v p="$p99" 'BEGIN { exit !(p < 100) }'; echo $?)" \
         "$v, p99 ${p99} ms"
     if [ -n "$flags" ]; then
+        # The silent half goes at the idle timeout (5 s), the dripping
+        # half, never idle, at the header deadline (7 s).
         last=$(sed -n -E 's/.*last after ([0-9.]+)s.*/\1/p' "$fw/idle.out")
-        check "slowloris [$flags]: silent connections closed by the timeout" \
-            "$(awk -v l="${last:-0}" 'BEGIN { exit !(l >= 4.5 && l < 8) }'; echo $?)" \
-            "last idle connection closed after ${last:-?}s"
+        closed=$(sed -n -E 's/.*idle_closed_by_server=([0-9]+) of ([0-9]+).*/\1 \2/p' "$fw/idle.out")
+        check "slowloris [$flags]: silent and dripping connections all closed by the timeout and the deadline" \
+            "$(awk -v l="${last:-0}" -v c="${closed:-0 1}" 'BEGIN { split(c, n, " "); exit !(l >= 6.5 && l < 9 && n[1] == n[2]) }'; echo $?)" \
+            "${closed% *} of ${closed#* } closed, the last after ${last:-?}s"
     fi
     stop_server
 done
