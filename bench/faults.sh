@@ -240,7 +240,7 @@ attack() {
     p50=$(printf '%s\n' "${lat[@]}" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
     max=$(printf '%s\n' "${lat[@]}" | sort -n | tail -n 1)
     note "| $name | $cpu % | $((peak / 1024)) MiB | ${#lat[@]} | $p50 ms | $max ms | $bad |"
-    echo "    $name: $(cat "$fw/attack.out")" >>"$fw/attacks.txt"
+    echo "$name: $(cat "$fw/attack.out" | tr "\n" " ")" >>"$fw/attacks.txt"
     attack_cpu=$cpu attack_rss=$((peak / 1024)) attack_max=$max attack_bad=$bad
     stop_server
 }
