@@ -398,8 +398,7 @@ conn_phase_set(struct conn *c, enum conn_phase p, uint64_t body_len)
         secs = cfg->header_timeout;
         if (c->kept_alive)
             secs += cfg->connection_timeout;
-    } else if (p == PHASE_BODY && cfg->header_timeout > 0 &&
-               cfg->min_body_rate > 0) {
+    } else if (p == PHASE_BODY && cfg->min_body_rate > 0) {
         secs = cfg->header_timeout +
                (body_len + cfg->min_body_rate - 1) / cfg->min_body_rate;
     }
