@@ -19,7 +19,8 @@ BENCH_BINS = $(BUILD)/ncclguard $(BUILD)/bench/ncclguard-loadgen \
 BENCH_ENV = NCCLGUARD=$(abspath $(BUILD))/ncclguard \
 	LOADGEN=$(abspath $(BUILD))/bench/ncclguard-loadgen \
 	MICROBENCH=$(abspath $(BUILD))/bench/ncclguard-microbench \
-	BENCH_OUT=$(abspath $(BUILD))/bench
+	BENCH_OUT=$(abspath $(BUILD))/bench \
+	PEER=$(abspath $(BUILD))/tests/ncclguard-peer
 
 # The load tools are installed here rather than by make deps: only the
 # benchmark needs them.
@@ -45,7 +46,7 @@ soak: deps bench-deps
 	$(BENCH_ENV) bench/soak.sh
 
 faults: deps bench-deps
-	$(MAKE) $(BENCH_BINS)
+	$(MAKE) $(BENCH_BINS) $(BUILD)/tests/ncclguard-peer
 	$(BENCH_ENV) bench/faults.sh
 
 UNIT_TESTS += patch_check

@@ -9,6 +9,10 @@
 #     127.0.0.1 keeps sending; that client must see no failure.
 #  D. open and drop 10,000 connections; the server keeps serving and
 #     returns to its open-descriptor baseline.
+#  E. transport attacks (stalled handshakes, bodies held open against a
+#     256 Mi figure, slowloris from eight addresses): for each, the
+#     server's CPU, its peak RSS and a fresh client's review latency
+#     while it lasts.
 # Writes $BENCH_OUT/faults.md; exits non-zero when a check fails.
 set -u
 . "$(dirname "$0")/common.sh"
@@ -140,9 +144,9 @@ check "drain: no request sent before SIGTERM failed" \
 # ---- C: slowloris ----
 note ""
 note "### C. slowloris: 2,000 idle connections from 127.0.0.2 (half never send a ClientHello, half drip a header byte a second), client on 127.0.0.1 at 500 req/s"
-for flags in "" "--connection-timeout 5"; do
+for flags in "" "--connection-timeout 5 --header-timeout 7"; do
     note ""
-    note "server flags: ${flags:-(defaults: --connection-timeout 30 --per-ip-connections 128)}"
+    note "server flags: ${flags:-(defaults: --connection-timeout 30 --header-timeout 10 --per-ip-connections 128)}"
     # shellcheck disable=SC2086
     start_ncclguard $flags || exit 1
     $PIN_LOAD "$LOADGEN" --port "$port" --cacert "$CAFILE" \
@@ -161,10 +165,13 @@ for flags in "" "--connection-timeout 5"; do
         "$([ "$(field failures "$v")" = 0 ] && [ "$(field ok "$v")" -gt 0 ] && awk -v p="$p99" 'BEGIN { exit !(p < 100) }'; echo $?)" \
         "$v, p99 ${p99} ms"
     if [ -n "$flags" ]; then
+        # The silent half goes at the idle timeout (5 s), the dripping
+        # half, never idle, at the header deadline (7 s).
         last=$(sed -n -E 's/.*last after ([0-9.]+)s.*/\1/p' "$fw/idle.out")
-        check "slowloris [$flags]: silent connections closed by the timeout" \
-            "$(awk -v l="${last:-0}" 'BEGIN { exit !(l >= 4.5 && l < 8) }'; echo $?)" \
-            "last idle connection closed after ${last:-?}s"
+        closed=$(sed -n -E 's/.*idle_closed_by_server=([0-9]+) of ([0-9]+).*/\1 \2/p' "$fw/idle.out")
+        check "slowloris [$flags]: silent and dripping connections all closed by the timeout and the deadline" \
+            "$(awk -v l="${last:-0}" -v c="${closed:-0 1}" 'BEGIN { split(c, n, " "); exit !(l >= 6.5 && l < 9 && n[1] == n[2]) }'; echo $?)" \
+            "${closed% *} of ${closed#* } closed, the last after ${last:-?}s"
     fi
     stop_server
 done
@@ -190,6 +197,83 @@ check "churn: still serving" "$([ "$st" = 200 ]; echo $?)" "POST /mutate $st aft
 check "churn: no descriptor leak" "$([ "$fds1" -le "$((fds0 + 2))" ]; echo $?)" \
     "$fds0 open before, $fds1 after"
 stop_server
+
+# ---- E: transport attacks ----
+# attack NAME SECONDS "SERVER FLAGS" PEER-ARGS...: starts a server, runs
+# ncclguard-peer (@PORT@ in its arguments becomes the port) for SECONDS, samples RSS every 0.2 s and a fresh review
+# from 127.0.0.1 every 0.5 s, and writes one table row.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+attack() {
+    local name=$1 secs=$2 flags=$3 t0 t1 peak=0 r lat=() codes=() bad=0 i
+    shift 3
+    # shellcheck disable=SC2086
+    start_ncclguard $flags || exit 1
+    local args=() a
+    for a in "$@"; do args+=("${a//@PORT@/$port}"); done
+    $PIN_LOAD "${args[@]}" >"$fw/attack.out" 2>&1 &
+    local apid=$!
+    sleep 0.5
+    t0=$(ticks "$server_pid")
+    local start=$SECONDS
+    for i in $(seq 1 $((secs * 2 - 1))); do
+        read -r ms code < <(curl -sS --max-time 5 --cacert "$CAFILE" \
+            -o /dev/null -w '%{time_total} %{http_code}\n' \
+            -H 'Content-Type: application/json' \
+            --data-binary @"$root/bench/reviews/small.json" \
+            "https://127.0.0.1:$port/mutate" 2>/dev/null |
+            awk '{ printf "%d %s\n", $1 * 1000, $2 }')
+        lat+=("${ms:-5000}")
+        [ "${code:-000}" = 200 ] || bad=$((bad + 1))
+        for _ in 1 2; do
+            r=$(awk '/^VmRSS:/ { print $2 }' "/proc/$server_pid/status")
+            [ "${r:-0}" -gt "$peak" ] && peak=$r
+            sleep 0.2
+        done
+    done
+    t1=$(ticks "$server_pid")
+    local el=$((SECONDS - start))
+    [ "$el" -ge 1 ] || el=1
+    wait "$apid"
+    local cpu p50 max
+    cpu=$(awk -v t=$((t1 - t0)) -v hz="$hz" -v s="$el" 'BEGIN { printf "%.0f", 100 * t / hz / s }')
+    p50=$(printf '%s\n' "${lat[@]}" | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+    max=$(printf '%s\n' "${lat[@]}" | sort -n | tail -n 1)
+    note "| $name | $cpu % | $((peak / 1024)) MiB | ${#lat[@]} | $p50 ms | $max ms | $bad |"
+    echo "$name: $(cat "$fw/attack.out" | tr "\n" " ")" >>"$fw/attacks.txt"
+    attack_cpu=$cpu attack_rss=$((peak / 1024)) attack_max=$max attack_bad=$bad
+    stop_server
+}
+note ""
+note "### E. transport attacks (server on one CPU, --threads 1), a fresh review from 127.0.0.1 every 0.5 s"
+note ""
+note "| attack | server CPU | peak RSS | reviews | p50 | max | failed |"
+note "|---|---|---|---|---|---|---|"
+: >"$fw/attacks.txt"
+attack "300 stalled handshakes from 127.0.0.2-4 (100 x 5-byte record header, 100 x half, 100 x whole ClientHello), 8 s" 8 \
+    "--threads 1" bash -c "
+    \"$PEER\" --port \$0 --source 127.0.0.2 --conns 100 --hold 8 raw '16 03 01 02 00' &
+    \"$PEER\" --port \$0 --source 127.0.0.3 --conns 100 --hold 8 hello half &
+    \"$PEER\" --port \$0 --source 127.0.0.4 --conns 100 --hold 8 hello whole & wait" @PORT@
+e_cpu=$attack_cpu e_bad=$attack_bad
+attack "70 x 4 MiB bodies announced, all but 1 byte sent, held (--memory-limit 256Mi), 8 s" 8 \
+    "--threads 1 --memory-limit 256Mi" \
+    "$PEER" --port @PORT@ --conns 70 --hold 8 body 4194304 4194303
+f_rss=$attack_rss f_bad=$attack_bad
+srcs=()
+for i in 2 3 4 5 6 7 8 9; do srcs+=(--source "127.0.0.$i"); done
+attack "slowloris: 8 addresses x 128 TLS connections, partial headers, a byte a second, reconnecting, 12 s" 12 \
+    "--threads 1" "$PEER" --port @PORT@ "${srcs[@]}" --conns 1024 --hold 12 \
+    --every 1000 --reconnect trickle
+g_max=$attack_max g_bad=$attack_bad
+note ""
+sed 's/^/    /' "$fw/attacks.txt" | tee -a "$report" >/dev/null
+check "stalled handshakes: server CPU under 5 %" \
+    "$([ "$e_cpu" -lt 5 ] && [ "$e_bad" = 0 ]; echo $?)" "$e_cpu %, $e_bad failed reviews"
+check "held bodies: RSS under the 256 Mi figure, reviews served" \
+    "$([ "$f_rss" -lt 256 ] && [ "$f_bad" = 0 ]; echo $?)" "peak $f_rss MiB, $f_bad failed reviews"
+check "slowloris from 8 addresses: every fresh review in < 1 s" \
+    "$([ "$g_max" -lt 1000 ] && [ "$g_bad" = 0 ]; echo $?)" "max $g_max ms, $g_bad failed"
 
 note ""
 note "faults: $failed check(s) failed"

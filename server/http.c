@@ -42,6 +42,29 @@
  */
 #define DRAIN_LIMIT (16u * 1024 * 1024)
 
+/*
+ * The last eighth of the body budget is kept for buffers up to this size:
+ * an AdmissionReview of a pod is a few KiB (100 KiB for a 20-container
+ * pod), so held-open 4 MiB bodies that spend the rest of the budget still
+ * leave room for the API server's ordinary reviews.
+ */
+#define SMALL_BODY (256 * 1024)
+
+/* How often the reaper looks for connections past their deadline. */
+#define REAP_PERIOD_MS 100
+
+/* Retry-After, in seconds, on a 503 for an exhausted body budget: bodies
+ * in flight finish or time out within a few seconds. */
+#define BUDGET_RETRY_AFTER "1"
+
+/*
+ * Where a connection is, for its deadlines and for shedding. HEAD covers
+ * the TLS handshake and the request headers, BODY the upload, BUSY the
+ * admission and the answer (never cut by the server: the idle timeout
+ * covers a client that stops reading).
+ */
+enum conn_phase { PHASE_HEAD = 0, PHASE_BODY, PHASE_BUSY };
+
 enum route {
     ROUTE_NONE = 0,
     ROUTE_MUTATE,
@@ -58,11 +81,25 @@ struct request {
     bool answered;
     bool too_large;
     bool no_memory;
-    size_t dropped; /* bytes of an oversized body read and thrown away */
+    bool over_budget; /* body refused: the global budget is spent */
+    bool bad_framing; /* answered 400; the connection must close */
+    size_t dropped;   /* bytes of an oversized body read and thrown away */
     enum route route;
     size_t len;
     struct timespec t0;
     struct policy_snap *pol;
+};
+
+/* A client address, the key of the per-address connection counts. */
+struct peer_key {
+    uint8_t family; /* 0 = unknown */
+    uint8_t addr[16];
+};
+
+/* One slot of the open-addressing table of connections per address. */
+struct peer_slot {
+    struct peer_key key;
+    unsigned int count; /* 0 = free slot */
 };
 
 /* One connection's state, from accept to close. */
@@ -71,8 +108,19 @@ struct conn {
     struct cert_snap *cert; /* pair this connection's handshake used */
     bool client_ok;         /* client certificate verified */
     char *body;
-    size_t cap;
+    size_t cap; /* bytes of body, all charged to the server's budget */
     struct request req;
+
+    /* In the server's list, ordered by phase_ns (a connection moves to the
+     * tail when its phase starts); guarded by the server's conns_lock. */
+    struct conn *prev, *next;
+    int fd;
+    enum conn_phase phase;
+    bool kept_alive; /* a request already finished on it */
+    bool cut;        /* shut down by the server; closing */
+    uint64_t phase_ns;
+    uint64_t deadline_ns; /* 0 = none */
+    struct peer_key peer; /* the client's address */
 };
 
 struct http_server {
@@ -85,6 +133,22 @@ struct http_server {
     atomic_bool starting; /* libmicrohttpd's messages matter at start */
     atomic_uint_fast64_t in_flight;
     atomic_uint_fast64_t finished;
+    atomic_size_t body_bytes; /* sum of every conn's cap */
+
+    /* Every open connection, oldest phase first, and the reaper thread
+     * that enforces their deadlines. */
+    pthread_mutex_t conns_lock;
+    pthread_cond_t reaper_cond;
+    struct conn *conns_head, *conns_tail;
+    size_t n_conns;
+    size_t n_cut; /* of n_conns, those cut and not yet closed */
+    size_t shed_at;
+    /* Open connections per client address: a power-of-two table, at
+     * least four times the connection limit, so probes stay short. */
+    struct peer_slot *peers;
+    size_t peers_mask; /* more open connections than this: shed the oldest */
+    bool reaper_stop, reaper_running;
+    pthread_t reaper;
 
     /* Certificates handed to handshakes whose connection could not be
      * found (a libmicrohttpd that keeps its own session pointer): they
@@ -194,6 +258,322 @@ micros_since(const struct timespec *t0)
     return us < 0 ? 0 : (uint64_t)us;
 }
 
+static uint64_t
+now_ns(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+size_t
+http_body_budget(uint64_t memory_limit, unsigned int threads, size_t max_body)
+{
+    uint64_t budget, room;
+
+    if (threads == 0)
+        threads = 1;
+    if (memory_limit == 0)
+        return 64 * max_body;
+    /* The other half of the limit is for everything that is not a body:
+     * the program, TLS sessions and libmicrohttpd's per-connection pools
+     * (about 70 KiB each, so 1,024 connections take ~70 MiB). Each worker
+     * parses one review at a time, which takes up to about four times
+     * the body in JSON values, patch and answer. */
+    budget = memory_limit / 2;
+    room = (uint64_t)threads * 4 * max_body;
+    budget = budget > room ? budget - room : 0;
+    if (budget < max_body)
+        budget = max_body;
+    if (budget > SIZE_MAX)
+        budget = SIZE_MAX;
+    return (size_t)budget;
+}
+
+/* Charges n bytes of body buffer to the global budget, of which a buffer
+ * larger than SMALL_BODY may use only the first seven eighths; false when
+ * that would pass it. Lock-free. */
+static bool
+budget_take(struct http_server *s, size_t n, size_t buffer)
+{
+    size_t cur = atomic_load_explicit(&s->body_bytes, memory_order_relaxed);
+    size_t limit = s->cfg.body_budget;
+
+    if (buffer > SMALL_BODY)
+        limit -= limit / 8;
+    do {
+        if (limit > 0 && (n > limit || cur > limit - n))
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &s->body_bytes, &cur, cur + n, memory_order_relaxed,
+        memory_order_relaxed));
+    return true;
+}
+
+static void
+budget_give(struct http_server *s, size_t n)
+{
+    atomic_fetch_sub_explicit(&s->body_bytes, n, memory_order_relaxed);
+}
+
+/* Frees a connection's body buffer and returns its bytes to the budget. */
+static void
+conn_body_free(struct conn *c)
+{
+    free(c->body);
+    budget_give(c->srv, c->cap);
+    c->body = NULL;
+    c->cap = 0;
+}
+
+/* Grows c's body buffer to exactly ncap bytes, charged to the budget.
+ * Returns 0, -1 when the budget is spent, -2 when out of memory. */
+static int
+conn_body_grow(struct conn *c, size_t ncap)
+{
+    size_t delta = ncap - c->cap;
+    char *nb;
+
+    if (ncap <= c->cap)
+        return 0;
+    if (!budget_take(c->srv, delta, ncap))
+        return -1;
+    nb = realloc(c->body, ncap);
+    if (nb == NULL) {
+        budget_give(c->srv, delta);
+        return -2;
+    }
+    c->body = nb;
+    c->cap = ncap;
+    return 0;
+}
+
+/* Unlinks c from the server's list; conns_lock held. */
+static void
+conn_unlink(struct http_server *s, struct conn *c)
+{
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        s->conns_head = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    else
+        s->conns_tail = c->prev;
+    c->prev = c->next = NULL;
+}
+
+/* Appends c at the tail (the newest phase); conns_lock held. */
+static void
+conn_append(struct http_server *s, struct conn *c)
+{
+    c->prev = s->conns_tail;
+    c->next = NULL;
+    if (s->conns_tail != NULL)
+        s->conns_tail->next = c;
+    else
+        s->conns_head = c;
+    s->conns_tail = c;
+}
+
+/*
+ * Starts phase p on c now, with its deadline: the handshake and headers
+ * get header_timeout (plus the idle timeout on a kept-alive connection,
+ * which may wait that long for its next request); a body gets
+ * header_timeout plus its announced length (or the cap) at min_body_rate.
+ */
+static void
+conn_phase_set(struct conn *c, enum conn_phase p, uint64_t body_len)
+{
+    struct http_server *s = c->srv;
+    const struct http_config *cfg = &s->cfg;
+    uint64_t now = now_ns(), secs = 0;
+
+    pthread_mutex_lock(&s->conns_lock);
+    c->phase = p;
+    c->phase_ns = now;
+    c->deadline_ns = 0;
+    if (p == PHASE_HEAD && cfg->header_timeout > 0) {
+        secs = cfg->header_timeout;
+        if (c->kept_alive)
+            secs += cfg->connection_timeout;
+    } else if (p == PHASE_BODY && cfg->min_body_rate > 0) {
+        secs = cfg->header_timeout +
+               (body_len + cfg->min_body_rate - 1) / cfg->min_body_rate;
+    }
+    if (secs > 0)
+        c->deadline_ns = now + secs * 1000000000u;
+    if (c->fd >= 0) {
+        conn_unlink(s, c);
+        conn_append(s, c);
+    }
+    pthread_mutex_unlock(&s->conns_lock);
+}
+
+/*
+ * Cuts c: shuts its socket down, so libmicrohttpd's next read sees the
+ * end and closes it in its own thread. The descriptor stays valid because
+ * libmicrohttpd reports a connection closed (and c leaves the list, under
+ * conns_lock, held here) before it closes the socket.
+ */
+static void
+conn_cut(struct conn *c, enum metrics_close_reason why)
+{
+    if (c->cut || c->fd < 0)
+        return;
+    c->cut = true;
+    c->srv->n_cut++;
+    shutdown(c->fd, SHUT_RDWR);
+    metrics_connection_close_record(why);
+}
+
+/* FNV-1a of a peer key, for the table's home slot. */
+static size_t
+peer_hash(const struct peer_key *k)
+{
+    uint64_t h = 1469598103934665603ull;
+
+    h = (h ^ k->family) * 1099511628211ull;
+    for (size_t i = 0; i < sizeof(k->addr); i++)
+        h = (h ^ k->addr[i]) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* The slot holding k, or the free slot where it would go; conns_lock
+ * held. The table is never full: it has four times the connections. */
+static size_t
+peer_find(const struct http_server *s, const struct peer_key *k)
+{
+    size_t i = peer_hash(k) & s->peers_mask;
+
+    while (s->peers[i].count != 0 &&
+           memcmp(&s->peers[i].key, k, sizeof(*k)) != 0)
+        i = (i + 1) & s->peers_mask;
+    return i;
+}
+
+static unsigned int
+peer_count(const struct http_server *s, const struct peer_key *k)
+{
+    return s->peers[peer_find(s, k)].count;
+}
+
+static void
+peer_add(struct http_server *s, const struct peer_key *k)
+{
+    size_t i = peer_find(s, k);
+
+    s->peers[i].key = *k;
+    s->peers[i].count++;
+}
+
+/* Drops one connection of k; a count reaching 0 frees its slot by
+ * shifting later entries of the probe run back (linear probing needs no
+ * tombstones that way). */
+static void
+peer_remove(struct http_server *s, const struct peer_key *k)
+{
+    size_t i = peer_find(s, k), j;
+
+    if (s->peers[i].count == 0 || --s->peers[i].count > 0)
+        return;
+    j = i;
+    for (;;) {
+        size_t home;
+        j = (j + 1) & s->peers_mask;
+        if (s->peers[j].count == 0)
+            break;
+        home = peer_hash(&s->peers[j].key) & s->peers_mask;
+        /* The entry at j may fill the hole at i unless its home lies
+         * cyclically in (i, j]. */
+        if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+            continue;
+        s->peers[i] = s->peers[j];
+        s->peers[j].count = 0;
+        i = j;
+    }
+}
+
+/* The oldest connection of the tier whose address holds the most
+ * connections, or NULL; conns_lock held. Tier 0: first requests still in
+ * their handshake, headers or body; tier 1: idle kept-alive ones. */
+static struct conn *
+shed_pick(struct http_server *s, int tier)
+{
+    struct conn *best = NULL;
+    unsigned int best_n = 0;
+
+    for (struct conn *c = s->conns_head; c != NULL; c = c->next) {
+        unsigned int n;
+        bool in = tier == 0 ? c->phase == PHASE_BODY ||
+                                  (c->phase == PHASE_HEAD && !c->kept_alive)
+                            : c->phase == PHASE_HEAD && c->kept_alive;
+        if (c->cut || !in)
+            continue;
+        n = peer_count(s, &c->peer);
+        if (n > best_n) {
+            best = c;
+            best_n = n;
+        }
+    }
+    return best;
+}
+
+/*
+ * While open connections (less those already cut) pass shed_at, cuts the
+ * oldest incomplete request from the address that holds the most
+ * connections: first connections still on their first request's
+ * handshake, headers or body, then idle kept-alive ones, never one being
+ * answered. The list is in phase order, so the first found of an address
+ * is its oldest. A flood of slow clients, from one address or many, is
+ * shed before a lone new client such as the API server, however fast the
+ * flood reconnects. conns_lock held.
+ */
+static void
+shed_oldest(struct http_server *s)
+{
+    while (s->shed_at > 0 && s->n_conns - s->n_cut > s->shed_at) {
+        struct conn *c = shed_pick(s, 0);
+        if (c == NULL)
+            c = shed_pick(s, 1);
+        if (c == NULL)
+            return;
+        conn_cut(c, METRICS_CLOSE_SHED);
+    }
+}
+
+/* Cuts connections past their deadline, every REAP_PERIOD_MS. */
+static void *
+reaper_main(void *arg)
+{
+    struct http_server *s = arg;
+    struct timespec until;
+
+    pthread_mutex_lock(&s->conns_lock);
+    while (!s->reaper_stop) {
+        uint64_t now = now_ns();
+
+        for (struct conn *c = s->conns_head; c != NULL; c = c->next)
+            if (c->deadline_ns != 0 && now >= c->deadline_ns &&
+                c->phase != PHASE_BUSY)
+                conn_cut(c, METRICS_CLOSE_DEADLINE);
+        /* Also here, not only when a connection arrives: at the limit
+         * libmicrohttpd accepts none, and the grace may have kept the
+         * newest from being shed. */
+        shed_oldest(s);
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += REAP_PERIOD_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->reaper_cond, &s->conns_lock, &until);
+    }
+    pthread_mutex_unlock(&s->conns_lock);
+    return NULL;
+}
+
 /* Parks a snapshot whose connection is unknown until the server stops. */
 static void
 park_cert(struct http_server *s, struct cert_snap *c)
@@ -268,6 +648,31 @@ cert_retrieve(gnutls_session_t session, const gnutls_datum_t *req_ca_rdn,
     return 0;
 }
 
+/* The client address of mc as a table key (family 0 when unknown). */
+static struct peer_key
+peer_key_of(struct MHD_Connection *mc)
+{
+    struct peer_key k;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+
+    memset(&k, 0, sizeof(k));
+    if (ci == NULL || ci->client_addr == NULL)
+        return k;
+    if (ci->client_addr->sa_family == AF_INET) {
+        const struct sockaddr_in *a =
+            (const struct sockaddr_in *)ci->client_addr;
+        k.family = AF_INET;
+        memcpy(k.addr, &a->sin_addr, 4);
+    } else if (ci->client_addr->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a =
+            (const struct sockaddr_in6 *)ci->client_addr;
+        k.family = AF_INET6;
+        memcpy(k.addr, &a->sin6_addr, 16);
+    }
+    return k;
+}
+
 static void
 notify_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
                   enum MHD_ConnectionNotificationCode code)
@@ -283,6 +688,20 @@ notify_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
         if (c == NULL)
             return; /* handled as "no context": the request gets a 500 */
         c->srv = s;
+        c->fd = -1;
+        ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci != NULL) {
+            pthread_mutex_lock(&s->conns_lock);
+            c->fd = ci->connect_fd;
+            c->phase = PHASE_BUSY; /* set to HEAD, with its deadline, below */
+            c->peer = peer_key_of(mc);
+            conn_append(s, c);
+            s->n_conns++;
+            peer_add(s, &c->peer);
+            shed_oldest(s);
+            pthread_mutex_unlock(&s->conns_lock);
+            conn_phase_set(c, PHASE_HEAD, 0);
+        }
         ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_GNUTLS_SESSION);
         if (ci != NULL && ci->tls_session != NULL) {
             gnutls_session_t session = ci->tls_session;
@@ -296,13 +715,23 @@ notify_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
     c = *socket_context;
     if (c == NULL)
         return;
+    if (c->fd >= 0) {
+        pthread_mutex_lock(&s->conns_lock);
+        conn_unlink(s, c);
+        s->n_conns--;
+        peer_remove(s, &c->peer);
+        if (c->cut)
+            s->n_cut--;
+        c->fd = -1;
+        pthread_mutex_unlock(&s->conns_lock);
+    }
     if (c->req.active) {
         /* A request libmicrohttpd never reported complete. */
         atomic_fetch_sub(&s->in_flight, 1);
     }
     reload_cert_release(c->cert);
     reload_policy_release(c->req.pol);
-    free(c->body);
+    conn_body_free(c);
     free(c);
     *socket_context = NULL;
 }
@@ -322,13 +751,12 @@ request_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
         return;
     c = (struct conn *)((char *)req - offsetof(struct conn, req));
     reload_policy_release(req->pol);
-    if (c->cap > BODY_KEEP) {
-        free(c->body);
-        c->body = NULL;
-        c->cap = 0;
-    }
+    if (c->cap > BODY_KEEP)
+        conn_body_free(c);
     memset(req, 0, sizeof(*req));
     *con_cls = NULL;
+    c->kept_alive = true;
+    conn_phase_set(c, PHASE_HEAD, 0);
     atomic_fetch_sub(&s->in_flight, 1);
     atomic_fetch_add(&s->finished, 1);
 }
@@ -352,8 +780,11 @@ answer(struct http_server *s, struct MHD_Connection *mc, struct request *req,
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     if (allow != NULL)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    if (req->over_budget)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER,
+                                BUDGET_RETRY_AFTER);
     if (atomic_load_explicit(&s->quiesced, memory_order_relaxed) ||
-        req->too_large)
+        req->too_large || req->over_budget || req->bad_framing)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     ret = MHD_queue_response(mc, status, r);
     MHD_destroy_response(r);
@@ -414,6 +845,14 @@ client_verified(struct http_server *s, struct MHD_Connection *mc,
     const union MHD_ConnectionInfo *ci;
     unsigned int status = 0;
     int rc;
+    /* The certificate must be meant for TLS clients: GnuTLS fails the
+     * check with GNUTLS_CERT_PURPOSE_MISMATCH when a certificate of the
+     * chain has an extended key usage without this purpose, and passes one
+     * with no extended key usage at all (RFC 5280 section 4.2.1.12). */
+    gnutls_typed_vdata_st purpose = {
+        .type = GNUTLS_DT_KEY_PURPOSE_OID,
+        .data = (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT,
+        .size = 0};
 
     if (s->cfg.client_ca_pem == NULL || c->client_ok)
         return true;
@@ -422,10 +861,15 @@ client_verified(struct http_server *s, struct MHD_Connection *mc,
         *why = "client certificate required\n";
         return false;
     }
-    rc = gnutls_certificate_verify_peers2(ci->tls_session, &status);
+    rc = gnutls_certificate_verify_peers(ci->tls_session, &purpose, 1, &status);
     if (rc == GNUTLS_E_NO_CERTIFICATE_FOUND ||
         gnutls_certificate_get_peers(ci->tls_session, NULL) == NULL) {
         *why = "client certificate required\n";
+        return false;
+    }
+    if (rc == 0 && (status & GNUTLS_CERT_PURPOSE_MISMATCH)) {
+        *why = "client certificate not for client authentication: its "
+               "extended key usage lacks clientAuth\n";
         return false;
     }
     if (rc < 0 || status != 0) {
@@ -472,6 +916,11 @@ serve_metrics(struct http_server *s, struct MHD_Connection *mc,
     g.cert_generation = cs->generation;
     g.cert_not_after = tlspair_not_after(cs->pair);
     g.in_flight = atomic_load(&s->in_flight);
+    pthread_mutex_lock(&s->conns_lock);
+    g.connections_open = s->n_conns;
+    pthread_mutex_unlock(&s->conns_lock);
+    g.body_bytes = atomic_load(&s->body_bytes);
+    g.body_budget = s->cfg.body_budget;
     text = metrics_render(&g, &len);
     reload_policy_release(ps);
     reload_cert_release(cs);
@@ -553,25 +1002,105 @@ serve_mutate(struct http_server *s, struct MHD_Connection *mc, struct conn *c,
     return ret;
 }
 
-/* Appends a body chunk, growing the connection's buffer as needed. */
-static bool
+/* Appends a body chunk, growing the connection's buffer as needed.
+ * Returns 0, -1 when the body budget is spent, -2 when out of memory. */
+static int
 body_append(struct conn *c, struct request *req, const char *data, size_t n)
 {
     if (req->len + n > c->cap) {
         size_t ncap = c->cap ? c->cap : 4096;
+        int rc;
         while (ncap < req->len + n)
             ncap *= 2;
         if (ncap > c->srv->cfg.max_body)
             ncap = c->srv->cfg.max_body;
-        char *nb = realloc(c->body, ncap);
-        if (nb == NULL)
-            return false;
-        c->body = nb;
-        c->cap = ncap;
+        rc = conn_body_grow(c, ncap);
+        if (rc != 0)
+            return rc;
     }
     memcpy(c->body + req->len, data, n);
     req->len += n;
-    return true;
+    return 0;
+}
+
+/* Answers 503 for a body the global budget cannot hold. */
+static enum MHD_Result
+answer_over_budget(struct http_server *s, struct MHD_Connection *mc,
+                   struct request *req)
+{
+    req->over_budget = true;
+    metrics_connection_close_record(METRICS_CLOSE_BUDGET);
+    return answer_text(s, mc, req, MHD_HTTP_SERVICE_UNAVAILABLE,
+                       "request bodies in flight use all the memory "
+                       "budget; retry shortly\n",
+                       NULL);
+}
+
+/* What framing_check() collects from the request's header fields. */
+struct framing {
+    unsigned int n_te; /* Transfer-Encoding field lines */
+    bool te_chunked;   /* the (one) Transfer-Encoding is exactly chunked */
+    unsigned int n_cl; /* Content-Length field lines */
+    bool cl_bad;       /* a value not a plain decimal number */
+    bool cl_conflict;  /* values that differ */
+    unsigned long long cl;
+};
+
+static enum MHD_Result
+framing_field(void *cls, enum MHD_ValueKind kind, const char *key,
+              const char *value)
+{
+    struct framing *f = cls;
+
+    (void)kind;
+    if (key == NULL)
+        return MHD_YES;
+    if (value == NULL)
+        value = "";
+    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        f->n_te++;
+        f->te_chunked = strcasecmp(value, "chunked") == 0;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        char *end;
+        unsigned long long n;
+        errno = 0;
+        n = strtoull(value, &end, 10);
+        if (value[0] < '0' || value[0] > '9' || *end != '\0' || errno != 0)
+            f->cl_bad = true;
+        else if (f->n_cl > 0 && n != f->cl)
+            f->cl_conflict = true;
+        f->cl = n;
+        f->n_cl++;
+    }
+    return MHD_YES;
+}
+
+/*
+ * RFC 9112 section 6: a request whose body length is ambiguous is refused
+ * with 400 and the connection closed, since the two ends could otherwise
+ * disagree on where the next request starts (request smuggling). Refused
+ * here: Transfer-Encoding other than exactly "chunked" (section 6.1; this
+ * server decodes no other coding), Transfer-Encoding together with
+ * Content-Length (section 6.3 item 3), and Content-Length values that
+ * differ or are not a number (section 6.3 item 5). Returns the reason, or
+ * NULL when the framing is sound.
+ */
+static const char *
+framing_check(struct MHD_Connection *mc)
+{
+    struct framing f;
+
+    memset(&f, 0, sizeof(f));
+    MHD_get_connection_values(mc, MHD_HEADER_KIND, framing_field, &f);
+    if (f.n_te > 1 || (f.n_te == 1 && !f.te_chunked))
+        return "bad request: Transfer-Encoding must be exactly \"chunked\"\n";
+    if (f.n_te > 0 && f.n_cl > 0)
+        return "bad request: Content-Length and Transfer-Encoding together\n";
+    if (f.cl_bad)
+        return "bad request: Content-Length is not a decimal number\n";
+    if (f.cl_conflict)
+        return "bad request: Content-Length fields that differ\n";
+    return NULL;
 }
 
 static enum MHD_Result
@@ -604,12 +1133,19 @@ handle(void *cls, struct MHD_Connection *mc, const char *url,
                                        "request body too large\n", NULL);
                 return MHD_YES;
             }
-            if (!body_append(c, req, upload_data, n))
+            switch (body_append(c, req, upload_data, n)) {
+            case 0:
+                break;
+            case -1:
+                return answer_over_budget(s, mc, req);
+            default:
                 req->no_memory = true;
+            }
             return MHD_YES;
         }
         if (req->answered)
             return MHD_YES;
+        conn_phase_set(c, PHASE_BUSY, 0);
         switch (req->route) {
         case ROUTE_HEALTHZ:
             return answer_text(s, mc, req, MHD_HTTP_OK, "ok\n", NULL);
@@ -639,6 +1175,26 @@ handle(void *cls, struct MHD_Connection *mc, const char *url,
     clock_gettime(CLOCK_MONOTONIC, &req->t0);
     *con_cls = req;
     atomic_fetch_add(&s->in_flight, 1);
+    {
+        const char *cl = MHD_lookup_connection_value(
+            mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        unsigned long long n = s->cfg.max_body;
+        char *end;
+        if (cl != NULL) {
+            errno = 0;
+            n = strtoull(cl, &end, 10);
+            if (errno != 0 || *end != '\0' || n > s->cfg.max_body)
+                n = s->cfg.max_body;
+        }
+        conn_phase_set(c, PHASE_BODY, n);
+    }
+    {
+        const char *why = framing_check(mc);
+        if (why != NULL) {
+            req->bad_framing = true;
+            return answer_text(s, mc, req, MHD_HTTP_BAD_REQUEST, why, NULL);
+        }
+    }
 
     req->route = route_of(url);
     get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
@@ -698,14 +1254,11 @@ handle(void *cls, struct MHD_Connection *mc, const char *url,
                                        "request body too large\n", NULL);
                 return MHD_YES;
             }
-            /* Reserve the whole body at once when it is announced. */
-            if (errno == 0 && end != cl && *end == '\0' && n > c->cap) {
-                char *nb = realloc(c->body, (size_t)n);
-                if (nb != NULL) {
-                    c->body = nb;
-                    c->cap = (size_t)n;
-                }
-            }
+            /* Reserve the whole body at once when it is announced, and
+             * refuse it at once when the budget cannot hold it. */
+            if (errno == 0 && end != cl && *end == '\0' && n > c->cap &&
+                conn_body_grow(c, (size_t)n) == -1)
+                return answer_over_budget(s, mc, req);
         }
     }
     req->pol = reload_policy_acquire(s->reload);
@@ -733,10 +1286,78 @@ mhd_logger(void *cls, const char *fmt, va_list ap)
     log_error_write(level, "libmicrohttpd", NULL, NULL, "%s", text);
 }
 
+/* "127.0.0.1:8443" or "[::1]:8443" for addr. */
+static void
+format_addr(const struct sockaddr_storage *addr, char *buf, size_t n)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+
+    if (addr->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)addr;
+        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+        snprintf(buf, n, "[%s]:%u", host, (unsigned)ntohs(a->sin6_port));
+    } else {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)addr;
+        inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+        snprintf(buf, n, "%s:%u", host, (unsigned)ntohs(a->sin_port));
+    }
+}
+
+/*
+ * Opens the listening socket here rather than in libmicrohttpd, whose
+ * message names neither the address nor a remedy ("Failed to bind to port
+ * 0"). Returns the socket, or -1 with err saying what to do.
+ */
+static int
+listen_socket(const struct http_config *cfg, struct ng_error *err)
+{
+    char where[INET6_ADDRSTRLEN + 16];
+    int fd, one = 1, e;
+    const char *hint;
+
+    format_addr(&cfg->addr, where, sizeof(where));
+    fd = socket(cfg->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                0);
+    if (fd < 0) {
+        ng_error_set(err, 0, 0, "cannot open a socket for %s: %s", where,
+                     strerror(errno));
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (cfg->addr.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (bind(fd, (const struct sockaddr *)&cfg->addr, cfg->addr_len) == 0 &&
+        listen(fd, 1024) == 0)
+        return fd;
+    e = errno;
+    close(fd);
+    switch (e) {
+    case EADDRINUSE:
+        hint = "another process is listening there; stop it or pick another "
+               "port with --listen";
+        break;
+    case EACCES:
+        hint = "ports below 1024 need CAP_NET_BIND_SERVICE; pick a port from "
+               "1024 up with --listen";
+        break;
+    case EADDRNOTAVAIL:
+        hint = "no interface of this host has that address; use one it has, "
+               "or :PORT for all";
+        break;
+    default:
+        hint = "check the --listen address";
+    }
+    ng_error_set(err, 0, 0, "cannot listen on %s: %s; %s", where, strerror(e),
+                 hint);
+    return -1;
+}
+
 struct http_server *
 http_server_start(const struct http_config *cfg, struct reload *r,
                   struct ng_error *err)
 {
+    int lfd = -1;
+    pthread_condattr_t ca;
     struct http_server *s;
     struct MHD_OptionItem opts[16];
     unsigned int flags;
@@ -753,27 +1374,65 @@ http_server_start(const struct http_config *cfg, struct reload *r,
         return NULL;
     }
     s->cfg = *cfg;
+    if (s->cfg.max_connections == 0)
+        s->cfg.max_connections = 1024;
     if (s->cfg.threads == 0)
         s->cfg.threads = 1;
     s->reload = r;
     s->mopt.own_namespace = cfg->own_namespace;
     pthread_mutex_init(&s->parked_lock, NULL);
-    atomic_init(&s->quiesced, false);
+    pthread_mutex_init(&s->conns_lock, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->reaper_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    atomic_init(&s->body_bytes, 0);
+    /* Slots run short when seven eighths are taken: from then on each new
+     * connection sheds the oldest incomplete one, so the pool never fills
+     * and a new client is always accepted. */
+    if (s->cfg.max_connections > 0)
+        s->shed_at = s->cfg.max_connections - s->cfg.max_connections / 8 - 1;
+    if (s->cfg.max_connections > 0 && s->shed_at == 0)
+        s->shed_at = 1;
+    {
+        size_t want = 4 * (size_t)s->cfg.max_connections, n = 64;
+        while (n < want)
+            n *= 2;
+        s->peers = calloc(n, sizeof(*s->peers));
+        s->peers_mask = n - 1;
+    }
     atomic_init(&s->starting, true);
     atomic_init(&s->in_flight, 0);
     atomic_init(&s->finished, 0);
     the_server = s;
+    if (s->peers == NULL) {
+        ng_error_set(err, 0, 0, "out of memory");
+        goto fail;
+    }
 
-    /* No MHD_USE_TURBO: with TLS, libmicrohttpd 0.9.75 then spins a
-     * worker at 100% CPU for every connection that has not finished its
-     * handshake (one silent TCP client was enough; found by make faults). */
-    flags = MHD_USE_TLS | MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ITC |
+    /*
+     * poll(2), not epoll. libmicrohttpd 0.9.75's epoll loop is
+     * edge-triggered: it keeps a connection on its "ready" list while the
+     * connection waits to read and its READ_READY flag is set, and clears
+     * that flag only when its own recv wrapper sees EAGAIN
+     * (connection_https.c, recv_tls_adapter). During the TLS handshake
+     * GnuTLS reads the socket itself (gnutls_transport_set_int in
+     * daemon.c), so a partial ClientHello, or a client silent after its
+     * first flight, leaves the flag set forever: MHD_epoll() processes the
+     * connection again and again with a zero epoll_wait timeout, one CPU
+     * at 100 % until the idle timeout. Level-triggered poll(2) wakes only
+     * when bytes arrive. No MHD_USE_TURBO either: with TLS it spun a worker
+     * for every connection that had not finished its handshake.
+     */
+    flags = MHD_USE_TLS | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC |
             MHD_USE_ERROR_LOG;
     if (cfg->addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
 
-    opts[i++] =
-        (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, (void *)&s->cfg.addr};
+    lfd = listen_socket(&s->cfg, err);
+    if (lfd < 0)
+        goto fail;
+    opts[i++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, lfd, NULL};
     opts[i++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
                                         (void *)TLS_PRIORITIES};
     opts[i++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0,
@@ -788,9 +1447,8 @@ http_server_start(const struct http_config *cfg, struct reload *r,
                                         THREAD_STACK, NULL};
     opts[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
                                         cfg->connection_timeout, NULL};
-    if (cfg->max_connections > 0)
-        opts[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
-                                            cfg->max_connections, NULL};
+    opts[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
+                                        s->cfg.max_connections, NULL};
     if (cfg->per_ip_connections > 0)
         opts[i++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
                                             cfg->per_ip_connections, NULL};
@@ -810,13 +1468,36 @@ http_server_start(const struct http_config *cfg, struct reload *r,
                      "line above)");
         goto fail;
     }
+    lfd = -1; /* the daemon's now */
     atomic_store(&s->starting, false);
     di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di != NULL ? di->port : 0;
+    {
+        struct sockaddr_storage bound;
+        socklen_t blen = sizeof(bound);
+        const union MHD_DaemonInfo *li =
+            MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_LISTEN_FD);
+        if (li != NULL &&
+            getsockname(li->listen_fd, (struct sockaddr *)&bound, &blen) == 0)
+            s->port = ntohs(bound.ss_family == AF_INET6
+                                ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                : ((struct sockaddr_in *)&bound)->sin_port);
+    }
+    if (pthread_create(&s->reaper, NULL, reaper_main, s) != 0) {
+        ng_error_set(err, 0, 0, "cannot start the connection reaper thread");
+        MHD_stop_daemon(s->daemon);
+        goto fail;
+    }
+    s->reaper_running = true;
     return s;
 fail:
+    if (lfd >= 0)
+        close(lfd);
     the_server = NULL;
     pthread_mutex_destroy(&s->parked_lock);
+    pthread_mutex_destroy(&s->conns_lock);
+    pthread_cond_destroy(&s->reaper_cond);
+    free(s->peers);
     free(s);
     return NULL;
 }
@@ -865,11 +1546,21 @@ http_server_stop(struct http_server *s)
 {
     if (s == NULL)
         return;
+    if (s->reaper_running) {
+        pthread_mutex_lock(&s->conns_lock);
+        s->reaper_stop = true;
+        pthread_cond_signal(&s->reaper_cond);
+        pthread_mutex_unlock(&s->conns_lock);
+        pthread_join(s->reaper, NULL);
+    }
     MHD_stop_daemon(s->daemon);
     for (size_t i = 0; i < s->n_parked; i++)
         reload_cert_release(s->parked[i]);
     free(s->parked);
     pthread_mutex_destroy(&s->parked_lock);
+    pthread_mutex_destroy(&s->conns_lock);
+    pthread_cond_destroy(&s->reaper_cond);
+    free(s->peers);
     if (the_server == s)
         the_server = NULL;
     free(s);

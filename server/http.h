@@ -17,11 +17,32 @@ struct http_config {
     size_t max_body;                 /* bytes; larger bodies get 413 */
     unsigned int threads;            /* worker threads, >= 1 */
     unsigned int connection_timeout; /* idle seconds; 0 = none */
-    unsigned int max_connections;
+    unsigned int max_connections;    /* open connections at most; 0 = 1024 */
     unsigned int per_ip_connections; /* 0 = no per-IP limit */
     const char *client_ca_pem;       /* NUL-terminated PEM, or NULL; borrowed */
     const char *own_namespace;       /* skipped namespace, or NULL; borrowed */
+    /* Absolute deadline, in seconds, for the TLS handshake plus the request
+     * headers, counted from accept (or from the end of the previous request
+     * on a kept-alive connection); 0 = none. */
+    unsigned int header_timeout;
+    /* A body must arrive at this many bytes a second on average, after a
+     * grace of header_timeout; 0 = no body deadline. */
+    size_t min_body_rate;
+    /* Bytes of request-body buffers all connections together may hold;
+     * a body that would pass it gets 503 with Retry-After. Buffers over
+     * 256 KiB may use only seven eighths of it, so small reviews still
+     * get through when large held bodies spend the rest. 0 = no cap. */
+    size_t body_budget;
 };
+
+/*
+ * The body budget for a process limited to memory_limit bytes (0 = no
+ * limit known) with this many worker threads and this body cap: half the
+ * limit, less four bodies' worth of parsing room per worker thread, and
+ * never less than one body. Without a limit, 64 bodies. Thread-safe.
+ */
+size_t http_body_budget(uint64_t memory_limit, unsigned int threads,
+                        size_t max_body);
 
 struct http_server;
 

@@ -1,14 +1,16 @@
 # server/ HTTP side: serve, TLS, metrics, logs, reload, integration tests, make run.
 LIB_SRCS += server/http.c server/metrics.c server/log.c server/reload.c \
 	server/tlspair.c
-UNIT_TESTS += tlspair metrics log reload
+UNIT_TESTS += tlspair metrics log reload http
 CHECKS += check-http
 
 # The integration tests start the real binary with throwaway certificates
 # and talk to it with curl and openssl, as the API server would.
 .PHONY: check-http
-check-http: $(BUILD)/ncclguard
-	NCCLGUARD=$(abspath $(BUILD))/ncclguard bash tests/integration/run.sh
+check-http: $(BUILD)/ncclguard $(BUILD)/tests/ncclguard-peer
+	NCCLGUARD=$(abspath $(BUILD))/ncclguard \
+		NG_PEER=$(abspath $(BUILD))/tests/ncclguard-peer \
+		bash tests/integration/run.sh
 
 # make run: build (after deps, in a fresh make so pkg-config sees what deps
 # installed), throwaway certificates for 127.0.0.1/localhost, then serve on
@@ -36,3 +38,8 @@ run-serve: $(BUILD)/ncclguard
 	exec $(BUILD)/ncclguard serve --listen 127.0.0.1:8443 \
 		--cert $(RUN_CERTS)/tls.crt --key $(RUN_CERTS)/tls.key \
 		--policy policy/default.yaml
+
+# The misbehaving clients of the transport tests (tests/integration/peer.c).
+$(BUILD)/tests/ncclguard-peer: $(BUILD)/obj/tests/integration/peer.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ -lssl -lcrypto

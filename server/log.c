@@ -138,6 +138,95 @@ format_head(const char *stamp, enum log_level level, const char *msg)
     return text;
 }
 
+size_t
+log_cut_len(const char *s, size_t len, size_t max)
+{
+    size_t n;
+
+    if (len <= max)
+        return len;
+    n = max >= 3 ? max - 3 : 0;
+    /* s[n] is the first byte dropped: when it continues a character
+     * (10xxxxxx), that character started earlier and goes too. */
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}
+
+/* True when v holds a string or an array past the caps. */
+static bool
+over_caps(const json_t *v, int depth)
+{
+    const char *key;
+    json_t *m;
+    size_t i;
+
+    if (depth > 16)
+        return false;
+    if (json_is_string(v))
+        return json_string_length(v) > LOG_FIELD_MAX;
+    if (json_is_array(v)) {
+        if (json_array_size(v) > LOG_ARRAY_MAX)
+            return true;
+        json_array_foreach(v, i, m) if (over_caps(m, depth + 1)) return true;
+        return false;
+    }
+    if (json_is_object(v))
+        json_object_foreach((json_t *)v, key,
+                            m) if (over_caps(m, depth + 1)) return true;
+    return false;
+}
+
+/* A copy of v within the caps (a new reference), or NULL. */
+static json_t *
+capped_copy(json_t *v, int depth)
+{
+    const char *key;
+    json_t *m, *out;
+    size_t i;
+
+    if (depth > 16 || !over_caps(v, depth))
+        return json_incref(v);
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        size_t keep = log_cut_len(s, json_string_length(v), LOG_FIELD_MAX);
+        char buf[LOG_FIELD_MAX + 1];
+        memcpy(buf, s, keep);
+        memcpy(buf + keep, "\xe2\x80\xa6", 3); /* U+2026 */
+        return json_stringn(buf, keep + 3);
+    }
+    if (json_is_array(v)) {
+        out = json_array();
+        if (out == NULL)
+            return NULL;
+        json_array_foreach(v, i, m)
+        {
+            if (i == LOG_ARRAY_MAX) {
+                char more[64];
+                snprintf(more, sizeof(more), "\xe2\x80\xa6 %zu more",
+                         json_array_size(v) - LOG_ARRAY_MAX);
+                if (json_array_append_new(out, json_string(more)) != 0)
+                    goto fail;
+                break;
+            }
+            if (json_array_append_new(out, capped_copy(m, depth + 1)) != 0)
+                goto fail;
+        }
+        return out;
+    }
+    out = json_object();
+    if (out == NULL)
+        return NULL;
+    json_object_foreach(
+        v, key,
+        m) if (json_object_set_new(out, key, capped_copy(m, depth + 1)) !=
+               0) goto fail;
+    return out;
+fail:
+    json_decref(out);
+    return NULL;
+}
+
 /* writev(2) all of iov, carrying on after short writes and EINTR. */
 static void
 writev_all(struct iovec *iov, int n)
@@ -183,8 +272,16 @@ write_line(enum log_level level, const char *msg, const json_t *fields,
         goto fail;
     head_len = strlen(head_text);
     if (fields != NULL && json_is_object(fields) && json_object_size(fields)) {
+        if (over_caps(fields, 0)) {
+            copy = capped_copy((json_t *)fields, 0);
+            if (copy == NULL)
+                goto fail;
+            fields = copy;
+        }
         if (has_reserved_key(fields)) {
-            copy = json_copy((json_t *)fields);
+            json_t *c2 = json_copy((json_t *)fields);
+            json_decref(copy);
+            copy = c2;
             if (copy == NULL)
                 goto fail;
             json_object_del(copy, "time");
@@ -251,17 +348,26 @@ log_error_write(enum log_level level, const char *msg, const char *key,
     char text[1024];
     va_list ap;
     json_t *fields;
+    int n;
+    size_t len;
 
     if (!log_level_enabled(level))
         return;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
+    n = vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
+    len = n > 0 ? (size_t)n : 0;
+    if (len >= sizeof(text)) {
+        /* Cut whole characters only, or jansson refuses the text. */
+        len = log_cut_len(text, len, sizeof(text) - 1);
+        memcpy(text + len, "\xe2\x80\xa6", 3);
+        len += 3;
+    }
     fields = json_object();
     if (fields != NULL) {
         if (key != NULL)
             json_object_set_new(fields, key, json_string(value ? value : ""));
-        json_object_set_new(fields, "error", json_string(text));
+        json_object_set_new(fields, "error", json_stringn(text, len));
     }
     log_fields_write(level, msg, fields);
     json_decref(fields);

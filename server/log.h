@@ -9,6 +9,23 @@
 enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR };
 
 /*
+ * Caps on what a field can put in a line, so that a request cannot make
+ * the log echo megabytes (a 3 MB uid or generateName): a string value
+ * longer than LOG_FIELD_MAX bytes is cut on a UTF-8 character boundary and
+ * ends with "…" (U+2026), the whole no longer than LOG_FIELD_MAX; an array
+ * keeps its first LOG_ARRAY_MAX elements and then a string "… N more".
+ */
+#define LOG_FIELD_MAX 1024
+#define LOG_ARRAY_MAX 32
+
+/*
+ * How many bytes of the UTF-8 text s (len bytes) to keep so that, with
+ * the 3-byte "…" after them, it fits in max bytes without splitting a
+ * character; len itself when it fits in max already. Thread-safe.
+ */
+size_t log_cut_len(const char *s, size_t len, size_t max);
+
+/*
  * Parses "debug", "info", "warn" (or "warning") or "error" into *out.
  * Returns 0, or -1 (leaving *out untouched) for any other text.
  */
@@ -33,10 +50,11 @@ void log_output_set(int fd);
 /*
  * Writes one line: {"time":..., "level":..., "msg": msg, <fields>...}.
  * fields is borrowed (may be NULL); its keys follow the fixed ones, and a
- * field named time, level or msg is dropped. The line goes out in a single
- * write(2), so lines from several threads never interleave. Never fails
- * visibly: a line that cannot be built is replaced by a short fallback.
- * Thread-safe.
+ * field named time, level or msg is dropped. Field values are capped as
+ * LOG_FIELD_MAX and LOG_ARRAY_MAX say (fields itself is left as it is). The
+ * line goes out in a single write(2), so lines from several threads never
+ * interleave. Never fails visibly: a line that cannot be built is replaced by a
+ * short fallback. Thread-safe.
  */
 void log_fields_write(enum log_level level, const char *msg,
                       const json_t *fields);

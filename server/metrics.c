@@ -40,6 +40,7 @@ struct counters {
     atomic_uint_fast64_t cert_reloads;
     atomic_uint_fast64_t cert_reload_errors;
     atomic_uint_fast64_t client_cert_rejects;
+    atomic_uint_fast64_t closes[METRICS_CLOSE_N];
 };
 
 static struct counters c;
@@ -107,6 +108,13 @@ void
 metrics_client_cert_reject_record(void)
 {
     bump(&c.client_cert_rejects, 1);
+}
+
+void
+metrics_connection_close_record(enum metrics_close_reason reason)
+{
+    if ((int)reason >= 0 && reason < METRICS_CLOSE_N)
+        bump(&c.closes[reason], 1);
 }
 
 void
@@ -288,6 +296,30 @@ metrics_render(const struct metrics_gauges *g, size_t *len)
            "Requests being handled now.");
     out_printf(&o, "ncclguard_requests_in_flight %llu\n",
                (unsigned long long)g->in_flight);
+    family(&o, "ncclguard_connections_open", "gauge",
+           "Client connections open now, handshakes included.");
+    out_printf(&o, "ncclguard_connections_open %llu\n",
+               (unsigned long long)g->connections_open);
+    family(&o, "ncclguard_connections_cut_total", "counter",
+           "Connections closed or bodies refused by the server's transport "
+           "limits, by reason.");
+    {
+        static const char *const why[METRICS_CLOSE_N] = {"deadline", "shed",
+                                                         "budget"};
+        for (int i = 0; i < METRICS_CLOSE_N; i++)
+            out_printf(&o,
+                       "ncclguard_connections_cut_total{reason=\"%s\"} "
+                       "%llu\n",
+                       why[i], (unsigned long long)get(&c.closes[i]));
+    }
+    family(&o, "ncclguard_body_buffer_bytes", "gauge",
+           "Bytes of request-body buffers held now.");
+    out_printf(&o, "ncclguard_body_buffer_bytes %llu\n",
+               (unsigned long long)g->body_bytes);
+    family(&o, "ncclguard_body_budget_bytes", "gauge",
+           "Cap on request-body buffers, derived from the memory limit.");
+    out_printf(&o, "ncclguard_body_budget_bytes %llu\n",
+               (unsigned long long)g->body_budget);
 
     if (o.failed) {
         free(o.buf);

@@ -32,6 +32,17 @@ void metrics_cert_reload_record(int ok);
 /* Counts one failed TLS client-certificate check. Thread-safe. */
 void metrics_client_cert_reject_record(void);
 
+/* Why the server closed a connection before its request was complete. */
+enum metrics_close_reason {
+    METRICS_CLOSE_DEADLINE = 0, /* handshake+headers or body deadline */
+    METRICS_CLOSE_SHED,         /* slots ran short; oldest incomplete shed */
+    METRICS_CLOSE_BUDGET,       /* body refused: buffer budget exhausted */
+    METRICS_CLOSE_N
+};
+
+/* Counts one connection closed (or body refused) for reason. Thread-safe. */
+void metrics_connection_close_record(enum metrics_close_reason reason);
+
 /* State read from the current snapshots when /metrics is scraped. */
 struct metrics_gauges {
     int policy_loaded;
@@ -41,6 +52,9 @@ struct metrics_gauges {
     uint64_t cert_generation;
     int64_t cert_not_after; /* Unix seconds */
     uint64_t in_flight;
+    uint64_t connections_open;
+    uint64_t body_bytes;  /* request body buffers held now */
+    uint64_t body_budget; /* their global cap */
 };
 
 /*

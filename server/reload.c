@@ -408,40 +408,90 @@ relevant_events(struct reload *r)
     return hit;
 }
 
+/* A change to our files is checked once its events have paused this long
+ * (a copy or a symlink swap comes as a burst), */
+#define SETTLE_MS 30
+/* but never later than this after its first event, however long the
+ * burst. */
+#define SETTLE_MAX_MS 200
+
+static uint64_t
+now_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/* Milliseconds from now until the earlier of two deadlines (0 = none),
+ * for poll(2): -1 when there is none. */
+static int
+wait_ms(uint64_t now, uint64_t a, uint64_t b)
+{
+    uint64_t next = a;
+
+    if (next == 0 || (b != 0 && b < next))
+        next = b;
+    if (next == 0)
+        return -1;
+    return next <= now ? 0 : (int)(next - now);
+}
+
+/*
+ * The watcher. Three things make it check the files, each on its own
+ * clock, so that none can hold another back: SIGHUP (at once, forced),
+ * the interval (when it is due), and inotify events on our own files
+ * (after SETTLE_MS of quiet, at most SETTLE_MAX_MS after the first).
+ * Events on other files in the same directories are read and dropped
+ * without touching either clock: a log file appended every few
+ * milliseconds next to the policy used to postpone every reload.
+ */
 static void *
 watcher_main(void *arg)
 {
     struct reload *r = arg;
     struct pollfd p[2];
-    int timeout = r->interval > 0 ? (int)r->interval * 1000 : -1;
+    uint64_t interval_ms = (uint64_t)r->interval * 1000;
+    uint64_t next_poll = 0, settle_at = 0, first_event = 0;
 
     p[0].fd = r->inotify_fd;
     p[0].events = POLLIN;
     p[1].fd = r->event_fd;
     p[1].events = POLLIN;
+    if (interval_ms > 0)
+        next_poll = now_ms() + interval_ms;
     while (!atomic_load(&r->stop)) {
-        int n = poll(p, 2, timeout);
-        bool force = false, changed = false;
+        uint64_t now = now_ms();
+        int n = poll(p, 2, wait_ms(now, next_poll, settle_at));
+        bool force = false, due = false;
 
         if (n < 0 && errno != EINTR)
             break;
         if (atomic_load(&r->stop))
             break;
+        now = now_ms();
         if (n > 0 && (p[1].revents & POLLIN)) {
             drain(r->event_fd);
             force = true;
         }
-        if (n > 0 && (p[0].revents & POLLIN)) {
-            /* Let a burst of events (a copy, a symlink swap) settle so one
-             * check sees the finished files. */
-            struct pollfd q = {r->inotify_fd, POLLIN, 0};
-            do
-                changed |= relevant_events(r);
-            while (poll(&q, 1, 30) > 0 && !atomic_load(&r->stop));
+        if (n > 0 && (p[0].revents & POLLIN) && relevant_events(r)) {
+            if (settle_at == 0)
+                first_event = now;
+            settle_at = now + SETTLE_MS;
+            if (settle_at > first_event + SETTLE_MAX_MS)
+                settle_at = first_event + SETTLE_MAX_MS;
         }
-        /* n == 0: the poll interval passed. */
-        if (force || changed || n == 0)
+        if (settle_at != 0 && now >= settle_at)
+            due = true;
+        if (next_poll != 0 && now >= next_poll)
+            due = true;
+        if (force || due) {
             reload_check(r, force);
+            settle_at = 0;
+            if (interval_ms > 0)
+                next_poll = now_ms() + interval_ms;
+        }
     }
     return NULL;
 }

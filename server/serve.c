@@ -36,6 +36,9 @@ enum opt_id {
     OPT_MAX_CONNECTIONS,
     OPT_PER_IP_CONNECTIONS,
     OPT_RELOAD_INTERVAL,
+    OPT_HEADER_TIMEOUT,
+    OPT_MIN_BODY_RATE,
+    OPT_MEMORY_LIMIT,
     OPT_LOG_LEVEL,
     OPT_HELP,
     OPT_COUNT
@@ -81,6 +84,16 @@ static const struct {
                              "S",
                              "also re-read policy and certificate every S "
                              "seconds (default 10; 0 = off)"},
+    [OPT_HEADER_TIMEOUT] = {"header-timeout", "NCCLGUARD_HEADER_TIMEOUT", "S",
+                            "TLS handshake plus request headers must finish "
+                            "within S seconds of connecting (default 10; 0 = "
+                            "no limit)"},
+    [OPT_MIN_BODY_RATE] = {"min-body-rate", "NCCLGUARD_MIN_BODY_RATE", "BYTES",
+                           "a body must then arrive at BYTES a second "
+                           "(default 64Ki; 0 = no limit)"},
+    [OPT_MEMORY_LIMIT] = {"memory-limit", "NCCLGUARD_MEMORY_LIMIT", "BYTES",
+                          "memory figure the body budget derives from; Ki, "
+                          "Mi, Gi allowed (default: the cgroup's memory.max)"},
     [OPT_LOG_LEVEL] = {"log-level", "NCCLGUARD_LOG_LEVEL", "LEVEL",
                        "debug, info, warn or error (default info)"},
     [OPT_HELP] = {"help", NULL, NULL, "show this help"},
@@ -133,9 +146,11 @@ bad:
     return -1;
 }
 
-/* Parses BYTES with an optional Ki or Mi suffix. */
+/* Parses BYTES with an optional Ki, Mi or Gi suffix for option name:
+ * at least min, at most max bytes. */
 static int
-parse_bytes(const char *s, unsigned long long *out)
+parse_bytes(const char *name, const char *s, unsigned long long min,
+            unsigned long long max, unsigned long long *out)
 {
     char num[32];
     size_t n = strlen(s);
@@ -147,24 +162,58 @@ parse_bytes(const char *s, unsigned long long *out)
     } else if (n > 2 && strcmp(s + n - 2, "Mi") == 0) {
         mult = 1024 * 1024;
         n -= 2;
+    } else if (n > 2 && strcmp(s + n - 2, "Gi") == 0) {
+        mult = 1024 * 1024 * 1024;
+        n -= 2;
     }
     if (n == 0 || n >= sizeof(num) || strspn(s, "0123456789") != n) {
         fprintf(stderr,
-                "ncclguard serve: --max-body %s: expected bytes, "
+                "ncclguard serve: --%s %s: expected bytes, "
                 "e.g. 4194304 or 4Mi\n",
-                s);
+                name, s);
         return -1;
     }
     memcpy(num, s, n);
     num[n] = '\0';
-    if (parse_uint("max-body", num, (1ULL << 30) / mult, &v) != 0)
+    if (parse_uint(name, num, max / mult, &v) != 0)
         return -1;
-    if (v * mult < 1024) {
-        fprintf(stderr,
-                "ncclguard serve: --max-body %s: must be at least 1Ki\n", s);
+    if (v * mult < min) {
+        fprintf(stderr, "ncclguard serve: --%s %s: must be at least %llu\n",
+                name, s, min);
         return -1;
     }
     *out = v * mult;
+    return 0;
+}
+
+/*
+ * The memory limit of this process's cgroup: memory.max (cgroup v2, what
+ * a Kubernetes memory limit sets), else memory.limit_in_bytes (v1).
+ * Returns 0 when there is none ("max", or v1's huge "unlimited" value).
+ */
+static unsigned long long
+cgroup_memory_limit(void)
+{
+    static const char *const files[] = {
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+    unsigned long long v = 0;
+
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char text[64], *end;
+        FILE *f = fopen(files[i], "re");
+        if (f == NULL)
+            continue;
+        if (fgets(text, sizeof(text), f) != NULL) {
+            text[strcspn(text, "\n")] = '\0';
+            errno = 0;
+            v = strtoull(text, &end, 10);
+            if (errno != 0 || end == text || *end != '\0' || v >= (1ULL << 60))
+                v = 0;
+        }
+        fclose(f);
+        return v;
+    }
     return 0;
 }
 
@@ -256,6 +305,9 @@ cmd_serve(int argc, char **argv)
         {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
         {"per-ip-connections", required_argument, NULL, OPT_PER_IP_CONNECTIONS},
         {"reload-interval", required_argument, NULL, OPT_RELOAD_INTERVAL},
+        {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
+        {"min-body-rate", required_argument, NULL, OPT_MIN_BODY_RATE},
+        {"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0}};
@@ -266,7 +318,7 @@ cmd_serve(int argc, char **argv)
     struct http_server *srv = NULL;
     struct ng_error e;
     char *client_ca = NULL;
-    unsigned long long n;
+    unsigned long long n, memory_limit = 0;
     enum log_level level = LOG_INFO;
     sigset_t sigs;
     int status = 1, opt;
@@ -331,7 +383,8 @@ cmd_serve(int argc, char **argv)
     }
     hc.max_body = 4 * 1024 * 1024;
     if (val[OPT_MAX_BODY] != NULL) {
-        if (parse_bytes(val[OPT_MAX_BODY], &n) != 0)
+        if (parse_bytes("max-body", val[OPT_MAX_BODY], 1024, 1ULL << 30, &n) !=
+            0)
             return 2;
         hc.max_body = (size_t)n;
     }
@@ -374,6 +427,27 @@ cmd_serve(int argc, char **argv)
             return 2;
         hc.per_ip_connections = (unsigned int)n;
     }
+    hc.header_timeout = 10;
+    if (val[OPT_HEADER_TIMEOUT] != NULL) {
+        if (parse_uint("header-timeout", val[OPT_HEADER_TIMEOUT], 3600, &n) !=
+            0)
+            return 2;
+        hc.header_timeout = (unsigned int)n;
+    }
+    hc.min_body_rate = 64 * 1024;
+    if (val[OPT_MIN_BODY_RATE] != NULL) {
+        if (parse_bytes("min-body-rate", val[OPT_MIN_BODY_RATE], 0, 1ULL << 30,
+                        &n) != 0)
+            return 2;
+        hc.min_body_rate = (size_t)n;
+    }
+    memory_limit = cgroup_memory_limit();
+    if (val[OPT_MEMORY_LIMIT] != NULL) {
+        if (parse_bytes("memory-limit", val[OPT_MEMORY_LIMIT], 1024 * 1024,
+                        1ULL << 50, &memory_limit) != 0)
+            return 2;
+    }
+    hc.body_budget = http_body_budget(memory_limit, hc.threads, hc.max_body);
     memset(&rc, 0, sizeof(rc));
     rc.interval_seconds = 10;
     if (val[OPT_RELOAD_INTERVAL] != NULL) {
@@ -435,12 +509,14 @@ cmd_serve(int argc, char **argv)
         struct policy_snap *ps = reload_policy_acquire(reload);
         struct cert_snap *cs = reload_cert_acquire(reload);
         json_t *f = json_pack(
-            "{s:s,s:i,s:i,s:I,s:s,s:s,s:I,s:b}", "listen",
+            "{s:s,s:i,s:i,s:I,s:I,s:I,s:s,s:s,s:I,s:b}", "listen",
             val[OPT_LISTEN] ? val[OPT_LISTEN] : ":8443", "port",
             (int)http_server_port(srv), "threads", (int)hc.threads, "max_body",
-            (json_int_t)hc.max_body, "policy", rc.policy_path, "policy_hash",
-            ps->hash, "cert_not_after", (json_int_t)tlspair_not_after(cs->pair),
-            "client_ca", client_ca != NULL);
+            (json_int_t)hc.max_body, "memory_limit", (json_int_t)memory_limit,
+            "body_budget", (json_int_t)hc.body_budget, "policy", rc.policy_path,
+            "policy_hash", ps->hash, "cert_not_after",
+            (json_int_t)tlspair_not_after(cs->pair), "client_ca",
+            client_ca != NULL);
         log_fields_write(LOG_INFO, "listening", f);
         json_decref(f);
         reload_policy_release(ps);

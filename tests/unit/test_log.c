@@ -1,6 +1,7 @@
 /* Unit tests for server/log: one JSON object per line, levels, fields. */
 #include "log.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,130 @@ drain(int fd, char *buf, size_t n)
         got = 0;
     buf[got] = '\0';
     return (size_t)got;
+}
+
+/* Reads the file fd from the start into a new buffer; *len its size. */
+static char *
+slurp(FILE *f, size_t *len)
+{
+    long n;
+    char *b;
+
+    fflush(f);
+    n = ftell(f);
+    b = malloc((size_t)n + 1);
+    if (b == NULL)
+        return NULL;
+    rewind(f);
+    *len = fread(b, 1, (size_t)n, f);
+    b[*len] = '\0';
+    rewind(f);
+    if (ftruncate(fileno(f), 0) != 0)
+        CHECK(0);
+    return b;
+}
+
+/* A string of n bytes made of the UTF-8 character ch, repeated. */
+static char *
+repeat(const char *ch, size_t n)
+{
+    size_t k = strlen(ch);
+    char *s = malloc(n + 1);
+
+    for (size_t i = 0; i + k <= n; i += k)
+        memcpy(s + i, ch, k);
+    s[n - n % k] = '\0';
+    return s;
+}
+
+static bool
+ends_with_ellipsis(const char *s)
+{
+    size_t n = strlen(s);
+    return n >= 3 && memcmp(s + n - 3, "\xe2\x80\xa6", 3) == 0;
+}
+
+/*
+ * Regression: a 3 MB uid, namespace or generateName was echoed whole into
+ * the admission line. Each string is now cut at LOG_FIELD_MAX bytes on a
+ * character boundary, marked with an ellipsis, and the line stays JSON.
+ */
+static void
+test_caps(void)
+{
+    static const struct {
+        const char *s;
+        size_t len, max, want;
+    } cuts[] = {
+        {"abc", 3, 10, 3},               /* fits: kept whole */
+        {"abcdefghijklmnop", 16, 10, 7}, /* 7 + 3 for the ellipsis */
+        {"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 8, 6, 2},     /* not mid-"é" */
+        {"\xe2\x82\xac\xe2\x82\xac\xe2\x82\xac", 9, 8, 3}, /* whole "€" */
+        {"\xf0\x9f\x98\x80\xf0\x9f\x98\x80", 8, 6, 0},
+    };
+    FILE *f = tmpfile();
+    char *big_a = repeat("a", 3000000), *big_e = repeat("\xc3\xa9", 3000000);
+    char *line;
+    size_t len = 0;
+    json_t *fields, *j, *arr;
+    json_error_t je;
+    const char *v;
+
+    for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++)
+        CHECK_INT(log_cut_len(cuts[i].s, cuts[i].len, cuts[i].max),
+                  cuts[i].want);
+    if (f == NULL) {
+        CHECK(0);
+        return;
+    }
+    log_output_set(fileno(f));
+    arr = json_array();
+    for (int i = 0; i < 100; i++)
+        json_array_append_new(arr, json_string("w"));
+    fields = json_pack("{s:s,s:s,s:s,s:{s:s},s:o,s:i}", "uid", big_a,
+                       "namespace", big_a, "generateName", big_e, "pod", "name",
+                       big_a, "warnings", arr, "gpus", 8);
+    log_fields_write(LOG_INFO, "admission", fields);
+    line = slurp(f, &len);
+    CHECK(line != NULL && len < 8192);
+    j = line ? json_loads(line, 0, &je) : NULL;
+    CHECK(j != NULL);
+    v = json_string_value(json_object_get(j, "uid"));
+    CHECK(v != NULL && strlen(v) == LOG_FIELD_MAX && ends_with_ellipsis(v));
+    v = json_string_value(json_object_get(j, "namespace"));
+    CHECK(v != NULL && strlen(v) == LOG_FIELD_MAX);
+    /* 1,020 bytes of two-byte characters, then the ellipsis. */
+    v = json_string_value(json_object_get(j, "generateName"));
+    CHECK(v != NULL && strlen(v) == LOG_FIELD_MAX - 1 &&
+          ends_with_ellipsis(v) && memcmp(v, big_e, strlen(v) - 3) == 0);
+    v = json_string_value(json_object_get(json_object_get(j, "pod"), "name"));
+    CHECK(v != NULL && strlen(v) == LOG_FIELD_MAX);
+    CHECK_INT(json_array_size(json_object_get(j, "warnings")),
+              LOG_ARRAY_MAX + 1);
+    CHECK_STR(json_string_value(json_array_get(json_object_get(j, "warnings"),
+                                               LOG_ARRAY_MAX)),
+              "\xe2\x80\xa6 68 more");
+    CHECK_INT(json_integer_value(json_object_get(j, "gpus")), 8);
+    /* The caller's object is left as it was. */
+    CHECK_INT(json_string_length(json_object_get(fields, "uid")), 3000000);
+    json_decref(j);
+    json_decref(fields);
+    free(line);
+
+    /* A formatted error cut by its buffer is cut between characters. */
+    log_error_write(LOG_ERROR, "long", NULL, NULL, "%.2000s", big_e);
+    line = slurp(f, &len);
+    j = line ? json_loads(line, 0, &je) : NULL;
+    CHECK(j != NULL);
+    v = json_string_value(json_object_get(j, "error"));
+    CHECK(v != NULL && ends_with_ellipsis(v) && strlen(v) <= 1023 + 3);
+    json_decref(j);
+    free(line);
+
+    log_output_set(2);
+    fclose(f);
+    free(big_a);
+    free(big_e);
 }
 
 int
@@ -123,5 +248,6 @@ main(void)
 
     close(p[0]);
     close(p[1]);
+    test_caps();
     return harness_finish();
 }
