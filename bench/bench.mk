@@ -47,5 +47,3 @@ soak: deps bench-deps
 faults: deps bench-deps
 	$(MAKE) $(BENCH_BINS)
 	$(BENCH_ENV) bench/faults.sh
-
-UNIT_TESTS += patch_check

@@ -504,6 +504,10 @@ static const char *const expect_keys[] = {
     "rule", "mutated", "status", "shmSize", "warnings", "env",
     "capabilities", "hostIPC", "ringCheck", NULL};
 
+/* The expect: keys read from the mutated pod itself. */
+static const char *const pod_keys[] = {"shmSize", "env", "capabilities",
+                                       "hostIPC", "ringCheck", NULL};
+
 /* Checks the expect: block against every pod the inputs held. */
 static void
 check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
@@ -528,6 +532,12 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
             size_t i;
 
             npods++;
+            if (pod == NULL)
+                for (const char *const *k = pod_keys; *k != NULL; k++)
+                    if (json_object_get(exp, *k) != NULL)
+                        reason(r, "%s: cannot check, the mutated object has "
+                                  "no pod at %s",
+                               *k, wp->pointer[0] ? wp->pointer : "/");
             if (wp->result.status == MUTATE_PATCHED)
                 patched++;
             json_array_foreach(wp->result.warnings, i, w)

@@ -2,7 +2,7 @@
 LIB_SRCS += server/serve.c server/mutate_cmd.c server/mutate.c \
 	server/patch.c server/review.c server/workload.c server/yamljson.c \
 	server/jsonmem.c
-UNIT_TESTS += patch mutate review yamljson workload jsonmem
+UNIT_TESTS += patch patch_check mutate review yamljson workload jsonmem
 # The corpus check reads the dry run's JSON with jq; kubectl comes from the
 # machine (make deps warns when it is missing).
 DEB_PKGS += jq

@@ -1,8 +1,18 @@
-# tests/: the unit-test runner; other checks live in their folder's fragment.
+# tests/: the unit-test runner, the summing-up of `make test`, and the
+# prerequisites checks share; other checks live in their folder's fragment.
 UNIT_BINS = $(UNIT_TESTS:%=$(BUILD)/tests/test_%)
 
-.PHONY: check-unit
+.PHONY: check-unit check-summary
 check-unit: $(UNIT_BINS)
 	@for t in $(UNIT_BINS); do echo "== $$t"; $$t || exit 1; done
 
-CHECKS := check-unit $(CHECKS)
+# tests/run-checks.sh itself: its counts, and CI=true refusing a skip that
+# tests/skips.allow does not list.
+check-summary:
+	bash tests/summary/check.sh
+
+CHECKS := check-unit check-summary $(CHECKS)
+
+# The deploy check reads which libraries the ring check links: build it
+# first, so that running `make check-deploy` alone checks it too.
+check-deploy: ringcheck
