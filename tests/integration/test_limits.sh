@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Connection limits and the default worker count: --per-ip-connections
+# refuses one address's extra connections and not another's,
+# --max-connections caps them all, and without --threads the server runs
+# one worker per CPU it may use (affinity mask, lowered to a cgroup v2 CPU
+# limit).
+set -u
+. "$(dirname "$0")/lib.sh"
+ng_setup
+POLICY=${NG_POLICY:-$NG_ROOT/policy/default.yaml}
+T=$NG_TMP
+
+ng_make_ca "$T" && ng_make_cert "$T" tls 1 || exit 1
+
+# status [CURL ARGS...]: the /healthz status, 000 when refused.
+status() {
+    ng_curl -o /dev/null -w '%{http_code}' "$@" "$NG_URL/healthz" 2>/dev/null
+}
+# A plain TCP connection counts against the limits from accept on, before
+# any TLS handshake (the server then waits --connection-timeout for it).
+hold() { # hold FD
+    eval "exec $1<>/dev/tcp/127.0.0.1/$NG_PORT"
+}
+release() { eval "exec $1<&-"; }
+# Waits until the server sees N open connections of its own count: the
+# accept of a held connection is asynchronous.
+settle() { sleep 0.2; }
+
+# --- per address ------------------------------------------------------------
+ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" \
+    --threads 1 --max-connections 100 --per-ip-connections 2 || exit 1
+hold 5
+hold 6
+settle
+ng_eq "per-ip 2: a third connection from 127.0.0.1 is refused" "$(status)" 000
+ng_eq "per-ip 2: one from 127.0.0.2 is served" \
+    "$(status --interface 127.0.0.2)" 200
+release 5
+settle
+ng_eq "per-ip 2: after one closes, 127.0.0.1 is served again" "$(status)" 200
+release 6
+ng_serve_stop
+
+# --- in all -------------------------------------------------------------------
+ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" \
+    --threads 1 --max-connections 3 --per-ip-connections 0 || exit 1
+hold 5
+hold 6
+hold 7
+settle
+ng_eq "max 3: a fourth connection is refused" "$(status)" 000
+ng_eq "max 3: from another address too" "$(status --interface 127.0.0.2)" 000
+release 7
+settle
+ng_eq "max 3: after one closes, a connection is served" "$(status)" 200
+release 5
+release 6
+ng_serve_stop
+
+# --- worker threads -------------------------------------------------------------
+# threads_logged: the "threads" field of the listening line.
+threads_logged() {
+    sed -n 's/.*"msg":"listening".*"threads":\([0-9]*\).*/\1/p' "$NG_LOG" |
+        head -n 1
+}
+ncpu=$(nproc)
+ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" ||
+    exit 1
+ng_eq "threads default to the CPUs usable ($ncpu)" "$(threads_logged)" "$ncpu"
+ng_serve_stop
+ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" \
+    --threads 3 || exit 1
+ng_eq "--threads 3 wins" "$(threads_logged)" 3
+ng_serve_stop
+# serve_as WRAPPER ARGS...: ng_serve_start with NCCLGUARD run by WRAPPER
+# (a script that execs it, so NG_PID stays the server's).
+serve_as() {
+    local real=$NCCLGUARD rc
+    NCCLGUARD=$1
+    shift
+    ng_serve_start "$@"
+    rc=$?
+    NCCLGUARD=$real
+    return $rc
+}
+printf '#!/bin/sh\nexec taskset -c 0 "%s" "$@"\n' "$NCCLGUARD" >"$T/one-cpu"
+# cpu.max QUOTA: the cgroup v2 CPU limit of QUOTA/100000 CPUs, in a private
+# mount namespace (tmpfs over /sys/fs/cgroup; needs CAP_SYS_ADMIN).
+printf '#!/bin/sh\nq=$1; shift\nexec unshare -m --propagation private sh -c '"'"'mount -t tmpfs cg /sys/fs/cgroup && echo "$0 100000" >/sys/fs/cgroup/cpu.max && exec "$@"'"'"' "$q" "%s" "$@"\n' \
+    "$NCCLGUARD" >"$T/cpu-max"
+chmod +x "$T/one-cpu" "$T/cpu-max"
+for q in 50000 100000 300000; do
+    printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$T/cpu-max" "$q" >"$T/quota-$q"
+    chmod +x "$T/quota-$q"
+done
+
+if [ "$ncpu" -lt 2 ]; then
+    echo "SKIP threads from the affinity mask and the cgroup limit (one CPU only: nproc is $ncpu)"
+else
+    serve_as "$T/one-cpu" --cert "$T/tls.crt" --key "$T/tls.key" \
+        --policy "$POLICY" || exit 1
+    ng_eq "affinity of one CPU: one worker" "$(threads_logged)" 1
+    ng_serve_stop
+    if ! unshare -m --propagation private sh -c \
+        'mount -t tmpfs cg /sys/fs/cgroup' 2>"$T/unshare.err"; then
+        echo "SKIP threads from the cgroup CPU limit (cannot mount a private /sys/fs/cgroup: $(head -n 1 "$T/unshare.err"))"
+    else
+        for qw in 100000:1 50000:1 300000:"$ncpu"; do
+            q=${qw%:*}
+            serve_as "$T/quota-$q" --cert "$T/tls.crt" --key "$T/tls.key" \
+                --policy "$POLICY" || exit 1
+            ng_eq "cgroup cpu.max $q/100000: ${qw#*:} worker(s)" \
+                "$(threads_logged)" "${qw#*:}"
+            ng_serve_stop
+        done
+        ng_eq "the server under a CPU limit exits 0" "$NG_EXIT" 0
+    fi
+fi
+
+ng_summary
