@@ -223,7 +223,9 @@ jq -n -r --slurpfile origs "$work/orig.json" --slurpfile news "$work/new.json" \
         [($orig.spec.containers // [])[], ($orig.spec.initContainers // [])[] | gpus] as $counts
         | ($counts | add // 0) as $total
         | ([$counts[] | select(. < 0 or . != floor)] | length == 0) as $whole
-        | if $result == "patched" or $result == "unchanged" then
+        | if ($orig.spec.os.name // "") == "windows" and $orig != $new then
+              "Windows pod changed (\($result)): NCCL, tmpfs /dev/shm and the Linux ring check do not apply"
+          elif $result == "patched" or $result == "unchanged" then
               [($new.spec.containers // [])[], ($new.spec.initContainers // [])[]
                | select(.name != "ncclguard-ringcheck") | select(gpus > 0)
                | if (.envFrom[0].configMapRef.name // "") != $profile then
@@ -240,7 +242,31 @@ jq -n -r --slurpfile origs "$work/orig.json" --slurpfile news "$work/new.json" \
     | select($v != "")
     | "pod \($i) (\($origs[0][$i].metadata.name), \($entries[0][$i].result)): \($v)"
     ' >"$work/verdicts.txt"
-while IFS= read -r line; do failf "$line"; done <"$work/verdicts.txt"
+# A manifest may name a known product bug that its pod exposes:
+#   # ncclguard-known-bug: POD-NAME: TEXT OF THE VERDICT
+# Such a verdict is reported as XFAIL instead of failing; a marker that
+# matches no verdict fails, so that a fixed bug has its marker removed.
+grep -h '^# ncclguard-known-bug: ' "${manifests[@]}" 2>/dev/null |
+    sed 's/^# ncclguard-known-bug: //' >"$work/known.txt" || true
+: >"$work/known-hit.txt"
+while IFS= read -r line; do
+    known=""
+    while IFS= read -r k; do
+        kpod=${k%%: *}
+        ktext=${k#*: }
+        case $line in *"($kpod, "*"$ktext"*) known=$k ;; esac
+    done <"$work/known.txt"
+    if [ -n "$known" ]; then
+        echo "XFAIL corpus: $line (known product bug, marked in its manifest)"
+        echo "$known" >>"$work/known-hit.txt"
+    else
+        failf "$line"
+    fi
+done <"$work/verdicts.txt"
+while IFS= read -r k; do
+    grep -qxF -- "$k" "$work/known-hit.txt" ||
+        failf "known-bug marker '$k' matches no failure any more: remove it from its manifest"
+done <"$work/known.txt"
 [ "$(jq length "$work/orig.json")" -eq "$n_pods" ] ||
     failf "checked $(jq length "$work/orig.json") pods, expected $n_pods"
 
