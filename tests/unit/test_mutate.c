@@ -351,8 +351,7 @@ test_shm(void)
 
         pod = pod_with("{'limits':{'nvidia.com/gpu':2}}");
         patched = run(floor8, pod, "ml", &r);
-        CHECK_STR(str_at(patched, "/spec/volumes/0/emptyDir/sizeLimit"),
-                  "8Gi");
+        CHECK_STR(str_at(patched, "/spec/volumes/0/emptyDir/sizeLimit"), "8Gi");
         json_decref(patched);
         mutate_result_release(&r);
         json_decref(pod);
@@ -630,6 +629,11 @@ test_ringcheck(void)
                                               "allowPrivilegeEscalation")));
     CHECK_STR(str_at(rc, "/securityContext/capabilities/drop/0"), "ALL");
     CHECK(json_is_true(patch_pointer_get(rc, "/securityContext/runAsNonRoot")));
+    /* A numeric user other than 0: with runAsNonRoot the kubelet refuses
+     * uid 0, and cannot check an image whose USER is a name. */
+    CHECK_INT(
+        json_integer_value(patch_pointer_get(rc, "/securityContext/runAsUser")),
+        65532);
     CHECK_STR(str_at(rc, "/envFrom/0/configMapRef/name"),
               "nccl-production-profile");
     CHECK_STR(str_at(rc, "/env/0/name"), "HF_TOKEN"); /* the pod's own env */
