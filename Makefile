@@ -95,7 +95,7 @@ deps:
 # libraries that deps may just have installed.
 test: deps
 	$(MAKE) all ringcheck
-	$(MAKE) check
+	$(MAKE) --no-print-directory check
 
 # Each check runs in turn, even after one fails; the last line sums them
 # up: "N passed, N failed, N skipped" (see tests/run-checks.sh; under
@@ -106,7 +106,8 @@ check:
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer
 asan: deps
-	$(MAKE) BUILD=build-asan SAN="$(ASAN_FLAGS)" CFLAGS="-O1 -g" \
+	$(MAKE) --no-print-directory BUILD=build-asan SAN="$(ASAN_FLAGS)" \
+		CFLAGS="-O1 -g" \
 		ASAN_OPTIONS=detect_leaks=1 all ringcheck check
 
 format:

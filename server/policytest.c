@@ -505,7 +505,7 @@ static const char *const expect_keys[] = {
     "capabilities", "hostIPC", "ringCheck", NULL};
 
 /* The expect: keys read from the mutated pod itself. */
-static const char *const pod_keys[] = {"shmSize", "env", "capabilities",
+static const char *const pod_keys[] = {"shmSize", "env",       "capabilities",
                                        "hostIPC", "ringCheck", NULL};
 
 /* Checks the expect: block against every pod the inputs held. */
@@ -535,8 +535,9 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
             if (pod == NULL)
                 for (const char *const *k = pod_keys; *k != NULL; k++)
                     if (json_object_get(exp, *k) != NULL)
-                        reason(r, "%s: cannot check, the mutated object has "
-                                  "no pod at %s",
+                        reason(r,
+                               "%s: cannot check, the mutated object has "
+                               "no pod at %s",
                                *k, wp->pointer[0] ? wp->pointer : "/");
             if (wp->result.status == MUTATE_PATCHED)
                 patched++;

@@ -21,7 +21,7 @@ allow=${SKIPS_ALLOW:-$root/tests/skips.allow}
 
 summarize() {
     local dir=$1 log passed=0 failed=0 skipped=0 unexpected=0
-    local line what pat ok n_p n_f found rc
+    local line what pat ok n_f found rc
     for log in "$dir"/*.log; do
         [ -e "$log" ] || continue
         rc=0
