@@ -420,7 +420,7 @@ assert_env(json_t *pod, const json_t *want, const struct settings *s,
 {
     json_t *cs = json_object_get(json_object_get(pod, "spec"), "containers");
     json_t *c;
-    size_t i;
+    size_t i, checked = 0;
 
     json_array_foreach(cs, i, c) {
         const char *cname = jstr(c, "name");
@@ -429,6 +429,7 @@ assert_env(json_t *pod, const json_t *want, const struct settings *s,
 
         if (!is_gpu_container(c, s))
             continue;
+        checked++;
         json_object_foreach((json_t *)want, k, wv) {
             json_t *e;
             size_t j;
@@ -450,6 +451,8 @@ assert_env(json_t *pod, const json_t *want, const struct settings *s,
                        cname ? cname : "?", k, got ? got : "(unset)", w);
         }
     }
+    if (checked == 0)
+        reason(r, "env: no GPU container to check");
 }
 
 static void
@@ -458,7 +461,7 @@ assert_caps(json_t *pod, const json_t *want, const struct settings *s,
 {
     json_t *cs = json_object_get(json_object_get(pod, "spec"), "containers");
     json_t *c, *w;
-    size_t i, k;
+    size_t i, k, checked = 0;
 
     json_array_foreach(cs, i, c) {
         json_t *add = json_object_get(
@@ -468,6 +471,7 @@ assert_caps(json_t *pod, const json_t *want, const struct settings *s,
 
         if (!is_gpu_container(c, s))
             continue;
+        checked++;
         json_array_foreach((json_t *)want, k, w) {
             json_t *a;
             size_t j;
@@ -481,6 +485,8 @@ assert_caps(json_t *pod, const json_t *want, const struct settings *s,
                        json_is_string(w) ? json_string_value(w) : "?");
         }
     }
+    if (checked == 0)
+        reason(r, "capabilities: no GPU container to check");
 }
 
 static int
