@@ -22,9 +22,12 @@ hold() { # hold FD
     eval "exec $1<>/dev/tcp/127.0.0.1/$NG_PORT"
 }
 release() { eval "exec $1<&-"; }
-# Waits until the server sees N open connections of its own count: the
-# accept of a held connection is asynchronous.
-settle() { sleep 0.2; }
+# Gives the server time to accept (or close) a held connection: accepting
+# is asynchronous. 200 ms, longer under valgrind.
+settle() {
+    local i
+    for ((i = 0; i < NG_SCALE; i++)); do sleep 0.2; done
+}
 
 # --- per address ------------------------------------------------------------
 ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" \
