@@ -13,6 +13,9 @@ check-summary:
 
 CHECKS := check-unit check-summary $(CHECKS)
 
+# ss (tests/integration/test_limits.sh counts the server's connections).
+DEB_PKGS += iproute2
+
 # The deploy check reads which libraries the ring check links: build it
 # first, so that running `make check-deploy` alone checks it too.
 check-deploy: ringcheck

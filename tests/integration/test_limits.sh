@@ -22,11 +22,22 @@ hold() { # hold FD
     eval "exec $1<>/dev/tcp/127.0.0.1/$NG_PORT"
 }
 release() { eval "exec $1<&-"; }
-# Gives the server time to accept (or close) a held connection: accepting
-# is asynchronous. 200 ms, longer under valgrind.
-settle() {
-    local i
-    for ((i = 0; i < NG_SCALE; i++)); do sleep 0.2; done
+# owned: connections the server process holds on its port (accepted, in
+# any state but listening), from ss; a held connection counts against the
+# limits once accepted, and stops counting once the server closed it.
+owned() {
+    ss -Htnp state connected "( sport = :$NG_PORT )" 2>/dev/null |
+        grep -c "pid=$NG_PID,"
+}
+# wait_owned N: until the server holds exactly N (~3 s, scaled).
+wait_owned() {
+    local _
+    for _ in $(seq 1 $((150 * NG_SCALE))); do
+        [ "$(owned)" = "$1" ] && return 0
+        sleep 0.02
+    done
+    echo "the server holds $(owned) connections, expected $1" >&2
+    return 1
 }
 
 # --- per address ------------------------------------------------------------
@@ -34,12 +45,12 @@ ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" \
     --threads 1 --max-connections 100 --per-ip-connections 2 || exit 1
 hold 5
 hold 6
-settle
+ng_check "per-ip 2: the server accepted two held connections" wait_owned 2
 ng_eq "per-ip 2: a third connection from 127.0.0.1 is refused" "$(status)" 000
 ng_eq "per-ip 2: one from 127.0.0.2 is served" \
     "$(status --interface 127.0.0.2)" 200
 release 5
-settle
+ng_check "per-ip 2: the server closed one" wait_owned 1
 ng_eq "per-ip 2: after one closes, 127.0.0.1 is served again" "$(status)" 200
 release 6
 ng_serve_stop
@@ -50,11 +61,11 @@ ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" \
 hold 5
 hold 6
 hold 7
-settle
+ng_check "max 3: the server accepted three held connections" wait_owned 3
 ng_eq "max 3: a fourth connection is refused" "$(status)" 000
 ng_eq "max 3: from another address too" "$(status --interface 127.0.0.2)" 000
 release 7
-settle
+ng_check "max 3: the server closed one" wait_owned 2
 ng_eq "max 3: after one closes, a connection is served" "$(status)" 200
 release 5
 release 6
