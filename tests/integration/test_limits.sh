@@ -78,9 +78,16 @@ threads_logged() {
         head -n 1
 }
 ncpu=$(nproc)
+# This machine's own CPU limit, if it has one (a container with --cpus).
+usable=$ncpu
+if read -r quota period </sys/fs/cgroup/cpu.max 2>/dev/null &&
+    [ "$quota" != max ] && [ "${period:-0}" -gt 0 ]; then
+    limit=$(((quota + period - 1) / period))
+    [ "$limit" -lt "$usable" ] && usable=$limit
+fi
 ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" ||
     exit 1
-ng_eq "threads default to the CPUs usable ($ncpu)" "$(threads_logged)" "$ncpu"
+ng_eq "threads default to the CPUs usable ($usable)" "$(threads_logged)" "$usable"
 ng_serve_stop
 ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" \
     --threads 3 || exit 1
@@ -100,8 +107,18 @@ serve_as() {
 printf '#!/bin/sh\nexec taskset -c 0 "%s" "$@"\n' "$NCCLGUARD" >"$T/one-cpu"
 # cpu.max QUOTA: the cgroup v2 CPU limit of QUOTA/100000 CPUs, in a private
 # mount namespace (tmpfs over /sys/fs/cgroup; needs CAP_SYS_ADMIN).
-printf '#!/bin/sh\nq=$1; shift\nexec unshare -m --propagation private sh -c '"'"'mount -t tmpfs cg /sys/fs/cgroup && echo "$0 100000" >/sys/fs/cgroup/cpu.max && exec "$@"'"'"' "$q" "%s" "$@"\n' \
-    "$NCCLGUARD" >"$T/cpu-max"
+# Root gets a plain mount namespace; other users map themselves to root in
+# a new user namespace (unshare -r), where mounting tmpfs is allowed too.
+unshare_m=""
+for u in "unshare -m" "unshare -r -m"; do
+    if $u --propagation private sh -c 'mount -t tmpfs cg /sys/fs/cgroup' \
+        2>"$T/unshare.err"; then
+        unshare_m=$u
+        break
+    fi
+done
+printf '#!/bin/sh\nq=$1; shift\nexec %s --propagation private sh -c '"'"'mount -t tmpfs cg /sys/fs/cgroup && echo "$0 100000" >/sys/fs/cgroup/cpu.max && exec "$@"'"'"' "$q" "%s" "$@"\n' \
+    "$unshare_m" "$NCCLGUARD" >"$T/cpu-max"
 chmod +x "$T/one-cpu" "$T/cpu-max"
 for q in 50000 100000 300000; do
     printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$T/cpu-max" "$q" >"$T/quota-$q"
@@ -115,8 +132,7 @@ else
         --policy "$POLICY" || exit 1
     ng_eq "affinity of one CPU: one worker" "$(threads_logged)" 1
     ng_serve_stop
-    if ! unshare -m --propagation private sh -c \
-        'mount -t tmpfs cg /sys/fs/cgroup' 2>"$T/unshare.err"; then
+    if [ -z "$unshare_m" ]; then
         echo "SKIP threads from the cgroup CPU limit (cannot mount a private /sys/fs/cgroup: $(head -n 1 "$T/unshare.err"))"
     else
         for qw in 100000:1 50000:1 300000:"$ncpu"; do
