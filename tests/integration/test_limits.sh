@@ -135,7 +135,8 @@ else
     if [ -z "$unshare_m" ]; then
         echo "SKIP threads from the cgroup CPU limit (cannot mount a private /sys/fs/cgroup: $(head -n 1 "$T/unshare.err"))"
     else
-        for qw in 100000:1 50000:1 300000:$((ncpu < 3 ? ncpu : 3)); do
+        three=$((ncpu < 3 ? ncpu : 3))
+        for qw in 100000:1 50000:1 300000:$three; do
             q=${qw%:*}
             serve_as "$T/quota-$q" --cert "$T/tls.crt" --key "$T/tls.key" \
                 --policy "$POLICY" || exit 1
