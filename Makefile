@@ -9,6 +9,7 @@
 #   make valgrind   unit and integration suites under memcheck
 #   make fuzz       run each libFuzzer target for FUZZ_SECONDS
 #   make bench      benchmark against nginx (see bench/)
+#   make mutants    break the product on purpose; every change must fail a test
 #   make format / make lint
 
 CUDA_HOME ?= /usr/local/cuda
@@ -53,6 +54,7 @@ include watchdog/watchdog.mk
 include tests/fuzz/fuzz.mk
 include bench/bench.mk
 include tests/tests.mk
+include tests/mutants/mutants.mk
 
 LIB_OBJS = $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 
@@ -94,15 +96,19 @@ deps:
 # libraries that deps may just have installed.
 test: deps
 	$(MAKE) all ringcheck
-	$(MAKE) check
+	$(MAKE) --no-print-directory check
 
-check: $(CHECKS)
-	@echo "make test: all checks passed"
+# Each check runs in turn, even after one fails; the last line sums them
+# up: "N passed, N failed, N skipped" (see tests/run-checks.sh; under
+# CI=true a skip not in tests/skips.allow fails the run).
+check:
+	@tests/run-checks.sh $(BUILD)/checks "$(MAKE)" $(CHECKS)
 
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer
 asan: deps
-	$(MAKE) BUILD=build-asan SAN="$(ASAN_FLAGS)" CFLAGS="-O1 -g" \
+	$(MAKE) --no-print-directory BUILD=build-asan SAN="$(ASAN_FLAGS)" \
+		CFLAGS="-O1 -g" \
 		ASAN_OPTIONS=detect_leaks=1 all ringcheck check
 
 format:

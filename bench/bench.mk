@@ -48,5 +48,3 @@ soak: deps bench-deps
 faults: deps bench-deps
 	$(MAKE) $(BENCH_BINS) $(BUILD)/tests/ncclguard-peer
 	$(BENCH_ENV) bench/faults.sh
-
-UNIT_TESTS += patch_check

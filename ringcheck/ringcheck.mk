@@ -79,13 +79,14 @@ check-ringcheck: ringcheck
 	FAKES=$(abspath $(BUILD))/fakes tests/ringcheck/multinode.sh
 else
 ringcheck:
-	@echo "ringcheck: SKIPPED: $(BUILD)/ncclguard-ringcheck not built:" \
-		"need CUDA_HOME=$(CUDA_HOME) with include/cuda_runtime_api.h" \
-		"and lib64/libcudart.so, and NCCL 2 (nccl.h, libnccl.so.2) in" \
-		"NCCL_HOME, CUDA_HOME or the system"
+	@echo "SKIP ncclguard-ringcheck build ($(BUILD)/ncclguard-ringcheck" \
+		"not built: need CUDA_HOME=$(CUDA_HOME) with" \
+		"include/cuda_runtime_api.h and lib64/libcudart.so, and NCCL 2" \
+		"(nccl.h, libnccl.so.2) in NCCL_HOME, CUDA_HOME or the system)"
 
 check-ringcheck:
-	@echo "check-ringcheck: SKIPPED: no CUDA runtime or NCCL found (see make ringcheck)"
+	@echo "SKIP check-ringcheck (no CUDA runtime or NCCL found, so neither" \
+		"the ring check nor its test double is built; see make ringcheck)"
 endif
 
 CHECKS += check-ringcheck

@@ -1,6 +1,7 @@
 /* A per-thread bump arena for jansson values during one admission. */
 #include "jsonmem.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +15,41 @@
 #if __has_feature(address_sanitizer)
 #define JSONMEM_SANITIZED 1
 #endif
+#endif
+
+/*
+ * Under AddressSanitizer the arena poisons what no live value owns: a new
+ * chunk is poisoned whole, each allocation unpoisons exactly its bytes and
+ * leaves a red zone after them, freeing a value poisons it again, and
+ * closing the arena poisons the chunk it keeps. So an overflow, a use after
+ * json_decref() or a value used after jsonmem_end() is reported as it
+ * would be with malloc, while the allocator production uses is the one
+ * under test.
+ */
+#ifdef JSONMEM_SANITIZED
+#include <sanitizer/asan_interface.h>
+#define REDZONE 16u
+#define POISON(p, n) jm_poison((p), (n))
+#define UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
+
+/* Not inlined, and with GCC's maybe-uninitialized check off: GCC takes the
+ * const pointer parameter for a read of the fresh, uninitialised chunk. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+static __attribute__((noinline)) void
+jm_poison(void *p, size_t n)
+{
+    __asan_poison_memory_region(p, n);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#else
+#define REDZONE 0u
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
 /* One request's tree for a 1-2 KB review takes about 40 KB; a chunk of
@@ -38,65 +74,112 @@ struct arena {
 static _Thread_local struct arena arena;
 static bool installed;
 
-static bool
-arena_owns(const void *p)
+/* The chunk a thread keeps between requests is freed when the thread
+ * exits (the server's workers at shutdown), through a key destructor. */
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void
+arena_thread_exit(void *unused)
+{
+    struct chunk *c, *next;
+
+    (void)unused;
+    for (c = arena.head; c != NULL; c = next) {
+        next = c->next;
+        free(c);
+    }
+    arena.head = NULL;
+}
+
+static void
+exit_key_create(void)
+{
+    /* Without the key a thread's last chunk is only lost at its exit. */
+    (void)pthread_key_create(&exit_key, arena_thread_exit);
+}
+
+/* The chunk holding p, or NULL when p is not arena memory. */
+static struct chunk *
+arena_owner(const void *p)
 {
     const unsigned char *q = p;
 
-    for (const struct chunk *c = arena.head; c != NULL; c = c->next)
+    for (struct chunk *c = arena.head; c != NULL; c = c->next)
         if (q >= c->data && q < c->data + c->size)
-            return true;
-    return false;
+            return c;
+    return NULL;
 }
 
-/* Unused in sanitizer builds, which keep jansson on plain malloc. */
-static __attribute__((unused)) void *
+static void *
 jm_malloc(size_t n)
 {
     struct chunk *c = arena.head;
+    size_t want = n;
     void *p;
 
     if (!arena.open)
         return malloc(n);
-    if (n > SIZE_MAX - ALIGN - sizeof(struct chunk))
+    if (n > SIZE_MAX - ALIGN - REDZONE - sizeof(struct chunk))
         return NULL;
-    n = (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+    n = (n + REDZONE + ALIGN - 1) & ~(size_t)(ALIGN - 1);
     if (c == NULL || c->size - c->used < n) {
         size_t size = n > CHUNK_SIZE ? n : CHUNK_SIZE;
 
         c = malloc(sizeof(*c) + size);
         if (c == NULL)
             return NULL;
+        if (arena.head == NULL) {
+            pthread_once(&exit_once, exit_key_create);
+            (void)pthread_setspecific(exit_key, c);
+        }
         c->size = size;
         c->used = 0;
         c->next = arena.head;
         arena.head = c;
+        POISON(c->data, size);
     }
     p = c->data + c->used;
     c->used += n;
+    UNPOISON(p, want);
     return p;
 }
 
 static void
 jm_free(void *p)
 {
-    /* Arena memory is reclaimed all at once by jsonmem_end(). */
-    if (p == NULL || (arena.head != NULL && arena_owns(p)))
+    struct chunk *c;
+
+    if (p == NULL)
         return;
-    free(p);
+    c = arena.head != NULL ? arena_owner(p) : NULL;
+    if (c == NULL) {
+        free(p);
+        return;
+    }
+    /* Arena memory is reclaimed all at once by jsonmem_end(); under ASan
+     * the value is poisoned now, up to its red zone. */
+#ifdef JSONMEM_SANITIZED
+    {
+        unsigned char *end = c->data + c->used;
+        void *first =
+            __asan_region_is_poisoned(p, (size_t)(end - (unsigned char *)p));
+
+        POISON(p, (size_t)((first != NULL ? (unsigned char *)first : end) -
+                           (unsigned char *)p));
+    }
+#endif
 }
 
 void
 jsonmem_install(void)
 {
-#ifndef JSONMEM_SANITIZED
     const char *env = getenv("NCCLGUARD_JSON_ARENA");
 
     if (env != NULL && env[0] == '0')
         return;
     json_set_alloc_funcs(jm_malloc, jm_free);
     installed = true;
-#endif
 }
 
 void
@@ -122,6 +205,7 @@ jsonmem_end(void)
     if (keep != NULL) {
         keep->next = NULL;
         keep->used = 0;
+        POISON(keep->data, keep->size);
     }
     arena.head = keep;
 }
@@ -136,6 +220,16 @@ bool
 jsonmem_installed(void)
 {
     return installed;
+}
+
+bool
+jsonmem_poisoning(void)
+{
+#ifdef JSONMEM_SANITIZED
+    return installed;
+#else
+    return false;
+#endif
 }
 
 size_t

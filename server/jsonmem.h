@@ -10,9 +10,10 @@
 /*
  * Routes jansson's allocations through this module (json_set_alloc_funcs).
  * Call once, before threads use jansson. Outside an open arena the
- * allocations go to malloc/free as before. Builds with AddressSanitizer and
- * NCCLGUARD_JSON_ARENA=0 in the environment keep plain malloc, so the
- * sanitizers and valgrind see every value. Not thread-safe.
+ * allocations go to malloc/free as before. NCCLGUARD_JSON_ARENA=0 in the
+ * environment keeps plain malloc (make valgrind sets it, so that memcheck
+ * sees every value). Under AddressSanitizer the arena stays on and poisons
+ * memory no live value owns (see jsonmem_poisoning). Not thread-safe.
  */
 void jsonmem_install(void);
 
@@ -38,6 +39,11 @@ void jsonmem_free(void *p);
 
 /* True when jsonmem_install() routed jansson through the arena. */
 bool jsonmem_installed(void);
+
+/* True when the arena is installed in an AddressSanitizer build: a freed
+ * value, the red zone after each value and a closed arena's memory are
+ * poisoned, so touching them is reported. */
+bool jsonmem_poisoning(void);
 
 /* Bytes handed out by the calling thread's arena since it was last reset
  * (0 when none is open). For tests and diagnostics. */

@@ -420,7 +420,7 @@ assert_env(json_t *pod, const json_t *want, const struct settings *s,
 {
     json_t *cs = json_object_get(json_object_get(pod, "spec"), "containers");
     json_t *c;
-    size_t i;
+    size_t i, checked = 0;
 
     json_array_foreach(cs, i, c) {
         const char *cname = jstr(c, "name");
@@ -429,6 +429,7 @@ assert_env(json_t *pod, const json_t *want, const struct settings *s,
 
         if (!is_gpu_container(c, s))
             continue;
+        checked++;
         json_object_foreach((json_t *)want, k, wv) {
             json_t *e;
             size_t j;
@@ -450,6 +451,8 @@ assert_env(json_t *pod, const json_t *want, const struct settings *s,
                        cname ? cname : "?", k, got ? got : "(unset)", w);
         }
     }
+    if (checked == 0)
+        reason(r, "env: no GPU container to check");
 }
 
 static void
@@ -458,7 +461,7 @@ assert_caps(json_t *pod, const json_t *want, const struct settings *s,
 {
     json_t *cs = json_object_get(json_object_get(pod, "spec"), "containers");
     json_t *c, *w;
-    size_t i, k;
+    size_t i, k, checked = 0;
 
     json_array_foreach(cs, i, c) {
         json_t *add = json_object_get(
@@ -468,6 +471,7 @@ assert_caps(json_t *pod, const json_t *want, const struct settings *s,
 
         if (!is_gpu_container(c, s))
             continue;
+        checked++;
         json_array_foreach((json_t *)want, k, w) {
             json_t *a;
             size_t j;
@@ -481,6 +485,8 @@ assert_caps(json_t *pod, const json_t *want, const struct settings *s,
                        json_is_string(w) ? json_string_value(w) : "?");
         }
     }
+    if (checked == 0)
+        reason(r, "capabilities: no GPU container to check");
 }
 
 static int
@@ -503,6 +509,10 @@ has_ringcheck(json_t *pod)
 static const char *const expect_keys[] = {
     "rule", "mutated", "status", "shmSize", "warnings", "env",
     "capabilities", "hostIPC", "ringCheck", NULL};
+
+/* The expect: keys read from the mutated pod itself. */
+static const char *const pod_keys[] = {"shmSize", "env",       "capabilities",
+                                       "hostIPC", "ringCheck", NULL};
 
 /* Checks the expect: block against every pod the inputs held. */
 static void
@@ -528,6 +538,13 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
             size_t i;
 
             npods++;
+            if (pod == NULL)
+                for (const char *const *k = pod_keys; *k != NULL; k++)
+                    if (json_object_get(exp, *k) != NULL)
+                        reason(r,
+                               "%s: cannot check, the mutated object has "
+                               "no pod at %s",
+                               *k, wp->pointer[0] ? wp->pointer : "/");
             if (wp->result.status == MUTATE_PATCHED)
                 patched++;
             json_array_foreach(wp->result.warnings, i, w)

@@ -2,7 +2,7 @@
 LIB_SRCS += server/serve.c server/mutate_cmd.c server/mutate.c \
 	server/patch.c server/review.c server/workload.c server/yamljson.c \
 	server/jsonmem.c server/jobmember.c
-UNIT_TESTS += patch mutate review yamljson workload jsonmem
+UNIT_TESTS += patch patch_check mutate review yamljson workload jsonmem
 # Every argument list the webhook injects goes through the ring check's own
 # parser (it needs no CUDA).
 $(BUILD)/tests/test_mutate: $(BUILD)/obj/ringcheck/opts.o

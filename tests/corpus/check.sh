@@ -64,13 +64,36 @@ rc=0
 rc=0
 "$NCCLGUARD" mutate --policy "$work/none.yaml" - </dev/null >/dev/null 2>&1 || rc=$?
 [ $rc -eq 1 ] || failf "missing policy: exit $rc, want 1"
+# A duplicate key is a warning with line:col, not an error: exit 0.
+rc=0
 out=$("$NCCLGUARD" mutate --policy "$POLICY" -o patch \
-    "$root/tests/data/corpus/manifests/29-gke-rdma-nccl-test-pods.yaml" 2>&1 >/dev/null) || true
+    "$root/tests/data/corpus/manifests/29-gke-rdma-nccl-test-pods.yaml" 2>&1 >/dev/null) || rc=$?
+[ $rc -eq 0 ] || failf "duplicate key: exit $rc, want 0 (a warning)"
 case $out in *"29-gke-rdma-nccl-test-pods.yaml:81:7: duplicate key \"resources\""*) ;;
 *) failf "duplicate key: no line:col warning in: $(printf '%s' "$out" | head -c 300)" ;; esac
 rc=0
 out=$(printf '' | "$NCCLGUARD" mutate --policy "$POLICY" -o json - 2>&1) || rc=$?
 [ $rc -eq 0 ] || failf "empty input: exit $rc, want 0"
+
+# --webhook-namespace (default $POD_NAMESPACE): the webhook's own namespace
+# is skipped, as the server skips it; the flag wins over the variable.
+own_pod='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"gpu-system"},"spec":{"containers":[{"name":"c","image":"x","resources":{"limits":{"nvidia.com/gpu":1}}}]}}'
+own() { # own WANT WHAT [ENV...] -- [FLAGS...]
+    local want=$1 what=$2 envs=() got
+    shift 2
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    got=$(printf '%s' "$own_pod" | env -u POD_NAMESPACE "${envs[@]}" \
+        "$NCCLGUARD" mutate -q --policy "$POLICY" -o patch "$@" - |
+        jq -r '.[0].result') || got="(mutate failed)"
+    [ "$got" = "$want" ] || failf "$what: result $got, want $want"
+}
+own skipped "--webhook-namespace names the pod's namespace" -- --webhook-namespace gpu-system
+own patched "--webhook-namespace names another namespace" -- --webhook-namespace ncclguard
+own skipped "POD_NAMESPACE names the pod's namespace" POD_NAMESPACE=gpu-system --
+own patched "no webhook namespace at all" --
+own patched "--webhook-namespace wins over POD_NAMESPACE" POD_NAMESPACE=gpu-system -- \
+    --webhook-namespace ncclguard
 
 # 0. Each example says what the default policy does to its pods
 #    ("# ncclguard-expect: patched,not_gpu"); JSON examples are patched.
@@ -173,7 +196,8 @@ if [ -f "$root/tests/integration/lib.sh" ] &&
         via_server=no
     fi
 else
-    via_server="no (tests/integration/lib.sh has no ng_serve_start)"
+    echo "SKIP corpus through ncclguard serve (tests/integration/lib.sh has no ng_serve_start)"
+    via_server="no (skipped)"
 fi
 
 # 4. Apply every patch with kubectl, the way the apiserver applies it.
@@ -215,7 +239,9 @@ jq -n -r --slurpfile origs "$work/orig.json" --slurpfile news "$work/new.json" \
         [($orig.spec.containers // [])[], ($orig.spec.initContainers // [])[] | gpus] as $counts
         | ($counts | add // 0) as $total
         | ([$counts[] | select(. < 0 or . != floor)] | length == 0) as $whole
-        | if $result == "patched" or $result == "unchanged" then
+        | if ($orig.spec.os.name // "") == "windows" and $orig != $new then
+              "Windows pod changed (\($result)): NCCL, tmpfs /dev/shm and the Linux ring check do not apply"
+          elif $result == "patched" or $result == "unchanged" then
               [($new.spec.containers // [])[], ($new.spec.initContainers // [])[]
                | select(.name != "ncclguard-ringcheck") | select(gpus > 0)
                | if (.envFrom[0].configMapRef.name // "") != $profile then
@@ -232,7 +258,31 @@ jq -n -r --slurpfile origs "$work/orig.json" --slurpfile news "$work/new.json" \
     | select($v != "")
     | "pod \($i) (\($origs[0][$i].metadata.name), \($entries[0][$i].result)): \($v)"
     ' >"$work/verdicts.txt"
-while IFS= read -r line; do failf "$line"; done <"$work/verdicts.txt"
+# A manifest may name a known product bug that its pod exposes:
+#   # ncclguard-known-bug: POD-NAME: TEXT OF THE VERDICT
+# Such a verdict is reported as XFAIL instead of failing; a marker that
+# matches no verdict fails, so that a fixed bug has its marker removed.
+grep -h '^# ncclguard-known-bug: ' "${manifests[@]}" 2>/dev/null |
+    sed 's/^# ncclguard-known-bug: //' >"$work/known.txt" || true
+: >"$work/known-hit.txt"
+while IFS= read -r line; do
+    known=""
+    while IFS= read -r k; do
+        kpod=${k%%: *}
+        ktext=${k#*: }
+        case $line in *"($kpod, "*"$ktext"*) known=$k ;; esac
+    done <"$work/known.txt"
+    if [ -n "$known" ]; then
+        echo "XFAIL corpus: $line (known product bug, marked in its manifest)"
+        echo "$known" >>"$work/known-hit.txt"
+    else
+        failf "$line"
+    fi
+done <"$work/verdicts.txt"
+while IFS= read -r k; do
+    grep -qxF -- "$k" "$work/known-hit.txt" ||
+        failf "known-bug marker '$k' matches no failure any more: remove it from its manifest"
+done <"$work/known.txt"
 [ "$(jq length "$work/orig.json")" -eq "$n_pods" ] ||
     failf "checked $(jq length "$work/orig.json") pods, expected $n_pods"
 

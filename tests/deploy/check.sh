@@ -469,8 +469,12 @@ grep -qw libnccl2 "$RD" && ok || bad "$RD does not install NCCL"
 # The ring check links only what the CUDA runtime image has: CUDA's runtime,
 # NCCL and the C and C++ runtimes. A new dependency fails here until the
 # Dockerfile installs it.
-RC=$(dirname "$NCCLGUARD")/ncclguard-ringcheck
-if [ -x "$RC" ]; then
+# `make check-deploy` builds it first (when CUDA and NCCL are found); run
+# alone, or without CUDA, this part says it did not run.
+RC=${RINGCHECK:-$(dirname "$NCCLGUARD")/ncclguard-ringcheck}
+if [ ! -x "$RC" ]; then
+    echo "SKIP deploy: libraries of ncclguard-ringcheck against $RD ($RC not built; make ringcheck builds it)"
+else
     for lib in $(ldd "$RC" | awk '/=>/ {print $1}'); do
         case $lib in
         libasan.so.* | libubsan.so.* | liblsan.so.* | libtsan.so.*) ;;

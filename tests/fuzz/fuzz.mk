@@ -95,7 +95,9 @@ endif
 # the integration and bad-input checks included). Each process writes
 # build-valgrind/vg/<pid>.log; any error or definite/indirect leak fails.
 # The wrapper turns the per-request JSON arena off (NCCLGUARD_JSON_ARENA=0)
-# so that memcheck sees every jansson value.
+# so that memcheck sees every jansson value; make asan keeps the arena on,
+# with ASan poisoning (server/jsonmem.c), so the production allocator runs
+# under a memory checker too.
 VG_BUILD := build-valgrind
 VG := valgrind --tool=memcheck --leak-check=full \
 	--show-leak-kinds=definite,indirect \

@@ -131,6 +131,8 @@ run FAKECUDA_DEVICES=3 -- --expect-gpus 3 --mode group --timeout 20
 expect_rc 0
 expect_footer "0 OK"
 expect_json '.ringcheck == "pass" and .mode == "group" and .gpus == 3'
+# busbw = algbw x 2(n-1)/n, as nccl-tests reports it: 4/3 for 3 GPUs.
+expect_json '.algbw_gbps > 0.05 and (.busbw_gbps / .algbw_gbps - 4 / 3 | fabs) < 0.02'
 
 CASE="fallback after a pass writes a file with no settings"
 run FAKECUDA_DEVICES=2 -- --expect-gpus 2 --timeout 20 \

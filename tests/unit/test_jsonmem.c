@@ -90,6 +90,61 @@ test_reuse(void)
     CHECK_INT(bad, 0);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
+
+#ifdef TEST_ASAN
+#include <sanitizer/asan_interface.h>
+
+/* Under ASan the arena is the allocator in use, and it poisons: the red
+ * zone after a value, a value after json_decref(), and everything once the
+ * arena is closed. (Asked of ASan directly: touching the bytes would end
+ * the test.) */
+static void
+test_poisoning(void)
+{
+    json_t *keep, *drop;
+    const char *k, *d;
+
+    CHECK(jsonmem_installed());
+    CHECK(jsonmem_poisoning());
+    jsonmem_begin();
+    keep = json_string("kept until the arena closes");
+    drop = json_string("dropped at once");
+    CHECK(keep != NULL && drop != NULL);
+    if (keep == NULL || drop == NULL)
+        return;
+    k = json_string_value(keep);
+    d = json_string_value(drop);
+    CHECK(!__asan_address_is_poisoned(k));
+    CHECK(!__asan_address_is_poisoned(k + strlen(k)));    /* its NUL */
+    CHECK(__asan_address_is_poisoned(k + strlen(k) + 1)); /* red zone */
+    json_decref(drop);
+    CHECK(__asan_address_is_poisoned(d));
+    CHECK(!__asan_address_is_poisoned(k));
+    jsonmem_end();
+    CHECK(__asan_address_is_poisoned(k));
+    /* Reused for the next request: live again only once handed out. */
+    jsonmem_begin();
+    keep = json_string("next request");
+    CHECK(keep != NULL);
+    CHECK(!__asan_address_is_poisoned(json_string_value(keep)));
+    json_decref(keep);
+    jsonmem_end();
+}
+#else
+static void
+test_poisoning(void)
+{
+    CHECK(!jsonmem_poisoning());
+}
+#endif
+
 int
 main(void)
 {
@@ -99,5 +154,6 @@ main(void)
     test_inside_values();
     test_big_value();
     test_reuse();
+    test_poisoning();
     return harness_finish();
 }

@@ -339,13 +339,36 @@ test_shm(void)
     mutate_result_release(&r);
     json_decref(pod);
 
-    /* Clamped to min (1 GPU x 4Gi > 1Gi: 4Gi) and max (64 GPUs: 64Gi). */
+    /* Clamped to the max: 64 GPUs x 4Gi is 256Gi, above 64Gi. */
     pod = pod_with("{'limits':{'nvidia.com/gpu':64}}");
     patched = run(pol_default, pod, "ml", &r);
     CHECK_STR(str_at(patched, "/spec/volumes/0/emptyDir/sizeLimit"), "64Gi");
     json_decref(patched);
     mutate_result_release(&r);
     json_decref(pod);
+
+    /* Clamped to the min: the default policy's 4Gi per GPU never falls
+     * below its 1Gi min, so this policy asks 1Gi per GPU with an 8Gi
+     * floor; 2 GPUs (2Gi) get 8Gi, and 16 GPUs (16Gi) are above it. */
+    {
+        struct policy *floor8 = fixture_policy(
+            POLICY_HEAD "defaults:\n  shm: {perGPU: 1Gi, min: 8Gi}\n");
+
+        pod = pod_with("{'limits':{'nvidia.com/gpu':2}}");
+        patched = run(floor8, pod, "ml", &r);
+        CHECK_STR(str_at(patched, "/spec/volumes/0/emptyDir/sizeLimit"), "8Gi");
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+        pod = pod_with("{'limits':{'nvidia.com/gpu':16}}");
+        patched = run(floor8, pod, "ml", &r);
+        CHECK_STR(str_at(patched, "/spec/volumes/0/emptyDir/sizeLimit"),
+                  "16Gi");
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+        policy_free(floor8);
+    }
 
     /* Detected by mountPath, not by name: the volume called "shm" is not
      * /dev/shm; "data" is, and the second GPU container gets that one. */
@@ -611,6 +634,11 @@ test_ringcheck(void)
                                               "allowPrivilegeEscalation")));
     CHECK_STR(str_at(rc, "/securityContext/capabilities/drop/0"), "ALL");
     CHECK(json_is_true(patch_pointer_get(rc, "/securityContext/runAsNonRoot")));
+    /* A numeric user other than 0: with runAsNonRoot the kubelet refuses
+     * uid 0, and cannot check an image whose USER is a name. */
+    CHECK_INT(
+        json_integer_value(patch_pointer_get(rc, "/securityContext/runAsUser")),
+        65532);
     CHECK_STR(str_at(rc, "/envFrom/0/configMapRef/name"),
               "nccl-production-profile");
     CHECK_STR(str_at(rc, "/env/0/name"), "HF_TOKEN"); /* the pod's own env */

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Checks tests/run-checks.sh's summing-up on made-up check logs: counts,
+# a failing check without a summary line, and CI=true refusing a skip that
+# is not on the allow-list.
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+run=$root/tests/run-checks.sh
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; sed 's/^/  /' "$T/out" >&2; }
+
+# summarize NAME WANT_RC WANT_LAST [ENV...]: runs --summarize on $T/logs.
+summarize() {
+    local name=$1 want_rc=$2 want_last=$3 rc
+    shift 3
+    env "$@" "$run" --summarize "$T/logs" >"$T/out" 2>&1
+    rc=$?
+    [ "$rc" = "$want_rc" ] && ok || bad "$name: exit $rc, want $want_rc"
+    [ "$(tail -n 1 "$T/out")" = "$want_last" ] && ok ||
+        bad "$name: last line '$(tail -n 1 "$T/out")', want '$want_last'"
+}
+
+mkdir -p "$T/logs"
+printf '== build/tests/test_a\n3 passed, 0 failed\n== build/tests/test_b\n4 passed, 0 failed\n' \
+    >"$T/logs/01-check-unit.log"
+echo 0 >"$T/logs/01-check-unit.rc"
+printf 'tests/x: 5 passed, 0 failed\nSKIP ring check against the double (no NCCL)\n' \
+    >"$T/logs/02-check-x.log"
+echo 0 >"$T/logs/02-check-x.rc"
+printf 'corpus: all checks passed\n' >"$T/logs/03-check-corpus.log"
+echo 0 >"$T/logs/03-check-corpus.rc"
+echo '# test allow-list' >"$T/allow"
+
+summarize "sums the summary lines; a check without one counts once" 0 \
+    "13 passed, 0 failed, 1 skipped" CI= SKIPS_ALLOW="$T/allow"
+summarize "CI=true: a skip not allowed fails" 1 \
+    "13 passed, 1 failed, 1 skipped" CI=true SKIPS_ALLOW="$T/allow"
+grep -qF 'under CI=true: SKIP ring check against the double' "$T/out" &&
+    ok || bad "CI=true: the refused skip is not named"
+echo 'ring check *' >>"$T/allow"
+summarize "CI=true: an allowed skip passes" 0 \
+    "13 passed, 0 failed, 1 skipped" CI=true SKIPS_ALLOW="$T/allow"
+
+# A check that fails without printing a summary line still counts a failure.
+printf 'corpus: FAILED\n' >"$T/logs/03-check-corpus.log"
+echo 2 >"$T/logs/03-check-corpus.rc"
+summarize "a failed check without a summary line" 1 \
+    "12 passed, 1 failed, 1 skipped" CI= SKIPS_ALLOW="$T/allow"
+grep -qx 'make test: failed: 03-check-corpus' "$T/out" && ok ||
+    bad "the failed check is not named"
+# One that exits non-zero after "N passed, 0 failed" counts one too, and
+# failures in a summary line are added up.
+printf 'corpus: all checks passed\n' >"$T/logs/03-check-corpus.log"
+echo 0 >"$T/logs/03-check-corpus.rc"
+printf '3 passed, 0 failed\n4 passed, 2 failed\n' >"$T/logs/01-check-unit.log"
+echo 1 >"$T/logs/01-check-unit.rc"
+summarize "failures in summary lines are summed" 1 \
+    "13 passed, 2 failed, 1 skipped" CI= SKIPS_ALLOW="$T/allow"
+printf '3 passed, 0 failed\n' >"$T/logs/01-check-unit.log"
+summarize "exit non-zero with no failure counted" 1 \
+    "9 passed, 1 failed, 1 skipped" CI= SKIPS_ALLOW="$T/allow"
+
+echo "tests/summary: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
