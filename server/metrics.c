@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "version.h"
+
 static const uint64_t bucket_us[METRICS_N_BUCKETS - 1] = {
     50,    100,   250,   500,    1000,   2500,   5000,
     10000, 25000, 50000, 100000, 250000, 1000000};
@@ -190,6 +192,10 @@ metrics_render(const struct metrics_gauges *g, size_t *len)
     if (o.buf == NULL)
         return NULL;
 
+    family(&o, "ncclguard_build_info", "gauge",
+           "Always 1; the version label is the running build's.");
+    out_printf(&o, "ncclguard_build_info{version=\"%s\"} 1\n",
+               safe_label(NCCLGUARD_VERSION));
     family(&o, "ncclguard_admissions_total", "counter",
            "AdmissionReviews answered, by result.");
     for (int r = 0; r < REVIEW_RESULT_COUNT; r++)

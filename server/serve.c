@@ -18,6 +18,7 @@
 #include "log.h"
 #include "reload.h"
 #include "tlspair.h"
+#include "version.h"
 
 /* How long SIGTERM waits for requests in flight before closing anyway;
  * below Kubernetes' default 30 s grace period. */
@@ -435,7 +436,8 @@ cmd_serve(int argc, char **argv)
         struct policy_snap *ps = reload_policy_acquire(reload);
         struct cert_snap *cs = reload_cert_acquire(reload);
         json_t *f = json_pack(
-            "{s:s,s:i,s:i,s:I,s:s,s:s,s:I,s:b}", "listen",
+            "{s:s,s:s,s:i,s:i,s:I,s:s,s:s,s:I,s:b}", "version",
+            NCCLGUARD_VERSION, "listen",
             val[OPT_LISTEN] ? val[OPT_LISTEN] : ":8443", "port",
             (int)http_server_port(srv), "threads", (int)hc.threads, "max_body",
             (json_int_t)hc.max_body, "policy", rc.policy_path, "policy_hash",
