@@ -110,11 +110,27 @@ struct decision {
     bool skip;        /* rule says skip: true */
     const struct settings *settings;
     int64_t shm_override; /* accepted ncclguard.io/shm-size, or -1 */
-    bool ringcheck;        /* settings->ringcheck.enabled after opt-out */
-    bool debug;            /* accepted ncclguard.io/debug: "true" */
-    size_t n_warnings;     /* refused overrides, each saying why */
+    bool ringcheck;       /* settings->ringcheck.enabled after opt-out */
+    bool debug;           /* accepted ncclguard.io/debug: "true" */
+    size_t n_warnings;    /* refused overrides, each saying why */
     char warnings[POLICY_MAX_WARNINGS][160];
 };
+
+/* Longest ring-check image reference policy_ringcheck_image_set_default()
+ * takes. */
+#define POLICY_MAX_IMAGE 255
+
+/*
+ * Sets the ring-check image that policies loaded from now on get when they
+ * name none (built in: ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0), so
+ * that the Deployment, not each policy, says which registry to pull from.
+ * A policy's own ringCheck.image still wins. image is copied. Returns 0,
+ * or -1 when image is empty, longer than POLICY_MAX_IMAGE or holds
+ * whitespace or control characters (the default is then unchanged). Not
+ * thread-safe: call it before any policy is loaded.
+ */
+int policy_ringcheck_image_set_default(const char *image)
+    __attribute__((warn_unused_result));
 
 /*
  * Loads a policy from YAML text. name is used in messages (a file name).

@@ -38,6 +38,7 @@ enum opt_id {
     OPT_PER_IP_CONNECTIONS,
     OPT_RELOAD_INTERVAL,
     OPT_LOG_LEVEL,
+    OPT_RINGCHECK_IMAGE,
     OPT_HELP,
     OPT_COUNT
 };
@@ -84,6 +85,11 @@ static const struct {
                              "seconds (default 10; 0 = off)"},
     [OPT_LOG_LEVEL] = {"log-level", "NCCLGUARD_LOG_LEVEL", "LEVEL",
                        "debug, info, warn or error (default info)"},
+    [OPT_RINGCHECK_IMAGE] = {"ringcheck-image", "NCCLGUARD_RINGCHECK_IMAGE",
+                             "IMAGE",
+                             "ring-check image where the policy names none "
+                             "(default ghcr.io/ncclguard/"
+                             "ncclguard-ringcheck:0.1.0)"},
     [OPT_HELP] = {"help", NULL, NULL, "show this help"},
 };
 
@@ -110,9 +116,20 @@ usage(FILE *out)
                  "exits 0.\n");
 }
 
-/* Parses a non-negative integer no larger than max. */
+/* Where each value came from, so that an error names the flag or the
+ * environment variable the user set: "--log-level " or
+ * "NCCLGUARD_LOG_LEVEL=". Filled by cmd_serve before any value is parsed. */
+static char opt_src[OPT_COUNT][48];
+
+static const char *
+src(int i)
+{
+    return opt_src[i];
+}
+
+/* Parses a non-negative integer no larger than max; label is src(i). */
 static int
-parse_uint(const char *name, const char *s, unsigned long long max,
+parse_uint(const char *label, const char *s, unsigned long long max,
            unsigned long long *out)
 {
     char *end;
@@ -128,9 +145,9 @@ parse_uint(const char *name, const char *s, unsigned long long max,
     return 0;
 bad:
     fprintf(stderr,
-            "ncclguard serve: --%s %s: expected a whole number from 0 to "
+            "ncclguard serve: %s%s: expected a whole number from 0 to "
             "%llu\n",
-            name, s ? s : "", max);
+            label, s ? s : "", max);
     return -1;
 }
 
@@ -151,18 +168,18 @@ parse_bytes(const char *s, unsigned long long *out)
     }
     if (n == 0 || n >= sizeof(num) || strspn(s, "0123456789") != n) {
         fprintf(stderr,
-                "ncclguard serve: --max-body %s: expected bytes, "
+                "ncclguard serve: %s%s: expected bytes, "
                 "e.g. 4194304 or 4Mi\n",
-                s);
+                src(OPT_MAX_BODY), s);
         return -1;
     }
     memcpy(num, s, n);
     num[n] = '\0';
-    if (parse_uint("max-body", num, (1ULL << 30) / mult, &v) != 0)
+    if (parse_uint(src(OPT_MAX_BODY), num, (1ULL << 30) / mult, &v) != 0)
         return -1;
     if (v * mult < 1024) {
-        fprintf(stderr,
-                "ncclguard serve: --max-body %s: must be at least 1Ki\n", s);
+        fprintf(stderr, "ncclguard serve: %s%s: must be at least 1Ki\n",
+                src(OPT_MAX_BODY), s);
         return -1;
     }
     *out = v * mult;
@@ -258,6 +275,7 @@ cmd_serve(int argc, char **argv)
         {"per-ip-connections", required_argument, NULL, OPT_PER_IP_CONNECTIONS},
         {"reload-interval", required_argument, NULL, OPT_RELOAD_INTERVAL},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+        {"ringcheck-image", required_argument, NULL, OPT_RINGCHECK_IMAGE},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0}};
     const char *val[OPT_COUNT] = {0};
@@ -278,10 +296,13 @@ cmd_serve(int argc, char **argv)
 
     /* The environment first, then flags on top. */
     for (int i = 1; i < OPT_COUNT; i++) {
+        snprintf(opt_src[i], sizeof(opt_src[i]), "--%s ", opt_doc[i].flag);
         if (opt_doc[i].env != NULL) {
             const char *v = getenv(opt_doc[i].env);
-            if (v != NULL && *v != '\0')
+            if (v != NULL && *v != '\0') {
                 val[i] = v;
+                snprintf(opt_src[i], sizeof(opt_src[i]), "%s=", opt_doc[i].env);
+            }
         }
     }
     if (val[OPT_NAMESPACE] == NULL) {
@@ -309,6 +330,8 @@ cmd_serve(int argc, char **argv)
             return 2;
         }
         val[opt] = optarg;
+        snprintf(opt_src[opt], sizeof(opt_src[opt]), "--%s ",
+                 opt_doc[opt].flag);
     }
     if (optind < argc) {
         fprintf(stderr, "ncclguard serve: unexpected argument '%s'\n",
@@ -327,7 +350,8 @@ cmd_serve(int argc, char **argv)
     ng_error_clear(&e);
     if (http_listen_parse(val[OPT_LISTEN] ? val[OPT_LISTEN] : ":8443", &hc,
                           &e) != 0) {
-        fprintf(stderr, "ncclguard serve: --listen: %s\n", e.msg);
+        fprintf(stderr, "ncclguard serve: %.*s: %s\n",
+                (int)strlen(src(OPT_LISTEN)) - 1, src(OPT_LISTEN), e.msg);
         return 2;
     }
     hc.max_body = 4 * 1024 * 1024;
@@ -338,7 +362,7 @@ cmd_serve(int argc, char **argv)
     }
     hc.threads = cpu_count();
     if (val[OPT_THREADS] != NULL) {
-        if (parse_uint("threads", val[OPT_THREADS], 256, &n) != 0)
+        if (parse_uint(src(OPT_THREADS), val[OPT_THREADS], 256, &n) != 0)
             return 2;
         if (n == 0) {
             fprintf(stderr, "ncclguard serve: --threads must be at least 1\n");
@@ -348,8 +372,8 @@ cmd_serve(int argc, char **argv)
     }
     hc.connection_timeout = 30;
     if (val[OPT_CONNECTION_TIMEOUT] != NULL) {
-        if (parse_uint("connection-timeout", val[OPT_CONNECTION_TIMEOUT], 86400,
-                       &n) != 0)
+        if (parse_uint(src(OPT_CONNECTION_TIMEOUT), val[OPT_CONNECTION_TIMEOUT],
+                       86400, &n) != 0)
             return 2;
         hc.connection_timeout = (unsigned int)n;
     }
@@ -359,8 +383,8 @@ cmd_serve(int argc, char **argv)
      * 24 s median wait for a well-behaved client at the default 1024. */
     hc.per_ip_connections = 128;
     if (val[OPT_MAX_CONNECTIONS] != NULL) {
-        if (parse_uint("max-connections", val[OPT_MAX_CONNECTIONS], 1000000,
-                       &n) != 0)
+        if (parse_uint(src(OPT_MAX_CONNECTIONS), val[OPT_MAX_CONNECTIONS],
+                       1000000, &n) != 0)
             return 2;
         if (n == 0) {
             fprintf(stderr,
@@ -370,7 +394,7 @@ cmd_serve(int argc, char **argv)
         hc.max_connections = (unsigned int)n;
     }
     if (val[OPT_PER_IP_CONNECTIONS] != NULL) {
-        if (parse_uint("per-ip-connections", val[OPT_PER_IP_CONNECTIONS],
+        if (parse_uint(src(OPT_PER_IP_CONNECTIONS), val[OPT_PER_IP_CONNECTIONS],
                        1000000, &n) != 0)
             return 2;
         hc.per_ip_connections = (unsigned int)n;
@@ -378,20 +402,29 @@ cmd_serve(int argc, char **argv)
     memset(&rc, 0, sizeof(rc));
     rc.interval_seconds = 10;
     if (val[OPT_RELOAD_INTERVAL] != NULL) {
-        if (parse_uint("reload-interval", val[OPT_RELOAD_INTERVAL], 86400,
-                       &n) != 0)
+        if (parse_uint(src(OPT_RELOAD_INTERVAL), val[OPT_RELOAD_INTERVAL],
+                       86400, &n) != 0)
             return 2;
         rc.interval_seconds = (unsigned int)n;
     }
     if (val[OPT_LOG_LEVEL] != NULL &&
         log_level_parse(val[OPT_LOG_LEVEL], &level) != 0) {
         fprintf(stderr,
-                "ncclguard serve: --log-level %s: expected debug, info, warn "
+                "ncclguard serve: %s%s: expected debug, info, warn "
                 "or error\n",
-                val[OPT_LOG_LEVEL]);
+                src(OPT_LOG_LEVEL), val[OPT_LOG_LEVEL]);
         return 2;
     }
     log_level_set(level);
+    if (val[OPT_RINGCHECK_IMAGE] != NULL &&
+        policy_ringcheck_image_set_default(val[OPT_RINGCHECK_IMAGE]) != 0) {
+        fprintf(stderr,
+                "ncclguard serve: %s%s: expected an image reference without "
+                "whitespace, at most %d characters\n",
+                src(OPT_RINGCHECK_IMAGE), val[OPT_RINGCHECK_IMAGE],
+                POLICY_MAX_IMAGE);
+        return 2;
+    }
     hc.own_namespace = val[OPT_NAMESPACE];
     rc.policy_path = val[OPT_POLICY];
     rc.cert_path = val[OPT_CERT];

@@ -53,7 +53,7 @@ render "$T/user" user
 
 # --- one object per file in deploy/ --------------------------------------
 # shellcheck disable=SC2044 # no spaces in these paths
-for f in $(find deploy -name '*.yaml' ! -name kustomization.yaml ! -path 'deploy/examples/*'); do
+for f in $(find deploy -name '*.yaml' ! -name kustomization.yaml ! -name kustomizeconfig.yaml ! -path 'deploy/examples/*'); do
     [ "$f" = deploy/base/policy.yaml ] && continue
     # A top-level kind: line per object, and no document separator.
     n=$(grep -c '^kind:' "$f")
@@ -481,11 +481,41 @@ if [ -x "$RC" ]; then
     done
 fi
 if [ -f policy/default.yaml ]; then
-    check "the policy's ring-check image is the one ringcheck.Dockerfile builds" \
-        "$T/policy.json" '[.. | objects | .image? // empty | strings |
-        select(contains("ringcheck"))] | length >= 1 and
-        all(. == "ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0")'
+    # The Deployment, not the policy, names the ring-check image, so that
+    # kustomize's images: reaches it.
+    check "policy/default.yaml names no ring-check image (the Deployment does)" \
+        "$T/policy.json" '[.. | objects | .image? // empty] | length == 0'
 fi
+RCENV='(.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0].env[] |
+    select(.name == "NCCLGUARD_RINGCHECK_IMAGE") | .value)'
+check "the Deployment's NCCLGUARD_RINGCHECK_IMAGE is the image ringcheck.Dockerfile builds" \
+    "$T/base.json" "$RCENV == \"ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0\""
+# One images: entry per image moves everything to another registry: the
+# webhook and Job containers, and the ring-check image the webhook injects.
+mkdir -p "$T/reg"
+rel=$(realpath --relative-to="$T/reg" "$ROOT")
+cat >"$T/reg/kustomization.yaml" <<EOK
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [$rel/deploy/overlays/self-signed]
+images:
+  - name: ghcr.io/ncclguard/ncclguard
+    newName: registry.example.com/ml/ncclguard
+    newTag: "9.9"
+  - name: ghcr.io/ncclguard/ncclguard-ringcheck
+    newName: registry.example.com/ml/ncclguard-ringcheck
+    newTag: "9.9"
+EOK
+render "$T/reg" reg
+check "images: rewrites the webhook and Job images" "$T/reg.json" '
+    [.[] | select(.kind == "Deployment" or .kind == "Job") |
+     .spec.template.spec | (.containers + (.initContainers // []))[] | .image |
+     select(startswith("ghcr.io/ncclguard/") or
+            startswith("registry.example.com/"))] as $i |
+    ($i | length >= 2) and
+    ($i | all(. == "registry.example.com/ml/ncclguard:9.9"))'
+check "images: rewrites NCCLGUARD_RINGCHECK_IMAGE" "$T/reg.json" \
+    "$RCENV == \"registry.example.com/ml/ncclguard-ringcheck:9.9\""
 
 echo "tests/deploy: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
