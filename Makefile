@@ -60,6 +60,7 @@ include server/server.mk
 include server/http.mk
 include certs/certs.mk
 include deploy/deploy.mk
+include deploy/monitoring.mk
 include ringcheck/ringcheck.mk
 include tests/fuzz/fuzz.mk
 include bench/bench.mk

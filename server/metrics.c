@@ -42,6 +42,7 @@ struct counters {
     atomic_uint_fast64_t cert_reloads;
     atomic_uint_fast64_t cert_reload_errors;
     atomic_uint_fast64_t client_cert_rejects;
+    atomic_uint_fast64_t policy_reload_failing; /* 0 or 1 */
 };
 
 static struct counters c;
@@ -97,6 +98,13 @@ void
 metrics_policy_reload_record(int ok)
 {
     bump(ok ? &c.policy_reloads : &c.policy_reload_errors, 1);
+}
+
+void
+metrics_policy_reload_failing_set(int failing)
+{
+    atomic_store_explicit(&c.policy_reload_failing, failing ? 1 : 0,
+                          memory_order_relaxed);
 }
 
 void
@@ -259,6 +267,11 @@ metrics_render(const struct metrics_gauges *g, size_t *len)
            "Policy reloads refused; the last good policy kept serving.");
     out_printf(&o, "ncclguard_policy_reload_errors_total %llu\n",
                (unsigned long long)get(&c.policy_reload_errors));
+    family(&o, "ncclguard_policy_reload_failing", "gauge",
+           "1 while the policy file on disk fails to load and the last good "
+           "policy is served.");
+    out_printf(&o, "ncclguard_policy_reload_failing %llu\n",
+               (unsigned long long)get(&c.policy_reload_failing));
     family(&o, "ncclguard_policy_generation", "gauge",
            "Generation of the policy in force (1 at start, +1 per reload).");
     out_printf(&o, "ncclguard_policy_generation %llu\n",
