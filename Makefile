@@ -9,6 +9,7 @@
 #   make valgrind   unit and integration suites under memcheck
 #   make fuzz       run each libFuzzer target for FUZZ_SECONDS
 #   make bench      benchmark against nginx (see bench/)
+#   make images     build both container images with docker or podman
 #   make format / make lint
 
 CUDA_HOME ?= /usr/local/cuda
@@ -61,6 +62,7 @@ include server/http.mk
 include certs/certs.mk
 include deploy/deploy.mk
 include deploy/monitoring.mk
+include deploy/images.mk
 include ringcheck/ringcheck.mk
 include tests/fuzz/fuzz.mk
 include bench/bench.mk
@@ -111,8 +113,29 @@ deps:
 	else \
 		echo "make deps: all Debian packages present"; \
 	fi
-	@command -v kubectl >/dev/null || \
-		echo "make deps: warning: kubectl not found; corpus checks need it"
+	@# kubectl renders deploy/ (kubectl kustomize) and patches manifests
+	@# offline in the checks. Debian ships it as kubernetes-client (1.20 in
+	@# Debian 12, whose kustomize v2 predates components; newer releases
+	@# may not ship it at all), so it is installed only when missing.
+	@if ! command -v kubectl >/dev/null; then \
+		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+		if apt-cache policy kubernetes-client 2>/dev/null | \
+				grep -q 'Candidate: [0-9]'; then \
+			echo "make deps: kubectl not found; installing Debian's kubernetes-client"; \
+			DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q \
+				--no-install-recommends kubernetes-client; \
+		else \
+			echo "make deps: kubectl not found, and this Debian has no" \
+				"kubernetes-client package: install kubectl 1.21 or later" \
+				"(https://kubernetes.io/docs/tasks/tools/)"; \
+		fi; \
+	fi
+	@if command -v kubectl >/dev/null && \
+		! kubectl version --client 2>/dev/null | grep -q 'Kustomize Version: v[4-9]'; then \
+		echo "make deps: warning: $$(command -v kubectl) embeds a kustomize" \
+			"older than v4, which cannot render deploy/'s components;" \
+			"install kubectl 1.24 or later (https://kubernetes.io/docs/tasks/tools/)"; \
+	fi
 
 # `test` and `run` re-enter make after deps so that pkg-config sees the
 # libraries that deps may just have installed.
