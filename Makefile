@@ -63,6 +63,7 @@ include certs/certs.mk
 include deploy/deploy.mk
 include deploy/monitoring.mk
 include deploy/images.mk
+include tests/docs/docs.mk
 include ringcheck/ringcheck.mk
 include tests/fuzz/fuzz.mk
 include bench/bench.mk

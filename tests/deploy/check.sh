@@ -505,8 +505,24 @@ images:
   - name: ghcr.io/ncclguard/ncclguard-ringcheck
     newName: registry.example.com/ml/ncclguard-ringcheck
     newTag: "9.9"
+configMapGenerator:
+  - name: ncclguard-policy
+    namespace: ncclguard
+    behavior: replace
+    files: [policy.yaml]
 EOK
+cp policy/examples/tiers.yaml "$T/reg/policy.yaml"
 render "$T/reg" reg
+# The policy is replaced in an overlay, never edited in deploy/base: the
+# ConfigMap keeps its name (no hash suffix), so the Deployment's and the
+# Job's volumes still find it, and holds the overlay's file.
+check "configMapGenerator behavior: replace swaps the policy, same name" "$T/reg.json" '
+    [.[] | select(.kind == "ConfigMap" and (.metadata.name | startswith("ncclguard-policy")))] as $cm |
+    ($cm | length == 1) and $cm[0].metadata.name == "ncclguard-policy" and
+    $cm[0].data["policy.yaml"] == ($want | rtrimstr("x")) and
+    ([.[] | select(.kind == "Deployment" or .kind == "Job") |
+      .spec.template.spec.volumes[]? | .configMap.name // empty] | index("ncclguard-policy") != null)' \
+    --arg want "$(cat policy/examples/tiers.yaml; printf x)"
 check "images: rewrites the webhook and Job images" "$T/reg.json" '
     [.[] | select(.kind == "Deployment" or .kind == "Job") |
      .spec.template.spec | (.containers + (.initContainers // []))[] | .image |
