@@ -123,6 +123,12 @@ while IFS= read -r row; do
 done <"$T/exprs"
 ng_check "expressions found (alerts and panels)" test "$nexpr" -ge 10
 
+# --- every exported family is documented ----------------------------------
+for fam in $(sed -n 's/^# TYPE \([^ ]*\) .*/\1/p' "$T/scrape"); do
+    grep -q "^| \`$fam[{\`]" docs/serve.md && ng_pass "docs/serve.md documents $fam" ||
+        ng_fail "docs/serve.md's metrics table lacks $fam"
+done
+
 # --- policy_reload_failing follows the file ------------------------------
 ng_eq "policy_reload_failing is 0 with a good policy" \
     "$(ng_metric ncclguard_policy_reload_failing)" 0
