@@ -64,6 +64,7 @@ include deploy/deploy.mk
 include deploy/monitoring.mk
 include deploy/images.mk
 include tests/docs/docs.mk
+include tests/mutate/mutate.mk
 include ringcheck/ringcheck.mk
 include tests/fuzz/fuzz.mk
 include bench/bench.mk

@@ -46,6 +46,7 @@ struct policy {
     struct settings defaults;
     struct rule *rules;
     size_t n_rules;
+    struct policy_dra dra;
     /* Every allocation the snapshot owns, freed together. */
     void **blocks;
     size_t n_blocks;
@@ -275,7 +276,7 @@ static const char *const debug_keys[] = {"allowAnnotation", "level",
                                          "subsys", NULL};
 static const char *const env_keys[] = {"name", "value", NULL};
 static const char *const top_keys[] = {"apiVersion", "kind", "metadata",
-                                       "defaults", "rules", NULL};
+                                       "defaults", "rules", "dra", NULL};
 static const char *const rule_keys[] = {"name", "match", "skip", "settings",
                                         NULL};
 static const char *const match_keys[] = {
@@ -1356,6 +1357,62 @@ parse_rules(struct loader *L, const struct ynode *n)
 
 /* ---- top level ----------------------------------------------------- */
 
+
+/* The Kubernetes object-name length limit (DNS subdomain). */
+#define DRA_MAX_NAME 253
+
+static const char *const dra_keys[] = {"claimTemplates", NULL};
+
+/*
+ * dra: {claimTemplates: {NAME: GPUS, ...}}: how many GPUs a
+ * ResourceClaimTemplate of that name gives a pod, since a DRA claim's
+ * device count is only known after the scheduler allocates it.
+ */
+static void
+parse_dra(struct loader *L, const struct ynode *n)
+{
+    const struct ynode *t;
+
+    if (!want_map(L, n, "dra"))
+        return;
+    check_keys(L, n, dra_keys, "dra");
+    t = ynode_get(n, "claimTemplates");
+    if (t == NULL || !want_map(L, t, "dra.claimTemplates"))
+        return;
+    L->p->dra.names = pool_alloc(L->p, (t->n + 1) * sizeof(char *));
+    L->p->dra.gpus = pool_alloc(L->p, (t->n + 1) * sizeof(int64_t));
+    if (L->p->dra.names == NULL || L->p->dra.gpus == NULL)
+        return;
+    for (size_t i = 0; i < t->n; i++) {
+        const struct ynode *k = t->keys[i];
+        int64_t g;
+
+        if (k->len == 0 || k->len > DRA_MAX_NAME) {
+            err_at(L, k,
+                   "dra.claimTemplates: \"%.60s\" is not a "
+                   "ResourceClaimTemplate name (1 to %d characters)",
+                   k->str, DRA_MAX_NAME);
+            continue;
+        }
+        if (!get_int(L, t->items[i], "dra.claimTemplates value", 1, 1024,
+                     &g))
+            continue;
+        L->p->dra.names[L->p->dra.n] = pool_strdup(L->p, k->str);
+        L->p->dra.gpus[L->p->dra.n++] = g;
+    }
+}
+
+int64_t
+policy_claim_template_gpus(const struct policy *p, const char *name)
+{
+    if (p == NULL || name == NULL)
+        return 0;
+    for (size_t i = 0; i < p->dra.n; i++)
+        if (strcmp(p->dra.names[i], name) == 0)
+            return p->dra.gpus[i];
+    return 0;
+}
+
 static void
 parse_top(struct loader *L, const struct ynode *root)
 {
@@ -1389,6 +1446,8 @@ parse_top(struct loader *L, const struct ynode *root)
     }
     if ((v = ynode_get(root, "rules")) != NULL)
         parse_rules(L, v);
+    if ((v = ynode_get(root, "dra")) != NULL)
+        parse_dra(L, v);
 }
 
 static int

@@ -180,6 +180,22 @@ struct policy *policy_ref(struct policy *p);
 size_t policy_rule_count(const struct policy *p);
 const char *policy_rule_name(const struct policy *p, size_t i);
 
+/* The policy's dra.claimTemplates: ResourceClaimTemplate names and the
+ * GPUs a claim made from each gives a pod. Strings borrowed from the
+ * policy. */
+struct policy_dra {
+    char **names;
+    int64_t *gpus;
+    size_t n;
+};
+
+/*
+ * The GPUs a claim from the ResourceClaimTemplate name gives, from the
+ * policy's dra.claimTemplates; 0 when the policy does not name it.
+ * Thread-safe (reads an immutable snapshot).
+ */
+int64_t policy_claim_template_gpus(const struct policy *p, const char *name);
+
 /* The settings used when no rule matches. Borrowed from p. */
 const struct settings *policy_defaults(const struct policy *p);
 

@@ -106,6 +106,9 @@ for o in ss cm user; do
         length == 1 and (.[0] | contains(\"object.spec.containers\") and
             contains(\"object.spec.initContainers\") and
             contains(\"resources.limits\") and contains(\"resources.requests\"))"
+    check "$o: CEL also sends pods with DRA resource claims" "$J" "
+        [$W.matchConditions[] | select(.name == \"requests-gpu\") | .expression] |
+        .[0] | contains(\"size(object.spec.resourceClaims) > 0\")"
     check "$o: CEL parentheses balance" "$J" "
         [$W.matchConditions[].expression | explode |
          (map(select(. == 40)) | length) == (map(select(. == 41)) | length)] | all"
