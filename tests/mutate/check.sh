@@ -91,7 +91,7 @@ mutate "$C/52-trainer-trainjob-lammps-gpus.yaml"
 has "Trainer TrainJob: resourcesPerNode shown as a node's pod" "$T/err" \
     "TrainJob lammps-flux /spec/trainer/resourcesPerNode: patched (1 GPU, rule default)"
 mutate -o review "$C/52-trainer-trainjob-lammps-gpus.yaml"
-jq -e '.request.object.spec.containers[0].image == "ghcr.io/flux-framework/tutorials:gpu-lammps-hwloc"' \
+jq -e -s 'length == 1 and .[0].request.object.spec.containers[0].image == "ghcr.io/flux-framework/tutorials:gpu-lammps-hwloc"' \
     "$T/out" >/dev/null && ok "Trainer: -o review posts the derived pod" || bad "Trainer -o review" "$T/out"
 
 # --- not-GPU verdicts give the reason -----------------------------------------
