@@ -918,6 +918,36 @@ parse_ringcheck(struct loader *L, const struct ynode *n, struct settings *s)
     }
 }
 
+/*
+ * An environment value is a string in Kubernetes; YAML reads a bare 1,
+ * 0.5 or true as a number or a boolean (0x10 and 1e3 even change their
+ * text when a tool rewrites them). A warning asks for quotes, as policy
+ * lint does for a profile's data; the text as written is used, so that a
+ * policy that loaded before still loads.
+ */
+static void
+env_value_quoted(struct loader *L, const struct ynode *nm,
+                 const struct ynode *val)
+{
+    static const char *const bools[] = {"true", "false", "True", "False",
+                                        "TRUE", "FALSE", NULL};
+    char *end;
+    bool number, boolean = false;
+
+    if (!val->plain || val->len == 0)
+        return;
+    (void)strtod(val->str, &end);
+    number = *end == '\0';
+    for (size_t i = 0; bools[i] != NULL; i++)
+        boolean = boolean || strcmp(val->str, bools[i]) == 0;
+    if (!number && !boolean)
+        return;
+    warn_at(L, val,
+            "extraEnv value of %.60s is the %s %s in YAML, and environment "
+            "values are strings: write \"%s\" in quotes",
+            nm->str, number ? "number" : "boolean", val->str, val->str);
+}
+
 static void
 parse_extra_env(struct loader *L, const struct ynode *n, struct settings *s)
 {
@@ -969,6 +999,7 @@ parse_extra_env(struct loader *L, const struct ynode *n, struct settings *s)
             ok = false;
             continue;
         }
+        env_value_quoted(L, nm, val);
         for (size_t j = 0; j < i; j++) {
             if (v[j].name != NULL && strcmp(v[j].name, nm->str) == 0) {
                 err_at(L, nm, "extraEnv sets %.60s twice", nm->str);
@@ -1263,6 +1294,9 @@ parse_rules(struct loader *L, const struct ynode *n)
 {
     struct policy *p = L->p;
     size_t budget = 0;
+    /* Rules whose match block had an error: left out of the
+     * unreachable-rule check, so one mistake gives one error. */
+    bool bad_match[POLICY_MAX_RULES] = {false};
 
     if (n->kind == YNODE_SCALAR && n->null_tag)
         return;
@@ -1304,8 +1338,12 @@ parse_rules(struct loader *L, const struct ynode *n)
         }
         /* No match block: the rule matches every GPU pod. */
         r->match.max_gpus = -1;
-        if ((v = ynode_get(it, "match")) != NULL)
+        if ((v = ynode_get(it, "match")) != NULL) {
+            size_t errors = L->d->n_errors;
+
             parse_match(L, v, &r->match);
+            bad_match[p->n_rules] = L->d->n_errors > errors;
+        }
         if ((v = ynode_get(it, "skip")) != NULL)
             get_bool(L, v, "skip", &r->skip);
         r->settings = p->defaults;
@@ -1329,6 +1367,9 @@ parse_rules(struct loader *L, const struct ynode *n)
         for (size_t j = 0; j < i; j++) {
             const struct match *a = &p->rules[j].match;
             const struct match *b = &p->rules[i].match;
+
+            if (bad_match[i] || bad_match[j])
+                continue;
 
             budget += (a->n_namespaces + a->n_exclude + 1) *
                           (b->n_namespaces + b->n_exclude + 1) +
