@@ -155,5 +155,11 @@ else
 fi
 has "-o review: says so when there are several" "$T/err" "reviews, one per line; post each on its own"
 
+# --- a tab in a manifest's indentation -----------------------------------------
+printf 'apiVersion: v1\nkind: Pod\nmetadata:\n\tname: x\n' >"$T/tab.yaml"
+mutate "$T/tab.yaml"
+[ "$rc" = 1 ] && ok "a tab-indented manifest is unreadable (exit 1)" || bad "tab manifest exit $rc" "$T/err"
+has "the tab is named at its line:col, in plain words" "$T/err" "$T/tab.yaml:4:1: tabs cannot indent YAML; use spaces"
+
 echo "tests/mutate: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
