@@ -261,8 +261,7 @@ event_next(struct loader *ld, yaml_event_t *ev)
         {
             int tab_col;
 
-            if (diag_yaml_tab(ld->buf, ld->len, m->line, m->index,
-                              &tab_col)) {
+            if (diag_yaml_tab(ld->buf, ld->len, m->line, m->index, &tab_col)) {
                 ng_error_set(ld->err, (int)m->line + 1, tab_col, "%s",
                              DIAG_YAML_TAB_MSG);
                 return -1;
