@@ -1765,7 +1765,7 @@ decide_shm_size(const struct settings *s, const char *rule, const char *v,
     shown_value(v, shown, sizeof(shown));
     if (!s->shm.enabled) {
         decision_warn(out, "ncclguard: shm-size ignored: rule \"%.30s\" "
-                           "does not manage /dev/shm",
+                           "does not manage /dev/shm; remove the annotation",
                       rule);
         return;
     }
@@ -1831,12 +1831,14 @@ policy_decide(const struct policy *p, const char *namespace,
                 out->ringcheck = false;
             else
                 decision_warn(out, "ncclguard: ring-check opt-out refused: "
-                                   "rule \"%.30s\" does not allow it",
+                                   "rule \"%.30s\" does not allow it; remove "
+                                   "the annotation",
                               out->rule);
         } else if (strcmp(v, "true") == 0) {
             if (!s->ringcheck.enabled)
                 decision_warn(out, "ncclguard: ring-check \"true\" ignored: "
-                                   "rule \"%.30s\" disables the ring check",
+                                   "rule \"%.30s\" turns it off; remove the "
+                                   "annotation",
                               out->rule);
         } else {
             decision_warn(out, "ncclguard: ring-check \"%s\" ignored: "
@@ -1852,8 +1854,8 @@ policy_decide(const struct policy *p, const char *namespace,
                 out->debug = true;
             else
                 decision_warn(out, "ncclguard: debug refused: rule "
-                                   "\"%.30s\" does not allow NCCL debug "
-                                   "output",
+                                   "\"%.30s\" allows no NCCL debug output; "
+                                   "remove the annotation",
                               out->rule);
         } else if (strcmp(v, "false") != 0) {
             decision_warn(out, "ncclguard: debug \"%s\" ignored: expected "

@@ -155,6 +155,48 @@ else
 fi
 has "-o review: says so when there are several" "$T/err" "reviews, one per line; post each on its own"
 
+# --- refused annotations say how to fix them, even under a long rule name --
+cat >"$T/strict-policy.yaml" <<'EOY'
+apiVersion: ncclguard.io/v1alpha1
+kind: Policy
+rules:
+  - name: a-rule-name-that-is-forty-characters-xx
+    match: {namespaces: [ml]}
+    settings:
+      shm: {enabled: false}
+      ringCheck: {allowOptOut: false}
+      debug: {allowAnnotation: false}
+  - name: no-check-rule-name-of-forty-characters-x
+    match: {namespaces: [lab]}
+    settings:
+      ringCheck: {enabled: false}
+EOY
+cat >"$T/annotated.yaml" <<'EOY'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: a
+  namespace: ml
+  annotations:
+    ncclguard.io/shm-size: 8Gi
+    ncclguard.io/ring-check: "false"
+    ncclguard.io/debug: "true"
+spec:
+  containers:
+    - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+EOY
+"$NCCLGUARD" mutate --policy "$T/strict-policy.yaml" -o patch "$T/annotated.yaml" >"$T/out" 2>/dev/null
+sed 's/namespace: ml/namespace: lab/; s/"false"/"true"/' "$T/annotated.yaml" >"$T/annotated2.yaml"
+"$NCCLGUARD" mutate --policy "$T/strict-policy.yaml" -o patch "$T/annotated2.yaml" >"$T/out2" 2>/dev/null
+if jq -e -s '[.[][].warnings[]] as $w | ($w | length == 4) and
+        ($w | all(endswith("; remove the annotation") and (length <= 120)))' \
+    "$T/out" "$T/out2" >/dev/null; then
+    ok "refused shm-size, opt-out, debug and ring-check annotations end with the fix, within 120 bytes"
+else
+    bad "refused annotation warnings" "$T/out"
+    cat "$T/out2"
+fi
+
 # --- a tab in a manifest's indentation -----------------------------------------
 printf 'apiVersion: v1\nkind: Pod\nmetadata:\n\tname: x\n' >"$T/tab.yaml"
 mutate "$T/tab.yaml"
