@@ -1183,7 +1183,11 @@ static const char *const cond_gpu[] = {
     "has(c.resources) &&",
     "((has(c.resources.limits) && c.resources.limits.exists(r, r in %R)) ||",
     "(has(c.resources.requests) && c.resources.requests.exists(r, r in "
-    "%R)))))",
+    "%R))))) ||",
+    /* DRA: the GPUs are in claims, counted from the ncclguard.io/claim-gpus
+     * annotation or the policy's dra.claimTemplates (server/mutate.c). */
+    "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > "
+    "0)",
     NULL,
 };
 

@@ -16,22 +16,25 @@
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
 
-static const char usage_text[] =
-    "usage: ncclguard certs <command> [options]\n"
-    "\n"
+static const char usage_head[] =
+    "usage: ncclguard certs <command> [options]\n";
+
+static const char help_create[] =
     "  create --service S --namespace NS --out DIR [--days 365]\n"
     "         [--ca-days 3650] [--key ec|rsa] [--san NAME|IP]... [--ca-dir "
     "DIR]\n"
     "      Create a CA (or reuse ca.crt and ca.key found in --ca-dir, default\n"
     "      --out) and a serving certificate signed by it. Writes ca.crt,\n"
     "      ca.key, tls.crt and tls.key (keys mode 0600) and prints the base64\n"
-    "      caBundle on stdout.\n"
-    "\n"
+    "      caBundle on stdout.\n";
+
+static const char help_inspect[] =
     "  inspect FILE [--ca FILE] [--check-host NAME|IP]\n"
     "      Print a certificate; check that it is valid now, that it chains to\n"
     "      --ca and that it names the host. Exit 1 when a check fails, 2 on\n"
-    "      bad input.\n"
-    "\n"
+    "      bad input.\n";
+
+static const char help_webhook[] =
     "  webhook-config --ca-file ca.crt | --ca-bundle-file FILE\n"
     "         [--service ncclguard] [--namespace ncclguard] [--name "
     "ncclguard]\n"
@@ -41,6 +44,33 @@ static const char usage_text[] =
     "      caBundle that `create` prints (--ca-bundle-file). Its CEL\n"
     "      condition names the GPU resources of --policy (default: those of\n"
     "      policy/default.yaml).\n";
+
+/* Prints the help of one subcommand, or of all when cmd is NULL or not
+ * one of them. */
+static void
+usage_print(FILE *out, const char *cmd)
+{
+    static const struct {
+        const char *name, *text;
+    } helps[] = {{"create", help_create},
+                 {"inspect", help_inspect},
+                 {"webhook-config", help_webhook}};
+    bool one = false;
+
+    for (size_t i = 0; cmd != NULL && i < sizeof(helps) / sizeof(helps[0]);
+         i++) {
+        if (strcmp(cmd, helps[i].name) == 0) {
+            fprintf(out, "usage: ncclguard certs %s [options]\n\n%s",
+                    helps[i].name, helps[i].text);
+            one = true;
+        }
+    }
+    if (one)
+        return;
+    fprintf(out, "%s", usage_head);
+    for (size_t i = 0; i < sizeof(helps) / sizeof(helps[0]); i++)
+        fprintf(out, "\n%s", helps[i].text);
+}
 
 /*
  * The next option of a subcommand (argv[0] is its name), by getopt_long:
@@ -344,12 +374,12 @@ int
 cmd_certs(int argc, char **argv)
 {
     if (argc < 2) {
-        fputs(usage_text, stderr);
+        usage_print(stderr, NULL);
         return EXIT_USAGE;
     }
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(usage_text, stdout);
+            usage_print(stdout, i > 1 ? argv[1] : NULL);
             return 0;
         }
     }
@@ -360,6 +390,6 @@ cmd_certs(int argc, char **argv)
     if (strcmp(argv[1], "webhook-config") == 0)
         return webhook_run(argc - 1, argv + 1);
     fprintf(stderr, "ncclguard certs: unknown command '%s'\n", argv[1]);
-    fputs(usage_text, stderr);
+    usage_print(stderr, NULL);
     return EXIT_USAGE;
 }

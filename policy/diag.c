@@ -61,3 +61,33 @@ diags_release(struct diags *d)
     free(d->v);
     memset(d, 0, sizeof(*d));
 }
+
+int
+diag_yaml_tab(const char *buf, size_t len, size_t line, size_t index,
+              int *col)
+{
+    size_t i = 0, l = 0;
+
+    if (buf == NULL)
+        return 0;
+    /* libyaml stops at the tab itself when it cannot start a token. */
+    if (index < len && buf[index] == '\t') {
+        size_t start = index;
+
+        while (start > 0 && buf[start - 1] != '\n')
+            start--;
+        *col = (int)(index - start) + 1;
+        return 1;
+    }
+    while (i < len && l < line) {
+        if (buf[i++] == '\n')
+            l++;
+    }
+    for (size_t k = i; k < len && (buf[k] == ' ' || buf[k] == '\t'); k++) {
+        if (buf[k] == '\t') {
+            *col = (int)(k - i) + 1;
+            return 1;
+        }
+    }
+    return 0;
+}

@@ -39,4 +39,17 @@ void diags_sort(struct diags *d);
 /* Frees the list and zeroes *d. */
 void diags_release(struct diags *d);
 
+/*
+ * After a YAML syntax error at (line, index) (libyaml's 0-based problem
+ * mark): is a tab to blame? YAML forbids tabs in indentation, and libyaml
+ * then says only "found character that cannot start any token". Returns 1
+ * and sets *col (1-based) to the tab's column when the character at index
+ * is a tab or line's indentation holds one; 0 otherwise. Thread-safe.
+ */
+int diag_yaml_tab(const char *buf, size_t len, size_t line, size_t index,
+                  int *col);
+
+/* The message for such a tab. */
+#define DIAG_YAML_TAB_MSG "tabs cannot indent YAML; use spaces"
+
 #endif

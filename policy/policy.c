@@ -49,6 +49,7 @@ struct policy {
     struct settings defaults;
     struct rule *rules;
     size_t n_rules;
+    struct policy_dra dra;
     /* Every allocation the snapshot owns, freed together. */
     void **blocks;
     size_t n_blocks;
@@ -113,6 +114,26 @@ settings_builtin_watchdog(struct settings *s)
     s->watchdog.grace_ms = d.grace_ms;
 }
 
+/* The ring-check image of policies that name none; serve sets it from
+ * --ringcheck-image before it loads a policy (see policy.h). */
+static char builtin_ringcheck_image[POLICY_MAX_IMAGE + 1] =
+    "ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0";
+
+int
+policy_ringcheck_image_set_default(const char *image)
+{
+    size_t n = image != NULL ? strlen(image) : 0;
+
+    if (n == 0 || n > POLICY_MAX_IMAGE)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (isspace((unsigned char)image[i]) ||
+            !isprint((unsigned char)image[i]))
+            return -1;
+    memcpy(builtin_ringcheck_image, image, n + 1);
+    return 0;
+}
+
 static int
 settings_builtin(struct policy *p, struct settings *s)
 {
@@ -135,8 +156,7 @@ settings_builtin(struct policy *p, struct settings *s)
     s->ipc.n_capabilities = 0;
     s->ipc.host_ipc = false;
     s->ringcheck.enabled = true;
-    s->ringcheck.image = pool_strdup(p, "ghcr.io/ncclguard/"
-                                        "ncclguard-ringcheck:0.1.0");
+    s->ringcheck.image = pool_strdup(p, builtin_ringcheck_image);
     s->ringcheck.timeout_seconds = 120;
     s->ringcheck.bandwidth_bytes = 256LL << 20;
     s->ringcheck.mode = RINGCHECK_MODE_PROCESS;
@@ -308,7 +328,7 @@ static const char *const debug_keys[] = {"allowAnnotation", "level",
                                          "subsys", NULL};
 static const char *const env_keys[] = {"name", "value", NULL};
 static const char *const top_keys[] = {"apiVersion", "kind", "metadata",
-                                       "defaults", "rules", NULL};
+                                       "defaults", "rules", "dra", NULL};
 static const char *const rule_keys[] = {"name", "match", "skip", "settings",
                                         NULL};
 static const char *const match_keys[] = {
@@ -1012,6 +1032,36 @@ parse_ringcheck(struct loader *L, const struct ynode *n, struct settings *s)
     }
 }
 
+/*
+ * An environment value is a string in Kubernetes; YAML reads a bare 1,
+ * 0.5 or true as a number or a boolean (0x10 and 1e3 even change their
+ * text when a tool rewrites them). A warning asks for quotes, as policy
+ * lint does for a profile's data; the text as written is used, so that a
+ * policy that loaded before still loads.
+ */
+static void
+env_value_quoted(struct loader *L, const struct ynode *nm,
+                 const struct ynode *val)
+{
+    static const char *const bools[] = {"true", "false", "True", "False",
+                                        "TRUE", "FALSE", NULL};
+    char *end;
+    bool number, boolean = false;
+
+    if (!val->plain || val->len == 0)
+        return;
+    (void)strtod(val->str, &end);
+    number = *end == '\0';
+    for (size_t i = 0; bools[i] != NULL; i++)
+        boolean = boolean || strcmp(val->str, bools[i]) == 0;
+    if (!number && !boolean)
+        return;
+    warn_at(L, val,
+            "extraEnv value of %.60s is the %s %s in YAML, and environment "
+            "values are strings: write \"%s\" in quotes",
+            nm->str, number ? "number" : "boolean", val->str, val->str);
+}
+
 static void
 parse_extra_env(struct loader *L, const struct ynode *n, struct settings *s)
 {
@@ -1063,6 +1113,7 @@ parse_extra_env(struct loader *L, const struct ynode *n, struct settings *s)
             ok = false;
             continue;
         }
+        env_value_quoted(L, nm, val);
         for (size_t j = 0; j < i; j++) {
             if (v[j].name != NULL && strcmp(v[j].name, nm->str) == 0) {
                 err_at(L, nm, "extraEnv sets %.60s twice", nm->str);
@@ -1498,6 +1549,9 @@ parse_rules(struct loader *L, const struct ynode *n)
 {
     struct policy *p = L->p;
     size_t budget = 0;
+    /* Rules whose match block had an error: left out of the
+     * unreachable-rule check, so one mistake gives one error. */
+    bool bad_match[POLICY_MAX_RULES] = {false};
 
     if (n->kind == YNODE_SCALAR && n->null_tag)
         return;
@@ -1539,8 +1593,12 @@ parse_rules(struct loader *L, const struct ynode *n)
         }
         /* No match block: the rule matches every GPU pod. */
         r->match.max_gpus = -1;
-        if ((v = ynode_get(it, "match")) != NULL)
+        if ((v = ynode_get(it, "match")) != NULL) {
+            size_t errors = L->d->n_errors;
+
             parse_match(L, v, &r->match);
+            bad_match[p->n_rules] = L->d->n_errors > errors;
+        }
         if ((v = ynode_get(it, "skip")) != NULL)
             get_bool(L, v, "skip", &r->skip);
         r->settings = p->defaults;
@@ -1564,6 +1622,9 @@ parse_rules(struct loader *L, const struct ynode *n)
         for (size_t j = 0; j < i; j++) {
             const struct match *a = &p->rules[j].match;
             const struct match *b = &p->rules[i].match;
+
+            if (bad_match[i] || bad_match[j])
+                continue;
 
             budget += (a->n_namespaces + a->n_exclude + 1) *
                           (b->n_namespaces + b->n_exclude + 1) +
@@ -1591,6 +1652,62 @@ parse_rules(struct loader *L, const struct ynode *n)
 }
 
 /* ---- top level ----------------------------------------------------- */
+
+
+/* The Kubernetes object-name length limit (DNS subdomain). */
+#define DRA_MAX_NAME 253
+
+static const char *const dra_keys[] = {"claimTemplates", NULL};
+
+/*
+ * dra: {claimTemplates: {NAME: GPUS, ...}}: how many GPUs a
+ * ResourceClaimTemplate of that name gives a pod, since a DRA claim's
+ * device count is only known after the scheduler allocates it.
+ */
+static void
+parse_dra(struct loader *L, const struct ynode *n)
+{
+    const struct ynode *t;
+
+    if (!want_map(L, n, "dra"))
+        return;
+    check_keys(L, n, dra_keys, "dra");
+    t = ynode_get(n, "claimTemplates");
+    if (t == NULL || !want_map(L, t, "dra.claimTemplates"))
+        return;
+    L->p->dra.names = pool_alloc(L->p, (t->n + 1) * sizeof(char *));
+    L->p->dra.gpus = pool_alloc(L->p, (t->n + 1) * sizeof(int64_t));
+    if (L->p->dra.names == NULL || L->p->dra.gpus == NULL)
+        return;
+    for (size_t i = 0; i < t->n; i++) {
+        const struct ynode *k = t->keys[i];
+        int64_t g;
+
+        if (k->len == 0 || k->len > DRA_MAX_NAME) {
+            err_at(L, k,
+                   "dra.claimTemplates: \"%.60s\" is not a "
+                   "ResourceClaimTemplate name (1 to %d characters)",
+                   k->str, DRA_MAX_NAME);
+            continue;
+        }
+        if (!get_int(L, t->items[i], "dra.claimTemplates value", 1, 1024,
+                     &g))
+            continue;
+        L->p->dra.names[L->p->dra.n] = pool_strdup(L->p, k->str);
+        L->p->dra.gpus[L->p->dra.n++] = g;
+    }
+}
+
+int64_t
+policy_claim_template_gpus(const struct policy *p, const char *name)
+{
+    if (p == NULL || name == NULL)
+        return 0;
+    for (size_t i = 0; i < p->dra.n; i++)
+        if (strcmp(p->dra.names[i], name) == 0)
+            return p->dra.gpus[i];
+    return 0;
+}
 
 static void
 parse_top(struct loader *L, const struct ynode *root)
@@ -1625,6 +1742,8 @@ parse_top(struct loader *L, const struct ynode *root)
     }
     if ((v = ynode_get(root, "rules")) != NULL)
         parse_rules(L, v);
+    if ((v = ynode_get(root, "dra")) != NULL)
+        parse_dra(L, v);
 }
 
 static int
@@ -1993,7 +2112,7 @@ decide_shm_size(const struct settings *s, const char *rule, const char *v,
     shown_value(v, shown, sizeof(shown));
     if (!s->shm.enabled) {
         decision_warn(out, "ncclguard: shm-size ignored: rule \"%.30s\" "
-                           "does not manage /dev/shm",
+                           "does not manage /dev/shm; remove the annotation",
                       rule);
         return;
     }
@@ -2059,12 +2178,14 @@ policy_decide(const struct policy *p, const char *namespace,
                 out->ringcheck = false;
             else
                 decision_warn(out, "ncclguard: ring-check opt-out refused: "
-                                   "rule \"%.30s\" does not allow it",
+                                   "rule \"%.30s\" does not allow it; remove "
+                                   "the annotation",
                               out->rule);
         } else if (strcmp(v, "true") == 0) {
             if (!s->ringcheck.enabled)
                 decision_warn(out, "ncclguard: ring-check \"true\" ignored: "
-                                   "rule \"%.30s\" disables the ring check",
+                                   "rule \"%.30s\" turns it off; remove the "
+                                   "annotation",
                               out->rule);
         } else {
             decision_warn(out, "ncclguard: ring-check \"%s\" ignored: "
@@ -2080,8 +2201,8 @@ policy_decide(const struct policy *p, const char *namespace,
                 out->debug = true;
             else
                 decision_warn(out, "ncclguard: debug refused: rule "
-                                   "\"%.30s\" does not allow NCCL debug "
-                                   "output",
+                                   "\"%.30s\" allows no NCCL debug output; "
+                                   "remove the annotation",
                               out->rule);
         } else if (strcmp(v, "false") != 0) {
             decision_warn(out, "ncclguard: debug \"%s\" ignored: expected "

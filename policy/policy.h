@@ -147,6 +147,22 @@ struct decision {
     char warnings[POLICY_MAX_WARNINGS][160];
 };
 
+/* Longest ring-check image reference policy_ringcheck_image_set_default()
+ * takes. */
+#define POLICY_MAX_IMAGE 255
+
+/*
+ * Sets the ring-check image that policies loaded from now on get when they
+ * name none (built in: ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0), so
+ * that the Deployment, not each policy, says which registry to pull from.
+ * A policy's own ringCheck.image still wins. image is copied. Returns 0,
+ * or -1 when image is empty, longer than POLICY_MAX_IMAGE or holds
+ * whitespace or control characters (the default is then unchanged). Not
+ * thread-safe: call it before any policy is loaded.
+ */
+int policy_ringcheck_image_set_default(const char *image)
+    __attribute__((warn_unused_result));
+
 /*
  * Loads a policy from YAML text. name is used in messages (a file name).
  * On failure returns NULL and fills err with the first error and its
@@ -194,6 +210,22 @@ struct policy *policy_ref(struct policy *p);
 /* Number of rules, and the i-th rule's name (borrowed from p). */
 size_t policy_rule_count(const struct policy *p);
 const char *policy_rule_name(const struct policy *p, size_t i);
+
+/* The policy's dra.claimTemplates: ResourceClaimTemplate names and the
+ * GPUs a claim made from each gives a pod. Strings borrowed from the
+ * policy. */
+struct policy_dra {
+    char **names;
+    int64_t *gpus;
+    size_t n;
+};
+
+/*
+ * The GPUs a claim from the ResourceClaimTemplate name gives, from the
+ * policy's dra.claimTemplates; 0 when the policy does not name it.
+ * Thread-safe (reads an immutable snapshot).
+ */
+int64_t policy_claim_template_gpus(const struct policy *p, const char *name);
 
 /* The settings used when no rule matches. Borrowed from p. */
 const struct settings *policy_defaults(const struct policy *p);

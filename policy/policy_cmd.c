@@ -31,10 +31,13 @@ usage(FILE *out)
             "       Prints FILE:LINE:COL: error|warning: MESSAGE. Exit 1 on "
             "any\n"
             "       error, 0 when there are only warnings.\n"
-            "test   runs policy test files (*.yaml under DIR) through the "
-            "webhook's\n"
-            "       mutation and compares the results; exit 1 on any "
-            "failure.\n",
+            "test   runs policy test files (every *.test.yaml under each "
+            "DIR, and each\n"
+            "       FILE; kind: PolicyTest) through the webhook's mutation "
+            "and\n"
+            "       compares the results; exit 1 on any failure.\n"
+            "\n"
+            "Exit 2 on a usage error.\n",
             ncclenv_catalog_version());
 }
 
@@ -197,6 +200,8 @@ cmd_policy_lint(int argc, char **argv)
         }
     }
     if (files == 0) {
+        fprintf(stderr, "ncclguard policy lint: no file given: name one or "
+                        "more policy files (or --profile FILE)\n");
         usage(stderr);
         return 2;
     }

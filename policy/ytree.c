@@ -220,11 +220,19 @@ ytree_parse(const char *buf, size_t len, const struct ytree_caps *caps,
         const char *anchor = NULL;
 
         if (!yaml_parser_parse(&parser, &ev)) {
-            diags_add(d, DIAG_ERROR, (int)parser.problem_mark.line + 1,
-                      (int)parser.problem_mark.column + 1, "%s%s%s",
-                      parser.problem ? parser.problem : "YAML syntax error",
-                      parser.context ? " " : "",
-                      parser.context ? parser.context : "");
+            int tab_col;
+
+            if (diag_yaml_tab(buf, len, parser.problem_mark.line,
+                              parser.problem_mark.index, &tab_col))
+                diags_add(d, DIAG_ERROR, (int)parser.problem_mark.line + 1,
+                          tab_col, DIAG_YAML_TAB_MSG);
+            else
+                diags_add(d, DIAG_ERROR, (int)parser.problem_mark.line + 1,
+                          (int)parser.problem_mark.column + 1, "%s%s%s",
+                          parser.problem ? parser.problem
+                                         : "YAML syntax error",
+                          parser.context ? " " : "",
+                          parser.context ? parser.context : "");
             failed = 1;
             break;
         }

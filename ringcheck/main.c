@@ -5,6 +5,9 @@
 #include "worker.h"
 
 #include <stdio.h>
+#include <string.h>
+
+#include "version.h"
 
 int
 main(int argc, char **argv)
@@ -12,6 +15,10 @@ main(int argc, char **argv)
     struct rc_opts o;
     char err[256];
 
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("ncclguard-ringcheck %s\n", NCCLGUARD_VERSION);
+        return 0;
+    }
     if (rc_opts_parse(argc, argv, &o, err, sizeof(err)) != 0) {
         fprintf(stderr, "ncclguard-ringcheck: %s\n", err);
         fprintf(stderr, "ncclguard-ringcheck: see --help\n");

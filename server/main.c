@@ -1,5 +1,6 @@
 /* ncclguard: dispatches to the subcommands. */
 #include "cmd.h"
+#include "version.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -21,7 +22,8 @@ usage(FILE *out)
     fprintf(out, "usage: ncclguard <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].help);
-    fprintf(out, "\nRun 'ncclguard <command> --help' for its options.\n");
+    fprintf(out, "\nRun 'ncclguard <command> --help' for its options;\n"
+                 "'ncclguard --version' prints the version.\n");
 }
 
 int
@@ -34,6 +36,10 @@ main(int argc, char **argv)
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("ncclguard %s\n", NCCLGUARD_VERSION);
         return 0;
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)

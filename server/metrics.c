@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "version.h"
+
 static const uint64_t bucket_us[METRICS_N_BUCKETS - 1] = {
     50,    100,   250,   500,    1000,   2500,   5000,
     10000, 25000, 50000, 100000, 250000, 1000000};
@@ -41,6 +43,7 @@ struct counters {
     atomic_uint_fast64_t cert_reload_errors;
     atomic_uint_fast64_t client_cert_rejects;
     atomic_uint_fast64_t closes[METRICS_CLOSE_N];
+    atomic_uint_fast64_t policy_reload_failing; /* 0 or 1 */
 };
 
 static struct counters c;
@@ -96,6 +99,13 @@ void
 metrics_policy_reload_record(int ok)
 {
     bump(ok ? &c.policy_reloads : &c.policy_reload_errors, 1);
+}
+
+void
+metrics_policy_reload_failing_set(int failing)
+{
+    atomic_store_explicit(&c.policy_reload_failing, failing ? 1 : 0,
+                          memory_order_relaxed);
 }
 
 void
@@ -198,6 +208,10 @@ metrics_render(const struct metrics_gauges *g, size_t *len)
     if (o.buf == NULL)
         return NULL;
 
+    family(&o, "ncclguard_build_info", "gauge",
+           "Always 1; the version label is the running build's.");
+    out_printf(&o, "ncclguard_build_info{version=\"%s\"} 1\n",
+               safe_label(NCCLGUARD_VERSION));
     family(&o, "ncclguard_admissions_total", "counter",
            "AdmissionReviews answered, by result.");
     for (int r = 0; r < REVIEW_RESULT_COUNT; r++)
@@ -261,6 +275,11 @@ metrics_render(const struct metrics_gauges *g, size_t *len)
            "Policy reloads refused; the last good policy kept serving.");
     out_printf(&o, "ncclguard_policy_reload_errors_total %llu\n",
                (unsigned long long)get(&c.policy_reload_errors));
+    family(&o, "ncclguard_policy_reload_failing", "gauge",
+           "1 while the policy file on disk fails to load and the last good "
+           "policy is served.");
+    out_printf(&o, "ncclguard_policy_reload_failing %llu\n",
+               (unsigned long long)get(&c.policy_reload_failing));
     family(&o, "ncclguard_policy_generation", "gauge",
            "Generation of the policy in force (1 at start, +1 per reload).");
     out_printf(&o, "ncclguard_policy_generation %llu\n",

@@ -26,6 +26,10 @@ void metrics_http_record(int status);
 /* Counts one policy reload attempt. Thread-safe. */
 void metrics_policy_reload_record(int ok);
 
+/* Sets the gauge that says whether the policy file on disk currently
+ * fails to load (the last good policy is still served). Thread-safe. */
+void metrics_policy_reload_failing_set(int failing);
+
 /* Counts one certificate reload attempt. Thread-safe. */
 void metrics_cert_reload_record(int ok);
 

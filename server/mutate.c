@@ -3,6 +3,7 @@
 #include "mutate.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -104,6 +105,8 @@ struct plan {
     int64_t rc_expect;   /* its GPUs: the pod's, less native sidecars' */
     struct jobmember mn; /* multi-node membership (MN_NONE: single-pod) */
     json_t *mn_env;      /* its extra env entries, owned */
+    int64_t dra_gpus;   /* GPUs through DRA claims (see dra_apply), or 0 */
+    json_t *dra_claims; /* [{name}] of those claims, for the ring check */
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -561,8 +564,8 @@ gpus_count(struct plan *p, char *const *names, size_t n_names)
             }
             if (gpu_value(v, &k, why, sizeof(why)) != 0) {
                 warn(p->res,
-                     "container \"%.40s\" asks for %.40s %s; pod left "
-                     "unchanged",
+                     "container \"%.30s\" asks for %.30s %s; pod left "
+                     "unchanged: write a whole count",
                      c->name, names[r], why);
                 return -1;
             }
@@ -672,6 +675,7 @@ ctrs_release(struct plan *p)
     free(p->ctr);
     json_decref(p->vol_add);
     json_decref(p->mn_env);
+    json_decref(p->dra_claims);
 }
 
 static json_t *
@@ -760,8 +764,8 @@ shm_existing(struct plan *p, const char *vname)
 
     if (vol == NULL) {
         warn(p->res,
-             "/dev/shm is mounted from volume \"%.60s\", which the "
-             "pod does not define",
+             "/dev/shm mounts volume \"%.40s\", which the pod lacks; "
+             "add it to spec.volumes",
              vname);
         return 0;
     }
@@ -771,8 +775,8 @@ shm_existing(struct plan *p, const char *vname)
     if (str_get(ed, "medium") == NULL ||
         strcmp(str_get(ed, "medium"), "Memory") != 0) {
         warn(p->res,
-             "/dev/shm volume \"%.60s\" is disk-backed, not "
-             "medium: Memory; kept",
+             "/dev/shm volume \"%.40s\" is on disk; kept: set its "
+             "emptyDir medium: Memory",
              vname);
         return 0;
     }
@@ -802,8 +806,8 @@ shm_existing(struct plan *p, const char *vname)
         return 0;
     }
     warn(p->res,
-         "/dev/shm volume \"%.40s\" is %s, below the %s the policy "
-         "sets for %" PRId64 " GPUs; kept",
+         "/dev/shm \"%.30s\" is %s, below the %s for %" PRId64
+         " GPUs; kept: drop it or set shm.existing: grow",
          vname, have, want, p->res->gpus);
     return 0;
 }
@@ -906,9 +910,9 @@ plan_memory(struct plan *p)
             continue;
         size_format(q.value, lim, sizeof(lim));
         warn(p->res,
-             "/dev/shm %s exceeds container \"%.30s\" memory limit %s "
-             "(tmpfs counts against it)",
-             shm, c->name, lim);
+             "/dev/shm %s exceeds the %s memory limit of \"%.20s\"; "
+             "raise it or set shm.memoryLimit: raise",
+             shm, lim, c->name);
     }
     return 0;
 }
@@ -994,8 +998,8 @@ plan_ipc(struct plan *p)
             injected_add(p->res, "capabilities");
             if (cap_eq(cap, "IPC_LOCK") && runs_non_root(p, c))
                 warn(p->res,
-                     "IPC_LOCK added to container \"%.40s\" has no effect: "
-                     "it runs as non-root",
+                     "IPC_LOCK in container \"%.30s\" has no effect: it "
+                     "runs as non-root; run it as root or drop IPC_LOCK",
                      c->name);
         }
     }
@@ -1232,8 +1236,8 @@ ringcheck_decide(struct plan *p)
         return 0;
     }
     if (s->ringcheck.image == NULL || s->ringcheck.image[0] == '\0') {
-        warn(p->res, "ring check enabled but the policy names no image; "
-                     "not added");
+        warn(p->res, "ring check not added: no image; set ringCheck.image "
+                     "or the webhook's --ringcheck-image");
         rc_note(p, "left out: the policy names no image");
         return 0;
     }
@@ -1495,6 +1499,8 @@ plan_ringcheck(struct plan *p)
             json_object_set_new(req, s->gpu_resources[r], jstr(buf)))
             goto fail;
     }
+    if (expect == 0)
+        expect = p->dra_gpus; /* the GPUs come with the claims below */
     if (s->ringcheck.cpu_request != NULL &&
         json_object_set_new(req, "cpu", jstr(s->ringcheck.cpu_request)))
         goto fail;
@@ -1579,6 +1585,8 @@ plan_ringcheck(struct plan *p)
     if (json_object_set_new(
             rc, "resources",
             jobj("limits", json_incref(lim), "requests", json_incref(req))) ||
+        (p->dra_gpus > 0 &&
+         json_object_set(obj_get(rc, "resources"), "claims", p->dra_claims)) ||
         (json_array_size(mounts) > 0 &&
          json_object_set(rc, "volumeMounts", mounts)) ||
         json_object_set_new(rc, "terminationMessagePolicy",
@@ -1787,6 +1795,170 @@ patch_verify(const json_t *pod, struct mutate_result *res)
     return 0;
 }
 
+/* ---- pods that are not GPU pods, and DRA --------------------------- */
+
+#define ANN_CLAIM_GPUS "ncclguard.io/claim-gpus"
+#define CLAIM_GPUS_MAX 1024
+
+/* Does container c reference a claim listed in names ([{name}])? */
+static bool
+ctr_uses_claim(const struct ctr *c, const json_t *names)
+{
+    size_t i, j;
+    json_t *ref, *n;
+
+    json_array_foreach(arr_get(obj_get(c->c, "resources"), "claims"), i, ref)
+        json_array_foreach(names, j,
+                           n) if (str_get(ref, "name") != NULL &&
+                                  strcmp(str_get(ref, "name"),
+                                         str_get(n, "name")) == 0) return true;
+    return false;
+}
+
+/*
+ * A pod that gets its GPUs through DRA (spec.resourceClaims, referenced
+ * from containers' resources.claims) shows no GPU count: the scheduler
+ * allocates the devices after admission. Its count comes from the
+ * annotation ncclguard.io/claim-gpus, which the user sets, else from the
+ * policy's dra.claimTemplates for the claims' ResourceClaimTemplates.
+ * The claims counted are those whose template the policy maps, or, with
+ * only the annotation, every claim of the pod. Containers that use one
+ * become GPU containers, and the ring check gets the same claims instead
+ * of GPU resources. Call after gpus_count(), which resets the containers'
+ * counts. Returns 0 (p->dra_gpus set, maybe 0), or -1 after a warning
+ * about the annotation.
+ */
+static int
+dra_apply(struct plan *p, const struct policy *pol)
+{
+    const json_t *claims = arr_get(p->spec, "resourceClaims");
+    const char *ann = str_get(p->annotations, ANN_CLAIM_GPUS);
+    int64_t mapped = 0, count = 0;
+    size_t i;
+    json_t *cl;
+
+    p->dra_gpus = 0;
+    json_decref(p->dra_claims);
+    p->dra_claims = json_array();
+    if (p->dra_claims == NULL)
+        return -1;
+    if (json_array_size(claims) == 0)
+        return 0;
+    json_array_foreach(claims, i, cl)
+    {
+        const char *tmpl = str_get(cl, "resourceClaimTemplateName");
+        int64_t g = policy_claim_template_gpus(pol, tmpl);
+
+        if (g > 0 && str_get(cl, "name") != NULL) {
+            mapped += g;
+            json_array_append_new(
+                p->dra_claims,
+                jobj("name", jstr(str_get(cl, "name")), NULL, NULL));
+        }
+    }
+    if (ann != NULL) {
+        char *end;
+        long long v;
+
+        errno = 0;
+        v = strtoll(ann, &end, 10);
+        if (ann[0] < '0' || ann[0] > '9' || *end != '\0' || errno != 0 ||
+            v < 1 || v > CLAIM_GPUS_MAX) {
+            warn(p->res,
+                 ANN_CLAIM_GPUS " \"%.20s\" is not a GPU count; pod left "
+                                "unchanged: write 1 to %d",
+                 ann, CLAIM_GPUS_MAX);
+            return -1;
+        }
+        count = v;
+        if (json_array_size(p->dra_claims) == 0)
+            json_array_foreach(claims, i, cl) if (str_get(cl, "name") != NULL)
+                json_array_append_new(
+                    p->dra_claims,
+                    jobj("name", jstr(str_get(cl, "name")), NULL, NULL));
+    } else {
+        count = mapped;
+    }
+    if (count == 0)
+        return 0;
+    for (size_t k = 0; k < p->n_ctr; k++) {
+        struct ctr *c = &p->ctr[k];
+
+        if (c->init && strcmp(c->name, RINGCHECK_NAME) == 0)
+            continue;
+        if (ctr_uses_claim(c, p->dra_claims))
+            c->gpus = count;
+    }
+    p->dra_gpus = count;
+    return 0;
+}
+
+/*
+ * Why a pod with no GPU the policy counts is left alone, when the reason
+ * is one a user would not guess: writes it into p->res->reason.
+ */
+static void
+not_gpu_reason(struct plan *p)
+{
+    char *r = p->res->reason;
+    size_t n = sizeof(p->res->reason);
+
+    for (size_t i = 0; i < p->n_ctr; i++) {
+        const json_t *res = obj_get(p->ctr[i].c, "resources");
+        const json_t *lists[2] = {obj_get(res, "limits"),
+                                  obj_get(res, "requests")};
+
+        for (int l = 0; l < 2; l++) {
+            const char *key;
+            json_t *v;
+
+            json_object_foreach((json_t *)lists[l], key, v)
+            {
+                if (strcmp(key, "amd.com/gpu") == 0) {
+                    snprintf(r, n,
+                             "asks for amd.com/gpu: NCCL runs on NVIDIA GPUs "
+                             "only (AMD GPUs use RCCL)");
+                    return;
+                }
+                if (strncmp(key, "nvidia.com/mig-", 15) == 0) {
+                    snprintf(r, n,
+                             "asks for a MIG slice (%.60s): one MIG "
+                             "instance has no NCCL ring to check",
+                             key);
+                    return;
+                }
+            }
+        }
+    }
+    if (json_array_size(arr_get(p->spec, "resourceClaims")) > 0)
+        snprintf(r, n,
+                 "DRA claims, GPU count unknown at admission: "
+                 "annotate " ANN_CLAIM_GPUS
+                 " with it, or map the template in the "
+                 "policy's dra.claimTemplates");
+}
+
+/*
+ * A pod skipped before its GPUs were counted (opt-out annotation, skipped
+ * namespace) still shows its GPU count in summaries: counted here without
+ * the warnings a bad count would give, since the pod is not touched.
+ */
+static void
+skipped_gpus(struct plan *p, const struct policy *pol)
+{
+    const struct settings *defs = policy_defaults(pol);
+    size_t nw = json_array_size(p->res->warnings);
+    char reason[sizeof(p->res->reason)];
+
+    memcpy(reason, p->res->reason, sizeof(reason));
+    if (p->spec != NULL && ctrs_collect(p) == 0 &&
+        gpus_count(p, defs->gpu_resources, defs->n_gpu_resources) == 0)
+        p->res->gpus = gpus_total(p);
+    while (json_array_size(p->res->warnings) > nw)
+        json_array_remove(p->res->warnings, nw);
+    memcpy(p->res->reason, reason, sizeof(reason));
+}
+
 int
 mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
            const struct mutate_options *opt, struct mutate_result *res)
@@ -1828,6 +2000,7 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
         res->status = MUTATE_SKIPPED;
         snprintf(res->reason, sizeof(res->reason), "namespace %s is skipped",
                  namespace);
+        skipped_gpus(p, pol);
         goto done;
     }
     inject = str_get(p->annotations, ANN_INJECT);
@@ -1835,6 +2008,7 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
         res->status = MUTATE_SKIPPED;
         snprintf(res->reason, sizeof(res->reason),
                  "annotation " ANN_INJECT " is \"false\"");
+        skipped_gpus(p, pol);
         goto done;
     }
     if (p->spec == NULL) {
@@ -1852,6 +2026,10 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
         goto done;
     }
     res->gpus = gpus_total(p);
+    if (res->gpus == 0 && dra_apply(p, pol) != 0)
+        goto bad_claim;
+    if (res->gpus == 0)
+        res->gpus = p->dra_gpus;
     policy_decide(pol, namespace, obj_get(p->meta, "labels"), p->annotations,
                   res->gpus, &dec);
     p->dec = &dec;
@@ -1875,9 +2053,14 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
             goto done;
         }
         res->gpus = gpus_total(p);
+        if (res->gpus == 0 && dra_apply(p, pol) != 0)
+            goto bad_claim;
+        if (res->gpus == 0)
+            res->gpus = p->dra_gpus;
     }
     if (res->gpus == 0) {
         res->status = MUTATE_NOT_GPU;
+        not_gpu_reason(p);
         goto done;
     }
 
@@ -1899,6 +2082,10 @@ done:
     ctrs_release(p);
     free(p);
     return 0;
+bad_claim:
+    res->status = MUTATE_NOT_GPU;
+    snprintf(res->reason, sizeof(res->reason), "bad " ANN_CLAIM_GPUS);
+    goto done;
 error:
     if (res->reason[0] == '\0')
         snprintf(res->reason, sizeof(res->reason), "could not plan the patch");

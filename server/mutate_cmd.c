@@ -247,6 +247,37 @@ doc_holds_template(const json_t *doc)
            strcmp(k, "AdmissionReview") != 0 && strcmp(k, "List") != 0;
 }
 
+/*
+ * Where a pod is, for messages: "FILE: document N: KIND NAME POINTER",
+ * leaving out what is empty. An item of a List is named by its own kind
+ * and name ("Pod a (List /items/0)").
+ */
+static void
+pod_label(const struct cmd *c, size_t d, const json_t *doc, const char *pointer,
+          char *buf, size_t n)
+{
+    const char *kind = doc_kind(doc), *name = doc_name(doc);
+    unsigned long item;
+    char *end;
+
+    if (strcmp(kind, "List") == 0 && strncmp(pointer, "/items/", 7) == 0) {
+        item = strtoul(pointer + 7, &end, 10);
+        if (end != pointer + 7 && (*end == '\0' || *end == '/')) {
+            const json_t *it =
+                json_array_get(json_object_get(doc, "items"), item);
+
+            if (json_is_object(it)) {
+                kind = doc_kind(it);
+                name = doc_name(it);
+            }
+        }
+    }
+    snprintf(buf, n, "%s: document %zu: %s%s%s%s%s%s%s", c->name, d + 1, kind,
+             name[0] ? " " : "", name, pointer[0] ? " " : "",
+             strcmp(kind, doc_kind(doc)) != 0 ? "(List " : "", pointer,
+             strcmp(kind, doc_kind(doc)) != 0 ? ")" : "");
+}
+
 static void
 report_print(const struct cmd *c, size_t d, const json_t *doc,
              const struct workload_pod *wp)
@@ -254,12 +285,18 @@ report_print(const struct cmd *c, size_t d, const json_t *doc,
     const struct mutate_result *r = &wp->result;
     size_t i;
     json_t *w;
-    char what[256] = "";
+    char what[256] = "", where[900];
 
+    pod_label(c, d, doc, wp->pointer, where, sizeof(where));
     json_array_foreach(r->warnings, i, w)
-        fprintf(stderr, "%s: document %zu: %s %s%s%s: %s\n", c->name, d + 1,
-                doc_kind(doc), doc_name(doc), wp->pointer[0] ? " " : "",
-                wp->pointer, json_string_value(w));
+        fprintf(stderr, "%s: %s\n", where, json_string_value(w));
+    if (wp->derived != NULL)
+        fprintf(stderr,
+                "%s: no pod template here; the webhook will see the pods "
+                "%s creates from this and mutate them then; for a pod "
+                "with these containers:\n",
+                where,
+                wp->controller != NULL ? wp->controller : "a controller");
     if (c->quiet)
         return;
     json_array_foreach(r->injected, i, w)
@@ -269,29 +306,67 @@ report_print(const struct cmd *c, size_t d, const json_t *doc,
         snprintf(what + len, sizeof(what) - len, "%s%s", len ? "," : "",
                  json_string_value(w));
     }
-    fprintf(stderr,
-            "%s: document %zu: %s %s%s%s: %s (%lld GPUs, rule %s)%s%s%s%s%s%s"
-            "\n",
-            c->name, d + 1, doc_kind(doc), doc_name(doc),
-            wp->pointer[0] ? " " : "", wp->pointer,
-            mutate_status_name(r->status), (long long)r->gpus, r->rule,
-            what[0] ? ": " : "", what, r->reason[0] ? ": " : "", r->reason,
+    fprintf(stderr, "%s: %s (%lld GPU%s, rule %s)%s%s%s%s%s%s\n", where,
+            mutate_status_name(r->status), (long long)r->gpus,
+            r->gpus == 1 ? "" : "s", r->rule, what[0] ? ": " : "", what,
+            r->reason[0] ? ": " : "", r->reason,
             r->ringcheck[0] ? "; ring check: " : "", r->ringcheck);
+}
+
+/* An object that asks for GPUs but holds no pod template ncclguard can
+ * read: say so, with the paths, rather than print nothing. */
+static void
+gpu_paths_print(const struct cmd *c, size_t d, const json_t *doc,
+                const struct workload_report *rep)
+{
+    char where[900];
+
+    if (rep->n_gpu_paths == 0)
+        return;
+    pod_label(c, d, doc, "", where, sizeof(where));
+    fprintf(stderr,
+            "%s: asks for GPUs at %s%s%s but holds no pod template "
+            "ncclguard can read; nothing changed here: the webhook will "
+            "see the pods its controller creates and mutate them then "
+            "(to see how, run ncclguard mutate on one of them: kubectl get "
+            "pod NAME -o yaml)\n",
+            where, rep->gpu_paths[0], rep->n_gpu_paths > 1 ? " and " : "",
+            rep->n_gpu_paths > 1 ? "more:" : "");
+    for (size_t i = 1; i < rep->n_gpu_paths; i++)
+        fprintf(stderr, "%s:   also %s\n", where, rep->gpu_paths[i]);
+    if (rep->gpu_paths_truncated)
+        fprintf(stderr, "%s:   and more (first %d shown)\n", where,
+                WORKLOAD_MAX_GPU_PATHS);
 }
 
 static json_t *
 patch_entry(size_t d, const json_t *doc, const struct workload_pod *wp)
 {
     const struct mutate_result *r = &wp->result;
+    json_t *e = json_pack(
+        "{s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:O, s:O}", "document",
+        (json_int_t)(d + 1), "kind", doc_kind(doc), "name", doc_name(doc),
+        "pointer", wp->pointer, "result", mutate_status_name(r->status), "rule",
+        r->rule, "gpus", (json_int_t)r->gpus, "patch", r->patch, "warnings",
+        r->warnings, "injected", r->injected);
 
-    return json_pack("{s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:O, s:O, "
-                     "s:s, s:b}",
-                     "document", (json_int_t)(d + 1), "kind", doc_kind(doc),
-                     "name", doc_name(doc), "pointer", wp->pointer, "result",
-                     mutate_status_name(r->status), "rule", r->rule, "gpus",
-                     (json_int_t)r->gpus, "patch", r->patch, "warnings",
-                     r->warnings, "injected", r->injected, "ringCheck",
-                     r->ringcheck, "multiNode", (int)r->multinode);
+    if (e != NULL &&
+        (json_object_set_new(e, "ringCheck", json_string(r->ringcheck)) != 0 ||
+         json_object_set_new(e, "multiNode", json_boolean(r->multinode)) !=
+             0)) {
+        json_decref(e);
+        return NULL;
+    }
+    /* A derived pod's patch applies to that pod, not to this object. */
+    if (e != NULL && wp->derived != NULL &&
+        (json_object_set(e, "derivedPod", wp->derived) != 0 ||
+         json_object_set_new(
+             e, "controller",
+             json_string(wp->controller ? wp->controller : "")) != 0)) {
+        json_decref(e);
+        return NULL;
+    }
+    return e;
 }
 
 /*
@@ -300,16 +375,18 @@ patch_entry(size_t d, const json_t *doc, const struct workload_pod *wp)
  */
 static json_t *
 review_build(const struct cmd *c, size_t d, const json_t *orig,
-             const char *pointer, size_t serial)
+             const char *pointer, const json_t *derived, size_t serial)
 {
     json_t *node = patch_pointer_get((json_t *)orig, pointer);
     json_t *pod = NULL, *meta, *req;
     const char *ns;
     char uid[64], name[300];
 
-    if (!json_is_object(node))
+    if (derived != NULL) {
+        pod = json_deep_copy(derived);
+    } else if (!json_is_object(node)) {
         return NULL;
-    if (pointer[0] == '\0' || strcmp(pointer, "/request/object") == 0) {
+    } else if (pointer[0] == '\0' || strcmp(pointer, "/request/object") == 0) {
         pod = json_deep_copy(node);
     } else {
         json_t *spec = json_is_array(json_object_get(node, "containers"))
@@ -452,14 +529,23 @@ cmd_mutate(int argc, char **argv)
                 e = patch_entry(d, doc, wp);
             else if (c.output == OUT_REVIEW)
                 e = review_build(&c, d, json_array_get(orig, d), wp->pointer,
-                                 i);
+                                 wp->derived, i);
             if (e != NULL && json_array_append_new(out, e) != 0) {
                 workload_report_release(&rep);
                 goto done;
             }
         }
+        gpu_paths_print(&c, d, doc, &rep);
         workload_report_release(&rep);
     }
+    /* Reviews are JSON lines: one AdmissionReview per pod, which is what
+     * the server takes per request. */
+    if (c.output == OUT_REVIEW && json_array_size(out) > 1)
+        fprintf(stderr,
+                "ncclguard mutate: %zu reviews, one per line; post each on "
+                "its own (for example: while read -r r; do printf '%%s' "
+                "\"$r\" | curl ... --data-binary @- URL; done)\n",
+                json_array_size(out));
 
     switch (c.output) {
     case OUT_YAML:

@@ -5,19 +5,24 @@
 #include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
+#include <ctype.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include <jansson.h>
 
+#include "diag.h"
 #include "mutate.h"
 #include "policy.h"
 #include "quantity.h"
 #include "workload.h"
 #include "yamljson.h"
+#include "ytree.h"
 
 #define TEST_MAX_BYTES (4 * 1024 * 1024)
 #define TEST_MAX_FILES 1000
@@ -514,6 +519,28 @@ static const char *const expect_keys[] = {
 static const char *const pod_keys[] = {"shmSize", "env",       "capabilities",
                                        "hostIPC", "ringCheck", NULL};
 
+/* Names a pod for messages: "Pod p", "Deployment d /spec/template",
+ * "input document 2" when the object has neither kind nor name. */
+static const char *
+pod_where(const json_t *doc, const struct workload_pod *wp, size_t d,
+          char *buf, size_t n)
+{
+    const char *kind = jstr(doc, "kind");
+    const json_t *meta = json_object_get(doc, "metadata");
+    const char *name = jstr(meta, "name");
+
+    if (name == NULL)
+        name = jstr(meta, "generateName");
+    if (kind == NULL && name == NULL)
+        snprintf(buf, n, "input document %zu%s%s", d + 1,
+                 wp->pointer[0] ? " " : "", wp->pointer);
+    else
+        snprintf(buf, n, "%s%s%s%s%s", kind ? kind : "object",
+                 name ? " " : "", name ? name : "",
+                 wp->pointer[0] ? " " : "", wp->pointer);
+    return buf;
+}
+
 /* Checks the expect: block against every pod the inputs held. */
 static void
 check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
@@ -536,7 +563,9 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
             const char *s;
             json_t *w;
             size_t i;
+            char where[600];
 
+            pod_where(json_array_get(actual, d), wp, d, where, sizeof(where));
             npods++;
             if (pod == NULL)
                 for (const char *const *k = pod_keys; *k != NULL; k++)
@@ -551,13 +580,12 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
                 json_array_append(all_warnings, w);
             if ((s = jstr(exp, "rule")) != NULL &&
                 strcmp(s, wp->result.rule) != 0)
-                reason(r, "rule: expected \"%s\", got \"%s\" (pod %s)", s,
-                       wp->result.rule, wp->pointer[0] ? wp->pointer : "/");
+                reason(r, "rule: expected \"%s\", got \"%s\" (%s)", s,
+                       wp->result.rule, where);
             if ((s = jstr(exp, "status")) != NULL &&
                 strcmp(s, status_word(wp->result.status)) != 0)
-                reason(r, "status: expected %s, got %s (pod %s%s%s)", s,
-                       status_word(wp->result.status),
-                       wp->pointer[0] ? wp->pointer : "/",
+                reason(r, "status: expected %s, got %s (%s%s%s)", s,
+                       status_word(wp->result.status), where,
                        wp->result.reason[0] ? ": " : "", wp->result.reason);
             if ((s = jstr(exp, "shmSize")) != NULL && pod != NULL) {
                 struct quantity q;
@@ -567,8 +595,8 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
                 if (strcmp(s, "none") == 0 ? size != -1
                     : quantity_parse(s, strlen(s), &q, NULL) != 0 ||
                           q.value != size)
-                    reason(r, "shmSize: expected %s, got %s (pod %s)", s, got,
-                           wp->pointer[0] ? wp->pointer : "/");
+                    reason(r, "shmSize: expected %s, got %s (%s)", s, got,
+                           where);
             }
             if ((v = json_object_get(exp, "env")) != NULL && pod != NULL)
                 assert_env(pod, v, defaults, r);
@@ -588,9 +616,8 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
             if ((v = json_object_get(exp, "ringCheck")) != NULL &&
                 pod != NULL && has_ringcheck(pod) != json_is_true(v))
                 reason(r, "ringCheck: expected %s ncclguard-ringcheck init "
-                          "container (pod %s)",
-                       json_is_true(v) ? "an" : "no",
-                       wp->pointer[0] ? wp->pointer : "/");
+                          "container (%s)",
+                       json_is_true(v) ? "an" : "no", where);
         }
     }
     if (npods == 0)
@@ -742,6 +769,288 @@ report:
     json_decref(expected);
 }
 
+/* ---- the test file's own shape, with positions ---------------------- */
+
+/*
+ * Before anything runs, the test file itself is checked against its
+ * schema with line:column for each mistake, as `policy lint` checks a
+ * policy: unknown keys (with a did-you-mean), expectations of the wrong
+ * type ("mutated: yes" as a string), shmSize values that are not
+ * quantities. A test that cannot fail because of a typo is worse than
+ * none.
+ */
+struct tcheck {
+    struct diags *d;
+};
+
+static void __attribute__((format(printf, 3, 4)))
+terr(struct tcheck *t, const struct ynode *n, const char *fmt, ...)
+{
+    char msg[300];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    diags_add(t->d, DIAG_ERROR, n ? n->line : 0, n ? n->col : 0, "%s", msg);
+}
+
+/* The known key nearest to word (edit distance, a prefix counts as 1). */
+static const char *
+nearest_key(const char *word, const char *const *keys)
+{
+    const char *best = NULL;
+    size_t bestd = strlen(word) / 3 + 2;
+
+    for (size_t i = 0; keys[i] != NULL; i++) {
+        size_t la = strlen(word), lb = strlen(keys[i]), row[64], d;
+
+        if (la >= 63 || lb >= 63)
+            continue;
+        for (size_t j = 0; j <= lb; j++)
+            row[j] = j;
+        for (size_t x = 1; x <= la; x++) {
+            size_t diag = row[0];
+
+            row[0] = x;
+            for (size_t j = 1; j <= lb; j++) {
+                size_t up = row[j];
+                size_t c = tolower((unsigned char)word[x - 1]) ==
+                                   tolower((unsigned char)keys[i][j - 1])
+                               ? diag
+                               : diag + 1;
+
+                if (up + 1 < c)
+                    c = up + 1;
+                if (row[j - 1] + 1 < c)
+                    c = row[j - 1] + 1;
+                row[j] = c;
+                diag = up;
+            }
+        }
+        d = row[lb];
+        if (la >= 3 && strncasecmp(word, keys[i], la < lb ? la : lb) == 0)
+            d = 1;
+        if (d < bestd) {
+            bestd = d;
+            best = keys[i];
+        }
+    }
+    return best;
+}
+
+static void
+tkeys(struct tcheck *t, const struct ynode *m, const char *const *keys,
+      const char *where)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        const char *k = m->keys[i]->str;
+        const char *near;
+        bool known = false;
+
+        for (size_t j = 0; keys[j] != NULL && !known; j++)
+            known = strcmp(keys[j], k) == 0;
+        if (known)
+            continue;
+        near = nearest_key(k, keys);
+        if (near != NULL)
+            terr(t, m->keys[i], "unknown key \"%.60s\" in %s; did you mean "
+                 "\"%s\"?", k, where, near);
+        else
+            terr(t, m->keys[i], "unknown key \"%.60s\" in %s", k, where);
+    }
+}
+
+static bool
+is_plain(const struct ynode *n, const char *const *words)
+{
+    if (n->kind != YNODE_SCALAR || !n->plain)
+        return false;
+    for (size_t i = 0; words[i] != NULL; i++)
+        if (strcmp(n->str, words[i]) == 0)
+            return true;
+    return false;
+}
+
+static const char *const yaml_true[] = {"true", "True", "TRUE", NULL};
+static const char *const yaml_false[] = {"false", "False", "FALSE", NULL};
+
+static void
+tbool(struct tcheck *t, const struct ynode *n, const char *what)
+{
+    if (is_plain(n, yaml_true) || is_plain(n, yaml_false))
+        return;
+    if (n->kind == YNODE_SCALAR && !n->null_tag && !n->plain &&
+        (strcmp(n->str, "true") == 0 || strcmp(n->str, "false") == 0))
+        terr(t, n, "expect.%s must be true or false, got the string "
+             "\"%s\"; drop the quotes", what, n->str);
+    else if (n->kind == YNODE_SCALAR && !n->null_tag)
+        terr(t, n, "expect.%s must be true or false, got %s\"%.40s\"", what,
+             n->plain ? "" : "the string ", n->str);
+    else
+        terr(t, n, "expect.%s must be true or false, got %s", what,
+             ynode_type_name(n));
+}
+
+/* A plain scalar YAML reads as a number (1, 2.5, 1e3, 0x1f). */
+static bool
+plain_number(const struct ynode *n)
+{
+    char *end;
+
+    if (n->kind != YNODE_SCALAR || !n->plain || n->len == 0)
+        return false;
+    (void)strtod(n->str, &end);
+    return *end == '\0';
+}
+
+static void
+tstring(struct tcheck *t, const struct ynode *n, const char *what)
+{
+    if (n->kind == YNODE_SCALAR && !n->null_tag && !plain_number(n) &&
+        !is_plain(n, yaml_true) && !is_plain(n, yaml_false))
+        return;
+    if (n->kind == YNODE_SCALAR && !n->null_tag)
+        terr(t, n, "%s must be a string, got %s %s; write \"%s\" in quotes",
+             what, plain_number(n) ? "the number" : "the boolean", n->str,
+             n->str);
+    else
+        terr(t, n, "%s must be a string, got %s", what, ynode_type_name(n));
+}
+
+static void
+tstring_list(struct tcheck *t, const struct ynode *n, const char *what)
+{
+    if (n->kind != YNODE_SEQ) {
+        terr(t, n, "%s must be a list of strings, got %s", what,
+             ynode_type_name(n));
+        return;
+    }
+    for (size_t i = 0; i < n->n; i++)
+        tstring(t, n->items[i], what);
+}
+
+static const char *const expect_status[] = {"patched", "unchanged", "skipped",
+                                            "not_gpu", "error", NULL};
+
+static void
+tcheck_expect(struct tcheck *t, const struct ynode *e)
+{
+    static const char *const expect_keys_[] = {
+        "rule",     "mutated", "status",    "shmSize", "warnings",
+        "env",      "capabilities", "hostIPC", "ringCheck", NULL};
+    const struct ynode *v;
+
+    if (e->kind != YNODE_MAP) {
+        terr(t, e, "expect must be a mapping of assertions, got %s",
+             ynode_type_name(e));
+        return;
+    }
+    tkeys(t, e, expect_keys_, "expect");
+    if ((v = ynode_get(e, "rule")) != NULL)
+        tstring(t, v, "expect.rule");
+    if ((v = ynode_get(e, "mutated")) != NULL)
+        tbool(t, v, "mutated");
+    if ((v = ynode_get(e, "hostIPC")) != NULL)
+        tbool(t, v, "hostIPC");
+    if ((v = ynode_get(e, "ringCheck")) != NULL)
+        tbool(t, v, "ringCheck");
+    if ((v = ynode_get(e, "status")) != NULL) {
+        bool ok = false;
+
+        for (size_t i = 0; v->kind == YNODE_SCALAR && expect_status[i]; i++)
+            ok = ok || strcmp(v->str, expect_status[i]) == 0;
+        if (!ok)
+            terr(t, v, "expect.status must be one of patched, unchanged, "
+                 "skipped, not_gpu, error; got %s%.40s%s",
+                 v->kind == YNODE_SCALAR ? "\"" : "",
+                 v->kind == YNODE_SCALAR ? v->str : ynode_type_name(v),
+                 v->kind == YNODE_SCALAR ? "\"" : "");
+    }
+    if ((v = ynode_get(e, "shmSize")) != NULL) {
+        struct quantity q;
+        struct ng_error qe;
+
+        ng_error_clear(&qe);
+        if (v->kind != YNODE_SCALAR || v->null_tag)
+            terr(t, v, "expect.shmSize must be a size such as 32Gi, or "
+                 "none; got %s", ynode_type_name(v));
+        else if (strcmp(v->str, "none") != 0 &&
+                 quantity_parse(v->str, v->len, &q, &qe) != 0)
+            terr(t, v, "expect.shmSize: %s", qe.msg);
+    }
+    if ((v = ynode_get(e, "warnings")) != NULL)
+        tstring_list(t, v, "expect.warnings");
+    if ((v = ynode_get(e, "capabilities")) != NULL)
+        tstring_list(t, v, "expect.capabilities");
+    if ((v = ynode_get(e, "env")) != NULL) {
+        if (v->kind != YNODE_MAP) {
+            terr(t, v, "expect.env must be a mapping NAME: value (null = "
+                 "unset), got %s", ynode_type_name(v));
+        } else {
+            for (size_t i = 0; i < v->n; i++)
+                if (!v->items[i]->null_tag)
+                    tstring(t, v->items[i], "expect.env value");
+        }
+    }
+}
+
+static void
+tcheck_case(struct tcheck *t, const struct ynode *c)
+{
+    static const char *const case_keys_[] = {
+        "name", "namespace", "input", "inputFile", "expect", "expected",
+        "expectedFile", NULL};
+    const struct ynode *v;
+
+    if (c->kind != YNODE_MAP) {
+        terr(t, c, "a case must be a mapping, got %s", ynode_type_name(c));
+        return;
+    }
+    tkeys(t, c, case_keys_, "a case");
+    if ((v = ynode_get(c, "name")) != NULL)
+        tstring(t, v, "name");
+    if ((v = ynode_get(c, "namespace")) != NULL)
+        tstring(t, v, "namespace");
+    if ((v = ynode_get(c, "inputFile")) != NULL)
+        tstring(t, v, "inputFile");
+    if ((v = ynode_get(c, "expectedFile")) != NULL)
+        tstring(t, v, "expectedFile");
+    if ((v = ynode_get(c, "input")) != NULL && v->kind == YNODE_SCALAR)
+        terr(t, v, "input must be an object (or a list of them), got %s; "
+             "use inputFile for a path", ynode_type_name(v));
+    if ((v = ynode_get(c, "expect")) != NULL)
+        tcheck_expect(t, v);
+}
+
+/* Checks a test file's text; errors go to *d. */
+static void
+test_file_check(const char *buf, size_t len, struct diags *d)
+{
+    static const struct ytree_caps caps = {TEST_MAX_BYTES, 64, 200000, 64};
+    static const char *const test_keys_[] = {"apiVersion", "kind",
+                                             "metadata", "policy", "cases",
+                                             NULL};
+    struct tcheck t = {d};
+    struct ytree *tree = ytree_parse(buf, len, &caps, d);
+
+    if (tree == NULL)
+        return;
+    for (size_t i = 0; i < ytree_ndocs(tree); i++) {
+        const struct ynode *doc = ytree_doc(tree, i);
+        const struct ynode *cases;
+
+        if (doc->kind != YNODE_MAP)
+            continue; /* reported by the run, as before */
+        tkeys(&t, doc, test_keys_, "the test");
+        cases = ynode_get(doc, "cases");
+        if (cases != NULL && cases->kind == YNODE_SEQ)
+            for (size_t k = 0; k < cases->n; k++)
+                tcheck_case(&t, cases->items[k]);
+    }
+    ytree_free(tree);
+}
+
 /* ---- one file ------------------------------------------------------- */
 
 static const char *const test_keys[] = {"apiVersion", "kind", "metadata",
@@ -783,10 +1092,30 @@ static void
 run_file(struct run *run, const char *file)
 {
     struct reasons r = {NULL, 0, NULL, 0};
-    json_t *docs, *doc;
+    json_t *docs = NULL, *doc;
     size_t i;
 
     r.f = open_memstream(&r.buf, &r.len);
+    {
+        char *text;
+        size_t len;
+        struct ng_error e;
+        struct diags d = {0};
+
+        if (policy_read_file(file, TEST_MAX_BYTES, &text, &len, &e) == 0) {
+            test_file_check(text, len, &d);
+            free(text);
+        }
+        diags_sort(&d);
+        for (size_t k = 0; k < d.n; k++)
+            reason(&r, "%s:%d:%d: error: %s", file, d.v[k].line, d.v[k].col,
+                   d.v[k].msg);
+        if (d.n_errors > d.n)
+            reason(&r, "... and %zu more errors", d.n_errors - d.n);
+        diags_release(&d);
+        if (r.n > 0)
+            goto report;
+    }
     docs = load_yaml_file(file, &r);
     json_array_foreach(docs, i, doc) {
         const char *kind = jstr(doc, "kind");
@@ -820,6 +1149,7 @@ run_file(struct run *run, const char *file)
     }
     if (docs != NULL && json_array_size(docs) == 0)
         reason(&r, "no PolicyTest document");
+report:
     if (r.f != NULL)
         fclose(r.f);
     if (r.n > 0) {
@@ -846,8 +1176,10 @@ policytest_main(int argc, char **argv)
         }
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             printf("usage: ncclguard policy test [-v] DIR|FILE...\n"
-                   "Runs every *.test.yaml (kind: PolicyTest) under each DIR "
-                   "and each FILE.\n");
+                   "Runs every *.test.yaml under each DIR, and each FILE "
+                   "(kind: PolicyTest),\nthrough the webhook's mutation; "
+                   "-v prints the mutated objects of passing\ncases. Exit 1 "
+                   "on any failure, 2 on a usage error.\n");
             return 0;
         }
         if (argv[i][0] == '-') {

@@ -304,6 +304,9 @@ reload_check(struct reload *r, bool force)
 
     ng_error_clear(&e);
     rc = policy_try(r, force, false, &e);
+    /* A bad file is counted once in the errors counter; this gauge stays
+     * up until the file loads again, so an alert can wait on it. */
+    metrics_policy_reload_failing_set(r->policy_bad_set);
     if (rc < 0) {
         metrics_policy_reload_record(0);
         log_error_write(LOG_ERROR,

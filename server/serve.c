@@ -18,6 +18,7 @@
 #include "log.h"
 #include "reload.h"
 #include "tlspair.h"
+#include "version.h"
 
 /* How long SIGTERM waits for requests in flight before closing anyway;
  * below Kubernetes' default 30 s grace period. */
@@ -40,6 +41,7 @@ enum opt_id {
     OPT_MIN_BODY_RATE,
     OPT_MEMORY_LIMIT,
     OPT_LOG_LEVEL,
+    OPT_RINGCHECK_IMAGE,
     OPT_HELP,
     OPT_COUNT
 };
@@ -96,6 +98,11 @@ static const struct {
                           "Mi, Gi allowed (default: the cgroup's memory.max)"},
     [OPT_LOG_LEVEL] = {"log-level", "NCCLGUARD_LOG_LEVEL", "LEVEL",
                        "debug, info, warn or error (default info)"},
+    [OPT_RINGCHECK_IMAGE] = {"ringcheck-image", "NCCLGUARD_RINGCHECK_IMAGE",
+                             "IMAGE",
+                             "ring-check image where the policy names none "
+                             "(default ghcr.io/ncclguard/"
+                             "ncclguard-ringcheck:0.1.0)"},
     [OPT_HELP] = {"help", NULL, NULL, "show this help"},
 };
 
@@ -122,9 +129,20 @@ usage(FILE *out)
                  "exits 0.\n");
 }
 
-/* Parses a non-negative integer no larger than max. */
+/* Where each value came from, so that an error names the flag or the
+ * environment variable the user set: "--log-level " or
+ * "NCCLGUARD_LOG_LEVEL=". Filled by cmd_serve before any value is parsed. */
+static char opt_src[OPT_COUNT][48];
+
+static const char *
+src(int i)
+{
+    return opt_src[i];
+}
+
+/* Parses a non-negative integer no larger than max; label is src(i). */
 static int
-parse_uint(const char *name, const char *s, unsigned long long max,
+parse_uint(const char *label, const char *s, unsigned long long max,
            unsigned long long *out)
 {
     char *end;
@@ -140,16 +158,16 @@ parse_uint(const char *name, const char *s, unsigned long long max,
     return 0;
 bad:
     fprintf(stderr,
-            "ncclguard serve: --%s %s: expected a whole number from 0 to "
+            "ncclguard serve: %s%s: expected a whole number from 0 to "
             "%llu\n",
-            name, s ? s : "", max);
+            label, s ? s : "", max);
     return -1;
 }
 
-/* Parses BYTES with an optional Ki, Mi or Gi suffix for option name:
- * at least min, at most max bytes. */
+/* Parses BYTES with an optional Ki, Mi or Gi suffix for option id (its
+ * label is src(id)): at least min, at most max bytes. */
 static int
-parse_bytes(const char *name, const char *s, unsigned long long min,
+parse_bytes(int id, const char *s, unsigned long long min,
             unsigned long long max, unsigned long long *out)
 {
     char num[32];
@@ -168,18 +186,18 @@ parse_bytes(const char *name, const char *s, unsigned long long min,
     }
     if (n == 0 || n >= sizeof(num) || strspn(s, "0123456789") != n) {
         fprintf(stderr,
-                "ncclguard serve: --%s %s: expected bytes, "
+                "ncclguard serve: %s%s: expected bytes, "
                 "e.g. 4194304 or 4Mi\n",
-                name, s);
+                src(id), s);
         return -1;
     }
     memcpy(num, s, n);
     num[n] = '\0';
-    if (parse_uint(name, num, max / mult, &v) != 0)
+    if (parse_uint(src(id), num, max / mult, &v) != 0)
         return -1;
     if (v * mult < min) {
-        fprintf(stderr, "ncclguard serve: --%s %s: must be at least %llu\n",
-                name, s, min);
+        fprintf(stderr, "ncclguard serve: %s%s: must be at least %llu\n",
+                src(id), s, min);
         return -1;
     }
     *out = v * mult;
@@ -309,6 +327,7 @@ cmd_serve(int argc, char **argv)
         {"min-body-rate", required_argument, NULL, OPT_MIN_BODY_RATE},
         {"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+        {"ringcheck-image", required_argument, NULL, OPT_RINGCHECK_IMAGE},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0}};
     const char *val[OPT_COUNT] = {0};
@@ -329,10 +348,13 @@ cmd_serve(int argc, char **argv)
 
     /* The environment first, then flags on top. */
     for (int i = 1; i < OPT_COUNT; i++) {
+        snprintf(opt_src[i], sizeof(opt_src[i]), "--%s ", opt_doc[i].flag);
         if (opt_doc[i].env != NULL) {
             const char *v = getenv(opt_doc[i].env);
-            if (v != NULL && *v != '\0')
+            if (v != NULL && *v != '\0') {
                 val[i] = v;
+                snprintf(opt_src[i], sizeof(opt_src[i]), "%s=", opt_doc[i].env);
+            }
         }
     }
     if (val[OPT_NAMESPACE] == NULL) {
@@ -360,6 +382,8 @@ cmd_serve(int argc, char **argv)
             return 2;
         }
         val[opt] = optarg;
+        snprintf(opt_src[opt], sizeof(opt_src[opt]), "--%s ",
+                 opt_doc[opt].flag);
     }
     if (optind < argc) {
         fprintf(stderr, "ncclguard serve: unexpected argument '%s'\n",
@@ -378,19 +402,20 @@ cmd_serve(int argc, char **argv)
     ng_error_clear(&e);
     if (http_listen_parse(val[OPT_LISTEN] ? val[OPT_LISTEN] : ":8443", &hc,
                           &e) != 0) {
-        fprintf(stderr, "ncclguard serve: --listen: %s\n", e.msg);
+        fprintf(stderr, "ncclguard serve: %.*s: %s\n",
+                (int)strlen(src(OPT_LISTEN)) - 1, src(OPT_LISTEN), e.msg);
         return 2;
     }
     hc.max_body = 4 * 1024 * 1024;
     if (val[OPT_MAX_BODY] != NULL) {
-        if (parse_bytes("max-body", val[OPT_MAX_BODY], 1024, 1ULL << 30, &n) !=
+        if (parse_bytes(OPT_MAX_BODY, val[OPT_MAX_BODY], 1024, 1ULL << 30, &n) !=
             0)
             return 2;
         hc.max_body = (size_t)n;
     }
     hc.threads = cpu_count();
     if (val[OPT_THREADS] != NULL) {
-        if (parse_uint("threads", val[OPT_THREADS], 256, &n) != 0)
+        if (parse_uint(src(OPT_THREADS), val[OPT_THREADS], 256, &n) != 0)
             return 2;
         if (n == 0) {
             fprintf(stderr, "ncclguard serve: --threads must be at least 1\n");
@@ -400,8 +425,8 @@ cmd_serve(int argc, char **argv)
     }
     hc.connection_timeout = 30;
     if (val[OPT_CONNECTION_TIMEOUT] != NULL) {
-        if (parse_uint("connection-timeout", val[OPT_CONNECTION_TIMEOUT], 86400,
-                       &n) != 0)
+        if (parse_uint(src(OPT_CONNECTION_TIMEOUT), val[OPT_CONNECTION_TIMEOUT],
+                       86400, &n) != 0)
             return 2;
         hc.connection_timeout = (unsigned int)n;
     }
@@ -411,8 +436,8 @@ cmd_serve(int argc, char **argv)
      * 24 s median wait for a well-behaved client at the default 1024. */
     hc.per_ip_connections = 128;
     if (val[OPT_MAX_CONNECTIONS] != NULL) {
-        if (parse_uint("max-connections", val[OPT_MAX_CONNECTIONS], 1000000,
-                       &n) != 0)
+        if (parse_uint(src(OPT_MAX_CONNECTIONS), val[OPT_MAX_CONNECTIONS],
+                       1000000, &n) != 0)
             return 2;
         if (n == 0) {
             fprintf(stderr,
@@ -422,28 +447,28 @@ cmd_serve(int argc, char **argv)
         hc.max_connections = (unsigned int)n;
     }
     if (val[OPT_PER_IP_CONNECTIONS] != NULL) {
-        if (parse_uint("per-ip-connections", val[OPT_PER_IP_CONNECTIONS],
+        if (parse_uint(src(OPT_PER_IP_CONNECTIONS), val[OPT_PER_IP_CONNECTIONS],
                        1000000, &n) != 0)
             return 2;
         hc.per_ip_connections = (unsigned int)n;
     }
     hc.header_timeout = 10;
     if (val[OPT_HEADER_TIMEOUT] != NULL) {
-        if (parse_uint("header-timeout", val[OPT_HEADER_TIMEOUT], 3600, &n) !=
+        if (parse_uint(src(OPT_HEADER_TIMEOUT), val[OPT_HEADER_TIMEOUT], 3600, &n) !=
             0)
             return 2;
         hc.header_timeout = (unsigned int)n;
     }
     hc.min_body_rate = 64 * 1024;
     if (val[OPT_MIN_BODY_RATE] != NULL) {
-        if (parse_bytes("min-body-rate", val[OPT_MIN_BODY_RATE], 0, 1ULL << 30,
+        if (parse_bytes(OPT_MIN_BODY_RATE, val[OPT_MIN_BODY_RATE], 0, 1ULL << 30,
                         &n) != 0)
             return 2;
         hc.min_body_rate = (size_t)n;
     }
     memory_limit = cgroup_memory_limit();
     if (val[OPT_MEMORY_LIMIT] != NULL) {
-        if (parse_bytes("memory-limit", val[OPT_MEMORY_LIMIT], 1024 * 1024,
+        if (parse_bytes(OPT_MEMORY_LIMIT, val[OPT_MEMORY_LIMIT], 1024 * 1024,
                         1ULL << 50, &memory_limit) != 0)
             return 2;
     }
@@ -451,20 +476,29 @@ cmd_serve(int argc, char **argv)
     memset(&rc, 0, sizeof(rc));
     rc.interval_seconds = 10;
     if (val[OPT_RELOAD_INTERVAL] != NULL) {
-        if (parse_uint("reload-interval", val[OPT_RELOAD_INTERVAL], 86400,
-                       &n) != 0)
+        if (parse_uint(src(OPT_RELOAD_INTERVAL), val[OPT_RELOAD_INTERVAL],
+                       86400, &n) != 0)
             return 2;
         rc.interval_seconds = (unsigned int)n;
     }
     if (val[OPT_LOG_LEVEL] != NULL &&
         log_level_parse(val[OPT_LOG_LEVEL], &level) != 0) {
         fprintf(stderr,
-                "ncclguard serve: --log-level %s: expected debug, info, warn "
+                "ncclguard serve: %s%s: expected debug, info, warn "
                 "or error\n",
-                val[OPT_LOG_LEVEL]);
+                src(OPT_LOG_LEVEL), val[OPT_LOG_LEVEL]);
         return 2;
     }
     log_level_set(level);
+    if (val[OPT_RINGCHECK_IMAGE] != NULL &&
+        policy_ringcheck_image_set_default(val[OPT_RINGCHECK_IMAGE]) != 0) {
+        fprintf(stderr,
+                "ncclguard serve: %s%s: expected an image reference without "
+                "whitespace, at most %d characters\n",
+                src(OPT_RINGCHECK_IMAGE), val[OPT_RINGCHECK_IMAGE],
+                POLICY_MAX_IMAGE);
+        return 2;
+    }
     hc.own_namespace = val[OPT_NAMESPACE];
     rc.policy_path = val[OPT_POLICY];
     rc.cert_path = val[OPT_CERT];
@@ -509,7 +543,8 @@ cmd_serve(int argc, char **argv)
         struct policy_snap *ps = reload_policy_acquire(reload);
         struct cert_snap *cs = reload_cert_acquire(reload);
         json_t *f = json_pack(
-            "{s:s,s:i,s:i,s:I,s:I,s:I,s:s,s:s,s:I,s:b}", "listen",
+            "{s:s,s:s,s:i,s:i,s:I,s:I,s:I,s:s,s:s,s:I,s:b}", "version",
+            NCCLGUARD_VERSION, "listen",
             val[OPT_LISTEN] ? val[OPT_LISTEN] : ":8443", "port",
             (int)http_server_port(srv), "threads", (int)hc.threads, "max_body",
             (json_int_t)hc.max_body, "memory_limit", (json_int_t)memory_limit,

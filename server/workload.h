@@ -4,6 +4,7 @@
 #ifndef NCCLGUARD_WORKLOAD_H
 #define NCCLGUARD_WORKLOAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -11,15 +12,35 @@
 #include "mutate.h"
 #include "policy.h"
 
+#define WORKLOAD_POINTER_MAX 512
+/* At most this many GPU request paths are reported per object. */
+#define WORKLOAD_MAX_GPU_PATHS 16
+
 /* One pod (template) found in an object and what the mutation did. */
 struct workload_pod {
-    char pointer[512]; /* JSON pointer of the pod (template), "" = the object */
+    char pointer[WORKLOAD_POINTER_MAX]; /* JSON pointer of the pod
+                                           (template), "" = the object */
     struct mutate_result result;
+    /* NULL for a pod template that was mutated in place. Otherwise the
+     * object holds no pod template but names the containers of the pods
+     * its controller creates (a KServe InferenceService predictor, a
+     * Kubeflow Trainer TrainJob's trainer): derived is the pod built from
+     * them (owned), result is what the webhook would do to it, controller
+     * names who creates it, and the object itself is left unchanged. */
+    json_t *derived;
+    const char *controller; /* static string, or NULL */
 };
 
 struct workload_report {
     struct workload_pod *pods;
     size_t n_pods;
+    /* When no pod was found: JSON pointers of the GPU requests in the
+     * object (keys naming a GPU under limits or requests, or a resource
+     * name with "gpu" in it), so that the caller can say the webhook will
+     * only see the pods this object's controller creates. */
+    char (*gpu_paths)[WORKLOAD_POINTER_MAX];
+    size_t n_gpu_paths;
+    bool gpu_paths_truncated; /* more than WORKLOAD_MAX_GPU_PATHS */
 };
 
 /*
@@ -27,7 +48,9 @@ struct workload_report {
  * server would send for that pod (a template's metadata/spec are treated as
  * a Pod's). An AdmissionReview is unwrapped to its request.object. namespace
  * overrides metadata.namespace when not NULL. Fills *rep (release with
- * workload_report_release()). Returns 0, or -1 on allocation failure.
+ * workload_report_release()): the pods mutated, or, for an object without
+ * pod templates, the pods derived from it (left unchanged) or the paths of
+ * its GPU requests. Returns 0, or -1 on allocation failure.
  */
 int workload_mutate(json_t *obj, const char *namespace,
                     const struct policy *pol, const struct mutate_options *opt,

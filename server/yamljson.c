@@ -13,6 +13,8 @@
 
 #include <yaml.h>
 
+#include "diag.h"
+
 /* Bounds on one input stream. Aliases are expanded into copies, so the
  * node bound also stops "billion laughs" inputs. */
 #define YJ_MAX_BYTES (32u << 20)
@@ -36,6 +38,8 @@ struct loader {
     size_t nodes;
     struct anchor *anchors;
     size_t n_anchors, cap_anchors;
+    const char *buf; /* the input, to name a tab after a syntax error */
+    size_t len;
 };
 
 /* ---- scalar typing ---------------------------------------------------- */
@@ -253,6 +257,15 @@ event_next(struct loader *ld, yaml_event_t *ev)
         if (p->error == YAML_MEMORY_ERROR) {
             ng_error_set(ld->err, 0, 0, "out of memory");
             return -1;
+        }
+        {
+            int tab_col;
+
+            if (diag_yaml_tab(ld->buf, ld->len, m->line, m->index, &tab_col)) {
+                ng_error_set(ld->err, (int)m->line + 1, tab_col, "%s",
+                             DIAG_YAML_TAB_MSG);
+                return -1;
+            }
         }
         if (p->context != NULL)
             snprintf(msg, sizeof(msg), "%s: %s", p->context,
@@ -648,6 +661,8 @@ yamljson_load(const char *buf, size_t len, const char *name, json_t **warnings,
         goto fail_noparser;
     }
     yaml_parser_set_input_string(&ld.parser, (const unsigned char *)buf, len);
+    ld.buf = buf;
+    ld.len = len;
     while (!done) {
         if (event_next(&ld, &ev) != 0)
             goto fail;

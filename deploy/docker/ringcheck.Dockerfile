@@ -22,7 +22,10 @@ RUN multiarch=$(gcc -print-multiarch) \
  && ln -sf /usr/lib/$multiarch/libnccl.so.2 /usr/local/cuda/lib64/libnccl.so.2
 WORKDIR /src
 COPY . .
-RUN make BUILD=/out CUDA_HOME=/usr/local/cuda CFLAGS="-O2" ringcheck \
+# The build context has no .git, so `make images` passes the version that
+# git describe gave on the host (--version prints it).
+ARG VERSION=0.1.0
+RUN make VERSION="$VERSION" BUILD=/out CUDA_HOME=/usr/local/cuda CFLAGS="-O2" ringcheck \
  && test -x /out/ncclguard-ringcheck
 
 # The CUDA runtime image ships NCCL (libnccl2); install it only if a

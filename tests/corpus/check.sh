@@ -135,7 +135,9 @@ for m in "${manifests[@]}"; do
         failf "$b: mutated YAML does not read back: $(head -c 300 "$work/$b.err2")"
         continue
     fi
-    bad=$(jq -r '.[] | select((.patch | length) > 0) | .pointer' "$work/$b.again.json")
+    # A pod derived from an object without a template (KServe, Trainer)
+    # is not written back into it, so it is patched again by design.
+    bad=$(jq -r '.[] | select((.patch | length) > 0 and .derivedPod == null) | .pointer' "$work/$b.again.json")
     [ -z "$bad" ] || failf "$b: second pass on the mutated manifest patches $bad"
     mut -o review "$m" >>"$work/reviews.jsonl" 2>/dev/null ||
         failf "$b: ncclguard mutate -o review failed"

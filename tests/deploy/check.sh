@@ -53,7 +53,7 @@ render "$T/user" user
 
 # --- one object per file in deploy/ --------------------------------------
 # shellcheck disable=SC2044 # no spaces in these paths
-for f in $(find deploy -name '*.yaml' ! -name kustomization.yaml ! -path 'deploy/examples/*'); do
+for f in $(find deploy -name '*.yaml' ! -name kustomization.yaml ! -name kustomizeconfig.yaml ! -path 'deploy/examples/*'); do
     [ "$f" = deploy/base/policy.yaml ] && continue
     # A top-level kind: line per object, and no document separator.
     n=$(grep -c '^kind:' "$f")
@@ -106,6 +106,9 @@ for o in ss cm user; do
         length == 1 and (.[0] | contains(\"object.spec.containers\") and
             contains(\"object.spec.initContainers\") and
             contains(\"resources.limits\") and contains(\"resources.requests\"))"
+    check "$o: CEL also sends pods with DRA resource claims" "$J" "
+        [$W.matchConditions[] | select(.name == \"requests-gpu\") | .expression] |
+        .[0] | contains(\"size(object.spec.resourceClaims) > 0\")"
     check "$o: CEL parentheses balance" "$J" "
         [$W.matchConditions[].expression | explode |
          (map(select(. == 40)) | length) == (map(select(. == 41)) | length)] | all"
@@ -485,11 +488,57 @@ else
     done
 fi
 if [ -f policy/default.yaml ]; then
-    check "the policy's ring-check image is the one ringcheck.Dockerfile builds" \
-        "$T/policy.json" '[.. | objects | .image? // empty | strings |
-        select(contains("ringcheck"))] | length >= 1 and
-        all(. == "ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0")'
+    # The Deployment, not the policy, names the ring-check image, so that
+    # kustomize's images: reaches it.
+    check "policy/default.yaml names no ring-check image (the Deployment does)" \
+        "$T/policy.json" '[.. | objects | .image? // empty] | length == 0'
 fi
+RCENV='(.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0].env[] |
+    select(.name == "NCCLGUARD_RINGCHECK_IMAGE") | .value)'
+check "the Deployment's NCCLGUARD_RINGCHECK_IMAGE is the image ringcheck.Dockerfile builds" \
+    "$T/base.json" "$RCENV == \"ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0\""
+# One images: entry per image moves everything to another registry: the
+# webhook and Job containers, and the ring-check image the webhook injects.
+mkdir -p "$T/reg"
+rel=$(realpath --relative-to="$T/reg" "$ROOT")
+cat >"$T/reg/kustomization.yaml" <<EOK
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [$rel/deploy/overlays/self-signed]
+images:
+  - name: ghcr.io/ncclguard/ncclguard
+    newName: registry.example.com/ml/ncclguard
+    newTag: "9.9"
+  - name: ghcr.io/ncclguard/ncclguard-ringcheck
+    newName: registry.example.com/ml/ncclguard-ringcheck
+    newTag: "9.9"
+configMapGenerator:
+  - name: ncclguard-policy
+    namespace: ncclguard
+    behavior: replace
+    files: [policy.yaml]
+EOK
+cp policy/examples/tiers.yaml "$T/reg/policy.yaml"
+render "$T/reg" reg
+# The policy is replaced in an overlay, never edited in deploy/base: the
+# ConfigMap keeps its name (no hash suffix), so the Deployment's and the
+# Job's volumes still find it, and holds the overlay's file.
+check "configMapGenerator behavior: replace swaps the policy, same name" "$T/reg.json" '
+    [.[] | select(.kind == "ConfigMap" and (.metadata.name | startswith("ncclguard-policy")))] as $cm |
+    ($cm | length == 1) and $cm[0].metadata.name == "ncclguard-policy" and
+    $cm[0].data["policy.yaml"] == ($want | rtrimstr("x")) and
+    ([.[] | select(.kind == "Deployment" or .kind == "Job") |
+      .spec.template.spec.volumes[]? | .configMap.name // empty] | index("ncclguard-policy") != null)' \
+    --arg want "$(cat policy/examples/tiers.yaml; printf x)"
+check "images: rewrites the webhook and Job images" "$T/reg.json" '
+    [.[] | select(.kind == "Deployment" or .kind == "Job") |
+     .spec.template.spec | (.containers + (.initContainers // []))[] | .image |
+     select(startswith("ghcr.io/ncclguard/") or
+            startswith("registry.example.com/"))] as $i |
+    ($i | length >= 2) and
+    ($i | all(. == "registry.example.com/ml/ncclguard:9.9"))'
+check "images: rewrites NCCLGUARD_RINGCHECK_IMAGE" "$T/reg.json" \
+    "$RCENV == \"registry.example.com/ml/ncclguard-ringcheck:9.9\""
 
 # --- the watchdog component ------------------------------------------------------
 mkdir -p "$T/wd"

@@ -402,6 +402,8 @@ test_shm(void)
     patched = run(pol_default, pod, "ml", &r);
     CHECK_STR(str_at(patched, "/spec/volumes/0/emptyDir/sizeLimit"), "2Gi");
     CHECK(warnings_have(r.warnings, "\"dshm\" is 2Gi, below the 32Gi"));
+    /* Every warning says how to fix it, within the 120 bytes kept. */
+    CHECK(warnings_have(r.warnings, "kept: drop it or set shm.existing: grow"));
     CHECK_INT(shm_mounts(patched, "/spec/containers/0"), 1);
     json_decref(patched);
     mutate_result_release(&r);
@@ -451,8 +453,9 @@ test_memory(void)
     struct policy *raise;
 
     patched = run(pol_default, pod, "ml", &r);
-    CHECK(warnings_have(r.warnings, "/dev/shm 16Gi exceeds container \"c\" "
-                                    "memory limit 8Gi"));
+    CHECK(warnings_have(r.warnings, "/dev/shm 16Gi exceeds the 8Gi memory "
+                                    "limit of \"c\"; raise it or set "
+                                    "shm.memoryLimit: raise"));
     CHECK_STR(str_at(patched, "/spec/containers/0/resources/limits/memory"),
               "8Gi");
     json_decref(patched);
@@ -510,8 +513,9 @@ test_ipc_env(void)
                      "/spec/containers/1/securityContext/capabilities/add/0"),
               "IPC_LOCK");
     CHECK(json_is_true(patch_pointer_get(patched, "/spec/hostIPC")));
-    CHECK(warnings_have(r.warnings, "IPC_LOCK added to container \"b\" has no "
-                                    "effect"));
+    CHECK(warnings_have(r.warnings, "IPC_LOCK in container \"b\" has no "
+                                    "effect: it runs as non-root; run it as "
+                                    "root or drop IPC_LOCK"));
     CHECK(!warnings_have(r.warnings, "container \"a\" has no"));
     /* extraEnv: the user's value wins; the rest is added. */
     {

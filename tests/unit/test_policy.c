@@ -273,10 +273,13 @@ test_rules(void)
     CHECK(d.ringcheck);
     CHECK(!d.debug);
     CHECK_INT(d.n_warnings, 2);
+    /* Each refusal says how to fix it. */
     CHECK_STR(d.warnings[0], "ncclguard: ring-check opt-out refused: rule "
-                             "\"training\" does not allow it");
+                             "\"training\" does not allow it; remove the "
+                             "annotation");
     CHECK_STR(d.warnings[1], "ncclguard: debug refused: rule \"training\" "
-                             "does not allow NCCL debug output");
+                             "allows no NCCL debug output; remove the "
+                             "annotation");
     json_decref(ann);
 
     /* refused shm sizes, each with its reason, within 120 characters */

@@ -188,7 +188,9 @@ test_errors(void)
     } cases[] = {
         {"a: [1, 2\n", 2, 1, "flow sequence"},
         {"a: b\n c: d\n", 2, 3, "mapping values"},
-        {"a:\n\t- b\n", 2, 1, "cannot start any token"},
+        /* A tab in the indentation is named as such at its column. */
+        {"a:\n\t- b\n", 2, 1, "tabs cannot indent YAML; use spaces"},
+        {"a:\n  b:\n  \tc: 1\n", 3, 3, "tabs cannot indent YAML; use spaces"},
         {"? [a, b]\n: c\n", 1, 3, "complex"},
         {"a: 'unterminated\n", 2, 1, "quoted scalar"},
     };
