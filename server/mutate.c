@@ -1250,6 +1250,10 @@ ringcheck_decide(struct plan *p)
         if (k > 0)
             p->rc_expect += k;
     }
+    /* A pod whose GPUs come through DRA claims has no GPU resource: the
+     * check shares those claims and expects the GPUs they give. */
+    if (p->rc_expect == 0 && side == 0)
+        p->rc_expect = p->dra_gpus;
     if (p->rc_expect == 0) {
         warn(p->res,
              "all %" PRId64 " GPUs are in native sidecars (restartPolicy: "

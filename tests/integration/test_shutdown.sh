@@ -11,8 +11,10 @@ POLICY=${NG_POLICY:-$NG_ROOT/policy/default.yaml}
 T=$NG_TMP
 
 ng_make_ca "$T" && ng_make_cert "$T" tls 1 || exit 1
-ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" ||
-    exit 1
+# No header deadline and no minimum body rate: the slow upload must last
+# past the drain cap.
+ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" \
+    --header-timeout 0 --min-body-rate 0 || exit 1
 
 # A: a review uploaded so slowly (60 KB at 1 KB/s) that it outlasts the cap.
 size=$(wc -c <"$D/review-v1.json")
