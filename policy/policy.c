@@ -956,10 +956,12 @@ parse_ringcheck_multinode(struct loader *L, const struct ynode *n,
         get_enum(L, v, "ringCheck.multiNode", multi, &e))
         s->ringcheck.multi_node = (enum ringcheck_multinode)e;
     if ((v = ynode_get(n, "rendezvousPort")) != NULL &&
-        get_int(L, v, "ringCheck.rendezvousPort", 1, 65535, &i64))
+        get_int(L, v, "ringCheck.rendezvousPort", RINGCHECK_MIN_PORT,
+                RINGCHECK_MAX_PORT, &i64))
         s->ringcheck.rendezvous_port = (int)i64;
     if ((v = ynode_get(n, "multiNodeTimeout")) != NULL &&
-        get_int(L, v, "ringCheck.multiNodeTimeout", 1, 3600, &i64))
+        get_int(L, v, "ringCheck.multiNodeTimeout",
+                RINGCHECK_MIN_MN_TIMEOUT_S, RINGCHECK_MAX_MN_TIMEOUT_S, &i64))
         s->ringcheck.multi_node_timeout = (int)i64;
     if ((v = ynode_get(n, "onMissing")) != NULL &&
         get_enum(L, v, "ringCheck.onMissing", missing, &e))

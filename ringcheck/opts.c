@@ -190,7 +190,7 @@ set_minbw(struct rc_opts *o, const char *arg)
     errno = 0;
     d = strtod(arg, &end);
     if (errno != 0 || end == arg || *end != '\0' || !isfinite(d) || d < 0 ||
-        d > 1e6)
+        d > RINGCHECK_MAX_BUSBW_GBPS)
         return -1;
     o->min_busbw = d;
     return 0;
@@ -316,7 +316,7 @@ static const struct opt_def {
     {"bw-bytes", required_argument, set_bw,
      "0 or a byte count from 4 to 64Gi (plain or with Ki, Mi, Gi)"},
     {"on-failure", required_argument, set_onfail, "fail, warn or fallback"},
-    {"min-busbw", required_argument, set_minbw, "GB/s from 0 to 1000000"},
+    {"min-busbw", required_argument, set_minbw, "GB/s from 0 to " RC_STR(RINGCHECK_MAX_BUSBW_GBPS)},
     {"fallback-conf", required_argument, set_fallback,
      "a path of 1 to 200 characters"},
     {"diagnose", no_argument, set_diag, NULL},
