@@ -468,12 +468,14 @@ mount_add(struct ctr *c, const char *volume, const char *path, bool ro)
 static int
 volume_names_build(struct plan *p)
 {
+    json_t *list;
     size_t i;
     json_t *v;
 
     if (p->vol_names_built)
         return 0;
-    json_array_foreach(arr_get(p->spec, "volumes"), i, v)
+    list = arr_get(p->spec, "volumes");
+    json_array_foreach(list, i, v)
     {
         const char *n = str_get(v, "name");
 
@@ -507,10 +509,12 @@ volume_name_taken(const struct plan *p, const char *name)
 static const json_t *
 volume_find(const struct plan *p, const char *name)
 {
+    json_t *list;
     size_t i;
     json_t *v;
 
-    json_array_foreach(arr_get(p->spec, "volumes"), i, v)
+    list = arr_get(p->spec, "volumes");
+    json_array_foreach(list, i, v)
     {
         const char *n = str_get(v, "name");
 
@@ -575,6 +579,7 @@ ctr_is_ringcheck(const struct ctr *c)
 static int
 ctr_names_build(struct plan *p)
 {
+    json_t *list;
     size_t i;
     json_t *c;
 
@@ -583,7 +588,8 @@ ctr_names_build(struct plan *p)
     for (size_t k = 0; k < p->n_ctr; k++)
         if (nameset_add(&p->ctr_names, p->ctr[k].name) != 0)
             return -1;
-    json_array_foreach(arr_get(p->spec, "ephemeralContainers"), i, c)
+    list = arr_get(p->spec, "ephemeralContainers");
+    json_array_foreach(list, i, c)
     {
         const char *n = str_get(c, "name");
 
@@ -805,10 +811,12 @@ ctrs_collect(struct plan *p)
     if (p->ctr == NULL)
         return -1;
     for (int k = 0; k < 2; k++) {
+        json_t *list;
         size_t i;
         json_t *c;
 
-        json_array_foreach(arr_get(p->spec, keys[k]), i, c)
+        list = arr_get(p->spec, keys[k]);
+        json_array_foreach(list, i, c)
         {
             struct ctr *t;
 
@@ -857,10 +865,12 @@ profile_ref(const struct settings *s)
 static bool
 profile_present(const json_t *c, const char *name)
 {
+    json_t *list;
     size_t i;
     json_t *e;
 
-    json_array_foreach(arr_get(c, "envFrom"), i, e)
+    list = arr_get(c, "envFrom");
+    json_array_foreach(list, i, e)
     {
         const char *n = str_get(obj_get(e, "configMapRef"), "name");
 
@@ -955,11 +965,13 @@ shm_existing(struct plan *p, const char *vname)
     size_format(p->shm_size, want, sizeof(want));
     size_format(q.value, have, sizeof(have));
     if (p->s->shm.existing == SHM_EXISTING_GROW) {
+        json_t *list;
         char path[128];
         size_t i;
         json_t *v;
 
-        json_array_foreach(arr_get(p->spec, "volumes"), i, v)
+        list = arr_get(p->spec, "volumes");
+        json_array_foreach(list, i, v)
         {
             if (v == vol)
                 idx = i;
@@ -1554,6 +1566,7 @@ args_add(json_t *args, const char *flag, const char *value)
 static int
 ringcheck_env(const struct plan *p, json_t *rc)
 {
+    json_t *list;
     const struct ctr *g = ringcheck_model(p);
     json_t *env = NULL, *from = NULL;
     size_t i;
@@ -1572,7 +1585,8 @@ ringcheck_env(const struct plan *p, json_t *rc)
             goto fail;
     /* The pod is only read while the patch lives, so the check's env
      * shares the container's entries. */
-    json_array_foreach(arr_get(g->c, "envFrom"), i, e)
+    list = arr_get(g->c, "envFrom");
+    json_array_foreach(list, i, e)
     {
         if (json_array_append(from, e) != 0)
             goto fail;
@@ -1998,14 +2012,15 @@ patch_verify(const json_t *pod, struct mutate_result *res)
 static bool
 ctr_uses_claim(const struct ctr *c, const json_t *names)
 {
+    json_t *list;
     size_t i, j;
     json_t *ref, *n;
 
-    json_array_foreach(arr_get(obj_get(c->c, "resources"), "claims"), i, ref)
-        json_array_foreach(names, j,
-                           n) if (str_get(ref, "name") != NULL &&
-                                  strcmp(str_get(ref, "name"),
-                                         str_get(n, "name")) == 0) return true;
+    list = arr_get(obj_get(c->c, "resources"), "claims");
+    json_array_foreach(list, i, ref) json_array_foreach(
+        names, j, n) if (str_get(ref, "name") != NULL &&
+                         strcmp(str_get(ref, "name"), str_get(n, "name")) ==
+                             0) return true;
     return false;
 }
 
