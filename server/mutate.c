@@ -634,6 +634,34 @@ size_format(int64_t bytes, char *buf, size_t n)
     quantity_format_binary(bytes, buf, n);
 }
 
+/*
+ * One request as the apiserver sees it after defaulting, in milli-units:
+ * requests[name], else limits[name] (a missing request defaults to the
+ * limit), of res (a container's or the pod's resources). Returns -1 when
+ * neither is set or the value is not a quantity.
+ */
+static int64_t
+request_milli(const json_t *res, const char *name)
+{
+    const json_t *v = json_object_get(obj_get(res, "requests"), name);
+    struct quantity q;
+
+    if (v == NULL)
+        v = json_object_get(obj_get(res, "limits"), name);
+    if (v == NULL || quantity_of(v, &q) != 0 || q.negative)
+        return -1;
+    return q.milli;
+}
+
+static void
+milli_format(const char *name, int64_t milli, char *buf, size_t n)
+{
+    if (strcmp(name, "memory") == 0)
+        size_format(milli / 1000, buf, n);
+    else
+        snprintf(buf, n, "%" PRId64 "m", milli);
+}
+
 /* ---- GPU count -------------------------------------------------------- */
 
 /* Reads one GPU count. Returns 0 and *out, or -1 with why filled. */
@@ -1066,6 +1094,8 @@ static int
 plan_memory(struct plan *p)
 {
     char shm[32], lim[32];
+    const bool pod_memory =
+        request_milli(obj_get(p->spec, "resources"), "memory") >= 0;
 
     if (!p->shm_applied)
         return 0;
@@ -1077,6 +1107,18 @@ plan_memory(struct plan *p)
 
         if (c->gpus == 0)
             continue;
+        if (p->s->shm.memory_limit == SHM_MEMLIMIT_RAISE && pod_memory &&
+            request_milli(obj_get(c->c, "resources"), "memory") >= 0) {
+            /* Raising a container's memory could push the aggregate of
+             * requests past spec.resources.requests.memory, or its limit
+             * past spec.resources.limits.memory, both of which the
+             * apiserver refuses (validatePodResourceConsistency). */
+            warn(p->res,
+                 "/dev/shm %s not added to \"%.20s\"'s memory: the pod sets "
+                 "spec.resources memory; make sure it covers /dev/shm",
+                 shm, c->name);
+            continue;
+        }
         if (p->s->shm.memory_limit == SHM_MEMLIMIT_RAISE) {
             if (memory_raise(p, c, "limits", p->shm_size) != 0 ||
                 memory_raise(p, c, "requests", p->shm_size) != 0)
@@ -1391,6 +1433,66 @@ ringcheck_membership(struct plan *p)
 }
 
 /*
+ * Pod-level resources (spec.resources, the PodLevelResources feature):
+ * the apiserver refuses a pod whose spec.resources.requests is below the
+ * aggregate of its containers' requests (validatePodResourceConsistency in
+ * pkg/apis/core/validation/validation.go: "must be greater than or equal
+ * to aggregate container requests"). That aggregate counts an init
+ * container as its own request plus those of the native sidecars started
+ * before it; the ring check is the last init container, so it adds the
+ * term ring check + every native sidecar. Returns whether that fits, for
+ * cpu and memory (the resources a pod may set at pod level); when it does
+ * not, the check is left out with a warning that says how to fix it.
+ */
+static bool
+ringcheck_fits_pod(struct plan *p)
+{
+    static const char *const names[2] = {"cpu", "memory"};
+    const char *const want[2] = {p->s->ringcheck.cpu_request,
+                                 p->s->ringcheck.memory_request};
+    const json_t *pres = obj_get(p->spec, "resources");
+
+    if (pres == NULL)
+        return true;
+    for (int k = 0; k < 2; k++) {
+        int64_t cap = request_milli(pres, names[k]), side = 0, rc = 0;
+        char a[32], b[32], c[32];
+        struct quantity q;
+
+        if (cap < 0)
+            continue;
+        if (want[k] != NULL &&
+            quantity_parse(want[k], strlen(want[k]), &q, NULL) == 0)
+            rc = q.milli;
+        for (size_t i = 0; i < p->n_ctr; i++) {
+            int64_t r;
+
+            if (!p->ctr[i].sidecar)
+                continue;
+            r = request_milli(obj_get(p->ctr[i].c, "resources"), names[k]);
+            if (r > 0 && side <= INT64_MAX - r)
+                side += r;
+        }
+        if (rc <= cap - side)
+            continue;
+        milli_format(names[k], rc, a, sizeof(a));
+        milli_format(names[k], side, b, sizeof(b));
+        milli_format(names[k], cap, c, sizeof(c));
+        warn(p->res,
+             "ring check not added: its %s request %s (+%s of native "
+             "sidecars) exceeds spec.resources %s %s; raise that or "
+             "lower ringCheck's",
+             names[k], a, b, names[k], c);
+        rc_note(p,
+                "left out: pod-level spec.resources %s %s cannot hold its "
+                "%s request %s",
+                names[k], c, names[k], a);
+        return false;
+    }
+    return true;
+}
+
+/*
  * Decides whether the ring-check init container is added, before any
  * other part of the plan, so that nothing refers to a check that is left
  * out. The webhook never injects arguments ncclguard-ringcheck would
@@ -1453,6 +1555,8 @@ ringcheck_decide(struct plan *p)
         rc_note(p, "left out: policy values beyond the binary's bounds");
         return 0;
     }
+    if (!ringcheck_fits_pod(p))
+        return 0;
     if (ringcheck_membership(p) != 0)
         return -1;
     if (p->mn.kind != MN_NONE) {
@@ -2223,6 +2327,24 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
     if (p->spec == NULL) {
         res->status = MUTATE_NOT_GPU;
         snprintf(res->reason, sizeof(res->reason), "pod has no spec");
+        goto done;
+    }
+    /* NCCL runs on Linux only, and the apiserver refuses Linux-only fields
+     * (securityContext capabilities, seccompProfile,
+     * allowPrivilegeEscalation, runAsNonRoot with a user...) in a pod whose
+     * spec.os.name is windows (validateWindows in
+     * pkg/apis/core/validation/validation.go); the ring check sets them,
+     * and Windows has no tmpfs for /dev/shm. Such a pod is left alone. */
+    if (str_get(obj_get(p->spec, "os"), "name") != NULL &&
+        strcmp(str_get(obj_get(p->spec, "os"), "name"), "windows") == 0) {
+        res->status = MUTATE_SKIPPED;
+        snprintf(res->reason, sizeof(res->reason),
+                 "spec.os.name is windows: NCCL and the ring check run on "
+                 "Linux only");
+        skipped_gpus(p, pol);
+        if (res->gpus > 0)
+            warn(res, "Windows pod left unchanged: NCCL and the ring check "
+                      "run on Linux only");
         goto done;
     }
     if (ctrs_collect(p) != 0)
