@@ -2121,10 +2121,18 @@ ctr_uses_claim(const struct ctr *c, const json_t *names)
     json_t *ref, *n;
 
     list = arr_get(obj_get(c->c, "resources"), "claims");
-    json_array_foreach(list, i, ref) json_array_foreach(
-        names, j, n) if (str_get(ref, "name") != NULL &&
-                         strcmp(str_get(ref, "name"), str_get(n, "name")) ==
-                             0) return true;
+    json_array_foreach(list, i, ref)
+    {
+        const char *rn = str_get(ref, "name");
+
+        if (rn == NULL)
+            continue;
+        json_array_foreach(names, j, n)
+        {
+            if (strcmp(rn, str_get(n, "name")) == 0)
+                return true;
+        }
+    }
     return false;
 }
 
