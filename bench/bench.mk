@@ -24,7 +24,7 @@ BENCH_ENV = NCCLGUARD=$(abspath $(BUILD))/ncclguard \
 
 # The load tools are installed here rather than by make deps: only the
 # benchmark needs them.
-.PHONY: bench-deps bench soak faults
+.PHONY: bench-deps bench soak faults bench-hostile
 bench-deps:
 	@missing=""; for p in $(BENCH_DEB_PKGS); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
@@ -48,3 +48,7 @@ soak: deps bench-deps
 faults: deps bench-deps
 	$(MAKE) $(BENCH_BINS) $(BUILD)/tests/ncclguard-peer
 	$(BENCH_ENV) bench/faults.sh
+
+# Two hostile 4 MiB reviews against the cost rule (needs python3).
+bench-hostile: $(BUILD)/bench/ncclguard-microbench
+	$(BENCH_ENV) bench/hostile.sh

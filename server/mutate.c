@@ -26,6 +26,7 @@
 #define WARNING_MAX 120
 
 #define RINGCHECK_NAME "ncclguard-ringcheck"
+#define RINGCHECK_FIRST_ARG "--expect-gpus"
 #define RUN_DIR "/run/ncclguard"
 #define RUN_CONF RUN_DIR "/nccl.conf"
 #define SHM_PATH "/dev/shm"
@@ -69,6 +70,81 @@ mutate_result_release(struct mutate_result *res)
     res->patch = res->warnings = res->audit = res->injected = NULL;
 }
 
+/*
+ * A set of strings borrowed from the pod (they live as long as the pod):
+ * open addressing with linear probing, at most half full, so that each
+ * lookup costs O(1) on average whatever the names are.
+ */
+struct nameset {
+    const char **slot; /* cap of them, NULL when empty */
+    size_t cap, n;
+};
+
+static uint64_t
+name_hash(const char *s)
+{
+    uint64_t h = 14695981039346656037ULL; /* FNV-1a, 64 bits */
+
+    for (; *s != '\0'; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static bool
+nameset_has(const struct nameset *set, const char *name)
+{
+    if (set->cap == 0)
+        return false;
+    for (size_t i = name_hash(name) & (set->cap - 1); set->slot[i] != NULL;
+         i = (i + 1) & (set->cap - 1))
+        if (strcmp(set->slot[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* Adds name (borrowed) unless present. Returns 0, or -1 when out of
+ * memory. */
+static int
+nameset_add(struct nameset *set, const char *name)
+{
+    size_t i;
+
+    if (2 * (set->n + 1) > set->cap) {
+        size_t cap = set->cap ? 2 * set->cap : 16;
+        const char **slot = calloc(cap, sizeof(*slot));
+
+        if (slot == NULL)
+            return -1;
+        for (size_t k = 0; k < set->cap; k++) {
+            if (set->slot[k] == NULL)
+                continue;
+            for (i = name_hash(set->slot[k]) & (cap - 1); slot[i] != NULL;
+                 i = (i + 1) & (cap - 1))
+                ;
+            slot[i] = set->slot[k];
+        }
+        free(set->slot);
+        set->slot = slot;
+        set->cap = cap;
+    }
+    for (i = name_hash(name) & (set->cap - 1); set->slot[i] != NULL;
+         i = (i + 1) & (set->cap - 1))
+        if (strcmp(set->slot[i], name) == 0)
+            return 0;
+    set->slot[i] = name;
+    set->n++;
+    return 0;
+}
+
+static void
+nameset_release(struct nameset *set)
+{
+    free(set->slot);
+    memset(set, 0, sizeof(*set));
+}
+
 /* One container of the pod and what the plan adds to it. */
 struct ctr {
     json_t *c;     /* borrowed from the pod */
@@ -105,8 +181,15 @@ struct plan {
     int64_t rc_expect;   /* its GPUs: the pod's, less native sidecars' */
     struct jobmember mn; /* multi-node membership (MN_NONE: single-pod) */
     json_t *mn_env;      /* its extra env entries, owned */
-    int64_t dra_gpus;   /* GPUs through DRA claims (see dra_apply), or 0 */
-    json_t *dra_claims; /* [{name}] of those claims, for the ring check */
+    int64_t dra_gpus;    /* GPUs through DRA claims (see dra_apply), or 0 */
+    json_t *dra_claims;  /* [{name}] of those claims, for the ring check */
+    /* Names already in the pod, each set built once on first use so that
+     * a unique-name search costs one lookup per candidate, not a rescan
+     * of the pod: spec.volumes[*].name, and the names of containers, init
+     * containers and ephemeral containers. */
+    struct nameset vol_names, ctr_names;
+    bool vol_names_built, ctr_names_built;
+    char rc_name[64]; /* the injected ring check's container name */
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -380,22 +463,45 @@ mount_add(struct ctr *c, const char *volume, const char *path, bool ro)
     return json_array_append_new(pending(&c->mount_add), m);
 }
 
+/* Builds p->vol_names from spec.volumes, once. Returns 0, or -1 when out
+ * of memory. */
+static int
+volume_names_build(struct plan *p)
+{
+    json_t *list;
+    size_t i;
+    json_t *v;
+
+    if (p->vol_names_built)
+        return 0;
+    list = arr_get(p->spec, "volumes");
+    json_array_foreach(list, i, v)
+    {
+        const char *n = str_get(v, "name");
+
+        if (n != NULL && nameset_add(&p->vol_names, n) != 0)
+            return -1;
+    }
+    p->vol_names_built = true;
+    return 0;
+}
+
+/* Whether a volume of the pod, or one the plan adds (a handful), is called
+ * name. Call volume_names_build() first. */
 static bool
 volume_name_taken(const struct plan *p, const char *name)
 {
-    const json_t *lists[2] = {arr_get(p->spec, "volumes"), p->vol_add};
+    size_t i;
+    json_t *v;
 
-    for (int l = 0; l < 2; l++) {
-        size_t i;
-        json_t *v;
+    if (nameset_has(&p->vol_names, name))
+        return true;
+    json_array_foreach(p->vol_add, i, v)
+    {
+        const char *n = str_get(v, "name");
 
-        json_array_foreach(lists[l], i, v)
-        {
-            const char *n = str_get(v, "name");
-
-            if (n != NULL && strcmp(n, name) == 0)
-                return true;
-        }
+        if (n != NULL && strcmp(n, name) == 0)
+            return true;
     }
     return false;
 }
@@ -403,10 +509,12 @@ volume_name_taken(const struct plan *p, const char *name)
 static const json_t *
 volume_find(const struct plan *p, const char *name)
 {
+    json_t *list;
     size_t i;
     json_t *v;
 
-    json_array_foreach(arr_get(p->spec, "volumes"), i, v)
+    list = arr_get(p->spec, "volumes");
+    json_array_foreach(list, i, v)
     {
         const char *n = str_get(v, "name");
 
@@ -416,16 +524,79 @@ volume_find(const struct plan *p, const char *name)
     return NULL;
 }
 
-/* Picks base, or base-2, base-3, ... that no volume uses yet. */
+/* Picks base, or base-2, base-3, ... that no volume uses yet. Kubernetes
+ * refuses a pod whose volume names repeat (ValidateVolumes in
+ * pkg/apis/core/validation/validation.go: "must be unique"). Each candidate
+ * is one set lookup, so a pod holding a long run of the candidates costs
+ * time linear in its size. */
 static int
-volume_name_unique(const struct plan *p, const char *base, char *out, size_t n)
+volume_name_unique(struct plan *p, const char *base, char *out, size_t n)
 {
+    if (volume_names_build(p) != 0)
+        return -1;
     snprintf(out, n, "%s", base);
     for (int i = 2; volume_name_taken(p, out); i++) {
         if (i > 1000)
             return -1;
         snprintf(out, n, "%s-%d", base, i);
     }
+    return 0;
+}
+
+/*
+ * Whether c is a ring check this webhook injected: an init container named
+ * ncclguard-ringcheck, or ncclguard-ringcheck-N (the name taken when the
+ * pod already had a container called ncclguard-ringcheck) whose first
+ * argument is the one plan_ringcheck() always writes first. A later review
+ * of the same pod (reinvocation) then finds its check and adds no other.
+ */
+static bool
+ctr_is_ringcheck(const struct ctr *c)
+{
+    const size_t n = strlen(RINGCHECK_NAME);
+    const json_t *arg0 = json_array_get(arr_get(c->c, "args"), 0);
+    const char *rest;
+
+    if (!c->init || strncmp(c->name, RINGCHECK_NAME, n) != 0)
+        return false;
+    rest = c->name + n;
+    if (*rest == '\0')
+        return true;
+    if (*rest != '-' || rest[1] < '1' || rest[1] > '9')
+        return false;
+    for (rest++; *rest != '\0'; rest++)
+        if (*rest < '0' || *rest > '9')
+            return false;
+    return json_is_string(arg0) &&
+           strcmp(json_string_value(arg0), RINGCHECK_FIRST_ARG) == 0;
+}
+
+/* Builds p->ctr_names, once: every container name of the pod, ephemeral
+ * containers included, since Kubernetes wants them all distinct
+ * (validateContainers / validateInitContainers in
+ * pkg/apis/core/validation/validation.go check one set of names across
+ * containers, init containers and ephemeral containers). */
+static int
+ctr_names_build(struct plan *p)
+{
+    json_t *list;
+    size_t i;
+    json_t *c;
+
+    if (p->ctr_names_built)
+        return 0;
+    for (size_t k = 0; k < p->n_ctr; k++)
+        if (nameset_add(&p->ctr_names, p->ctr[k].name) != 0)
+            return -1;
+    list = arr_get(p->spec, "ephemeralContainers");
+    json_array_foreach(list, i, c)
+    {
+        const char *n = str_get(c, "name");
+
+        if (n != NULL && nameset_add(&p->ctr_names, n) != 0)
+            return -1;
+    }
+    p->ctr_names_built = true;
     return 0;
 }
 
@@ -461,6 +632,34 @@ static void
 size_format(int64_t bytes, char *buf, size_t n)
 {
     quantity_format_binary(bytes, buf, n);
+}
+
+/*
+ * One request as the apiserver sees it after defaulting, in milli-units:
+ * requests[name], else limits[name] (a missing request defaults to the
+ * limit), of res (a container's or the pod's resources). Returns -1 when
+ * neither is set or the value is not a quantity.
+ */
+static int64_t
+request_milli(const json_t *res, const char *name)
+{
+    const json_t *v = json_object_get(obj_get(res, "requests"), name);
+    struct quantity q;
+
+    if (v == NULL)
+        v = json_object_get(obj_get(res, "limits"), name);
+    if (v == NULL || quantity_of(v, &q) != 0 || q.negative)
+        return -1;
+    return q.milli;
+}
+
+static void
+milli_format(const char *name, int64_t milli, char *buf, size_t n)
+{
+    if (strcmp(name, "memory") == 0)
+        size_format(milli / 1000, buf, n);
+    else
+        snprintf(buf, n, "%" PRId64 "m", milli);
 }
 
 /* ---- GPU count -------------------------------------------------------- */
@@ -574,7 +773,7 @@ gpus_count(struct plan *p, char *const *names, size_t n_names)
         }
         /* The ring check's GPUs count towards the pod, but the container
          * is ours: it is never treated as a workload container. */
-        if (c->init && strcmp(c->name, RINGCHECK_NAME) == 0)
+        if (ctr_is_ringcheck(c))
             c->gpus = 0;
     }
     for (size_t r = 0; r < p->n_res; r++) {
@@ -640,10 +839,12 @@ ctrs_collect(struct plan *p)
     if (p->ctr == NULL)
         return -1;
     for (int k = 0; k < 2; k++) {
+        json_t *list;
         size_t i;
         json_t *c;
 
-        json_array_foreach(arr_get(p->spec, keys[k]), i, c)
+        list = arr_get(p->spec, keys[k]);
+        json_array_foreach(list, i, c)
         {
             struct ctr *t;
 
@@ -673,6 +874,8 @@ ctrs_release(struct plan *p)
         json_decref(p->ctr[i].cap_add);
     }
     free(p->ctr);
+    nameset_release(&p->vol_names);
+    nameset_release(&p->ctr_names);
     json_decref(p->vol_add);
     json_decref(p->mn_env);
     json_decref(p->dra_claims);
@@ -690,10 +893,12 @@ profile_ref(const struct settings *s)
 static bool
 profile_present(const json_t *c, const char *name)
 {
+    json_t *list;
     size_t i;
     json_t *e;
 
-    json_array_foreach(arr_get(c, "envFrom"), i, e)
+    list = arr_get(c, "envFrom");
+    json_array_foreach(list, i, e)
     {
         const char *n = str_get(obj_get(e, "configMapRef"), "name");
 
@@ -788,11 +993,13 @@ shm_existing(struct plan *p, const char *vname)
     size_format(p->shm_size, want, sizeof(want));
     size_format(q.value, have, sizeof(have));
     if (p->s->shm.existing == SHM_EXISTING_GROW) {
+        json_t *list;
         char path[128];
         size_t i;
         json_t *v;
 
-        json_array_foreach(arr_get(p->spec, "volumes"), i, v)
+        list = arr_get(p->spec, "volumes");
+        json_array_foreach(list, i, v)
         {
             if (v == vol)
                 idx = i;
@@ -887,6 +1094,8 @@ static int
 plan_memory(struct plan *p)
 {
     char shm[32], lim[32];
+    const bool pod_memory =
+        request_milli(obj_get(p->spec, "resources"), "memory") >= 0;
 
     if (!p->shm_applied)
         return 0;
@@ -898,6 +1107,18 @@ plan_memory(struct plan *p)
 
         if (c->gpus == 0)
             continue;
+        if (p->s->shm.memory_limit == SHM_MEMLIMIT_RAISE && pod_memory &&
+            request_milli(obj_get(c->c, "resources"), "memory") >= 0) {
+            /* Raising a container's memory could push the aggregate of
+             * requests past spec.resources.requests.memory, or its limit
+             * past spec.resources.limits.memory, both of which the
+             * apiserver refuses (validatePodResourceConsistency). */
+            warn(p->res,
+                 "/dev/shm %s not added to \"%.20s\"'s memory: the pod sets "
+                 "spec.resources memory; make sure it covers /dev/shm",
+                 shm, c->name);
+            continue;
+        }
         if (p->s->shm.memory_limit == SHM_MEMLIMIT_RAISE) {
             if (memory_raise(p, c, "limits", p->shm_size) != 0 ||
                 memory_raise(p, c, "requests", p->shm_size) != 0)
@@ -1142,7 +1363,7 @@ static bool
 ringcheck_present(const struct plan *p)
 {
     for (size_t i = 0; i < p->n_ctr; i++)
-        if (p->ctr[i].init && strcmp(p->ctr[i].name, RINGCHECK_NAME) == 0)
+        if (ctr_is_ringcheck(&p->ctr[i]))
             return true;
     return false;
 }
@@ -1212,6 +1433,66 @@ ringcheck_membership(struct plan *p)
 }
 
 /*
+ * Pod-level resources (spec.resources, the PodLevelResources feature):
+ * the apiserver refuses a pod whose spec.resources.requests is below the
+ * aggregate of its containers' requests (validatePodResourceConsistency in
+ * pkg/apis/core/validation/validation.go: "must be greater than or equal
+ * to aggregate container requests"). That aggregate counts an init
+ * container as its own request plus those of the native sidecars started
+ * before it; the ring check is the last init container, so it adds the
+ * term ring check + every native sidecar. Returns whether that fits, for
+ * cpu and memory (the resources a pod may set at pod level); when it does
+ * not, the check is left out with a warning that says how to fix it.
+ */
+static bool
+ringcheck_fits_pod(struct plan *p)
+{
+    static const char *const names[2] = {"cpu", "memory"};
+    const char *const want[2] = {p->s->ringcheck.cpu_request,
+                                 p->s->ringcheck.memory_request};
+    const json_t *pres = obj_get(p->spec, "resources");
+
+    if (pres == NULL)
+        return true;
+    for (int k = 0; k < 2; k++) {
+        int64_t cap = request_milli(pres, names[k]), side = 0, rc = 0;
+        char a[32], b[32], c[32];
+        struct quantity q;
+
+        if (cap < 0)
+            continue;
+        if (want[k] != NULL &&
+            quantity_parse(want[k], strlen(want[k]), &q, NULL) == 0)
+            rc = q.milli;
+        for (size_t i = 0; i < p->n_ctr; i++) {
+            int64_t r;
+
+            if (!p->ctr[i].sidecar)
+                continue;
+            r = request_milli(obj_get(p->ctr[i].c, "resources"), names[k]);
+            if (r > 0 && side <= INT64_MAX - r)
+                side += r;
+        }
+        if (rc <= cap - side)
+            continue;
+        milli_format(names[k], rc, a, sizeof(a));
+        milli_format(names[k], side, b, sizeof(b));
+        milli_format(names[k], cap, c, sizeof(c));
+        warn(p->res,
+             "ring check not added: its %s request %s (+%s of native "
+             "sidecars) exceeds spec.resources %s %s; raise that or "
+             "lower ringCheck's",
+             names[k], a, b, names[k], c);
+        rc_note(p,
+                "left out: pod-level spec.resources %s %s cannot hold its "
+                "%s request %s",
+                names[k], c, names[k], a);
+        return false;
+    }
+    return true;
+}
+
+/*
  * Decides whether the ring-check init container is added, before any
  * other part of the plan, so that nothing refers to a check that is left
  * out. The webhook never injects arguments ncclguard-ringcheck would
@@ -1278,6 +1559,8 @@ ringcheck_decide(struct plan *p)
         rc_note(p, "left out: policy values beyond the binary's bounds");
         return 0;
     }
+    if (!ringcheck_fits_pod(p))
+        return 0;
     if (ringcheck_membership(p) != 0)
         return -1;
     if (p->mn.kind != MN_NONE) {
@@ -1391,6 +1674,7 @@ args_add(json_t *args, const char *flag, const char *value)
 static int
 ringcheck_env(const struct plan *p, json_t *rc)
 {
+    json_t *list;
     const struct ctr *g = ringcheck_model(p);
     json_t *env = NULL, *from = NULL;
     size_t i;
@@ -1409,7 +1693,8 @@ ringcheck_env(const struct plan *p, json_t *rc)
             goto fail;
     /* The pod is only read while the patch lives, so the check's env
      * shares the container's entries. */
-    json_array_foreach(arr_get(g->c, "envFrom"), i, e)
+    list = arr_get(g->c, "envFrom");
+    json_array_foreach(list, i, e)
     {
         if (json_array_append(from, e) != 0)
             goto fail;
@@ -1450,6 +1735,31 @@ fail:
     return -1;
 }
 
+/*
+ * Names the ring check: ncclguard-ringcheck, or ncclguard-ringcheck-2, -3,
+ * ... when a container of the pod (one that is not a ring check of ours,
+ * see ctr_is_ringcheck()) already has the name, since two containers of
+ * one name make the apiserver refuse the pod. Returns 0, or -1 with a
+ * reason.
+ */
+static int
+ringcheck_name(struct plan *p)
+{
+    if (ctr_names_build(p) != 0)
+        return -1;
+    snprintf(p->rc_name, sizeof(p->rc_name), "%s", RINGCHECK_NAME);
+    for (int i = 2; nameset_has(&p->ctr_names, p->rc_name); i++) {
+        if (i > 1000) {
+            snprintf(p->res->reason, sizeof(p->res->reason),
+                     "no free name for the ring check: " RINGCHECK_NAME
+                     " to -1000 are all taken");
+            return -1;
+        }
+        snprintf(p->rc_name, sizeof(p->rc_name), "%s-%d", RINGCHECK_NAME, i);
+    }
+    return 0;
+}
+
 static int
 plan_ringcheck(struct plan *p)
 {
@@ -1462,6 +1772,8 @@ plan_ringcheck(struct plan *p)
 
     if (!p->rc_inject)
         return 0;
+    if (ringcheck_name(p) != 0)
+        return -1;
     if (fallback) {
         const char *existing = NULL;
 
@@ -1521,7 +1833,7 @@ plan_ringcheck(struct plan *p)
     }
 
     snprintf(buf, sizeof(buf), "%" PRId64, expect);
-    if (args_add(args, "--expect-gpus", buf))
+    if (args_add(args, RINGCHECK_FIRST_ARG, buf))
         goto fail;
     snprintf(buf, sizeof(buf), "%d", s->ringcheck.timeout_seconds);
     if (args_add(args, "--timeout", buf) ||
@@ -1580,7 +1892,7 @@ plan_ringcheck(struct plan *p)
             goto fail;
     }
 
-    if (json_object_set_new(rc, "name", jstr(RINGCHECK_NAME)) ||
+    if (json_object_set_new(rc, "name", jstr(p->rc_name)) ||
         json_object_set_new(rc, "image", jstr(s->ringcheck.image)) ||
         json_object_set(rc, "args", args))
         goto fail;
@@ -1808,14 +2120,23 @@ patch_verify(const json_t *pod, struct mutate_result *res)
 static bool
 ctr_uses_claim(const struct ctr *c, const json_t *names)
 {
+    json_t *list;
     size_t i, j;
     json_t *ref, *n;
 
-    json_array_foreach(arr_get(obj_get(c->c, "resources"), "claims"), i, ref)
-        json_array_foreach(names, j,
-                           n) if (str_get(ref, "name") != NULL &&
-                                  strcmp(str_get(ref, "name"),
-                                         str_get(n, "name")) == 0) return true;
+    list = arr_get(obj_get(c->c, "resources"), "claims");
+    json_array_foreach(list, i, ref)
+    {
+        const char *rn = str_get(ref, "name");
+
+        if (rn == NULL)
+            continue;
+        json_array_foreach(names, j, n)
+        {
+            if (strcmp(rn, str_get(n, "name")) == 0)
+                return true;
+        }
+    }
     return false;
 }
 
@@ -1888,7 +2209,7 @@ dra_apply(struct plan *p, const struct policy *pol)
     for (size_t k = 0; k < p->n_ctr; k++) {
         struct ctr *c = &p->ctr[k];
 
-        if (c->init && strcmp(c->name, RINGCHECK_NAME) == 0)
+        if (ctr_is_ringcheck(c))
             continue;
         if (ctr_uses_claim(c, p->dra_claims))
             c->gpus = count;
@@ -2020,6 +2341,24 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
         snprintf(res->reason, sizeof(res->reason), "pod has no spec");
         goto done;
     }
+    /* NCCL runs on Linux only, and the apiserver refuses Linux-only fields
+     * (securityContext capabilities, seccompProfile,
+     * allowPrivilegeEscalation, runAsNonRoot with a user...) in a pod whose
+     * spec.os.name is windows (validateWindows in
+     * pkg/apis/core/validation/validation.go); the ring check sets them,
+     * and Windows has no tmpfs for /dev/shm. Such a pod is left alone. */
+    if (str_get(obj_get(p->spec, "os"), "name") != NULL &&
+        strcmp(str_get(obj_get(p->spec, "os"), "name"), "windows") == 0) {
+        res->status = MUTATE_SKIPPED;
+        snprintf(res->reason, sizeof(res->reason),
+                 "spec.os.name is windows: NCCL and the ring check run on "
+                 "Linux only");
+        skipped_gpus(p, pol);
+        if (res->gpus > 0)
+            warn(res, "Windows pod left unchanged: NCCL and the ring check "
+                      "run on Linux only");
+        goto done;
+    }
     if (ctrs_collect(p) != 0)
         goto error;
 
@@ -2070,8 +2409,7 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
 
     if (ringcheck_decide(p) != 0 || plan_profile(p) != 0 || plan_shm(p) != 0 ||
         plan_memory(p) != 0 || plan_ipc(p) != 0 || plan_env(p) != 0 ||
-        plan_watchdog(p) != 0 ||
-        plan_ringcheck(p) != 0 || emit_pending(p) != 0)
+        plan_watchdog(p) != 0 || plan_ringcheck(p) != 0 || emit_pending(p) != 0)
         goto error;
     if (json_array_size(res->patch) == 0) {
         res->status = MUTATE_UNCHANGED;

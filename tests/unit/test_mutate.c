@@ -1590,6 +1590,271 @@ test_status_names(void)
     }
 }
 
+/* ---- patches that apply but give an invalid Pod (issue 9) ------------ */
+
+/* Whether the strings at key in each object of list repeat, or repeat one
+ * of seen (names found so far, appended to). Quadratic, for small pods. */
+static bool
+names_repeat(const json_t *list, const char *key, json_t *seen)
+{
+    size_t i, j;
+    json_t *o, *s;
+
+    json_array_foreach(list, i, o)
+    {
+        const char *n = json_string_value(json_object_get(o, key));
+
+        if (n == NULL)
+            continue;
+        json_array_foreach(seen, j, s) if (strcmp(json_string_value(s), n) ==
+                                           0) return true;
+        json_array_append_new(seen, json_string(n));
+    }
+    return false;
+}
+
+/* The rules of Kubernetes' pod validation that a patch of ours could
+ * break by naming: one set of container names across containers, init
+ * containers and ephemeral containers; distinct volume names. */
+static bool
+pod_names_valid(const json_t *pod)
+{
+    json_t *spec = json_object_get(pod, "spec");
+    json_t *names = json_array(), *vols = json_array();
+    bool ok =
+        !names_repeat(json_object_get(spec, "containers"), "name", names) &&
+        !names_repeat(json_object_get(spec, "initContainers"), "name", names) &&
+        !names_repeat(json_object_get(spec, "ephemeralContainers"), "name",
+                      names) &&
+        !names_repeat(json_object_get(spec, "volumes"), "name", vols);
+
+    json_decref(names);
+    json_decref(vols);
+    return ok;
+}
+
+/* The name of the volume container 0 mounts at path, or NULL. */
+static const char *
+mount_name(json_t *pod, const char *path)
+{
+    json_t *mounts = patch_pointer_get(pod, "/spec/containers/0/volumeMounts");
+    size_t i;
+    json_t *m;
+
+    json_array_foreach(mounts, i, m)
+    {
+        if (strcmp(json_string_value(json_object_get(m, "mountPath")), path) ==
+            0)
+            return json_string_value(json_object_get(m, "name"));
+    }
+    return NULL;
+}
+
+/* Regression (issue 9, quadratic work): a unique volume name was found by
+ * rescanning spec.volumes for every candidate. A pod with 20,000 volumes
+ * and the runs ncclguard-shm, -2 ... -999 (less -37) and ncclguard-run,
+ * -2 ... -999 gets the first free name of each run. */
+static void
+test_unique_volume_names(void)
+{
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':8}}");
+    json_t *vols = json_array(), *patched;
+    struct mutate_result r;
+    char name[64];
+
+    for (int i = 1; i < 1000; i++) {
+        static const char *const bases[2] = {"ncclguard-shm", "ncclguard-run"};
+
+        for (int b = 0; b < 2; b++) {
+            if (b == 0 && i == 37)
+                continue;
+            if (i == 1)
+                snprintf(name, sizeof(name), "%s", bases[b]);
+            else
+                snprintf(name, sizeof(name), "%s-%d", bases[b], i);
+            json_array_append_new(
+                vols, json_pack("{s:s,s:{}}", "name", name, "emptyDir"));
+        }
+    }
+    for (int i = 0; json_array_size(vols) < 20000; i++) {
+        snprintf(name, sizeof(name), "ncclguard-shm-x%d", i);
+        json_array_append_new(
+            vols, json_pack("{s:s,s:{}}", "name", name, "emptyDir"));
+    }
+    json_object_set_new(json_object_get(pod, "spec"), "volumes", vols);
+    patched = run(pol_default, pod, "ml", &r);
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_STR(mount_name(patched, "/dev/shm"), "ncclguard-shm-37");
+    CHECK_STR(mount_name(patched, "/run/ncclguard"), "ncclguard-run-1000");
+    CHECK_INT(json_array_size(patch_pointer_get(patched, "/spec/volumes")),
+              20002);
+    CHECK(pod_names_valid(patched));
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/* The ring check never shares a name with a container of the pod that is
+ * not a ring check of ours; a second review of the patched pod finds its
+ * renamed check and adds nothing (run() checks that). */
+static void
+test_ringcheck_name_taken(void)
+{
+    static const struct {
+        const char *what;
+        const char *app;  /* the app container's name */
+        const char *spec; /* extra members of spec, after containers */
+        const char *name; /* the injected check's name */
+    } cases[] = {
+        {"app container", "ncclguard-ringcheck", "", "ncclguard-ringcheck-2"},
+        {"ephemeral container", "c",
+         ",'ephemeralContainers':[{'name':'ncclguard-ringcheck','image':'x'}]",
+         "ncclguard-ringcheck-2"},
+        /* An init container called ncclguard-ringcheck-2 that is not a
+         * check of ours (other arguments) is a taken name, not a check. */
+        {"init container of that name", "ncclguard-ringcheck",
+         ",'initContainers':[{'name':'ncclguard-ringcheck-2','image':'x',"
+         "'args':['--other']}]",
+         "ncclguard-ringcheck-3"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[1024];
+        json_t *pod, *patched, *inits, *rc;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'containers':[{'name':"
+                 "'%s','image':'x','resources':{'limits':{"
+                 "'nvidia.com/gpu':4}}}]%s}}",
+                 cases[i].app, cases[i].spec);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        inits = patch_pointer_get(patched, "/spec/initContainers");
+        rc = json_array_get(inits, json_array_size(inits) - 1);
+        CHECK_STR(json_string_value(json_object_get(rc, "name")),
+                  cases[i].name);
+        CHECK_STR(str_at(rc, "/args/0"), "--expect-gpus");
+        if (!pod_names_valid(patched))
+            fprintf(stderr, "ring check name, %s: names repeat\n",
+                    cases[i].what);
+        CHECK(pod_names_valid(patched));
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/* spec.os.name: windows: the injected fields are Linux-only, and the
+ * apiserver refuses them in a Windows pod; the pod is left alone. */
+static void
+test_windows(void)
+{
+    json_t *pod = J("{'metadata':{'name':'w'},'spec':{'os':{'name':"
+                    "'windows'},'containers':[{'name':'c','image':'x',"
+                    "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}");
+    struct mutate_options opt = {.own_namespace = "ncclguard"};
+    struct mutate_result r;
+
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+    CHECK_INT(r.status, MUTATE_SKIPPED);
+    CHECK_INT(json_array_size(r.patch), 0);
+    CHECK_INT(r.gpus, 2);
+    CHECK(strstr(r.reason, "windows") != NULL);
+    CHECK(warnings_have(r.warnings, "Windows pod left unchanged"));
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/* Pod-level spec.resources: the aggregate of container requests (an init
+ * container counting with the native sidecars before it) must stay within
+ * spec.resources.requests, else the apiserver refuses the pod. */
+static void
+test_pod_level_resources(void)
+{
+    static const struct {
+        const char *what;
+        const char *pod_res;  /* spec.resources */
+        const char *side_res; /* the native sidecar's resources */
+        bool rc;              /* the ring check is added */
+        const char *warning;  /* substring, or NULL */
+    } cases[] = {
+        {"room for it", "{'requests':{'memory':'64Gi','cpu':'16'}}",
+         "{'requests':{'memory':'1Gi'}}", true, NULL},
+        {"memory: sidecar 3Gi + check 2Gi > 4Gi",
+         "{'requests':{'memory':'4Gi'}}", "{'requests':{'memory':'3Gi'}}",
+         false, "ring check not added: its memory request 2Gi (+3Gi"},
+        {"cpu: limits stand for requests, 950m + 100m > 1",
+         "{'limits':{'cpu':'1'}}", "{'limits':{'cpu':'950m'}}", false,
+         "exceeds spec.resources cpu 1000m"},
+        {"exactly full", "{'requests':{'cpu':'1050m'}}",
+         "{'requests':{'cpu':'950m'}}", true, NULL},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[1024];
+        json_t *pod, *patched, *inits;
+        struct mutate_result r;
+        bool has_rc;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'resources':%s,"
+                 "'initContainers':[{'name':'proxy','image':'envoy',"
+                 "'restartPolicy':'Always','resources':%s}],'containers':[{"
+                 "'name':'c','image':'x','resources':{'limits':{"
+                 "'nvidia.com/gpu':4}}}]}}",
+                 cases[i].pod_res, cases[i].side_res);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        inits = patch_pointer_get(patched, "/spec/initContainers");
+        has_rc = json_array_size(inits) == 2;
+        if (has_rc != cases[i].rc)
+            fprintf(stderr, "pod-level resources, %s: ring check %s\n",
+                    cases[i].what, has_rc ? "added" : "left out");
+        CHECK(has_rc == cases[i].rc);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        if (cases[i].warning != NULL) {
+            if (!warnings_have(r.warnings, cases[i].warning)) {
+                char *t = json_dumps(r.warnings, JSON_COMPACT);
+
+                fprintf(stderr, "pod-level resources, %s: warnings %s\n",
+                        cases[i].what, t);
+                free(t);
+            }
+            CHECK(warnings_have(r.warnings, cases[i].warning));
+            CHECK(strstr(r.ringcheck, "left out: pod-level") != NULL);
+        }
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/* shm.memoryLimit: raise adds /dev/shm to the containers' memory; with
+ * pod-level memory that could break the aggregate rule, so it does not. */
+static void
+test_pod_level_memory_raise(void)
+{
+    struct policy *raise =
+        fixture_policy(POLICY_HEAD "defaults:\n  shm: {memoryLimit: raise}\n");
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'resources':{"
+                    "'limits':{'memory':'64Gi'}},'containers':[{'name':'c',"
+                    "'image':'x','resources':{'limits':{'nvidia.com/gpu':4,"
+                    "'memory':'60Gi'}}}]}}");
+    json_t *patched;
+    struct mutate_result r;
+
+    patched = run(raise, pod, "ml", &r);
+    CHECK_STR(str_at(patched, "/spec/containers/0/resources/limits/memory"),
+              "60Gi");
+    CHECK(warnings_have(r.warnings, "the pod sets spec.resources memory"));
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(raise);
+}
+
 int
 main(void)
 {
@@ -1610,6 +1875,11 @@ main(void)
     test_annotations_and_odd_shapes();
     test_bounds();
     test_status_names();
+    test_unique_volume_names();
+    test_ringcheck_name_taken();
+    test_windows();
+    test_pod_level_resources();
+    test_pod_level_memory_raise();
     policy_free(pol_default);
     return harness_finish();
 }
