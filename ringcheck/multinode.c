@@ -4,6 +4,7 @@
 #include "multinode.h"
 
 #include "limits.h"
+#include "netcheck.h"
 #include "rendezvous.h"
 #include "supervisor.h"
 #include "worker.h"
@@ -174,32 +175,6 @@ mn_membership(struct mn_member *m, char *why, size_t whylen)
     return 0;
 }
 
-/* One NCCL_SOCKET_IFNAME list against an interface name, as NCCL reads
- * it (src/misc/socket.cc, NCCL 2.28): a leading '^' excludes, then a
- * leading '=' makes every name exact instead of a prefix; names are comma
- * separated and may carry a ":port". */
-static int
-ifname_match(const char *name, const char *list)
-{
-    int exclude = list[0] == '^';
-    const char *p = list + exclude;
-    int exact = p[0] == '=';
-    int hit = 0;
-
-    p += exact;
-    while (*p != '\0') {
-        const char *comma = strchr(p, ',');
-        size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
-        const char *colon = memchr(p, ':', n);
-        size_t k = colon != NULL ? (size_t)(colon - p) : n;
-
-        if (k > 0 && strncmp(name, p, k) == 0 && (!exact || strlen(name) == k))
-            hit = 1;
-        p += n + (comma != NULL);
-    }
-    return exclude ? !hit : hit;
-}
-
 int
 mn_pick_interface(char *name, size_t namelen, char *addr, size_t addrlen,
                   char *have, size_t havelen)
@@ -220,7 +195,7 @@ mn_pick_interface(char *name, size_t namelen, char *addr, size_t addrlen,
 
         for (struct ifaddrs *i = ifs; i != NULL && !found; i = i->ifa_next) {
             if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
-                !(i->ifa_flags & IFF_UP) || !ifname_match(i->ifa_name, want))
+                !(i->ifa_flags & IFF_UP) || !netcheck_ifname_match(i->ifa_name, want))
                 continue;
             snprintf(name, namelen, "%s", i->ifa_name);
             inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr,

@@ -148,6 +148,19 @@ name_matches(const char *have, const char *want, int exact)
 }
 
 int
+netcheck_ifname_match(const char *name, const char *spec)
+{
+    struct entry e[NETCHECK_MAX_NAMES];
+    int exclude, exact, hit = 0,
+                        n = parse_list(spec, &exclude, &exact, e,
+                                       NETCHECK_MAX_NAMES);
+
+    for (int k = 0; k < n && !hit; k++)
+        hit = name_matches(name, e[k].name, exact);
+    return exclude ? !hit : hit;
+}
+
+int
 netcheck_ifname(const char *spec, const struct netcheck_names *have, char *err,
                 size_t errlen)
 {

@@ -27,6 +27,10 @@ int netcheck_interfaces(struct netcheck_names *out)
 /* The HCAs under SYSFS/class/infiniband; none when the folder is absent. */
 void netcheck_hcas(const char *sysfs_root, struct netcheck_names *out);
 
+/* Whether NCCL would consider interface name under the NCCL_SOCKET_IFNAME
+ * value spec (the same syntax as netcheck_ifname): 1 or 0. */
+int netcheck_ifname_match(const char *name, const char *spec);
+
 /*
  * Checks an NCCL_SOCKET_IFNAME value as NCCL reads it (src/misc/socket.cc
  * and src/misc/utils.cc in NCCL 2.28): a leading '^' excludes, then a

@@ -16,6 +16,31 @@ names_set(struct netcheck_names *l, const char *const *names)
         snprintf(l->name[l->n++], NETCHECK_NAME_LEN, "%s", *names);
 }
 
+/* The single-interface matcher the cross-node phase picks with. */
+static void
+test_ifname_match(void)
+{
+    static const struct {
+        const char *name, *spec;
+        int want;
+    } cases[] = {
+        {"eth0", "eth", 1},
+        {"eth0", "=eth", 0},
+        {"eth0", "=eth0", 1},
+        {"eth0", "ib,eth0:5000", 1},
+        {"docker0", "^docker,lo", 0},
+        {"eth0", "^docker,lo", 1},
+        {"lo", "^=lo", 0},
+        {"lo0", "^=lo", 1},
+        {"eth0", "", 0},
+        {"eth0", "^", 1},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        CHECK(netcheck_ifname_match(cases[i].name, cases[i].spec) ==
+              cases[i].want);
+}
+
 static void
 test_ifname(void)
 {
@@ -113,6 +138,7 @@ test_hca(void)
 int
 main(void)
 {
+    test_ifname_match();
     test_ifname();
     test_hca();
     return harness_finish();
