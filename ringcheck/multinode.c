@@ -195,7 +195,8 @@ mn_pick_interface(char *name, size_t namelen, char *addr, size_t addrlen,
 
         for (struct ifaddrs *i = ifs; i != NULL && !found; i = i->ifa_next) {
             if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
-                !(i->ifa_flags & IFF_UP) || !netcheck_ifname_match(i->ifa_name, want))
+                !(i->ifa_flags & IFF_UP) ||
+                !netcheck_ifname_match(i->ifa_name, want))
                 continue;
             snprintf(name, namelen, "%s", i->ifa_name);
             inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr,

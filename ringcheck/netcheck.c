@@ -151,9 +151,8 @@ int
 netcheck_ifname_match(const char *name, const char *spec)
 {
     struct entry e[NETCHECK_MAX_NAMES];
-    int exclude, exact, hit = 0,
-                        n = parse_list(spec, &exclude, &exact, e,
-                                       NETCHECK_MAX_NAMES);
+    int exclude, exact,
+        hit = 0, n = parse_list(spec, &exclude, &exact, e, NETCHECK_MAX_NAMES);
 
     for (int k = 0; k < n && !hit; k++)
         hit = name_matches(name, e[k].name, exact);
