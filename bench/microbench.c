@@ -13,9 +13,9 @@
 
 #include <jansson.h>
 
-#include "mutate.h"
-#include "policy.h"
-#include "review.h"
+#include "admission/mutate.h"
+#include "policy/policy.h"
+#include "admission/review.h"
 
 /*
  * Allocation counting. jansson allocates through json_set_alloc_funcs();

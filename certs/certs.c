@@ -1,5 +1,5 @@
 /* Webhook certificates with OpenSSL 3 EVP APIs: create, inspect, caBundle. */
-#include "certs.h"
+#include "certs/certs.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -1185,7 +1185,7 @@ static const char *const cond_gpu[] = {
     "(has(c.resources.requests) && c.resources.requests.exists(r, r in "
     "%R))))) ||",
     /* DRA: the GPUs are in claims, counted from the ncclguard.io/claim-gpus
-     * annotation or the policy's dra.claimTemplates (server/mutate.c). */
+     * annotation or the policy's dra.claimTemplates (admission/mutate.c). */
     "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > "
     "0)",
     NULL,

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "error.h"
+#include "base/error.h"
 
 /* Bounds on validity periods, in days. A serving certificate may be created
  * with 0 days (it expires at once), which tests and drills use. */

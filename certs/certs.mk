@@ -1,5 +1,5 @@
 # certs/: the OpenSSL certificate tool and its checks.
-LIB_SRCS += certs/certs.c certs/certs_cmd.c
+LIB_SRCS += certs/certs.c
 UNIT_TESTS += certs
 DEB_PKGS += openssl
 

@@ -1,5 +1,5 @@
 /* Positioned diagnostics for the policy loader and `policy lint`. */
-#include "diag.h"
+#include "policy/diag.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Matching pods against rules, and proving one rule shadows another. */
-#include "match.h"
+#include "policy/match.h"
 
 #include <fnmatch.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* The policy: YAML -> immutable snapshot with line:column validation, and
  * the per-pod decision (first matching rule, annotation overrides). */
-#include "policy.h"
+#include "policy/policy.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -16,11 +16,11 @@
 
 #include "../ringcheck/limits.h"
 #include "../ringcheck/multinode_env.h"
-#include "match.h"
-#include "ncclenv.h"
-#include "quantity.h"
-#include "wdspec.h"
-#include "ytree.h"
+#include "policy/match.h"
+#include "policy/ncclenv.h"
+#include "policy/quantity.h"
+#include "watchdog/wdspec.h"
+#include "policy/ytree.h"
 
 /* Caps on what a policy file may contain. */
 #define POLICY_MAX_BYTES (1024 * 1024)

@@ -9,8 +9,8 @@
 
 #include <jansson.h>
 
-#include "diag.h"
-#include "error.h"
+#include "policy/diag.h"
+#include "base/error.h"
 
 struct policy;
 

@@ -1,7 +1,6 @@
 # policy/: YAML rule engine, quantities, NCCL catalog, policy lint/test.
-LIB_SRCS += policy/error.c policy/diag.c policy/quantity.c policy/ytree.c \
-	policy/match.c policy/ncclenv.c policy/policy.c policy/policy_cmd.c \
-	server/policytest.c
+LIB_SRCS += policy/diag.c policy/quantity.c policy/ytree.c \
+	policy/match.c policy/ncclenv.c policy/policy.c
 UNIT_TESTS += quantity policy match ncclenv
 
 # Golden outputs of `policy lint` on the broken policies in tests/policy/.

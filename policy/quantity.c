@@ -1,5 +1,5 @@
 /* Kubernetes resource quantities: the parser and the binary-SI formatter. */
-#include "quantity.h"
+#include "policy/quantity.h"
 
 #include <ctype.h>
 #include <inttypes.h>

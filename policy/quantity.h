@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "base/error.h"
 
 /*
  * A parsed quantity. `value` is the quantity rounded up to an integer, the

@@ -1,5 +1,5 @@
 /* YAML to a positioned tree with caps on size, depth, nodes and aliases. */
-#include "ytree.h"
+#include "policy/ytree.h"
 
 #include <stdint.h>
 #include <stdlib.h>

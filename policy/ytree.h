@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "diag.h"
+#include "policy/diag.h"
 
 enum ynode_kind { YNODE_SCALAR, YNODE_SEQ, YNODE_MAP };
 

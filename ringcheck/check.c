@@ -1,14 +1,14 @@
 /* Runs the ring check's phases through the supervisor, diagnoses a
  * failure with fresh workers, and decides and tells the outcome. */
-#include "check.h"
+#include "ringcheck/check.h"
 
-#include "multinode.h"
-#include "ncclenv.h"
-#include "netcheck.h"
-#include "report.h"
-#include "supervisor.h"
-#include "topo.h"
-#include "worker.h"
+#include "ringcheck/multinode.h"
+#include "policy/ncclenv.h"
+#include "ringcheck/netcheck.h"
+#include "ringcheck/report.h"
+#include "ringcheck/supervisor.h"
+#include "ringcheck/topo.h"
+#include "ringcheck/worker.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
 #ifndef NCCLGUARD_RINGCHECK_CHECK_H
 #define NCCLGUARD_RINGCHECK_CHECK_H
 
-#include "opts.h"
+#include "ringcheck/opts.h"
 
 /*
  * Runs the whole check under the options *o and tells the result (stdout,

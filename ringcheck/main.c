@@ -1,8 +1,8 @@
 /* ncclguard-ringcheck: proves the NCCL ring works on a pod's GPUs. */
-#include "check.h"
-#include "opts.h"
-#include "supervisor.h"
-#include "worker.h"
+#include "ringcheck/check.h"
+#include "ringcheck/opts.h"
+#include "ringcheck/supervisor.h"
+#include "ringcheck/worker.h"
 
 #include <stdio.h>
 #include <string.h>

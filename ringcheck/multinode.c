@@ -1,13 +1,13 @@
 /* The cross-node phase of the ring check: node rank 0 gathers the job's
  * pods, runs rounds of one communicator over all their GPUs, diagnoses a
  * failure across nodes, and sends every pod the job-wide verdict. */
-#include "multinode.h"
+#include "ringcheck/multinode.h"
 
-#include "limits.h"
-#include "netcheck.h"
-#include "rendezvous.h"
-#include "supervisor.h"
-#include "worker.h"
+#include "ringcheck/limits.h"
+#include "ringcheck/netcheck.h"
+#include "ringcheck/rendezvous.h"
+#include "ringcheck/supervisor.h"
+#include "ringcheck/worker.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>

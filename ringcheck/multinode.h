@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 
-#include "multinode_env.h"
-#include "report.h"
+#include "ringcheck/multinode_env.h"
+#include "ringcheck/report.h"
 
 /* This pod's place in its job, from the environment. */
 struct mn_member {

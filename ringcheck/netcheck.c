@@ -1,6 +1,6 @@
 /* Checks NCCL_SOCKET_IFNAME and NCCL_IB_HCA against the pod's network
  * namespace and sysfs, with NCCL's own list syntax. */
-#include "netcheck.h"
+#include "ringcheck/netcheck.h"
 
 #include <dirent.h>
 #include <errno.h>

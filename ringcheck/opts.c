@@ -1,5 +1,5 @@
 /* Parses and checks the command line of ncclguard-ringcheck. */
-#include "opts.h"
+#include "ringcheck/opts.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "limits.h"
-#include "multinode_env.h"
+#include "ringcheck/limits.h"
+#include "ringcheck/multinode_env.h"
 
 void
 rc_opts_usage(void *fp)

@@ -1,5 +1,5 @@
 /* Writes and reads the supervisor/worker line protocol. */
-#include "proto.h"
+#include "ringcheck/proto.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* The rendezvous protocol of the cross-node ring check: framing, strict
  * parsing, and socket I/O that never waits past a deadline. */
-#include "rendezvous.h"
+#include "ringcheck/rendezvous.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

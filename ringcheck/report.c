@@ -1,6 +1,6 @@
 /* Tells what the ring check found: log lines, the nccl-tests table, the JSON
  * summary, the termination message and the fallback NCCL config file. */
-#include "report.h"
+#include "ringcheck/report.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,8 +6,8 @@
 
 #include <stddef.h>
 
-#include "opts.h"
-#include "worker.h"
+#include "ringcheck/opts.h"
+#include "ringcheck/worker.h"
 
 #define RC_MAX_ROWS 16
 

@@ -95,9 +95,6 @@ CHECKS += check-ringcheck
 # worker protocol and the network preflight.
 RC_UNIT_BINS = $(BUILD)/tests/test_rcproto $(BUILD)/tests/test_rcnetcheck
 
-$(BUILD)/obj/tests/unit/test_rcproto.o $(BUILD)/obj/tests/unit/test_rcnetcheck.o: \
-	ALL_CFLAGS += -Iringcheck
-
 $(BUILD)/tests/test_rcproto: $(BUILD)/obj/tests/unit/test_rcproto.o \
 		$(BUILD)/obj/ringcheck/proto.o
 	@mkdir -p $(dir $@)

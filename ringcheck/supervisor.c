@@ -1,8 +1,8 @@
 /* Forks the ring check's workers, reads their events and output, enforces
  * the deadlines and stops stuck workers. */
-#include "supervisor.h"
+#include "ringcheck/supervisor.h"
 
-#include "proto.h"
+#include "ringcheck/proto.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,8 +6,8 @@
 
 #include <stddef.h>
 
-#include "report.h"
-#include "worker.h"
+#include "ringcheck/report.h"
+#include "ringcheck/worker.h"
 
 /*
  * Stopping a run: the workers are asked to abort (SIGUSR1) and get

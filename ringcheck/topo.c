@@ -1,5 +1,5 @@
 /* Reads the PCIe path between two GPUs from sysfs. */
-#include "topo.h"
+#include "ringcheck/topo.h"
 
 #include <ctype.h>
 #include <limits.h>

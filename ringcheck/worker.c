@@ -1,8 +1,8 @@
 /* Worker processes of the ring check: CUDA and NCCL calls, each phase
  * reported to the supervisor as events, every wait interruptible. */
-#include "worker.h"
+#include "ringcheck/worker.h"
 
-#include "proto.h"
+#include "ringcheck/proto.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>

@@ -1,6 +1,6 @@
 /* The HTTPS front end: libmicrohttpd with GnuTLS, routes, body limits,
  * client certificates, graceful drain. */
-#include "http.h"
+#include "server/http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,10 +18,10 @@
 #include <gnutls/gnutls.h>
 #include <microhttpd.h>
 
-#include "jsonmem.h"
-#include "log.h"
-#include "metrics.h"
-#include "review.h"
+#include "admission/jsonmem.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "admission/review.h"
 
 /* TLS 1.2 and 1.3 only; GnuTLS's NORMAL set otherwise. */
 #define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"

@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "error.h"
-#include "reload.h"
+#include "base/error.h"
+#include "server/reload.h"
 
 struct http_config {
     struct sockaddr_storage addr; /* where to listen; port 0 = any free */

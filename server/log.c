@@ -1,5 +1,5 @@
 /* JSON log lines: one object per line on stderr, with time, level and msg. */
-#include "log.h"
+#include "server/log.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "jsonmem.h"
+#include "admission/jsonmem.h"
 
 static enum log_level min_level = LOG_INFO;
 static int out_fd = 2;

@@ -1,5 +1,5 @@
 /* Prometheus counters and gauges for the webhook, kept in lock-free atomics. */
-#include "metrics.h"
+#include "server/metrics.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "review.h"
+#include "admission/review.h"
 
 /* Latency histogram bucket upper bounds, in microseconds (+Inf is last). */
 #define METRICS_N_BUCKETS 14

@@ -1,6 +1,6 @@
 /* The policy and serving-certificate snapshots in force, and the watcher
  * that replaces them when their files change (inotify, SIGHUP, polling). */
-#include "reload.h"
+#include "server/reload.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -16,8 +16,8 @@
 
 #include <gnutls/crypto.h>
 
-#include "log.h"
-#include "metrics.h"
+#include "server/log.h"
+#include "server/metrics.h"
 
 #define DIGEST_LEN 32
 #define MAX_WATCHES 3

@@ -7,9 +7,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "policy.h"
-#include "tlspair.h"
+#include "base/error.h"
+#include "policy/policy.h"
+#include "server/tlspair.h"
 
 /*
  * An immutable policy snapshot. Requests hold a reference from the moment

@@ -1,5 +1,5 @@
 /* ncclguard serve: flags and environment, start-up, signals, drain. */
-#include "cmd.h"
+#include "cli/cmd.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -13,11 +13,11 @@
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 
-#include "http.h"
-#include "jsonmem.h"
-#include "log.h"
-#include "reload.h"
-#include "tlspair.h"
+#include "server/http.h"
+#include "admission/jsonmem.h"
+#include "server/log.h"
+#include "server/reload.h"
+#include "server/tlspair.h"
 #include "version.h"
 
 /* How long SIGTERM waits for requests in flight before closing anyway;
@@ -343,7 +343,7 @@ cmd_serve(int argc, char **argv)
     int status = 1, opt;
 
     /* Before any thread uses jansson: admissions allocate their JSON
-     * values from a per-thread arena (see server/jsonmem.h). */
+     * values from a per-thread arena (see admission/jsonmem.h). */
     jsonmem_install();
 
     /* The environment first, then flags on top. */

@@ -1,6 +1,6 @@
 /* A serving certificate chain and its private key, parsed and checked with
  * GnuTLS, ready to hand to a TLS handshake. */
-#include "tlspair.h"
+#include "server/tlspair.h"
 
 #include <errno.h>
 #include <fcntl.h>

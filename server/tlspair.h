@@ -10,7 +10,7 @@
 #include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
 
-#include "error.h"
+#include "base/error.h"
 
 struct tlspair;
 

@@ -1,6 +1,6 @@
 /* The watchdog agent's loop: scan /proc for opted-in processes, sample each
  * pod once per period, apply the hang rule, and report or restart. */
-#include "agent.h"
+#include "watchdog/agent.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -21,12 +21,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cgroup.h"
-#include "event.h"
-#include "nvml.h"
-#include "procfs.h"
-#include "rule.h"
-#include "wdspec.h"
+#include "watchdog/cgroup.h"
+#include "watchdog/event.h"
+#include "watchdog/nvml.h"
+#include "watchdog/procfs.h"
+#include "watchdog/rule.h"
+#include "watchdog/wdspec.h"
 
 #define ENVIRON_MAX (256 * 1024)
 #define MAX_SOCKETS 4096

@@ -1,6 +1,6 @@
 /* /proc/PID/cgroup -> pod UID and container ID, for every path shape the
  * kubelet's cgroup drivers and the container runtimes produce. */
-#include "cgroup.h"
+#include "watchdog/cgroup.h"
 
 #include <stdbool.h>
 #include <string.h>

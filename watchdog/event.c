@@ -1,5 +1,5 @@
 /* One Kubernetes Event POST per hang, with libcurl. */
-#include "event.h"
+#include "watchdog/event.h"
 
 #include <curl/curl.h>
 #include <errno.h>

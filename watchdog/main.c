@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
-#include "event.h"
-#include "wdspec.h"
+#include "watchdog/agent.h"
+#include "watchdog/event.h"
+#include "watchdog/wdspec.h"
 
 static void
 usage(FILE *f)

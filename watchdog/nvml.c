@@ -1,7 +1,7 @@
 /* The few NVML entry points the watchdog needs, declared from NVML's public
  * API reference (docs.nvidia.com/deploy/nvml-api) rather than its header,
  * which Debian main does not ship. */
-#include "nvml.h"
+#include "watchdog/nvml.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* /proc readers for the watchdog: stat, environ, status, fd, net/tcp. */
-#include "procfs.h"
+#include "watchdog/procfs.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* The hang rule: every GPU of the pod at 0 % for N consecutive periods,
  * while its processes still burn CPU and its sockets are stuck. */
-#include "rule.h"
+#include "watchdog/rule.h"
 
 const char *
 wd_verdict_name(enum wd_verdict v)

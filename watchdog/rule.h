@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wdspec.h"
+#include "watchdog/wdspec.h"
 
 /* What one period showed for one pod. */
 struct wd_period {

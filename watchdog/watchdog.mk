@@ -22,7 +22,7 @@ all: watchdog
 watchdog: $(BUILD)/ncclguard-watchdog $(WD_TESTBINS)
 
 $(BUILD)/ncclguard-watchdog: $(WD_OBJS) $(BUILD)/obj/watchdog/wdspec.o \
-		$(BUILD)/obj/policy/error.o
+		$(BUILD)/obj/base/error.o
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(WD_LIBS)
 
 # The unit tests of the agent's modules link their objects directly.

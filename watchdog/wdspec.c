@@ -1,6 +1,6 @@
 /* NCCLGUARD_WATCHDOG: defaults, parser and writer shared by the webhook and
  * the watchdog agent. */
-#include "wdspec.h"
+#include "watchdog/wdspec.h"
 
 #include <errno.h>
 #include <signal.h>

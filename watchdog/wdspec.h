@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "base/error.h"
 
 /* The variable's name. */
 #define WD_ENV_NAME "NCCLGUARD_WATCHDOG"

@@ -11,8 +11,8 @@ DEB_PKGS += valgrind jq
 FUZZ_ALL := quantity policy review yaml pem wdspec
 fuzz_needs_quantity := policy/quantity.c
 fuzz_needs_policy := policy/policy.c
-fuzz_needs_review := server/review.c
-fuzz_needs_yaml := server/yamljson.c server/workload.c
+fuzz_needs_review := admission/review.c
+fuzz_needs_yaml := cli/yamljson.c cli/workload.c
 fuzz_needs_pem := server/tlspair.c
 fuzz_needs_wdspec := watchdog/wdspec.c
 FUZZ_TARGETS := $(foreach t,$(FUZZ_ALL),$(if $(filter-out \
@@ -96,7 +96,7 @@ endif
 # build-valgrind/vg/<pid>.log; any error or definite/indirect leak fails.
 # The wrapper turns the per-request JSON arena off (NCCLGUARD_JSON_ARENA=0)
 # so that memcheck sees every jansson value; make asan keeps the arena on,
-# with ASan poisoning (server/jsonmem.c), so the production allocator runs
+# with ASan poisoning (admission/jsonmem.c), so the production allocator runs
 # under a memory checker too.
 VG_BUILD := build-valgrind
 VG := valgrind --tool=memcheck --leak-check=full \

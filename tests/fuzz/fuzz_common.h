@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 /*
  * Loads the policy the targets mutate with: $NCCLGUARD_FUZZ_POLICY, else

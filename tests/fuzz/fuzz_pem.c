@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tlspair.h"
+#include "server/tlspair.h"
 
 /* A fixed clock so that a seed's validity never changes under the test:
  * 2026-12-29T00:00:00Z. */

@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 static json_t *labels, *annotations;
 

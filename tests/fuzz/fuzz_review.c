@@ -9,8 +9,8 @@
 #include <jansson.h>
 
 #include "fuzz_common.h"
-#include "patch.h"
-#include "review.h"
+#include "admission/patch.h"
+#include "admission/review.h"
 
 static struct policy *pol;
 static const struct mutate_options opts = {.own_namespace = "ncclguard"};

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wdspec.h"
+#include "watchdog/wdspec.h"
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -10,8 +10,8 @@
 #include <jansson.h>
 
 #include "fuzz_common.h"
-#include "workload.h"
-#include "yamljson.h"
+#include "cli/workload.h"
+#include "cli/yamljson.h"
 
 static struct policy *pol;
 static const struct mutate_options opts = {.own_namespace = "ncclguard"};

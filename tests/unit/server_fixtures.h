@@ -11,9 +11,9 @@
 #include <jansson.h>
 
 #include "harness.h"
-#include "mutate.h"
-#include "patch.h"
-#include "policy.h"
+#include "admission/mutate.h"
+#include "admission/patch.h"
+#include "policy/policy.h"
 
 #define POLICY_HEAD "apiVersion: ncclguard.io/v1alpha1\nkind: Policy\n"
 

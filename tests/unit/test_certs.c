@@ -1,5 +1,5 @@
 /* Unit tests for certs/: name checks, create, inspect, caBundle, webhook. */
-#include "certs.h"
+#include "certs/certs.h"
 
 #include <stdlib.h>
 #include <string.h>

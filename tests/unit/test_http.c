@@ -1,5 +1,5 @@
 /* Unit tests for server/http: the body budget and the listen address. */
-#include "http.h"
+#include "server/http.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

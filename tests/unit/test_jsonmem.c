@@ -1,5 +1,5 @@
-/* Unit tests for the per-request jansson arena (server/jsonmem.c). */
-#include "jsonmem.h"
+/* Unit tests for the per-request jansson arena (admission/jsonmem.c). */
+#include "admission/jsonmem.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* Unit tests for server/log: one JSON object per line, levels, fields. */
-#include "log.h"
+#include "server/log.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
 #include <jansson.h>
 
 #include "harness.h"
-#include "match.h"
+#include "policy/match.h"
 
 static char *ns_team[] = {"team-*", "ai-serving"};
 static char *ns_star[] = {"*"};

@@ -1,5 +1,5 @@
 /* Unit tests for server/metrics: counters, histogram, exposition text. */
-#include "metrics.h"
+#include "server/metrics.h"
 
 #include <stdlib.h>
 #include <string.h>

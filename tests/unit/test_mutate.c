@@ -1,5 +1,5 @@
-/* Unit tests for server/mutate.c: the mutation of one pod. */
-#include "mutate.h"
+/* Unit tests for admission/mutate.c: the mutation of one pod. */
+#include "admission/mutate.h"
 
 #include <inttypes.h>
 
@@ -8,8 +8,8 @@
 #include "../../ringcheck/opts.h"
 #include "harness.h"
 #include "server_fixtures.h"
-#include "workload.h"
-#include "yamljson.h"
+#include "cli/workload.h"
+#include "cli/yamljson.h"
 
 static struct policy *pol_default;
 

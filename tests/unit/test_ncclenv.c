@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "ncclenv.h"
+#include "policy/ncclenv.h"
 
 struct env_case {
     const char *name;

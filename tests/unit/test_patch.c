@@ -1,5 +1,5 @@
-/* Unit tests for server/patch.c: RFC 6901 pointers, RFC 6902 operations. */
-#include "patch.h"
+/* Unit tests for admission/patch.c: RFC 6901 pointers, RFC 6902 operations. */
+#include "admission/patch.h"
 
 #include "harness.h"
 #include "server_fixtures.h"

@@ -1,7 +1,7 @@
-/* Unit tests for patch_check (server/patch.c): the copy-on-write
+/* Unit tests for patch_check (admission/patch.c): the copy-on-write
  * check must agree with patch_apply on a deep copy, and must leave both
  * the document and the patch exactly as they were. */
-#include "patch.h"
+#include "admission/patch.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "policy.h"
+#include "policy/policy.h"
 
 #define HEAD "apiVersion: ncclguard.io/v1alpha1\nkind: Policy\n"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "quantity.h"
+#include "policy/quantity.h"
 
 struct ok_case {
     const char *in;

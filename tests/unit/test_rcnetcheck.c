@@ -1,7 +1,7 @@
 /* Unit tests of ringcheck/netcheck.c: NCCL_SOCKET_IFNAME and NCCL_IB_HCA
  * in NCCL's list syntax (prefix, '=' exact, '^' exclude, ':port'). */
 #include "harness.h"
-#include "netcheck.h"
+#include "ringcheck/netcheck.h"
 
 #include <stdlib.h>
 #include <string.h>

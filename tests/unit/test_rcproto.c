@@ -1,7 +1,7 @@
 /* Unit tests of ringcheck/proto.c: every message encodes and parses back,
  * and malformed lines are refused. */
 #include "harness.h"
-#include "proto.h"
+#include "ringcheck/proto.h"
 
 #include <string.h>
 

@@ -1,6 +1,6 @@
 /* Unit tests for server/reload: snapshots swap, old ones stay valid while
  * referenced, broken files are refused and the last good one kept. */
-#include "reload.h"
+#include "server/reload.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,8 +12,8 @@
 #include <gnutls/x509.h>
 
 #include "harness.h"
-#include "log.h"
-#include "metrics.h"
+#include "server/log.h"
+#include "server/metrics.h"
 
 static char dir[] = "/tmp/ncclguard-reload-XXXXXX";
 static char policy_path[256], cert_path[256], key_path[256];

@@ -1,5 +1,5 @@
-/* Unit tests for server/review.c: AdmissionReview decode and encode. */
-#include "review.h"
+/* Unit tests for admission/review.c: AdmissionReview decode and encode. */
+#include "admission/review.h"
 
 #include "harness.h"
 #include "server_fixtures.h"

@@ -1,5 +1,5 @@
 /* Unit tests for server/tlspair: parsing, key match, validity, bounds. */
-#include "tlspair.h"
+#include "server/tlspair.h"
 
 #include <stdlib.h>
 #include <string.h>

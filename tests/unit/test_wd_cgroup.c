@@ -3,7 +3,7 @@
  * and Docker produce under cgroup v1 and v2. */
 #include <string.h>
 
-#include "cgroup.h"
+#include "watchdog/cgroup.h"
 #include "harness.h"
 
 #define CID "0f3c5a8e9d2b4c6a8e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d"

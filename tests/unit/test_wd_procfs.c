@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "procfs.h"
+#include "watchdog/procfs.h"
 
 static void
 test_stat(void)

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "rule.h"
+#include "watchdog/rule.h"
 
 struct judge_case {
     const char *name;

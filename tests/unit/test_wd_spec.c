@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "wdspec.h"
+#include "watchdog/wdspec.h"
 
 struct ok_case {
     const char *in;

@@ -1,5 +1,5 @@
-/* Unit tests for server/workload.c: pod templates inside workloads. */
-#include "workload.h"
+/* Unit tests for cli/workload.c: pod templates inside workloads. */
+#include "cli/workload.h"
 
 #include "harness.h"
 #include "server_fixtures.h"

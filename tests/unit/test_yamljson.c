@@ -1,5 +1,5 @@
-/* Unit tests for server/yamljson.c: YAML streams to JSON and back. */
-#include "yamljson.h"
+/* Unit tests for cli/yamljson.c: YAML streams to JSON and back. */
+#include "cli/yamljson.h"
 
 #include <stdlib.h>
 

@@ -1,5 +1,5 @@
 /* Error reports shared by every module. */
-#include "error.h"
+#include "base/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* The mutation of one pod: GPU count, profile envFrom, /dev/shm, IPC,
  * extra env, ring-check init container, recorded as a checked patch. */
-#include "mutate.h"
+#include "admission/mutate.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -13,10 +13,10 @@
 #include <strings.h>
 
 #include "../ringcheck/limits.h"
-#include "jobmember.h"
-#include "patch.h"
-#include "quantity.h"
-#include "wdspec.h"
+#include "admission/jobmember.h"
+#include "admission/patch.h"
+#include "policy/quantity.h"
+#include "watchdog/wdspec.h"
 
 /* Bounds on what one pod may hold before we give up on it (no patch). */
 #define MUTATE_MAX_CONTAINERS 128

@@ -1,6 +1,6 @@
 /* ncclguard mutate: the dry run. Reads manifests, mutates every pod
  * (template) on the server's code path, writes the result. */
-#include "cmd.h"
+#include "cli/cmd.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -10,11 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "mutate.h"
-#include "patch.h"
-#include "policy.h"
-#include "workload.h"
-#include "yamljson.h"
+#include "admission/mutate.h"
+#include "admission/patch.h"
+#include "policy/policy.h"
+#include "cli/workload.h"
+#include "cli/yamljson.h"
 
 /* Largest manifest read, in bytes. */
 #define MUTATE_CMD_MAX_INPUT (32u << 20)

@@ -1,5 +1,5 @@
 /* ncclguard: dispatches to the subcommands. */
-#include "cmd.h"
+#include "cli/cmd.h"
 #include "version.h"
 
 #include <stdio.h>

@@ -1,15 +1,15 @@
 /* ncclguard policy lint | test: the policy authors' command line. */
-#include "cmd.h"
+#include "cli/cmd.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag.h"
-#include "ncclenv.h"
-#include "policy.h"
-#include "policytest.h"
-#include "ytree.h"
+#include "policy/diag.h"
+#include "policy/ncclenv.h"
+#include "policy/policy.h"
+#include "cli/policytest.h"
+#include "policy/ytree.h"
 
 /* ConfigMap profiles are small; this bounds what lint reads. */
 #define PROFILE_MAX_BYTES (1024 * 1024)

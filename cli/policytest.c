@@ -1,6 +1,6 @@
 /* ncclguard policy test: runs policy test files through the server's own
  * mutation path and checks assertions and expected objects. */
-#include "policytest.h"
+#include "cli/policytest.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,13 +16,13 @@
 
 #include <jansson.h>
 
-#include "diag.h"
-#include "mutate.h"
-#include "policy.h"
-#include "quantity.h"
-#include "workload.h"
-#include "yamljson.h"
-#include "ytree.h"
+#include "policy/diag.h"
+#include "admission/mutate.h"
+#include "policy/policy.h"
+#include "policy/quantity.h"
+#include "cli/workload.h"
+#include "cli/yamljson.h"
+#include "policy/ytree.h"
 
 #define TEST_MAX_BYTES (4 * 1024 * 1024)
 #define TEST_MAX_FILES 1000

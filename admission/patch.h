@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "error.h"
+#include "base/error.h"
 
 /* Most operations one patch may hold; patch_apply() refuses longer ones. */
 #define PATCH_MAX_OPS 1024

@@ -1,5 +1,5 @@
 /* A per-thread bump arena for jansson values during one admission. */
-#include "jsonmem.h"
+#include "admission/jsonmem.h"
 
 #include <pthread.h>
 #include <stdbool.h>

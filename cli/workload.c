@@ -1,13 +1,13 @@
 /* Finds the pod templates inside Kubernetes objects and mutates each one
  * exactly as the server would mutate that pod. */
-#include "workload.h"
+#include "cli/workload.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "patch.h"
+#include "admission/patch.h"
 
 /* Bounds on one object: how deep to look and how many pods to mutate. */
 #define WORKLOAD_MAX_DEPTH 48

@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "error.h"
+#include "base/error.h"
 
 /*
  * Parses every document of a YAML (or JSON) stream. Null/empty documents

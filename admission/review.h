@@ -6,8 +6,8 @@
 
 #include <jansson.h>
 
-#include "mutate.h"
-#include "policy.h"
+#include "admission/mutate.h"
+#include "policy/policy.h"
 
 enum review_result {
     REVIEW_PATCHED = 0,

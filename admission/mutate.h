@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 /* Settings that come from the command line, not from the policy. */
 struct mutate_options {

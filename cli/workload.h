@@ -9,8 +9,8 @@
 
 #include <jansson.h>
 
-#include "mutate.h"
-#include "policy.h"
+#include "admission/mutate.h"
+#include "policy/policy.h"
 
 #define WORKLOAD_POINTER_MAX 512
 /* At most this many GPU request paths are reported per object. */

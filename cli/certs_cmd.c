@@ -1,5 +1,5 @@
 /* ncclguard certs create | inspect | webhook-config: the command line. */
-#include "cmd.h"
+#include "cli/cmd.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "certs.h"
-#include "policy.h"
+#include "certs/certs.h"
+#include "policy/policy.h"
 
 /* Exit statuses: 0 success, 1 a check or an operation failed, 2 usage. */
 #define EXIT_FAIL 1

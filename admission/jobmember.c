@@ -1,6 +1,6 @@
 /* Multi-node job membership: which operator made a pod, and the variables
  * the ring check needs to meet the job's other pods. */
-#include "jobmember.h"
+#include "admission/jobmember.h"
 
 #include <stdbool.h>
 #include <stdio.h>

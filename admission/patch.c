@@ -1,5 +1,5 @@
 /* RFC 6902 JSON Patch: operations, RFC 6901 pointers, local apply. */
-#include "patch.h"
+#include "admission/patch.h"
 
 #include <stdbool.h>
 #include <stdint.h>

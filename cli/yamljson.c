@@ -1,6 +1,6 @@
 /* YAML <-> JSON for the dry run: libyaml events to jansson values with
  * Kubernetes-style scalar typing, and jansson values back to YAML. */
-#include "yamljson.h"
+#include "cli/yamljson.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -13,7 +13,7 @@
 
 #include <yaml.h>
 
-#include "diag.h"
+#include "policy/diag.h"
 
 /* Bounds on one input stream. Aliases are expanded into copies, so the
  * node bound also stops "billion laughs" inputs. */

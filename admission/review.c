@@ -1,6 +1,6 @@
 /* AdmissionReview (admission.k8s.io/v1 and v1beta1): decode one request,
  * run the mutation for Pod CREATE, encode the response. */
-#include "review.h"
+#include "admission/review.h"
 
 #include <limits.h>
 #include <stdbool.h>
@@ -10,7 +10,7 @@
 
 #include <openssl/evp.h>
 
-#include "jsonmem.h"
+#include "admission/jsonmem.h"
 
 static const char *const result_names[REVIEW_RESULT_COUNT] = {
     [REVIEW_PATCHED] = "patched",         [REVIEW_UNCHANGED] = "unchanged",

@@ -1,0 +1,3 @@
+# base/: what every folder shares: the error type, buffers, files, JSON
+# pointers, warning text.
+LIB_SRCS += base/error.c
