@@ -1,0 +1,215 @@
+/* A growable byte buffer with a fixed cap (see buf.h). */
+#include "base/buf.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void
+buf_init(struct buf *b, size_t max)
+{
+    b->p = NULL;
+    b->len = 0;
+    b->cap = 0;
+    b->max = max;
+}
+
+void
+buf_release(struct buf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = 0;
+    b->cap = 0;
+}
+
+void
+buf_reset(struct buf *b)
+{
+    b->len = 0;
+    if (b->p)
+        b->p[0] = '\0';
+}
+
+char *
+buf_take(struct buf *b, size_t *len)
+{
+    char *p = b->p;
+
+    if (!p)
+        p = calloc(1, 1);
+    if (p && len)
+        *len = b->len;
+    b->p = NULL;
+    b->len = 0;
+    b->cap = 0;
+    return p;
+}
+
+int
+buf_reserve(struct buf *b, size_t more)
+{
+    size_t need, cap;
+    char *np;
+
+    if (more > b->max || b->len > b->max - more)
+        return -1;
+    need = b->len + more + 1; /* the trailing NUL */
+    if (need <= b->cap)
+        return 0;
+    cap = b->cap ? b->cap : 256;
+    while (cap < need)
+        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    if (cap > b->max + 1)
+        cap = b->max + 1;
+    np = realloc(b->p, cap);
+    if (!np)
+        return -1;
+    b->p = np;
+    b->cap = cap;
+    return 0;
+}
+
+int
+buf_add(struct buf *b, const void *s, size_t n)
+{
+    if (buf_reserve(b, n) != 0)
+        return -1;
+    if (n)
+        memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return 0;
+}
+
+int
+buf_adds(struct buf *b, const char *s)
+{
+    return buf_add(b, s, strlen(s));
+}
+
+int
+buf_addc(struct buf *b, char c)
+{
+    return buf_add(b, &c, 1);
+}
+
+int
+buf_addf(struct buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    char small[256];
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -1;
+    if ((size_t)n < sizeof small)
+        return buf_add(b, small, (size_t)n);
+    if (buf_reserve(b, (size_t)n) != 0)
+        return -1;
+    va_start(ap, fmt);
+    n = vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->p[b->len] = '\0';
+        return -1;
+    }
+    b->len += (size_t)n;
+    return 0;
+}
+
+int
+buf_add_json_chars(struct buf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t i, run = 0;
+
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[6];
+        size_t elen = 2;
+
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        if (buf_add(b, s + run, i - run) != 0)
+            return -1;
+        run = i + 1;
+        esc[0] = '\\';
+        switch (c) {
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        default:
+            esc[1] = 'u';
+            esc[2] = '0';
+            esc[3] = '0';
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            elen = 6;
+        }
+        if (buf_add(b, esc, elen) != 0)
+            return -1;
+    }
+    return buf_add(b, s + run, n - run);
+}
+
+int
+buf_add_json_str(struct buf *b, const char *s, size_t n)
+{
+    size_t mark = b->len;
+
+    if (buf_addc(b, '"') != 0 || buf_add_json_chars(b, s, n) != 0 ||
+        buf_addc(b, '"') != 0) {
+        b->len = mark;
+        if (b->p)
+            b->p[mark] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+int
+buf_add_base64(struct buf *b, const void *s, size_t n)
+{
+    static const char tab[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *in = s;
+    size_t out, i;
+    char *o;
+
+    if (n > (SIZE_MAX / 4) * 3 - 2)
+        return -1;
+    out = (n + 2) / 3 * 4;
+    if (buf_reserve(b, out) != 0)
+        return -1;
+    o = b->p + b->len;
+    for (i = 0; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 |
+                     in[i + 2];
+        *o++ = tab[v >> 18];
+        *o++ = tab[(v >> 12) & 63];
+        *o++ = tab[(v >> 6) & 63];
+        *o++ = tab[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        if (i + 1 < n)
+            v |= (uint32_t)in[i + 1] << 8;
+        *o++ = tab[v >> 18];
+        *o++ = tab[(v >> 12) & 63];
+        *o++ = i + 1 < n ? tab[(v >> 6) & 63] : '=';
+        *o++ = '=';
+    }
+    b->len += out;
+    b->p[b->len] = '\0';
+    return 0;
+}

@@ -1,0 +1,76 @@
+/* A growable byte buffer whose size cap is fixed when it is set up. */
+#ifndef NCCLGUARD_BUF_H
+#define NCCLGUARD_BUF_H
+
+#include <stddef.h>
+
+/*
+ * Text or bytes built up piece by piece (the response to a review, a
+ * metrics page, a log line). The cap is fixed at buf_init() and never
+ * exceeded: an append that would pass it fails and leaves the buffer as it
+ * was, so a caller cannot be made to build an unbounded answer. The bytes
+ * are always followed by a NUL that len does not count, so p can be used as
+ * a C string when no NUL was appended.
+ *
+ * Not thread-safe: one buffer belongs to one thread at a time.
+ */
+struct buf {
+    char *p;    /* NULL until the first append */
+    size_t len; /* bytes used, not counting the trailing NUL */
+    size_t cap; /* bytes allocated */
+    size_t max; /* the most len may become (fixed by buf_init) */
+};
+
+/* Sets up an empty buffer that may grow to max bytes. Allocates nothing. */
+void buf_init(struct buf *b, size_t max);
+
+/* Frees what the buffer holds and leaves it empty (the cap stays). Safe on
+ * a zeroed or released buffer. */
+void buf_release(struct buf *b);
+
+/* Forgets the contents but keeps the memory, for reuse. */
+void buf_reset(struct buf *b);
+
+/*
+ * Hands the bytes over to the caller, who frees them with free(); *len
+ * (when not NULL) gets their length. The buffer is left empty. Returns a
+ * freshly allocated "" when nothing was appended, NULL only when that
+ * allocation fails.
+ */
+char *buf_take(struct buf *b, size_t *len) __attribute__((warn_unused_result));
+
+/* Makes room for at least more bytes after len. Returns 0, or -1 when the
+ * cap would be passed or memory ran out (the buffer is unchanged). */
+int buf_reserve(struct buf *b, size_t more) __attribute__((warn_unused_result));
+
+/* Appends n bytes. Returns 0, or -1 as buf_reserve (nothing appended). */
+int buf_add(struct buf *b, const void *s, size_t n)
+    __attribute__((warn_unused_result));
+
+/* Appends a NUL-terminated string. Returns as buf_add. */
+int buf_adds(struct buf *b, const char *s) __attribute__((warn_unused_result));
+
+/* Appends one byte. Returns as buf_add. */
+int buf_addc(struct buf *b, char c) __attribute__((warn_unused_result));
+
+/* Appends printf-style text. Returns 0, or -1 (nothing appended) when the
+ * cap would be passed, memory ran out or the format failed. */
+int buf_addf(struct buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), warn_unused_result));
+
+/* Appends s (n bytes) as the inside of a JSON string: quotes, backslashes
+ * and control characters escaped, other bytes copied (the caller vouches
+ * that s is UTF-8). Returns as buf_add. */
+int buf_add_json_chars(struct buf *b, const char *s, size_t n)
+    __attribute__((warn_unused_result));
+
+/* Appends s (n bytes) as a quoted JSON string. Returns as buf_add. */
+int buf_add_json_str(struct buf *b, const char *s, size_t n)
+    __attribute__((warn_unused_result));
+
+/* Appends the standard base64 (RFC 4648, with padding) of n bytes. Returns
+ * as buf_add. */
+int buf_add_base64(struct buf *b, const void *s, size_t n)
+    __attribute__((warn_unused_result));
+
+#endif
