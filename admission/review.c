@@ -34,8 +34,11 @@ review_outcome_release(struct review_outcome *out)
         return;
     free(out->body);
     json_decref(out->log);
+    free(out->patch);
+    mutate_result_release(&out->mutation);
     out->body = NULL;
     out->log = NULL;
+    out->patch = NULL;
 }
 
 /* ---- the response, written directly ---------------------------------- */
@@ -135,10 +138,17 @@ response_encode(struct review_outcome *out, const char *api, const json_t *uid,
         char *text = json_dumps(m->patch, JSON_COMPACT);
 
         BUF_LIT(&b, ",\"patchType\":\"JSONPatch\",\"patch\":\"");
-        if (text == NULL)
+        if (text == NULL) {
             b.failed = true;
-        else
-            buf_put_base64(&b, (const unsigned char *)text, strlen(text));
+        } else {
+            out->patch_len = strlen(text);
+            out->patch = malloc(out->patch_len + 1);
+            if (out->patch == NULL)
+                b.failed = true;
+            else
+                memcpy(out->patch, text, out->patch_len + 1);
+            buf_put_base64(&b, (const unsigned char *)text, out->patch_len);
+        }
         BUF_LIT(&b, "\"");
         jsonmem_free(text);
     }
@@ -353,6 +363,10 @@ review_handle(const char *body, size_t len, const struct policy *pol,
     out->content_type = "application/json";
     rc = 0;
 done:
+    if (rc == 0) {
+        out->mutation = mres; /* the outcome owns it now */
+        memset(&mres, 0, sizeof(mres));
+    }
     if (rc != 0)
         review_outcome_release(out);
     mutate_result_release(&mres);

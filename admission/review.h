@@ -32,6 +32,15 @@ struct review_outcome {
     json_t *log;              /* owned: fields for the admission log line */
     size_t patch_ops;
     size_t warnings;
+    /* The JSON Patch exactly as the response carries it before base64,
+     * NUL-terminated, malloc'd; NULL when the response has no patch. The
+     * dry run prints these bytes, so serve and mutate cannot differ. */
+    char *patch;
+    size_t patch_len;
+    /* The plan's full result (status, warnings, rule, ring check) for the
+     * dry run and the policy tests; zeroed when the review never reached
+     * the plan (a bad or ignored request). */
+    struct mutate_result mutation;
 };
 
 /*
