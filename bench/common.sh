@@ -46,10 +46,14 @@ http_get() {
         -o /dev/null -w '%{http_code}' "https://127.0.0.1:$port$1" 2>/dev/null
 }
 
+# Waits until GET $1 (default /readyz) answers $2 (default 200; "any" takes
+# any HTTP status, for a server without a readiness path).
 wait_ready() {
-    local path=${1:-/readyz} i
+    local path=${1:-/readyz} want=${2:-200} i code
     for i in $(seq 1 200); do
-        [ "$(http_get "$path")" = 200 ] && return 0
+        code=$(http_get "$path")
+        [ "$code" = "$want" ] && return 0
+        [ "$want" = any ] && [ -n "$code" ] && [ "$code" != 000 ] && return 0
         kill -0 "$server_pid" 2>/dev/null || return 1
         sleep 0.05
     done
@@ -110,6 +114,19 @@ EOC
     server_pid=$!
     wait_ready || { echo "bench: nginx did not start:" >&2
         cat "$work/nginx/error.log" >&2; return 1; }
+}
+
+# Starts the Go standard-library peer ($PEER_GO_BIN, built from
+# ../shared/bench/peer-go) on the server CPU with one Go thread, same
+# certificate. It has no /readyz, so any answer on /mutate means it is up.
+start_peer_go() {
+    port=$(free_port)
+    GOMAXPROCS=1 $PIN_SERVER "$PEER_GO_BIN" -addr "127.0.0.1:$port" \
+        -cert "${CERT:-$work/tls/tls.crt}" -key "${KEY:-$work/tls/tls.key}" \
+        >"$work/peer-go.log" 2>&1 &
+    server_pid=$!
+    wait_ready /mutate any || { echo "bench: the Go peer did not start:" >&2
+        tail -5 "$work/peer-go.log" >&2; return 1; }
 }
 
 stop_server() {
