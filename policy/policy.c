@@ -16,6 +16,7 @@
 
 #include "../ringcheck/limits.h"
 #include "../ringcheck/multinode_env.h"
+#include "base/file.h"
 #include "policy/match.h"
 #include "policy/ncclenv.h"
 #include "policy/quantity.h"
@@ -1841,68 +1842,6 @@ policy_load(const char *buf, size_t len, const char *name,
     return p;
 }
 
-int
-policy_read_file(const char *path, size_t max, char **buf_out,
-                 size_t *len_out, struct ng_error *err)
-{
-    FILE *f;
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-
-    f = fopen(path, "rb");
-    if (f == NULL) {
-        ng_error_set(err, 0, 0, "cannot open %s: %s", path, strerror(errno));
-        return -1;
-    }
-    for (;;) {
-        size_t got;
-
-        if (len == cap) {
-            char *nb;
-
-            if (cap > max) {
-                ng_error_set(err, 0, 0, "%s is larger than %zu bytes", path,
-                             max);
-                goto fail;
-            }
-            cap = cap ? cap * 2 : 16384;
-            nb = realloc(buf, cap + 1);
-            if (nb == NULL) {
-                ng_error_set(err, 0, 0, "out of memory reading %s", path);
-                goto fail;
-            }
-            buf = nb;
-        }
-        got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) {
-                ng_error_set(err, 0, 0, "cannot read %s: %s", path,
-                             strerror(errno));
-                goto fail;
-            }
-            break;
-        }
-    }
-    if (len > max) {
-        ng_error_set(err, 0, 0, "%s is larger than %zu bytes", path, max);
-        goto fail;
-    }
-    if (buf == NULL && (buf = malloc(1)) == NULL) {
-        ng_error_set(err, 0, 0, "out of memory reading %s", path);
-        goto fail;
-    }
-    buf[len] = '\0';
-    fclose(f);
-    *buf_out = buf;
-    *len_out = len;
-    return 0;
-fail:
-    free(buf);
-    fclose(f);
-    return -1;
-}
-
 struct policy *
 policy_load_file(const char *path, struct ng_error *err)
 {
@@ -1910,7 +1849,8 @@ policy_load_file(const char *path, struct ng_error *err)
     size_t len;
     struct policy *p;
 
-    if (policy_read_file(path, POLICY_MAX_BYTES, &buf, &len, err) != 0)
+    buf = file_read(path, POLICY_MAX_BYTES, &len, err);
+    if (buf == NULL)
         return NULL;
     p = policy_load(buf, len, path, err);
     free(buf);
