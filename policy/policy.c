@@ -17,6 +17,7 @@
 #include "../ringcheck/limits.h"
 #include "../ringcheck/multinode_env.h"
 #include "base/file.h"
+#include "base/text.h"
 #include "policy/match.h"
 #include "policy/ncclenv.h"
 #include "policy/quantity.h"
@@ -1993,7 +1994,8 @@ policy_rule_name(const struct policy *p, size_t i)
 
 /* ---- decisions ----------------------------------------------------- */
 
-/* Adds a warning, cut to 120 characters as the admission API wants. */
+/* Adds a warning, cut on a UTF-8 boundary to the TEXT_WARNING_MAX bytes
+ * the admission API shows whole. */
 static void
 decision_warn(struct decision *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -2001,17 +2003,17 @@ decision_warn(struct decision *out, const char *fmt, ...)
 static void
 decision_warn(struct decision *out, const char *fmt, ...)
 {
-    char *w;
     va_list ap;
+
+    _Static_assert(sizeof(out->warnings[0]) > TEXT_WARNING_MAX,
+                   "a decision's warning holds TEXT_WARNING_MAX bytes");
 
     if (out->n_warnings >= POLICY_MAX_WARNINGS)
         return;
-    w = out->warnings[out->n_warnings++];
     va_start(ap, fmt);
-    vsnprintf(w, sizeof(out->warnings[0]), fmt, ap);
+    text_vformat(out->warnings[out->n_warnings++], TEXT_WARNING_MAX + 1, NULL,
+                 fmt, ap);
     va_end(ap);
-    if (strlen(w) > 120)
-        memcpy(w + 117, "...", 4);
 }
 
 /* A user-supplied value made safe and short for a warning. */
