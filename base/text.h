@@ -31,6 +31,13 @@ size_t text_format(char *buf, size_t n, const char *prefix, const char *fmt,
                    ...) __attribute__((format(printf, 4, 5)));
 
 /*
+ * The length of the longest prefix of s (len bytes, no NUL needed) that
+ * has at most max bytes and does not split a UTF-8 character: len when
+ * len <= max, else max backed up to the start of a character. Thread-safe.
+ */
+size_t text_utf8_prefix(const char *s, size_t len, size_t max);
+
+/*
  * Cuts the NUL-terminated s to at most max bytes, backing up to the start
  * of a UTF-8 character so that none is split. Returns the new length.
  * Thread-safe.

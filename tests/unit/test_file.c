@@ -99,40 +99,46 @@ test_content_and_errors(void)
     CHECK_STR(e.msg, want);
 }
 
+/* Opens a pipe whose write end has had 20 chunks of 1000 bytes written
+ * and is closed; returns its read end, or -1. */
+static int
+pipe_filled(void)
+{
+    char chunk[1000];
+    int fds[2];
+
+    memset(chunk, 'p', sizeof(chunk));
+    if (pipe(fds) != 0)
+        return -1;
+    for (int i = 0; i < 20; i++)
+        CHECK_INT(write(fds[1], chunk, sizeof(chunk)), sizeof(chunk));
+    close(fds[1]);
+    return fds[0];
+}
+
 /* A pipe has no size to go by: the reader grows, and still stops at the
  * cap rather than reading everything the writer offers. */
 static void
 test_pipe(void)
 {
-    int fds[2];
     struct ng_error e;
     size_t len = 0;
-    char *buf, chunk[1000];
+    char *buf;
+    int fd;
 
-    memset(chunk, 'p', sizeof(chunk));
-    if (pipe(fds) != 0) {
-        CHECK(0);
-        return;
-    }
-    for (int i = 0; i < 20; i++)
-        CHECK_INT(write(fds[1], chunk, sizeof(chunk)), sizeof(chunk));
-    close(fds[1]);
-    buf = file_read_fd(fds[0], "<stdin>", 20000, &len, NULL);
+    fd = pipe_filled();
+    CHECK(fd >= 0);
+    buf = file_read_fd(fd, "<stdin>", 20000, &len, NULL);
     CHECK(buf != NULL && len == 20000 && buf[19999] == 'p' && !buf[20000]);
     free(buf);
-    close(fds[0]);
+    close(fd);
 
-    if (pipe(fds) != 0) {
-        CHECK(0);
-        return;
-    }
-    for (int i = 0; i < 20; i++)
-        CHECK_INT(write(fds[1], chunk, sizeof(chunk)), sizeof(chunk));
-    close(fds[1]);
+    fd = pipe_filled();
+    CHECK(fd >= 0);
     ng_error_clear(&e);
-    CHECK(file_read_fd(fds[0], "<stdin>", 19999, &len, &e) == NULL);
+    CHECK(file_read_fd(fd, "<stdin>", 19999, &len, &e) == NULL);
     CHECK_STR(e.msg, "<stdin> is larger than 19999 bytes");
-    close(fds[0]);
+    close(fd);
 }
 
 int

@@ -142,6 +142,26 @@ test_utf8_cut(void)
     }
 }
 
+/* A prefix of bytes with no NUL after them (a JSON string's length). */
+static void
+test_utf8_prefix(void)
+{
+    static const char s[] = "ab" E2 EURO "z"; /* a b é € z: 8 bytes */
+    static const struct {
+        size_t len, max, want;
+    } cases[] = {
+        {8, 8, 8}, {8, 9, 8}, {8, 7, 7}, {8, 6, 4}, {8, 5, 4}, {8, 4, 4},
+        {8, 3, 2}, {8, 2, 2}, {8, 0, 0}, {3, 2, 2}, {3, 3, 3}, /* len <= max:
+                                                                  kept whole,
+                                                                  even half a
+                                                                  character */
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        CHECK_INT(text_utf8_prefix(s, cases[i].len, cases[i].max),
+                  cases[i].want);
+}
+
 int
 main(void)
 {
@@ -149,5 +169,6 @@ main(void)
     test_warning();
     test_fix();
     test_utf8_cut();
+    test_utf8_prefix();
     return harness_finish();
 }
