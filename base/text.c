@@ -7,17 +7,24 @@
 #include <string.h>
 
 size_t
-text_utf8_cut(char *s, size_t max)
+text_utf8_prefix(const char *s, size_t len, size_t max)
 {
-    size_t n = strlen(s);
+    size_t n = max;
 
-    if (n <= max)
-        return n;
-    n = max;
+    if (len <= max)
+        return len;
     /* s[n] is the first byte dropped: while it continues a character, that
      * character started earlier and goes too. */
     while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
         n--;
+    return n;
+}
+
+size_t
+text_utf8_cut(char *s, size_t max)
+{
+    size_t n = text_utf8_prefix(s, strlen(s), max);
+
     s[n] = '\0';
     return n;
 }
