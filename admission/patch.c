@@ -2,7 +2,6 @@
 #include "admission/patch.h"
 
 #include <stdbool.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
