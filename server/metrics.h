@@ -70,9 +70,9 @@ struct metrics_gauges {
 /*
  * Writes the Prometheus text exposition (version 0.0.4) into a new buffer
  * and returns it (free with free()), its length in *len. Returns NULL on
- * allocation failure, or when the page would pass METRICS_PAGE_MAX. The counters are read one by one, so a scrape during
- * traffic may see a request in one counter and not yet in another.
- * Thread-safe.
+ * allocation failure, or when the page would pass METRICS_PAGE_MAX. The
+ * counters are read one by one, so a scrape during traffic may see a request in
+ * one counter and not yet in another. Thread-safe.
  */
 char *metrics_render(const struct metrics_gauges *g, size_t *len)
     __attribute__((warn_unused_result));
