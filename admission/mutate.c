@@ -15,6 +15,7 @@
 #include "../ringcheck/limits.h"
 #include "admission/jobmember.h"
 #include "admission/patch.h"
+#include "base/text.h"
 #include "policy/quantity.h"
 #include "watchdog/wdspec.h"
 
@@ -23,7 +24,6 @@
 #define MUTATE_MAX_RESOURCES 16
 #define MUTATE_MAX_WARNINGS 16
 #define MUTATE_MAX_GPUS_PER_CONTAINER (1 << 20)
-#define WARNING_MAX 120
 
 #define RINGCHECK_NAME "ncclguard-ringcheck"
 #define RINGCHECK_FIRST_ARG "--expect-gpus"
@@ -242,55 +242,6 @@ jlist(json_t *v)
     return a;
 }
 
-/* Cuts s to at most max bytes on a UTF-8 character boundary. */
-static void
-utf8_cut(char *s, size_t max)
-{
-    size_t n = strlen(s);
-
-    if (n <= max)
-        return;
-    n = max;
-    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-        n--;
-    s[n] = '\0';
-}
-
-/* Replaces each byte that does not start a valid UTF-8 sequence with '?':
- * a name cut by a "%.40s" can end in half a character. */
-static void
-utf8_fix(char *s)
-{
-    unsigned char *p = (unsigned char *)s;
-
-    while (*p != '\0') {
-        size_t n = 0;
-        uint32_t cp = 0;
-
-        if (*p < 0x80)
-            n = 1;
-        else if (*p >= 0xC2 && *p <= 0xDF)
-            n = 2, cp = *p & 0x1F;
-        else if (*p >= 0xE0 && *p <= 0xEF)
-            n = 3, cp = *p & 0x0F;
-        else if (*p >= 0xF0 && *p <= 0xF4)
-            n = 4, cp = *p & 0x07;
-        for (size_t i = 1; i < n; i++) {
-            if ((p[i] & 0xC0) != 0x80) {
-                n = 0;
-                break;
-            }
-            cp = cp << 6 | (p[i] & 0x3F);
-        }
-        if (n == 0 || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-            cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-            *p++ = '?';
-            continue;
-        }
-        p += n;
-    }
-}
-
 /* Appends s to the NUL-terminated text in buf (n bytes), truncating. */
 static void
 buf_append(char *buf, size_t n, const char *s)
@@ -301,25 +252,19 @@ buf_append(char *buf, size_t n, const char *s)
         snprintf(buf + len, n - len, "%s", s);
 }
 
-/* Adds a warning "ncclguard: ..." of at most WARNING_MAX bytes. */
+/* Adds a warning "ncclguard: ..." of at most TEXT_WARNING_MAX bytes, cut
+ * on a UTF-8 boundary (base/text.h). */
 static void __attribute__((format(printf, 2, 3)))
 warn(struct mutate_result *res, const char *fmt, ...)
 {
-    char buf[512];
+    char buf[TEXT_WARNING_MAX + 1];
     va_list ap;
-    int k;
 
     if (json_array_size(res->warnings) >= MUTATE_MAX_WARNINGS)
         return;
-    k = snprintf(buf, sizeof(buf), "ncclguard: ");
     va_start(ap, fmt);
-    vsnprintf(buf + k, sizeof(buf) - (size_t)k, fmt, ap);
+    text_vformat(buf, sizeof(buf), "ncclguard: ", fmt, ap);
     va_end(ap);
-    if (strlen(buf) > WARNING_MAX) {
-        utf8_cut(buf, WARNING_MAX - 3);
-        buf_append(buf, sizeof(buf), "...");
-    }
-    utf8_fix(buf);
     json_array_append_new(res->warnings, jstr(buf));
 }
 
@@ -1388,9 +1333,8 @@ rc_note(struct plan *p, const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(p->res->ringcheck, sizeof(p->res->ringcheck), fmt, ap);
+    text_vformat(p->res->ringcheck, sizeof(p->res->ringcheck), NULL, fmt, ap);
     va_end(ap);
-    utf8_fix(p->res->ringcheck);
 }
 
 /*

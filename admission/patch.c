@@ -2,37 +2,15 @@
 #include "admission/patch.h"
 
 #include <stdbool.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/jsonptr.h"
 
 int
 patch_pointer_escape(const char *token, char *buf, size_t n)
 {
-    size_t o = 0;
-
-    if (n == 0)
-        return -1;
-    for (const char *p = token; *p != '\0'; p++) {
-        const char *rep = NULL;
-        char one[2] = {*p, '\0'};
-
-        if (*p == '~')
-            rep = "~0";
-        else if (*p == '/')
-            rep = "~1";
-        else
-            rep = one;
-        for (const char *r = rep; *r != '\0'; r++) {
-            if (o + 1 >= n) {
-                buf[o] = '\0';
-                return -1;
-            }
-            buf[o++] = *r;
-        }
-    }
-    buf[o] = '\0';
-    return 0;
+    return jsonptr_escape(token, buf, n);
 }
 
 int
@@ -63,81 +41,10 @@ fail:
     return -1;
 }
 
-/* Reads the next reference token of pointer p (which starts at a '/')
- * into tok, unescaping ~0 and ~1. Returns a pointer past the token, or
- * NULL on a bad escape or an over-long token. */
-static const char *
-token_next(const char *p, char *tok, size_t n)
-{
-    size_t o = 0;
-
-    p++; /* the '/' */
-    while (*p != '\0' && *p != '/') {
-        char c = *p;
-
-        if (c == '~') {
-            if (p[1] == '0')
-                c = '~';
-            else if (p[1] == '1')
-                c = '/';
-            else
-                return NULL;
-            p++;
-        }
-        if (o + 1 >= n)
-            return NULL;
-        tok[o++] = c;
-        p++;
-    }
-    tok[o] = '\0';
-    return p;
-}
-
-/* Parses an array index token: digits, no leading zero (RFC 6901). */
-static bool
-index_parse(const char *tok, size_t *out)
-{
-    size_t v = 0;
-
-    if (tok[0] == '\0' || (tok[0] == '0' && tok[1] != '\0'))
-        return false;
-    for (const char *p = tok; *p != '\0'; p++) {
-        if (*p < '0' || *p > '9')
-            return false;
-        if (v > (SIZE_MAX - 9) / 10)
-            return false;
-        v = v * 10 + (size_t)(*p - '0');
-    }
-    *out = v;
-    return true;
-}
-
 json_t *
 patch_pointer_get(json_t *doc, const char *pointer)
 {
-    char tok[PATCH_MAX_POINTER];
-    const char *p = pointer;
-    json_t *cur = doc;
-
-    if (p == NULL || (*p != '\0' && *p != '/'))
-        return NULL;
-    while (*p != '\0' && cur != NULL) {
-        p = token_next(p, tok, sizeof(tok));
-        if (p == NULL)
-            return NULL;
-        if (json_is_object(cur)) {
-            cur = json_object_get(cur, tok);
-        } else if (json_is_array(cur)) {
-            size_t i;
-
-            if (!index_parse(tok, &i))
-                return NULL;
-            cur = json_array_get(cur, i);
-        } else {
-            return NULL;
-        }
-    }
-    return cur;
+    return jsonptr_get(doc, pointer);
 }
 
 /*
@@ -205,24 +112,24 @@ child_private(struct applier *ap, json_t *parent, const char *tok, size_t idx,
 static json_t *
 parent_get(struct applier *ap, const char *pointer, char *last, size_t n)
 {
-    char tok[PATCH_MAX_POINTER];
+    char tok[JSONPTR_MAX_TOKEN];
     const char *slash = strrchr(pointer, '/');
-    const char *p = pointer;
+    const char *p = slash;
     json_t *cur = ap->doc;
 
-    if (slash == NULL || token_next(slash, last, n) == NULL)
+    if (slash == NULL || jsonptr_token_next(&p, last, n) < 0)
         return NULL;
+    p = pointer;
     while (p < slash && cur != NULL) {
         json_t *child;
         size_t i = 0;
 
-        p = token_next(p, tok, sizeof(tok));
-        if (p == NULL)
+        if (jsonptr_token_next(&p, tok, sizeof(tok)) < 0)
             return NULL;
         if (json_is_object(cur)) {
             child = json_object_get(cur, tok);
         } else if (json_is_array(cur)) {
-            if (!index_parse(tok, &i))
+            if (jsonptr_index(tok, json_array_size(cur), false, &i) != 0)
                 return NULL;
             child = json_array_get(cur, i);
         } else {
@@ -277,9 +184,7 @@ op_add(struct applier *ap, const char *path, json_t *value, const char **why)
     if (json_is_array(parent)) {
         size_t i;
 
-        if (strcmp(last, "-") == 0) {
-            i = json_array_size(parent);
-        } else if (!index_parse(last, &i) || i > json_array_size(parent)) {
+        if (jsonptr_index(last, json_array_size(parent), true, &i) != 0) {
             *why = "array index out of range";
             goto fail;
         }
@@ -323,7 +228,7 @@ op_remove(struct applier *ap, const char *path, json_t **out, const char **why)
     if (json_is_array(parent)) {
         size_t i;
 
-        if (!index_parse(last, &i) || i >= json_array_size(parent)) {
+        if (jsonptr_index(last, json_array_size(parent), false, &i) != 0) {
             *why = "array index out of range";
             return -1;
         }

@@ -19,7 +19,8 @@
  * Escapes one reference token (an object key) for a JSON pointer: '~'
  * becomes "~0" and '/' becomes "~1". Writes at most n bytes including the
  * NUL. Returns 0, or -1 when the result does not fit (buf then holds a
- * truncated, NUL-terminated prefix). Thread-safe.
+ * truncated, NUL-terminated prefix). Thread-safe. The same as
+ * jsonptr_escape() in base/jsonptr.h.
  */
 int patch_pointer_escape(const char *token, char *buf, size_t n)
     __attribute__((warn_unused_result));
@@ -35,6 +36,8 @@ int patch_append(json_t *patch, const char *op, const char *path, json_t *value)
 /*
  * Resolves a JSON pointer in doc. Returns the node (borrowed), or NULL when
  * the pointer is malformed or names nothing. "" is the whole document.
+ * The same as jsonptr_get() in base/jsonptr.h, which says how pointers
+ * and array indices are read; patch_apply() reads them that way too.
  */
 json_t *patch_pointer_get(json_t *doc, const char *pointer);
 

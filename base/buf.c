@@ -48,22 +48,35 @@ buf_take(struct buf *b, size_t *len)
     return p;
 }
 
+size_t
+buf_reserve_size(const struct buf *b, size_t more)
+{
+    size_t need, cap;
+
+    if (more > b->max || b->len > b->max - more ||
+        b->len + more == SIZE_MAX) /* no room for the NUL */
+        return 0;
+    need = b->len + more + 1; /* the trailing NUL */
+    if (need <= b->cap)
+        return b->cap;
+    cap = b->cap == 0 ? 256 : b->cap > SIZE_MAX / 2 ? need : b->cap * 2;
+    if (cap < need)
+        cap = need;
+    if (b->max < SIZE_MAX && cap > b->max + 1)
+        cap = b->max + 1;
+    return cap;
+}
+
 int
 buf_reserve(struct buf *b, size_t more)
 {
-    size_t need, cap;
+    size_t cap = buf_reserve_size(b, more);
     char *np;
 
-    if (more > b->max || b->len > b->max - more)
+    if (cap == 0)
         return -1;
-    need = b->len + more + 1; /* the trailing NUL */
-    if (need <= b->cap)
+    if (cap <= b->cap)
         return 0;
-    cap = b->cap ? b->cap : 256;
-    while (cap < need)
-        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-    if (cap > b->max + 1)
-        cap = b->max + 1;
     np = realloc(b->p, cap);
     if (!np)
         return -1;
@@ -97,30 +110,42 @@ buf_addc(struct buf *b, char c)
 }
 
 int
-buf_addf(struct buf *b, const char *fmt, ...)
+buf_addvf(struct buf *b, const char *fmt, va_list ap)
 {
-    va_list ap;
+    va_list again;
     char small[256];
     int n;
 
-    va_start(ap, fmt);
-    n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
+    va_copy(again, ap);
+    n = vsnprintf(small, sizeof small, fmt, again);
+    va_end(again);
     if (n < 0)
         return -1;
     if ((size_t)n < sizeof small)
         return buf_add(b, small, (size_t)n);
     if (buf_reserve(b, (size_t)n) != 0)
         return -1;
-    va_start(ap, fmt);
-    n = vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
+    va_copy(again, ap);
+    n = vsnprintf(b->p + b->len, (size_t)n + 1, fmt, again);
+    va_end(again);
     if (n < 0) {
         b->p[b->len] = '\0';
         return -1;
     }
     b->len += (size_t)n;
     return 0;
+}
+
+int
+buf_addf(struct buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, fmt);
+    rc = buf_addvf(b, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 int
@@ -141,13 +166,27 @@ buf_add_json_chars(struct buf *b, const char *s, size_t n)
         run = i + 1;
         esc[0] = '\\';
         switch (c) {
-        case '"': esc[1] = '"'; break;
-        case '\\': esc[1] = '\\'; break;
-        case '\n': esc[1] = 'n'; break;
-        case '\r': esc[1] = 'r'; break;
-        case '\t': esc[1] = 't'; break;
-        case '\b': esc[1] = 'b'; break;
-        case '\f': esc[1] = 'f'; break;
+        case '"':
+            esc[1] = '"';
+            break;
+        case '\\':
+            esc[1] = '\\';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
         default:
             esc[1] = 'u';
             esc[2] = '0';
@@ -193,8 +232,8 @@ buf_add_base64(struct buf *b, const void *s, size_t n)
         return -1;
     o = b->p + b->len;
     for (i = 0; i + 2 < n; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 |
-                     in[i + 2];
+        uint32_t v =
+            (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
         *o++ = tab[v >> 18];
         *o++ = tab[(v >> 12) & 63];
         *o++ = tab[(v >> 6) & 63];

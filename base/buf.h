@@ -2,6 +2,7 @@
 #ifndef NCCLGUARD_BUF_H
 #define NCCLGUARD_BUF_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 /*
@@ -40,8 +41,15 @@ void buf_reset(struct buf *b);
 char *buf_take(struct buf *b, size_t *len) __attribute__((warn_unused_result));
 
 /* Makes room for at least more bytes after len. Returns 0, or -1 when the
- * cap would be passed or memory ran out (the buffer is unchanged). */
+ * cap would be passed or memory ran out (the buffer is unchanged). The
+ * allocation doubles, or grows to just what is asked when doubling is not
+ * enough (so one large reservation is exact), and never passes max + 1. */
 int buf_reserve(struct buf *b, size_t more) __attribute__((warn_unused_result));
+
+/* The allocation, in bytes, that buf_reserve(b, more) would leave: b->cap
+ * when no growth is needed, 0 when the cap forbids it. For a caller that
+ * charges memory to a budget before it is taken. */
+size_t buf_reserve_size(const struct buf *b, size_t more);
 
 /* Appends n bytes. Returns 0, or -1 as buf_reserve (nothing appended). */
 int buf_add(struct buf *b, const void *s, size_t n)
@@ -57,6 +65,11 @@ int buf_addc(struct buf *b, char c) __attribute__((warn_unused_result));
  * cap would be passed, memory ran out or the format failed. */
 int buf_addf(struct buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), warn_unused_result));
+
+/* As buf_addf(), for a caller that has a va_list (which it still owns and
+ * ends; it is not used up). */
+int buf_addvf(struct buf *b, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0), warn_unused_result));
 
 /* Appends s (n bytes) as the inside of a JSON string: quotes, backslashes
  * and control characters escaped, other bytes copied (the caller vouches

@@ -24,6 +24,8 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "base/file.h"
+
 /* Certificates start a little in the past so that a node whose clock lags
  * the one that signed them still accepts them. */
 #define CERTS_BACKDATE_SECONDS (5 * 60)
@@ -101,61 +103,6 @@ is_ip(const char *s)
     unsigned char buf[16];
 
     return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
-}
-
-/*
- * Reads a whole file into a NUL-terminated heap buffer of at most
- * CERTS_MAX_FILE bytes. The caller wipes (if secret) and frees it.
- */
-static char *
-file_read(const char *path, size_t *len_out, struct ng_error *err)
-{
-    FILE *f = NULL;
-    char *buf = NULL;
-    size_t len = 0;
-
-    f = fopen(path, "rb");
-    if (f == NULL) {
-        ng_error_set(err, 0, 0, "cannot open %s: %s", path, strerror(errno));
-        goto fail;
-    }
-    buf = malloc(CERTS_MAX_FILE + 1);
-    if (buf == NULL) {
-        ng_error_set(err, 0, 0, "out of memory reading %s", path);
-        goto fail;
-    }
-    len = fread(buf, 1, CERTS_MAX_FILE + 1, f);
-    if (ferror(f)) {
-        ng_error_set(err, 0, 0, "cannot read %s: %s", path, strerror(errno));
-        goto fail;
-    }
-    if (len > CERTS_MAX_FILE) {
-        ng_error_set(err, 0, 0, "%s is larger than %d bytes", path,
-                     CERTS_MAX_FILE);
-        goto fail;
-    }
-    buf[len] = '\0';
-    fclose(f);
-    *len_out = len;
-    return buf;
-fail:
-    if (buf != NULL) {
-        OPENSSL_cleanse(buf, CERTS_MAX_FILE + 1);
-        free(buf);
-    }
-    if (f != NULL)
-        fclose(f);
-    return NULL;
-}
-
-/* Wipes and frees a buffer from file_read(). */
-static void
-secret_free(char *buf)
-{
-    if (buf == NULL)
-        return;
-    OPENSSL_cleanse(buf, CERTS_MAX_FILE + 1);
-    free(buf);
 }
 
 /*
@@ -549,7 +496,7 @@ ca_load(const char *dir, X509 **cert_out, EVP_PKEY **key_out, char **crt_raw,
         ng_error_set(err, 0, 0, "found %s but not %s", key_path, crt_path);
         return -1;
     }
-    crt = file_read(crt_path, &clen, err);
+    crt = file_read(crt_path, CERTS_MAX_FILE, &clen, err);
     if (crt == NULL)
         goto fail;
     cert = pem_cert_parse(crt, clen);
@@ -560,7 +507,7 @@ ca_load(const char *dir, X509 **cert_out, EVP_PKEY **key_out, char **crt_raw,
                      crt_path);
         goto fail;
     }
-    keybuf = file_read(key_path, &klen, err);
+    keybuf = file_read(key_path, CERTS_MAX_FILE, &klen, err);
     if (keybuf == NULL)
         goto fail;
     bio = BIO_new_mem_buf(keybuf, (int)klen);
@@ -603,7 +550,7 @@ fail:
     X509_free(cert);
     EVP_PKEY_free(key);
     free(crt);
-    secret_free(keybuf);
+    file_free_secret(keybuf, klen);
     return -1;
 }
 
@@ -798,7 +745,7 @@ certs_create(const struct certs_create_opts *o, struct certs_create_result *res,
     EVP_PKEY_free(ca_key);
     EVP_PKEY_free(key);
     free(crt_raw);
-    secret_free(key_raw);
+    file_free_secret(key_raw, key_len);
     return 0;
 fail:
     BIO_free(bio);
@@ -807,7 +754,7 @@ fail:
     EVP_PKEY_free(ca_key);
     EVP_PKEY_free(key);
     free(crt_raw);
-    secret_free(key_raw);
+    file_free_secret(key_raw, key_len);
     return -1;
 }
 
@@ -826,7 +773,7 @@ char *
 certs_ca_bundle_from_file(const char *path, struct ng_error *err)
 {
     size_t len = 0;
-    char *buf = file_read(path, &len, err), *out;
+    char *buf = file_read(path, CERTS_MAX_FILE, &len, err), *out;
     X509 *cert;
 
     if (buf == NULL)
@@ -852,7 +799,7 @@ char *
 certs_ca_bundle_load(const char *path, struct ng_error *err)
 {
     size_t len = 0, start = 0, end, dlen;
-    char *buf = file_read(path, &len, err), *out = NULL;
+    char *buf = file_read(path, CERTS_MAX_FILE, &len, err), *out = NULL;
     unsigned char *decoded = NULL;
     X509 *cert = NULL;
     int n;
@@ -1035,7 +982,7 @@ chain_verify(X509 *cert, const char *ca_path, FILE *out, struct ng_error *err)
         set_ssl_error(err, "out of memory verifying the chain");
         goto out;
     }
-    buf = file_read(ca_path, &len, err);
+    buf = file_read(ca_path, CERTS_MAX_FILE, &len, err);
     if (buf == NULL)
         goto out;
     bio = BIO_new_mem_buf(buf, (int)len);
@@ -1092,7 +1039,7 @@ certs_inspect(const char *path, const char *ca_path, const char *host,
     char *buf;
     X509 *cert;
 
-    buf = file_read(path, &len, err);
+    buf = file_read(path, CERTS_MAX_FILE, &len, err);
     if (buf == NULL)
         return CERTS_BAD_INPUT;
     cert = pem_cert_parse(buf, len);

@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 #include "admission/mutate.h"
-#include "admission/patch.h"
+#include "base/file.h"
+#include "base/jsonptr.h"
 #include "policy/policy.h"
 #include "cli/workload.h"
 #include "cli/yamljson.h"
@@ -125,49 +126,6 @@ args_parse(struct cmd *c, int argc, char **argv)
     c->file = argv[optind];
     c->name = strcmp(c->file, "-") == 0 ? "<stdin>" : c->file;
     return -1;
-}
-
-/* Reads all of f into a malloc'd buffer. Returns NULL with errno set. */
-static char *
-slurp(FILE *f, size_t *len)
-{
-    size_t cap = 65536, n = 0;
-    char *buf = malloc(cap);
-
-    if (buf == NULL)
-        return NULL;
-    for (;;) {
-        size_t got;
-
-        if (n == cap) {
-            char *nb;
-
-            if (cap >= MUTATE_CMD_MAX_INPUT) {
-                free(buf);
-                errno = EFBIG;
-                return NULL;
-            }
-            cap *= 2;
-            nb = realloc(buf, cap);
-            if (nb == NULL) {
-                free(buf);
-                return NULL;
-            }
-            buf = nb;
-        }
-        got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) {
-            if (ferror(f)) {
-                free(buf);
-                errno = EIO;
-                return NULL;
-            }
-            break;
-        }
-    }
-    *len = n;
-    return buf;
 }
 
 static struct policy *
@@ -377,7 +335,7 @@ static json_t *
 review_build(const struct cmd *c, size_t d, const json_t *orig,
              const char *pointer, const json_t *derived, size_t serial)
 {
-    json_t *node = patch_pointer_get((json_t *)orig, pointer);
+    json_t *node = jsonptr_get((json_t *)orig, pointer);
     json_t *pod = NULL, *meta, *req;
     const char *ns;
     char uid[64], name[300];
@@ -456,7 +414,6 @@ cmd_mutate(int argc, char **argv)
 {
     struct cmd c;
     struct policy *pol = NULL;
-    FILE *in = NULL;
     char *buf = NULL;
     size_t len = 0;
     json_t *docs = NULL, *orig = NULL, *dupes = NULL, *out = NULL;
@@ -470,15 +427,14 @@ cmd_mutate(int argc, char **argv)
     a = args_parse(&c, argc, argv);
     if (a >= 0)
         return a;
-    in = strcmp(c.file, "-") == 0 ? stdin : fopen(c.file, "rb");
-    if (in == NULL) {
-        fprintf(stderr, "ncclguard mutate: %s: %s\n", c.name, strerror(errno));
-        return 1;
-    }
-    buf = slurp(in, &len);
+    ng_error_clear(&err);
+    if (strcmp(c.file, "-") == 0)
+        buf = file_read_fd(STDIN_FILENO, c.name, MUTATE_CMD_MAX_INPUT, &len,
+                           &err);
+    else
+        buf = file_read(c.file, MUTATE_CMD_MAX_INPUT, &len, &err);
     if (buf == NULL) {
-        fprintf(stderr, "ncclguard mutate: %s: %s\n", c.name,
-                errno == EFBIG ? "larger than 32 MiB" : strerror(errno));
+        fprintf(stderr, "ncclguard mutate: %s\n", err.msg);
         goto done;
     }
     ng_error_clear(&err);
@@ -585,8 +541,6 @@ write_fail:
     fprintf(stderr, "ncclguard mutate: cannot write output: %s\n",
             strerror(errno));
 done:
-    if (in != NULL && in != stdin)
-        fclose(in);
     free(buf);
     json_decref(docs);
     json_decref(orig);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file.h"
 #include "policy/diag.h"
 #include "policy/ncclenv.h"
 #include "policy/policy.h"
@@ -67,7 +68,8 @@ lint_policy(const char *file, size_t *errors, size_t *warnings)
     char *buf;
     size_t len;
 
-    if (policy_read_file(file, 1024 * 1024, &buf, &len, &e) != 0) {
+    buf = file_read(file, 1024 * 1024, &len, &e);
+    if (buf == NULL) {
         printf("%s: error: %s\n", file, e.msg);
         (*errors)++;
         return;
@@ -142,7 +144,8 @@ lint_profile(const char *file, size_t *errors, size_t *warnings)
     char *buf;
     size_t len;
 
-    if (policy_read_file(file, PROFILE_MAX_BYTES, &buf, &len, &e) != 0) {
+    buf = file_read(file, PROFILE_MAX_BYTES, &len, &e);
+    if (buf == NULL) {
         printf("%s: error: %s\n", file, e.msg);
         (*errors)++;
         return;

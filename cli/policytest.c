@@ -16,6 +16,8 @@
 
 #include <jansson.h>
 
+#include "base/file.h"
+#include "base/jsonptr.h"
 #include "policy/diag.h"
 #include "admission/mutate.h"
 #include "policy/policy.h"
@@ -162,43 +164,6 @@ jstr(const json_t *o, const char *key)
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-/* Resolves an RFC 6901 pointer ("" = the whole document). */
-static json_t *
-json_at(json_t *doc, const char *ptr)
-{
-    json_t *cur = doc;
-    char tok[512];
-
-    while (*ptr == '/' && cur != NULL) {
-        size_t n = 0;
-
-        ptr++;
-        while (*ptr != '\0' && *ptr != '/' && n + 1 < sizeof(tok)) {
-            if (ptr[0] == '~' && ptr[1] == '1') {
-                tok[n++] = '/';
-                ptr += 2;
-            } else if (ptr[0] == '~' && ptr[1] == '0') {
-                tok[n++] = '~';
-                ptr += 2;
-            } else {
-                tok[n++] = *ptr++;
-            }
-        }
-        tok[n] = '\0';
-        if (json_is_object(cur)) {
-            cur = json_object_get(cur, tok);
-        } else if (json_is_array(cur)) {
-            char *end;
-            unsigned long i = strtoul(tok, &end, 10);
-
-            cur = (*end == '\0' && n > 0) ? json_array_get(cur, i) : NULL;
-        } else {
-            cur = NULL;
-        }
-    }
-    return cur;
-}
-
 /* Checks that obj has only the given keys; reports the others. */
 static int
 check_keys(const json_t *obj, const char *const *keys, const char *where,
@@ -232,7 +197,8 @@ load_yaml_file(const char *path, struct reasons *r)
     json_t *docs;
     char msg[700];
 
-    if (policy_read_file(path, TEST_MAX_BYTES, &buf, &len, &e) != 0) {
+    buf = file_read(path, TEST_MAX_BYTES, &len, &e);
+    if (buf == NULL) {
         reason(r, "%s", e.msg);
         return NULL;
     }
@@ -559,7 +525,7 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
     for (size_t d = 0; d < nreps; d++) {
         for (size_t p = 0; p < reps[d].n_pods; p++) {
             struct workload_pod *wp = &reps[d].pods[p];
-            json_t *pod = json_at(json_array_get(actual, d), wp->pointer);
+            json_t *pod = jsonptr_get(json_array_get(actual, d), wp->pointer);
             const char *s;
             json_t *w;
             size_t i;
@@ -1102,7 +1068,8 @@ run_file(struct run *run, const char *file)
         struct ng_error e;
         struct diags d = {0};
 
-        if (policy_read_file(file, TEST_MAX_BYTES, &text, &len, &e) == 0) {
+        text = file_read(file, TEST_MAX_BYTES, &len, &e);
+        if (text != NULL) {
             test_file_check(text, len, &d);
             free(text);
         }

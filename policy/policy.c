@@ -16,6 +16,8 @@
 
 #include "../ringcheck/limits.h"
 #include "../ringcheck/multinode_env.h"
+#include "base/file.h"
+#include "base/text.h"
 #include "policy/match.h"
 #include "policy/ncclenv.h"
 #include "policy/quantity.h"
@@ -1841,68 +1843,6 @@ policy_load(const char *buf, size_t len, const char *name,
     return p;
 }
 
-int
-policy_read_file(const char *path, size_t max, char **buf_out,
-                 size_t *len_out, struct ng_error *err)
-{
-    FILE *f;
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-
-    f = fopen(path, "rb");
-    if (f == NULL) {
-        ng_error_set(err, 0, 0, "cannot open %s: %s", path, strerror(errno));
-        return -1;
-    }
-    for (;;) {
-        size_t got;
-
-        if (len == cap) {
-            char *nb;
-
-            if (cap > max) {
-                ng_error_set(err, 0, 0, "%s is larger than %zu bytes", path,
-                             max);
-                goto fail;
-            }
-            cap = cap ? cap * 2 : 16384;
-            nb = realloc(buf, cap + 1);
-            if (nb == NULL) {
-                ng_error_set(err, 0, 0, "out of memory reading %s", path);
-                goto fail;
-            }
-            buf = nb;
-        }
-        got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) {
-                ng_error_set(err, 0, 0, "cannot read %s: %s", path,
-                             strerror(errno));
-                goto fail;
-            }
-            break;
-        }
-    }
-    if (len > max) {
-        ng_error_set(err, 0, 0, "%s is larger than %zu bytes", path, max);
-        goto fail;
-    }
-    if (buf == NULL && (buf = malloc(1)) == NULL) {
-        ng_error_set(err, 0, 0, "out of memory reading %s", path);
-        goto fail;
-    }
-    buf[len] = '\0';
-    fclose(f);
-    *buf_out = buf;
-    *len_out = len;
-    return 0;
-fail:
-    free(buf);
-    fclose(f);
-    return -1;
-}
-
 struct policy *
 policy_load_file(const char *path, struct ng_error *err)
 {
@@ -1910,7 +1850,8 @@ policy_load_file(const char *path, struct ng_error *err)
     size_t len;
     struct policy *p;
 
-    if (policy_read_file(path, POLICY_MAX_BYTES, &buf, &len, err) != 0)
+    buf = file_read(path, POLICY_MAX_BYTES, &len, err);
+    if (buf == NULL)
         return NULL;
     p = policy_load(buf, len, path, err);
     free(buf);
@@ -2053,7 +1994,8 @@ policy_rule_name(const struct policy *p, size_t i)
 
 /* ---- decisions ----------------------------------------------------- */
 
-/* Adds a warning, cut to 120 characters as the admission API wants. */
+/* Adds a warning, cut on a UTF-8 boundary to the TEXT_WARNING_MAX bytes
+ * the admission API shows whole. */
 static void
 decision_warn(struct decision *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -2061,17 +2003,17 @@ decision_warn(struct decision *out, const char *fmt, ...)
 static void
 decision_warn(struct decision *out, const char *fmt, ...)
 {
-    char *w;
     va_list ap;
+
+    _Static_assert(sizeof(out->warnings[0]) > TEXT_WARNING_MAX,
+                   "a decision's warning holds TEXT_WARNING_MAX bytes");
 
     if (out->n_warnings >= POLICY_MAX_WARNINGS)
         return;
-    w = out->warnings[out->n_warnings++];
     va_start(ap, fmt);
-    vsnprintf(w, sizeof(out->warnings[0]), fmt, ap);
+    text_vformat(out->warnings[out->n_warnings++], TEXT_WARNING_MAX + 1, NULL,
+                 fmt, ap);
     va_end(ap);
-    if (strlen(w) > 120)
-        memcpy(w + 117, "...", 4);
 }
 
 /* A user-supplied value made safe and short for a warning. */

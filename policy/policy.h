@@ -173,16 +173,8 @@ struct policy *policy_load(const char *buf, size_t len, const char *name,
                            struct ng_error *err)
     __attribute__((warn_unused_result));
 
-/*
- * Reads a whole file of at most max bytes into a NUL-terminated buffer
- * (*buf, to free() by the caller; *len excludes the NUL). On failure
- * returns -1, fills err ("cannot open x: reason", "x is larger than ...")
- * and leaves the outputs untouched. Thread-safe.
- */
-int policy_read_file(const char *path, size_t max, char **buf, size_t *len,
-                     struct ng_error *err) __attribute__((warn_unused_result));
-
-/* Reads and loads a file; as policy_load(). */
+/* Reads (base/file.h, at most POLICY_MAX_BYTES) and loads a file; as
+ * policy_load(). */
 struct policy *policy_load_file(const char *path, struct ng_error *err)
     __attribute__((warn_unused_result));
 

@@ -19,6 +19,7 @@
 #include <microhttpd.h>
 
 #include "admission/jsonmem.h"
+#include "base/buf.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "admission/review.h"
@@ -85,7 +86,6 @@ struct request {
     bool bad_framing; /* answered 400; the connection must close */
     size_t dropped;   /* bytes of an oversized body read and thrown away */
     enum route route;
-    size_t len;
     struct timespec t0;
     struct policy_snap *pol;
 };
@@ -107,8 +107,9 @@ struct conn {
     struct http_server *srv;
     struct cert_snap *cert; /* pair this connection's handshake used */
     bool client_ok;         /* client certificate verified */
-    char *body;
-    size_t cap; /* bytes of body, all charged to the server's budget */
+    /* The request body, at most max_body bytes; its whole allocation
+     * (body.cap) is charged to the server's budget. */
+    struct buf body;
     struct request req;
 
     /* In the server's list, ordered by phase_ns (a connection moves to the
@@ -133,7 +134,7 @@ struct http_server {
     atomic_bool starting; /* libmicrohttpd's messages matter at start */
     atomic_uint_fast64_t in_flight;
     atomic_uint_fast64_t finished;
-    atomic_size_t body_bytes; /* sum of every conn's cap */
+    atomic_size_t body_bytes; /* sum of every conn's body.cap */
 
     /* Every open connection, oldest phase first, and the reaper thread
      * that enforces their deadlines. */
@@ -321,31 +322,29 @@ budget_give(struct http_server *s, size_t n)
 static void
 conn_body_free(struct conn *c)
 {
-    free(c->body);
-    budget_give(c->srv, c->cap);
-    c->body = NULL;
-    c->cap = 0;
+    budget_give(c->srv, c->body.cap);
+    buf_release(&c->body);
 }
 
-/* Grows c's body buffer to exactly ncap bytes, charged to the budget.
- * Returns 0, -1 when the budget is spent, -2 when out of memory. */
+/* Makes room for more body bytes, charging the growth to the budget before
+ * it is allocated (one announced body is reserved exactly; see
+ * buf_reserve()). Returns 0, -1 when the budget is spent, -2 when out of
+ * memory or past max_body (which the callers check first). */
 static int
-conn_body_grow(struct conn *c, size_t ncap)
+conn_body_reserve(struct conn *c, size_t more)
 {
-    size_t delta = ncap - c->cap;
-    char *nb;
+    size_t old = c->body.cap, ncap = buf_reserve_size(&c->body, more);
 
-    if (ncap <= c->cap)
+    if (ncap == 0)
+        return -2;
+    if (ncap <= old)
         return 0;
-    if (!budget_take(c->srv, delta, ncap))
+    if (!budget_take(c->srv, ncap - old, ncap))
         return -1;
-    nb = realloc(c->body, ncap);
-    if (nb == NULL) {
-        budget_give(c->srv, delta);
+    if (buf_reserve(&c->body, more) != 0) {
+        budget_give(c->srv, ncap - old);
         return -2;
     }
-    c->body = nb;
-    c->cap = ncap;
     return 0;
 }
 
@@ -688,6 +687,7 @@ notify_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
         if (c == NULL)
             return; /* handled as "no context": the request gets a 500 */
         c->srv = s;
+        buf_init(&c->body, s->cfg.max_body);
         c->fd = -1;
         ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci != NULL) {
@@ -751,8 +751,10 @@ request_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
         return;
     c = (struct conn *)((char *)req - offsetof(struct conn, req));
     reload_policy_release(req->pol);
-    if (c->cap > BODY_KEEP)
+    if (c->body.cap > BODY_KEEP)
         conn_body_free(c);
+    else
+        buf_reset(&c->body);
     memset(req, 0, sizeof(*req));
     *con_cls = NULL;
     c->kept_alive = true;
@@ -976,8 +978,8 @@ serve_mutate(struct http_server *s, struct MHD_Connection *mc, struct conn *c,
      * and is reclaimed at once below; nothing made here outlives it (the
      * response body is plain heap memory). */
     jsonmem_begin();
-    if (review_handle(c->body ? c->body : "", req->len, req->pol->pol, &s->mopt,
-                      &out) != 0) {
+    if (review_handle(c->body.p ? c->body.p : "", c->body.len, req->pol->pol,
+                      &s->mopt, &out) != 0) {
         review_outcome_release(&out);
         jsonmem_end();
         log_error_write(LOG_ERROR, "admission failed", NULL, NULL,
@@ -1005,22 +1007,13 @@ serve_mutate(struct http_server *s, struct MHD_Connection *mc, struct conn *c,
 /* Appends a body chunk, growing the connection's buffer as needed.
  * Returns 0, -1 when the body budget is spent, -2 when out of memory. */
 static int
-body_append(struct conn *c, struct request *req, const char *data, size_t n)
+body_append(struct conn *c, const char *data, size_t n)
 {
-    if (req->len + n > c->cap) {
-        size_t ncap = c->cap ? c->cap : 4096;
-        int rc;
-        while (ncap < req->len + n)
-            ncap *= 2;
-        if (ncap > c->srv->cfg.max_body)
-            ncap = c->srv->cfg.max_body;
-        rc = conn_body_grow(c, ncap);
-        if (rc != 0)
-            return rc;
-    }
-    memcpy(c->body + req->len, data, n);
-    req->len += n;
-    return 0;
+    int rc = conn_body_reserve(c, n);
+
+    if (rc != 0)
+        return rc;
+    return buf_add(&c->body, data, n) == 0 ? 0 : -2;
 }
 
 /* Answers 503 for a body the global budget cannot hold. */
@@ -1124,7 +1117,7 @@ handle(void *cls, struct MHD_Connection *mc, const char *url,
             if (req->answered)
                 return MHD_YES;
             if (req->too_large || req->no_memory ||
-                req->len + n > s->cfg.max_body) {
+                c->body.len + n > s->cfg.max_body) {
                 if (!req->no_memory)
                     req->too_large = true;
                 req->dropped += n;
@@ -1133,7 +1126,7 @@ handle(void *cls, struct MHD_Connection *mc, const char *url,
                                        "request body too large\n", NULL);
                 return MHD_YES;
             }
-            switch (body_append(c, req, upload_data, n)) {
+            switch (body_append(c, upload_data, n)) {
             case 0:
                 break;
             case -1:
@@ -1256,8 +1249,8 @@ handle(void *cls, struct MHD_Connection *mc, const char *url,
             }
             /* Reserve the whole body at once when it is announced, and
              * refuse it at once when the budget cannot hold it. */
-            if (errno == 0 && end != cl && *end == '\0' && n > c->cap &&
-                conn_body_grow(c, (size_t)n) == -1)
+            if (errno == 0 && end != cl && *end == '\0' &&
+                conn_body_reserve(c, (size_t)n) == -1)
                 return answer_over_budget(s, mc, req);
         }
     }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "admission/jsonmem.h"
+#include "base/text.h"
 
 static enum log_level min_level = LOG_INFO;
 static int out_fd = 2;
@@ -141,16 +142,9 @@ format_head(const char *stamp, enum log_level level, const char *msg)
 size_t
 log_cut_len(const char *s, size_t len, size_t max)
 {
-    size_t n;
-
     if (len <= max)
         return len;
-    n = max >= 3 ? max - 3 : 0;
-    /* s[n] is the first byte dropped: when it continues a character
-     * (10xxxxxx), that character started earlier and goes too. */
-    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-        n--;
-    return n;
+    return text_utf8_prefix(s, len, max >= 3 ? max - 3 : 0);
 }
 
 /* True when v holds a string or an array past the caps. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "version.h"
 
 static const uint64_t bucket_us[METRICS_N_BUCKETS - 1] = {
@@ -133,10 +134,10 @@ metrics_reset(void)
     memset(&c, 0, sizeof(c));
 }
 
-/* A growing text buffer; on overflow of memory `failed` sticks. */
+/* The page being written; once an append fails, `failed` sticks and the
+ * rest is skipped. */
 struct out {
-    char *buf;
-    size_t len, cap;
+    struct buf b;
     int failed;
 };
 
@@ -147,32 +148,13 @@ static void
 out_printf(struct out *o, const char *fmt, ...)
 {
     va_list ap;
-    int n;
 
     if (o->failed)
         return;
-    for (;;) {
-        size_t room = o->cap - o->len;
-        va_start(ap, fmt);
-        n = vsnprintf(o->buf + o->len, room, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            o->failed = 1;
-            return;
-        }
-        if ((size_t)n < room) {
-            o->len += (size_t)n;
-            return;
-        }
-        size_t ncap = o->cap * 2 + (size_t)n;
-        char *nb = realloc(o->buf, ncap);
-        if (nb == NULL) {
-            o->failed = 1;
-            return;
-        }
-        o->buf = nb;
-        o->cap = ncap;
-    }
+    va_start(ap, fmt);
+    if (buf_addvf(&o->b, fmt, ap) != 0)
+        o->failed = 1;
+    va_end(ap);
 }
 
 /* Writes the HELP and TYPE lines of one metric family. */
@@ -200,13 +182,10 @@ safe_label(const char *s)
 char *
 metrics_render(const struct metrics_gauges *g, size_t *len)
 {
-    struct out o = {0};
+    struct out o = {.failed = 0};
     uint64_t cum = 0;
 
-    o.cap = 8192;
-    o.buf = malloc(o.cap);
-    if (o.buf == NULL)
-        return NULL;
+    buf_init(&o.b, METRICS_PAGE_MAX);
 
     family(&o, "ncclguard_build_info", "gauge",
            "Always 1; the version label is the running build's.");
@@ -341,9 +320,8 @@ metrics_render(const struct metrics_gauges *g, size_t *len)
                (unsigned long long)g->body_budget);
 
     if (o.failed) {
-        free(o.buf);
+        buf_release(&o.b);
         return NULL;
     }
-    *len = o.len;
-    return o.buf;
+    return buf_take(&o.b, len);
 }

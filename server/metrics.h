@@ -61,12 +61,18 @@ struct metrics_gauges {
     uint64_t body_budget; /* their global cap */
 };
 
+/* Largest page metrics_render() writes. The page is about 5 KiB and its
+ * size is fixed by the code (no label comes from a request), so the cap only
+ * stops a bug from growing a scrape's answer without bound; a test keeps
+ * the page well below it. */
+#define METRICS_PAGE_MAX (64 * 1024)
+
 /*
  * Writes the Prometheus text exposition (version 0.0.4) into a new buffer
  * and returns it (free with free()), its length in *len. Returns NULL on
- * allocation failure. The counters are read one by one, so a scrape during
- * traffic may see a request in one counter and not yet in another.
- * Thread-safe.
+ * allocation failure, or when the page would pass METRICS_PAGE_MAX. The
+ * counters are read one by one, so a scrape during traffic may see a request in
+ * one counter and not yet in another. Thread-safe.
  */
 char *metrics_render(const struct metrics_gauges *g, size_t *len)
     __attribute__((warn_unused_result));

@@ -16,6 +16,7 @@
 
 #include <gnutls/crypto.h>
 
+#include "base/file.h"
 #include "server/log.h"
 #include "server/metrics.h"
 
@@ -144,7 +145,7 @@ policy_try(struct reload *r, bool force, bool first, struct ng_error *err)
     struct ng_error e;
     int rc = -1;
 
-    buf = tlspair_read_file(r->policy_path, RELOAD_MAX_POLICY_BYTES, &len, err);
+    buf = file_read(r->policy_path, RELOAD_MAX_POLICY_BYTES, &len, err);
     if (buf == NULL) {
         memset(fp, 0xff, sizeof(fp));
         goto failed;
@@ -209,10 +210,10 @@ cert_try(struct reload *r, bool force, bool first, struct ng_error *err)
     int rc = -1;
 
     memset(fp, 0xff, sizeof(fp));
-    cert = tlspair_read_file(r->cert_path, TLSPAIR_MAX_PEM, &cert_len, err);
+    cert = file_read(r->cert_path, TLSPAIR_MAX_PEM, &cert_len, err);
     if (cert == NULL)
         goto failed;
-    key = tlspair_read_file(r->key_path, TLSPAIR_MAX_PEM, &key_len, err);
+    key = file_read(r->key_path, TLSPAIR_MAX_PEM, &key_len, err);
     if (key == NULL)
         goto failed;
     digest(cert, cert_len, key, key_len, fp);
@@ -257,10 +258,7 @@ failed:
     cert_snap_free(s);
 done:
     free(cert);
-    if (key != NULL) {
-        explicit_bzero(key, key_len);
-        free(key);
-    }
+    file_free_secret(key, key_len);
     return rc;
 }
 

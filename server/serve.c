@@ -13,6 +13,7 @@
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 
+#include "base/file.h"
 #include "server/http.h"
 #include "admission/jsonmem.h"
 #include "server/log.h"
@@ -285,7 +286,7 @@ read_client_ca(const char *path)
     gnutls_datum_t d;
 
     ng_error_clear(&e);
-    pem = tlspair_read_file(path, TLSPAIR_MAX_PEM, &len, &e);
+    pem = file_read(path, TLSPAIR_MAX_PEM, &len, &e);
     if (pem == NULL) {
         log_error_write(LOG_ERROR, "cannot read the client CA", "path", path,
                         "%s", e.msg);

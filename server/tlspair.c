@@ -2,15 +2,13 @@
  * GnuTLS, ready to hand to a TLS handshake. */
 #include "server/tlspair.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <gnutls/x509.h>
+
+#include "base/file.h"
 
 struct tlspair {
     gnutls_pcert_st chain[TLSPAIR_MAX_CHAIN];
@@ -223,72 +221,6 @@ tlspair_credentials(const struct tlspair *p, gnutls_pcert_st **chain,
     *key = q->key;
 }
 
-char *
-tlspair_read_file(const char *path, size_t max, size_t *len,
-                  struct ng_error *err)
-{
-    int fd = -1;
-    char *buf = NULL;
-    size_t have = 0, cap = 4096;
-
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        ng_error_set(err, 0, 0, "cannot open %s: %s", path, strerror(errno));
-        goto fail;
-    }
-    buf = malloc(cap + 1);
-    if (buf == NULL) {
-        ng_error_set(err, 0, 0, "out of memory");
-        goto fail;
-    }
-    for (;;) {
-        if (have == cap) {
-            if (cap > max) {
-                ng_error_set(err, 0, 0, "%s is larger than %zu bytes", path,
-                             max);
-                goto fail;
-            }
-            char *nb = malloc(cap * 2 + 1);
-            if (nb == NULL) {
-                ng_error_set(err, 0, 0, "out of memory");
-                goto fail;
-            }
-            memcpy(nb, buf, have);
-            explicit_bzero(buf, have);
-            free(buf);
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t n = read(fd, buf + have, cap - have);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            ng_error_set(err, 0, 0, "cannot read %s: %s", path,
-                         strerror(errno));
-            goto fail;
-        }
-        if (n == 0)
-            break;
-        have += (size_t)n;
-    }
-    if (have > max) {
-        ng_error_set(err, 0, 0, "%s is larger than %zu bytes", path, max);
-        goto fail;
-    }
-    close(fd);
-    buf[have] = '\0';
-    *len = have;
-    return buf;
-fail:
-    if (fd >= 0)
-        close(fd);
-    if (buf != NULL) {
-        explicit_bzero(buf, have);
-        free(buf);
-    }
-    return NULL;
-}
-
 struct tlspair *
 tlspair_load_files(const char *cert_path, const char *key_path, time_t now,
                    struct ng_error *err)
@@ -298,10 +230,10 @@ tlspair_load_files(const char *cert_path, const char *key_path, time_t now,
     struct tlspair *p = NULL;
     struct ng_error e;
 
-    cert = tlspair_read_file(cert_path, TLSPAIR_MAX_PEM, &cert_len, err);
+    cert = file_read(cert_path, TLSPAIR_MAX_PEM, &cert_len, err);
     if (cert == NULL)
         goto done;
-    key = tlspair_read_file(key_path, TLSPAIR_MAX_PEM, &key_len, err);
+    key = file_read(key_path, TLSPAIR_MAX_PEM, &key_len, err);
     if (key == NULL)
         goto done;
     ng_error_clear(&e);
@@ -310,9 +242,6 @@ tlspair_load_files(const char *cert_path, const char *key_path, time_t now,
         ng_error_set(err, 0, 0, "%s, %s: %s", cert_path, key_path, e.msg);
 done:
     free(cert);
-    if (key != NULL) {
-        explicit_bzero(key, key_len);
-        free(key);
-    }
+    file_free_secret(key, key_len);
     return p;
 }

@@ -54,13 +54,4 @@ int64_t tlspair_not_before(const struct tlspair *p);
 void tlspair_credentials(const struct tlspair *p, gnutls_pcert_st **chain,
                          unsigned int *n, gnutls_privkey_t *key);
 
-/*
- * Reads at most max bytes of path into a new NUL-terminated buffer (free
- * with free(); wipe first if it held a secret). Returns NULL with err set
- * on failure or when the file is larger than max.
- */
-char *tlspair_read_file(const char *path, size_t max, size_t *len,
-                        struct ng_error *err)
-    __attribute__((warn_unused_result));
-
 #endif

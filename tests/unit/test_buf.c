@@ -1,6 +1,7 @@
 /* Unit tests for base/buf.c: the capped growable buffer. */
 #include "base/buf.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +52,78 @@ test_take(void)
     buf_release(&b);
 }
 
+/* The growth a budget-keeping caller (the HTTP body) charges beforehand:
+ * buf_reserve_size() says what buf_reserve() then allocates. */
+static void
+test_reserve_size(void)
+{
+    static const struct {
+        size_t max, have, more, want;
+    } cases[] = {
+        {1 << 20, 0, 10, 256},      /* small: the first block */
+        {1 << 20, 0, 1000, 1001},   /* one big reservation: exact */
+        {1 << 20, 300, 1, 602},     /* then doubling */
+        {1 << 20, 300, 5000, 5301}, /* doubling too little: exact */
+        {1000, 0, 1000, 1001},      /* up to the cap, NUL included */
+        {1000, 600, 300, 1001},     /* doubling stops at the cap */
+        {1000, 600, 401, 0},        /* past the cap */
+        {100, 0, 10, 101},          /* a cap below the first block */
+        {1 << 20, 0, 0, 256},
+    };
+    struct buf b;
+    char fill[5000];
+
+    memset(fill, 'f', sizeof(fill));
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t want = cases[i].want;
+
+        buf_init(&b, cases[i].max);
+        CHECK_INT(buf_reserve(&b, cases[i].have), 0);
+        CHECK_INT(buf_add(&b, fill, cases[i].have), 0);
+        CHECK_INT(buf_reserve_size(&b, cases[i].more), want);
+        CHECK_INT(buf_reserve(&b, cases[i].more), want == 0 ? -1 : 0);
+        if (want != 0)
+            CHECK_INT(b.cap, want);
+        /* Nothing more to grow: the allocation stays. */
+        if (want != 0)
+            CHECK_INT(buf_reserve_size(&b, cases[i].more), want);
+        buf_release(&b);
+    }
+}
+
+/* buf_addvf() leaves the caller's va_list usable (it copies it). */
+static int
+addvf_twice(struct buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, fmt);
+    rc = buf_addvf(b, fmt, ap);
+    if (rc == 0)
+        rc = buf_addvf(b, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static void
+test_addvf(void)
+{
+    struct buf b;
+
+    buf_init(&b, 2000);
+    CHECK_INT(addvf_twice(&b, "%s=%d;", "k", 42), 0);
+    CHECK_STR(b.p, "k=42;k=42;");
+    buf_reset(&b);
+    /* Longer than the first pass's stack buffer. */
+    CHECK_INT(addvf_twice(&b, "%0300d|", 7), 0);
+    CHECK_INT(b.len, 602);
+    CHECK(b.p[300] == '|' && b.p[601] == '|' && b.p[600] == '7');
+    CHECK_INT(addvf_twice(&b, "%01400d", 1), -1); /* past the cap */
+    CHECK_INT(b.len, 602);
+    buf_release(&b);
+}
+
 static void
 test_json(void)
 {
@@ -86,9 +159,14 @@ test_base64(void)
     static const struct {
         const char *in, *out;
     } cases[] = {
-        {"", ""},         {"f", "Zg=="},         {"fo", "Zm8="},
-        {"foo", "Zm9v"},  {"foob", "Zm9vYg=="},  {"fooba", "Zm9vYmE="},
-        {"foobar", "Zm9vYmFy"}, {"\xff\xfe", "//4="},
+        {"", ""},
+        {"f", "Zg=="},
+        {"fo", "Zm8="},
+        {"foo", "Zm9v"},
+        {"foob", "Zm9vYg=="},
+        {"fooba", "Zm9vYmE="},
+        {"foobar", "Zm9vYmFy"},
+        {"\xff\xfe", "//4="},
     };
     struct buf b;
 
@@ -106,6 +184,8 @@ main(void)
 {
     test_cap();
     test_take();
+    test_reserve_size();
+    test_addvf();
     test_json();
     test_base64();
     return harness_finish();

@@ -53,6 +53,11 @@ main(void)
     if (text == NULL)
         return harness_finish();
     CHECK_INT(len, strlen(text));
+    /* The page has room to grow under its cap: a quarter of it at most, so
+     * that new families get noticed here before scrapes start failing. */
+    if (len > METRICS_PAGE_MAX / 4)
+        fprintf(stderr, "metrics page is %zu bytes\n", len);
+    CHECK(len <= METRICS_PAGE_MAX / 4);
 
     CHECK_INT(value_of(text, "ncclguard_admissions_total{result=\"patched\"}"),
               2);

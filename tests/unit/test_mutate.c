@@ -182,6 +182,38 @@ test_warning_utf8_cut(void)
     json_decref(pod);
 }
 
+/* A warning past 120 bytes is cut on a character boundary (base/text.h):
+ * the quantity's two-byte characters straddle the cut for one of the two
+ * container-name lengths. */
+static void
+test_warning_utf8_cut_long(void)
+{
+    for (int odd = 0; odd < 2; odd++) {
+        char name[40], val[64], buf[512];
+        const char *w;
+        json_t *pod;
+        struct mutate_result r;
+
+        memset(name, 'c', (size_t)(29 + odd));
+        name[29 + odd] = '\0';
+        for (int i = 0; i < 20; i++)
+            memcpy(val + 2 * i, "\xc3\xa9", 3); /* e-acute */
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'containers':[{'name':"
+                 "'%s','resources':{'limits':{'nvidia.com/gpu':'%s'}}}]}}",
+                 name, val);
+        pod = J(buf);
+        CHECK_INT(mutate_pod(pod, "ml", pol_default, NULL, &r), 0);
+        CHECK_INT(json_array_size(r.warnings), 1);
+        check_warnings_form(r.warnings);
+        w = json_string_value(json_array_get(r.warnings, 0));
+        CHECK(w != NULL && strlen(w) >= 117 &&
+              strcmp(w + strlen(w) - 3, "...") == 0);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
 static void
 test_skips(void)
 {
@@ -1861,6 +1893,7 @@ main(void)
     pol_default = fixture_policy(POLICY_HEAD);
     test_gpu_count();
     test_warning_utf8_cut();
+    test_warning_utf8_cut_long();
     test_skips();
     test_envfrom();
     test_shm();

@@ -1,0 +1,54 @@
+/* Short human text in bounded buffers: warnings cut on UTF-8 boundaries. */
+#ifndef NCCLGUARD_TEXT_H
+#define NCCLGUARD_TEXT_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+/* Longest warning, in bytes, that the admission API passes on whole: the
+ * Kubernetes API documents 120 characters as the most a warning should
+ * carry, and bytes are never fewer than characters. */
+#define TEXT_WARNING_MAX 120
+
+/* What a cut text ends with. */
+#define TEXT_CUT_MARK "..."
+
+/*
+ * Formats prefix (may be NULL) and then fmt into buf, n bytes with the
+ * NUL. The result is always valid UTF-8: a byte that does not belong to a
+ * well-formed sequence (for example half a character that a "%.40s" cut
+ * off) becomes '?'. When the text does not fit in n - 1 bytes it is cut
+ * on a character boundary and ends in TEXT_CUT_MARK, all within n - 1
+ * bytes, so a multi-byte character is never split. Returns the length
+ * written. n must be at least sizeof(TEXT_CUT_MARK); a smaller buffer gets
+ * "" (or nothing, when n is 0) and 0. Thread-safe.
+ */
+size_t text_vformat(char *buf, size_t n, const char *prefix, const char *fmt,
+                    va_list ap) __attribute__((format(printf, 4, 0)));
+
+/* As text_vformat(), with the arguments inline. */
+size_t text_format(char *buf, size_t n, const char *prefix, const char *fmt,
+                   ...) __attribute__((format(printf, 4, 5)));
+
+/*
+ * The length of the longest prefix of s (len bytes, no NUL needed) that
+ * has at most max bytes and does not split a UTF-8 character: len when
+ * len <= max, else max backed up to the start of a character. Thread-safe.
+ */
+size_t text_utf8_prefix(const char *s, size_t len, size_t max);
+
+/*
+ * Cuts the NUL-terminated s to at most max bytes, backing up to the start
+ * of a UTF-8 character so that none is split. Returns the new length.
+ * Thread-safe.
+ */
+size_t text_utf8_cut(char *s, size_t max);
+
+/*
+ * Replaces, in place, each byte of s that does not start a well-formed
+ * UTF-8 sequence (RFC 3629: no overlong forms, no surrogates, nothing past
+ * U+10FFFF) with '?'. Returns the number of bytes replaced. Thread-safe.
+ */
+size_t text_utf8_fix(char *s);
+
+#endif
