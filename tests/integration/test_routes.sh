@@ -18,6 +18,8 @@ ng_serve_start --cert "$NG_TMP/tls.crt" --key "$NG_TMP/tls.key" \
 # the body's newlines as \n.
 request() {
     local method=$1 path=$2 code
+    : >"$NG_TMP/h"
+    : >"$NG_TMP/b"
     shift 2
     if [ "$method" = HEAD ]; then
         code=$(ng_curl -I -D "$NG_TMP/h" -o /dev/null -w '%{http_code}' \
