@@ -383,7 +383,7 @@ usage(FILE *out)
                  "read from the environment variable shown):\n");
     for (size_t i = 0; i < OPT_N; i++) {
         const struct serve_option *o = &opts[i];
-        char left[64], tail[160];
+        char left[64], tail[256];
 
         if (o->arg != NULL)
             snprintf(left, sizeof(left), "--%s %s", o->flag, o->arg);
