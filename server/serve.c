@@ -540,19 +540,16 @@ label_sep(const char *label)
 }
 
 /*
- * Parse: the environment, then flags on top, then each option's default,
- * each value checked against the table. Returns 0, 1 when --help was
- * shown, 2 after saying on stderr what is wrong.
+ * Reads the raw values into val[] and their labels into st: the
+ * environment, then flags on top. Returns 0, 1 when --help was shown, 2
+ * after saying on stderr what is wrong.
  */
 static int
-serve_parse(int argc, char **argv, struct serve_settings *st)
+serve_read(int argc, char **argv, const char **val, struct serve_settings *st)
 {
     struct option longopts[OPT_N + 1];
-    const char *val[OPT_N] = {0};
-    char msg[320];
     int opt;
 
-    memset(st, 0, sizeof(*st));
     memset(longopts, 0, sizeof(longopts));
     for (size_t i = 0; i < OPT_N; i++) {
         const struct serve_option *o = &opts[i];
@@ -572,13 +569,16 @@ serve_parse(int argc, char **argv, struct serve_settings *st)
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        size_t i = (size_t)(opt - OPT_VAL(0));
+        size_t i;
         if (opt == 'h' || opt == OPT_VAL(OPT_HELP)) {
             usage(stdout);
             return 1;
         }
         if (opt < OPT_VAL(0) || opt >= OPT_VAL(OPT_N)) {
-            if (optopt != 0)
+            if (optopt >= OPT_VAL(0) && optopt < OPT_VAL(OPT_N))
+                fprintf(stderr, "ncclguard serve: --%s needs a value\n",
+                        opts[optopt - OPT_VAL(0)].flag);
+            else if (optopt != 0)
                 fprintf(stderr, "ncclguard serve: unknown option -%c\n",
                         optopt);
             else
@@ -589,6 +589,7 @@ serve_parse(int argc, char **argv, struct serve_settings *st)
             usage(stderr);
             return 2;
         }
+        i = (size_t)(opt - OPT_VAL(0));
         val[i] = optarg;
         snprintf(st->label[i], sizeof(st->label[i]), "--%s", opts[i].flag);
     }
@@ -597,6 +598,26 @@ serve_parse(int argc, char **argv, struct serve_settings *st)
                 argv[optind]);
         return 2;
     }
+    return 0;
+}
+
+/*
+ * Parse: the raw values (serve_read), the required ones present, each
+ * unset one given its default, and each checked against the table into
+ * st. Returns 0, 1 when --help was shown, 2 after saying on stderr what is
+ * wrong.
+ */
+static int
+serve_parse(int argc, char **argv, struct serve_settings *st)
+{
+    const char *val[OPT_N] = {0};
+    char msg[320];
+    int rc;
+
+    memset(st, 0, sizeof(*st));
+    rc = serve_read(argc, argv, val, st);
+    if (rc != 0)
+        return rc;
     for (size_t i = 0; i < OPT_N; i++) {
         if (opts[i].required && val[i] == NULL) {
             fprintf(stderr, "ncclguard serve: --%s is required (or set %s)\n",

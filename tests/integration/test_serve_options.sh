@@ -80,6 +80,12 @@ while read -r flag env tail; do
 done <<<"$options"
 ng_check "$ranged options have bounds (at least 9)" test "$ranged" -ge 9
 
+# A flag left without its value is named.
+err=$("$NCCLGUARD" serve --policy p --key k --cert 2>&1 >/dev/null)
+ng_eq "a flag without its value exits 2" $? 2
+ng_eq "a flag without its value is named" "$(head -n 1 <<<"$err")" \
+    "ncclguard serve: --cert needs a value"
+
 # The defaults --help shows are the ones docs/serve.md's table shows.
 doc=$NG_ROOT/docs/serve.md
 while read -r flag env tail; do
