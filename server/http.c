@@ -19,10 +19,10 @@
 #include <microhttpd.h>
 
 #include "admission/jsonmem.h"
+#include "admission/review.h"
 #include "base/buf.h"
 #include "server/log.h"
 #include "server/metrics.h"
-#include "admission/review.h"
 
 /* TLS 1.2 and 1.3 only; GnuTLS's NORMAL set otherwise. */
 #define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
@@ -66,14 +66,7 @@
  */
 enum conn_phase { PHASE_HEAD = 0, PHASE_BODY, PHASE_BUSY };
 
-enum route {
-    ROUTE_NONE = 0,
-    ROUTE_MUTATE,
-    ROUTE_HEALTHZ,
-    ROUTE_READYZ,
-    ROUTE_METRICS,
-    ROUTE_UNKNOWN
-};
+struct route;
 
 /* One request's state; lives inside its connection, so a request costs no
  * allocation of its own. */
@@ -85,7 +78,7 @@ struct request {
     bool over_budget; /* body refused: the global budget is spent */
     bool bad_framing; /* answered 400; the connection must close */
     size_t dropped;   /* bytes of an oversized body read and thrown away */
-    enum route route;
+    const struct route *route; /* NULL until request_begin() finds it */
     struct timespec t0;
     struct policy_snap *pol;
 };
@@ -158,6 +151,13 @@ struct http_server {
     struct cert_snap **parked;
     size_t n_parked, cap_parked;
 };
+
+/* The connection a request lives in. */
+static struct conn *
+request_conn(struct request *req)
+{
+    return (struct conn *)((char *)req - offsetof(struct conn, req));
+}
 
 /* GnuTLS's retrieve callback has no user pointer: the one server. */
 static struct http_server *the_server;
@@ -749,7 +749,7 @@ request_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     (void)toe;
     if (req == NULL)
         return;
-    c = (struct conn *)((char *)req - offsetof(struct conn, req));
+    c = request_conn(req);
     reload_policy_release(req->pol);
     if (c->body.cap > BODY_KEEP)
         conn_body_free(c);
@@ -804,20 +804,6 @@ answer_text(struct http_server *s, struct MHD_Connection *mc,
 {
     return answer(s, mc, req, status, "text/plain; charset=utf-8", (char *)text,
                   strlen(text), MHD_RESPMEM_PERSISTENT, allow);
-}
-
-static enum route
-route_of(const char *url)
-{
-    if (strcmp(url, "/mutate") == 0)
-        return ROUTE_MUTATE;
-    if (strcmp(url, "/healthz") == 0)
-        return ROUTE_HEALTHZ;
-    if (strcmp(url, "/readyz") == 0)
-        return ROUTE_READYZ;
-    if (strcmp(url, "/metrics") == 0)
-        return ROUTE_METRICS;
-    return ROUTE_UNKNOWN;
 }
 
 /* "application/json", optionally followed by parameters (";charset=..."). */
@@ -883,12 +869,21 @@ client_verified(struct http_server *s, struct MHD_Connection *mc,
 }
 
 static enum MHD_Result
-serve_readyz(struct http_server *s, struct MHD_Connection *mc,
+serve_healthz(struct http_server *s, struct MHD_Connection *mc, struct conn *c,
+              struct request *req)
+{
+    (void)c;
+    return answer_text(s, mc, req, MHD_HTTP_OK, "ok\n", NULL);
+}
+
+static enum MHD_Result
+serve_readyz(struct http_server *s, struct MHD_Connection *mc, struct conn *c,
              struct request *req)
 {
     struct cert_snap *cs;
     int64_t not_after;
 
+    (void)c;
     if (atomic_load(&s->quiesced))
         return answer_text(s, mc, req, MHD_HTTP_SERVICE_UNAVAILABLE,
                            "shutting down\n", NULL);
@@ -902,7 +897,7 @@ serve_readyz(struct http_server *s, struct MHD_Connection *mc,
 }
 
 static enum MHD_Result
-serve_metrics(struct http_server *s, struct MHD_Connection *mc,
+serve_metrics(struct http_server *s, struct MHD_Connection *mc, struct conn *c,
               struct request *req)
 {
     struct metrics_gauges g = {0};
@@ -911,6 +906,7 @@ serve_metrics(struct http_server *s, struct MHD_Connection *mc,
     char *text;
     size_t len = 0;
 
+    (void)c;
     g.policy_loaded = 1;
     g.policy_generation = ps->generation;
     g.policy_hash = ps->hash;
@@ -1096,122 +1092,107 @@ framing_check(struct MHD_Connection *mc)
     return NULL;
 }
 
-static enum MHD_Result
-handle(void *cls, struct MHD_Connection *mc, const char *url,
-       const char *method, const char *version, const char *upload_data,
-       size_t *upload_data_size, void **con_cls)
+/* A route's answer, given on the request's last call: its headers, and
+ * for a route that takes a body the whole body in c, are in. */
+typedef enum MHD_Result (*route_handler)(struct http_server *s,
+                                         struct MHD_Connection *mc,
+                                         struct conn *c, struct request *req);
+
+/*
+ * One route. methods is what a 405 sends as its Allow header; its text
+ * names the first ("method not allowed; use POST"). A route with a body
+ * takes AdmissionReviews: request_begin() checks the client certificate
+ * (with --client-ca), the content type, the announced length and the
+ * budget, and takes the policy snapshot the review uses. A route without
+ * one is answered without reading anything.
+ */
+struct route {
+    const char *path;
+    const char *methods;
+    bool body;
+    route_handler handler;
+};
+
+static const struct route routes[] = {
+    {"/mutate", "POST", true, serve_mutate},
+    {"/healthz", "GET, HEAD", false, serve_healthz},
+    {"/readyz", "GET, HEAD", false, serve_readyz},
+    {"/metrics", "GET, HEAD", false, serve_metrics},
+};
+
+/* The route of url, or NULL. */
+static const struct route *
+route_find(const char *url)
 {
-    struct http_server *s = cls;
-    struct request *req = *con_cls;
-    struct conn *c;
-    const union MHD_ConnectionInfo *ci;
-    bool get, post;
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+        if (strcmp(url, routes[i].path) == 0)
+            return &routes[i];
+    return NULL;
+}
 
-    (void)version;
-    if (req != NULL) {
-        /* Body chunks, then the final call. */
-        c = (struct conn *)((char *)req - offsetof(struct conn, req));
-        if (*upload_data_size > 0) {
-            size_t n = *upload_data_size;
-            *upload_data_size = 0;
-            if (req->answered)
-                return MHD_YES;
-            if (req->too_large || req->no_memory ||
-                c->body.len + n > s->cfg.max_body) {
-                if (!req->no_memory)
-                    req->too_large = true;
-                req->dropped += n;
-                if (req->dropped > DRAIN_LIMIT)
-                    return answer_text(s, mc, req, MHD_HTTP_CONTENT_TOO_LARGE,
-                                       "request body too large\n", NULL);
-                return MHD_YES;
-            }
-            switch (body_append(c, upload_data, n)) {
-            case 0:
-                break;
-            case -1:
-                return answer_over_budget(s, mc, req);
-            default:
-                req->no_memory = true;
-            }
-            return MHD_YES;
-        }
-        if (req->answered)
-            return MHD_YES;
-        conn_phase_set(c, PHASE_BUSY, 0);
-        switch (req->route) {
-        case ROUTE_HEALTHZ:
-            return answer_text(s, mc, req, MHD_HTTP_OK, "ok\n", NULL);
-        case ROUTE_READYZ:
-            return serve_readyz(s, mc, req);
-        case ROUTE_METRICS:
-            return serve_metrics(s, mc, req);
-        default:
-            break;
-        }
-        if (req->too_large)
-            return answer_text(s, mc, req, MHD_HTTP_CONTENT_TOO_LARGE,
-                               "request body too large\n", NULL);
-        if (req->no_memory)
-            return answer_text(s, mc, req, MHD_HTTP_INTERNAL_SERVER_ERROR,
-                               "out of memory\n", NULL);
-        return serve_mutate(s, mc, c, req);
-    }
+/* True when method is one of r's methods (a list joined by ", "). */
+static bool
+route_allows(const struct route *r, const char *method)
+{
+    size_t n = strlen(method);
+    const char *m = r->methods;
 
-    ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    c = ci != NULL ? ci->socket_context : NULL;
-    if (c == NULL)
-        return MHD_NO;
-    req = &c->req;
-    memset(req, 0, sizeof(*req));
-    req->active = true;
-    clock_gettime(CLOCK_MONOTONIC, &req->t0);
-    *con_cls = req;
-    atomic_fetch_add(&s->in_flight, 1);
-    {
-        const char *cl = MHD_lookup_connection_value(
-            mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        unsigned long long n = s->cfg.max_body;
-        char *end;
-        if (cl != NULL) {
-            errno = 0;
-            n = strtoull(cl, &end, 10);
-            if (errno != 0 || *end != '\0' || n > s->cfg.max_body)
-                n = s->cfg.max_body;
-        }
-        conn_phase_set(c, PHASE_BODY, n);
+    for (;;) {
+        size_t len = strcspn(m, ",");
+        if (len == n && strncmp(m, method, n) == 0)
+            return true;
+        if (m[len] == '\0')
+            return false;
+        m += len + 1;
+        while (*m == ' ')
+            m++;
     }
-    {
-        const char *why = framing_check(mc);
-        if (why != NULL) {
-            req->bad_framing = true;
-            return answer_text(s, mc, req, MHD_HTTP_BAD_REQUEST, why, NULL);
-        }
-    }
+}
 
-    req->route = route_of(url);
-    get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
-          strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-    post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
-    switch (req->route) {
-    case ROUTE_MUTATE:
-        if (!post)
-            return answer_text(s, mc, req, MHD_HTTP_METHOD_NOT_ALLOWED,
-                               "method not allowed; use POST\n", "POST");
-        break;
-    case ROUTE_HEALTHZ:
-    case ROUTE_READYZ:
-    case ROUTE_METRICS:
-        if (!get)
-            return answer_text(s, mc, req, MHD_HTTP_METHOD_NOT_ALLOWED,
-                               "method not allowed; use GET\n", "GET, HEAD");
-        /* Answered on the next call, once libmicrohttpd has read the
-         * whole request: an answer queued earlier closes the connection. */
-        return MHD_YES;
-    default:
-        return answer_text(s, mc, req, MHD_HTTP_NOT_FOUND, "not found\n", NULL);
-    }
+/* 405 with the route's methods: "method not allowed; use POST". */
+static enum MHD_Result
+answer_not_allowed(struct http_server *s, struct MHD_Connection *mc,
+                   struct request *req)
+{
+    const char *methods = req->route->methods;
+    char text[64];
+    int n = snprintf(text, sizeof(text), "method not allowed; use %.*s\n",
+                     (int)strcspn(methods, ","), methods);
 
+    if (n < 0 || (size_t)n >= sizeof(text))
+        n = (int)strlen(text);
+    return answer(s, mc, req, MHD_HTTP_METHOD_NOT_ALLOWED,
+                  "text/plain; charset=utf-8", text, (size_t)n,
+                  MHD_RESPMEM_MUST_COPY, methods);
+}
+
+/* The body length the request announces, capped at max_body (the cap when
+ * it announces none): what the body's deadline allows for. */
+static uint64_t
+announced_length(struct http_server *s, struct MHD_Connection *mc)
+{
+    const char *cl = MHD_lookup_connection_value(
+        mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    unsigned long long n = s->cfg.max_body;
+    char *end;
+
+    if (cl != NULL) {
+        errno = 0;
+        n = strtoull(cl, &end, 10);
+        if (errno != 0 || *end != '\0' || n > s->cfg.max_body)
+            n = s->cfg.max_body;
+    }
+    return n;
+}
+
+/*
+ * The header checks of a route with a body, and its policy snapshot.
+ * Returns MHD_YES to read the body, or the result of a refusal's answer.
+ */
+static enum MHD_Result
+body_begin(struct http_server *s, struct MHD_Connection *mc, struct conn *c,
+           struct request *req)
+{
     /* With --client-ca, reviews need a trusted client certificate. The
      * handshake only requests one, so that kubelet probes and Prometheus
      * (which present none) still reach /healthz, /readyz and /metrics. */
@@ -1256,6 +1237,128 @@ handle(void *cls, struct MHD_Connection *mc, const char *url,
     }
     req->pol = reload_policy_acquire(s->reload);
     return MHD_YES;
+}
+
+/*
+ * Stage one, the first call (the headers are in): the request's
+ * bookkeeping and body deadline, the framing, the route and its method,
+ * and for a route with a body its header checks. A refusal is answered
+ * at once; anything else on the last call, once libmicrohttpd has read
+ * the whole request (an answer queued earlier closes the connection).
+ */
+static enum MHD_Result
+request_begin(struct http_server *s, struct MHD_Connection *mc, const char *url,
+              const char *method, void **con_cls)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct conn *c = ci != NULL ? ci->socket_context : NULL;
+    struct request *req;
+    const char *why;
+
+    if (c == NULL)
+        return MHD_NO;
+    req = &c->req;
+    memset(req, 0, sizeof(*req));
+    req->active = true;
+    clock_gettime(CLOCK_MONOTONIC, &req->t0);
+    *con_cls = req;
+    atomic_fetch_add(&s->in_flight, 1);
+    conn_phase_set(c, PHASE_BODY, announced_length(s, mc));
+    why = framing_check(mc);
+    if (why != NULL) {
+        req->bad_framing = true;
+        return answer_text(s, mc, req, MHD_HTTP_BAD_REQUEST, why, NULL);
+    }
+    req->route = route_find(url);
+    if (req->route == NULL)
+        return answer_text(s, mc, req, MHD_HTTP_NOT_FOUND, "not found\n", NULL);
+    if (!route_allows(req->route, method))
+        return answer_not_allowed(s, mc, req);
+    if (!req->route->body)
+        return MHD_YES;
+    return body_begin(s, mc, c, req);
+}
+
+/*
+ * Stage two, each chunk of the body: kept up to --max-body. Past it, or
+ * once out of memory, chunks are read and dropped, so that the answer is
+ * not lost to a reset, until DRAIN_LIMIT, where the 413 goes out at once.
+ */
+static enum MHD_Result
+request_body(struct http_server *s, struct MHD_Connection *mc,
+             struct request *req, const char *data, size_t *size)
+{
+    struct conn *c = request_conn(req);
+    size_t n = *size;
+
+    *size = 0;
+    if (req->answered)
+        return MHD_YES;
+    if (req->too_large || req->no_memory || c->body.len + n > s->cfg.max_body) {
+        if (!req->no_memory)
+            req->too_large = true;
+        req->dropped += n;
+        if (req->dropped > DRAIN_LIMIT)
+            return answer_text(s, mc, req, MHD_HTTP_CONTENT_TOO_LARGE,
+                               "request body too large\n", NULL);
+        return MHD_YES;
+    }
+    switch (body_append(c, data, n)) {
+    case 0:
+        break;
+    case -1:
+        return answer_over_budget(s, mc, req);
+    default:
+        req->no_memory = true;
+    }
+    return MHD_YES;
+}
+
+/*
+ * Stage three, the last call (the whole request is in): unless already
+ * answered, the route's handler answers. For a route with a body, a body
+ * past --max-body is 413 and one that could not be kept is 500 first.
+ */
+static enum MHD_Result
+request_end(struct http_server *s, struct MHD_Connection *mc,
+            struct request *req)
+{
+    struct conn *c = request_conn(req);
+
+    if (req->answered)
+        return MHD_YES;
+    if (req->route == NULL)
+        return MHD_NO; /* not reached: request_begin() answered it */
+    conn_phase_set(c, PHASE_BUSY, 0);
+    if (req->route->body && req->too_large)
+        return answer_text(s, mc, req, MHD_HTTP_CONTENT_TOO_LARGE,
+                           "request body too large\n", NULL);
+    if (req->route->body && req->no_memory)
+        return answer_text(s, mc, req, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                           "out of memory\n", NULL);
+    return req->route->handler(s, mc, c, req);
+}
+
+/*
+ * libmicrohttpd's access handler: it calls once with the headers
+ * (*con_cls still NULL), once per body chunk (*upload_data_size > 0), and
+ * once at the end (*upload_data_size == 0). Each call goes to its stage.
+ */
+static enum MHD_Result
+handle(void *cls, struct MHD_Connection *mc, const char *url,
+       const char *method, const char *version, const char *upload_data,
+       size_t *upload_data_size, void **con_cls)
+{
+    struct http_server *s = cls;
+    struct request *req = *con_cls;
+
+    (void)version;
+    if (req == NULL)
+        return request_begin(s, mc, url, method, con_cls);
+    if (*upload_data_size > 0)
+        return request_body(s, mc, req, upload_data, upload_data_size);
+    return request_end(s, mc, req);
 }
 
 static void

@@ -1,5 +1,6 @@
-/* ncclguard serve: flags and environment, start-up, signals, drain. */
-#include "cli/cmd.h"
+/* ncclguard serve: the option table, then parse, then run (start-up,
+ * signals, drain). */
+#include "server/serve.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -13,9 +14,11 @@
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 
-#include "base/file.h"
-#include "server/http.h"
 #include "admission/jsonmem.h"
+#include "base/file.h"
+#include "cli/cmd.h"
+#include "policy/policy.h"
+#include "server/http.h"
 #include "server/log.h"
 #include "server/reload.h"
 #include "server/tlspair.h"
@@ -25,8 +28,13 @@
  * below Kubernetes' default 30 s grace period. */
 #define DRAIN_TIMEOUT_MS 25000
 
+#define KI 1024ULL
+#define MI (1024ULL * KI)
+#define GI (1024ULL * MI)
+
+/* The options, by their index in opts[]. */
 enum opt_id {
-    OPT_LISTEN = 1,
+    OPT_LISTEN,
     OPT_CERT,
     OPT_KEY,
     OPT_POLICY,
@@ -44,68 +52,328 @@ enum opt_id {
     OPT_LOG_LEVEL,
     OPT_RINGCHECK_IMAGE,
     OPT_HELP,
-    OPT_COUNT
+    OPT_N
 };
 
-static const struct {
-    const char *flag;
-    const char *env;
-    const char *arg;
-    const char *help;
-} opt_doc[OPT_COUNT] = {
-    [OPT_LISTEN] = {"listen", "NCCLGUARD_LISTEN", "ADDR",
-                    "HOST:PORT, [V6]:PORT or :PORT (default :8443; port 0 "
-                    "picks a free one)"},
-    [OPT_CERT] = {"cert", "NCCLGUARD_CERT", "FILE",
-                  "serving certificate chain, PEM (required)"},
-    [OPT_KEY] = {"key", "NCCLGUARD_KEY", "FILE",
-                 "its private key, PEM (required)"},
-    [OPT_POLICY] = {"policy", "NCCLGUARD_POLICY", "FILE",
-                    "policy YAML (required)"},
-    [OPT_CLIENT_CA] = {"client-ca", "NCCLGUARD_CLIENT_CA", "FILE",
-                       "require client certificates signed by this CA"},
-    [OPT_NAMESPACE] = {"namespace", "NCCLGUARD_NAMESPACE", "NS",
-                       "the webhook's own namespace, never mutated "
-                       "(default $POD_NAMESPACE)"},
-    [OPT_MAX_BODY] = {"max-body", "NCCLGUARD_MAX_BODY", "BYTES",
-                      "largest request body; Ki/Mi suffixes allowed "
-                      "(default 4Mi)"},
-    [OPT_THREADS] = {"threads", "NCCLGUARD_THREADS", "N",
-                     "worker threads (default: the CPUs this process may "
-                     "use)"},
-    [OPT_CONNECTION_TIMEOUT] = {"connection-timeout",
-                                "NCCLGUARD_CONNECTION_TIMEOUT", "S",
-                                "close connections idle this long "
-                                "(default 30; 0 = never)"},
-    [OPT_MAX_CONNECTIONS] = {"max-connections", "NCCLGUARD_MAX_CONNECTIONS",
-                             "N", "open connections at most (default 1024)"},
-    [OPT_PER_IP_CONNECTIONS] = {"per-ip-connections",
-                                "NCCLGUARD_PER_IP_CONNECTIONS", "N",
-                                "open connections per client address "
-                                "(default 128; 0 = no limit)"},
-    [OPT_RELOAD_INTERVAL] = {"reload-interval", "NCCLGUARD_RELOAD_INTERVAL",
-                             "S",
-                             "also re-read policy and certificate every S "
-                             "seconds (default 10; 0 = off)"},
-    [OPT_HEADER_TIMEOUT] = {"header-timeout", "NCCLGUARD_HEADER_TIMEOUT", "S",
-                            "TLS handshake plus request headers must finish "
-                            "within S seconds of connecting (default 10; 0 = "
-                            "no limit)"},
-    [OPT_MIN_BODY_RATE] = {"min-body-rate", "NCCLGUARD_MIN_BODY_RATE", "BYTES",
-                           "a body must then arrive at BYTES a second "
-                           "(default 64Ki; 0 = no limit)"},
-    [OPT_MEMORY_LIMIT] = {"memory-limit", "NCCLGUARD_MEMORY_LIMIT", "BYTES",
-                          "memory figure the body budget derives from; Ki, "
-                          "Mi, Gi allowed (default: the cgroup's memory.max)"},
-    [OPT_LOG_LEVEL] = {"log-level", "NCCLGUARD_LOG_LEVEL", "LEVEL",
-                       "debug, info, warn or error (default info)"},
-    [OPT_RINGCHECK_IMAGE] = {"ringcheck-image", "NCCLGUARD_RINGCHECK_IMAGE",
-                             "IMAGE",
-                             "ring-check image where the policy names none "
-                             "(default ghcr.io/ncclguard/"
-                             "ncclguard-ringcheck:0.1.0)"},
-    [OPT_HELP] = {"help", NULL, NULL, "show this help"},
+static unsigned long long default_threads(void);
+static unsigned long long default_memory_limit(void);
+
+/*
+ * Every flag of `ncclguard serve`, its environment variable, default and
+ * bounds: the one place they are spelled. --help is written from it, and
+ * parsing knows nothing else.
+ */
+static const struct serve_option opts[OPT_N] = {
+    [OPT_LISTEN] = {.flag = "listen",
+                    .env = "NCCLGUARD_LISTEN",
+                    .arg = "ADDR",
+                    .kind = SERVE_OPT_TEXT,
+                    .def = ":8443",
+                    .help = "HOST:PORT, [V6]:PORT or :PORT; port 0 picks a "
+                            "free one"},
+    [OPT_CERT] = {.flag = "cert",
+                  .env = "NCCLGUARD_CERT",
+                  .arg = "FILE",
+                  .kind = SERVE_OPT_TEXT,
+                  .required = true,
+                  .help = "serving certificate chain, PEM"},
+    [OPT_KEY] = {.flag = "key",
+                 .env = "NCCLGUARD_KEY",
+                 .arg = "FILE",
+                 .kind = SERVE_OPT_TEXT,
+                 .required = true,
+                 .help = "its private key, PEM"},
+    [OPT_POLICY] = {.flag = "policy",
+                    .env = "NCCLGUARD_POLICY",
+                    .arg = "FILE",
+                    .kind = SERVE_OPT_TEXT,
+                    .required = true,
+                    .help = "policy YAML"},
+    [OPT_CLIENT_CA] = {.flag = "client-ca",
+                       .env = "NCCLGUARD_CLIENT_CA",
+                       .arg = "FILE",
+                       .kind = SERVE_OPT_TEXT,
+                       .help = "require client certificates signed by this "
+                               "CA"},
+    [OPT_NAMESPACE] = {.flag = "namespace",
+                       .env = "NCCLGUARD_NAMESPACE",
+                       .arg = "NS",
+                       .kind = SERVE_OPT_TEXT,
+                       .def_env = "POD_NAMESPACE",
+                       .help = "the webhook's own namespace, never mutated"},
+    [OPT_MAX_BODY] = {.flag = "max-body",
+                      .env = "NCCLGUARD_MAX_BODY",
+                      .arg = "BYTES",
+                      .kind = SERVE_OPT_BYTES,
+                      .def = "4Mi",
+                      .min = KI,
+                      .max = GI,
+                      .help = "largest request body; Ki/Mi/Gi suffixes "
+                              "allowed"},
+    [OPT_THREADS] = {.flag = "threads",
+                     .env = "NCCLGUARD_THREADS",
+                     .arg = "N",
+                     .kind = SERVE_OPT_NUMBER,
+                     .def_fn = default_threads,
+                     .def_doc = "the CPUs this process may use",
+                     .min = 1,
+                     .max = 256,
+                     .help = "worker threads"},
+    [OPT_CONNECTION_TIMEOUT] = {.flag = "connection-timeout",
+                                .env = "NCCLGUARD_CONNECTION_TIMEOUT",
+                                .arg = "S",
+                                .kind = SERVE_OPT_NUMBER,
+                                .def = "30",
+                                .min = 0,
+                                .max = 86400,
+                                .zero = "never",
+                                .help = "close connections idle this long"},
+    [OPT_MAX_CONNECTIONS] = {.flag = "max-connections",
+                             .env = "NCCLGUARD_MAX_CONNECTIONS",
+                             .arg = "N",
+                             .kind = SERVE_OPT_NUMBER,
+                             .def = "1024",
+                             .min = 1,
+                             .max = 1000000,
+                             .help = "open connections at most"},
+    /* Without a per-address cap, one client holding idle connections
+     * (slowloris) starves the pool for everyone: make faults measured a
+     * 24 s median wait for a well-behaved client at the default 1024. */
+    [OPT_PER_IP_CONNECTIONS] = {.flag = "per-ip-connections",
+                                .env = "NCCLGUARD_PER_IP_CONNECTIONS",
+                                .arg = "N",
+                                .kind = SERVE_OPT_NUMBER,
+                                .def = "128",
+                                .min = 0,
+                                .max = 1000000,
+                                .zero = "no limit",
+                                .help = "open connections per client "
+                                        "address"},
+    [OPT_RELOAD_INTERVAL] = {.flag = "reload-interval",
+                             .env = "NCCLGUARD_RELOAD_INTERVAL",
+                             .arg = "S",
+                             .kind = SERVE_OPT_NUMBER,
+                             .def = "10",
+                             .min = 0,
+                             .max = 86400,
+                             .zero = "off",
+                             .help = "also re-read policy and certificate "
+                                     "every S seconds"},
+    [OPT_HEADER_TIMEOUT] = {.flag = "header-timeout",
+                            .env = "NCCLGUARD_HEADER_TIMEOUT",
+                            .arg = "S",
+                            .kind = SERVE_OPT_NUMBER,
+                            .def = "10",
+                            .min = 0,
+                            .max = 3600,
+                            .zero = "no limit",
+                            .help = "TLS handshake plus request headers must "
+                                    "finish within S seconds of connecting"},
+    [OPT_MIN_BODY_RATE] = {.flag = "min-body-rate",
+                           .env = "NCCLGUARD_MIN_BODY_RATE",
+                           .arg = "BYTES",
+                           .kind = SERVE_OPT_BYTES,
+                           .def = "64Ki",
+                           .min = 0,
+                           .max = GI,
+                           .zero = "no limit",
+                           .help = "a body must then arrive at BYTES a "
+                                   "second"},
+    [OPT_MEMORY_LIMIT] = {.flag = "memory-limit",
+                          .env = "NCCLGUARD_MEMORY_LIMIT",
+                          .arg = "BYTES",
+                          .kind = SERVE_OPT_BYTES,
+                          .def_fn = default_memory_limit,
+                          .def_doc = "the cgroup's memory.max",
+                          .min = MI,
+                          .max = 1ULL << 50,
+                          .help = "memory figure the body budget derives "
+                                  "from; Ki, Mi, Gi allowed"},
+    [OPT_LOG_LEVEL] = {.flag = "log-level",
+                       .env = "NCCLGUARD_LOG_LEVEL",
+                       .arg = "LEVEL",
+                       .kind = SERVE_OPT_LEVEL,
+                       .def = "info",
+                       .help = "debug, info, warn or error"},
+    /* The image itself is built into policy/ (policies loaded by `mutate`
+     * get it too); tests/unit/test_serve.c checks this text names it. */
+    [OPT_RINGCHECK_IMAGE] = {.flag = "ringcheck-image",
+                             .env = "NCCLGUARD_RINGCHECK_IMAGE",
+                             .arg = "IMAGE",
+                             .kind = SERVE_OPT_TEXT,
+                             .def_doc = "ghcr.io/ncclguard/"
+                                        "ncclguard-ringcheck:0.1.0",
+                             .help = "ring-check image where the policy "
+                                     "names none"},
+    [OPT_HELP] = {.flag = "help",
+                  .kind = SERVE_OPT_SWITCH,
+                  .help = "show this help"},
 };
+
+const struct serve_option *
+serve_options(size_t *n)
+{
+    *n = OPT_N;
+    return opts;
+}
+
+/* Bytes as a user would write them: 4Mi rather than 4194304. */
+static void
+bytes_format(unsigned long long v, char *buf, size_t n)
+{
+    if (v != 0 && v % GI == 0)
+        snprintf(buf, n, "%lluGi", v / GI);
+    else if (v != 0 && v % MI == 0)
+        snprintf(buf, n, "%lluMi", v / MI);
+    else if (v != 0 && v % KI == 0)
+        snprintf(buf, n, "%lluKi", v / KI);
+    else
+        snprintf(buf, n, "%llu", v);
+}
+
+/* "1..1000000" or "1Ki..1Gi": o's bounds as --help and errors show them. */
+static void
+range_format(const struct serve_option *o, char *buf, size_t n)
+{
+    char lo[32], hi[32];
+
+    if (o->kind == SERVE_OPT_BYTES) {
+        bytes_format(o->min, lo, sizeof(lo));
+        bytes_format(o->max, hi, sizeof(hi));
+    } else {
+        snprintf(lo, sizeof(lo), "%llu", o->min);
+        snprintf(hi, sizeof(hi), "%llu", o->max);
+    }
+    snprintf(buf, n, "%s..%s", lo, hi);
+}
+
+/* Reads a run of decimal digits: 0, 1 for a number past every bound
+ * (still digits), -1 for anything else. */
+static int
+digits_parse(const char *s, size_t len, unsigned long long *out)
+{
+    unsigned long long v = 0;
+
+    if (len == 0)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        unsigned int d;
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        d = (unsigned int)(s[i] - '0');
+        if (v > (~0ULL - d) / 10) {
+            /* Still check the rest are digits. */
+            for (size_t j = i + 1; j < len; j++)
+                if (s[j] < '0' || s[j] > '9')
+                    return -1;
+            return 1;
+        }
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+int
+serve_option_parse(const struct serve_option *o, const char *label,
+                   const char *value, unsigned long long *out, char *msg,
+                   size_t n)
+{
+    /* "--flag VALUE: ..." or "ENV=VALUE: ...", for a value that is not of
+     * the option's kind; "LABEL: VALUE is out of range ..." for one that
+     * is, outside the bounds. */
+    const char *sep = strncmp(label, "--", 2) == 0 ? " " : "=";
+    unsigned long long mult = 1, v = 0;
+    size_t len = strlen(value);
+    char range[80];
+    int rc;
+
+    switch (o->kind) {
+    case SERVE_OPT_TEXT:
+    case SERVE_OPT_SWITCH:
+        return 0;
+    case SERVE_OPT_LEVEL: {
+        enum log_level level;
+        if (log_level_parse(value, &level) == 0)
+            return 0;
+        snprintf(msg, n, "%s%s%s: expected debug, info, warn or error", label,
+                 sep, value);
+        return -1;
+    }
+    case SERVE_OPT_BYTES:
+        if (len > 2 && value[len - 1] == 'i') {
+            switch (value[len - 2]) {
+            case 'K':
+                mult = KI;
+                break;
+            case 'M':
+                mult = MI;
+                break;
+            case 'G':
+                mult = GI;
+                break;
+            default:
+                break;
+            }
+            if (mult != 1)
+                len -= 2;
+        }
+        rc = digits_parse(value, len, &v);
+        if (rc < 0) {
+            snprintf(msg, n, "%s%s%s: expected bytes, e.g. 4194304 or 4Mi",
+                     label, sep, value);
+            return -1;
+        }
+        if (rc > 0 || v > o->max / mult)
+            goto out_of_range;
+        v *= mult;
+        break;
+    case SERVE_OPT_NUMBER:
+        rc = digits_parse(value, len, &v);
+        if (rc < 0) {
+            snprintf(msg, n,
+                     "%s%s%s: expected a whole number from %llu to %llu", label,
+                     sep, value, o->min, o->max);
+            return -1;
+        }
+        if (rc > 0)
+            goto out_of_range;
+        break;
+    }
+    if (v < o->min || v > o->max)
+        goto out_of_range;
+    *out = v;
+    return 0;
+out_of_range:
+    range_format(o, range, sizeof(range));
+    snprintf(msg, n, "%s: %s is out of range %s", label, value, range);
+    return -1;
+}
+
+/* "(default 30; 0..86400; 0 = never)": what --help says after the help
+ * text of o; empty when there is nothing to say. */
+static void
+help_tail_format(const struct serve_option *o, char *buf, size_t n)
+{
+    char def[96] = "", range[80] = "", zero[48] = "";
+
+    if (o->required)
+        snprintf(def, sizeof(def), "required");
+    else if (o->def != NULL)
+        snprintf(def, sizeof(def), "default %s", o->def);
+    else if (o->def_env != NULL)
+        snprintf(def, sizeof(def), "default $%s", o->def_env);
+    else if (o->def_fn != NULL)
+        snprintf(def, sizeof(def), "default: %s", o->def_doc);
+    else if (o->def_doc != NULL)
+        snprintf(def, sizeof(def), "default %s", o->def_doc);
+    if (o->kind == SERVE_OPT_NUMBER || o->kind == SERVE_OPT_BYTES)
+        range_format(o, range, sizeof(range));
+    if (o->zero != NULL)
+        snprintf(zero, sizeof(zero), "0 = %s", o->zero);
+    snprintf(buf, n, "%s%s%s%s%s", def, def[0] && range[0] ? "; " : "", range,
+             (def[0] || range[0]) && zero[0] ? "; " : "", zero);
+}
 
 static void
 usage(FILE *out)
@@ -114,95 +382,25 @@ usage(FILE *out)
                  "[options]\n\nRuns the HTTPS admission webhook (POST /mutate, "
                  "GET /healthz, /readyz, /metrics).\n\noptions (each also "
                  "read from the environment variable shown):\n");
-    for (int i = 1; i < OPT_COUNT; i++) {
-        char left[64];
-        if (opt_doc[i].arg != NULL)
-            snprintf(left, sizeof(left), "--%s %s", opt_doc[i].flag,
-                     opt_doc[i].arg);
+    for (size_t i = 0; i < OPT_N; i++) {
+        const struct serve_option *o = &opts[i];
+        char left[64], tail[256];
+
+        if (o->arg != NULL)
+            snprintf(left, sizeof(left), "--%s %s", o->flag, o->arg);
         else
-            snprintf(left, sizeof(left), "--%s", opt_doc[i].flag);
-        fprintf(out, "  %-28s %s\n", left, opt_doc[i].help);
-        if (opt_doc[i].env != NULL)
-            fprintf(out, "  %-28s   env %s\n", "", opt_doc[i].env);
+            snprintf(left, sizeof(left), "--%s", o->flag);
+        help_tail_format(o, tail, sizeof(tail));
+        if (tail[0] != '\0')
+            fprintf(out, "  %-28s %s (%s)\n", left, o->help, tail);
+        else
+            fprintf(out, "  %-28s %s\n", left, o->help);
+        if (o->env != NULL)
+            fprintf(out, "  %-28s   env %s\n", "", o->env);
     }
     fprintf(out, "\nSIGHUP re-reads the policy and the certificate; SIGTERM "
                  "stops accepting,\nfinishes the requests in flight and "
                  "exits 0.\n");
-}
-
-/* Where each value came from, so that an error names the flag or the
- * environment variable the user set: "--log-level " or
- * "NCCLGUARD_LOG_LEVEL=". Filled by cmd_serve before any value is parsed. */
-static char opt_src[OPT_COUNT][48];
-
-static const char *
-src(int i)
-{
-    return opt_src[i];
-}
-
-/* Parses a non-negative integer no larger than max; label is src(i). */
-static int
-parse_uint(const char *label, const char *s, unsigned long long max,
-           unsigned long long *out)
-{
-    char *end;
-    unsigned long long v;
-
-    errno = 0;
-    if (s == NULL || *s < '0' || *s > '9')
-        goto bad;
-    v = strtoull(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v > max)
-        goto bad;
-    *out = v;
-    return 0;
-bad:
-    fprintf(stderr,
-            "ncclguard serve: %s%s: expected a whole number from 0 to "
-            "%llu\n",
-            label, s ? s : "", max);
-    return -1;
-}
-
-/* Parses BYTES with an optional Ki, Mi or Gi suffix for option id (its
- * label is src(id)): at least min, at most max bytes. */
-static int
-parse_bytes(int id, const char *s, unsigned long long min,
-            unsigned long long max, unsigned long long *out)
-{
-    char num[32];
-    size_t n = strlen(s);
-    unsigned long long mult = 1, v;
-
-    if (n > 2 && strcmp(s + n - 2, "Ki") == 0) {
-        mult = 1024;
-        n -= 2;
-    } else if (n > 2 && strcmp(s + n - 2, "Mi") == 0) {
-        mult = 1024 * 1024;
-        n -= 2;
-    } else if (n > 2 && strcmp(s + n - 2, "Gi") == 0) {
-        mult = 1024 * 1024 * 1024;
-        n -= 2;
-    }
-    if (n == 0 || n >= sizeof(num) || strspn(s, "0123456789") != n) {
-        fprintf(stderr,
-                "ncclguard serve: %s%s: expected bytes, "
-                "e.g. 4194304 or 4Mi\n",
-                src(id), s);
-        return -1;
-    }
-    memcpy(num, s, n);
-    num[n] = '\0';
-    if (parse_uint(src(id), num, max / mult, &v) != 0)
-        return -1;
-    if (v * mult < min) {
-        fprintf(stderr, "ncclguard serve: %s%s: must be at least %llu\n",
-                src(id), s, min);
-        return -1;
-    }
-    *out = v * mult;
-    return 0;
 }
 
 /*
@@ -308,70 +506,80 @@ read_client_ca(const char *path)
     return pem;
 }
 
-int
-cmd_serve(int argc, char **argv)
+static unsigned long long
+default_threads(void)
 {
-    static const struct option longopts[] = {
-        {"listen", required_argument, NULL, OPT_LISTEN},
-        {"cert", required_argument, NULL, OPT_CERT},
-        {"key", required_argument, NULL, OPT_KEY},
-        {"policy", required_argument, NULL, OPT_POLICY},
-        {"client-ca", required_argument, NULL, OPT_CLIENT_CA},
-        {"namespace", required_argument, NULL, OPT_NAMESPACE},
-        {"max-body", required_argument, NULL, OPT_MAX_BODY},
-        {"threads", required_argument, NULL, OPT_THREADS},
-        {"connection-timeout", required_argument, NULL, OPT_CONNECTION_TIMEOUT},
-        {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
-        {"per-ip-connections", required_argument, NULL, OPT_PER_IP_CONNECTIONS},
-        {"reload-interval", required_argument, NULL, OPT_RELOAD_INTERVAL},
-        {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
-        {"min-body-rate", required_argument, NULL, OPT_MIN_BODY_RATE},
-        {"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
-        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-        {"ringcheck-image", required_argument, NULL, OPT_RINGCHECK_IMAGE},
-        {"help", no_argument, NULL, OPT_HELP},
-        {NULL, 0, NULL, 0}};
-    const char *val[OPT_COUNT] = {0};
-    struct http_config hc;
-    struct reload_config rc;
-    struct reload *reload = NULL;
-    struct http_server *srv = NULL;
-    struct ng_error e;
-    char *client_ca = NULL;
-    unsigned long long n, memory_limit = 0;
-    enum log_level level = LOG_INFO;
-    sigset_t sigs;
-    int status = 1, opt;
+    return cpu_count();
+}
 
-    /* Before any thread uses jansson: admissions allocate their JSON
-     * values from a per-thread arena (see admission/jsonmem.h). */
-    jsonmem_install();
+static unsigned long long
+default_memory_limit(void)
+{
+    return cgroup_memory_limit();
+}
 
-    /* The environment first, then flags on top. */
-    for (int i = 1; i < OPT_COUNT; i++) {
-        snprintf(opt_src[i], sizeof(opt_src[i]), "--%s ", opt_doc[i].flag);
-        if (opt_doc[i].env != NULL) {
-            const char *v = getenv(opt_doc[i].env);
+/* getopt_long's value for opts[i]: past every character, so that it
+ * cannot be taken for 'h', '?' or ':'. */
+#define OPT_VAL(i) (1000 + (int)(i))
+
+/* Every option's value after parsing: text as given (or its default),
+ * numbers and bytes as numbers, and where each came from. */
+struct serve_settings {
+    const char *text[OPT_N]; /* NULL: unset, no default */
+    unsigned long long num[OPT_N];
+    /* "--log-level" or "NCCLGUARD_LOG_LEVEL", so that a message names
+     * what the user set. */
+    char label[OPT_N][48];
+};
+
+/* " " after a flag, "=" after an environment variable, as the value was
+ * written: "--log-level loud" or "NCCLGUARD_LOG_LEVEL=loud". */
+static const char *
+label_sep(const char *label)
+{
+    return strncmp(label, "--", 2) == 0 ? " " : "=";
+}
+
+/*
+ * Reads the raw values into val[] and their labels into st: the
+ * environment, then flags on top. Returns 0, 1 when --help was shown, 2
+ * after saying on stderr what is wrong.
+ */
+static int
+serve_read(int argc, char **argv, const char **val, struct serve_settings *st)
+{
+    struct option longopts[OPT_N + 1];
+    int opt;
+
+    memset(longopts, 0, sizeof(longopts));
+    for (size_t i = 0; i < OPT_N; i++) {
+        const struct serve_option *o = &opts[i];
+        longopts[i].name = o->flag;
+        longopts[i].has_arg =
+            o->kind == SERVE_OPT_SWITCH ? no_argument : required_argument;
+        longopts[i].val = OPT_VAL(i);
+        snprintf(st->label[i], sizeof(st->label[i]), "--%s", o->flag);
+        if (o->env != NULL) {
+            const char *v = getenv(o->env);
             if (v != NULL && *v != '\0') {
                 val[i] = v;
-                snprintf(opt_src[i], sizeof(opt_src[i]), "%s=", opt_doc[i].env);
+                snprintf(st->label[i], sizeof(st->label[i]), "%s", o->env);
             }
         }
-    }
-    if (val[OPT_NAMESPACE] == NULL) {
-        const char *v = getenv("POD_NAMESPACE");
-        if (v != NULL && *v != '\0')
-            val[OPT_NAMESPACE] = v;
     }
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (opt == 'h' || opt == OPT_HELP) {
+        size_t i;
+        if (opt == 'h' || opt == OPT_VAL(OPT_HELP)) {
             usage(stdout);
-            return 0;
+            return 1;
         }
-        if (opt == '?' || opt == ':') {
-            if (optopt != 0)
+        if (opt < OPT_VAL(0) || opt >= OPT_VAL(OPT_N)) {
+            if (optopt >= OPT_VAL(0) && optopt < OPT_VAL(OPT_N))
+                fprintf(stderr, "ncclguard serve: --%s needs a value\n",
+                        opts[optopt - OPT_VAL(0)].flag);
+            else if (optopt != 0)
                 fprintf(stderr, "ncclguard serve: unknown option -%c\n",
                         optopt);
             else
@@ -382,128 +590,165 @@ cmd_serve(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-        val[opt] = optarg;
-        snprintf(opt_src[opt], sizeof(opt_src[opt]), "--%s ",
-                 opt_doc[opt].flag);
+        i = (size_t)(opt - OPT_VAL(0));
+        val[i] = optarg;
+        snprintf(st->label[i], sizeof(st->label[i]), "--%s", opts[i].flag);
     }
     if (optind < argc) {
         fprintf(stderr, "ncclguard serve: unexpected argument '%s'\n",
                 argv[optind]);
         return 2;
     }
-    for (int i = OPT_CERT; i <= OPT_POLICY; i++) {
-        if (val[i] == NULL) {
-            fprintf(stderr, "ncclguard serve: --%s is required (or set %s)\n",
-                    opt_doc[i].flag, opt_doc[i].env);
-            return 2;
-        }
-    }
+    return 0;
+}
 
-    memset(&hc, 0, sizeof(hc));
+/*
+ * Parse: the raw values (serve_read), the required ones present, each
+ * unset one given its default, and each checked against the table into
+ * st. Returns 0, 1 when --help was shown, 2 after saying on stderr what is
+ * wrong.
+ */
+static int
+serve_parse(int argc, char **argv, struct serve_settings *st)
+{
+    const char *val[OPT_N] = {0};
+    char msg[320];
+    int rc;
+
+    memset(st, 0, sizeof(*st));
+    rc = serve_read(argc, argv, val, st);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; i < OPT_N; i++) {
+        if (opts[i].required && val[i] == NULL) {
+            fprintf(stderr, "ncclguard serve: --%s is required (or set %s)\n",
+                    opts[i].flag, opts[i].env);
+            return 2;
+        }
+    }
+    for (size_t i = 0; i < OPT_N; i++) {
+        const struct serve_option *o = &opts[i];
+        const char *v = val[i];
+
+        if (v == NULL && o->def_env != NULL) {
+            v = getenv(o->def_env);
+            if (v != NULL && *v == '\0')
+                v = NULL;
+        }
+        if (v == NULL && o->def != NULL)
+            v = o->def;
+        if (v == NULL) {
+            if (o->def_fn != NULL)
+                st->num[i] = o->def_fn();
+            continue;
+        }
+        if (serve_option_parse(o, st->label[i], v, &st->num[i], msg,
+                               sizeof(msg)) != 0) {
+            fprintf(stderr, "ncclguard serve: %s\n", msg);
+            return 2;
+        }
+        st->text[i] = v;
+    }
+    return 0;
+}
+
+/* What running the server needs, made from the settings. */
+struct serve_plan {
+    struct http_config hc;
+    struct reload_config rc;
+    unsigned long long memory_limit;
+    const char *listen;
+    const char *client_ca_path; /* NULL: no client certificates */
+};
+
+/*
+ * Configure: the settings as the server's and the reloader's
+ * configuration; sets the log level and the default ring-check image.
+ * Returns 0, or 2 after saying on stderr what is wrong.
+ */
+static int
+serve_configure(const struct serve_settings *st, struct serve_plan *p)
+{
+    struct ng_error e;
+    enum log_level level = LOG_INFO;
+
+    memset(p, 0, sizeof(*p));
     ng_error_clear(&e);
-    if (http_listen_parse(val[OPT_LISTEN] ? val[OPT_LISTEN] : ":8443", &hc,
-                          &e) != 0) {
-        fprintf(stderr, "ncclguard serve: %.*s: %s\n",
-                (int)strlen(src(OPT_LISTEN)) - 1, src(OPT_LISTEN), e.msg);
+    p->listen = st->text[OPT_LISTEN];
+    if (http_listen_parse(p->listen, &p->hc, &e) != 0) {
+        fprintf(stderr, "ncclguard serve: %s: %s\n", st->label[OPT_LISTEN],
+                e.msg);
         return 2;
     }
-    hc.max_body = 4 * 1024 * 1024;
-    if (val[OPT_MAX_BODY] != NULL) {
-        if (parse_bytes(OPT_MAX_BODY, val[OPT_MAX_BODY], 1024, 1ULL << 30, &n) !=
-            0)
-            return 2;
-        hc.max_body = (size_t)n;
-    }
-    hc.threads = cpu_count();
-    if (val[OPT_THREADS] != NULL) {
-        if (parse_uint(src(OPT_THREADS), val[OPT_THREADS], 256, &n) != 0)
-            return 2;
-        if (n == 0) {
-            fprintf(stderr, "ncclguard serve: --threads must be at least 1\n");
-            return 2;
-        }
-        hc.threads = (unsigned int)n;
-    }
-    hc.connection_timeout = 30;
-    if (val[OPT_CONNECTION_TIMEOUT] != NULL) {
-        if (parse_uint(src(OPT_CONNECTION_TIMEOUT), val[OPT_CONNECTION_TIMEOUT],
-                       86400, &n) != 0)
-            return 2;
-        hc.connection_timeout = (unsigned int)n;
-    }
-    hc.max_connections = 1024;
-    /* Without a per-address cap, one client holding idle connections
-     * (slowloris) starves the pool for everyone: make faults measured a
-     * 24 s median wait for a well-behaved client at the default 1024. */
-    hc.per_ip_connections = 128;
-    if (val[OPT_MAX_CONNECTIONS] != NULL) {
-        if (parse_uint(src(OPT_MAX_CONNECTIONS), val[OPT_MAX_CONNECTIONS],
-                       1000000, &n) != 0)
-            return 2;
-        if (n == 0) {
-            fprintf(stderr,
-                    "ncclguard serve: --max-connections must be at least 1\n");
-            return 2;
-        }
-        hc.max_connections = (unsigned int)n;
-    }
-    if (val[OPT_PER_IP_CONNECTIONS] != NULL) {
-        if (parse_uint(src(OPT_PER_IP_CONNECTIONS), val[OPT_PER_IP_CONNECTIONS],
-                       1000000, &n) != 0)
-            return 2;
-        hc.per_ip_connections = (unsigned int)n;
-    }
-    hc.header_timeout = 10;
-    if (val[OPT_HEADER_TIMEOUT] != NULL) {
-        if (parse_uint(src(OPT_HEADER_TIMEOUT), val[OPT_HEADER_TIMEOUT], 3600, &n) !=
-            0)
-            return 2;
-        hc.header_timeout = (unsigned int)n;
-    }
-    hc.min_body_rate = 64 * 1024;
-    if (val[OPT_MIN_BODY_RATE] != NULL) {
-        if (parse_bytes(OPT_MIN_BODY_RATE, val[OPT_MIN_BODY_RATE], 0, 1ULL << 30,
-                        &n) != 0)
-            return 2;
-        hc.min_body_rate = (size_t)n;
-    }
-    memory_limit = cgroup_memory_limit();
-    if (val[OPT_MEMORY_LIMIT] != NULL) {
-        if (parse_bytes(OPT_MEMORY_LIMIT, val[OPT_MEMORY_LIMIT], 1024 * 1024,
-                        1ULL << 50, &memory_limit) != 0)
-            return 2;
-    }
-    hc.body_budget = http_body_budget(memory_limit, hc.threads, hc.max_body);
-    memset(&rc, 0, sizeof(rc));
-    rc.interval_seconds = 10;
-    if (val[OPT_RELOAD_INTERVAL] != NULL) {
-        if (parse_uint(src(OPT_RELOAD_INTERVAL), val[OPT_RELOAD_INTERVAL],
-                       86400, &n) != 0)
-            return 2;
-        rc.interval_seconds = (unsigned int)n;
-    }
-    if (val[OPT_LOG_LEVEL] != NULL &&
-        log_level_parse(val[OPT_LOG_LEVEL], &level) != 0) {
-        fprintf(stderr,
-                "ncclguard serve: %s%s: expected debug, info, warn "
-                "or error\n",
-                src(OPT_LOG_LEVEL), val[OPT_LOG_LEVEL]);
-        return 2;
-    }
+    if (log_level_parse(st->text[OPT_LOG_LEVEL], &level) != 0)
+        return 2; /* cannot happen: serve_parse checked it */
     log_level_set(level);
-    if (val[OPT_RINGCHECK_IMAGE] != NULL &&
-        policy_ringcheck_image_set_default(val[OPT_RINGCHECK_IMAGE]) != 0) {
+    if (st->text[OPT_RINGCHECK_IMAGE] != NULL &&
+        policy_ringcheck_image_set_default(st->text[OPT_RINGCHECK_IMAGE]) !=
+            0) {
+        const char *l = st->label[OPT_RINGCHECK_IMAGE];
         fprintf(stderr,
-                "ncclguard serve: %s%s: expected an image reference without "
+                "ncclguard serve: %s%s%s: expected an image reference without "
                 "whitespace, at most %d characters\n",
-                src(OPT_RINGCHECK_IMAGE), val[OPT_RINGCHECK_IMAGE],
+                l, label_sep(l), st->text[OPT_RINGCHECK_IMAGE],
                 POLICY_MAX_IMAGE);
         return 2;
     }
-    hc.own_namespace = val[OPT_NAMESPACE];
-    rc.policy_path = val[OPT_POLICY];
-    rc.cert_path = val[OPT_CERT];
-    rc.key_path = val[OPT_KEY];
+    p->hc.max_body = (size_t)st->num[OPT_MAX_BODY];
+    p->hc.threads = (unsigned int)st->num[OPT_THREADS];
+    p->hc.connection_timeout = (unsigned int)st->num[OPT_CONNECTION_TIMEOUT];
+    p->hc.max_connections = (unsigned int)st->num[OPT_MAX_CONNECTIONS];
+    p->hc.per_ip_connections = (unsigned int)st->num[OPT_PER_IP_CONNECTIONS];
+    p->hc.header_timeout = (unsigned int)st->num[OPT_HEADER_TIMEOUT];
+    p->hc.min_body_rate = (size_t)st->num[OPT_MIN_BODY_RATE];
+    p->memory_limit = st->num[OPT_MEMORY_LIMIT];
+    p->hc.body_budget =
+        http_body_budget(p->memory_limit, p->hc.threads, p->hc.max_body);
+    p->hc.own_namespace = st->text[OPT_NAMESPACE];
+    p->rc.interval_seconds = (unsigned int)st->num[OPT_RELOAD_INTERVAL];
+    p->rc.policy_path = st->text[OPT_POLICY];
+    p->rc.cert_path = st->text[OPT_CERT];
+    p->rc.key_path = st->text[OPT_KEY];
+    p->client_ca_path = st->text[OPT_CLIENT_CA];
+    return 0;
+}
+
+/* Logs the "listening" line: what the server runs with. */
+static void
+serve_log_listening(const struct serve_plan *p, struct reload *reload,
+                    struct http_server *srv, bool client_ca)
+{
+    struct policy_snap *ps = reload_policy_acquire(reload);
+    struct cert_snap *cs = reload_cert_acquire(reload);
+    json_t *f = json_pack(
+        "{s:s,s:s,s:i,s:i,s:I,s:I,s:I,s:s,s:s,s:I,s:b}", "version",
+        NCCLGUARD_VERSION, "listen", p->listen, "port",
+        (int)http_server_port(srv), "threads", (int)p->hc.threads, "max_body",
+        (json_int_t)p->hc.max_body, "memory_limit", (json_int_t)p->memory_limit,
+        "body_budget", (json_int_t)p->hc.body_budget, "policy",
+        p->rc.policy_path, "policy_hash", ps->hash, "cert_not_after",
+        (json_int_t)tlspair_not_after(cs->pair), "client_ca", client_ca);
+
+    log_fields_write(LOG_INFO, "listening", f);
+    json_decref(f);
+    reload_policy_release(ps);
+    reload_cert_release(cs);
+}
+
+/*
+ * Run: starts the reloader and the server, then waits for signals:
+ * SIGHUP re-reads, SIGTERM or SIGINT drains and stops. Returns the exit
+ * status, 0 after a signal, 1 when the server cannot start.
+ */
+static int
+serve_run(struct serve_plan *p)
+{
+    struct reload *reload = NULL;
+    struct http_server *srv = NULL;
+    struct ng_error e;
+    char *client_ca = NULL;
+    sigset_t sigs;
+    int status = 1;
 
     /* Signals are taken synchronously by this thread only; every thread
      * started below inherits the blocked mask. */
@@ -514,24 +759,23 @@ cmd_serve(int argc, char **argv)
     sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
-    if (val[OPT_CLIENT_CA] != NULL) {
-        client_ca = read_client_ca(val[OPT_CLIENT_CA]);
+    if (p->client_ca_path != NULL) {
+        client_ca = read_client_ca(p->client_ca_path);
         if (client_ca == NULL)
             goto done;
-        hc.client_ca_pem = client_ca;
+        p->hc.client_ca_pem = client_ca;
     }
 
     ng_error_clear(&e);
-    reload = reload_new(&rc, &e);
+    reload = reload_new(&p->rc, &e);
     if (reload == NULL) {
         log_error_write(LOG_ERROR, "cannot start", NULL, NULL, "%s", e.msg);
         goto done;
     }
     ng_error_clear(&e);
-    srv = http_server_start(&hc, reload, &e);
+    srv = http_server_start(&p->hc, reload, &e);
     if (srv == NULL) {
-        log_error_write(LOG_ERROR, "cannot start", "listen",
-                        val[OPT_LISTEN] ? val[OPT_LISTEN] : ":8443", "%s",
+        log_error_write(LOG_ERROR, "cannot start", "listen", p->listen, "%s",
                         e.msg);
         goto done;
     }
@@ -540,24 +784,7 @@ cmd_serve(int argc, char **argv)
         log_error_write(LOG_ERROR, "cannot start", NULL, NULL, "%s", e.msg);
         goto done;
     }
-    {
-        struct policy_snap *ps = reload_policy_acquire(reload);
-        struct cert_snap *cs = reload_cert_acquire(reload);
-        json_t *f = json_pack(
-            "{s:s,s:s,s:i,s:i,s:I,s:I,s:I,s:s,s:s,s:I,s:b}", "version",
-            NCCLGUARD_VERSION, "listen",
-            val[OPT_LISTEN] ? val[OPT_LISTEN] : ":8443", "port",
-            (int)http_server_port(srv), "threads", (int)hc.threads, "max_body",
-            (json_int_t)hc.max_body, "memory_limit", (json_int_t)memory_limit,
-            "body_budget", (json_int_t)hc.body_budget, "policy", rc.policy_path,
-            "policy_hash", ps->hash, "cert_not_after",
-            (json_int_t)tlspair_not_after(cs->pair), "client_ca",
-            client_ca != NULL);
-        log_fields_write(LOG_INFO, "listening", f);
-        json_decref(f);
-        reload_policy_release(ps);
-        reload_cert_release(cs);
-    }
+    serve_log_listening(p, reload, srv, client_ca != NULL);
 
     for (;;) {
         int sig = sigwaitinfo(&sigs, NULL);
@@ -592,4 +819,22 @@ done:
     if (status == 0)
         log_fields_write(LOG_INFO, "stopped", NULL);
     return status;
+}
+
+int
+cmd_serve(int argc, char **argv)
+{
+    struct serve_settings st;
+    struct serve_plan plan;
+    int rc;
+
+    /* Before any thread uses jansson: admissions allocate their JSON
+     * values from a per-thread arena (see admission/jsonmem.h). */
+    jsonmem_install();
+    rc = serve_parse(argc, argv, &st);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2;
+    if (serve_configure(&st, &plan) != 0)
+        return 2;
+    return serve_run(&plan);
 }
