@@ -11,7 +11,8 @@
 # exactly one /dev/shm mount, non-GPU pods are untouched, and a second pass
 # gives an empty patch. When tests/integration/lib.sh can start a server,
 # the same AdmissionReviews also go through `ncclguard serve`, which must
-# answer with the very patch the dry run computed.
+# answer with the very patch the dry run computed, byte for byte (both
+# call the admission core's review_handle(); this proves they agree).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -143,9 +144,12 @@ for m in "${manifests[@]}"; do
         failf "$b: ncclguard mutate -o review failed"
 done
 
-# 2. The patch for every pod, from the dry run on the reviews (one call).
+# 2. The patch for every pod, from the dry run on the reviews (one call),
+#    and the same patches as the bytes the core wrote (one line per pod).
 mut -o patch "$work/reviews.jsonl" >"$work/patches.json" 2>/dev/null ||
     failf "ncclguard mutate -o patch on the reviews failed"
+mut -o jsonpatch "$work/reviews.jsonl" >"$work/patches.txt" 2>/dev/null ||
+    failf "ncclguard mutate -o jsonpatch on the reviews failed"
 n_pods=$(wc -l <"$work/reviews.jsonl")
 [ "$(jq length "$work/patches.json")" -eq "$n_pods" ] ||
     failf "expected $n_pods patch entries, got $(jq length "$work/patches.json")"
@@ -187,12 +191,45 @@ if [ -f "$root/tests/integration/lib.sh" ] &&
               elif $g[$i][1] != $w[$i] then "pod \($i) (\($u[$i][1])): server patch differs from the dry run'"'"'s"
               else empty end' >"$work/server-verdicts.txt"
         while IFS= read -r line; do failf "$line"; done <"$work/server-verdicts.txt"
+        # serve == mutate, byte for byte: every answer's patch, base64
+        # decoded by coreutils (not re-read as JSON), against the dry
+        # run's -o jsonpatch line for the same pod; no patch is "".
+        jq -r '.response.patch // ""' "$work"/sresp/r* >"$work/served.b64"
+        : >"$work/served.txt"
+        while IFS= read -r b64; do
+            if [ -n "$b64" ]; then
+                printf '%s' "$b64" | base64 -d >>"$work/served.txt" ||
+                    failf "server patch is not base64: $(printf '%s' "$b64" | head -c 80)"
+            fi
+            echo >>"$work/served.txt"
+        done <"$work/served.b64"
+        jq -r '.request.object.metadata.name' "$work/reviews.jsonl" >"$work/names.txt"
+        n_same=0
+        exec 3<"$work/patches.txt" 4<"$work/served.txt" 5<"$work/names.txt"
+        i=0
+        while IFS= read -r pname <&5; do
+            IFS= read -r mine <&3 || mine="(no line from mutate -o jsonpatch)"
+            IFS= read -r theirs <&4 || theirs="(no answer)"
+            if [ "$mine" = "$theirs" ]; then
+                n_same=$((n_same + 1))
+            else
+                at=$(cmp <(printf '%s' "$mine") <(printf '%s' "$theirs") 2>&1 |
+                    sed -n 's/.* byte \([0-9]*\).*/\1/p' || true)
+                at=${at:-1}
+                from=$((at > 40 ? at - 40 : 0))
+                failf "pod $i ($pname): server patch bytes differ from mutate -o jsonpatch at byte $at: mutate ...${mine:$from:80}... serve ...${theirs:$from:80}..."
+            fi
+            i=$((i + 1))
+        done
+        exec 3<&- 4<&- 5<&-
+        cmp -s "$work/patches.txt" "$work/served.txt" ||
+            failf "mutate -o jsonpatch and the server's decoded patches differ (cmp)"
         i=$(wc -l <"$work/got.txt")
         [ "$i" -eq "$n_pods" ] || failf "server answered $i of $n_pods reviews"
         ng_serve_stop
         [ "$NG_EXIT" = 0 ] || failf "server exit status $NG_EXIT after SIGTERM"
         server_pid=""
-        via_server="yes ($i reviews)"
+        via_server="yes ($i reviews, $n_same patches byte-identical)"
     else
         failf "ncclguard serve did not start"
         via_server=no
