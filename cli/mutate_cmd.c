@@ -47,6 +47,7 @@ usage(FILE *out)
         "                     else /etc/ncclguard/policy.yaml, else\n"
         "                     policy/default.yaml, else built-in defaults)\n"
         "  --namespace NS     namespace of objects that name none\n"
+        "                     (default: default, as the apiserver)\n"
         "  --webhook-namespace NS\n"
         "                     the webhook's own namespace, skipped as the\n"
         "                     server skips it (default: $POD_NAMESPACE)\n"

@@ -267,13 +267,22 @@ fi
 #    called "not_gpu".
 jq -s . "$work"/pods/p* >"$work/orig.json"
 jq -s . "$work"/patched/*.json >"$work/new.json"
-res_json=$(printf '%s' "$GPU_RESOURCES" | jq -R 'split(",")')
-jq -n -r --slurpfile origs "$work/orig.json" --slurpfile news "$work/new.json" \
-    --slurpfile entries "$work/patches.json" --argjson res "$res_json" \
-    --arg profile "$PROFILE" '
+# The verdict per pod, as a jq program over $origs, $news and $entries
+# (three slurped arrays), $res and $profile; run on the corpus below and
+# on hand-made pods first, so that the check itself is tested.
+# ringcheck_ours is the admission core's rule for its own ring check
+# (ctr_is_ringcheck() in admission/mutate.c): an init container named
+# ncclguard-ringcheck, or ncclguard-ringcheck-N (the name it takes when
+# the pod already has a container called ncclguard-ringcheck) whose first
+# argument is --expect-gpus. Only that container is spared the GPU rules.
+verdict_jq='
     def gpus: ((.resources.limits // {}) as $l | (.resources.requests // {}) as $r
         | [$res[] | ($l[.] // $r[.] // 0) | tostring | tonumber? // 0] | add);
     def shm: [(.volumeMounts // [])[] | select(.mountPath | sub("/+$"; "") == "/dev/shm")] | length;
+    def ringcheck_ours: (.name // "") as $n
+        | $n == "ncclguard-ringcheck"
+          or (($n | test("^ncclguard-ringcheck-[1-9][0-9]*$"))
+              and ((.args // [])[0] == "--expect-gpus"));
     def verdict($orig; $new; $result):
         [($orig.spec.containers // [])[], ($orig.spec.initContainers // [])[] | gpus] as $counts
         | ($counts | add // 0) as $total
@@ -281,8 +290,9 @@ jq -n -r --slurpfile origs "$work/orig.json" --slurpfile news "$work/new.json" \
         | if ($orig.spec.os.name // "") == "windows" and $orig != $new then
               "Windows pod changed (\($result)): NCCL, tmpfs /dev/shm and the Linux ring check do not apply"
           elif $result == "patched" or $result == "unchanged" then
-              [($new.spec.containers // [])[], ($new.spec.initContainers // [])[]
-               | select(.name != "ncclguard-ringcheck") | select(gpus > 0)
+              [($new.spec.containers // [])[],
+               (($new.spec.initContainers // [])[] | select(ringcheck_ours | not))
+               | select(gpus > 0)
                | if (.envFrom[0].configMapRef.name // "") != $profile then
                      "container \(.name): profile not first in envFrom"
                  elif shm != 1 then
@@ -296,7 +306,42 @@ jq -n -r --slurpfile origs "$work/orig.json" --slurpfile news "$work/new.json" \
     | verdict($origs[0][$i]; $news[0][$i]; $entries[0][$i].result) as $v
     | select($v != "")
     | "pod \($i) (\($origs[0][$i].metadata.name), \($entries[0][$i].result)): \($v)"
-    ' >"$work/verdicts.txt"
+    '
+verdicts() { # verdicts ORIGS NEWS ENTRIES: one line per pod that fails
+    jq -n -r --slurpfile origs "$1" --slurpfile news "$2" --slurpfile entries "$3" \
+        --argjson res "$res_json" --arg profile "$PROFILE" "$verdict_jq"
+}
+res_json=$(printf '%s' "$GPU_RESOURCES" | jq -R 'split(",")')
+
+# The verdict on hand-made pods: the injected ncclguard-ringcheck-2 (which
+# here lacks the profile) is spared; a user's container called
+# ncclguard-ringcheck, or an init container that only looks numbered,
+# is held to the GPU rules.
+jq -n --arg r "${GPU_RESOURCES%%,*}" '
+    def gpu($n): {resources: {limits: {($r): $n}}};
+    {metadata: {name: "self"}, spec: {containers: [{name: "t"} + gpu(4),
+        {name: "ncclguard-ringcheck"} + gpu(2)]}} as $orig
+    | [$orig, $orig, $orig]' >"$work/self-orig.json"
+jq -n --arg p "$PROFILE" --arg r "${GPU_RESOURCES%%,*}" '
+    def gpu($n): {resources: {limits: {($r): $n}}};
+    def good($name; $n): {name: $name, envFrom: [{configMapRef: {name: $p}}],
+        volumeMounts: [{name: "shm", mountPath: "/dev/shm"}]} + gpu($n);
+    [{metadata: {name: "ours"}, spec: {containers: [good("t"; 4), good("ncclguard-ringcheck"; 2)],
+        initContainers: [{name: "ncclguard-ringcheck-2", args: ["--expect-gpus", "6"]} + gpu(6)]}},
+     {metadata: {name: "user"}, spec: {containers: [good("t"; 4), {name: "ncclguard-ringcheck"} + gpu(2)],
+        initContainers: [{name: "ncclguard-ringcheck-2", args: ["--expect-gpus", "6"]} + gpu(6)]}},
+     {metadata: {name: "lookalike"}, spec: {containers: [good("t"; 4), good("ncclguard-ringcheck"; 2)],
+        initContainers: [{name: "ncclguard-ringcheck-2", args: ["--mode", "quick"]} + gpu(6)]}}]
+    ' >"$work/self-new.json"
+echo '[{"result":"patched"},{"result":"patched"},{"result":"patched"}]' >"$work/self-entries.json"
+verdicts "$work/self-orig.json" "$work/self-new.json" "$work/self-entries.json" >"$work/self-verdicts.txt"
+printf '%s\n' \
+    "pod 1 (self, patched): container ncclguard-ringcheck: profile not first in envFrom" \
+    "pod 2 (self, patched): container ncclguard-ringcheck-2: profile not first in envFrom" |
+    diff -u - "$work/self-verdicts.txt" >"$work/self-diff.txt" ||
+    failf "the corpus verdict does not know the webhook's ring check by the core's rule: $(cat "$work/self-diff.txt")"
+
+verdicts "$work/orig.json" "$work/new.json" "$work/patches.json" >"$work/verdicts.txt"
 # A manifest may name a known product bug that its pod exposes:
 #   # ncclguard-known-bug: POD-NAME: TEXT OF THE VERDICT
 # Such a verdict is reported as XFAIL instead of failing; a marker that
