@@ -1,5 +1,6 @@
-/* ncclguard mutate: the dry run. Reads manifests, mutates every pod
- * (template) on the server's code path, writes the result. */
+/* ncclguard mutate: the dry run. Reads manifests, sends every pod
+ * (template) through the admission core as the AdmissionReview the
+ * apiserver would send (see cli/workload.h), writes the result. */
 #include "cli/cmd.h"
 
 #include <errno.h>
@@ -12,7 +13,6 @@
 
 #include "admission/mutate.h"
 #include "base/file.h"
-#include "base/jsonptr.h"
 #include "policy/policy.h"
 #include "cli/workload.h"
 #include "cli/yamljson.h"
@@ -20,7 +20,7 @@
 /* Largest manifest read, in bytes. */
 #define MUTATE_CMD_MAX_INPUT (32u << 20)
 
-enum output { OUT_YAML, OUT_JSON, OUT_PATCH, OUT_REVIEW };
+enum output { OUT_YAML, OUT_JSON, OUT_PATCH, OUT_REVIEW, OUT_JSONPATCH };
 
 struct cmd {
     const char *file;
@@ -38,7 +38,7 @@ usage(FILE *out)
     fprintf(
         out,
         "usage: ncclguard mutate [--policy FILE] [--namespace NS] "
-        "[-o yaml|json|patch|review] FILE|-\n"
+        "[-o yaml|json|patch|review|jsonpatch] FILE|-\n"
         "\n"
         "Shows what the webhook does to the pods in FILE (a Pod, an\n"
         "AdmissionReview, or any workload with pod templates; YAML or\n"
@@ -48,6 +48,7 @@ usage(FILE *out)
         "                     else /etc/ncclguard/policy.yaml, else\n"
         "                     policy/default.yaml, else built-in defaults)\n"
         "  --namespace NS     namespace of objects that name none\n"
+        "                     (default: default, as the apiserver)\n"
         "  --webhook-namespace NS\n"
         "                     the webhook's own namespace, skipped as the\n"
         "                     server skips it (default: $POD_NAMESPACE)\n"
@@ -56,6 +57,9 @@ usage(FILE *out)
         "                     patch: per pod, the JSON patch the server sends\n"
         "                     review: per pod, the AdmissionReview the\n"
         "                     apiserver would send, one per line\n"
+        "                     jsonpatch: per pod, one line: the JSON patch\n"
+        "                     byte for byte as the server sends it before\n"
+        "                     base64 (an empty line when it sends none)\n"
         "  -q, --quiet        no per-pod summary lines on stderr\n"
         "\n"
         "Exit status: 0 done, 1 unreadable input or policy, 2 usage.\n");
@@ -97,10 +101,12 @@ args_parse(struct cmd *c, int argc, char **argv)
                 c->output = OUT_PATCH;
             else if (strcmp(optarg, "review") == 0)
                 c->output = OUT_REVIEW;
+            else if (strcmp(optarg, "jsonpatch") == 0)
+                c->output = OUT_JSONPATCH;
             else {
                 fprintf(stderr,
                         "ncclguard mutate: unknown output format '%s' "
-                        "(yaml, json, patch or review)\n",
+                        "(yaml, json, patch, review or jsonpatch)\n",
                         optarg);
                 return 2;
             }
@@ -171,21 +177,7 @@ policy_open(const struct cmd *c)
 static const char *
 doc_name(const json_t *doc)
 {
-    const json_t *meta = json_object_get(doc, "metadata");
-    const char *n = json_string_value(json_object_get(meta, "name"));
-
-    if (n == NULL || n[0] == '\0')
-        n = json_string_value(json_object_get(meta, "generateName"));
-    if (n == NULL && json_is_object(json_object_get(doc, "request"))) {
-        const json_t *pm = json_object_get(
-            json_object_get(json_object_get(doc, "request"), "object"),
-            "metadata");
-
-        n = json_string_value(json_object_get(pm, "name"));
-        if (n == NULL || n[0] == '\0')
-            n = json_string_value(json_object_get(pm, "generateName"));
-    }
-    return n != NULL ? n : "";
+    return workload_object_name(doc);
 }
 
 static const char *
@@ -327,80 +319,6 @@ patch_entry(size_t d, const json_t *doc, const struct workload_pod *wp)
     return e;
 }
 
-/*
- * The AdmissionReview the apiserver would send when the pod (template) at
- * pointer in orig (the document before mutation) is created.
- */
-static json_t *
-review_build(const struct cmd *c, size_t d, const json_t *orig,
-             const char *pointer, const json_t *derived, size_t serial)
-{
-    json_t *node = jsonptr_get((json_t *)orig, pointer);
-    json_t *pod = NULL, *meta, *req;
-    const char *ns;
-    char uid[64], name[300];
-
-    if (derived != NULL) {
-        pod = json_deep_copy(derived);
-    } else if (!json_is_object(node)) {
-        return NULL;
-    } else if (pointer[0] == '\0' || strcmp(pointer, "/request/object") == 0) {
-        pod = json_deep_copy(node);
-    } else {
-        json_t *spec = json_is_array(json_object_get(node, "containers"))
-                           ? node
-                           : json_object_get(node, "spec");
-        json_t *m = json_object_get(node, "metadata");
-
-        pod = json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind",
-                        "Pod", "metadata",
-                        json_is_object(m) && spec != node ? json_deep_copy(m)
-                                                          : json_object(),
-                        "spec", json_deep_copy(spec));
-    }
-    if (pod == NULL)
-        return NULL;
-    meta = json_object_get(pod, "metadata");
-    if (!json_is_object(meta)) {
-        meta = json_object();
-        json_object_set_new(pod, "metadata", meta);
-    }
-    ns = c->namespace;
-    if (json_string_value(json_object_get(json_object_get(orig, "metadata"),
-                                          "namespace")) != NULL)
-        ns = json_string_value(
-            json_object_get(json_object_get(orig, "metadata"), "namespace"));
-    if (json_string_value(json_object_get(meta, "namespace")) != NULL)
-        ns = json_string_value(json_object_get(meta, "namespace"));
-    if (json_string_value(json_object_get(meta, "name")) == NULL) {
-        const char *base = doc_name(orig);
-
-        snprintf(name, sizeof(name), "%.200s-%zu", base[0] ? base : "pod",
-                 serial);
-        json_object_set_new(meta, "name", json_string(name));
-    }
-    if (ns != NULL && json_object_get(meta, "namespace") == NULL)
-        json_object_set_new(meta, "namespace", json_string(ns));
-    snprintf(uid, sizeof(uid), "00000000-0000-4000-8000-%012zx",
-             (d + 1) * 4096 + serial);
-    req = json_pack(
-        "{s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s}, "
-        "s:{s:s, s:s, s:s}, s:s, s:s, s:s, s:{s:s}, s:o, s:n, s:b, "
-        "s:{s:s, s:s}}",
-        "uid", uid, "kind", "group", "", "version", "v1", "kind", "Pod",
-        "resource", "group", "", "version", "v1", "resource", "pods",
-        "requestKind", "group", "", "version", "v1", "kind", "Pod",
-        "requestResource", "group", "", "version", "v1", "resource", "pods",
-        "name", json_string_value(json_object_get(meta, "name")), "namespace",
-        ns != NULL ? ns : "default", "operation", "CREATE", "userInfo",
-        "username", "ncclguard-mutate", "object", pod, "oldObject", "dryRun", 0,
-        "options", "apiVersion", "meta.k8s.io/v1", "kind", "CreateOptions");
-    if (req == NULL)
-        return NULL;
-    return json_pack("{s:s, s:s, s:o}", "apiVersion", "admission.k8s.io/v1",
-                     "kind", "AdmissionReview", "request", req);
-}
-
 static int
 write_json(const json_t *v, size_t flags)
 {
@@ -416,7 +334,7 @@ cmd_mutate(int argc, char **argv)
     struct policy *pol = NULL;
     char *buf = NULL;
     size_t len = 0;
-    json_t *docs = NULL, *orig = NULL, *dupes = NULL, *out = NULL;
+    json_t *docs = NULL, *dupes = NULL, *out = NULL;
     struct ng_error err;
     char msg[700];
     int rc = 1, a;
@@ -449,8 +367,6 @@ cmd_mutate(int argc, char **argv)
     pol = policy_open(&c);
     if (pol == NULL)
         goto done;
-    if (c.output == OUT_REVIEW && (orig = json_deep_copy(docs)) == NULL)
-        goto done;
     out = json_array();
     if (out == NULL)
         goto done;
@@ -471,8 +387,8 @@ cmd_mutate(int argc, char **argv)
         /* A workload's template stands for the pods its operator makes;
          * a Pod or an AdmissionReview is the pod itself. */
         c.mopt.workload = doc_holds_template(doc) ? doc : NULL;
-        if (workload_mutate(doc, ns != NULL ? NULL : c.namespace, pol, &c.mopt,
-                            &rep) != 0) {
+        if (workload_mutate_document(doc, d, ns != NULL ? NULL : c.namespace,
+                                     pol, &c.mopt, &rep) != 0) {
             fprintf(stderr, "ncclguard mutate: out of memory\n");
             goto done;
         }
@@ -484,8 +400,10 @@ cmd_mutate(int argc, char **argv)
             if (c.output == OUT_PATCH)
                 e = patch_entry(d, doc, wp);
             else if (c.output == OUT_REVIEW)
-                e = review_build(&c, d, json_array_get(orig, d), wp->pointer,
-                                 wp->derived, i);
+                e = json_incref(wp->review);
+            else if (c.output == OUT_JSONPATCH)
+                e = json_stringn(wp->patch != NULL ? wp->patch : "",
+                                 wp->patch_len);
             if (e != NULL && json_array_append_new(out, e) != 0) {
                 workload_report_release(&rep);
                 goto done;
@@ -532,6 +450,17 @@ cmd_mutate(int argc, char **argv)
                 goto write_fail;
         }
         break;
+    case OUT_JSONPATCH:
+        /* The core's own bytes, not re-encoded: what the server's
+         * response carries base64-encoded. */
+        json_array_foreach(out, d, doc)
+        {
+            if (fwrite(json_string_value(doc), 1, json_string_length(doc),
+                       stdout) != json_string_length(doc) ||
+                fputc('\n', stdout) == EOF)
+                goto write_fail;
+        }
+        break;
     }
     if (fflush(stdout) != 0)
         goto write_fail;
@@ -543,7 +472,6 @@ write_fail:
 done:
     free(buf);
     json_decref(docs);
-    json_decref(orig);
     json_decref(dupes);
     json_decref(out);
     policy_free(pol);

@@ -460,6 +460,34 @@ assert_caps(json_t *pod, const json_t *want, const struct settings *s,
         reason(r, "capabilities: no GPU container to check");
 }
 
+/*
+ * Whether the init container c is a ring check of the webhook's, by the
+ * admission core's own rule (ctr_is_ringcheck() in admission/mutate.c):
+ * named ncclguard-ringcheck, or ncclguard-ringcheck-N (N from 1, no
+ * leading zero; the name it takes when the pod already has a container
+ * called ncclguard-ringcheck) with --expect-gpus as its first argument.
+ */
+static int
+is_ringcheck(const json_t *c)
+{
+    static const char base[] = "ncclguard-ringcheck";
+    const char *n = jstr(c, "name");
+    const char *arg0 = json_string_value(
+        json_array_get(json_object_get(c, "args"), 0));
+
+    if (n == NULL || strncmp(n, base, sizeof(base) - 1) != 0)
+        return 0;
+    n += sizeof(base) - 1;
+    if (*n == '\0')
+        return 1;
+    if (n[0] != '-' || n[1] < '1' || n[1] > '9')
+        return 0;
+    for (n += 2; *n != '\0'; n++)
+        if (*n < '0' || *n > '9')
+            return 0;
+    return arg0 != NULL && strcmp(arg0, "--expect-gpus") == 0;
+}
+
 static int
 has_ringcheck(json_t *pod)
 {
@@ -469,9 +497,7 @@ has_ringcheck(json_t *pod)
     size_t i;
 
     json_array_foreach(ics, i, c) {
-        const char *n = jstr(c, "name");
-
-        if (n != NULL && strcmp(n, "ncclguard-ringcheck") == 0)
+        if (is_ringcheck(c))
             return 1;
     }
     return 0;

@@ -1,6 +1,8 @@
 /* Finds the pod templates inside Kubernetes objects (Pod, Deployment, Job,
  * CronJob, LeaderWorkerSet, PyTorchJob, MPIJob, JobSet, RayCluster, ...)
- * and mutates each one on the server's code path. */
+ * and mutates each one on the server's code path: each pod becomes the
+ * AdmissionReview the apiserver would send, and goes through the admission
+ * core's one entry point, review_handle(). */
 #ifndef NCCLGUARD_WORKLOAD_H
 #define NCCLGUARD_WORKLOAD_H
 
@@ -20,7 +22,16 @@
 struct workload_pod {
     char pointer[WORKLOAD_POINTER_MAX]; /* JSON pointer of the pod
                                            (template), "" = the object */
-    struct mutate_result result;
+    struct mutate_result result;        /* the core's plan (outcome.mutation) */
+    /* The AdmissionReview (admission.k8s.io/v1, Pod CREATE) the pod was
+     * handed to the core as, compact-JSON text of it byte for byte; owned.
+     * NULL only when the object held no pod here. */
+    json_t *review;
+    /* The JSON Patch exactly as the core's response carries it before
+     * base64 (outcome.patch), NUL-terminated, owned; NULL when the
+     * response has no patch. */
+    char *patch;
+    size_t patch_len;
     /* NULL for a pod template that was mutated in place. Otherwise the
      * object holds no pod template but names the containers of the pods
      * its controller creates (a KServe InferenceService predictor, a
@@ -45,17 +56,39 @@ struct workload_report {
 
 /*
  * Mutates obj in place: every pod template gets exactly the patch the
- * server would send for that pod (a template's metadata/spec are treated as
- * a Pod's). An AdmissionReview is unwrapped to its request.object. namespace
- * overrides metadata.namespace when not NULL. Fills *rep (release with
- * workload_report_release()): the pods mutated, or, for an object without
- * pod templates, the pods derived from it (left unchanged) or the paths of
- * its GPU requests. Returns 0, or -1 on allocation failure.
+ * server sends for that pod. Each pod (a template's metadata and spec, a
+ * bare pod spec, a Pod, an AdmissionReview's request.object) is wrapped in
+ * the AdmissionReview the apiserver would send for its creation: a v1 Pod
+ * with metadata.name (the object's name and the pod's index when it has
+ * none) and metadata.namespace, request namespace ns_given, else the
+ * object's (or a List item's) metadata.namespace, else the pod's, else
+ * "default". That review goes through review_handle() with pol and opt
+ * unchanged, and the patch it answers is applied to the template. Fills
+ * *rep (release with workload_report_release()): the pods mutated, or, for
+ * an object without pod templates, the pods derived from it (left
+ * unchanged) or the paths of its GPU requests. Returns 0, or -1 on
+ * allocation failure.
  */
-int workload_mutate(json_t *obj, const char *namespace,
-                    const struct policy *pol, const struct mutate_options *opt,
+int workload_mutate(json_t *obj, const char *ns_given, const struct policy *pol,
+                    const struct mutate_options *opt,
                     struct workload_report *rep)
     __attribute__((warn_unused_result));
+
+/*
+ * workload_mutate() for document number document (0-based) of a stream:
+ * the reviews' uids then stay distinct across the stream
+ * (00000000-0000-4000-8000-<(document + 1) * 4096 + pod index, hex>).
+ */
+int workload_mutate_document(json_t *obj, size_t document, const char *ns_given,
+                             const struct policy *pol,
+                             const struct mutate_options *opt,
+                             struct workload_report *rep)
+    __attribute__((warn_unused_result));
+
+/* The object's name for messages and for its pods' reviews: metadata.name,
+ * else metadata.generateName, else (an AdmissionReview) its object's; ""
+ * when none. Borrowed from obj. */
+const char *workload_object_name(const json_t *obj);
 
 /* Frees what a report owns. Safe on a zeroed struct. */
 void workload_report_release(struct workload_report *rep);

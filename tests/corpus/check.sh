@@ -11,7 +11,8 @@
 # exactly one /dev/shm mount, non-GPU pods are untouched, and a second pass
 # gives an empty patch. When tests/integration/lib.sh can start a server,
 # the same AdmissionReviews also go through `ncclguard serve`, which must
-# answer with the very patch the dry run computed.
+# answer with the very patch the dry run computed, byte for byte (both
+# call the admission core's review_handle(); this proves they agree).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -143,9 +144,12 @@ for m in "${manifests[@]}"; do
         failf "$b: ncclguard mutate -o review failed"
 done
 
-# 2. The patch for every pod, from the dry run on the reviews (one call).
+# 2. The patch for every pod, from the dry run on the reviews (one call),
+#    and the same patches as the bytes the core wrote (one line per pod).
 mut -o patch "$work/reviews.jsonl" >"$work/patches.json" 2>/dev/null ||
     failf "ncclguard mutate -o patch on the reviews failed"
+mut -o jsonpatch "$work/reviews.jsonl" >"$work/patches.txt" 2>/dev/null ||
+    failf "ncclguard mutate -o jsonpatch on the reviews failed"
 n_pods=$(wc -l <"$work/reviews.jsonl")
 [ "$(jq length "$work/patches.json")" -eq "$n_pods" ] ||
     failf "expected $n_pods patch entries, got $(jq length "$work/patches.json")"
@@ -187,12 +191,45 @@ if [ -f "$root/tests/integration/lib.sh" ] &&
               elif $g[$i][1] != $w[$i] then "pod \($i) (\($u[$i][1])): server patch differs from the dry run'"'"'s"
               else empty end' >"$work/server-verdicts.txt"
         while IFS= read -r line; do failf "$line"; done <"$work/server-verdicts.txt"
+        # serve == mutate, byte for byte: every answer's patch, base64
+        # decoded by coreutils (not re-read as JSON), against the dry
+        # run's -o jsonpatch line for the same pod; no patch is "".
+        jq -r '.response.patch // ""' "$work"/sresp/r* >"$work/served.b64"
+        : >"$work/served.txt"
+        while IFS= read -r b64; do
+            if [ -n "$b64" ]; then
+                printf '%s' "$b64" | base64 -d >>"$work/served.txt" ||
+                    failf "server patch is not base64: $(printf '%s' "$b64" | head -c 80)"
+            fi
+            echo >>"$work/served.txt"
+        done <"$work/served.b64"
+        jq -r '.request.object.metadata.name' "$work/reviews.jsonl" >"$work/names.txt"
+        n_same=0
+        exec 3<"$work/patches.txt" 4<"$work/served.txt" 5<"$work/names.txt"
+        i=0
+        while IFS= read -r pname <&5; do
+            IFS= read -r mine <&3 || mine="(no line from mutate -o jsonpatch)"
+            IFS= read -r theirs <&4 || theirs="(no answer)"
+            if [ "$mine" = "$theirs" ]; then
+                n_same=$((n_same + 1))
+            else
+                at=$(cmp <(printf '%s' "$mine") <(printf '%s' "$theirs") 2>&1 |
+                    sed -n 's/.* byte \([0-9]*\).*/\1/p' || true)
+                at=${at:-1}
+                from=$((at > 40 ? at - 40 : 0))
+                failf "pod $i ($pname): server patch bytes differ from mutate -o jsonpatch at byte $at: mutate ...${mine:$from:80}... serve ...${theirs:$from:80}..."
+            fi
+            i=$((i + 1))
+        done
+        exec 3<&- 4<&- 5<&-
+        cmp -s "$work/patches.txt" "$work/served.txt" ||
+            failf "mutate -o jsonpatch and the server's decoded patches differ (cmp)"
         i=$(wc -l <"$work/got.txt")
         [ "$i" -eq "$n_pods" ] || failf "server answered $i of $n_pods reviews"
         ng_serve_stop
         [ "$NG_EXIT" = 0 ] || failf "server exit status $NG_EXIT after SIGTERM"
         server_pid=""
-        via_server="yes ($i reviews)"
+        via_server="yes ($i reviews, $n_same patches byte-identical)"
     else
         failf "ncclguard serve did not start"
         via_server=no
@@ -230,13 +267,22 @@ fi
 #    called "not_gpu".
 jq -s . "$work"/pods/p* >"$work/orig.json"
 jq -s . "$work"/patched/*.json >"$work/new.json"
-res_json=$(printf '%s' "$GPU_RESOURCES" | jq -R 'split(",")')
-jq -n -r --slurpfile origs "$work/orig.json" --slurpfile news "$work/new.json" \
-    --slurpfile entries "$work/patches.json" --argjson res "$res_json" \
-    --arg profile "$PROFILE" '
+# The verdict per pod, as a jq program over $origs, $news and $entries
+# (three slurped arrays), $res and $profile; run on the corpus below and
+# on hand-made pods first, so that the check itself is tested.
+# ringcheck_ours is the admission core's rule for its own ring check
+# (ctr_is_ringcheck() in admission/mutate.c): an init container named
+# ncclguard-ringcheck, or ncclguard-ringcheck-N (the name it takes when
+# the pod already has a container called ncclguard-ringcheck) whose first
+# argument is --expect-gpus. Only that container is spared the GPU rules.
+verdict_jq='
     def gpus: ((.resources.limits // {}) as $l | (.resources.requests // {}) as $r
         | [$res[] | ($l[.] // $r[.] // 0) | tostring | tonumber? // 0] | add);
     def shm: [(.volumeMounts // [])[] | select(.mountPath | sub("/+$"; "") == "/dev/shm")] | length;
+    def ringcheck_ours: (.name // "") as $n
+        | $n == "ncclguard-ringcheck"
+          or (($n | test("^ncclguard-ringcheck-[1-9][0-9]*$"))
+              and ((.args // [])[0] == "--expect-gpus"));
     def verdict($orig; $new; $result):
         [($orig.spec.containers // [])[], ($orig.spec.initContainers // [])[] | gpus] as $counts
         | ($counts | add // 0) as $total
@@ -244,8 +290,9 @@ jq -n -r --slurpfile origs "$work/orig.json" --slurpfile news "$work/new.json" \
         | if ($orig.spec.os.name // "") == "windows" and $orig != $new then
               "Windows pod changed (\($result)): NCCL, tmpfs /dev/shm and the Linux ring check do not apply"
           elif $result == "patched" or $result == "unchanged" then
-              [($new.spec.containers // [])[], ($new.spec.initContainers // [])[]
-               | select(.name != "ncclguard-ringcheck") | select(gpus > 0)
+              [($new.spec.containers // [])[],
+               (($new.spec.initContainers // [])[] | select(ringcheck_ours | not))
+               | select(gpus > 0)
                | if (.envFrom[0].configMapRef.name // "") != $profile then
                      "container \(.name): profile not first in envFrom"
                  elif shm != 1 then
@@ -259,7 +306,42 @@ jq -n -r --slurpfile origs "$work/orig.json" --slurpfile news "$work/new.json" \
     | verdict($origs[0][$i]; $news[0][$i]; $entries[0][$i].result) as $v
     | select($v != "")
     | "pod \($i) (\($origs[0][$i].metadata.name), \($entries[0][$i].result)): \($v)"
-    ' >"$work/verdicts.txt"
+    '
+verdicts() { # verdicts ORIGS NEWS ENTRIES: one line per pod that fails
+    jq -n -r --slurpfile origs "$1" --slurpfile news "$2" --slurpfile entries "$3" \
+        --argjson res "$res_json" --arg profile "$PROFILE" "$verdict_jq"
+}
+res_json=$(printf '%s' "$GPU_RESOURCES" | jq -R 'split(",")')
+
+# The verdict on hand-made pods: the injected ncclguard-ringcheck-2 (which
+# here lacks the profile) is spared; a user's container called
+# ncclguard-ringcheck, or an init container that only looks numbered,
+# is held to the GPU rules.
+jq -n --arg r "${GPU_RESOURCES%%,*}" '
+    def gpu($n): {resources: {limits: {($r): $n}}};
+    {metadata: {name: "self"}, spec: {containers: [{name: "t"} + gpu(4),
+        {name: "ncclguard-ringcheck"} + gpu(2)]}} as $orig
+    | [$orig, $orig, $orig]' >"$work/self-orig.json"
+jq -n --arg p "$PROFILE" --arg r "${GPU_RESOURCES%%,*}" '
+    def gpu($n): {resources: {limits: {($r): $n}}};
+    def good($name; $n): {name: $name, envFrom: [{configMapRef: {name: $p}}],
+        volumeMounts: [{name: "shm", mountPath: "/dev/shm"}]} + gpu($n);
+    [{metadata: {name: "ours"}, spec: {containers: [good("t"; 4), good("ncclguard-ringcheck"; 2)],
+        initContainers: [{name: "ncclguard-ringcheck-2", args: ["--expect-gpus", "6"]} + gpu(6)]}},
+     {metadata: {name: "user"}, spec: {containers: [good("t"; 4), {name: "ncclguard-ringcheck"} + gpu(2)],
+        initContainers: [{name: "ncclguard-ringcheck-2", args: ["--expect-gpus", "6"]} + gpu(6)]}},
+     {metadata: {name: "lookalike"}, spec: {containers: [good("t"; 4), good("ncclguard-ringcheck"; 2)],
+        initContainers: [{name: "ncclguard-ringcheck-2", args: ["--mode", "quick"]} + gpu(6)]}}]
+    ' >"$work/self-new.json"
+echo '[{"result":"patched"},{"result":"patched"},{"result":"patched"}]' >"$work/self-entries.json"
+verdicts "$work/self-orig.json" "$work/self-new.json" "$work/self-entries.json" >"$work/self-verdicts.txt"
+printf '%s\n' \
+    "pod 1 (self, patched): container ncclguard-ringcheck: profile not first in envFrom" \
+    "pod 2 (self, patched): container ncclguard-ringcheck-2: profile not first in envFrom" |
+    diff -u - "$work/self-verdicts.txt" >"$work/self-diff.txt" ||
+    failf "the corpus verdict does not know the webhook's ring check by the core's rule: $(cat "$work/self-diff.txt")"
+
+verdicts "$work/orig.json" "$work/new.json" "$work/patches.json" >"$work/verdicts.txt"
 # A manifest may name a known product bug that its pod exposes:
 #   # ncclguard-known-bug: POD-NAME: TEXT OF THE VERDICT
 # Such a verdict is reported as XFAIL instead of failing; a marker that

@@ -203,5 +203,44 @@ mutate "$T/tab.yaml"
 [ "$rc" = 1 ] && ok "a tab-indented manifest is unreadable (exit 1)" || bad "tab manifest exit $rc" "$T/err"
 has "the tab is named at its line:col, in plain words" "$T/err" "$T/tab.yaml:4:1: tabs cannot indent YAML; use spaces"
 
+# --- the ring check's numbered name -------------------------------------------
+# A pod that already has a container called ncclguard-ringcheck gets the
+# check as ncclguard-ringcheck-2; `policy test` must know it (ringCheck:
+# true), and an init container that only looks numbered is not one.
+cat >"$T/clash.test.yaml" <<EOY
+apiVersion: ncclguard.io/v1alpha1
+kind: PolicyTest
+policy: $PWD/$POL
+cases:
+  - name: the check is injected as ncclguard-ringcheck-2
+    namespace: ml
+    inputFile: $PWD/$C/94-own-ringcheck-name-clash.yaml
+    expect: {status: patched, ringCheck: true}
+  - name: a numbered init container without --expect-gpus is not a check
+    namespace: ml
+    input:
+      apiVersion: v1
+      kind: Pod
+      metadata: {name: p, annotations: {ncclguard.io/ring-check: "false"}}
+      spec:
+        initContainers:
+          - {name: ncclguard-ringcheck-2, image: x, args: [--mode, quick]}
+        containers:
+          - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 4}}}
+    expect: {ringCheck: false}
+EOY
+"$NCCLGUARD" policy test "$T/clash.test.yaml" >"$T/out" 2>&1
+rc=$?
+[ "$rc" = 0 ] && [ "$(grep -c '^PASS' "$T/out")" = 2 ] &&
+    ok "policy test: ringCheck knows ncclguard-ringcheck-2 as the check, and only by the core's rule" ||
+    bad "policy test on the ring check name clash (exit $rc)" "$T/out"
+mutate -o json "$C/94-own-ringcheck-name-clash.yaml"
+if jq -e '[.spec.initContainers[].name] == ["ncclguard-ringcheck-2"] and
+        ([.spec.containers[].name] | index("ncclguard-ringcheck") != null)' "$T/out" >/dev/null; then
+    ok "a pod with its own ncclguard-ringcheck container gets the check as ncclguard-ringcheck-2"
+else
+    bad "ring check name clash: init containers" "$T/out"
+fi
+
 echo "tests/mutate: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

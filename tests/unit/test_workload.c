@@ -1,6 +1,11 @@
 /* Unit tests for cli/workload.c: pod templates inside workloads. */
 #include "cli/workload.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+#include "admission/review.h"
+
 #include "harness.h"
 #include "server_fixtures.h"
 
@@ -216,6 +221,75 @@ test_namespaces_and_reviews(void)
     json_decref(obj);
 }
 
+/* Every pod goes to the admission core as the review the apiserver would
+ * send, and the patch text is the core's, byte for byte. */
+static void
+test_core_reviews(void)
+{
+    json_t *obj =
+        J("{'kind':'Deployment','metadata':{'name':'d'},'spec':{"
+          "'template':{'spec':{'containers':[" GPU_CONTAINER("c") "]}}}}");
+    struct workload_report rep;
+    struct review_outcome out;
+    struct workload_pod *wp;
+    char *text, *dumped;
+
+    CHECK_INT(workload_mutate_document(obj, 2, NULL, pol, &opt, &rep), 0);
+    CHECK_INT(rep.n_pods, 1);
+    wp = &rep.pods[0];
+    CHECK_INT(wp->result.status, MUTATE_PATCHED);
+    /* The pod as the apiserver sends it: named, in a namespace. */
+    CHECK_STR(str_at(wp->review, "/apiVersion"), "admission.k8s.io/v1");
+    CHECK_STR(str_at(wp->review, "/request/uid"),
+              "00000000-0000-4000-8000-000000003000");
+    CHECK_STR(str_at(wp->review, "/request/operation"), "CREATE");
+    CHECK_STR(str_at(wp->review, "/request/kind/kind"), "Pod");
+    CHECK_STR(str_at(wp->review, "/request/namespace"), "default");
+    CHECK_STR(str_at(wp->review, "/request/object/kind"), "Pod");
+    CHECK_STR(str_at(wp->review, "/request/object/metadata/name"), "d-0");
+    CHECK_STR(str_at(wp->review, "/request/object/metadata/namespace"),
+              "default");
+    /* So the annotations go under the pod's metadata, and the template,
+     * which had none, gets just them. */
+    CHECK_STR(str_at(wp->result.patch, "/0/op"), "add");
+    dumped = json_dumps(wp->result.patch, JSON_COMPACT);
+    CHECK(dumped != NULL && wp->patch != NULL);
+    if (dumped != NULL && wp->patch != NULL) {
+        CHECK_STR(wp->patch, dumped);
+        CHECK_INT(wp->patch_len, strlen(dumped));
+        CHECK(strstr(wp->patch, "\"path\":\"/metadata/annotations\"") != NULL);
+    }
+    free(dumped);
+    CHECK_STR(
+        str_at(obj, "/spec/template/metadata/annotations/ncclguard.io~1gpus"),
+        "8");
+    CHECK(patch_pointer_get(obj, "/spec/template/metadata/name") == NULL);
+    /* The same review, handed to the core directly: the same bytes. */
+    text = json_dumps(wp->review, JSON_COMPACT);
+    CHECK(text != NULL);
+    CHECK_INT(review_handle(text, strlen(text), pol, &opt, &out), 0);
+    CHECK(out.patch != NULL && wp->patch != NULL &&
+          strcmp(out.patch, wp->patch) == 0);
+    review_outcome_release(&out);
+    free(text);
+    workload_report_release(&rep);
+    json_decref(obj);
+
+    /* No patch: no text, and a template without metadata keeps none. */
+    obj = J("{'kind':'Job','spec':{'template':{'spec':{'containers':["
+            "" CPU_CONTAINER("c") "]}}}}");
+    CHECK_INT(workload_mutate(obj, "ml", pol, &opt, &rep), 0);
+    CHECK_INT(rep.n_pods, 1);
+    CHECK_INT(rep.pods[0].result.status, MUTATE_NOT_GPU);
+    CHECK(rep.pods[0].patch == NULL);
+    CHECK_STR(str_at(rep.pods[0].review, "/request/namespace"), "ml");
+    CHECK_STR(str_at(rep.pods[0].review, "/request/object/metadata/name"),
+              "pod-0");
+    CHECK(patch_pointer_get(obj, "/spec/template/metadata") == NULL);
+    workload_report_release(&rep);
+    json_decref(obj);
+}
+
 static void
 test_depth_bound(void)
 {
@@ -243,6 +317,7 @@ main(void)
     test_finds_templates();
     test_in_place();
     test_namespaces_and_reviews();
+    test_core_reviews();
     test_depth_bound();
     policy_free(pol);
     return harness_finish();
