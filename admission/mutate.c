@@ -2411,7 +2411,7 @@ skipped_gpus(struct plan *p, const struct policy *pol)
 }
 
 int
-mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
+mutate_pod(const json_t *pod, const char *ns, const struct policy *pol,
            const struct mutate_options *opt, struct mutate_result *res)
 {
     struct plan *p = NULL;
@@ -2445,13 +2445,13 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
     p->meta = obj_get(pod, "metadata");
     p->spec = obj_get(pod, "spec");
     p->annotations = obj_get(p->meta, "annotations");
-    if (namespace == NULL || namespace[0] == '\0')
-    namespace = str_get(p->meta, "namespace");
+    if (ns == NULL || ns[0] == '\0')
+        ns = str_get(p->meta, "namespace");
 
-    if (namespace_skipped(namespace, opt)) {
+    if (namespace_skipped(ns, opt)) {
         res->status = MUTATE_SKIPPED;
         snprintf(res->reason, sizeof(res->reason), "namespace %s is skipped",
-                 namespace);
+                 ns);
         skipped_gpus(p, pol);
         goto done;
     }
@@ -2500,7 +2500,7 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
         goto bad_claim;
     if (res->gpus == 0)
         res->gpus = p->dra_gpus;
-    policy_decide(pol, namespace, obj_get(p->meta, "labels"), p->annotations,
+    policy_decide(pol, ns, obj_get(p->meta, "labels"), p->annotations,
                   res->gpus, &dec);
     p->dec = &dec;
     p->s = dec.settings != NULL ? dec.settings : defs;

@@ -25,7 +25,7 @@ struct cmd {
     const char *file;
     const char *name; /* for messages: the file, or <stdin> */
     const char *policy_file;
-    const char *namespace;
+    const char *default_ns;
     enum output output;
     bool quiet;
     struct mutate_options mopt;
@@ -82,7 +82,7 @@ args_parse(struct cmd *c, int argc, char **argv)
             c->policy_file = optarg;
             break;
         case 'n':
-            c->namespace = optarg;
+            c->default_ns = optarg;
             break;
         case 'w':
             c->mopt.own_namespace = optarg;
@@ -407,7 +407,7 @@ review_build(const struct cmd *c, size_t d, const json_t *orig,
         meta = json_object();
         json_object_set_new(pod, "metadata", meta);
     }
-    ns = c->namespace;
+    ns = c->default_ns;
     if (json_string_value(json_object_get(json_object_get(orig, "metadata"),
                                           "namespace")) != NULL)
         ns = json_string_value(
@@ -515,7 +515,7 @@ cmd_mutate(int argc, char **argv)
         /* A workload's template stands for the pods its operator makes;
          * a Pod or an AdmissionReview is the pod itself. */
         c.mopt.workload = doc_holds_template(doc) ? doc : NULL;
-        if (workload_mutate(doc, ns != NULL ? NULL : c.namespace, pol, &c.mopt,
+        if (workload_mutate(doc, ns != NULL ? NULL : c.default_ns, pol, &c.mopt,
                             &rep) != 0) {
             fprintf(stderr, "ncclguard mutate: out of memory\n");
             goto done;

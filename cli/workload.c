@@ -378,7 +378,7 @@ gpu_paths_find(struct workload_report *rep, json_t *node, char *pointer,
 }
 
 int
-workload_mutate(json_t *obj, const char *namespace, const struct policy *pol,
+workload_mutate(json_t *obj, const char *pod_ns, const struct policy *pol,
                 const struct mutate_options *opt, struct workload_report *rep)
 {
     struct walker w = {.pol = pol, .opt = opt, .rep = rep};
@@ -387,8 +387,8 @@ workload_mutate(json_t *obj, const char *namespace, const struct policy *pol,
     int rc;
 
     memset(rep, 0, sizeof(*rep));
-    w.ns = namespace;
-    w.ns_fixed = namespace != NULL;
+    w.ns = pod_ns;
+    w.ns_fixed = pod_ns != NULL;
     if (kind != NULL && strcmp(kind, "AdmissionReview") == 0) {
         json_t *req = json_object_get(obj, "request");
         json_t *pod = json_object_get(req, "object");

@@ -46,14 +46,14 @@ struct workload_report {
 /*
  * Mutates obj in place: every pod template gets exactly the patch the
  * server would send for that pod (a template's metadata/spec are treated as
- * a Pod's). An AdmissionReview is unwrapped to its request.object. namespace
+ * a Pod's). An AdmissionReview is unwrapped to its request.object. pod_ns
  * overrides metadata.namespace when not NULL. Fills *rep (release with
  * workload_report_release()): the pods mutated, or, for an object without
  * pod templates, the pods derived from it (left unchanged) or the paths of
  * its GPU requests. Returns 0, or -1 on allocation failure.
  */
-int workload_mutate(json_t *obj, const char *namespace,
-                    const struct policy *pol, const struct mutate_options *opt,
+int workload_mutate(json_t *obj, const char *pod_ns, const struct policy *pol,
+                    const struct mutate_options *opt,
                     struct workload_report *rep)
     __attribute__((warn_unused_result));
 

@@ -237,14 +237,14 @@ const struct settings *policy_defaults(const struct policy *p);
 const char *policy_hash(const struct policy *p);
 
 /*
- * Decides for one pod. namespace may be NULL or ""; labels and
+ * Decides for one pod in namespace ns, which may be NULL or ""; labels and
  * annotations are the pod's metadata objects (may be NULL). gpus is the
  * pod's GPU count computed with policy_defaults(p)->gpu_resources. Fills
  * *out; never fails. Thread-safe: p is only read.
  */
-void policy_decide(const struct policy *p, const char *namespace,
-                   const json_t *labels, const json_t *annotations,
-                   int64_t gpus, struct decision *out);
+void policy_decide(const struct policy *p, const char *ns, const json_t *labels,
+                   const json_t *annotations, int64_t gpus,
+                   struct decision *out);
 
 /*
  * Address templates (ringCheck.leaderAddress, ringCheck.nodes): literal
