@@ -95,7 +95,9 @@ pool_strdup(struct policy *p, const char *s)
     return c;
 }
 
-/* ---- the built-in defaults (policy/default.yaml spells them out) ---- */
+/* ---- the built-in defaults: policy/default.yaml with the same values;
+ * test_default_yaml_is_builtin() in tests/unit/test_policy.c fails when
+ * they differ ---- */
 
 /* The watchdog's defaults are the agent's own (watchdog/wdspec.c), off. */
 static void
