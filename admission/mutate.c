@@ -1,5 +1,6 @@
 /* The mutation of one pod: GPU count, profile envFrom, /dev/shm, IPC,
- * extra env, ring-check init container, recorded as a checked patch. */
+ * extra env, ring-check init container, recorded as a checked patch. The
+ * plan_* steps fill struct plan; plan_emit() alone writes the patch. */
 #include "admission/mutate.h"
 
 #include <ctype.h>
