@@ -7,3 +7,16 @@ UNIT_TESTS += patch patch_check mutate review jsonmem
 # Every argument list the webhook injects goes through the ring check's own
 # parser (it needs no CUDA).
 $(BUILD)/tests/test_mutate: $(BUILD)/obj/ringcheck/opts.o
+
+# The core's headers must stay includable from C++ (the parser's wrapper is
+# C++): they compile alone as C++, and no C file of the product uses the
+# keyword `namespace` as a name (tests/cxx/check.sh).
+CXX_HEADERS := admission/mutate.h admission/review.h policy/policy.h
+DEB_PKGS += g++
+
+.PHONY: check-cxx-headers
+check-cxx-headers:
+	CXX="$(CXX)" CPPFLAGS="-I. $(PKG_CFLAGS)" sh tests/cxx/check.sh \
+		$(CXX_HEADERS)
+
+CHECKS += check-cxx-headers

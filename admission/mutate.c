@@ -1,5 +1,6 @@
 /* The mutation of one pod: GPU count, profile envFrom, /dev/shm, IPC,
- * extra env, ring-check init container, recorded as a checked patch. */
+ * extra env, ring-check init container, recorded as a checked patch. The
+ * plan_* steps fill struct plan; plan_emit() alone writes the patch. */
 #include "admission/mutate.h"
 
 #include <ctype.h>
@@ -154,9 +155,12 @@ struct ctr {
     bool sidecar; /* init container with restartPolicy: Always */
     int64_t gpus; /* over the counted resources */
     int64_t per_res[MUTATE_MAX_RESOURCES];
-    json_t *env_add;   /* pending env entries, owned */
-    json_t *mount_add; /* pending volumeMounts, owned */
-    json_t *cap_add;   /* pending capabilities, owned */
+    /* What the plan adds to this container; plan_emit() writes it. */
+    bool profile_add;    /* the profile's configMapRef, first in envFrom */
+    char mem_new[2][32]; /* new memory limit, request; "" = unchanged */
+    json_t *env_add;     /* env entries to append, owned */
+    json_t *mount_add;   /* volumeMounts to append, owned */
+    json_t *cap_add;     /* capabilities to add, owned */
 };
 
 struct plan {
@@ -170,7 +174,12 @@ struct plan {
     size_t n_res; /* resources counted: min(n_gpu_resources, MAX) */
     int64_t pod_per_res[MUTATE_MAX_RESOURCES];
     int64_t sidecar_per_res[MUTATE_MAX_RESOURCES];
-    json_t *vol_add; /* pending volumes, owned */
+    /* What the plan adds to the pod; plan_emit() writes it. */
+    json_t *vol_add;      /* volumes to append, owned */
+    long shm_grow;        /* index in spec.volumes of the /dev/shm emptyDir
+                           * whose sizeLimit becomes shm_size, or -1 */
+    bool host_ipc_add;    /* spec.hostIPC: true */
+    json_t *rc_container; /* the ring-check init container, owned, or NULL */
     char shm_volume[256];
     int64_t shm_size;
     bool shm_applied; /* we set the size (new volume or grown) */
@@ -315,10 +324,11 @@ arr_get(const json_t *o, const char *key)
     return json_is_array(v) ? v : NULL;
 }
 
-/* A container's pending list, created on first use (most containers get
- * none). NULL when out of memory; jansson's append then fails cleanly. */
+/* A list of additions to a container, created on first use (most
+ * containers get none). NULL when out of memory; jansson's append then fails
+ * cleanly. */
 static json_t *
-pending(json_t **list)
+add_list(json_t **list)
 {
     if (*list == NULL)
         *list = json_array();
@@ -338,7 +348,7 @@ path_eq(const char *a, const char *b)
     return la == lb && memcmp(a, b, la) == 0;
 }
 
-/* The volume name of c's mount at path, in the pod or pending; or NULL. */
+/* The volume name of c's mount at path, in the pod or planned; or NULL. */
 static const char *
 mount_at(const struct ctr *c, const char *path)
 {
@@ -388,7 +398,7 @@ env_add(struct ctr *c, const char *name, const char *value)
     if (env_has(c, name))
         return 0;
     return json_array_append_new(
-        pending(&c->env_add), jobj("name", jstr(name), "value", jstr(value)));
+        add_list(&c->env_add), jobj("name", jstr(name), "value", jstr(value)));
 }
 
 static int
@@ -405,7 +415,7 @@ mount_add(struct ctr *c, const char *volume, const char *path, bool ro)
         json_decref(m);
         return -1;
     }
-    return json_array_append_new(pending(&c->mount_add), m);
+    return json_array_append_new(add_list(&c->mount_add), m);
 }
 
 /* Builds p->vol_names from spec.volumes, once. Returns 0, or -1 when out
@@ -492,7 +502,7 @@ volume_name_unique(struct plan *p, const char *base, char *out, size_t n)
  * Whether c is a ring check this webhook injected: an init container named
  * ncclguard-ringcheck, or ncclguard-ringcheck-N (the name taken when the
  * pod already had a container called ncclguard-ringcheck) whose first
- * argument is the one plan_ringcheck() always writes first. A later review
+ * argument is the one ringcheck_args() always writes first. A later review
  * of the same pod (reinvocation) then finds its check and adds no other.
  */
 static bool
@@ -822,6 +832,7 @@ ctrs_release(struct plan *p)
     nameset_release(&p->vol_names);
     nameset_release(&p->ctr_names);
     json_decref(p->vol_add);
+    json_decref(p->rc_container);
     json_decref(p->mn_env);
     json_decref(p->dra_claims);
 }
@@ -854,32 +865,22 @@ profile_present(const json_t *c, const char *name)
 }
 
 /* envFrom: the profile first, so that the user's own sources win. */
-static int
+static void
 plan_profile(struct plan *p)
 {
     const struct settings *s = p->s;
 
     if (!s->profile.enabled || s->profile.name == NULL ||
         s->profile.name[0] == '\0')
-        return 0;
+        return;
     for (size_t i = 0; i < p->n_ctr; i++) {
         struct ctr *c = &p->ctr[i];
-        char path[96];
-        bool have_list = arr_get(c->c, "envFrom") != NULL;
-        json_t *v;
 
         if (c->gpus == 0 || profile_present(c->c, s->profile.name))
             continue;
-        v = profile_ref(s);
-        if (!have_list)
-            v = jlist(v);
-        snprintf(path, sizeof(path), "%s/envFrom%s", c->base,
-                 have_list ? "/0" : "");
-        if (v == NULL || patch_append(p->res->patch, "add", path, v) != 0)
-            return -1;
+        c->profile_add = true;
         injected_add(p->res, "envFrom");
     }
-    return 0;
 }
 
 static int64_t
@@ -902,7 +903,7 @@ shm_size_compute(const struct plan *p, int64_t gpus)
 }
 
 /* Looks at an existing /dev/shm volume: grow or warn when it is smaller. */
-static int
+static void
 shm_existing(struct plan *p, const char *vname)
 {
     const json_t *vol = volume_find(p, vname);
@@ -917,29 +918,28 @@ shm_existing(struct plan *p, const char *vname)
              "/dev/shm mounts volume \"%.40s\", which the pod lacks; "
              "add it to spec.volumes",
              vname);
-        return 0;
+        return;
     }
     ed = json_object_get(vol, "emptyDir");
     if (!json_is_object(ed))
-        return 0; /* hostPath or another source: the user's choice */
+        return; /* hostPath or another source: the user's choice */
     if (str_get(ed, "medium") == NULL ||
         strcmp(str_get(ed, "medium"), "Memory") != 0) {
         warn(p->res,
              "/dev/shm volume \"%.40s\" is on disk; kept: set its "
              "emptyDir medium: Memory",
              vname);
-        return 0;
+        return;
     }
     lim = json_object_get(ed, "sizeLimit");
     if (lim == NULL || json_is_null(lim))
-        return 0; /* bounded by the pod's memory limit only */
+        return; /* bounded by the pod's memory limit only */
     if (quantity_of(lim, &q) != 0 || q.value >= p->shm_size)
-        return 0;
+        return;
     size_format(p->shm_size, want, sizeof(want));
     size_format(q.value, have, sizeof(have));
     if (p->s->shm.existing == SHM_EXISTING_GROW) {
         json_t *list;
-        char path[128];
         size_t i;
         json_t *v;
 
@@ -949,19 +949,15 @@ shm_existing(struct plan *p, const char *vname)
             if (v == vol)
                 idx = i;
         }
-        snprintf(path, sizeof(path), "/spec/volumes/%zu/emptyDir/sizeLimit",
-                 idx);
-        if (patch_append(p->res->patch, "replace", path, jstr(want)))
-            return -1;
+        p->shm_grow = (long)idx;
         p->shm_applied = true;
         injected_add(p->res, "shm-grow");
-        return 0;
+        return;
     }
     warn(p->res,
          "/dev/shm \"%.30s\" is %s, below the %s for %" PRId64
          " GPUs; kept: drop it or set shm.existing: grow",
          vname, have, want, p->res->gpus);
-    return 0;
 }
 
 static int
@@ -981,8 +977,7 @@ plan_shm(struct plan *p)
     p->shm_size = shm_size_compute(p, p->res->gpus);
     if (existing != NULL) {
         snprintf(p->shm_volume, sizeof(p->shm_volume), "%s", existing);
-        if (shm_existing(p, existing) != 0)
-            return -1;
+        shm_existing(p, existing);
     } else {
         char size[32];
         json_t *v;
@@ -1012,30 +1007,29 @@ plan_shm(struct plan *p)
     return 0;
 }
 
-/* Adds delta bytes to the memory quantity at base/resources/<kind>/memory. */
-static int
-memory_raise(struct plan *p, struct ctr *c, const char *kind, int64_t delta)
+/* The resources kinds memory_raise() works on, indexing ctr.mem_new. */
+static const char *const mem_kinds[2] = {"limits", "requests"};
+
+/* Plans delta more bytes for the memory quantity at
+ * base/resources/<mem_kinds[k]>/memory, where it is set. */
+static void
+memory_raise(struct plan *p, struct ctr *c, int k, int64_t delta)
 {
-    const json_t *v =
-        json_object_get(obj_get(obj_get(c->c, "resources"), kind), "memory");
+    const json_t *v = json_object_get(
+        obj_get(obj_get(c->c, "resources"), mem_kinds[k]), "memory");
     struct quantity q;
-    char path[128], val[32];
 
     if (v == NULL || json_is_null(v) || quantity_of(v, &q) != 0)
-        return 0; /* only where it is set */
+        return; /* only where it is set */
     if (q.value > INT64_MAX - delta)
-        return 0;
-    size_format(q.value + delta, val, sizeof(val));
-    snprintf(path, sizeof(path), "%s/resources/%s/memory", c->base, kind);
-    if (patch_append(p->res->patch, "replace", path, jstr(val)) != 0)
-        return -1;
+        return;
+    size_format(q.value + delta, c->mem_new[k], sizeof(c->mem_new[k]));
     injected_add(p->res, "memory");
-    return 0;
 }
 
 /* tmpfs pages count against the memory limit of the container writing
  * them: warn, or raise the request and limit by the shm size. */
-static int
+static void
 plan_memory(struct plan *p)
 {
     char shm[32], lim[32];
@@ -1043,7 +1037,7 @@ plan_memory(struct plan *p)
         request_milli(obj_get(p->spec, "resources"), "memory") >= 0;
 
     if (!p->shm_applied)
-        return 0;
+        return;
     size_format(p->shm_size, shm, sizeof(shm));
     for (size_t i = 0; i < p->n_ctr; i++) {
         struct ctr *c = &p->ctr[i];
@@ -1065,9 +1059,8 @@ plan_memory(struct plan *p)
             continue;
         }
         if (p->s->shm.memory_limit == SHM_MEMLIMIT_RAISE) {
-            if (memory_raise(p, c, "limits", p->shm_size) != 0 ||
-                memory_raise(p, c, "requests", p->shm_size) != 0)
-                return -1;
+            memory_raise(p, c, 0, p->shm_size);
+            memory_raise(p, c, 1, p->shm_size);
             continue;
         }
         v = json_object_get(obj_get(obj_get(c->c, "resources"), "limits"),
@@ -1080,7 +1073,6 @@ plan_memory(struct plan *p)
              "raise it or set shm.memoryLimit: raise",
              shm, lim, c->name);
     }
-    return 0;
 }
 
 static bool
@@ -1159,7 +1151,7 @@ plan_ipc(struct plan *p)
 
             if (cap_has(c, cap))
                 continue;
-            if (json_array_append_new(pending(&c->cap_add), jstr(cap)) != 0)
+            if (json_array_append_new(add_list(&c->cap_add), jstr(cap)) != 0)
                 return -1;
             injected_add(p->res, "capabilities");
             if (cap_eq(cap, "IPC_LOCK") && runs_non_root(p, c))
@@ -1170,8 +1162,7 @@ plan_ipc(struct plan *p)
         }
     }
     if (s->ipc.host_ipc && !json_is_true(json_object_get(p->spec, "hostIPC"))) {
-        if (patch_append(p->res->patch, "add", "/spec/hostIPC", json_true()))
-            return -1;
+        p->host_ipc_add = true;
         injected_add(p->res, "hostIPC");
     }
     return 0;
@@ -1223,7 +1214,7 @@ env_add_field(struct ctr *c, const char *name, const char *field)
         return 0;
     e = json_pack("{s:s,s:{s:{s:s}}}", "name", name, "valueFrom", "fieldRef",
                   "fieldPath", field);
-    return e ? json_array_append_new(pending(&c->env_add), e) : -1;
+    return e ? json_array_append_new(add_list(&c->env_add), e) : -1;
 }
 
 /*
@@ -1604,14 +1595,6 @@ on_failure_name(enum ringcheck_on_failure f)
     return "fail";
 }
 
-static int
-args_add(json_t *args, const char *flag, const char *value)
-{
-    if (json_array_append_new(args, jstr(flag)) != 0)
-        return -1;
-    return json_array_append_new(args, jstr(value));
-}
-
 /* The env and envFrom the check runs under: those of the first GPU
  * container, with what this plan adds, without NCCL_CONF_FILE (the check
  * writes that file; it does not read it). */
@@ -1704,122 +1687,125 @@ ringcheck_name(struct plan *p)
     return 0;
 }
 
-static int
-plan_ringcheck(struct plan *p)
+/* One argument of the ring check: --flag value, left out when value is
+ * NULL. */
+struct rc_arg {
+    const char *flag;
+    const char *value;
+};
+
+/*
+ * The check's arguments, from a table in the order it is given them. The
+ * first is always RINGCHECK_FIRST_ARG: ctr_is_ringcheck() recognises a
+ * check of ours by it on a later review. Returns the array, or NULL when
+ * out of memory.
+ */
+static json_t *
+ringcheck_args(const struct plan *p)
 {
     const struct settings *s = p->s;
-    bool fallback = s->ringcheck.on_failure == RINGCHECK_FALLBACK;
-    json_t *rc = NULL, *args = NULL, *lim = NULL, *req = NULL, *mounts = NULL;
-    json_t *sc = NULL;
-    char buf[64];
-    int64_t expect = 0;
+    const bool fallback = s->ringcheck.on_failure == RINGCHECK_FALLBACK;
+    const bool mn = p->mn.kind != MN_NONE;
+    const char *on_missing =
+        s->ringcheck.on_missing == RINGCHECK_MISSING_FAIL ? "fail" : "warn";
+    char expect[32], timeout[32], bw[32], busbw[32], port[32], mn_timeout[32];
+    json_t *args = json_array();
 
-    if (!p->rc_inject)
-        return 0;
-    if (ringcheck_name(p) != 0)
-        return -1;
-    if (fallback) {
-        const char *existing = NULL;
+    if (args == NULL)
+        return NULL;
+    snprintf(expect, sizeof(expect), "%" PRId64, p->rc_expect);
+    snprintf(timeout, sizeof(timeout), "%d", s->ringcheck.timeout_seconds);
+    snprintf(bw, sizeof(bw), "%" PRId64, s->ringcheck.bandwidth_bytes);
+    snprintf(busbw, sizeof(busbw), "%g", s->ringcheck.min_busbw_gbps);
+    snprintf(port, sizeof(port), "%d", s->ringcheck.rendezvous_port);
+    snprintf(mn_timeout, sizeof(mn_timeout), "%d",
+             s->ringcheck.multi_node_timeout);
+    const struct rc_arg table[] = {
+        {RINGCHECK_FIRST_ARG, expect},
+        {"--timeout", timeout},
+        {"--mode", mode_name(s->ringcheck.mode)},
+        {"--bw-bytes", bw},
+        {"--on-failure", on_failure_name(s->ringcheck.on_failure)},
+        {"--min-busbw", s->ringcheck.min_busbw_gbps > 0 ? busbw : NULL},
+        {"--fallback-conf", fallback ? RUN_CONF : NULL},
+        {"--multi-node", mn ? "auto" : NULL},
+        {"--rendezvous-port", mn ? port : NULL},
+        {"--multi-node-timeout", mn ? mn_timeout : NULL},
+        {"--on-missing", mn ? on_missing : NULL},
+    };
 
-        for (size_t i = 0; i < p->n_ctr && existing == NULL; i++)
-            existing = mount_at(&p->ctr[i], RUN_DIR);
-        if (existing != NULL) {
-            snprintf(p->run_volume, sizeof(p->run_volume), "%s", existing);
-        } else {
-            json_t *v;
-
-            if (volume_name_unique(p, "ncclguard-run", p->run_volume,
-                                   sizeof(p->run_volume)) != 0)
-                return -1;
-            v = jobj("name", jstr(p->run_volume), "emptyDir", json_object());
-            if (v == NULL || json_array_append_new(p->vol_add, v) != 0)
-                return -1;
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+        if (table[i].value == NULL)
+            continue;
+        if (json_array_append_new(args, jstr(table[i].flag)) != 0 ||
+            json_array_append_new(args, jstr(table[i].value)) != 0) {
+            json_decref(args);
+            return NULL;
         }
-        for (size_t i = 0; i < p->n_ctr; i++)
-            if (p->ctr[i].gpus > 0 &&
-                mount_add(&p->ctr[i], p->run_volume, RUN_DIR, true) != 0)
-                return -1;
     }
+    return args;
+}
 
-    rc = json_object();
-    args = json_array();
-    lim = json_object();
-    req = json_object();
-    mounts = json_array();
-    if (!rc || !args || !lim || !req || !mounts)
+/*
+ * The check's resources: the GPUs the pod holds outside its native
+ * sidecars (those keep theirs while the check runs), ringCheck.resources
+ * as requests, and as limits too in a Guaranteed pod so that the pod keeps
+ * its QoS class; and the pod's DRA claims when its GPUs come through them.
+ * Returns the resources object, or NULL when out of memory.
+ */
+static json_t *
+ringcheck_resources(const struct plan *p)
+{
+    const struct settings *s = p->s;
+    const char *cpu = s->ringcheck.cpu_request;
+    const char *mem = s->ringcheck.memory_request;
+    json_t *lim = json_object(), *req = json_object(), *res;
+    char buf[32];
+
+    if (lim == NULL || req == NULL)
         goto fail;
     for (size_t r = 0; r < p->n_res; r++) {
         int64_t k = p->pod_per_res[r] - p->sidecar_per_res[r];
 
         if (k <= 0)
             continue;
-        expect += k;
         snprintf(buf, sizeof(buf), "%" PRId64, k);
         if (json_object_set_new(lim, s->gpu_resources[r], jstr(buf)) ||
             json_object_set_new(req, s->gpu_resources[r], jstr(buf)))
             goto fail;
     }
-    if (expect == 0)
-        expect = p->dra_gpus; /* the GPUs come with the claims below */
-    if (s->ringcheck.cpu_request != NULL &&
-        json_object_set_new(req, "cpu", jstr(s->ringcheck.cpu_request)))
+    if ((cpu != NULL && json_object_set_new(req, "cpu", jstr(cpu))) ||
+        (mem != NULL && json_object_set_new(req, "memory", jstr(mem))))
         goto fail;
-    if (s->ringcheck.memory_request != NULL &&
-        json_object_set_new(req, "memory", jstr(s->ringcheck.memory_request)))
+    if (pod_guaranteed(p) &&
+        ((cpu != NULL && json_object_set_new(lim, "cpu", jstr(cpu))) ||
+         (mem != NULL && json_object_set_new(lim, "memory", jstr(mem)))))
         goto fail;
-    if (pod_guaranteed(p)) {
-        if ((s->ringcheck.cpu_request != NULL &&
-             json_object_set_new(lim, "cpu", jstr(s->ringcheck.cpu_request))) ||
-            (s->ringcheck.memory_request != NULL &&
-             json_object_set_new(lim, "memory",
-                                 jstr(s->ringcheck.memory_request))))
-            goto fail;
+    res = jobj("limits", lim, "requests", req);
+    if (res != NULL && p->dra_gpus > 0 &&
+        json_object_set(res, "claims", p->dra_claims) != 0) {
+        json_decref(res);
+        return NULL;
     }
+    return res;
+fail:
+    json_decref(lim);
+    json_decref(req);
+    return NULL;
+}
 
-    snprintf(buf, sizeof(buf), "%" PRId64, expect);
-    if (args_add(args, RINGCHECK_FIRST_ARG, buf))
-        goto fail;
-    snprintf(buf, sizeof(buf), "%d", s->ringcheck.timeout_seconds);
-    if (args_add(args, "--timeout", buf) ||
-        args_add(args, "--mode", mode_name(s->ringcheck.mode)))
-        goto fail;
-    snprintf(buf, sizeof(buf), "%" PRId64, s->ringcheck.bandwidth_bytes);
-    if (args_add(args, "--bw-bytes", buf) ||
-        args_add(args, "--on-failure",
-                 on_failure_name(s->ringcheck.on_failure)))
-        goto fail;
-    if (s->ringcheck.min_busbw_gbps > 0) {
-        snprintf(buf, sizeof(buf), "%g", s->ringcheck.min_busbw_gbps);
-        if (args_add(args, "--min-busbw", buf))
-            goto fail;
-    }
-    if (fallback && args_add(args, "--fallback-conf", RUN_CONF))
-        goto fail;
-    if (p->mn.kind != MN_NONE) {
-        snprintf(buf, sizeof(buf), "%d", s->ringcheck.rendezvous_port);
-        if (args_add(args, "--multi-node", "auto") ||
-            args_add(args, "--rendezvous-port", buf))
-            goto fail;
-        snprintf(buf, sizeof(buf), "%d", s->ringcheck.multi_node_timeout);
-        if (args_add(args, "--multi-node-timeout", buf) ||
-            args_add(args, "--on-missing",
-                     s->ringcheck.on_missing == RINGCHECK_MISSING_FAIL
-                         ? "fail"
-                         : "warn"))
-            goto fail;
-    }
+/*
+ * The check's security context: no privilege escalation, no capabilities,
+ * the runtime's seccomp profile, and non-root with a numeric user when
+ * the pod requires non-root. Returns the object, or NULL when out of
+ * memory.
+ */
+static json_t *
+ringcheck_security(const struct plan *p)
+{
+    json_t *sc = jobj("allowPrivilegeEscalation", json_false(), "capabilities",
+                      jobj("drop", jlist(jstr("ALL")), NULL, NULL));
 
-    if (p->shm_volume[0] != '\0' &&
-        json_array_append_new(mounts, jobj("name", jstr(p->shm_volume),
-                                           "mountPath", jstr(SHM_PATH))))
-        goto fail;
-    if (fallback &&
-        json_array_append_new(mounts, jobj("name", jstr(p->run_volume),
-                                           "mountPath", jstr(RUN_DIR))))
-        goto fail;
-
-    sc = jobj("allowPrivilegeEscalation", json_false(), "capabilities",
-              jobj("drop", jlist(jstr("ALL")), NULL, NULL));
     if (sc == NULL ||
         json_object_set_new_nocheck(
             sc, "seccompProfile",
@@ -1835,58 +1821,110 @@ plan_ringcheck(struct plan *p)
             json_object_set_new(sc, "runAsUser", json_integer(65532)))
             goto fail;
     }
+    return sc;
+fail:
+    json_decref(sc);
+    return NULL;
+}
 
-    if (json_object_set_new(rc, "name", jstr(p->rc_name)) ||
-        json_object_set_new(rc, "image", jstr(s->ringcheck.image)) ||
-        json_object_set(rc, "args", args))
-        goto fail;
-    if (ringcheck_env(p, rc) != 0)
-        goto fail;
-    if (json_object_set_new(
-            rc, "resources",
-            jobj("limits", json_incref(lim), "requests", json_incref(req))) ||
-        (p->dra_gpus > 0 &&
-         json_object_set(obj_get(rc, "resources"), "claims", p->dra_claims)) ||
-        (json_array_size(mounts) > 0 &&
-         json_object_set(rc, "volumeMounts", mounts)) ||
-        json_object_set_new(rc, "terminationMessagePolicy",
-                            jstr("FallbackToLogsOnError")) ||
-        json_object_set(rc, "securityContext", sc))
-        goto fail;
+/* The check's volumeMounts: the pod's /dev/shm, and the run folder its
+ * fallback config is written to. NULL when out of memory. */
+static json_t *
+ringcheck_mounts(const struct plan *p, bool fallback)
+{
+    json_t *mounts = json_array();
 
-    if (arr_get(p->spec, "initContainers") != NULL) {
-        if (patch_append(p->res->patch, "add", "/spec/initContainers/-", rc))
-            goto fail_owned;
-    } else {
-        json_t *list = jlist(rc);
-
-        if (list == NULL ||
-            patch_append(p->res->patch, "add", "/spec/initContainers", list))
-            goto fail_owned;
+    if (mounts == NULL)
+        return NULL;
+    if ((p->shm_volume[0] != '\0' &&
+         json_array_append_new(mounts, jobj("name", jstr(p->shm_volume),
+                                            "mountPath", jstr(SHM_PATH)))) ||
+        (fallback &&
+         json_array_append_new(mounts, jobj("name", jstr(p->run_volume),
+                                            "mountPath", jstr(RUN_DIR))))) {
+        json_decref(mounts);
+        return NULL;
     }
-    rc = NULL;
+    return mounts;
+}
+
+/* onFailure: fallback: the volume at /run/ncclguard that the check writes
+ * its fallback NCCL config to, the pod's own if it mounts one there, and
+ * its read-only mount in every GPU container. */
+static int
+ringcheck_run_volume(struct plan *p)
+{
+    const char *existing = NULL;
+
+    for (size_t i = 0; i < p->n_ctr && existing == NULL; i++)
+        existing = mount_at(&p->ctr[i], RUN_DIR);
+    if (existing != NULL) {
+        snprintf(p->run_volume, sizeof(p->run_volume), "%s", existing);
+    } else {
+        json_t *v;
+
+        if (volume_name_unique(p, "ncclguard-run", p->run_volume,
+                               sizeof(p->run_volume)) != 0)
+            return -1;
+        v = jobj("name", jstr(p->run_volume), "emptyDir", json_object());
+        if (v == NULL || json_array_append_new(p->vol_add, v) != 0)
+            return -1;
+    }
+    for (size_t i = 0; i < p->n_ctr; i++)
+        if (p->ctr[i].gpus > 0 &&
+            mount_add(&p->ctr[i], p->run_volume, RUN_DIR, true) != 0)
+            return -1;
+    return 0;
+}
+
+/*
+ * Plans the init container that ringcheck_decide() chose to add, into
+ * p->rc_container: a free name, the run volume of onFailure: fallback,
+ * then the container from its parts. Runs after every other plan step,
+ * since the check copies the env they give its model container. Returns
+ * -1 on allocation failure or when no name is free (with a reason).
+ */
+static int
+plan_ringcheck(struct plan *p)
+{
+    const struct settings *s = p->s;
+    const bool fallback = s->ringcheck.on_failure == RINGCHECK_FALLBACK;
+    json_t *rc, *mounts;
+
+    if (!p->rc_inject)
+        return 0;
+    if (ringcheck_name(p) != 0)
+        return -1;
+    if (fallback && ringcheck_run_volume(p) != 0)
+        return -1;
+    rc = jobj("name", jstr(p->rc_name), "image", jstr(s->ringcheck.image));
+    if (rc == NULL || json_object_set_new(rc, "args", ringcheck_args(p)) ||
+        ringcheck_env(p, rc) != 0 ||
+        json_object_set_new(rc, "resources", ringcheck_resources(p)))
+        goto fail;
+    mounts = ringcheck_mounts(p, fallback);
+    if (mounts == NULL)
+        goto fail;
+    if (json_array_size(mounts) == 0)
+        json_decref(mounts);
+    else if (json_object_set_new(rc, "volumeMounts", mounts) != 0)
+        goto fail;
+    if (json_object_set_new(rc, "terminationMessagePolicy",
+                            jstr("FallbackToLogsOnError")) ||
+        json_object_set_new(rc, "securityContext", ringcheck_security(p)))
+        goto fail;
+    p->rc_container = rc;
     injected_add(p->res, "ringcheck");
     if (p->mn.kind != MN_NONE)
         injected_add(p->res, "multinode");
-    json_decref(args);
-    json_decref(lim);
-    json_decref(req);
-    json_decref(mounts);
-    json_decref(sc);
     return 0;
 fail:
     json_decref(rc);
-fail_owned:
-    json_decref(args);
-    json_decref(lim);
-    json_decref(req);
-    json_decref(mounts);
-    json_decref(sc);
     return -1;
 }
 
-/* Emits one op per pending list: the whole list when the pod has none
- * (or null), else one append per item. list is borrowed. */
+/* Emits a planned list of additions: the whole list in one op when the
+ * pod has none (or null), else one append per item. list is borrowed. */
 static int
 emit_list(struct plan *p, json_t *parent, const char *base, const char *key,
           json_t *list)
@@ -1897,7 +1935,7 @@ emit_list(struct plan *p, json_t *parent, const char *base, const char *key,
 
     if (json_array_size(list) == 0)
         return 0;
-    /* The pending lists are never changed once emitted, so the patch
+    /* The planned lists are never changed once emitted, so the patch
      * shares their values instead of copying them. */
     if (arr_get(parent, key) == NULL) {
         snprintf(path, sizeof(path), "%s/%s", base, key);
@@ -1936,20 +1974,6 @@ emit_caps(struct plan *p, struct ctr *c)
     }
     snprintf(path, sizeof(path), "%s/securityContext/capabilities", c->base);
     return emit_list(p, caps, path, "add", c->cap_add);
-}
-
-static int
-emit_pending(struct plan *p)
-{
-    for (size_t i = 0; i < p->n_ctr; i++) {
-        struct ctr *c = &p->ctr[i];
-
-        if (emit_list(p, c->c, c->base, "env", c->env_add) != 0 ||
-            emit_list(p, c->c, c->base, "volumeMounts", c->mount_add) != 0 ||
-            emit_caps(p, c) != 0)
-            return -1;
-    }
-    return emit_list(p, p->spec, "/spec", "volumes", p->vol_add);
 }
 
 /* Records what was done in the pod's annotations and the audit record. */
@@ -2015,6 +2039,109 @@ emit_annotations(struct plan *p)
 fail:
     json_decref(add);
     return -1;
+}
+
+/* The profile's configMapRef, first in c's envFrom (the list itself when
+ * c has none). */
+static int
+emit_profile(struct plan *p, const struct ctr *c)
+{
+    bool have_list = arr_get(c->c, "envFrom") != NULL;
+    json_t *v = profile_ref(p->s);
+    char path[96];
+
+    if (!have_list)
+        v = jlist(v);
+    snprintf(path, sizeof(path), "%s/envFrom%s", c->base,
+             have_list ? "/0" : "");
+    return v != NULL ? patch_append(p->res->patch, "add", path, v) : -1;
+}
+
+/* The ring-check init container, last of the init containers. */
+static int
+emit_ringcheck(struct plan *p)
+{
+    json_t *rc = json_incref(p->rc_container);
+
+    if (arr_get(p->spec, "initContainers") != NULL)
+        return patch_append(p->res->patch, "add", "/spec/initContainers/-", rc);
+    rc = jlist(rc);
+    return rc != NULL
+               ? patch_append(p->res->patch, "add", "/spec/initContainers", rc)
+               : -1;
+}
+
+/*
+ * The emit pass: the one place that writes patch operations. The plan_*
+ * steps only fill struct plan (and the warnings, the injected list and
+ * the ring-check note); this writes what they planned, in this fixed
+ * order:
+ *
+ *   1. envFrom: the profile's configMapRef, per GPU container, in the
+ *      order of spec.containers then spec.initContainers (ctr order);
+ *   2. the sizeLimit of the pod's own /dev/shm emptyDir (shm.existing:
+ *      grow);
+ *   3. per container, its memory limit then its memory request
+ *      (shm.memoryLimit: raise);
+ *   4. spec.hostIPC;
+ *   5. the ring-check init container, appended to initContainers;
+ *   6. per container, its env, then volumeMounts, then capabilities;
+ *   7. spec.volumes;
+ *   8. the ncclguard.io/ annotations, only when 1-7 wrote something.
+ *
+ * No op inserts before an index that a later op names: the ring check goes
+ * at the end of initContainers and the profile at the head of one
+ * container's envFrom, so every path computed from the pod stays valid.
+ * Returns 0 (an empty patch: nothing to do), or -1 when out of memory.
+ */
+static int
+plan_emit(struct plan *p)
+{
+    json_t *patch = p->res->patch;
+    char path[128];
+
+    for (size_t i = 0; i < p->n_ctr; i++)
+        if (p->ctr[i].profile_add && emit_profile(p, &p->ctr[i]) != 0)
+            return -1;
+    if (p->shm_grow >= 0) {
+        char want[32];
+
+        size_format(p->shm_size, want, sizeof(want));
+        snprintf(path, sizeof(path), "/spec/volumes/%ld/emptyDir/sizeLimit",
+                 p->shm_grow);
+        if (patch_append(patch, "replace", path, jstr(want)) != 0)
+            return -1;
+    }
+    for (size_t i = 0; i < p->n_ctr; i++) {
+        const struct ctr *c = &p->ctr[i];
+
+        for (int k = 0; k < 2; k++) {
+            if (c->mem_new[k][0] == '\0')
+                continue;
+            snprintf(path, sizeof(path), "%s/resources/%s/memory", c->base,
+                     mem_kinds[k]);
+            if (patch_append(patch, "replace", path, jstr(c->mem_new[k])))
+                return -1;
+        }
+    }
+    if (p->host_ipc_add &&
+        patch_append(patch, "add", "/spec/hostIPC", json_true()) != 0)
+        return -1;
+    if (p->rc_container != NULL && emit_ringcheck(p) != 0)
+        return -1;
+    for (size_t i = 0; i < p->n_ctr; i++) {
+        struct ctr *c = &p->ctr[i];
+
+        if (emit_list(p, c->c, c->base, "env", c->env_add) != 0 ||
+            emit_list(p, c->c, c->base, "volumeMounts", c->mount_add) != 0 ||
+            emit_caps(p, c) != 0)
+            return -1;
+    }
+    if (emit_list(p, p->spec, "/spec", "volumes", p->vol_add) != 0)
+        return -1;
+    if (json_array_size(patch) == 0)
+        return 0;
+    return emit_annotations(p);
 }
 
 static bool
@@ -2229,7 +2356,7 @@ skipped_gpus(struct plan *p, const struct policy *pol)
 }
 
 int
-mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
+mutate_pod(const json_t *pod, const char *ns, const struct policy *pol,
            const struct mutate_options *opt, struct mutate_result *res)
 {
     struct plan *p = NULL;
@@ -2254,6 +2381,7 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
     p->vol_add = json_array();
     if (p->vol_add == NULL)
         goto oom;
+    p->shm_grow = -1;
     if (!json_is_object(pod)) {
         res->status = MUTATE_NOT_GPU;
         snprintf(res->reason, sizeof(res->reason), "object is not a pod");
@@ -2262,13 +2390,13 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
     p->meta = obj_get(pod, "metadata");
     p->spec = obj_get(pod, "spec");
     p->annotations = obj_get(p->meta, "annotations");
-    if (namespace == NULL || namespace[0] == '\0')
-    namespace = str_get(p->meta, "namespace");
+    if (ns == NULL || ns[0] == '\0')
+        ns = str_get(p->meta, "namespace");
 
-    if (namespace_skipped(namespace, opt)) {
+    if (namespace_skipped(ns, opt)) {
         res->status = MUTATE_SKIPPED;
         snprintf(res->reason, sizeof(res->reason), "namespace %s is skipped",
-                 namespace);
+                 ns);
         skipped_gpus(p, pol);
         goto done;
     }
@@ -2317,7 +2445,7 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
         goto bad_claim;
     if (res->gpus == 0)
         res->gpus = p->dra_gpus;
-    policy_decide(pol, namespace, obj_get(p->meta, "labels"), p->annotations,
+    policy_decide(pol, ns, obj_get(p->meta, "labels"), p->annotations,
                   res->gpus, &dec);
     p->dec = &dec;
     p->s = dec.settings != NULL ? dec.settings : defs;
@@ -2351,16 +2479,19 @@ mutate_pod(const json_t *pod, const char *namespace, const struct policy *pol,
         goto done;
     }
 
-    if (ringcheck_decide(p) != 0 || plan_profile(p) != 0 || plan_shm(p) != 0 ||
-        plan_memory(p) != 0 || plan_ipc(p) != 0 || plan_env(p) != 0 ||
-        plan_watchdog(p) != 0 || plan_ringcheck(p) != 0 || emit_pending(p) != 0)
+    if (ringcheck_decide(p) != 0)
+        goto error;
+    plan_profile(p);
+    if (plan_shm(p) != 0)
+        goto error;
+    plan_memory(p);
+    if (plan_ipc(p) != 0 || plan_env(p) != 0 || plan_watchdog(p) != 0 ||
+        plan_ringcheck(p) != 0 || plan_emit(p) != 0)
         goto error;
     if (json_array_size(res->patch) == 0) {
         res->status = MUTATE_UNCHANGED;
         goto done;
     }
-    if (emit_annotations(p) != 0)
-        goto error;
     if (patch_verify(pod, res) != 0)
         goto error_reason;
     res->status = MUTATE_PATCHED;

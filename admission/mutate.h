@@ -48,15 +48,15 @@ struct mutate_result {
 
 /*
  * Plans the mutation of pod (a Pod object, borrowed, not modified) created
- * in namespace (may be NULL: taken from metadata.namespace). The patch is
+ * in namespace ns (may be NULL: taken from metadata.namespace). The patch is
  * applied to a copy before returning; if it does not apply, the result is
  * MUTATE_ERROR with no patch and a warning. Returns 0 and fills *res (to be
  * released with mutate_result_release()) in every case except allocation
  * failure (-1). Thread-safe: pol is only read.
  */
-int mutate_pod(const json_t *pod, const char *namespace,
-               const struct policy *pol, const struct mutate_options *opt,
-               struct mutate_result *res) __attribute__((warn_unused_result));
+int mutate_pod(const json_t *pod, const char *ns, const struct policy *pol,
+               const struct mutate_options *opt, struct mutate_result *res)
+    __attribute__((warn_unused_result));
 
 /* Frees what a result owns. Safe on a zeroed struct. */
 void mutate_result_release(struct mutate_result *res);

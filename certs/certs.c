@@ -373,13 +373,13 @@ serving_cert_new(const struct certs_create_opts *o, EVP_PKEY *key, X509 *ca,
     X509V3_CTX ctx;
     int n;
 
-    n = snprintf(cn, sizeof(cn), "%s.%s.svc", o->service, o->namespace);
+    n = snprintf(cn, sizeof(cn), "%s.%s.svc", o->service, o->ns);
     if (n < 0 || (size_t)n >= sizeof(cn)) {
         ng_error_set(err, 0, 0, "service and namespace names too long");
         return NULL;
     }
     snprintf(names[0], sizeof(names[0]), "%s", o->service);
-    snprintf(names[1], sizeof(names[1]), "%s.%s", o->service, o->namespace);
+    snprintf(names[1], sizeof(names[1]), "%s.%s", o->service, o->ns);
     snprintf(names[2], sizeof(names[2]), "%s", cn);
     snprintf(names[3], sizeof(names[3]), "%s.cluster.local", cn);
 
@@ -583,12 +583,12 @@ create_opts_check(const struct certs_create_opts *o, struct ng_error *err)
                      o->service ? o->service : "");
         return -1;
     }
-    if (o->namespace == NULL || !certs_is_dns_label(o->namespace)) {
+    if (o->ns == NULL || !certs_is_dns_label(o->ns)) {
         ng_error_set(err, 0, 0,
                      "invalid namespace '%s': expected a DNS-1123 label "
                      "(lower-case letters, digits and '-', at most 63 "
                      "characters)",
-                     o->namespace ? o->namespace : "");
+                     o->ns ? o->ns : "");
         return -1;
     }
     if (o->out_dir == NULL || o->out_dir[0] == '\0') {
@@ -1193,9 +1193,8 @@ certs_webhook_write(const struct certs_webhook_opts *o, FILE *out,
                      o->service ? o->service : "");
         return -1;
     }
-    if (o->namespace == NULL || !certs_is_dns_label(o->namespace)) {
-        ng_error_set(err, 0, 0, "invalid namespace '%s'",
-                     o->namespace ? o->namespace : "");
+    if (o->ns == NULL || !certs_is_dns_label(o->ns)) {
+        ng_error_set(err, 0, 0, "invalid namespace '%s'", o->ns ? o->ns : "");
         return -1;
     }
     if (o->ca_bundle == NULL || o->ca_bundle[0] == '\0' ||
@@ -1265,7 +1264,7 @@ certs_webhook_write(const struct certs_webhook_opts *o, FILE *out,
         "    matchConditions:\n"
         "      - name: not-opted-out\n"
         "        expression: >-\n",
-        o->name, o->service, o->namespace, o->ca_bundle, o->namespace);
+        o->name, o->service, o->ns, o->ca_bundle, o->ns);
     for (size_t i = 0; cond_opt_out[i] != NULL; i++)
         cel_line_write(out, cond_opt_out[i], gpus, n_gpus);
     fprintf(out, "      - name: requests-gpu\n"

@@ -25,7 +25,7 @@ enum certs_key_type {
 /* What `ncclguard certs create` needs. Every pointer is borrowed. */
 struct certs_create_opts {
     const char *service;   /* Service name, a DNS-1035 label */
-    const char *namespace; /* its namespace, a DNS-1123 label */
+    const char *ns;        /* its namespace, a DNS-1123 label */
     const char *out_dir;   /* created (mode 0700) if missing */
     const char *ca_dir;    /* existing CA to reuse; NULL means out_dir */
     int days;              /* serving certificate, 0..CERTS_MAX_DAYS */
@@ -103,7 +103,7 @@ enum certs_status certs_inspect(const char *path, const char *ca_path,
 struct certs_webhook_opts {
     const char *name;      /* object name, "ncclguard" */
     const char *service;   /* Service the apiserver calls */
-    const char *namespace; /* and its namespace */
+    const char *ns;        /* and its namespace */
     const char *ca_bundle; /* base64 PEM, as certs_ca_bundle_from_file() */
     /* GPU resource names for the CEL matchCondition; NULL means the
      * default policy's (certs_default_gpu_resources()). */

@@ -142,7 +142,7 @@ create_run(int argc, char **argv)
             o.service = optarg;
             break;
         case 'n':
-            o.namespace = optarg;
+            o.ns = optarg;
             break;
         case 'o':
             o.out_dir = optarg;
@@ -188,7 +188,7 @@ create_run(int argc, char **argv)
                 argv[optind]);
         return EXIT_USAGE;
     }
-    if (o.service == NULL || o.namespace == NULL || o.out_dir == NULL) {
+    if (o.service == NULL || o.ns == NULL || o.out_dir == NULL) {
         fprintf(stderr, "ncclguard certs create: --service, --namespace and "
                         "--out are required\n");
         return EXIT_USAGE;
@@ -267,7 +267,7 @@ static int
 webhook_run(int argc, char **argv)
 {
     struct certs_webhook_opts o = {
-        .name = "ncclguard", .service = "ncclguard", .namespace = "ncclguard"};
+        .name = "ncclguard", .service = "ncclguard", .ns = "ncclguard"};
     const char *ca_file = NULL, *bundle_file = NULL, *output = NULL;
     const char *policy_file = NULL;
     struct policy *policy = NULL;
@@ -292,7 +292,7 @@ webhook_run(int argc, char **argv)
             o.service = optarg;
             break;
         case 'n':
-            o.namespace = optarg;
+            o.ns = optarg;
             break;
         case 'N':
             o.name = optarg;

@@ -26,7 +26,7 @@ struct cmd {
     const char *file;
     const char *name; /* for messages: the file, or <stdin> */
     const char *policy_file;
-    const char *namespace;
+    const char *default_ns;
     enum output output;
     bool quiet;
     struct mutate_options mopt;
@@ -87,7 +87,7 @@ args_parse(struct cmd *c, int argc, char **argv)
             c->policy_file = optarg;
             break;
         case 'n':
-            c->namespace = optarg;
+            c->default_ns = optarg;
             break;
         case 'w':
             c->mopt.own_namespace = optarg;
@@ -387,7 +387,7 @@ cmd_mutate(int argc, char **argv)
         /* A workload's template stands for the pods its operator makes;
          * a Pod or an AdmissionReview is the pod itself. */
         c.mopt.workload = doc_holds_template(doc) ? doc : NULL;
-        if (workload_mutate_document(doc, d, ns != NULL ? NULL : c.namespace,
+        if (workload_mutate_document(doc, d, ns != NULL ? NULL : c.default_ns,
                                      pol, &c.mopt, &rep) != 0) {
             fprintf(stderr, "ncclguard mutate: out of memory\n");
             goto done;

@@ -54,10 +54,10 @@ req_holds(const struct label_req *r, const json_t *labels)
 }
 
 bool
-match_pod(const struct match *m, const char *namespace,
-          const json_t *labels, const json_t *annotations, int64_t gpus)
+match_pod(const struct match *m, const char *pod_ns, const json_t *labels,
+          const json_t *annotations, int64_t gpus)
 {
-    const char *ns = namespace != NULL ? namespace : "";
+    const char *ns = pod_ns != NULL ? pod_ns : "";
 
     if (m->n_namespaces > 0 && !glob_any(m->namespaces, m->n_namespaces, ns))
         return false;

@@ -41,12 +41,12 @@ struct match {
 };
 
 /*
- * True when a pod with these properties satisfies m. namespace may be
- * NULL (treated as ""); labels and annotations are the pod's metadata
- * objects and may be NULL. Thread-safe; m is only read.
+ * True when a pod with these properties satisfies m. pod_ns, the pod's
+ * namespace, may be NULL (treated as ""); labels and annotations are the pod's
+ * metadata objects and may be NULL. Thread-safe; m is only read.
  */
-bool match_pod(const struct match *m, const char *namespace,
-               const json_t *labels, const json_t *annotations, int64_t gpus);
+bool match_pod(const struct match *m, const char *pod_ns, const json_t *labels,
+               const json_t *annotations, int64_t gpus);
 
 /*
  * True when every pod that b matches is certainly matched by a as well

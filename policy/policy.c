@@ -97,7 +97,9 @@ pool_strdup(struct policy *p, const char *s)
     return c;
 }
 
-/* ---- the built-in defaults (policy/default.yaml spells them out) ---- */
+/* ---- the built-in defaults: policy/default.yaml with the same values;
+ * test_default_yaml_is_builtin() in tests/unit/test_policy.c fails when
+ * they differ ---- */
 
 /* The watchdog's defaults are the agent's own (watchdog/wdspec.c), off. */
 static void
@@ -2085,9 +2087,8 @@ decide_shm_size(const struct settings *s, const char *rule, const char *v,
 }
 
 void
-policy_decide(const struct policy *p, const char *namespace,
-              const json_t *labels, const json_t *annotations, int64_t gpus,
-              struct decision *out)
+policy_decide(const struct policy *p, const char *ns, const json_t *labels,
+              const json_t *annotations, int64_t gpus, struct decision *out)
 {
     const struct settings *s = &p->defaults;
     const char *v;
@@ -2097,8 +2098,7 @@ policy_decide(const struct policy *p, const char *namespace,
     out->rule = "default";
     out->shm_override = -1;
     for (size_t i = 0; i < p->n_rules; i++) {
-        if (match_pod(&p->rules[i].match, namespace, labels, annotations,
-                      gpus)) {
+        if (match_pod(&p->rules[i].match, ns, labels, annotations, gpus)) {
             out->rule = p->rules[i].name;
             out->skip = p->rules[i].skip;
             s = &p->rules[i].settings;

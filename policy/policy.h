@@ -52,10 +52,12 @@ struct env_var {
 };
 
 /*
- * Every setting the mutation uses. The default policy's values are in
- * policy/default.yaml. Sizes are bytes. Strings are owned by the policy
- * snapshot; callers only read them. New fields may be added; existing
- * ones keep their names and meaning.
+ * Every setting the mutation uses. Their default values are written in one
+ * place people read, policy/default.yaml; policy.c builds the same values
+ * in, and tests/unit/test_policy.c fails when the two differ, so the
+ * comments here give meanings and units, not values. Sizes are bytes. Strings
+ * are owned by the policy snapshot; callers only read them. New fields may be
+ * added; existing ones keep their names and meaning.
  */
 struct settings {
     /* Extended-resource names that count as GPUs, matched exactly. */
@@ -64,15 +66,15 @@ struct settings {
 
     struct {
         bool enabled;  /* inject the envFrom at all */
-        char *name;    /* ConfigMap name, "nccl-production-profile" */
+        char *name;    /* ConfigMap name */
         bool optional; /* configMapRef.optional */
     } profile;
 
     struct {
         bool enabled;
-        int64_t per_gpu; /* 4Gi */
-        int64_t min;     /* 1Gi */
-        int64_t max;     /* 64Gi; also caps the shm-size annotation */
+        int64_t per_gpu; /* size per GPU of the pod */
+        int64_t min;     /* floor of the computed size */
+        int64_t max;     /* its ceiling; also caps the shm-size annotation */
         enum shm_existing existing;
         enum shm_memory_limit memory_limit;
     } shm;
@@ -92,11 +94,11 @@ struct settings {
         enum ringcheck_on_failure on_failure;
         double min_busbw_gbps; /* 0 = no threshold */
         bool allow_opt_out;    /* honour ncclguard.io/ring-check: "false" */
-        char *cpu_request;     /* "100m" */
-        char *memory_request;  /* "256Mi" */
-        int min_gpus; /* single-pod check only from this many GPUs, 2 */
+        char *cpu_request;     /* a quantity; also the limit when Guaranteed */
+        char *memory_request;  /* a quantity; also the limit when Guaranteed */
+        int min_gpus;          /* single-pod check only from this many GPUs */
         enum ringcheck_multinode multi_node;
-        int rendezvous_port;    /* MN_DEFAULT_PORT */
+        int rendezvous_port;    /* TCP, on node rank 0's pod */
         int multi_node_timeout; /* seconds, cross-node deadline */
         enum ringcheck_on_missing on_missing;
         char *leader_address; /* template; NULL: the operator's default */
@@ -109,21 +111,21 @@ struct settings {
 
     struct {
         bool allow_annotation; /* honour ncclguard.io/debug: "true" */
-        char *level;           /* NCCL_DEBUG value, "INFO" */
-        char *subsys;          /* NCCL_DEBUG_SUBSYS, "INIT,COLL,ENV,NET" */
+        char *level;           /* NCCL_DEBUG value */
+        char *subsys;          /* NCCL_DEBUG_SUBSYS value */
     } debug;
 
     /* The ncclguard-watchdog opt-in (NCCLGUARD_WATCHDOG in GPU
      * containers); the fields mean what watchdog/wdspec.h says. */
     struct {
         bool enabled;
-        int64_t period_ms;     /* 60000 */
-        int idle_periods;      /* 5 */
-        int64_t min_cpu_milli; /* 500 = half a core */
+        int64_t period_ms;     /* one observation period */
+        int idle_periods;      /* idle periods in a row that make a hang */
+        int64_t min_cpu_milli; /* CPU still burnt, 1000 = one core */
         bool restart;          /* action: restart (else report) */
         int checkpoint_signal; /* 0 = none, else e.g. SIGUSR1 */
         char *checkpoint_file; /* NULL = none; absolute path */
-        int64_t grace_ms;      /* checkpoint request -> SIGTERM, 120000 */
+        int64_t grace_ms;      /* checkpoint request -> SIGTERM */
     } watchdog;
 };
 
@@ -229,14 +231,14 @@ const struct settings *policy_defaults(const struct policy *p);
 const char *policy_hash(const struct policy *p);
 
 /*
- * Decides for one pod. namespace may be NULL or ""; labels and
+ * Decides for one pod in namespace ns, which may be NULL or ""; labels and
  * annotations are the pod's metadata objects (may be NULL). gpus is the
  * pod's GPU count computed with policy_defaults(p)->gpu_resources. Fills
  * *out; never fails. Thread-safe: p is only read.
  */
-void policy_decide(const struct policy *p, const char *namespace,
-                   const json_t *labels, const json_t *annotations,
-                   int64_t gpus, struct decision *out);
+void policy_decide(const struct policy *p, const char *ns, const json_t *labels,
+                   const json_t *annotations, int64_t gpus,
+                   struct decision *out);
 
 /*
  * Address templates (ringCheck.leaderAddress, ringCheck.nodes): literal

@@ -66,7 +66,7 @@ test_create_inspect(const char *dir)
     const char *sans[] = {"10.1.2.3", "webhook.local"};
     struct certs_create_opts o = {
         .service = "ncclguard",
-        .namespace = "ncclguard",
+        .ns = "ncclguard",
         .out_dir = dir,
         .days = 10,
         .ca_days = 20,
@@ -153,7 +153,7 @@ static void
 test_create_bad(const char *dir)
 {
     static const struct {
-        const char *service, *namespace;
+        const char *service, *ns;
         int days, ca_days;
         const char *san;
         const char *msg;
@@ -171,7 +171,7 @@ test_create_bad(const char *dir)
         const char *sans[1] = {cases[i].san};
         struct certs_create_opts o = {
             .service = cases[i].service,
-            .namespace = cases[i].namespace,
+            .ns = cases[i].ns,
             .out_dir = dir,
             .days = cases[i].days,
             .ca_days = cases[i].ca_days,
@@ -242,7 +242,7 @@ test_webhook(void)
     CHECK_INT(certs_webhook_write(&o, stdout, &err), -1);
     CHECK(strstr(err.msg, "not base64") != NULL);
     o.ca_bundle = "TFMwdA==";
-    o.namespace = "Bad_NS";
+    o.ns = "Bad_NS";
     CHECK_INT(certs_webhook_write(&o, stdout, &err), -1);
     CHECK(strstr(err.msg, "invalid namespace 'Bad_NS'") != NULL);
 }

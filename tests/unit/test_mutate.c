@@ -1887,6 +1887,63 @@ test_pod_level_memory_raise(void)
     policy_free(raise);
 }
 
+/*
+ * The emit pass writes every op in the order documented at plan_emit():
+ * profile envFrom, /dev/shm growth, memory, hostIPC, the ring check, then
+ * per container env, volumeMounts and capabilities, then volumes, then the
+ * annotations. A pod that gets one op of each kind shows the whole order.
+ */
+static void
+test_emit_order(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD "defaults:\n"
+                    "  shm: {existing: grow, memoryLimit: raise}\n"
+                    "  ipc: {capabilities: [IPC_LOCK], hostIPC: true}\n"
+                    "  extraEnv:\n"
+                    "    - {name: NCCL_SOCKET_IFNAME, value: eth0}\n");
+    json_t *pod = J("{'metadata':{'name':'p','annotations':{'a':'b'}},'spec':{"
+                    "'volumes':[{'name':'dshm','emptyDir':{'medium':'Memory',"
+                    "'sizeLimit':'1Gi'}}],"
+                    "'initContainers':[{'name':'setup','image':'x'}],"
+                    "'containers':[{'name':'c','image':'x','envFrom':[],"
+                    "'volumeMounts':[{'name':'dshm','mountPath':'/dev/shm'}],"
+                    "'resources':{'limits':{'nvidia.com/gpu':2,'memory':'8Gi'},"
+                    "'requests':{'memory':'8Gi'}}}]}}");
+    static const char *const want[][2] = {
+        {"add", "/spec/containers/0/envFrom/0"},
+        {"replace", "/spec/volumes/0/emptyDir/sizeLimit"},
+        {"replace", "/spec/containers/0/resources/limits/memory"},
+        {"replace", "/spec/containers/0/resources/requests/memory"},
+        {"add", "/spec/hostIPC"},
+        {"add", "/spec/initContainers/-"},
+        {"add", "/spec/containers/0/env"},
+        {"add", "/spec/containers/0/volumeMounts/-"},
+        {"add", "/spec/containers/0/securityContext"},
+        {"add", "/spec/volumes/-"},
+        {"add", "/metadata/annotations/ncclguard.io~1mutated"},
+        {"add", "/metadata/annotations/ncclguard.io~1gpus"},
+        {"add", "/metadata/annotations/ncclguard.io~1rule"},
+        {"add", "/metadata/annotations/ncclguard.io~1shm-size-applied"},
+    };
+    const size_t n_want = sizeof(want) / sizeof(want[0]);
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r);
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_INT(json_array_size(r.patch), n_want);
+    for (size_t i = 0; i < n_want && i < json_array_size(r.patch); i++) {
+        const json_t *op = json_array_get(r.patch, i);
+
+        CHECK_STR(json_string_value(json_object_get(op, "op")), want[i][0]);
+        CHECK_STR(json_string_value(json_object_get(op, "path")), want[i][1]);
+    }
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
 int
 main(void)
 {
@@ -1913,6 +1970,7 @@ main(void)
     test_windows();
     test_pod_level_resources();
     test_pod_level_memory_raise();
+    test_emit_order();
     policy_free(pol_default);
     return harness_finish();
 }
