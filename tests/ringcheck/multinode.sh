@@ -239,12 +239,15 @@ expect_json 0 '.multinode.diagnosis | test("failing pairs: node 0 - node 2$|fail
 expect_tl 0 'phase 3 \(nccl-init\) did not finish'
 
 CASE="a stranger with another job id"
-pod 0 2 -- --multi-node-timeout 6
+# Node 0 waits through the stranger's whole attempt (up to its 6 s) and
+# then for node 1, so its own deadline is generous: on a loaded 2-core
+# machine 6 s was not always enough. A pass returns as soon as both join.
+pod 0 2 -- --multi-node-timeout 30
 pod 2 2 NCCLGUARD_JOB_ID=other-job LWS_WORKER_INDEX=1 -- --multi-node-timeout 6
 waitpod 2
 [ "$RC" -ne 0 ] && ok || bad "the stranger passed"
 expect_out 2 'rejected us: job id "other-job" is not this job'
-pod 1 2 -- --multi-node-timeout 6
+pod 1 2 -- --multi-node-timeout 30
 expect_rc 0 0; expect_rc 1 0
 expect_out 0 'rejected 10\.77\.0\.3: job id'
 expect_json 0 '.multinode.status == "pass" and (.multinode.nodes | length) == 2'
