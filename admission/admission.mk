@@ -2,8 +2,26 @@
 # response bytes and a log record out; no I/O, no locks. The server, the
 # dry run and the policy tests all call it.
 LIB_SRCS += admission/mutate.c admission/patch.c admission/review.c \
-	admission/jsonmem.c admission/jobmember.c
+	admission/jsonmem.c admission/jobmember.c admission/jsonwrite.c
 UNIT_TESTS += patch patch_check mutate review jsonmem
 # Every argument list the webhook injects goes through the ring check's own
 # parser (it needs no CUDA).
 $(BUILD)/tests/test_mutate: $(BUILD)/obj/ringcheck/opts.o
+
+# The review decoder is the one C++ file: it wraps simdjson (Debian's
+# libsimdjson-dev) behind the C header admission/fastjson.h. It is always
+# optimised (simdjson's templates are slow at -O0), never throws
+# (-fno-exceptions: simdjson's error-code API only), and goes into the
+# library next to the C objects ($^ of the archive rule takes it).
+DEB_PKGS += libsimdjson-dev g++
+LDLIBS += -lsimdjson -lstdc++
+CXX_FOR_CC = $(if $(findstring clang,$(CC)),clang++,g++)
+FASTJSON_CXXFLAGS = -std=c++17 -fno-exceptions -fno-rtti \
+	$(filter-out -Wmissing-prototypes,$(WARN)) $(CFLAGS) -O2 $(SAN) -I. \
+	$(PKG_CFLAGS) -MMD -MP
+
+$(BUILD)/obj/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX_FOR_CC) $(FASTJSON_CXXFLAGS) -c -o $@ $<
+
+$(BUILD)/libncclguard.a: $(BUILD)/obj/admission/fastjson.o

@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 
+#include "admission/fastjson.h"
 #include "admission/mutate.h"
 #include "policy/policy.h"
 
@@ -19,6 +20,11 @@ enum review_result {
     REVIEW_BAD_REQUEST, /* 400: not JSON or not an AdmissionReview */
     REVIEW_RESULT_COUNT
 };
+
+/* The parts of a review the decoder builds, for review_handle() and the
+ * plan: request.uid, kind, operation, ..., and of request.object the
+ * fields the plan reads (see review.c). Exposed for tests and benchmarks. */
+extern const struct fastjson_shape review_shape;
 
 /* Label values for metrics and logs ("patched", "bad_request", ...). */
 const char *review_result_name(enum review_result r);
