@@ -29,7 +29,7 @@ constexpr size_t KEEP_MAX = 1024 * 1024;
 
 /* Objects up to this many keys are checked for duplicates pairwise; a
  * larger one goes through the hash set. */
-constexpr size_t PAIRWISE_MAX = 8;
+constexpr size_t PAIRWISE_MAX = 16;
 
 const fastjson_shape shape_all = {FASTJSON_ALL, nullptr, nullptr};
 
@@ -39,11 +39,21 @@ struct step {
     size_t len;      /* key length, or the index */
 };
 
+/* A key in the duplicate-key set: its offset from the object's first key
+ * (simdjson writes an object's keys in order into one string buffer, so
+ * later keys lie after it, and a document is under 4 GiB) and its length;
+ * len UINT32_MAX marks a free slot. 8 bytes, so that a hostile object of a
+ * million keys costs 16 MiB of set at most, for that one request. */
+struct slot {
+    uint32_t off;
+    uint32_t len;
+};
+
 struct thread_state {
     simdjson::dom::parser parser;
     char *pad = nullptr; /* the document, copied with simdjson's padding */
     size_t pad_cap = 0;
-    std::string_view *slots = nullptr; /* duplicate-key hash set */
+    slot *slots = nullptr; /* duplicate-key hash set */
     size_t n_slots = 0;
     uint64_t seed = 0;
 
@@ -70,19 +80,38 @@ struct walk {
 };
 
 uint64_t
-key_hash(uint64_t seed, std::string_view k)
+mix(uint64_t h)
 {
-    /* FNV-1a over the bytes, started from a per-thread random seed and
-     * finished with a multiply-xorshift, so that colliding keys cannot be
-     * precomputed. */
-    uint64_t h = seed ^ 0xcbf29ce484222325ull;
-
-    for (unsigned char c : k)
-        h = (h ^ c) * 0x100000001b3ull;
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    h *= 0xd6e8feb86659fd93ull;
     h ^= h >> 32;
     return h;
+}
+
+/* The hash of a key, eight bytes at a time, started from a per-thread
+ * random seed so that colliding keys cannot be precomputed. */
+uint64_t
+key_hash(uint64_t seed, std::string_view k)
+{
+    const char *p = k.data();
+    size_t n = k.size();
+    uint64_t h = seed ^ (n * 0x9e3779b97f4a7c15ull);
+
+    while (n >= 8) {
+        uint64_t w;
+
+        std::memcpy(&w, p, 8);
+        h = mix(h ^ w);
+        p += 8;
+        n -= 8;
+    }
+    if (n > 0) {
+        uint64_t w = 0;
+
+        std::memcpy(&w, p, n);
+        h = mix(h ^ w ^ 0xff);
+    }
+    return mix(h);
 }
 
 /* Appends s to the pointer text in out (at *n of cap), escaped as RFC 6901
@@ -166,34 +195,57 @@ has_nul(std::string_view s)
     return std::memchr(s.data(), '\0', s.size()) != nullptr;
 }
 
+/* Whether the text holds "\u0000" (or "\\u0000", which is harmless: the
+ * string checks after this sort it out). A NUL can only enter a string or
+ * key through that escape: simdjson refuses raw control characters. */
+bool
+has_escaped_nul(const char *text, size_t len)
+{
+    const char *p = text, *end = text + len;
+
+    while (end - p >= 6) {
+        const char *q =
+            static_cast<const char *>(std::memchr(p, '\\', (size_t)(end - p - 5)));
+
+        if (q == nullptr)
+            return false;
+        if (std::memcmp(q + 1, "u0000", 5) == 0)
+            return true;
+        p = q + 1;
+    }
+    return false;
+}
+
 /* Whether obj (n keys) names a key twice; reports it. Linear: pairwise
  * for a few keys, a hash set beyond. */
 __attribute__((noinline)) bool
 dup_keys(walk &w, simdjson::dom::object obj)
 {
-    size_t n = 0;
+    size_t n = obj.size(); /* from the tape: O(1) below 2^24 keys */
     std::string_view few[PAIRWISE_MAX];
 
-    for (auto kv : obj) {
-        if (n < PAIRWISE_MAX)
-            few[n] = kv.key;
-        n++;
-        if (n > PAIRWISE_MAX)
-            break;
-    }
+    if (n < 2)
+        return false;
     if (n <= PAIRWISE_MAX) {
-        for (size_t i = 1; i < n; i++)
-            for (size_t j = 0; j < i; j++)
-                if (few[i] == few[j]) {
-                    fail_at(w, "duplicate object key", few[i]);
+        n = 0;
+        for (auto kv : obj) {
+            for (size_t j = 0; j < n; j++)
+                if (few[j].size() == kv.key.size() &&
+                    std::memcmp(few[j].data(), kv.key.data(),
+                                kv.key.size()) == 0) {
+                    fail_at(w, "duplicate object key", kv.key);
                     return true;
                 }
+            few[n++] = kv.key;
+        }
         return false;
     }
-    n = 0;
-    for (auto kv : obj) {
-        (void)kv;
-        n++;
+    if (n >= 0xffffff) { /* the tape's count saturates: count them */
+        n = 0;
+        for (auto kv : obj) {
+            (void)kv;
+            n++;
+        }
     }
     thread_state *ts = w.ts;
     size_t want = 16;
@@ -201,24 +253,28 @@ dup_keys(walk &w, simdjson::dom::object obj)
         want *= 2;
     if (ts->n_slots < want) {
         std::free(ts->slots);
-        ts->slots = static_cast<std::string_view *>(
-            std::calloc(want, sizeof(std::string_view)));
+        ts->slots = static_cast<slot *>(std::malloc(want * sizeof(slot)));
         ts->n_slots = ts->slots != nullptr ? want : 0;
         if (ts->slots == nullptr) {
             w.oom = true;
             return true;
         }
-    } else {
-        for (size_t i = 0; i < want; i++)
-            ts->slots[i] = std::string_view();
     }
+    for (size_t i = 0; i < want; i++)
+        ts->slots[i].len = UINT32_MAX;
     const size_t mask = want - 1;
+    const char *base = nullptr;
     bool dup = false;
     for (auto kv : obj) {
         size_t i = key_hash(ts->seed, kv.key) & mask;
 
-        while (ts->slots[i].data() != nullptr) {
-            if (ts->slots[i] == kv.key) {
+        if (base == nullptr)
+            base = kv.key.data();
+        while (ts->slots[i].len != UINT32_MAX) {
+            const slot &o = ts->slots[i];
+
+            if (o.len == kv.key.size() &&
+                std::memcmp(base + o.off, kv.key.data(), o.len) == 0) {
                 fail_at(w, "duplicate object key", kv.key);
                 dup = true;
                 break;
@@ -227,7 +283,8 @@ dup_keys(walk &w, simdjson::dom::object obj)
         }
         if (dup)
             break;
-        ts->slots[i] = kv.key;
+        ts->slots[i] = slot{(uint32_t)(kv.key.data() - base),
+                            (uint32_t)kv.key.size()};
     }
     return dup;
 }
@@ -236,9 +293,12 @@ const fastjson_shape *
 field_shape(const fastjson_shape *shape, std::string_view key, bool *keep)
 {
     *keep = false;
+    if (key.empty())
+        return nullptr;
     for (const fastjson_field *f = shape->fields; f->key != nullptr; f++)
-        if (key.size() == std::strlen(f->key) &&
-            std::memcmp(key.data(), f->key, key.size()) == 0) {
+        if (f->key[0] == key[0] &&
+            std::strncmp(f->key, key.data(), key.size()) == 0 &&
+            f->key[key.size()] == '\0') {
             *keep = true;
             return f->shape != nullptr ? f->shape : &shape_all;
         }
@@ -507,7 +567,7 @@ fastjson_decode(const char *text, size_t len,
         w.err = err;
         w.depth = 0;
         w.oom = false;
-        w.check_nul = len >= 6 && memmem(text, len, "\\u0000", 6) != nullptr;
+        w.check_nul = has_escaped_nul(text, len);
         if (!visit(w, root, shape != nullptr ? shape : &shape_all, &out)) {
             out = nullptr;
             if (w.oom)

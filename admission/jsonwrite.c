@@ -8,6 +8,19 @@
 
 #define JSONWRITE_MAX_DEPTH 2048
 
+/* buf_addc without the call when there is room (the buffer keeps its
+ * bytes NUL-terminated, see base/buf.h). */
+static inline int
+put_c(struct buf *b, char c)
+{
+    if (b->p != NULL && b->len + 1 < b->cap && b->len < b->max) {
+        b->p[b->len++] = c;
+        b->p[b->len] = '\0';
+        return 0;
+    }
+    return buf_addc(b, c);
+}
+
 /* A string's inside as jansson's encoder writes it: the short escapes for
  * '"', '\\', \b \f \n \r \t, \u00XX (upper-case hex) for other control
  * characters, every other byte as it is. */
@@ -49,9 +62,9 @@ put_chars(struct buf *b, const char *s, size_t n)
 static int
 put_str(struct buf *b, const char *s, size_t n)
 {
-    if (buf_addc(b, '"') != 0 || put_chars(b, s, n) != 0)
+    if (put_c(b, '"') != 0 || put_chars(b, s, n) != 0)
         return -1;
-    return buf_addc(b, '"');
+    return put_c(b, '"');
 }
 
 /* A real as jansson writes it: "%.17g", with ".0" added when the text
@@ -93,6 +106,25 @@ put_real(struct buf *b, double d)
     return buf_add(b, t, (size_t)n);
 }
 
+/* An integer in decimal, as "%lld" writes it. */
+static int
+put_int(struct buf *b, json_int_t i)
+{
+    char t[24];
+    size_t n = sizeof(t);
+    /* The magnitude as unsigned, so INT64_MIN needs no special case. */
+    unsigned long long u =
+        i < 0 ? 0ull - (unsigned long long)i : (unsigned long long)i;
+
+    do {
+        t[--n] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (i < 0)
+        t[--n] = '-';
+    return buf_add(b, t + n, sizeof(t) - n);
+}
+
 static int
 put_value(struct buf *b, const json_t *v, int depth)
 {
@@ -105,39 +137,34 @@ put_value(struct buf *b, const json_t *v, int depth)
 
         for (void *it = json_object_iter(o); it != NULL;
              it = json_object_iter_next(o, it)) {
-            if (buf_addc(b, sep) != 0 ||
+            if (put_c(b, sep) != 0 ||
                 put_str(b, json_object_iter_key(it),
                         json_object_iter_key_len(it)) != 0 ||
-                buf_addc(b, ':') != 0 ||
+                put_c(b, ':') != 0 ||
                 put_value(b, json_object_iter_value(it), depth + 1) != 0)
                 return -1;
             sep = ',';
         }
-        return sep == '{' ? buf_add(b, "{}", 2) : buf_addc(b, '}');
+        return sep == '{' ? buf_add(b, "{}", 2) : put_c(b, '}');
     }
     case JSON_ARRAY: {
         size_t i;
         json_t *x;
 
-        if (buf_addc(b, '[') != 0)
+        if (put_c(b, '[') != 0)
             return -1;
         json_array_foreach(v, i, x)
         {
-            if ((i > 0 && buf_addc(b, ',') != 0) ||
+            if ((i > 0 && put_c(b, ',') != 0) ||
                 put_value(b, x, depth + 1) != 0)
                 return -1;
         }
-        return buf_addc(b, ']');
+        return put_c(b, ']');
     }
     case JSON_STRING:
         return put_str(b, json_string_value(v), json_string_length(v));
-    case JSON_INTEGER: {
-        char t[24];
-        int n = snprintf(t, sizeof(t), "%" JSON_INTEGER_FORMAT,
-                         json_integer_value(v));
-
-        return n > 0 ? buf_add(b, t, (size_t)n) : -1;
-    }
+    case JSON_INTEGER:
+        return put_int(b, json_integer_value(v));
     case JSON_REAL:
         return put_real(b, json_real_value(v));
     case JSON_TRUE:
