@@ -56,14 +56,11 @@ review_outcome_release(struct review_outcome *out)
 static const struct fastjson_shape keep_first = {FASTJSON_FIRST, NULL, NULL};
 
 static const struct fastjson_field ctr_fields[] = {
-    {"name", NULL},
-    {"restartPolicy", NULL},
+    {"name", NULL},        {"restartPolicy", NULL},
     {"args", &keep_first}, /* the ring check's first argument marks it */
     {"env", NULL},         /* copied whole into the ring check */
-    {"envFrom", NULL},
-    {"volumeMounts", NULL},
-    {"resources", NULL},
-    {"securityContext", NULL},
+    {"envFrom", NULL},     {"volumeMounts", NULL},
+    {"resources", NULL},   {"securityContext", NULL},
     {NULL, NULL},
 };
 static const struct fastjson_shape ctr = {FASTJSON_FIELDS, ctr_fields, NULL};
@@ -71,8 +68,7 @@ static const struct fastjson_shape ctrs = {FASTJSON_EACH, NULL, &ctr};
 
 static const struct fastjson_field name_fields[] = {{"name", NULL},
                                                     {NULL, NULL}};
-static const struct fastjson_shape named = {FASTJSON_FIELDS, name_fields,
-                                            NULL};
+static const struct fastjson_shape named = {FASTJSON_FIELDS, name_fields, NULL};
 static const struct fastjson_shape names = {FASTJSON_EACH, NULL, &named};
 
 static const struct fastjson_field vol_fields[] = {
@@ -96,34 +92,25 @@ static const struct fastjson_field spec_fields[] = {
     {"terminationGracePeriodSeconds", NULL},
     {NULL, NULL},
 };
-static const struct fastjson_shape spec = {FASTJSON_FIELDS, spec_fields,
-                                           NULL};
+static const struct fastjson_shape spec = {FASTJSON_FIELDS, spec_fields, NULL};
 
 static const struct fastjson_field meta_fields[] = {
-    {"name", NULL},
-    {"generateName", NULL},
-    {"namespace", NULL},
-    {"labels", NULL},
-    {"annotations", NULL},
-    {"ownerReferences", NULL},
+    {"name", NULL},   {"generateName", NULL}, {"namespace", NULL},
+    {"labels", NULL}, {"annotations", NULL},  {"ownerReferences", NULL},
     {NULL, NULL},
 };
-static const struct fastjson_shape meta = {FASTJSON_FIELDS, meta_fields,
-                                           NULL};
+static const struct fastjson_shape meta = {FASTJSON_FIELDS, meta_fields, NULL};
 
 static const struct fastjson_field pod_fields[] = {
-    {"apiVersion", NULL},
-    {"kind", NULL},
-    {"metadata", &meta},
-    {"spec", &spec},
-    {NULL, NULL},
+    {"apiVersion", NULL}, {"kind", NULL}, {"metadata", &meta},
+    {"spec", &spec},      {NULL, NULL},
 };
 static const struct fastjson_shape pod = {FASTJSON_FIELDS, pod_fields, NULL};
 
 static const struct fastjson_field request_fields[] = {
-    {"uid", NULL},       {"kind", NULL},      {"operation", NULL},
+    {"uid", NULL},         {"kind", NULL},      {"operation", NULL},
     {"subResource", NULL}, {"namespace", NULL}, {"name", NULL},
-    {"object", &pod},    {NULL, NULL},
+    {"object", &pod},      {NULL, NULL},
 };
 static const struct fastjson_shape request = {FASTJSON_FIELDS, request_fields,
                                               NULL};

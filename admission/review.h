@@ -30,7 +30,7 @@ extern const struct fastjson_shape review_shape;
 const char *review_result_name(enum review_result r);
 
 struct review_outcome {
-    int http_status;          /* 200 or 400 */
+    int http_status; /* 200 or 400 */
     enum review_result result;
     char *body;               /* malloc'd response: JSON, or a one-line */
     size_t body_len;          /* reason ending in '\n' for 400 */
