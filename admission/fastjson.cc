@@ -69,13 +69,25 @@ struct thread_state {
 
 thread_local std::unique_ptr<thread_state> tls;
 
+/* One open container of the walk. */
+struct frame {
+    bool is_object;
+    simdjson::dom::object::iterator oit, oend;
+    simdjson::dom::array::iterator ait, aend;
+    const fastjson_shape *shape; /* nullptr: checked, not built */
+    json_t *v;                   /* the container built, borrowed */
+    size_t index;                /* the next array index */
+};
+
 /* One decode's working state. */
 struct walk {
     thread_state *ts;
     bool check_nul; /* the text holds "\u0000" somewhere */
     fastjson_error *err;
     step path[FASTJSON_MAX_DEPTH + 2];
-    size_t depth;
+    frame frames[FASTJSON_MAX_DEPTH + 2];
+    size_t depth; /* the place fail_at() names: path[1..depth] */
+    size_t open;  /* containers open: frames[0..open-1] */
     bool oom;
 };
 
@@ -171,7 +183,7 @@ pointer_format(const walk &w, size_t d, char *out, size_t cap)
         snprintf(out, cap, "(the top level)");
 }
 
-void
+__attribute__((noinline)) void
 fail_at(walk &w, const char *what, std::string_view key)
 {
     char ptr[128], k[48];
@@ -289,7 +301,7 @@ dup_keys(walk &w, simdjson::dom::object obj)
     return dup;
 }
 
-const fastjson_shape *
+__attribute__((noinline)) const fastjson_shape *
 field_shape(const fastjson_shape *shape, std::string_view key, bool *keep)
 {
     *keep = false;
@@ -305,85 +317,14 @@ field_shape(const fastjson_shape *shape, std::string_view key, bool *keep)
     return nullptr;
 }
 
-/*
- * Checks e (at w.depth) and, when out is not NULL, builds it as shape
- * says into *out. Returns false when the document is refused or memory
- * ran out (w.err / w.oom say which).
- */
+/* A scalar (not an object or array) at w.depth, built into *out when out
+ * is not NULL. Returns false when refused or out of memory. */
 bool
-visit(walk &w, element e, const fastjson_shape *shape, json_t **out)
+leaf(walk &w, element e, json_t **out)
 {
     json_t *v = nullptr;
 
     switch (e.type()) {
-    case element_type::OBJECT: {
-        simdjson::dom::object obj = e.get_object().value_unsafe();
-        bool fields = out != nullptr && shape->keep == FASTJSON_FIELDS;
-
-        if (dup_keys(w, obj))
-            return false;
-        if (out != nullptr) {
-            v = json_object();
-            if (v == nullptr)
-                goto oom;
-        }
-        w.depth++;
-        for (auto kv : obj) {
-            const fastjson_shape *sub = out != nullptr ? &shape_all : nullptr;
-            json_t *child = nullptr;
-            bool keep = out != nullptr;
-
-            w.path[w.depth] = step{kv.key.data(), kv.key.size()};
-            if (w.check_nul && has_nul(kv.key)) {
-                w.depth--;
-                fail_at(w, "\\u0000 in the key", std::string_view());
-                goto fail;
-            }
-            if (fields)
-                sub = field_shape(shape, kv.key, &keep);
-            if (!visit(w, kv.value, keep ? sub : nullptr,
-                       keep ? &child : nullptr))
-                goto fail_deeper;
-            if (keep && json_object_setn_new_nocheck(v, kv.key.data(),
-                                                     kv.key.size(), child)) {
-                w.oom = true;
-                goto fail_deeper;
-            }
-        }
-        w.depth--;
-        break;
-    }
-    case element_type::ARRAY: {
-        simdjson::dom::array arr = e.get_array().value_unsafe();
-        const fastjson_shape *each = nullptr;
-        size_t i = 0;
-
-        if (out != nullptr) {
-            v = json_array();
-            if (v == nullptr)
-                goto oom;
-            each = &shape_all;
-            if (shape->keep == FASTJSON_EACH && shape->each != nullptr)
-                each = shape->each;
-        }
-        w.depth++;
-        for (element x : arr) {
-            bool keep = out != nullptr &&
-                        (shape->keep != FASTJSON_FIRST || i == 0);
-            json_t *child = nullptr;
-
-            w.path[w.depth] = step{nullptr, i};
-            if (!visit(w, x, keep ? each : nullptr, keep ? &child : nullptr))
-                goto fail_deeper;
-            if (keep && json_array_append_new(v, child) != 0) {
-                w.oom = true;
-                goto fail_deeper;
-            }
-            i++;
-        }
-        w.depth--;
-        break;
-    }
     case element_type::STRING: {
         std::string_view s = e.get_string().value_unsafe();
 
@@ -391,19 +332,13 @@ visit(walk &w, element e, const fastjson_shape *shape, json_t **out)
             fail_at(w, "\\u0000 in a string", std::string_view());
             return false;
         }
-        if (out != nullptr) {
+        if (out != nullptr)
             v = json_stringn_nocheck(s.data(), s.size());
-            if (v == nullptr)
-                goto oom;
-        }
         break;
     }
     case element_type::INT64:
-        if (out != nullptr) {
+        if (out != nullptr)
             v = json_integer((json_int_t)e.get_int64().value_unsafe());
-            if (v == nullptr)
-                goto oom;
-        }
         break;
     case element_type::UINT64:
         /* simdjson takes integers up to 2^64-1; jansson's json_int_t,
@@ -411,33 +346,170 @@ visit(walk &w, element e, const fastjson_shape *shape, json_t **out)
         fail_at(w, "integer too big for 64 bits", std::string_view());
         return false;
     case element_type::DOUBLE:
-        if (out != nullptr) {
+        if (out != nullptr)
             v = json_real(e.get_double().value_unsafe());
-            if (v == nullptr)
-                goto oom;
-        }
         break;
     case element_type::BOOL:
-        if (out != nullptr) {
+        if (out != nullptr)
             v = json_boolean(e.get_bool().value_unsafe());
-        }
         break;
     case element_type::NULL_VALUE:
         if (out != nullptr)
             v = json_null();
         break;
+    case element_type::OBJECT:
+    case element_type::ARRAY:
+        return false; /* not a scalar: the walk never asks */
     }
-    if (out != nullptr)
+    if (out != nullptr) {
+        if (v == nullptr) {
+            w.oom = true;
+            return false;
+        }
         *out = v;
+    }
     return true;
-fail_deeper:
-    w.depth--;
-fail:
-    json_decref(v);
-    return false;
-oom:
-    w.oom = true;
-    return false;
+}
+
+/* Adds child (owned) to the container being built at frame f, under the
+ * key or index the path holds for depth d. Returns false when out of
+ * memory (child is then released). */
+bool
+attach(walk &w, frame &f, size_t d, json_t *child)
+{
+    int rc;
+
+    if (f.is_object)
+        rc = json_object_setn_new_nocheck(f.v, w.path[d].key, w.path[d].len,
+                                          child);
+    else
+        rc = json_array_append_new(f.v, child);
+    if (rc != 0)
+        w.oom = true;
+    return rc == 0;
+}
+
+/*
+ * Opens the container e, whose place is path[1..w.open]: checks an
+ * object's keys for duplicates, makes the jansson container when shape is
+ * not NULL (attached to the parent's, or *root at the top), and pushes its
+ * frame. Returns false when refused or out of memory.
+ */
+bool
+open_container(walk &w, element e, const fastjson_shape *shape, json_t **root)
+{
+    const size_t k = w.open;
+    frame &f = w.frames[k];
+    json_t *v = nullptr;
+
+    w.depth = k;
+    f.is_object = e.type() == element_type::OBJECT;
+    if (f.is_object) {
+        simdjson::dom::object obj = e.get_object().value_unsafe();
+
+        if (dup_keys(w, obj))
+            return false;
+        f.oit = obj.begin();
+        f.oend = obj.end();
+    } else {
+        simdjson::dom::array arr = e.get_array().value_unsafe();
+
+        f.ait = arr.begin();
+        f.aend = arr.end();
+    }
+    f.shape = shape;
+    f.index = 0;
+    if (shape != nullptr) {
+        v = f.is_object ? json_object() : json_array();
+        if (v == nullptr) {
+            w.oom = true;
+            return false;
+        }
+        if (k == 0)
+            *root = v;
+        else if (!attach(w, w.frames[k - 1], k, v))
+            return false;
+    }
+    f.v = v;
+    w.open++;
+    return true;
+}
+
+/*
+ * Checks the document rooted at e and builds what shape names into *out.
+ * Iterative, with one frame per open container on the heap, so a document
+ * as deep as the cap costs no stack. Returns false when refused or out of
+ * memory (w.err / w.oom say which); *out then holds what was built so far,
+ * for the caller to release.
+ */
+bool
+walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
+{
+    element_type t = e.type();
+
+    *out = nullptr;
+    w.depth = 0;
+    w.open = 0;
+    if (t != element_type::OBJECT && t != element_type::ARRAY)
+        return leaf(w, e, out);
+    if (!open_container(w, e, shape, out))
+        return false;
+    while (w.open > 0) {
+        const size_t k = w.open - 1; /* the innermost open container */
+        frame &f = w.frames[k];
+        const fastjson_shape *sub = nullptr;
+        element x;
+        bool keep;
+
+        if (f.is_object) {
+            if (f.oit == f.oend) {
+                w.open--;
+                continue;
+            }
+            std::string_view key = f.oit.key();
+
+            x = f.oit.value();
+            ++f.oit;
+            w.path[k + 1] = step{key.data(), key.size()};
+            if (w.check_nul && has_nul(key)) {
+                w.depth = k;
+                fail_at(w, "\\u0000 in the key", std::string_view());
+                return false;
+            }
+            keep = f.shape != nullptr;
+            if (keep && f.shape->keep == FASTJSON_FIELDS)
+                sub = field_shape(f.shape, key, &keep);
+            else if (keep)
+                sub = &shape_all;
+        } else {
+            if (f.ait == f.aend) {
+                w.open--;
+                continue;
+            }
+            x = *f.ait;
+            ++f.ait;
+            w.path[k + 1] = step{nullptr, f.index};
+            keep = f.shape != nullptr &&
+                   (f.shape->keep != FASTJSON_FIRST || f.index == 0);
+            if (keep)
+                sub = f.shape->keep == FASTJSON_EACH && f.shape->each != nullptr
+                          ? f.shape->each
+                          : &shape_all;
+            f.index++;
+        }
+        t = x.type();
+        if (t == element_type::OBJECT || t == element_type::ARRAY) {
+            if (!open_container(w, x, keep ? sub : nullptr, out))
+                return false;
+            continue;
+        }
+        json_t *v = nullptr;
+
+        w.depth = k + 1;
+        if (!leaf(w, x, keep ? &v : nullptr) || (keep && !attach(w, f, k + 1, v)))
+            return false;
+    }
+    return true;
 }
 
 /* The offset of the first byte that is not valid UTF-8 (overlong forms,
@@ -556,8 +628,8 @@ fastjson_decode(const char *text, size_t len,
         }
     }
     {
-        /* The path stack is 16 KiB: on the heap, not on a server thread's
-         * 1 MiB stack, which the recursion below already uses. */
+        /* The path and frame stacks are about 100 KiB: on the heap, not
+         * on a server thread's 1 MiB stack. */
         owned.reset(new (std::nothrow) walk);
         if (!owned)
             goto oom;
@@ -568,7 +640,8 @@ fastjson_decode(const char *text, size_t len,
         w.depth = 0;
         w.oom = false;
         w.check_nul = has_escaped_nul(text, len);
-        if (!visit(w, root, shape != nullptr ? shape : &shape_all, &out)) {
+        if (!walk_doc(w, root, shape != nullptr ? shape : &shape_all, &out)) {
+            json_decref(out);
             out = nullptr;
             if (w.oom)
                 goto oom;

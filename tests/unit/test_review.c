@@ -3,6 +3,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 
 #include "admission/fastjson.h"
 #include "admission/jsonmem.h"
@@ -489,6 +490,42 @@ test_decoder_refusals(void)
     }
 }
 
+/* A document as deep as the cap, answered on a thread with half the
+ * server's stack (server/http.c gives workers 1 MiB): the walk keeps its
+ * frames on the heap, so depth costs no stack. */
+static void *
+deep_on_thread(void *arg)
+{
+    struct review_outcome *out = arg;
+    char *deep = nested(FASTJSON_MAX_DEPTH - 6);
+    char *field = review_with("\"x\":", deep, "");
+    char *body = review_with(POD_HEAD, field, POD_TAIL);
+
+    if (review_handle(body, strlen(body), pol, &opt, out) != 0)
+        out->http_status = -1;
+    free(deep);
+    free(field);
+    free(body);
+    return NULL;
+}
+
+static void
+test_deep_small_stack(void)
+{
+    pthread_attr_t attr;
+    pthread_t t;
+    struct review_outcome out;
+
+    memset(&out, 0, sizeof(out));
+    CHECK_INT(pthread_attr_init(&attr), 0);
+    CHECK_INT(pthread_attr_setstacksize(&attr, 512 * 1024), 0);
+    CHECK_INT(pthread_create(&t, &attr, deep_on_thread, &out), 0);
+    CHECK_INT(pthread_join(t, NULL), 0);
+    pthread_attr_destroy(&attr);
+    CHECK_INT(out.http_status, 200);
+    review_outcome_release(&out);
+}
+
 /* ---- the pruned view -------------------------------------------------- */
 
 /* The GPU pod of the pruning test, with noise (or none) in the places the
@@ -758,6 +795,7 @@ main(void)
     test_error_answer();
     test_names();
     test_decoder_refusals();
+    test_deep_small_stack();
     test_writer();
     jsonmem_install(); /* as the server: the arena, for the size check */
     test_pruned_view();
