@@ -24,14 +24,15 @@ using simdjson::dom::element;
 using simdjson::dom::element_type;
 
 /* A thread keeps its parser and buffers while the documents it sees stay
- * under this size; a larger one is parsed, then they are dropped. */
-constexpr size_t KEEP_MAX = 1024 * 1024;
+ * under this size (the parser takes about 30 bytes per input byte, paged in
+ * as used); a larger one is parsed, then they are dropped. */
+constexpr size_t KEEP_MAX = 256 * 1024;
 
 /* Objects up to this many keys are checked for duplicates pairwise; a
  * larger one goes through the hash set. */
 constexpr size_t PAIRWISE_MAX = 16;
 
-const fastjson_shape shape_all = {FASTJSON_ALL, nullptr, nullptr};
+const fastjson_shape shape_all = {FASTJSON_ALL, nullptr, nullptr, false};
 
 /* One step of the path from the root, for the JSON pointer in an error. */
 struct step {
@@ -498,6 +499,30 @@ walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
             f.index++;
         }
         t = x.type();
+        /* The common case of a value only checked: a number, a boolean or
+         * null needs nothing but the int64 check. */
+        if (!keep && t != element_type::OBJECT && t != element_type::ARRAY &&
+            t != element_type::UINT64 &&
+            (t != element_type::STRING || !w.check_nul))
+            continue;
+        if (keep && sub->others_null && t != element_type::OBJECT) {
+            /* Checked as usual, built as the null singleton. */
+            if (t == element_type::ARRAY) {
+                if (!open_container(w, x, nullptr, out))
+                    return false;
+                if (!attach(w, f, k + 1, json_null()))
+                    return false;
+                continue;
+            }
+            w.depth = k + 1;
+            if ((t == element_type::UINT64 ||
+                 (t == element_type::STRING && w.check_nul)) &&
+                !leaf(w, x, nullptr))
+                return false;
+            if (!attach(w, f, k + 1, json_null()))
+                return false;
+            continue;
+        }
         if (t == element_type::OBJECT || t == element_type::ARRAY) {
             if (!open_container(w, x, keep ? sub : nullptr, out))
                 return false;

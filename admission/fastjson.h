@@ -44,6 +44,10 @@ struct fastjson_shape {
     enum fastjson_keep keep;
     const struct fastjson_field *fields; /* FIELDS */
     const struct fastjson_shape *each;   /* EACH; NULL: elements whole */
+    /* FIELDS: a value that is not an object is built as null instead of
+     * whole (for the elements of a list whose reader skips non-objects:
+     * the list keeps its length, and 2 million numbers cost nothing). */
+    bool others_null;
 };
 
 /* Why a document was refused: one line, lower case, at most 255 bytes,
@@ -67,7 +71,7 @@ struct fastjson_error {
  *
  * Thread-safe: each thread keeps its own parser and buffers, reused from
  * one call to the next (a thread's parser is dropped after a document
- * over 1 MiB, so a huge review does not pin memory).
+ * over 256 KiB, so a huge review does not pin memory).
  */
 json_t *fastjson_decode(const char *text, size_t len,
                         const struct fastjson_shape *shape,
