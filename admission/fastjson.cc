@@ -15,6 +15,7 @@
 #include <memory>
 #include <new>
 #include <string_view>
+#include <type_traits>
 
 #include <simdjson.h>
 
@@ -55,6 +56,7 @@ struct thread_state {
     char *pad = nullptr; /* the document, copied with simdjson's padding */
     size_t pad_cap = 0;
     slot *slots = nullptr; /* duplicate-key hash set */
+    struct walk *w = nullptr; /* one decode's stacks, reused */
     size_t n_slots = 0;
     uint64_t seed = 0;
 
@@ -63,6 +65,7 @@ struct thread_state {
     {
         std::free(pad);
         std::free(slots);
+        std::free(w);
     }
     thread_state(const thread_state &) = delete;
     thread_state &operator=(const thread_state &) = delete;
@@ -604,7 +607,6 @@ fastjson_decode(const char *text, size_t len,
                 const struct fastjson_shape *shape, struct fastjson_error *err)
 {
     thread_state *ts = state_get();
-    std::unique_ptr<walk> owned;
     element root;
     json_t *out = nullptr;
 
@@ -653,12 +655,18 @@ fastjson_decode(const char *text, size_t len,
         }
     }
     {
-        /* The path and frame stacks are about 100 KiB: on the heap, not
-         * on a server thread's 1 MiB stack. */
-        owned.reset(new (std::nothrow) walk);
-        if (!owned)
-            goto oom;
-        walk &w = *owned;
+        /* The path and frame stacks (about 100 KiB) live with the thread's
+         * parser, not on a server thread's 1 MiB stack. */
+        if (ts->w == nullptr) {
+            void *mem = std::malloc(sizeof(walk));
+
+            if (mem == nullptr)
+                goto oom;
+            ts->w = new (mem) walk; /* trivially destructible: free() */
+        }
+        static_assert(std::is_trivially_destructible<walk>::value,
+                      "walk is released with free()");
+        walk &w = *ts->w;
 
         w.ts = ts;
         w.err = err;
