@@ -29,8 +29,8 @@ using simdjson::dom::element_type;
  * as used); a larger one is parsed, then they are dropped. */
 constexpr size_t KEEP_MAX = 256 * 1024;
 
-/* Objects up to this many keys are checked for duplicates pairwise; a
- * larger one goes through the hash set. */
+/* Objects up to this many keys are checked for duplicates pairwise, as
+ * the walk meets each key; a larger one goes through the hash set first. */
 constexpr size_t PAIRWISE_MAX = 16;
 
 const fastjson_shape shape_all = {FASTJSON_ALL, nullptr, nullptr, false};
@@ -81,6 +81,9 @@ struct frame {
     const fastjson_shape *shape; /* nullptr: checked, not built */
     json_t *v;                   /* the container built, borrowed */
     size_t index;                /* the next array index */
+    size_t keys_from;  /* a small object: its keys so far are
+                          walk.keys[keys_from .. walk.n_keys) */
+    bool keys_checked; /* a large object: dup_keys() checked it first */
 };
 
 /* One decode's working state. */
@@ -90,6 +93,10 @@ struct walk {
     fastjson_error *err;
     step path[FASTJSON_MAX_DEPTH + 2];
     frame frames[FASTJSON_MAX_DEPTH + 2];
+    /* The keys of the small objects open, innermost last (an object's
+     * keys are dropped when it closes, so this is a stack). */
+    std::string_view keys[(FASTJSON_MAX_DEPTH + 2) * PAIRWISE_MAX];
+    size_t n_keys;
     size_t depth; /* the place fail_at() names: path[1..depth] */
     size_t open;  /* containers open: frames[0..open-1] */
     bool oom;
@@ -232,30 +239,14 @@ has_escaped_nul(const char *text, size_t len)
     return false;
 }
 
-/* Whether obj (n keys) names a key twice; reports it. Linear: pairwise
- * for a few keys, a hash set beyond. */
+/* Whether obj (more than PAIRWISE_MAX keys) names a key twice; reports it.
+ * Linear: a hash set. (Smaller objects are checked by walk_doc() as it
+ * meets their keys.) */
 __attribute__((noinline)) bool
 dup_keys(walk &w, simdjson::dom::object obj)
 {
     size_t n = obj.size(); /* from the tape: O(1) below 2^24 keys */
-    std::string_view few[PAIRWISE_MAX];
 
-    if (n < 2)
-        return false;
-    if (n <= PAIRWISE_MAX) {
-        n = 0;
-        for (auto kv : obj) {
-            for (size_t j = 0; j < n; j++)
-                if (few[j].size() == kv.key.size() &&
-                    std::memcmp(few[j].data(), kv.key.data(),
-                                kv.key.size()) == 0) {
-                    fail_at(w, "duplicate object key", kv.key);
-                    return true;
-                }
-            few[n++] = kv.key;
-        }
-        return false;
-    }
     if (n >= 0xffffff) { /* the tape's count saturates: count them */
         n = 0;
         for (auto kv : obj) {
@@ -411,7 +402,11 @@ open_container(walk &w, element e, const fastjson_shape *shape, json_t **root)
     if (f.is_object) {
         simdjson::dom::object obj = e.get_object().value_unsafe();
 
-        if (dup_keys(w, obj))
+        /* A few keys are compared one by one as the walk meets them;
+         * more go through the hash set first. */
+        f.keys_checked = obj.size() > PAIRWISE_MAX;
+        f.keys_from = w.n_keys;
+        if (f.keys_checked && dup_keys(w, obj))
             return false;
         f.oit = obj.begin();
         f.oend = obj.end();
@@ -454,6 +449,7 @@ walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
     *out = nullptr;
     w.depth = 0;
     w.open = 0;
+    w.n_keys = 0;
     if (t != element_type::OBJECT && t != element_type::ARRAY)
         return leaf(w, e, out);
     if (!open_container(w, e, shape, out))
@@ -467,6 +463,7 @@ walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
 
         if (f.is_object) {
             if (f.oit == f.oend) {
+                w.n_keys = f.keys_from;
                 w.open--;
                 continue;
             }
@@ -474,6 +471,17 @@ walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
 
             x = f.oit.value();
             ++f.oit;
+            if (!f.keys_checked) {
+                for (size_t i = f.keys_from; i < w.n_keys; i++)
+                    if (w.keys[i].size() == key.size() &&
+                        std::memcmp(w.keys[i].data(), key.data(),
+                                    key.size()) == 0) {
+                        w.depth = k;
+                        fail_at(w, "duplicate object key", key);
+                        return false;
+                    }
+                w.keys[w.n_keys++] = key;
+            }
             w.path[k + 1] = step{key.data(), key.size()};
             if (w.check_nul && has_nul(key)) {
                 w.depth = k;
