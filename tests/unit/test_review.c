@@ -376,6 +376,8 @@ test_decoder_refusals(void)
          "\"k7\":0,\"k8\":0,\"k9\":0,\"k10\":0,\"k11\":0,\"k12\":0,\"k13\":0,"
          "\"k14\":0,\"k15\":0,\"k16\":0,\"k17\":0,\"k18\":0,\"k19\":0}",
          200, NULL},
+        /* A key of an inner object is no duplicate of its parent's. */
+        {"\"x\":{\"a\":{\"b\":1,\"c\":{\"b\":2}},\"b\":2,\"c\":3}", 200, NULL},
         {"\"x\":{\"a/b~c\":1,\"a/b~c\":1}", 400,
          "duplicate object key \"a~1b~0c\""},
         /* Strings. */
