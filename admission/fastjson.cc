@@ -587,6 +587,32 @@ utf8_bad_offset(const unsigned char *s, size_t len)
     return len;
 }
 
+/* What simdjson's syntax errors mean, in lower case. */
+const char *
+syntax_message(simdjson::error_code code)
+{
+    switch (code) {
+    case simdjson::EMPTY:
+        return "empty: no JSON value";
+    case simdjson::TAPE_ERROR:
+        return "malformed: a missing or extra comma, colon, brace or bracket";
+    case simdjson::INCOMPLETE_ARRAY_OR_OBJECT:
+        return "cut off: an array or object is not closed";
+    case simdjson::TRAILING_CONTENT:
+        return "more after the document";
+    case simdjson::UNCLOSED_STRING:
+        return "a string is not closed";
+    case simdjson::UNESCAPED_CHARS:
+        return "a control character inside a string";
+    case simdjson::T_ATOM_ERROR:
+    case simdjson::F_ATOM_ERROR:
+    case simdjson::N_ATOM_ERROR:
+        return "a bad literal (true, false or null)";
+    default:
+        return simdjson::error_message(code);
+    }
+}
+
 thread_state *
 state_get(void)
 {
@@ -620,6 +646,7 @@ fastjson_decode(const char *text, size_t len,
 
     err->text[0] = '\0';
     err->oom = false;
+    err->syntax = false;
     if (ts == nullptr)
         goto oom;
     if (ts->pad_cap < len + simdjson::SIMDJSON_PADDING) {
@@ -658,7 +685,9 @@ fastjson_decode(const char *text, size_t len,
                          "unknown escape)");
             else
                 snprintf(err->text, sizeof(err->text), "%s",
-                         simdjson::error_message(code));
+                         syntax_message(code));
+            err->syntax = code != simdjson::UTF8_ERROR &&
+                          code != simdjson::DEPTH_ERROR;
             goto done;
         }
     }

@@ -54,7 +54,8 @@ struct fastjson_shape {
  * saying where (a JSON pointer or a byte offset) when that is known. */
 struct fastjson_error {
     char text[256];
-    bool oom; /* out of memory, not a bad document */
+    bool oom;    /* out of memory, not a bad document */
+    bool syntax; /* a syntax error whose place simdjson does not say */
 };
 
 /*

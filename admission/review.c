@@ -191,6 +191,28 @@ fail:
     return -1;
 }
 
+/* Bodies up to this size get the line and column of a syntax error. */
+#define REVIEW_WHERE_MAX (64u * 1024u)
+
+/* simdjson does not say where a syntax error is; on this error path only,
+ * and for bodies up to REVIEW_WHERE_MAX, jansson's decoder is asked, and
+ * its line and column are added to the reason. */
+static void
+where_add(struct fastjson_error *e, const char *body, size_t len)
+{
+    size_t n = strlen(e->text);
+    json_error_t je;
+    json_t *j;
+
+    if (!e->syntax || len > REVIEW_WHERE_MAX)
+        return;
+    j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (j == NULL && je.line > 0)
+        snprintf(e->text + n, sizeof(e->text) - n, " near line %d column %d",
+                 je.line, je.column);
+    json_decref(j);
+}
+
 static json_t *jstr(const char *s);
 
 /* Fills a 400 outcome whose body is the one-line reason. */
@@ -296,6 +318,7 @@ review_handle(const char *body, size_t len, const struct policy *pol,
     if (root == NULL) {
         if (jerr.oom)
             goto done;
+        where_add(&jerr, body, len);
         rc = bad_request(out, "body is not JSON: %s", jerr.text);
         goto done;
     }

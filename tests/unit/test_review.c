@@ -406,7 +406,9 @@ test_decoder_refusals(void)
         {"\"x\":1e-400", 200, NULL},
         {"\"x\":01", 400, "number that does not fit"},
         /* Not JSON at all. */
-        {"\"x\":[1,]", 400, "body is not JSON"},
+        {"\"x\":[1,]", 400, "body is not JSON: malformed"},
+        {"\"x\":[1,]", 400, " near line 1 column "},
+        {"\"x\":tru", 400, "body is not JSON: a bad literal"},
         {"\"x\":'a'", 400, "body is not JSON"},
     };
 
