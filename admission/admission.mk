@@ -2,7 +2,7 @@
 # response bytes and a log record out; no I/O, no locks. The server, the
 # dry run and the policy tests all call it.
 LIB_SRCS += admission/mutate.c admission/patch.c admission/review.c \
-	admission/jsonmem.c admission/jobmember.c
+	admission/jsonmem.c admission/jobmember.c admission/jsonwrite.c
 UNIT_TESTS += patch patch_check mutate review jsonmem
 # Every argument list the webhook injects goes through the ring check's own
 # parser (it needs no CUDA).
@@ -12,11 +12,28 @@ $(BUILD)/tests/test_mutate: $(BUILD)/obj/ringcheck/opts.o
 # C++): they compile alone as C++, and no C file of the product uses the
 # keyword `namespace` as a name (tests/cxx/check.sh).
 CXX_HEADERS := admission/mutate.h admission/review.h policy/policy.h
-DEB_PKGS += g++
 
 .PHONY: check-cxx-headers
 check-cxx-headers:
-	CXX="$(CXX)" CPPFLAGS="-I. $(PKG_CFLAGS)" sh tests/cxx/check.sh \
+	CXX="$(CXX_FOR_CC)" CPPFLAGS="-I. $(PKG_CFLAGS)" sh tests/cxx/check.sh \
 		$(CXX_HEADERS)
 
 CHECKS += check-cxx-headers
+
+# The review decoder is the one C++ file: it wraps simdjson (Debian's
+# libsimdjson-dev) behind the C header admission/fastjson.h. It is always
+# optimised (simdjson's templates are slow at -O0), never throws
+# (-fno-exceptions: simdjson's error-code API only), and goes into the
+# library next to the C objects ($^ of the archive rule takes it).
+DEB_PKGS += libsimdjson-dev g++
+LDLIBS += -lsimdjson -lstdc++
+CXX_FOR_CC = $(if $(findstring clang,$(CC)),clang++,g++)
+FASTJSON_CXXFLAGS = -std=c++17 -fno-exceptions -fno-rtti \
+	$(filter-out -Wmissing-prototypes,$(WARN)) $(CFLAGS) -O2 $(SAN) -I. \
+	$(PKG_CFLAGS) -MMD -MP
+
+$(BUILD)/obj/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX_FOR_CC) $(FASTJSON_CXXFLAGS) -c -o $@ $<
+
+$(BUILD)/libncclguard.a: $(BUILD)/obj/admission/fastjson.o

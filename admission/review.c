@@ -2,15 +2,14 @@
  * run the mutation for Pod CREATE, encode the response. */
 #include "admission/review.h"
 
-#include <limits.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
+#include "admission/fastjson.h"
 #include "admission/jsonmem.h"
+#include "admission/jsonwrite.h"
+#include "base/buf.h"
 
 static const char *const result_names[REVIEW_RESULT_COUNT] = {
     [REVIEW_PATCHED] = "patched",         [REVIEW_UNCHANGED] = "unchanged",
@@ -41,134 +40,177 @@ review_outcome_release(struct review_outcome *out)
     out->patch = NULL;
 }
 
-/* ---- the response, written directly ---------------------------------- */
+/* ---- the request, decoded into a view of what the plan reads ---------- */
 
-/* A growable output buffer; on allocation failure it stays failed and
- * every later write is dropped. */
-struct buf {
-    char *p;
-    size_t len, cap;
-    bool failed;
+/*
+ * The parts of an AdmissionReview that review_handle() and the plan
+ * (admission/mutate.c, admission/jobmember.c, policy matching) read; the
+ * decoder builds these and only checks the rest (managedFields, args past
+ * the first, command, probes, status, oldObject, ...). Arrays the patch
+ * indexes into (containers, initContainers, volumes, and env, envFrom,
+ * volumeMounts kept whole) keep their length and order, so every path and
+ * index in the patch is the same as on the full pod; an element of
+ * containers, initContainers, ephemeralContainers or volumes that is not an
+ * object becomes null (the plan reads objects only there: a 4 MiB
+ * "volumes": [0,0,...] builds no numbers). A plan change that
+ * reads a new field must add it here: the differential checks in
+ * tests/unit/test_review.c and tests/fuzz/fuzz_review.c compare the plan
+ * on this view with the plan on the whole pod.
+ */
+static const struct fastjson_shape keep_first = {.keep = FASTJSON_FIRST};
+
+static const struct fastjson_field ctr_fields[] = {
+    {"name", NULL},        {"restartPolicy", NULL},
+    {"args", &keep_first}, /* the ring check's first argument marks it */
+    {"env", NULL},         /* copied whole into the ring check */
+    {"envFrom", NULL},     {"volumeMounts", NULL},
+    {"resources", NULL},   {"securityContext", NULL},
+    {NULL, NULL},
+};
+static const struct fastjson_shape ctr = {
+    .keep = FASTJSON_FIELDS, .fields = ctr_fields, .others_null = true};
+static const struct fastjson_shape ctrs = {.keep = FASTJSON_EACH, .each = &ctr};
+
+static const struct fastjson_field name_fields[] = {{"name", NULL},
+                                                    {NULL, NULL}};
+static const struct fastjson_shape named = {
+    .keep = FASTJSON_FIELDS, .fields = name_fields, .others_null = true};
+static const struct fastjson_shape names = {.keep = FASTJSON_EACH,
+                                            .each = &named};
+
+static const struct fastjson_field vol_fields[] = {
+    {"name", NULL},
+    {"emptyDir", NULL},
+    {NULL, NULL},
+};
+static const struct fastjson_shape vol = {
+    .keep = FASTJSON_FIELDS, .fields = vol_fields, .others_null = true};
+static const struct fastjson_shape vols = {.keep = FASTJSON_EACH, .each = &vol};
+
+static const struct fastjson_field spec_fields[] = {
+    {"containers", &ctrs},
+    {"initContainers", &ctrs},
+    {"ephemeralContainers", &names},
+    {"volumes", &vols},
+    {"hostIPC", NULL},
+    {"securityContext", NULL},
+    {"resources", NULL},
+    {"resourceClaims", NULL},
+    {"os", NULL},
+    {"terminationGracePeriodSeconds", NULL},
+    {NULL, NULL},
+};
+static const struct fastjson_shape spec = {.keep = FASTJSON_FIELDS,
+                                           .fields = spec_fields};
+
+static const struct fastjson_field meta_fields[] = {
+    {"name", NULL},   {"generateName", NULL}, {"namespace", NULL},
+    {"labels", NULL}, {"annotations", NULL},  {"ownerReferences", NULL},
+    {NULL, NULL},
+};
+static const struct fastjson_shape meta = {.keep = FASTJSON_FIELDS,
+                                           .fields = meta_fields};
+
+static const struct fastjson_field pod_fields[] = {
+    {"apiVersion", NULL}, {"kind", NULL}, {"metadata", &meta},
+    {"spec", &spec},      {NULL, NULL},
+};
+static const struct fastjson_shape pod = {.keep = FASTJSON_FIELDS,
+                                          .fields = pod_fields};
+
+static const struct fastjson_field request_fields[] = {
+    {"uid", NULL},         {"kind", NULL},      {"operation", NULL},
+    {"subResource", NULL}, {"namespace", NULL}, {"name", NULL},
+    {"object", &pod},      {NULL, NULL},
+};
+static const struct fastjson_shape request = {.keep = FASTJSON_FIELDS,
+                                              .fields = request_fields};
+
+static const struct fastjson_field review_fields[] = {
+    {"apiVersion", NULL},
+    {"kind", NULL},
+    {"request", &request},
+    {NULL, NULL},
 };
 
-static bool
-buf_grow(struct buf *b, size_t more)
-{
-    size_t cap;
-    char *np;
+const struct fastjson_shape review_shape = {.keep = FASTJSON_FIELDS,
+                                            .fields = review_fields};
 
-    if (b->failed)
-        return false;
-    if (b->len + more <= b->cap)
-        return true;
-    cap = b->cap ? b->cap : 1024;
-    while (cap < b->len + more)
-        cap *= 2;
-    np = realloc(b->p, cap);
-    if (np == NULL) {
-        b->failed = true;
-        return false;
-    }
-    b->p = np;
-    b->cap = cap;
-    return true;
-}
+/* ---- the response, written directly ---------------------------------- */
 
-static void
-buf_put(struct buf *b, const char *s, size_t n)
-{
-    if (!buf_grow(b, n))
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-}
+/* The response and the patch text may not grow past this (a patch copies
+ * at most a few parts of a pod whose review is capped at a few MiB). */
+#define REVIEW_OUT_MAX (64u * 1024u * 1024u)
 
-#define BUF_LIT(b, lit) buf_put((b), (lit), sizeof(lit) - 1)
-
-/* json_dump_callback sink: appends straight into the response buffer. */
-static int
-buf_dump_cb(const char *chunk, size_t size, void *data)
-{
-    struct buf *b = data;
-
-    buf_put(b, chunk, size);
-    return b->failed ? -1 : 0;
-}
-
-/* Appends v as compact JSON, written by jansson into the buffer. */
-static void
-buf_put_json(struct buf *b, const json_t *v)
-{
-    if (json_dump_callback(v, buf_dump_cb, b,
-                           JSON_COMPACT | JSON_ENCODE_ANY) != 0)
-        b->failed = true;
-}
-
-/* Standard base64 with padding, as the API's []byte fields expect
- * (OpenSSL's encoder; it also writes a NUL, which is not kept). */
-static void
-buf_put_base64(struct buf *b, const unsigned char *in, size_t len)
-{
-    int n;
-
-    if (len > INT_MAX / 2 || !buf_grow(b, 4 * ((len + 2) / 3) + 1))
-        return;
-    n = EVP_EncodeBlock((unsigned char *)b->p + b->len, in, (int)len);
-    b->len += (size_t)n;
-}
+#define BUF_LIT(b, lit) buf_add((b), (lit), sizeof(lit) - 1)
 
 /*
  * The response body: {"apiVersion", "kind", "response": {"uid", "allowed",
- * "patchType", "patch", "warnings", "auditAnnotations"}}. api is one of the
- * two accepted versions, so it needs no escaping. Returns 0, or -1 when
- * out of memory.
+ * "patchType", "patch", "warnings", "auditAnnotations"}}, and the patch
+ * text before base64 in out->patch. api is one of the two accepted
+ * versions, so it needs no escaping. Returns 0, or -1 when out of memory.
  */
 static int
 response_encode(struct review_outcome *out, const char *api, const json_t *uid,
                 const struct mutate_result *m)
 {
-    struct buf b = {0};
+    struct buf b, pt;
 
-    BUF_LIT(&b, "{\"apiVersion\":\"");
-    buf_put(&b, api, strlen(api));
-    BUF_LIT(&b, "\",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":");
-    buf_put_json(&b, uid);
-    BUF_LIT(&b, ",\"allowed\":true");
+    buf_init(&b, REVIEW_OUT_MAX);
+    buf_init(&pt, REVIEW_OUT_MAX);
+    if (buf_reserve(&b, 1024) != 0 || BUF_LIT(&b, "{\"apiVersion\":\"") ||
+        buf_adds(&b, api) ||
+        BUF_LIT(&b, "\",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":") ||
+        jsonwrite_value(&b, uid) || BUF_LIT(&b, ",\"allowed\":true"))
+        goto fail;
     if (m != NULL && json_array_size(m->patch) > 0) {
-        char *text = json_dumps(m->patch, JSON_COMPACT);
-
-        BUF_LIT(&b, ",\"patchType\":\"JSONPatch\",\"patch\":\"");
-        if (text == NULL) {
-            b.failed = true;
-        } else {
-            out->patch_len = strlen(text);
-            out->patch = malloc(out->patch_len + 1);
-            if (out->patch == NULL)
-                b.failed = true;
-            else
-                memcpy(out->patch, text, out->patch_len + 1);
-            buf_put_base64(&b, (const unsigned char *)text, out->patch_len);
-        }
-        BUF_LIT(&b, "\"");
-        jsonmem_free(text);
+        if (jsonwrite_value(&pt, m->patch) ||
+            BUF_LIT(&b, ",\"patchType\":\"JSONPatch\",\"patch\":\"") ||
+            buf_add_base64(&b, pt.p, pt.len) || buf_addc(&b, '"'))
+            goto fail;
+        out->patch = buf_take(&pt, &out->patch_len);
+        if (out->patch == NULL)
+            goto fail;
     }
-    if (m != NULL && json_array_size(m->warnings) > 0) {
-        BUF_LIT(&b, ",\"warnings\":");
-        buf_put_json(&b, m->warnings);
-    }
-    if (m != NULL && json_object_size(m->audit) > 0) {
-        BUF_LIT(&b, ",\"auditAnnotations\":");
-        buf_put_json(&b, m->audit);
-    }
-    BUF_LIT(&b, "}}");
-    if (!buf_grow(&b, 1)) {
-        free(b.p);
-        return -1;
-    }
-    b.p[b.len] = '\0';
-    out->body = b.p;
-    out->body_len = b.len;
+    if (m != NULL && json_array_size(m->warnings) > 0 &&
+        (BUF_LIT(&b, ",\"warnings\":") || jsonwrite_value(&b, m->warnings)))
+        goto fail;
+    if (m != NULL && json_object_size(m->audit) > 0 &&
+        (BUF_LIT(&b, ",\"auditAnnotations\":") ||
+         jsonwrite_value(&b, m->audit)))
+        goto fail;
+    if (BUF_LIT(&b, "}}"))
+        goto fail;
+    out->body = buf_take(&b, &out->body_len);
+    if (out->body == NULL)
+        goto fail;
     return 0;
+fail:
+    buf_release(&b);
+    buf_release(&pt);
+    return -1;
+}
+
+/* Bodies up to this size get the line and column of a syntax error. */
+#define REVIEW_WHERE_MAX (64u * 1024u)
+
+/* simdjson does not say where a syntax error is; on this error path only,
+ * and for bodies up to REVIEW_WHERE_MAX, jansson's decoder is asked, and
+ * its line and column are added to the reason. */
+static void
+where_add(struct fastjson_error *e, const char *body, size_t len)
+{
+    size_t n = strlen(e->text);
+    json_error_t je;
+    json_t *j;
+
+    if (!e->syntax || len > REVIEW_WHERE_MAX)
+        return;
+    j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (j == NULL && je.line > 0)
+        snprintf(e->text + n, sizeof(e->text) - n, " near line %d column %d",
+                 je.line, je.column);
+    json_decref(j);
 }
 
 static json_t *jstr(const char *s);
@@ -259,7 +301,7 @@ int
 review_handle(const char *body, size_t len, const struct policy *pol,
               const struct mutate_options *opt, struct review_outcome *out)
 {
-    json_error_t jerr;
+    struct fastjson_error jerr;
     json_t *root = NULL, *req, *obj, *uid;
     const char *api, *reason, *ns, *name;
     struct mutate_result mres;
@@ -268,15 +310,16 @@ review_handle(const char *body, size_t len, const struct policy *pol,
     memset(out, 0, sizeof(*out));
     memset(&mres, 0, sizeof(mres));
     /* A key given twice is ambiguous (another reader may take the other
-     * value), and the apiserver never sends one: jansson refuses it.
-     * jansson also caps nesting (2048 levels) and rejects invalid UTF-8. */
-    root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+     * value), and the apiserver never sends one: the decoder refuses it
+     * anywhere in the document, as it refuses invalid UTF-8, "\u0000",
+     * numbers that do not fit and nesting past its cap. It builds only
+     * what review_shape names. */
+    root = fastjson_decode(body, len, &review_shape, &jerr);
     if (root == NULL) {
-        char why[300];
-
-        snprintf(why, sizeof(why), "%.200s at line %d column %d", jerr.text,
-                 jerr.line, jerr.column);
-        rc = bad_request(out, "body is not JSON: %s", why);
+        if (jerr.oom)
+            goto done;
+        where_add(&jerr, body, len);
+        rc = bad_request(out, "body is not JSON: %s", jerr.text);
         goto done;
     }
     if (!json_is_object(root)) {
@@ -370,6 +413,12 @@ done:
     if (rc != 0)
         review_outcome_release(out);
     mutate_result_release(&mres);
-    json_decref(root);
+    /* Inside the request arena the view is reclaimed whole by
+     * jsonmem_end(); freeing a 90,000-volume view value by value there
+     * costs a chunk search per value (quadratic), so it is left to the
+     * arena. Outside one (the dry run, tests, NCCLGUARD_JSON_ARENA=0), it
+     * is freed here. */
+    if (jsonmem_used() == 0)
+        json_decref(root);
     return rc;
 }

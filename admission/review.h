@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 
+#include "admission/fastjson.h"
 #include "admission/mutate.h"
 #include "policy/policy.h"
 
@@ -20,11 +21,16 @@ enum review_result {
     REVIEW_RESULT_COUNT
 };
 
+/* The parts of a review the decoder builds, for review_handle() and the
+ * plan: request.uid, kind, operation, ..., and of request.object the
+ * fields the plan reads (see review.c). Exposed for tests and benchmarks. */
+extern const struct fastjson_shape review_shape;
+
 /* Label values for metrics and logs ("patched", "bad_request", ...). */
 const char *review_result_name(enum review_result r);
 
 struct review_outcome {
-    int http_status;          /* 200 or 400 */
+    int http_status; /* 200 or 400 */
     enum review_result result;
     char *body;               /* malloc'd response: JSON, or a one-line */
     size_t body_len;          /* reason ending in '\n' for 400 */

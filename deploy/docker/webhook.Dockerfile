@@ -2,13 +2,15 @@
 # The webhook image, ghcr.io/ncclguard/ncclguard:0.1.0. Build from the
 # repository root:
 #   docker build -f deploy/docker/webhook.Dockerfile -t ghcr.io/ncclguard/ncclguard:0.1.0 .
-# No CUDA in here: the webhook only reads and writes JSON and YAML.
+# No CUDA in here: the webhook only reads and writes JSON and YAML (the
+# review path parses with simdjson, whose one C++ file needs g++).
 
 FROM debian:bookworm-slim AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      gcc libc6-dev make pkg-config \
+      gcc g++ libc6-dev make pkg-config \
       libmicrohttpd-dev libjansson-dev libyaml-dev libssl-dev libgnutls28-dev \
+      libsimdjson-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -27,6 +29,7 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libmicrohttpd12 libjansson4 libyaml-0-2 libssl3 libgnutls30 \
+      libsimdjson14 libstdc++6 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/ncclguard /usr/local/bin/ncclguard
 # Non-root, numeric so that runAsNonRoot can check it.

@@ -1,5 +1,6 @@
 /* Fuzz target: AdmissionReview decode, mutation and response encoding, the
- * whole server path behind POST /mutate (review_handle). */
+ * whole server path behind POST /mutate (review_handle), checked against a
+ * second path: jansson's full decode and the plan on the whole pod. */
 #include "fuzz.h"
 
 #include <stdio.h>
@@ -8,9 +9,9 @@
 
 #include <jansson.h>
 
-#include "fuzz_common.h"
 #include "admission/patch.h"
 #include "admission/review.h"
+#include "fuzz_common.h"
 
 static struct policy *pol;
 static const struct mutate_options opts = {.own_namespace = "ncclguard"};
@@ -123,6 +124,90 @@ check_pod_untouched(const uint8_t *data, size_t size)
     json_decref(root);
 }
 
+/* The plan's result on the whole pod, or NULL result when the pod is
+ * not one review_handle() plans (not JSON, not a Pod CREATE, ...). */
+static const char *
+ignore_of(const json_t *req)
+{
+    const json_t *kind = json_object_get(req, "kind");
+    const char *g = json_string_value(json_object_get(kind, "group"));
+    const char *k = json_string_value(json_object_get(kind, "kind"));
+    const char *op = json_string_value(json_object_get(req, "operation"));
+    const char *sub = json_string_value(json_object_get(req, "subResource"));
+
+    if (k == NULL || strcmp(k, "Pod") != 0 || (g != NULL && g[0] != '\0'))
+        return "not a Pod";
+    if (sub != NULL && sub[0] != '\0')
+        return "subresource";
+    if (op == NULL || strcmp(op, "CREATE") != 0)
+        return "not CREATE";
+    return NULL;
+}
+
+/*
+ * The fast decoder against jansson's: both refuse the same documents (but
+ * for the depth cap, 1024 here and 2048 in jansson), and the plan on the
+ * decoder's pruned view gives the very patch, warnings and status that
+ * the plan on the whole pod gives.
+ */
+static void
+check_same_as_full(const uint8_t *data, size_t size,
+                   const struct review_outcome *out)
+{
+    json_t *root =
+        json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
+    json_t *req, *pod;
+    struct mutate_result res;
+    char *text;
+
+    if (root == NULL) {
+        if (out->http_status != 400) {
+            fprintf(stderr, "jansson refuses a body the decoder took\n");
+            abort();
+        }
+        return;
+    }
+    if (out->http_status == 400 &&
+        strncmp(out->body, "body is not JSON", 16) == 0 &&
+        strstr(out->body, "nested deeper") == NULL) {
+        fprintf(stderr, "the decoder refuses a body jansson takes: %s",
+                out->body);
+        abort();
+    }
+    req = json_object_get(root, "request");
+    pod = json_object_get(req, "object");
+    if (out->http_status != 200 || ignore_of(req) != NULL ||
+        !json_is_object(pod)) {
+        json_decref(root);
+        return;
+    }
+    FUZZ_ASSERT(mutate_pod(pod,
+                           json_string_value(json_object_get(req, "namespace")),
+                           pol, &opts, &res) == 0);
+    FUZZ_ASSERT(res.status == out->mutation.status);
+    FUZZ_ASSERT(res.gpus == out->mutation.gpus);
+    FUZZ_ASSERT(strcmp(res.rule, out->mutation.rule) == 0);
+    FUZZ_ASSERT(strcmp(res.reason, out->mutation.reason) == 0);
+    FUZZ_ASSERT(json_equal(res.warnings, out->mutation.warnings));
+    if (json_array_size(res.patch) > 0) {
+        text = json_dumps(res.patch, JSON_COMPACT);
+        FUZZ_ASSERT(text != NULL && out->patch != NULL);
+        if (strlen(text) != out->patch_len ||
+            memcmp(text, out->patch, out->patch_len) != 0) {
+            fprintf(stderr,
+                    "the patch on the pruned view differs from the patch on "
+                    "the whole pod:\n  view: %.*s\n  full: %s\n",
+                    (int)out->patch_len, out->patch, text);
+            abort();
+        }
+        free(text);
+    } else {
+        FUZZ_ASSERT(out->patch == NULL);
+    }
+    mutate_result_release(&res);
+    json_decref(root);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -131,8 +216,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_pod_untouched(data, size);
 
     memset(&out, 0, sizeof(out));
-    FUZZ_ASSERT(review_handle((const char *)data, size, pol, &opts, &out) ==
-                0);
+    FUZZ_ASSERT(review_handle((const char *)data, size, pol, &opts, &out) == 0);
     FUZZ_ASSERT(out.body != NULL && out.body_len > 0);
     FUZZ_ASSERT(out.content_type != NULL);
     FUZZ_ASSERT(out.result < REVIEW_RESULT_COUNT);
@@ -148,6 +232,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_ASSERT(memchr(out.body, '\n', out.body_len) ==
                     out.body + out.body_len - 1);
     }
+    check_same_as_full(data, size, &out);
     review_outcome_release(&out);
     return 0;
 }

@@ -1,0 +1,736 @@
+/* The fast decoder: simdjson's DOM parser (Debian's libsimdjson, 3.x)
+ * parses and validates the document; one walk over its tape checks what
+ * simdjson does not (duplicate keys, "\u0000", integers beyond int64)
+ * and builds jansson values for the parts the shape names only.
+ *
+ * The one C++ translation unit of the project. No exception crosses the C
+ * boundary: simdjson is used through its error-code API, the file is
+ * compiled with -fno-exceptions, and allocations use std::nothrow. */
+#include "admission/fastjson.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string_view>
+#include <type_traits>
+
+#include <simdjson.h>
+
+namespace {
+
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+
+/* A thread keeps its parser and buffers while the documents it sees stay
+ * under this size (the parser takes about 30 bytes per input byte, paged in
+ * as used); a larger one is parsed, then they are dropped. */
+constexpr size_t KEEP_MAX = 256 * 1024;
+
+/* Objects up to this many keys are checked for duplicates pairwise, as
+ * the walk meets each key; a larger one goes through the hash set first. */
+constexpr size_t PAIRWISE_MAX = 16;
+
+const fastjson_shape shape_all = {FASTJSON_ALL, nullptr, nullptr, false};
+
+/* One step of the path from the root, for the JSON pointer in an error. */
+struct step {
+    const char *key; /* nullptr: an array index */
+    size_t len;      /* key length, or the index */
+};
+
+/* A key in the duplicate-key set: its offset from the object's first key
+ * (simdjson writes an object's keys in order into one string buffer, so
+ * later keys lie after it, and a document is under 4 GiB) and its length;
+ * len UINT32_MAX marks a free slot. 8 bytes, so that a hostile object of a
+ * million keys costs 16 MiB of set at most, for that one request. */
+struct slot {
+    uint32_t off;
+    uint32_t len;
+};
+
+struct thread_state {
+    simdjson::dom::parser parser;
+    char *pad = nullptr; /* the document, copied with simdjson's padding */
+    size_t pad_cap = 0;
+    slot *slots = nullptr; /* duplicate-key hash set */
+    struct walk *w = nullptr; /* one decode's stacks, reused */
+    size_t n_slots = 0;
+    uint64_t seed = 0;
+
+    thread_state() = default;
+    ~thread_state()
+    {
+        std::free(pad);
+        std::free(slots);
+        std::free(w);
+    }
+    thread_state(const thread_state &) = delete;
+    thread_state &operator=(const thread_state &) = delete;
+};
+
+thread_local std::unique_ptr<thread_state> tls;
+
+/* One open container of the walk. */
+struct frame {
+    bool is_object;
+    simdjson::dom::object::iterator oit, oend;
+    simdjson::dom::array::iterator ait, aend;
+    const fastjson_shape *shape; /* nullptr: checked, not built */
+    json_t *v;                   /* the container built, borrowed */
+    size_t index;                /* the next array index */
+    size_t keys_from;  /* a small object: its keys so far are
+                          walk.keys[keys_from .. walk.n_keys) */
+    bool keys_checked; /* a large object: dup_keys() checked it first */
+};
+
+/* One decode's working state. */
+struct walk {
+    thread_state *ts;
+    bool check_nul; /* the text holds "\u0000" somewhere */
+    fastjson_error *err;
+    step path[FASTJSON_MAX_DEPTH + 2];
+    frame frames[FASTJSON_MAX_DEPTH + 2];
+    /* The keys of the small objects open, innermost last (an object's
+     * keys are dropped when it closes, so this is a stack). */
+    std::string_view keys[(FASTJSON_MAX_DEPTH + 2) * PAIRWISE_MAX];
+    size_t n_keys;
+    size_t depth; /* the place fail_at() names: path[1..depth] */
+    size_t open;  /* containers open: frames[0..open-1] */
+    bool oom;
+};
+
+uint64_t
+mix(uint64_t h)
+{
+    h ^= h >> 32;
+    h *= 0xd6e8feb86659fd93ull;
+    h ^= h >> 32;
+    return h;
+}
+
+/* The hash of a key, eight bytes at a time, started from a per-thread
+ * random seed so that colliding keys cannot be precomputed. */
+uint64_t
+key_hash(uint64_t seed, std::string_view k)
+{
+    const char *p = k.data();
+    size_t n = k.size();
+    uint64_t h = seed ^ (n * 0x9e3779b97f4a7c15ull);
+
+    while (n >= 8) {
+        uint64_t w;
+
+        std::memcpy(&w, p, 8);
+        h = mix(h ^ w);
+        p += 8;
+        n -= 8;
+    }
+    if (n > 0) {
+        uint64_t w = 0;
+
+        std::memcpy(&w, p, n);
+        h = mix(h ^ w ^ 0xff);
+    }
+    return mix(h);
+}
+
+/* Appends s to the pointer text in out (at *n of cap), escaped as RFC 6901
+ * wants, and cut short (on a UTF-8 boundary) when out is full. */
+void
+pointer_put(char *out, size_t cap, size_t *n, const char *s, size_t len)
+{
+    for (size_t i = 0; i < len && *n + 3 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c == '~' || c == '/') {
+            out[(*n)++] = '~';
+            out[(*n)++] = c == '~' ? '0' : '1';
+        } else if (c < 0x20) {
+            out[(*n)++] = '?'; /* the line stays one line */
+        } else {
+            out[(*n)++] = (char)c;
+        }
+    }
+    /* Never end inside a UTF-8 sequence. */
+    size_t k = *n;
+    while (k > 0 && ((unsigned char)out[k - 1] & 0xc0) == 0x80)
+        k--;
+    if (k > 0 && ((unsigned char)out[k - 1] & 0x80) != 0) {
+        unsigned char lead = (unsigned char)out[k - 1];
+        size_t want = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+
+        if (*n - (k - 1) < want)
+            *n = k - 1;
+    }
+    out[*n] = '\0';
+}
+
+/* The JSON pointer of the current position (up to depth d), at most about
+ * 120 bytes. */
+void
+pointer_format(const walk &w, size_t d, char *out, size_t cap)
+{
+    size_t n = 0;
+
+    out[0] = '\0';
+    for (size_t i = 1; i <= d && i < FASTJSON_MAX_DEPTH + 2; i++) {
+        char num[24];
+
+        if (n + 2 >= cap)
+            break;
+        out[n++] = '/';
+        out[n] = '\0';
+        if (w.path[i].key != nullptr) {
+            pointer_put(out, cap, &n, w.path[i].key, w.path[i].len);
+        } else {
+            int k = snprintf(num, sizeof(num), "%zu", w.path[i].len);
+            pointer_put(out, cap, &n, num, k > 0 ? (size_t)k : 0);
+        }
+    }
+    if (d == 0)
+        snprintf(out, cap, "(the top level)");
+}
+
+__attribute__((noinline)) void
+fail_at(walk &w, const char *what, std::string_view key)
+{
+    char ptr[128], k[48];
+    size_t kn = 0;
+
+    if (w.err->text[0] != '\0')
+        return;
+    pointer_format(w, w.depth, ptr, sizeof(ptr));
+    k[0] = '\0';
+    pointer_put(k, sizeof(k), &kn, key.data(), key.size());
+    if (!key.empty() || std::strcmp(what, "duplicate object key") == 0)
+        snprintf(w.err->text, sizeof(w.err->text), "%s \"%s\" at %s", what,
+                 k, ptr);
+    else
+        snprintf(w.err->text, sizeof(w.err->text), "%s at %s", what, ptr);
+}
+
+bool
+has_nul(std::string_view s)
+{
+    return std::memchr(s.data(), '\0', s.size()) != nullptr;
+}
+
+/* Whether the text holds "\u0000" (or "\\u0000", which is harmless: the
+ * string checks after this sort it out). A NUL can only enter a string or
+ * key through that escape: simdjson refuses raw control characters. */
+bool
+has_escaped_nul(const char *text, size_t len)
+{
+    const char *p = text, *end = text + len;
+
+    while (end - p >= 6) {
+        const char *q =
+            static_cast<const char *>(std::memchr(p, '\\', (size_t)(end - p - 5)));
+
+        if (q == nullptr)
+            return false;
+        if (std::memcmp(q + 1, "u0000", 5) == 0)
+            return true;
+        p = q + 1;
+    }
+    return false;
+}
+
+/* Whether obj (more than PAIRWISE_MAX keys) names a key twice; reports it.
+ * Linear: a hash set. (Smaller objects are checked by walk_doc() as it
+ * meets their keys.) */
+__attribute__((noinline)) bool
+dup_keys(walk &w, simdjson::dom::object obj)
+{
+    size_t n = obj.size(); /* from the tape: O(1) below 2^24 keys */
+
+    if (n >= 0xffffff) { /* the tape's count saturates: count them */
+        n = 0;
+        for (auto kv : obj) {
+            (void)kv;
+            n++;
+        }
+    }
+    thread_state *ts = w.ts;
+    size_t want = 16;
+    while (want < 2 * n)
+        want *= 2;
+    if (ts->n_slots < want) {
+        std::free(ts->slots);
+        ts->slots = static_cast<slot *>(std::malloc(want * sizeof(slot)));
+        ts->n_slots = ts->slots != nullptr ? want : 0;
+        if (ts->slots == nullptr) {
+            w.oom = true;
+            return true;
+        }
+    }
+    for (size_t i = 0; i < want; i++)
+        ts->slots[i].len = UINT32_MAX;
+    const size_t mask = want - 1;
+    const char *base = nullptr;
+    bool dup = false;
+    for (auto kv : obj) {
+        size_t i = key_hash(ts->seed, kv.key) & mask;
+
+        if (base == nullptr)
+            base = kv.key.data();
+        while (ts->slots[i].len != UINT32_MAX) {
+            const slot &o = ts->slots[i];
+
+            if (o.len == kv.key.size() &&
+                std::memcmp(base + o.off, kv.key.data(), o.len) == 0) {
+                fail_at(w, "duplicate object key", kv.key);
+                dup = true;
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        if (dup)
+            break;
+        ts->slots[i] = slot{(uint32_t)(kv.key.data() - base),
+                            (uint32_t)kv.key.size()};
+    }
+    return dup;
+}
+
+__attribute__((noinline)) const fastjson_shape *
+field_shape(const fastjson_shape *shape, std::string_view key, bool *keep)
+{
+    *keep = false;
+    if (key.empty())
+        return nullptr;
+    for (const fastjson_field *f = shape->fields; f->key != nullptr; f++)
+        if (f->key[0] == key[0] &&
+            std::strncmp(f->key, key.data(), key.size()) == 0 &&
+            f->key[key.size()] == '\0') {
+            *keep = true;
+            return f->shape != nullptr ? f->shape : &shape_all;
+        }
+    return nullptr;
+}
+
+/* A scalar (not an object or array) at w.depth, built into *out when out
+ * is not NULL. Returns false when refused or out of memory. */
+bool
+leaf(walk &w, element e, json_t **out)
+{
+    json_t *v = nullptr;
+
+    switch (e.type()) {
+    case element_type::STRING: {
+        std::string_view s = e.get_string().value_unsafe();
+
+        if (w.check_nul && has_nul(s)) {
+            fail_at(w, "\\u0000 in a string", std::string_view());
+            return false;
+        }
+        if (out != nullptr)
+            v = json_stringn_nocheck(s.data(), s.size());
+        break;
+    }
+    case element_type::INT64:
+        if (out != nullptr)
+            v = json_integer((json_int_t)e.get_int64().value_unsafe());
+        break;
+    case element_type::UINT64:
+        /* simdjson takes integers up to 2^64-1; jansson's json_int_t,
+         * and so every reader after this one, stops at INT64_MAX. */
+        fail_at(w, "integer too big for 64 bits", std::string_view());
+        return false;
+    case element_type::DOUBLE:
+        if (out != nullptr)
+            v = json_real(e.get_double().value_unsafe());
+        break;
+    case element_type::BOOL:
+        if (out != nullptr)
+            v = json_boolean(e.get_bool().value_unsafe());
+        break;
+    case element_type::NULL_VALUE:
+        if (out != nullptr)
+            v = json_null();
+        break;
+    case element_type::OBJECT:
+    case element_type::ARRAY:
+        return false; /* not a scalar: the walk never asks */
+    }
+    if (out != nullptr) {
+        if (v == nullptr) {
+            w.oom = true;
+            return false;
+        }
+        *out = v;
+    }
+    return true;
+}
+
+/* Adds child (owned) to the container being built at frame f, under the
+ * key or index the path holds for depth d. Returns false when out of
+ * memory (child is then released). */
+bool
+attach(walk &w, frame &f, size_t d, json_t *child)
+{
+    int rc;
+
+    if (f.is_object)
+        rc = json_object_setn_new_nocheck(f.v, w.path[d].key, w.path[d].len,
+                                          child);
+    else
+        rc = json_array_append_new(f.v, child);
+    if (rc != 0)
+        w.oom = true;
+    return rc == 0;
+}
+
+/*
+ * Opens the container e, whose place is path[1..w.open]: checks an
+ * object's keys for duplicates, makes the jansson container when shape is
+ * not NULL (attached to the parent's, or *root at the top), and pushes its
+ * frame. Returns false when refused or out of memory.
+ */
+bool
+open_container(walk &w, element e, const fastjson_shape *shape, json_t **root)
+{
+    const size_t k = w.open;
+    frame &f = w.frames[k];
+    json_t *v = nullptr;
+
+    w.depth = k;
+    f.is_object = e.type() == element_type::OBJECT;
+    if (f.is_object) {
+        simdjson::dom::object obj = e.get_object().value_unsafe();
+
+        /* A few keys are compared one by one as the walk meets them;
+         * more go through the hash set first. */
+        f.keys_checked = obj.size() > PAIRWISE_MAX;
+        f.keys_from = w.n_keys;
+        if (f.keys_checked && dup_keys(w, obj))
+            return false;
+        f.oit = obj.begin();
+        f.oend = obj.end();
+    } else {
+        simdjson::dom::array arr = e.get_array().value_unsafe();
+
+        f.ait = arr.begin();
+        f.aend = arr.end();
+    }
+    f.shape = shape;
+    f.index = 0;
+    if (shape != nullptr) {
+        v = f.is_object ? json_object() : json_array();
+        if (v == nullptr) {
+            w.oom = true;
+            return false;
+        }
+        if (k == 0)
+            *root = v;
+        else if (!attach(w, w.frames[k - 1], k, v))
+            return false;
+    }
+    f.v = v;
+    w.open++;
+    return true;
+}
+
+/*
+ * Checks the document rooted at e and builds what shape names into *out.
+ * Iterative, with one frame per open container on the heap, so a document
+ * as deep as the cap costs no stack. Returns false when refused or out of
+ * memory (w.err / w.oom say which); *out then holds what was built so far,
+ * for the caller to release.
+ */
+bool
+walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
+{
+    element_type t = e.type();
+
+    *out = nullptr;
+    w.depth = 0;
+    w.open = 0;
+    w.n_keys = 0;
+    if (t != element_type::OBJECT && t != element_type::ARRAY)
+        return leaf(w, e, out);
+    if (!open_container(w, e, shape, out))
+        return false;
+    while (w.open > 0) {
+        const size_t k = w.open - 1; /* the innermost open container */
+        frame &f = w.frames[k];
+        const fastjson_shape *sub = nullptr;
+        element x;
+        bool keep;
+
+        if (f.is_object) {
+            if (f.oit == f.oend) {
+                w.n_keys = f.keys_from;
+                w.open--;
+                continue;
+            }
+            std::string_view key = f.oit.key();
+
+            x = f.oit.value();
+            ++f.oit;
+            if (!f.keys_checked) {
+                for (size_t i = f.keys_from; i < w.n_keys; i++)
+                    if (w.keys[i].size() == key.size() &&
+                        std::memcmp(w.keys[i].data(), key.data(),
+                                    key.size()) == 0) {
+                        w.depth = k;
+                        fail_at(w, "duplicate object key", key);
+                        return false;
+                    }
+                w.keys[w.n_keys++] = key;
+            }
+            w.path[k + 1] = step{key.data(), key.size()};
+            if (w.check_nul && has_nul(key)) {
+                w.depth = k;
+                fail_at(w, "\\u0000 in the key", std::string_view());
+                return false;
+            }
+            keep = f.shape != nullptr;
+            if (keep && f.shape->keep == FASTJSON_FIELDS)
+                sub = field_shape(f.shape, key, &keep);
+            else if (keep)
+                sub = &shape_all;
+        } else {
+            if (f.ait == f.aend) {
+                w.open--;
+                continue;
+            }
+            x = *f.ait;
+            ++f.ait;
+            w.path[k + 1] = step{nullptr, f.index};
+            keep = f.shape != nullptr &&
+                   (f.shape->keep != FASTJSON_FIRST || f.index == 0);
+            if (keep)
+                sub = f.shape->keep == FASTJSON_EACH && f.shape->each != nullptr
+                          ? f.shape->each
+                          : &shape_all;
+            f.index++;
+        }
+        t = x.type();
+        /* The common case of a value only checked: a number, a boolean or
+         * null needs nothing but the int64 check. */
+        if (!keep && t != element_type::OBJECT && t != element_type::ARRAY &&
+            t != element_type::UINT64 &&
+            (t != element_type::STRING || !w.check_nul))
+            continue;
+        if (keep && sub->others_null && t != element_type::OBJECT) {
+            /* Checked as usual, built as the null singleton. */
+            if (t == element_type::ARRAY) {
+                if (!open_container(w, x, nullptr, out))
+                    return false;
+                if (!attach(w, f, k + 1, json_null()))
+                    return false;
+                continue;
+            }
+            w.depth = k + 1;
+            if ((t == element_type::UINT64 ||
+                 (t == element_type::STRING && w.check_nul)) &&
+                !leaf(w, x, nullptr))
+                return false;
+            if (!attach(w, f, k + 1, json_null()))
+                return false;
+            continue;
+        }
+        if (t == element_type::OBJECT || t == element_type::ARRAY) {
+            if (!open_container(w, x, keep ? sub : nullptr, out))
+                return false;
+            continue;
+        }
+        json_t *v = nullptr;
+
+        w.depth = k + 1;
+        if (!leaf(w, x, keep ? &v : nullptr) || (keep && !attach(w, f, k + 1, v)))
+            return false;
+    }
+    return true;
+}
+
+/* The offset of the first byte that is not valid UTF-8 (overlong forms,
+ * surrogates and code points past U+10FFFF included), or len. */
+size_t
+utf8_bad_offset(const unsigned char *s, size_t len)
+{
+    size_t i = 0;
+
+    while (i < len) {
+        unsigned char c = s[i];
+        size_t n;
+        uint32_t cp, min;
+
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) {
+            n = 1, cp = c & 0x1f, min = 0x80;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            n = 2, cp = c & 0x0f, min = 0x800;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 3, cp = c & 0x07, min = 0x10000;
+        } else {
+            return i;
+        }
+        if (len - i <= n)
+            return i;
+        for (size_t k = 1; k <= n; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return i;
+            cp = cp << 6 | (s[i + k] & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return i;
+        i += n + 1;
+    }
+    return len;
+}
+
+/* What simdjson's syntax errors mean, in lower case. */
+const char *
+syntax_message(simdjson::error_code code)
+{
+    switch (code) {
+    case simdjson::EMPTY:
+        return "empty: no JSON value";
+    case simdjson::TAPE_ERROR:
+        return "malformed: a missing or extra comma, colon, brace or bracket";
+    case simdjson::INCOMPLETE_ARRAY_OR_OBJECT:
+        return "cut off: an array or object is not closed";
+    case simdjson::TRAILING_CONTENT:
+        return "more after the document";
+    case simdjson::UNCLOSED_STRING:
+        return "a string is not closed";
+    case simdjson::UNESCAPED_CHARS:
+        return "a control character inside a string";
+    case simdjson::T_ATOM_ERROR:
+    case simdjson::F_ATOM_ERROR:
+    case simdjson::N_ATOM_ERROR:
+        return "a bad literal (true, false or null)";
+    default:
+        return simdjson::error_message(code);
+    }
+}
+
+thread_state *
+state_get(void)
+{
+    if (!tls) {
+        tls.reset(new (std::nothrow) thread_state());
+        if (tls && tls->parser.allocate(4096, FASTJSON_MAX_DEPTH) !=
+                       simdjson::SUCCESS)
+            tls.reset();
+        if (tls) {
+            uint64_t a = (uint64_t)(uintptr_t)tls.get();
+
+            /* Different per thread and per run (ASLR); the hash set only
+             * needs its collisions not to be precomputable. */
+            tls->seed = key_hash(a, std::string_view((const char *)&a,
+                                                      sizeof(a))) ^
+                        (uint64_t)(uintptr_t)&tls;
+        }
+    }
+    return tls.get();
+}
+
+} // namespace
+
+extern "C" json_t *
+fastjson_decode(const char *text, size_t len,
+                const struct fastjson_shape *shape, struct fastjson_error *err)
+{
+    thread_state *ts = state_get();
+    element root;
+    json_t *out = nullptr;
+
+    err->text[0] = '\0';
+    err->oom = false;
+    err->syntax = false;
+    if (ts == nullptr)
+        goto oom;
+    if (ts->pad_cap < len + simdjson::SIMDJSON_PADDING) {
+        size_t cap = len + simdjson::SIMDJSON_PADDING;
+        char *p = static_cast<char *>(std::malloc(cap));
+
+        if (p == nullptr)
+            goto oom;
+        std::free(ts->pad);
+        ts->pad = p;
+        ts->pad_cap = cap;
+    }
+    if (len > 0)
+        std::memcpy(ts->pad, text, len);
+    std::memset(ts->pad + len, 0, simdjson::SIMDJSON_PADDING);
+    {
+        auto code = ts->parser.parse(ts->pad, len, false).get(root);
+
+        if (code != simdjson::SUCCESS) {
+            if (code == simdjson::MEMALLOC || code == simdjson::CAPACITY)
+                goto oom;
+            if (code == simdjson::UTF8_ERROR)
+                snprintf(err->text, sizeof(err->text),
+                         "invalid UTF-8 at byte %zu",
+                         utf8_bad_offset((const unsigned char *)text, len));
+            else if (code == simdjson::DEPTH_ERROR)
+                snprintf(err->text, sizeof(err->text),
+                         "nested deeper than %d levels", FASTJSON_MAX_DEPTH);
+            else if (code == simdjson::NUMBER_ERROR)
+                snprintf(err->text, sizeof(err->text),
+                         "a number that does not fit (an integer beyond 64 "
+                         "bits or a real beyond double)");
+            else if (code == simdjson::STRING_ERROR)
+                snprintf(err->text, sizeof(err->text),
+                         "a bad string escape (a lone UTF-16 surrogate or an "
+                         "unknown escape)");
+            else
+                snprintf(err->text, sizeof(err->text), "%s",
+                         syntax_message(code));
+            err->syntax = code != simdjson::UTF8_ERROR &&
+                          code != simdjson::DEPTH_ERROR;
+            goto done;
+        }
+    }
+    {
+        /* The path and frame stacks (about 100 KiB) live with the thread's
+         * parser, not on a server thread's 1 MiB stack. */
+        if (ts->w == nullptr) {
+            void *mem = std::malloc(sizeof(walk));
+
+            if (mem == nullptr)
+                goto oom;
+            ts->w = new (mem) walk; /* trivially destructible: free() */
+        }
+        static_assert(std::is_trivially_destructible<walk>::value,
+                      "walk is released with free()");
+        walk &w = *ts->w;
+
+        w.ts = ts;
+        w.err = err;
+        w.depth = 0;
+        w.oom = false;
+        w.check_nul = has_escaped_nul(text, len);
+        if (!walk_doc(w, root, shape != nullptr ? shape : &shape_all, &out)) {
+            json_decref(out);
+            out = nullptr;
+            if (w.oom)
+                goto oom;
+        }
+    }
+    goto done;
+oom:
+    json_decref(out);
+    out = nullptr;
+    snprintf(err->text, sizeof(err->text), "out of memory");
+    err->oom = true;
+done:
+    if (len > KEEP_MAX)
+        tls.reset();
+    return out;
+}
+
+extern "C" void
+fastjson_thread_release(void)
+{
+    tls.reset();
+}

@@ -1,0 +1,200 @@
+/* Compact JSON text of jansson values, written into a struct buf. */
+#include "admission/jsonwrite.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define JSONWRITE_MAX_DEPTH 2048
+
+/* buf_addc without the call when there is room (the buffer keeps its
+ * bytes NUL-terminated, see base/buf.h). */
+static inline int
+put_c(struct buf *b, char c)
+{
+    if (b->p != NULL && b->len + 1 < b->cap && b->len < b->max) {
+        b->p[b->len++] = c;
+        b->p[b->len] = '\0';
+        return 0;
+    }
+    return buf_addc(b, c);
+}
+
+/* A string's inside as jansson's encoder writes it: the short escapes for
+ * '"', '\\', \b \f \n \r \t, \u00XX (upper-case hex) for other control
+ * characters, every other byte as it is. */
+static int
+put_chars(struct buf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t i, run = 0;
+
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[6] = {'\\', 'u', '0', '0', 0, 0};
+        size_t elen = 2;
+
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        if (buf_add(b, s + run, i - run) != 0)
+            return -1;
+        run = i + 1;
+        switch (c) {
+        case '"':
+            esc[1] = '"';
+            break;
+        case '\\':
+            esc[1] = '\\';
+            break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        default:
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            elen = 6;
+        }
+        if (buf_add(b, esc, elen) != 0)
+            return -1;
+    }
+    return buf_add(b, s + run, n - run);
+}
+
+static int
+put_str(struct buf *b, const char *s, size_t n)
+{
+    if (put_c(b, '"') != 0 || put_chars(b, s, n) != 0)
+        return -1;
+    return put_c(b, '"');
+}
+
+/* A real as jansson writes it: "%.17g", with ".0" added when the text
+ * would read back as an integer, and the exponent without '+' or leading
+ * zeros ("1e+300" becomes "1e300"). */
+static int
+put_real(struct buf *b, double d)
+{
+    char t[40];
+    char *e;
+    int n;
+
+    if (!isfinite(d))
+        return -1;
+    n = snprintf(t, sizeof(t), "%.17g", d);
+    if (n < 0 || (size_t)n >= sizeof(t) - 3)
+        return -1;
+    if (strchr(t, '.') == NULL && strchr(t, 'e') == NULL) {
+        t[n++] = '.';
+        t[n++] = '0';
+        t[n] = '\0';
+    }
+    e = strchr(t, 'e');
+    if (e != NULL) {
+        /* keep: where the exponent's digits go; from: where they start. */
+        char *keep = e + 1, *from = e + 1;
+
+        if (*keep == '-')
+            keep++, from++;
+        else if (*from == '+')
+            from++;
+        while (*from == '0')
+            from++;
+        if (from != keep) {
+            memmove(keep, from, strlen(from) + 1);
+            n = (int)strlen(t);
+        }
+    }
+    return buf_add(b, t, (size_t)n);
+}
+
+/* An integer in decimal, as "%lld" writes it. */
+static int
+put_int(struct buf *b, json_int_t i)
+{
+    char t[24];
+    size_t n = sizeof(t);
+    /* The magnitude as unsigned, so INT64_MIN needs no special case. */
+    unsigned long long u =
+        i < 0 ? 0ull - (unsigned long long)i : (unsigned long long)i;
+
+    do {
+        t[--n] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (i < 0)
+        t[--n] = '-';
+    return buf_add(b, t + n, sizeof(t) - n);
+}
+
+static int
+put_value(struct buf *b, const json_t *v, int depth)
+{
+    if (depth > JSONWRITE_MAX_DEPTH)
+        return -1;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        json_t *o = (json_t *)v; /* jansson's iterator API is not const */
+        char sep = '{';
+
+        for (void *it = json_object_iter(o); it != NULL;
+             it = json_object_iter_next(o, it)) {
+            if (put_c(b, sep) != 0 ||
+                put_str(b, json_object_iter_key(it),
+                        json_object_iter_key_len(it)) != 0 ||
+                put_c(b, ':') != 0 ||
+                put_value(b, json_object_iter_value(it), depth + 1) != 0)
+                return -1;
+            sep = ',';
+        }
+        return sep == '{' ? buf_add(b, "{}", 2) : put_c(b, '}');
+    }
+    case JSON_ARRAY: {
+        size_t i;
+        json_t *x;
+
+        if (put_c(b, '[') != 0)
+            return -1;
+        json_array_foreach(v, i, x)
+        {
+            if ((i > 0 && put_c(b, ',') != 0) ||
+                put_value(b, x, depth + 1) != 0)
+                return -1;
+        }
+        return put_c(b, ']');
+    }
+    case JSON_STRING:
+        return put_str(b, json_string_value(v), json_string_length(v));
+    case JSON_INTEGER:
+        return put_int(b, json_integer_value(v));
+    case JSON_REAL:
+        return put_real(b, json_real_value(v));
+    case JSON_TRUE:
+        return buf_add(b, "true", 4);
+    case JSON_FALSE:
+        return buf_add(b, "false", 5);
+    case JSON_NULL:
+        return buf_add(b, "null", 4);
+    }
+    return -1;
+}
+
+int
+jsonwrite_value(struct buf *b, const json_t *v)
+{
+    if (v == NULL)
+        return -1;
+    return put_value(b, v, 0);
+}
