@@ -5,7 +5,7 @@ BENCH_DEB_PKGS := wrk nginx-light iproute2 procps util-linux
 BENCH_OPT_DEB_PKGS := golang-go
 
 # The plain Go standard-library webhook that make bench measures against
-# (issue 9). It lives outside the repository, next to the main checkout;
+# (bench/RESULTS.md). It lives outside the repository, next to the main checkout;
 # where it is absent, or go is, make bench skips its column and says so.
 PEER_GO ?= $(abspath ../shared/bench/peer-go)
 PEER_GO_BIN = $(BUILD)/bench/peer-go
