@@ -12,7 +12,7 @@
 static const char *doc_text =
     "{\"metadata\":{\"name\":\"p\",\"annotations\":{\"a\":\"1\"}},"
     "\"spec\":{\"containers\":[{\"name\":\"c0\",\"env\":[{\"name\":\"X\"}]},"
-    "{\"name\":\"c1\"}],\"initContainers\":[{\"name\":\"i0\"}]}}";
+    "{\"name\":\"c1\",\"image\":\"i\"}],\"initContainers\":[{\"name\":\"i0\"}]}}";
 
 static const struct {
     const char *patch;
@@ -96,6 +96,10 @@ static const struct {
     {"[{\"op\":\"add\",\"path\":\"/spec/containers/0\",\"value\":"
      "{\"name\":\"n\"}},{\"op\":\"add\",\"path\":\"/spec/containers/0/env/"
      "-\",\"value\":{}}]",
+     0},
+    {"[{\"op\":\"add\",\"path\":\"/spec/containers/0\",\"value\":"
+     "{\"name\":\"n\"}},{\"op\":\"replace\",\"path\":\"/spec/containers/1/"
+     "image\",\"value\":\"j\"}]",
      0},
     /* Accepted although the pod alone would refuse it: a later op in an
      * element an earlier one appended. */
