@@ -757,6 +757,28 @@ test_writer(void)
     v = json_pack("{s:s}", ctl, ctl);
     writer_same(v);
     json_decref(v);
+    /* Every ASCII byte, and a two-byte character, at every place of a
+     * string long enough for the writer's eight-byte scan (before, inside
+     * and after a word; alone and next to another escape). */
+    for (int c = 1; c < 0x80; c++)
+        for (size_t at = 0; at < 19; at++) {
+            char t[24];
+
+            memset(t, c == 'a' ? 'b' : 'a', 19);
+            t[19] = '\0';
+            t[at] = (char)c;
+            if (at + 1 < 19 && (c == '"' || c < 0x20))
+                t[at + 1] = '\\';
+            if (c == 0x7f && at + 2 < 19) {
+                t[at + 1] = (char)0xc3; /* U+00E9 */
+                t[at + 2] = (char)0xa9;
+            }
+            v = json_string(t);
+            CHECK(v != NULL);
+            if (v != NULL)
+                writer_same(v);
+            json_decref(v);
+        }
     /* No value, and over the cap: refused. */
     buf_init(&b, 1024);
     v = json_real(0);
