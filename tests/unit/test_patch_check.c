@@ -12,7 +12,8 @@
 static const char *doc_text =
     "{\"metadata\":{\"name\":\"p\",\"annotations\":{\"a\":\"1\"}},"
     "\"spec\":{\"containers\":[{\"name\":\"c0\",\"env\":[{\"name\":\"X\"}]},"
-    "{\"name\":\"c1\",\"image\":\"i\"}],\"initContainers\":[{\"name\":\"i0\"}]}}";
+    "{\"name\":\"c1\",\"image\":\"i\"}],\"initContainers\":[{\"name\":\"i0\"}]}"
+    "}";
 
 static const struct {
     const char *patch;
@@ -28,12 +29,15 @@ static const struct {
      "\"value\":[]}]",
      1},
     /* Changing inside a value added earlier must not change the patch. */
-    {"[{\"op\":\"add\",\"path\":\"/spec/volumes\",\"value\":[{\"name\":\"v\"}]},"
+    {"[{\"op\":\"add\",\"path\":\"/spec/"
+     "volumes\",\"value\":[{\"name\":\"v\"}]},"
      "{\"op\":\"add\",\"path\":\"/spec/volumes/0/emptyDir\",\"value\":{}},"
-     "{\"op\":\"add\",\"path\":\"/spec/volumes/-\",\"value\":{\"name\":\"w\"}}]",
+     "{\"op\":\"add\",\"path\":\"/spec/volumes/"
+     "-\",\"value\":{\"name\":\"w\"}}]",
      1},
     {"[{\"op\":\"replace\",\"path\":\"/spec/containers/0/env/0/name\","
-     "\"value\":\"Y\"},{\"op\":\"remove\",\"path\":\"/metadata/annotations/a\"}]",
+     "\"value\":\"Y\"},{\"op\":\"remove\",\"path\":\"/metadata/annotations/"
+     "a\"}]",
      1},
     {"[{\"op\":\"move\",\"from\":\"/spec/containers/1\",\"path\":"
      "\"/spec/initContainers/-\"},{\"op\":\"add\",\"path\":"
@@ -79,12 +83,9 @@ static const struct {
      * end), a replace of what is missing, a parent that is not a
      * container. */
     {"[{\"op\":\"add\",\"path\":\"/spec/containers/3\",\"value\":{}}]", 0},
-    {"[{\"op\":\"replace\",\"path\":\"/spec/containers/2\",\"value\":{}}]",
-     0},
-    {"[{\"op\":\"add\",\"path\":\"/spec/containers/01\",\"value\":{}}]",
-     0},
-    {"[{\"op\":\"replace\",\"path\":\"/metadata/labels\",\"value\":{}}]",
-     0},
+    {"[{\"op\":\"replace\",\"path\":\"/spec/containers/2\",\"value\":{}}]", 0},
+    {"[{\"op\":\"add\",\"path\":\"/spec/containers/01\",\"value\":{}}]", 0},
+    {"[{\"op\":\"replace\",\"path\":\"/metadata/labels\",\"value\":{}}]", 0},
     {"[{\"op\":\"add\",\"path\":\"/metadata/name/x\",\"value\":1}]", 0},
     /* Refused although the pod alone would allow it: the parent is a value
      * an earlier op put there, or an array an earlier op inserted into
