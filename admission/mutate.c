@@ -105,6 +105,46 @@ nameset_has(const struct nameset *set, const char *name)
     return false;
 }
 
+/* Grows set to cap slots (a power of two, at least twice the names it
+ * holds). Returns 0, or -1 when out of memory. */
+static int
+nameset_grow(struct nameset *set, size_t cap)
+{
+    size_t i;
+    const char **slot = calloc(cap, sizeof(*slot));
+
+    if (slot == NULL)
+        return -1;
+    for (size_t k = 0; k < set->cap; k++) {
+        if (set->slot[k] == NULL)
+            continue;
+        for (i = name_hash(set->slot[k]) & (cap - 1); slot[i] != NULL;
+             i = (i + 1) & (cap - 1))
+            ;
+        slot[i] = set->slot[k];
+    }
+    free(set->slot);
+    set->slot = slot;
+    set->cap = cap;
+    return 0;
+}
+
+/* Makes room for about n names at once, so that filling the set from a
+ * list of known length rehashes nothing; at most 65,536 names are reserved
+ * (a long list of non-objects names nothing). Returns 0, or -1 when out of
+ * memory. */
+static int
+nameset_reserve(struct nameset *set, size_t n)
+{
+    size_t cap = 16;
+
+    if (n > 65536)
+        n = 65536;
+    while (cap < 2 * (set->n + n))
+        cap *= 2;
+    return cap > set->cap ? nameset_grow(set, cap) : 0;
+}
+
 /* Adds name (borrowed) unless present. Returns 0, or -1 when out of
  * memory. */
 static int
@@ -112,24 +152,9 @@ nameset_add(struct nameset *set, const char *name)
 {
     size_t i;
 
-    if (2 * (set->n + 1) > set->cap) {
-        size_t cap = set->cap ? 2 * set->cap : 16;
-        const char **slot = calloc(cap, sizeof(*slot));
-
-        if (slot == NULL)
-            return -1;
-        for (size_t k = 0; k < set->cap; k++) {
-            if (set->slot[k] == NULL)
-                continue;
-            for (i = name_hash(set->slot[k]) & (cap - 1); slot[i] != NULL;
-                 i = (i + 1) & (cap - 1))
-                ;
-            slot[i] = set->slot[k];
-        }
-        free(set->slot);
-        set->slot = slot;
-        set->cap = cap;
-    }
+    if (2 * (set->n + 1) > set->cap &&
+        nameset_grow(set, set->cap ? 2 * set->cap : 16) != 0)
+        return -1;
     for (i = name_hash(name) & (set->cap - 1); set->slot[i] != NULL;
          i = (i + 1) & (set->cap - 1))
         if (strcmp(set->slot[i], name) == 0)
@@ -472,9 +497,12 @@ volume_names_build(struct plan *p)
     if (p->vol_names_built)
         return 0;
     list = arr_get(p->spec, "volumes");
+    if (nameset_reserve(&p->vol_names, json_array_size(list)) != 0)
+        return -1;
     json_array_foreach(list, i, v)
     {
-        const char *n = str_get(v, "name");
+        /* (The view builds a volume that is not an object as null.) */
+        const char *n = json_is_object(v) ? str_get(v, "name") : NULL;
 
         if (n != NULL && nameset_add(&p->vol_names, n) != 0)
             return -1;
@@ -513,7 +541,7 @@ volume_find(const struct plan *p, const char *name)
     list = arr_get(p->spec, "volumes");
     json_array_foreach(list, i, v)
     {
-        const char *n = str_get(v, "name");
+        const char *n = json_is_object(v) ? str_get(v, "name") : NULL;
 
         if (n != NULL && strcmp(n, name) == 0)
             return v;
