@@ -114,6 +114,18 @@ put_chars(struct buf *b, const char *s, size_t n)
 static int
 put_str(struct buf *b, const char *s, size_t n)
 {
+    /* Most strings need no escape and fit: one copy, quotes around. */
+    if (b->p != NULL && b->cap - b->len > n + 2 && b->max - b->len >= n + 2 &&
+        plain_run(s, 0, n) == n) {
+        char *o = b->p + b->len;
+
+        o[0] = '"';
+        memcpy(o + 1, s, n);
+        o[n + 1] = '"';
+        o[n + 2] = '\0';
+        b->len += n + 2;
+        return 0;
+    }
     if (put_c(b, '"') != 0 || put_chars(b, s, n) != 0)
         return -1;
     return put_c(b, '"');
