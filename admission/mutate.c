@@ -478,7 +478,7 @@ mount_add(struct ctr *c, const char *volume, const char *path, bool ro)
     m = jobj("name", jstr(volume), "mountPath", jstr(path));
     if (m == NULL)
         return -1;
-    if (ro && json_object_set_new(m, "readOnly", json_true()) != 0) {
+    if (ro && json_object_set_new_nocheck(m, "readOnly", json_true()) != 0) {
         json_decref(m);
         return -1;
     }
@@ -1725,9 +1725,11 @@ ringcheck_env(const struct plan *p, json_t *rc)
         if (json_array_append(env, e) != 0)
             goto fail;
     }
-    if (json_array_size(from) > 0 && json_object_set(rc, "envFrom", from) != 0)
+    if (json_array_size(from) > 0 &&
+        json_object_set_nocheck(rc, "envFrom", from) != 0)
         goto fail;
-    if (json_array_size(env) > 0 && json_object_set(rc, "env", env) != 0)
+    if (json_array_size(env) > 0 &&
+        json_object_set_nocheck(rc, "env", env) != 0)
         goto fail;
     json_decref(env);
     json_decref(from);
@@ -1858,16 +1860,17 @@ ringcheck_resources(const struct plan *p)
             json_object_set_new(req, s->gpu_resources[r], jstr(buf)))
             goto fail;
     }
-    if ((cpu != NULL && json_object_set_new(req, "cpu", jstr(cpu))) ||
-        (mem != NULL && json_object_set_new(req, "memory", jstr(mem))))
+    if ((cpu != NULL && json_object_set_new_nocheck(req, "cpu", jstr(cpu))) ||
+        (mem != NULL && json_object_set_new_nocheck(req, "memory", jstr(mem))))
         goto fail;
     if (pod_guaranteed(p) &&
-        ((cpu != NULL && json_object_set_new(lim, "cpu", jstr(cpu))) ||
-         (mem != NULL && json_object_set_new(lim, "memory", jstr(mem)))))
+        ((cpu != NULL && json_object_set_new_nocheck(lim, "cpu", jstr(cpu))) ||
+         (mem != NULL &&
+          json_object_set_new_nocheck(lim, "memory", jstr(mem)))))
         goto fail;
     res = jobj("limits", lim, "requests", req);
     if (res != NULL && p->dra_gpus > 0 &&
-        json_object_set(res, "claims", p->dra_claims) != 0) {
+        json_object_set_nocheck(res, "claims", p->dra_claims) != 0) {
         json_decref(res);
         return NULL;
     }
@@ -1898,11 +1901,11 @@ ringcheck_security(const struct plan *p)
     if (pod_requires_non_root(p)) {
         const json_t *psc = obj_get(p->spec, "securityContext");
 
-        if (json_object_set_new(sc, "runAsNonRoot", json_true()))
+        if (json_object_set_new_nocheck(sc, "runAsNonRoot", json_true()))
             goto fail;
         /* A numeric user, so the kubelet need not trust the image's. */
         if (json_object_get(psc, "runAsUser") == NULL &&
-            json_object_set_new(sc, "runAsUser", json_integer(65532)))
+            json_object_set_new_nocheck(sc, "runAsUser", json_integer(65532)))
             goto fail;
     }
     return sc;
@@ -1982,20 +1985,22 @@ plan_ringcheck(struct plan *p)
     if (fallback && ringcheck_run_volume(p) != 0)
         return -1;
     rc = jobj("name", jstr(p->rc_name), "image", jstr(s->ringcheck.image));
-    if (rc == NULL || json_object_set_new(rc, "args", ringcheck_args(p)) ||
+    if (rc == NULL ||
+        json_object_set_new_nocheck(rc, "args", ringcheck_args(p)) ||
         ringcheck_env(p, rc) != 0 ||
-        json_object_set_new(rc, "resources", ringcheck_resources(p)))
+        json_object_set_new_nocheck(rc, "resources", ringcheck_resources(p)))
         goto fail;
     mounts = ringcheck_mounts(p, fallback);
     if (mounts == NULL)
         goto fail;
     if (json_array_size(mounts) == 0)
         json_decref(mounts);
-    else if (json_object_set_new(rc, "volumeMounts", mounts) != 0)
+    else if (json_object_set_new_nocheck(rc, "volumeMounts", mounts) != 0)
         goto fail;
-    if (json_object_set_new(rc, "terminationMessagePolicy",
-                            jstr("FallbackToLogsOnError")) ||
-        json_object_set_new(rc, "securityContext", ringcheck_security(p)))
+    if (json_object_set_new_nocheck(rc, "terminationMessagePolicy",
+                                    jstr("FallbackToLogsOnError")) ||
+        json_object_set_new_nocheck(rc, "securityContext",
+                                    ringcheck_security(p)))
         goto fail;
     p->rc_container = rc;
     injected_add(p->res, "ringcheck");
@@ -2082,17 +2087,19 @@ emit_annotations(struct plan *p)
     if (add == NULL)
         return -1;
     /* The rule name was cut to fit: checked, not assumed, UTF-8. */
-    if (json_object_set_new(add, ANN_RULE, json_string(p->res->rule)) != 0)
+    if (json_object_set_new_nocheck(add, ANN_RULE, json_string(p->res->rule)) !=
+        0)
         goto fail;
     if (p->shm_applied) {
         size_format(p->shm_size, shm, sizeof(shm));
-        if (json_object_set_new(add, ANN_SHM, jstr(shm)) != 0)
+        if (json_object_set_new_nocheck(add, ANN_SHM, jstr(shm)) != 0)
             goto fail;
-        if (json_object_set_new(p->res->audit, "shm-size", jstr(shm)))
+        if (json_object_set_new_nocheck(p->res->audit, "shm-size", jstr(shm)))
             goto fail;
     }
-    if (json_object_set_new(p->res->audit, "mutated", json_string(mutated)) ||
-        json_object_set_new(p->res->audit, "gpus", jstr(gpus)))
+    if (json_object_set_new_nocheck(p->res->audit, "mutated",
+                                    json_string(mutated)) ||
+        json_object_set_new_nocheck(p->res->audit, "gpus", jstr(gpus)))
         goto fail;
 
     if (p->meta == NULL) {
@@ -2537,7 +2544,8 @@ mutate_pod(const json_t *pod, const char *ns, const struct policy *pol,
     p->s = dec.settings != NULL ? dec.settings : defs;
     join(res->rule, sizeof(res->rule), dec.rule != NULL ? dec.rule : "default",
          (char *)NULL);
-    if (json_object_set_new(res->audit, "rule", json_string(res->rule)) != 0)
+    if (json_object_set_new_nocheck(res->audit, "rule",
+                                    json_string(res->rule)) != 0)
         goto oom;
     for (size_t i = 0; i < dec.n_warnings && i < POLICY_MAX_WARNINGS; i++)
         warn_text(res, dec.warnings[i]);

@@ -20,11 +20,11 @@ patch_append(json_t *patch, const char *op, const char *path, json_t *value)
 
     if (o == NULL)
         goto fail;
-    if (json_object_set_new(o, "op", json_string(op)) != 0 ||
-        json_object_set_new(o, "path", json_string(path)) != 0)
+    if (json_object_set_new_nocheck(o, "op", json_string(op)) != 0 ||
+        json_object_set_new_nocheck(o, "path", json_string(path)) != 0)
         goto fail;
     if (value != NULL) {
-        int rc = json_object_set_new(o, "value", value);
+        int rc = json_object_set_new_nocheck(o, "value", value);
 
         value = NULL;
         if (rc != 0)
