@@ -400,6 +400,18 @@ test_decoder_refusals(void)
          "integer too big for 64 bits at /request/object/spec/x"},
         {"\"x\":[1,18446744073709551615]", 400,
          "integer too big for 64 bits at /request/object/spec/x/1"},
+        /* In the volumes, whose non-objects the view builds as null in one
+         * tight loop: still checked, and the place named by its index. */
+        {"\"volumes\":[0,1,true,null,2.5,\"s\",{\"name\":\"v\"},[1],3,"
+         "9223372036854775808]",
+         400, "integer too big for 64 bits at /request/object/spec/volumes/9"},
+        {"\"volumes\":[0,\"a\",1,\"b\\u0000c\"]", 400,
+         "\\u0000 in a string at /request/object/spec/volumes/3"},
+        {"\"volumes\":[0,0,{\"name\":\"v\",\"x\":{\"a\":1,\"a\":2}}]", 400,
+         "duplicate object key \"a\" at /request/object/spec/volumes/2/x"},
+        {"\"volumes\":[0,[1,18446744073709551615]]", 400,
+         "integer too big for 64 bits at /request/object/spec/volumes/1/1"},
+        {"\"volumes\":[0,\"a\",{\"name\":\"v\"},1,[2]]", 200, NULL},
         {"\"x\":123456789012345678901234", 400, "number that does not fit"},
         {"\"x\":-9223372036854775809", 400, "number that does not fit"},
         {"\"x\":1e400", 400, "number that does not fit"},
@@ -646,6 +658,24 @@ test_pruned_view(void)
     CHECK_STR(str_at(view, "/request/object/metadata/labels/app"), "train");
     CHECK_STR(str_at(view, "/request/uid"), "u");
     json_decref(view);
+
+    /* Volumes that are not objects are nulls in the view, in place. */
+    {
+        char *body = review_with(
+            POD_HEAD, "\"volumes\":[0,\"s\",{\"name\":\"v\"},true,[2],1.5]",
+            POD_TAIL);
+        json_t *vols;
+
+        view = fastjson_decode(body, strlen(body), &review_shape, &err);
+        vols = patch_pointer_get(view, "/request/object/spec/volumes");
+        CHECK_INT(json_array_size(vols), 6);
+        for (size_t i = 0; i < 6; i++)
+            CHECK(i == 2 ? json_is_object(json_array_get(vols, i))
+                         : json_is_null(json_array_get(vols, i)));
+        CHECK_STR(str_at(view, "/request/object/spec/volumes/2/name"), "v");
+        json_decref(view);
+        free(body);
+    }
 
     /* Skipped, not built: the arena holds no more for the 400 KB review
      * than for the small one. */
