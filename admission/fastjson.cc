@@ -494,6 +494,30 @@ walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
             else if (keep)
                 sub = &shape_all;
         } else {
+            if (f.shape != nullptr && f.shape->keep == FASTJSON_EACH &&
+                f.shape->each != nullptr && f.shape->each->others_null) {
+                /* A run of scalars where the elements are built as null
+                 * unless objects (a hostile "volumes": [0,0,...] of 2
+                 * million): one tight loop, nothing to check but their
+                 * type. The rest goes through the general step below. */
+                json_t *null_v = json_null();
+
+                while (f.ait != f.aend) {
+                    element_type ty = (*f.ait).type();
+
+                    if (ty == element_type::OBJECT ||
+                        ty == element_type::ARRAY ||
+                        ty == element_type::UINT64 ||
+                        (ty == element_type::STRING && w.check_nul))
+                        break;
+                    if (json_array_append_new(f.v, null_v) != 0) {
+                        w.oom = true;
+                        return false;
+                    }
+                    ++f.ait;
+                    f.index++;
+                }
+            }
             if (f.ait == f.aend) {
                 w.open--;
                 continue;

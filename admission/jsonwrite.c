@@ -3,6 +3,8 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,6 +23,44 @@ put_c(struct buf *b, char c)
     return buf_addc(b, c);
 }
 
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+
+/* Whether one of the eight bytes of w is below 0x20, '"' or '\\' (exact:
+ * each test is the classic "has a byte below n" on w, w ^ '"' and w ^
+ * '\\'). */
+static inline bool
+word_special(uint64_t w)
+{
+    uint64_t q = w ^ (ONES * '"'), bs = w ^ (ONES * '\\');
+
+    return (((w - ONES * 0x20) & ~w) | ((q - ONES) & ~q) |
+            ((bs - ONES) & ~bs)) &
+           HIGHS;
+}
+
+/* The index of the first byte from i on that needs an escape, or n:
+ * eight bytes at a time while none does. */
+static inline size_t
+plain_run(const char *s, size_t i, size_t n)
+{
+    while (i + 8 <= n) {
+        uint64_t w;
+
+        memcpy(&w, s + i, 8);
+        if (word_special(w))
+            break;
+        i += 8;
+    }
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c < 0x20 || c == '"' || c == '\\')
+            break;
+    }
+    return i;
+}
+
 /* A string's inside as jansson's encoder writes it: the short escapes for
  * '"', '\\', \b \f \n \r \t, \u00XX (upper-case hex) for other control
  * characters, every other byte as it is. */
@@ -30,13 +70,11 @@ put_chars(struct buf *b, const char *s, size_t n)
     static const char hex[] = "0123456789ABCDEF";
     size_t i, run = 0;
 
-    for (i = 0; i < n; i++) {
+    for (i = plain_run(s, 0, n); i < n; i = plain_run(s, i + 1, n)) {
         unsigned char c = (unsigned char)s[i];
         char esc[6] = {'\\', 'u', '0', '0', 0, 0};
         size_t elen = 2;
 
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
         if (buf_add(b, s + run, i - run) != 0)
             return -1;
         run = i + 1;
@@ -76,6 +114,18 @@ put_chars(struct buf *b, const char *s, size_t n)
 static int
 put_str(struct buf *b, const char *s, size_t n)
 {
+    /* Most strings need no escape and fit: one copy, quotes around. */
+    if (b->p != NULL && b->cap - b->len > n + 2 && b->max - b->len >= n + 2 &&
+        plain_run(s, 0, n) == n) {
+        char *o = b->p + b->len;
+
+        o[0] = '"';
+        memcpy(o + 1, s, n);
+        o[n + 1] = '"';
+        o[n + 2] = '\0';
+        b->len += n + 2;
+        return 0;
+    }
     if (put_c(b, '"') != 0 || put_chars(b, s, n) != 0)
         return -1;
     return put_c(b, '"');

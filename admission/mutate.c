@@ -105,6 +105,46 @@ nameset_has(const struct nameset *set, const char *name)
     return false;
 }
 
+/* Grows set to cap slots (a power of two, at least twice the names it
+ * holds). Returns 0, or -1 when out of memory. */
+static int
+nameset_grow(struct nameset *set, size_t cap)
+{
+    size_t i;
+    const char **slot = calloc(cap, sizeof(*slot));
+
+    if (slot == NULL)
+        return -1;
+    for (size_t k = 0; k < set->cap; k++) {
+        if (set->slot[k] == NULL)
+            continue;
+        for (i = name_hash(set->slot[k]) & (cap - 1); slot[i] != NULL;
+             i = (i + 1) & (cap - 1))
+            ;
+        slot[i] = set->slot[k];
+    }
+    free(set->slot);
+    set->slot = slot;
+    set->cap = cap;
+    return 0;
+}
+
+/* Makes room for about n names at once, so that filling the set from a
+ * list of known length rehashes nothing; at most 65,536 names are reserved
+ * (a long list of non-objects names nothing). Returns 0, or -1 when out of
+ * memory. */
+static int
+nameset_reserve(struct nameset *set, size_t n)
+{
+    size_t cap = 16;
+
+    if (n > 65536)
+        n = 65536;
+    while (cap < 2 * (set->n + n))
+        cap *= 2;
+    return cap > set->cap ? nameset_grow(set, cap) : 0;
+}
+
 /* Adds name (borrowed) unless present. Returns 0, or -1 when out of
  * memory. */
 static int
@@ -112,24 +152,9 @@ nameset_add(struct nameset *set, const char *name)
 {
     size_t i;
 
-    if (2 * (set->n + 1) > set->cap) {
-        size_t cap = set->cap ? 2 * set->cap : 16;
-        const char **slot = calloc(cap, sizeof(*slot));
-
-        if (slot == NULL)
-            return -1;
-        for (size_t k = 0; k < set->cap; k++) {
-            if (set->slot[k] == NULL)
-                continue;
-            for (i = name_hash(set->slot[k]) & (cap - 1); slot[i] != NULL;
-                 i = (i + 1) & (cap - 1))
-                ;
-            slot[i] = set->slot[k];
-        }
-        free(set->slot);
-        set->slot = slot;
-        set->cap = cap;
-    }
+    if (2 * (set->n + 1) > set->cap &&
+        nameset_grow(set, set->cap ? 2 * set->cap : 16) != 0)
+        return -1;
     for (i = name_hash(name) & (set->cap - 1); set->slot[i] != NULL;
          i = (i + 1) & (set->cap - 1))
         if (strcmp(set->slot[i], name) == 0)
@@ -251,6 +276,48 @@ jlist(json_t *v)
     return a;
 }
 
+/*
+ * Writes the strings given, up to a NULL, one after the other into out (n
+ * > 0 bytes), NUL-terminated and cut to n - 1 bytes: what snprintf(out, n,
+ * "%s%s...") writes, without the format interpreter (the plan writes a
+ * few dozen paths and names per pod).
+ */
+static void __attribute__((sentinel)) join(char *out, size_t n, ...)
+{
+    size_t o = 0;
+    const char *s;
+    va_list ap;
+
+    va_start(ap, n);
+    while ((s = va_arg(ap, const char *)) != NULL) {
+        size_t k = strlen(s);
+
+        if (k > n - 1 - o)
+            k = n - 1 - o;
+        memcpy(out + o, s, k);
+        o += k;
+    }
+    va_end(ap);
+    out[o] = '\0';
+}
+
+/* v in decimal, as "%" PRId64 writes it, in t; returns where it starts. */
+static const char *
+i64_text(int64_t v, char t[24])
+{
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    size_t i = 23;
+
+    t[i] = '\0';
+    do {
+        t[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        t[--i] = '-';
+    return t + i;
+}
+
 /* Appends s to the NUL-terminated text in buf (n bytes), truncating. */
 static void
 buf_append(char *buf, size_t n, const char *s)
@@ -258,7 +325,7 @@ buf_append(char *buf, size_t n, const char *s)
     size_t len = strlen(buf);
 
     if (len + 1 < n)
-        snprintf(buf + len, n - len, "%s", s);
+        join(buf + len, n - len, s, (char *)NULL);
 }
 
 /* Adds a warning "ncclguard: ..." of at most TEXT_WARNING_MAX bytes, cut
@@ -411,7 +478,7 @@ mount_add(struct ctr *c, const char *volume, const char *path, bool ro)
     m = jobj("name", jstr(volume), "mountPath", jstr(path));
     if (m == NULL)
         return -1;
-    if (ro && json_object_set_new(m, "readOnly", json_true()) != 0) {
+    if (ro && json_object_set_new_nocheck(m, "readOnly", json_true()) != 0) {
         json_decref(m);
         return -1;
     }
@@ -430,9 +497,12 @@ volume_names_build(struct plan *p)
     if (p->vol_names_built)
         return 0;
     list = arr_get(p->spec, "volumes");
+    if (nameset_reserve(&p->vol_names, json_array_size(list)) != 0)
+        return -1;
     json_array_foreach(list, i, v)
     {
-        const char *n = str_get(v, "name");
+        /* (The view builds a volume that is not an object as null.) */
+        const char *n = json_is_object(v) ? str_get(v, "name") : NULL;
 
         if (n != NULL && nameset_add(&p->vol_names, n) != 0)
             return -1;
@@ -471,7 +541,7 @@ volume_find(const struct plan *p, const char *name)
     list = arr_get(p->spec, "volumes");
     json_array_foreach(list, i, v)
     {
-        const char *n = str_get(v, "name");
+        const char *n = json_is_object(v) ? str_get(v, "name") : NULL;
 
         if (n != NULL && strcmp(n, name) == 0)
             return v;
@@ -489,11 +559,13 @@ volume_name_unique(struct plan *p, const char *base, char *out, size_t n)
 {
     if (volume_names_build(p) != 0)
         return -1;
-    snprintf(out, n, "%s", base);
+    join(out, n, base, (char *)NULL);
     for (int i = 2; volume_name_taken(p, out); i++) {
+        char t[24];
+
         if (i > 1000)
             return -1;
-        snprintf(out, n, "%s-%d", base, i);
+        join(out, n, base, "-", i64_text(i, t), (char *)NULL);
     }
     return 0;
 }
@@ -611,10 +683,12 @@ request_milli(const json_t *res, const char *name)
 static void
 milli_format(const char *name, int64_t milli, char *buf, size_t n)
 {
+    char t[24];
+
     if (strcmp(name, "memory") == 0)
         size_format(milli / 1000, buf, n);
     else
-        snprintf(buf, n, "%" PRId64 "m", milli);
+        join(buf, n, i64_text(milli, t), "m", (char *)NULL);
 }
 
 /* ---- GPU count -------------------------------------------------------- */
@@ -802,6 +876,7 @@ ctrs_collect(struct plan *p)
         json_array_foreach(list, i, c)
         {
             struct ctr *t;
+            char num[24];
 
             if (!json_is_object(c)) {
                 snprintf(p->res->reason, sizeof(p->res->reason),
@@ -810,7 +885,8 @@ ctrs_collect(struct plan *p)
             }
             t = &p->ctr[p->n_ctr++];
             t->c = c;
-            snprintf(t->base, sizeof(t->base), "/spec/%s/%zu", keys[k], i);
+            join(t->base, sizeof(t->base), "/spec/", keys[k], "/",
+                 i64_text((int64_t)i, num), (char *)NULL);
             t->name = str_get(c, "name") ? str_get(c, "name") : "";
             t->init = k == 1;
             t->sidecar = t->init && str_get(c, "restartPolicy") != NULL &&
@@ -971,12 +1047,12 @@ plan_shm(struct plan *p)
         /* Nothing to add, but the ring check still shares the pod's own
          * /dev/shm, if it has one. */
         if (existing != NULL)
-            snprintf(p->shm_volume, sizeof(p->shm_volume), "%s", existing);
+            join(p->shm_volume, sizeof(p->shm_volume), existing, (char *)NULL);
         return 0;
     }
     p->shm_size = shm_size_compute(p, p->res->gpus);
     if (existing != NULL) {
-        snprintf(p->shm_volume, sizeof(p->shm_volume), "%s", existing);
+        join(p->shm_volume, sizeof(p->shm_volume), existing, (char *)NULL);
         shm_existing(p, existing);
     } else {
         char size[32];
@@ -1649,9 +1725,11 @@ ringcheck_env(const struct plan *p, json_t *rc)
         if (json_array_append(env, e) != 0)
             goto fail;
     }
-    if (json_array_size(from) > 0 && json_object_set(rc, "envFrom", from) != 0)
+    if (json_array_size(from) > 0 &&
+        json_object_set_nocheck(rc, "envFrom", from) != 0)
         goto fail;
-    if (json_array_size(env) > 0 && json_object_set(rc, "env", env) != 0)
+    if (json_array_size(env) > 0 &&
+        json_object_set_nocheck(rc, "env", env) != 0)
         goto fail;
     json_decref(env);
     json_decref(from);
@@ -1674,15 +1752,18 @@ ringcheck_name(struct plan *p)
 {
     if (ctr_names_build(p) != 0)
         return -1;
-    snprintf(p->rc_name, sizeof(p->rc_name), "%s", RINGCHECK_NAME);
+    join(p->rc_name, sizeof(p->rc_name), RINGCHECK_NAME, (char *)NULL);
     for (int i = 2; nameset_has(&p->ctr_names, p->rc_name); i++) {
+        char t[24];
+
         if (i > 1000) {
             snprintf(p->res->reason, sizeof(p->res->reason),
                      "no free name for the ring check: " RINGCHECK_NAME
                      " to -1000 are all taken");
             return -1;
         }
-        snprintf(p->rc_name, sizeof(p->rc_name), "%s-%d", RINGCHECK_NAME, i);
+        join(p->rc_name, sizeof(p->rc_name), RINGCHECK_NAME "-", i64_text(i, t),
+             (char *)NULL);
     }
     return 0;
 }
@@ -1713,13 +1794,18 @@ ringcheck_args(const struct plan *p)
 
     if (args == NULL)
         return NULL;
-    snprintf(expect, sizeof(expect), "%" PRId64, p->rc_expect);
-    snprintf(timeout, sizeof(timeout), "%d", s->ringcheck.timeout_seconds);
-    snprintf(bw, sizeof(bw), "%" PRId64, s->ringcheck.bandwidth_bytes);
+    char t[24];
+
+    join(expect, sizeof(expect), i64_text(p->rc_expect, t), (char *)NULL);
+    join(timeout, sizeof(timeout), i64_text(s->ringcheck.timeout_seconds, t),
+         (char *)NULL);
+    join(bw, sizeof(bw), i64_text(s->ringcheck.bandwidth_bytes, t),
+         (char *)NULL);
     snprintf(busbw, sizeof(busbw), "%g", s->ringcheck.min_busbw_gbps);
-    snprintf(port, sizeof(port), "%d", s->ringcheck.rendezvous_port);
-    snprintf(mn_timeout, sizeof(mn_timeout), "%d",
-             s->ringcheck.multi_node_timeout);
+    join(port, sizeof(port), i64_text(s->ringcheck.rendezvous_port, t),
+         (char *)NULL);
+    join(mn_timeout, sizeof(mn_timeout),
+         i64_text(s->ringcheck.multi_node_timeout, t), (char *)NULL);
     const struct rc_arg table[] = {
         {RINGCHECK_FIRST_ARG, expect},
         {"--timeout", timeout},
@@ -1760,7 +1846,7 @@ ringcheck_resources(const struct plan *p)
     const char *cpu = s->ringcheck.cpu_request;
     const char *mem = s->ringcheck.memory_request;
     json_t *lim = json_object(), *req = json_object(), *res;
-    char buf[32];
+    char buf[32], t[24];
 
     if (lim == NULL || req == NULL)
         goto fail;
@@ -1769,21 +1855,22 @@ ringcheck_resources(const struct plan *p)
 
         if (k <= 0)
             continue;
-        snprintf(buf, sizeof(buf), "%" PRId64, k);
+        join(buf, sizeof(buf), i64_text(k, t), (char *)NULL);
         if (json_object_set_new(lim, s->gpu_resources[r], jstr(buf)) ||
             json_object_set_new(req, s->gpu_resources[r], jstr(buf)))
             goto fail;
     }
-    if ((cpu != NULL && json_object_set_new(req, "cpu", jstr(cpu))) ||
-        (mem != NULL && json_object_set_new(req, "memory", jstr(mem))))
+    if ((cpu != NULL && json_object_set_new_nocheck(req, "cpu", jstr(cpu))) ||
+        (mem != NULL && json_object_set_new_nocheck(req, "memory", jstr(mem))))
         goto fail;
     if (pod_guaranteed(p) &&
-        ((cpu != NULL && json_object_set_new(lim, "cpu", jstr(cpu))) ||
-         (mem != NULL && json_object_set_new(lim, "memory", jstr(mem)))))
+        ((cpu != NULL && json_object_set_new_nocheck(lim, "cpu", jstr(cpu))) ||
+         (mem != NULL &&
+          json_object_set_new_nocheck(lim, "memory", jstr(mem)))))
         goto fail;
     res = jobj("limits", lim, "requests", req);
     if (res != NULL && p->dra_gpus > 0 &&
-        json_object_set(res, "claims", p->dra_claims) != 0) {
+        json_object_set_nocheck(res, "claims", p->dra_claims) != 0) {
         json_decref(res);
         return NULL;
     }
@@ -1814,11 +1901,11 @@ ringcheck_security(const struct plan *p)
     if (pod_requires_non_root(p)) {
         const json_t *psc = obj_get(p->spec, "securityContext");
 
-        if (json_object_set_new(sc, "runAsNonRoot", json_true()))
+        if (json_object_set_new_nocheck(sc, "runAsNonRoot", json_true()))
             goto fail;
         /* A numeric user, so the kubelet need not trust the image's. */
         if (json_object_get(psc, "runAsUser") == NULL &&
-            json_object_set_new(sc, "runAsUser", json_integer(65532)))
+            json_object_set_new_nocheck(sc, "runAsUser", json_integer(65532)))
             goto fail;
     }
     return sc;
@@ -1859,7 +1946,7 @@ ringcheck_run_volume(struct plan *p)
     for (size_t i = 0; i < p->n_ctr && existing == NULL; i++)
         existing = mount_at(&p->ctr[i], RUN_DIR);
     if (existing != NULL) {
-        snprintf(p->run_volume, sizeof(p->run_volume), "%s", existing);
+        join(p->run_volume, sizeof(p->run_volume), existing, (char *)NULL);
     } else {
         json_t *v;
 
@@ -1898,20 +1985,22 @@ plan_ringcheck(struct plan *p)
     if (fallback && ringcheck_run_volume(p) != 0)
         return -1;
     rc = jobj("name", jstr(p->rc_name), "image", jstr(s->ringcheck.image));
-    if (rc == NULL || json_object_set_new(rc, "args", ringcheck_args(p)) ||
+    if (rc == NULL ||
+        json_object_set_new_nocheck(rc, "args", ringcheck_args(p)) ||
         ringcheck_env(p, rc) != 0 ||
-        json_object_set_new(rc, "resources", ringcheck_resources(p)))
+        json_object_set_new_nocheck(rc, "resources", ringcheck_resources(p)))
         goto fail;
     mounts = ringcheck_mounts(p, fallback);
     if (mounts == NULL)
         goto fail;
     if (json_array_size(mounts) == 0)
         json_decref(mounts);
-    else if (json_object_set_new(rc, "volumeMounts", mounts) != 0)
+    else if (json_object_set_new_nocheck(rc, "volumeMounts", mounts) != 0)
         goto fail;
-    if (json_object_set_new(rc, "terminationMessagePolicy",
-                            jstr("FallbackToLogsOnError")) ||
-        json_object_set_new(rc, "securityContext", ringcheck_security(p)))
+    if (json_object_set_new_nocheck(rc, "terminationMessagePolicy",
+                                    jstr("FallbackToLogsOnError")) ||
+        json_object_set_new_nocheck(rc, "securityContext",
+                                    ringcheck_security(p)))
         goto fail;
     p->rc_container = rc;
     injected_add(p->res, "ringcheck");
@@ -1938,10 +2027,10 @@ emit_list(struct plan *p, json_t *parent, const char *base, const char *key,
     /* The planned lists are never changed once emitted, so the patch
      * shares their values instead of copying them. */
     if (arr_get(parent, key) == NULL) {
-        snprintf(path, sizeof(path), "%s/%s", base, key);
+        join(path, sizeof(path), base, "/", key, (char *)NULL);
         return patch_append(p->res->patch, "add", path, json_incref(list));
     }
-    snprintf(path, sizeof(path), "%s/%s/-", base, key);
+    join(path, sizeof(path), base, "/", key, "/-", (char *)NULL);
     json_array_foreach(list, i, v)
     {
         if (patch_append(p->res->patch, "add", path, json_incref(v)) != 0)
@@ -1960,19 +2049,20 @@ emit_caps(struct plan *p, struct ctr *c)
     if (json_array_size(c->cap_add) == 0)
         return 0;
     if (sc == NULL) {
-        snprintf(path, sizeof(path), "%s/securityContext", c->base);
+        join(path, sizeof(path), c->base, "/securityContext", (char *)NULL);
         return patch_append(
             p->res->patch, "add", path,
             jobj("capabilities",
                  jobj("add", json_incref(c->cap_add), NULL, NULL), NULL, NULL));
     }
     if (caps == NULL) {
-        snprintf(path, sizeof(path), "%s/securityContext/capabilities",
-                 c->base);
+        join(path, sizeof(path), c->base, "/securityContext/capabilities",
+             (char *)NULL);
         return patch_append(p->res->patch, "add", path,
                             jobj("add", json_incref(c->cap_add), NULL, NULL));
     }
-    snprintf(path, sizeof(path), "%s/securityContext/capabilities", c->base);
+    join(path, sizeof(path), c->base, "/securityContext/capabilities",
+         (char *)NULL);
     return emit_list(p, caps, path, "add", c->cap_add);
 }
 
@@ -1980,7 +2070,7 @@ emit_caps(struct plan *p, struct ctr *c)
 static int
 emit_annotations(struct plan *p)
 {
-    char mutated[256] = "", gpus[32], shm[32];
+    char mutated[256] = "", gpus[32], shm[32], t[24];
     size_t i;
     json_t *v;
     json_t *add = NULL;
@@ -1992,22 +2082,24 @@ emit_annotations(struct plan *p)
             buf_append(mutated, sizeof(mutated), ",");
         buf_append(mutated, sizeof(mutated), json_string_value(v));
     }
-    snprintf(gpus, sizeof(gpus), "%" PRId64, p->res->gpus);
+    join(gpus, sizeof(gpus), i64_text(p->res->gpus, t), (char *)NULL);
     add = jobj(ANN_MUTATED, jstr(mutated), ANN_GPUS, jstr(gpus));
     if (add == NULL)
         return -1;
     /* The rule name was cut to fit: checked, not assumed, UTF-8. */
-    if (json_object_set_new(add, ANN_RULE, json_string(p->res->rule)) != 0)
+    if (json_object_set_new_nocheck(add, ANN_RULE, json_string(p->res->rule)) !=
+        0)
         goto fail;
     if (p->shm_applied) {
         size_format(p->shm_size, shm, sizeof(shm));
-        if (json_object_set_new(add, ANN_SHM, jstr(shm)) != 0)
+        if (json_object_set_new_nocheck(add, ANN_SHM, jstr(shm)) != 0)
             goto fail;
-        if (json_object_set_new(p->res->audit, "shm-size", jstr(shm)))
+        if (json_object_set_new_nocheck(p->res->audit, "shm-size", jstr(shm)))
             goto fail;
     }
-    if (json_object_set_new(p->res->audit, "mutated", json_string(mutated)) ||
-        json_object_set_new(p->res->audit, "gpus", jstr(gpus)))
+    if (json_object_set_new_nocheck(p->res->audit, "mutated",
+                                    json_string(mutated)) ||
+        json_object_set_new_nocheck(p->res->audit, "gpus", jstr(gpus)))
         goto fail;
 
     if (p->meta == NULL) {
@@ -2029,7 +2121,8 @@ emit_annotations(struct plan *p)
                 continue;
             if (patch_pointer_escape(key, esc, sizeof(esc)) != 0)
                 goto fail;
-            snprintf(path, sizeof(path), "/metadata/annotations/%s", esc);
+            join(path, sizeof(path), "/metadata/annotations/", esc,
+                 (char *)NULL);
             if (patch_append(p->res->patch, "add", path, json_incref(v)))
                 goto fail;
         }
@@ -2052,8 +2145,8 @@ emit_profile(struct plan *p, const struct ctr *c)
 
     if (!have_list)
         v = jlist(v);
-    snprintf(path, sizeof(path), "%s/envFrom%s", c->base,
-             have_list ? "/0" : "");
+    join(path, sizeof(path), c->base, "/envFrom", have_list ? "/0" : "",
+         (char *)NULL);
     return v != NULL ? patch_append(p->res->patch, "add", path, v) : -1;
 }
 
@@ -2098,7 +2191,7 @@ static int
 plan_emit(struct plan *p)
 {
     json_t *patch = p->res->patch;
-    char path[128];
+    char path[128], t[24];
 
     for (size_t i = 0; i < p->n_ctr; i++)
         if (p->ctr[i].profile_add && emit_profile(p, &p->ctr[i]) != 0)
@@ -2107,8 +2200,8 @@ plan_emit(struct plan *p)
         char want[32];
 
         size_format(p->shm_size, want, sizeof(want));
-        snprintf(path, sizeof(path), "/spec/volumes/%ld/emptyDir/sizeLimit",
-                 p->shm_grow);
+        join(path, sizeof(path), "/spec/volumes/", i64_text(p->shm_grow, t),
+             "/emptyDir/sizeLimit", (char *)NULL);
         if (patch_append(patch, "replace", path, jstr(want)) != 0)
             return -1;
     }
@@ -2118,8 +2211,8 @@ plan_emit(struct plan *p)
         for (int k = 0; k < 2; k++) {
             if (c->mem_new[k][0] == '\0')
                 continue;
-            snprintf(path, sizeof(path), "%s/resources/%s/memory", c->base,
-                     mem_kinds[k]);
+            join(path, sizeof(path), c->base, "/resources/", mem_kinds[k],
+                 "/memory", (char *)NULL);
             if (patch_append(patch, "replace", path, jstr(c->mem_new[k])))
                 return -1;
         }
@@ -2369,7 +2462,7 @@ mutate_pod(const json_t *pod, const char *ns, const struct policy *pol,
     res->warnings = json_array();
     res->audit = json_object();
     res->injected = json_array();
-    snprintf(res->rule, sizeof(res->rule), "default");
+    join(res->rule, sizeof(res->rule), "default", (char *)NULL);
     if (!res->patch || !res->warnings || !res->audit || !res->injected)
         goto oom;
     p = calloc(1, sizeof(*p));
@@ -2449,9 +2542,10 @@ mutate_pod(const json_t *pod, const char *ns, const struct policy *pol,
                   res->gpus, &dec);
     p->dec = &dec;
     p->s = dec.settings != NULL ? dec.settings : defs;
-    snprintf(res->rule, sizeof(res->rule), "%s",
-             dec.rule != NULL ? dec.rule : "default");
-    if (json_object_set_new(res->audit, "rule", json_string(res->rule)) != 0)
+    join(res->rule, sizeof(res->rule), dec.rule != NULL ? dec.rule : "default",
+         (char *)NULL);
+    if (json_object_set_new_nocheck(res->audit, "rule",
+                                    json_string(res->rule)) != 0)
         goto oom;
     for (size_t i = 0; i < dec.n_warnings && i < POLICY_MAX_WARNINGS; i++)
         warn_text(res, dec.warnings[i]);

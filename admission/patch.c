@@ -20,11 +20,11 @@ patch_append(json_t *patch, const char *op, const char *path, json_t *value)
 
     if (o == NULL)
         goto fail;
-    if (json_object_set_new(o, "op", json_string(op)) != 0 ||
-        json_object_set_new(o, "path", json_string(path)) != 0)
+    if (json_object_set_new_nocheck(o, "op", json_string(op)) != 0 ||
+        json_object_set_new_nocheck(o, "path", json_string(path)) != 0)
         goto fail;
     if (value != NULL) {
-        int rc = json_object_set_new(o, "value", value);
+        int rc = json_object_set_new_nocheck(o, "value", value);
 
         value = NULL;
         if (rc != 0)
@@ -367,11 +367,120 @@ patch_apply(json_t **doc, const json_t *patch, struct ng_error *err)
     return rc;
 }
 
+/*
+ * The fast check: patches of "add" and "replace" only (all the webhook
+ * writes) are checked against doc itself, with nothing copied. Such a
+ * patch only grows the document: it adds keys and elements, and replaces
+ * the values at its ops' paths. So an op resolves in the patched document
+ * as in doc, provided its parent's path goes through no value an earlier
+ * op put there (that value is not in doc) and through no array that an
+ * earlier op inserted into before its end (the indices there moved); and
+ * what exists in doc still exists after. Every op is checked against doc
+ * under those two conditions: its parent exists (and is an object or
+ * array), an array index is in range ("-" or up to the size for an add,
+ * below it for a replace), a replaced key or element exists. Answers 0
+ * when every op passes, or 1 (undecided) as soon as one does not or an
+ * earlier op may change its answer: patch_check() then runs the full
+ * copy-on-write apply, which also gives patch_apply()'s exact words. Cost:
+ * each op's path once, plus a comparison with each earlier op's path
+ * (patches of at most FAST_MAX_OPS ops).
+ */
+#define FAST_MAX_OPS 128
+
+struct fast_op {
+    const char *path;
+    size_t len;        /* strlen(path) */
+    size_t parent_len; /* the parent's pointer is path[0 .. parent_len) */
+    bool shifts;       /* an insert into an array before its end */
+};
+
+/* Whether pointer a (n bytes) is p itself or one of its ancestors: a
+ * prefix of p that ends where a token does. */
+static bool
+ptr_covers(const char *a, size_t n, const char *p, size_t plen)
+{
+    return n <= plen && memcmp(a, p, n) == 0 && (n == plen || p[n] == '/');
+}
+
+static int
+check_fast(const json_t *doc, const json_t *patch)
+{
+    struct fast_op seen[FAST_MAX_OPS];
+    size_t n_ops = json_array_size(patch);
+    char tok[JSONPTR_MAX_TOKEN];
+
+    if (!json_is_array(patch) || n_ops > FAST_MAX_OPS)
+        return 1;
+    for (size_t i = 0; i < n_ops; i++) {
+        const json_t *op = json_array_get(patch, i);
+        const char *name = json_string_value(json_object_get(op, "op"));
+        const char *path = json_string_value(json_object_get(op, "path"));
+        const char *slash, *p;
+        bool add;
+        size_t qlen, plen, at;
+        json_t *cur = (json_t *)doc;
+
+        if (name == NULL || path == NULL || path[0] != '/' ||
+            json_object_get(op, "value") == NULL)
+            return 1;
+        add = strcmp(name, "add") == 0;
+        if (!add && strcmp(name, "replace") != 0)
+            return 1;
+        plen = strlen(path);
+        slash = strrchr(path, '/');
+        qlen = (size_t)(slash - path);
+        for (size_t k = 0; k < i; k++) {
+            const struct fast_op *e = &seen[k];
+
+            /* Through, or onto the parent of, a value put there. */
+            if (ptr_covers(e->path, e->len, path, qlen))
+                return 1;
+            /* Through an array whose indices moved. */
+            if (e->shifts && e->parent_len < qlen &&
+                ptr_covers(e->path, e->parent_len, path, qlen))
+                return 1;
+        }
+        for (p = path; p < slash;) {
+            if (jsonptr_token_next(&p, tok, sizeof(tok)) < 0)
+                return 1;
+            if (json_is_object(cur)) {
+                cur = json_object_get(cur, tok);
+            } else if (json_is_array(cur)) {
+                if (jsonptr_index(tok, json_array_size(cur), false, &at) != 0)
+                    return 1;
+                cur = json_array_get(cur, at);
+            } else {
+                return 1;
+            }
+        }
+        p = slash;
+        if (jsonptr_token_next(&p, tok, sizeof(tok)) < 0)
+            return 1;
+        seen[i] = (struct fast_op){path, plen, qlen, false};
+        if (json_is_object(cur)) {
+            if (!add && json_object_get(cur, tok) == NULL)
+                return 1;
+        } else if (json_is_array(cur)) {
+            size_t size = json_array_size(cur);
+
+            if (jsonptr_index(tok, size, add, &at) != 0)
+                return 1;
+            seen[i].shifts = add && at < size;
+        } else {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int
 patch_check(const json_t *doc, const json_t *patch, struct ng_error *err)
 {
     struct applier ap = {.cow = true};
     int rc = -1;
+
+    if (check_fast(doc, patch) == 0)
+        return 0;
 
     ap.doc = json_copy((json_t *)doc);
     if (ap.doc == NULL || owned_add(&ap, ap.doc) != 0) {

@@ -55,10 +55,15 @@ int patch_apply(json_t **doc, const json_t *patch, struct ng_error *err)
 
 /*
  * Checks that patch applies to doc, exactly as patch_apply() would apply
- * it, without writing doc: the containers a change goes through are
- * copied (shallowly) as needed, so the cost follows the patch rather than
- * the document. Returns 0, or -1 with err as patch_apply(). Thread-safe
- * as long as nobody writes doc meanwhile.
+ * it, without writing doc. A patch of "add" and "replace" ops only (at
+ * most 128) is checked against doc directly, with nothing copied: every
+ * op's parent exists, its index is in range, a replaced value exists, and
+ * no op's path goes through a value an earlier op put there or through an
+ * array an earlier op inserted into. Any other patch, or one such an op
+ * fails, is applied copy-on-write: the containers a change goes through
+ * are copied (shallowly), so the cost follows the patch rather than the
+ * document. Returns 0, or -1 with err as patch_apply(). Thread-safe as
+ * long as nobody writes doc meanwhile.
  */
 int patch_check(const json_t *doc, const json_t *patch, struct ng_error *err)
     __attribute__((warn_unused_result));

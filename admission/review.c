@@ -369,18 +369,21 @@ review_handle(const char *body, size_t len, const struct policy *pol,
         name = str_get(json_object_get(obj, "metadata"), "generateName");
     if (name == NULL)
         name = str_get(req, "name");
-    if (json_object_set(out->log, "uid", uid) ||
-        json_object_set_new(out->log, "namespace", json_string(ns ? ns : "")) ||
-        json_object_set_new(out->log, "name", json_string(name ? name : "")) ||
-        json_object_set_new(out->log, "operation",
-                            json_string(str_get(req, "operation")
-                                            ? str_get(req, "operation")
-                                            : "")))
+    if (json_object_set_nocheck(out->log, "uid", uid) ||
+        json_object_set_new_nocheck(out->log, "namespace",
+                                    json_string(ns ? ns : "")) ||
+        json_object_set_new_nocheck(out->log, "name",
+                                    json_string(name ? name : "")) ||
+        json_object_set_new_nocheck(out->log, "operation",
+                                    json_string(str_get(req, "operation")
+                                                    ? str_get(req, "operation")
+                                                    : "")))
         goto done;
 
     if (reason != NULL) {
         out->result = REVIEW_IGNORED;
-        if (json_object_set_new(out->log, "reason", json_string(reason)) ||
+        if (json_object_set_new_nocheck(out->log, "reason",
+                                        json_string(reason)) ||
             response_encode(out, api, uid, NULL) != 0)
             goto done;
     } else {
@@ -389,18 +392,20 @@ review_handle(const char *body, size_t len, const struct policy *pol,
         out->result = result_of(mres.status);
         out->patch_ops = json_array_size(mres.patch);
         out->warnings = json_array_size(mres.warnings);
-        if (json_object_set_new(out->log, "gpus", json_integer(mres.gpus)) ||
-            json_object_set_new(out->log, "rule", jstr(mres.rule)) ||
-            json_object_set(out->log, "injected", mres.injected) ||
-            json_object_set(out->log, "warnings", mres.warnings) ||
+        if (json_object_set_new_nocheck(out->log, "gpus",
+                                        json_integer(mres.gpus)) ||
+            json_object_set_new_nocheck(out->log, "rule", jstr(mres.rule)) ||
+            json_object_set_nocheck(out->log, "injected", mres.injected) ||
+            json_object_set_nocheck(out->log, "warnings", mres.warnings) ||
             (mres.reason[0] != '\0' &&
-             json_object_set_new(out->log, "reason", jstr(mres.reason))))
+             json_object_set_new_nocheck(out->log, "reason",
+                                         jstr(mres.reason))))
             goto done;
         if (response_encode(out, api, uid, &mres) != 0)
             goto done;
     }
-    if (json_object_set_new(out->log, "result",
-                            json_string(review_result_name(out->result))))
+    if (json_object_set_new_nocheck(
+            out->log, "result", json_string(review_result_name(out->result))))
         goto done;
     out->http_status = 200;
     out->content_type = "application/json";

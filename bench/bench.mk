@@ -17,7 +17,7 @@ $(BUILD)/bench/ncclguard-loadgen: $(BUILD)/obj/bench/loadgen.o
 
 # Allocations are counted by wrapping the library's allocator calls.
 MICROBENCH_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc \
-	-Wl,--wrap=free,--wrap=strdup,--wrap=strndup
+	-Wl,--wrap=free,--wrap=strdup,--wrap=strndup,--wrap=posix_memalign
 $(BUILD)/bench/ncclguard-microbench: $(BUILD)/obj/bench/microbench.o \
 		$(BUILD)/libncclguard.a
 	@mkdir -p $(dir $@)

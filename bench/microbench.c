@@ -22,8 +22,9 @@
 
 /*
  * Allocation counting. jansson allocates through json_set_alloc_funcs();
- * ncclguard's own malloc/calloc/realloc/strdup calls are redirected here at
- * link time (-Wl,--wrap=...), so libc-internal allocations are not seen.
+ * ncclguard's own malloc/calloc/realloc/strdup/posix_memalign calls are
+ * redirected here at link time (-Wl,--wrap=...), so libc-internal
+ * allocations are not seen.
  * Single-threaded, so plain counters suffice.
  */
 static uint64_t n_allocs, n_frees, alloc_bytes;
@@ -34,12 +35,14 @@ void *__real_realloc(void *p, size_t n);
 char *__real_strdup(const char *s);
 char *__real_strndup(const char *s, size_t n);
 void __real_free(void *p);
+int __real_posix_memalign(void **p, size_t align, size_t n);
 void *__wrap_malloc(size_t n);
 void *__wrap_calloc(size_t n, size_t size);
 void *__wrap_realloc(void *p, size_t n);
 char *__wrap_strdup(const char *s);
 char *__wrap_strndup(const char *s, size_t n);
 void __wrap_free(void *p);
+int __wrap_posix_memalign(void **p, size_t align, size_t n);
 
 void *
 __wrap_malloc(size_t n)
@@ -83,6 +86,15 @@ __wrap_strndup(const char *s, size_t n)
     n_allocs++;
     alloc_bytes += strnlen(s, n) + 1;
     return __real_strndup(s, n);
+}
+
+/* The arena's huge-page chunks. */
+int
+__wrap_posix_memalign(void **p, size_t align, size_t n)
+{
+    n_allocs++;
+    alloc_bytes += n;
+    return __real_posix_memalign(p, align, n);
 }
 
 void

@@ -1,6 +1,7 @@
-/* Unit tests for patch_check (admission/patch.c): the copy-on-write
- * check must agree with patch_apply on a deep copy, and must leave both
- * the document and the patch exactly as they were. */
+/* Unit tests for patch_check (admission/patch.c): the check, fast (add
+ * and replace only, against the pod as it is) or copy-on-write, must agree
+ * with patch_apply on a deep copy, and must leave both the document and
+ * the patch exactly as they were. */
 #include "admission/patch.h"
 
 #include <stdlib.h>
@@ -11,7 +12,8 @@
 static const char *doc_text =
     "{\"metadata\":{\"name\":\"p\",\"annotations\":{\"a\":\"1\"}},"
     "\"spec\":{\"containers\":[{\"name\":\"c0\",\"env\":[{\"name\":\"X\"}]},"
-    "{\"name\":\"c1\"}],\"initContainers\":[{\"name\":\"i0\"}]}}";
+    "{\"name\":\"c1\",\"image\":\"i\"}],\"initContainers\":[{\"name\":\"i0\"}]}"
+    "}";
 
 static const struct {
     const char *patch;
@@ -27,12 +29,15 @@ static const struct {
      "\"value\":[]}]",
      1},
     /* Changing inside a value added earlier must not change the patch. */
-    {"[{\"op\":\"add\",\"path\":\"/spec/volumes\",\"value\":[{\"name\":\"v\"}]},"
+    {"[{\"op\":\"add\",\"path\":\"/spec/"
+     "volumes\",\"value\":[{\"name\":\"v\"}]},"
      "{\"op\":\"add\",\"path\":\"/spec/volumes/0/emptyDir\",\"value\":{}},"
-     "{\"op\":\"add\",\"path\":\"/spec/volumes/-\",\"value\":{\"name\":\"w\"}}]",
+     "{\"op\":\"add\",\"path\":\"/spec/volumes/"
+     "-\",\"value\":{\"name\":\"w\"}}]",
      1},
     {"[{\"op\":\"replace\",\"path\":\"/spec/containers/0/env/0/name\","
-     "\"value\":\"Y\"},{\"op\":\"remove\",\"path\":\"/metadata/annotations/a\"}]",
+     "\"value\":\"Y\"},{\"op\":\"remove\",\"path\":\"/metadata/annotations/"
+     "a\"}]",
      1},
     {"[{\"op\":\"move\",\"from\":\"/spec/containers/1\",\"path\":"
      "\"/spec/initContainers/-\"},{\"op\":\"add\",\"path\":"
@@ -54,6 +59,56 @@ static const struct {
      0},
     {"[{\"op\":\"frobnicate\",\"path\":\"/spec\"}]", 0},
     {"{\"op\":\"add\"}", 0},
+    /* Patches of add and replace only, which the check answers without a
+     * copy. Accepted: adds to existing keys (RFC 6902 add replaces, as on
+     * a reinvoked pod's annotations), appends, a replace of what exists,
+     * and several ops under one parent. */
+    {"[{\"op\":\"add\",\"path\":\"/metadata/annotations/a\",\"value\":"
+     "\"2\"},{\"op\":\"add\",\"path\":\"/metadata/annotations/b~1c\","
+     "\"value\":\"3\"},{\"op\":\"add\",\"path\":\"/spec/containers/0/env/"
+     "-\",\"value\":{}},{\"op\":\"add\",\"path\":\"/spec/containers/0/env/"
+     "-\",\"value\":{}},{\"op\":\"replace\",\"path\":\"/spec/containers/1/"
+     "name\",\"value\":\"c9\"},{\"op\":\"add\",\"path\":\"/spec/"
+     "initContainers/-\",\"value\":{}},{\"op\":\"add\",\"path\":\"/spec/"
+     "initContainers/0/env\",\"value\":[]},{\"op\":\"add\",\"path\":\"/spec/"
+     "containers/0/env/0\",\"value\":{}},{\"op\":\"add\",\"path\":\"/spec/"
+     "containers/0/env/1/x\",\"value\":1}]",
+     1},
+    /* An op on a path an earlier op added. */
+    {"[{\"op\":\"add\",\"path\":\"/metadata/labels\",\"value\":{}},"
+     "{\"op\":\"add\",\"path\":\"/metadata/labels/x\",\"value\":\"y\"},"
+     "{\"op\":\"replace\",\"path\":\"/metadata/labels/x\",\"value\":\"z\"}]",
+     1},
+    /* Refused: an index out of range (add past the end, replace at the
+     * end), a replace of what is missing, a parent that is not a
+     * container. */
+    {"[{\"op\":\"add\",\"path\":\"/spec/containers/3\",\"value\":{}}]", 0},
+    {"[{\"op\":\"replace\",\"path\":\"/spec/containers/2\",\"value\":{}}]", 0},
+    {"[{\"op\":\"add\",\"path\":\"/spec/containers/01\",\"value\":{}}]", 0},
+    {"[{\"op\":\"replace\",\"path\":\"/metadata/labels\",\"value\":{}}]", 0},
+    {"[{\"op\":\"add\",\"path\":\"/metadata/name/x\",\"value\":1}]", 0},
+    /* Refused although the pod alone would allow it: the parent is a value
+     * an earlier op put there, or an array an earlier op inserted into
+     * moved the element the path names. */
+    {"[{\"op\":\"replace\",\"path\":\"/metadata/annotations\",\"value\":"
+     "\"s\"},{\"op\":\"add\",\"path\":\"/metadata/annotations/b\","
+     "\"value\":1}]",
+     0},
+    {"[{\"op\":\"add\",\"path\":\"/spec/containers/0\",\"value\":"
+     "{\"name\":\"n\"}},{\"op\":\"add\",\"path\":\"/spec/containers/0/env/"
+     "-\",\"value\":{}}]",
+     0},
+    {"[{\"op\":\"add\",\"path\":\"/spec/containers/0\",\"value\":"
+     "{\"name\":\"n\"}},{\"op\":\"replace\",\"path\":\"/spec/containers/1/"
+     "image\",\"value\":\"j\"}]",
+     0},
+    /* Accepted although the pod alone would refuse it: a later op in an
+     * element an earlier one appended. */
+    {"[{\"op\":\"add\",\"path\":\"/spec/containers/-\",\"value\":"
+     "{\"env\":[]}},{\"op\":\"add\",\"path\":\"/spec/containers/2/env/-\","
+     "\"value\":{}},{\"op\":\"replace\",\"path\":\"/spec/containers/2/env/"
+     "0\",\"value\":{}}]",
+     1},
 };
 
 int

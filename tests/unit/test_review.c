@@ -400,6 +400,18 @@ test_decoder_refusals(void)
          "integer too big for 64 bits at /request/object/spec/x"},
         {"\"x\":[1,18446744073709551615]", 400,
          "integer too big for 64 bits at /request/object/spec/x/1"},
+        /* In the volumes, whose non-objects the view builds as null in one
+         * tight loop: still checked, and the place named by its index. */
+        {"\"volumes\":[0,1,true,null,2.5,\"s\",{\"name\":\"v\"},[1],3,"
+         "9223372036854775808]",
+         400, "integer too big for 64 bits at /request/object/spec/volumes/9"},
+        {"\"volumes\":[0,\"a\",1,\"b\\u0000c\"]", 400,
+         "\\u0000 in a string at /request/object/spec/volumes/3"},
+        {"\"volumes\":[0,0,{\"name\":\"v\",\"x\":{\"a\":1,\"a\":2}}]", 400,
+         "duplicate object key \"a\" at /request/object/spec/volumes/2/x"},
+        {"\"volumes\":[0,[1,18446744073709551615]]", 400,
+         "integer too big for 64 bits at /request/object/spec/volumes/1/1"},
+        {"\"volumes\":[0,\"a\",{\"name\":\"v\"},1,[2]]", 200, NULL},
         {"\"x\":123456789012345678901234", 400, "number that does not fit"},
         {"\"x\":-9223372036854775809", 400, "number that does not fit"},
         {"\"x\":1e400", 400, "number that does not fit"},
@@ -647,6 +659,24 @@ test_pruned_view(void)
     CHECK_STR(str_at(view, "/request/uid"), "u");
     json_decref(view);
 
+    /* Volumes that are not objects are nulls in the view, in place. */
+    {
+        char *body = review_with(
+            POD_HEAD, "\"volumes\":[0,\"s\",{\"name\":\"v\"},true,[2],1.5]",
+            POD_TAIL);
+        json_t *vols;
+
+        view = fastjson_decode(body, strlen(body), &review_shape, &err);
+        vols = patch_pointer_get(view, "/request/object/spec/volumes");
+        CHECK_INT(json_array_size(vols), 6);
+        for (size_t i = 0; i < 6; i++)
+            CHECK(i == 2 ? json_is_object(json_array_get(vols, i))
+                         : json_is_null(json_array_get(vols, i)));
+        CHECK_STR(str_at(view, "/request/object/spec/volumes/2/name"), "v");
+        json_decref(view);
+        free(body);
+    }
+
     /* Skipped, not built: the arena holds no more for the 400 KB review
      * than for the small one. */
     if (jsonmem_installed()) {
@@ -757,6 +787,28 @@ test_writer(void)
     v = json_pack("{s:s}", ctl, ctl);
     writer_same(v);
     json_decref(v);
+    /* Every ASCII byte, and a two-byte character, at every place of a
+     * string long enough for the writer's eight-byte scan (before, inside
+     * and after a word; alone and next to another escape). */
+    for (int c = 1; c < 0x80; c++)
+        for (size_t at = 0; at < 19; at++) {
+            char t[24];
+
+            memset(t, c == 'a' ? 'b' : 'a', 19);
+            t[19] = '\0';
+            t[at] = (char)c;
+            if (at + 1 < 19 && (c == '"' || c < 0x20))
+                t[at + 1] = '\\';
+            if (c == 0x7f && at + 2 < 19) {
+                t[at + 1] = (char)0xc3; /* U+00E9 */
+                t[at + 2] = (char)0xa9;
+            }
+            v = json_string(t);
+            CHECK(v != NULL);
+            if (v != NULL)
+                writer_same(v);
+            json_decref(v);
+        }
     /* No value, and over the cap: refused. */
     buf_init(&b, 1024);
     v = json_real(0);
