@@ -165,12 +165,14 @@ asan: deps
 		ASAN_OPTIONS=detect_leaks=1 all ringcheck check
 
 format:
-	clang-format -i $$(git ls-files '*.c' '*.h')
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')
 
 lint:
-	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h' '*.cc')
+	@# cppcheck reads no system headers, so jansson's json_*_foreach
+	@# macros are unknown to it (unknownMacro); everything else counts.
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
-		--inline-suppr -Ipolicy -Iserver -Icerts \
+		--inline-suppr --suppress=unknownMacro -I. \
 		$$(git ls-files '*.c')
 
 clean:

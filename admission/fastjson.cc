@@ -19,7 +19,8 @@
 
 #include <simdjson.h>
 
-namespace {
+namespace
+{
 
 using simdjson::dom::element;
 using simdjson::dom::element_type;
@@ -55,7 +56,7 @@ struct thread_state {
     simdjson::dom::parser parser;
     char *pad = nullptr; /* the document, copied with simdjson's padding */
     size_t pad_cap = 0;
-    slot *slots = nullptr; /* duplicate-key hash set */
+    slot *slots = nullptr;    /* duplicate-key hash set */
     struct walk *w = nullptr; /* one decode's stacks, reused */
     size_t n_slots = 0;
     uint64_t seed = 0;
@@ -81,8 +82,8 @@ struct frame {
     const fastjson_shape *shape; /* nullptr: checked, not built */
     json_t *v;                   /* the container built, borrowed */
     size_t index;                /* the next array index */
-    size_t keys_from;  /* a small object: its keys so far are
-                          walk.keys[keys_from .. walk.n_keys) */
+    size_t keys_from;            /* a small object: its keys so far are
+                                    walk.keys[keys_from .. walk.n_keys) */
     bool keys_checked; /* a large object: dup_keys() checked it first */
 };
 
@@ -206,8 +207,8 @@ fail_at(walk &w, const char *what, std::string_view key)
     k[0] = '\0';
     pointer_put(k, sizeof(k), &kn, key.data(), key.size());
     if (!key.empty() || std::strcmp(what, "duplicate object key") == 0)
-        snprintf(w.err->text, sizeof(w.err->text), "%s \"%s\" at %s", what,
-                 k, ptr);
+        snprintf(w.err->text, sizeof(w.err->text), "%s \"%s\" at %s", what, k,
+                 ptr);
     else
         snprintf(w.err->text, sizeof(w.err->text), "%s at %s", what, ptr);
 }
@@ -227,8 +228,8 @@ has_escaped_nul(const char *text, size_t len)
     const char *p = text, *end = text + len;
 
     while (end - p >= 6) {
-        const char *q =
-            static_cast<const char *>(std::memchr(p, '\\', (size_t)(end - p - 5)));
+        const char *q = static_cast<const char *>(
+            std::memchr(p, '\\', (size_t)(end - p - 5)));
 
         if (q == nullptr)
             return false;
@@ -290,8 +291,8 @@ dup_keys(walk &w, simdjson::dom::object obj)
         }
         if (dup)
             break;
-        ts->slots[i] = slot{(uint32_t)(kv.key.data() - base),
-                            (uint32_t)kv.key.size()};
+        ts->slots[i] =
+            slot{(uint32_t)(kv.key.data() - base), (uint32_t)kv.key.size()};
     }
     return dup;
 }
@@ -474,8 +475,8 @@ walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
             if (!f.keys_checked) {
                 for (size_t i = f.keys_from; i < w.n_keys; i++)
                     if (w.keys[i].size() == key.size() &&
-                        std::memcmp(w.keys[i].data(), key.data(),
-                                    key.size()) == 0) {
+                        std::memcmp(w.keys[i].data(), key.data(), key.size()) ==
+                            0) {
                         w.depth = k;
                         fail_at(w, "duplicate object key", key);
                         return false;
@@ -566,7 +567,8 @@ walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
         json_t *v = nullptr;
 
         w.depth = k + 1;
-        if (!leaf(w, x, keep ? &v : nullptr) || (keep && !attach(w, f, k + 1, v)))
+        if (!leaf(w, x, keep ? &v : nullptr) ||
+            (keep && !attach(w, f, k + 1, v)))
             return false;
     }
     return true;
@@ -642,17 +644,17 @@ state_get(void)
 {
     if (!tls) {
         tls.reset(new (std::nothrow) thread_state());
-        if (tls && tls->parser.allocate(4096, FASTJSON_MAX_DEPTH) !=
-                       simdjson::SUCCESS)
+        if (tls &&
+            tls->parser.allocate(4096, FASTJSON_MAX_DEPTH) != simdjson::SUCCESS)
             tls.reset();
         if (tls) {
             uint64_t a = (uint64_t)(uintptr_t)tls.get();
 
             /* Different per thread and per run (ASLR); the hash set only
              * needs its collisions not to be precomputable. */
-            tls->seed = key_hash(a, std::string_view((const char *)&a,
-                                                      sizeof(a))) ^
-                        (uint64_t)(uintptr_t)&tls;
+            tls->seed =
+                key_hash(a, std::string_view((const char *)&a, sizeof(a))) ^
+                (uint64_t)(uintptr_t)&tls;
         }
     }
     return tls.get();
@@ -710,8 +712,8 @@ fastjson_decode(const char *text, size_t len,
             else
                 snprintf(err->text, sizeof(err->text), "%s",
                          syntax_message(code));
-            err->syntax = code != simdjson::UTF8_ERROR &&
-                          code != simdjson::DEPTH_ERROR;
+            err->syntax =
+                code != simdjson::UTF8_ERROR && code != simdjson::DEPTH_ERROR;
             goto done;
         }
     }

@@ -9,7 +9,7 @@
 
 #include <jansson.h>
 
-#include "../ringcheck/multinode_env.h"
+#include "ringcheck/multinode_env.h"
 #include "policy/policy.h"
 
 /* Label keys and the annotation the detection and the env read. */

@@ -16,8 +16,8 @@ struct ng_error {
 };
 
 /* Fills err (if not NULL) with a printf-style message and a position. */
-void ng_error_set(struct ng_error *err, int line, int col, const char *fmt,
-                  ...) __attribute__((format(printf, 4, 5)));
+void ng_error_set(struct ng_error *err, int line, int col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Resets err to "no error". err may be NULL. */
 void ng_error_clear(struct ng_error *err);

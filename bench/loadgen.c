@@ -50,13 +50,16 @@ static struct {
     struct body bodies[MAX_BODIES];
     int n_bodies;
     int conns;
-    double rate;     /* requests per second; 0 = closed loop */
-    double duration; /* seconds (rate mode) */
+    double rate;       /* requests per second; 0 = closed loop */
+    double duration;   /* seconds (rate mode) */
     uint64_t requests; /* total (closed mode) */
     double hold;       /* idle mode: seconds */
     SSL_CTX *ctx;
-} cfg = {.host = "127.0.0.1", .path = "/mutate",
-         .ctype = "application/json", .conns = 8, .duration = 10};
+} cfg = {.host = "127.0.0.1",
+         .path = "/mutate",
+         .ctype = "application/json",
+         .conns = 8,
+         .duration = 10};
 
 struct worker {
     pthread_t thread;
@@ -234,8 +237,7 @@ read_response(struct conn *c, char *buf, size_t cap, bool *close_after)
             body_len = (size_t)v;
             have_len = true;
         } else if (strncasecmp(h, "Connection:", 11) == 0 &&
-                   strncasecmp(h + 11 + strspn(h + 11, " "), "close", 5) ==
-                       0) {
+                   strncasecmp(h + 11 + strspn(h + 11, " "), "close", 5) == 0) {
             *close_after = true;
         } else if (strncasecmp(h, "Transfer-Encoding:", 18) == 0) {
             return -1; /* the servers measured here never chunk */
@@ -258,8 +260,7 @@ read_response(struct conn *c, char *buf, size_t cap, bool *close_after)
 }
 
 static void
-worker_fail(struct worker *w, double sched, const char *fmt,
-            const char *detail)
+worker_fail(struct worker *w, double sched, const char *fmt, const char *detail)
 {
     double t = now_epoch();
 
@@ -414,8 +415,7 @@ run_load(void)
         n += ws[i].n_lat;
         failures += ws[i].failures;
         reconnects += ws[i].reconnects;
-        if (ws[i].failures &&
-            (first == 0 || ws[i].first_failure < first)) {
+        if (ws[i].failures && (first == 0 || ws[i].first_failure < first)) {
             first = ws[i].first_failure;
             reason = ws[i].first_reason;
         }
@@ -594,9 +594,9 @@ run_idle(int n)
             cs[i].fd = tcp_connect(cfg.source, 0);
         } else if (conn_open(&cs[i], cfg.source) == 0) {
             char head[128];
-            int len = snprintf(head, sizeof(head),
-                               "POST %s HTTP/1.1\r\nHost: %s\r\n", cfg.path,
-                               cfg.host);
+            int len =
+                snprintf(head, sizeof(head), "POST %s HTTP/1.1\r\nHost: %s\r\n",
+                         cfg.path, cfg.host);
             if (write_all(&cs[i], head, (size_t)len) != 0)
                 conn_close(&cs[i]);
         }
@@ -619,7 +619,8 @@ run_idle(int n)
              * a TLS alert before it closes; end of stream means closed.
              * TLS ones: peek, so the TLS stream is left intact. */
             r = recv(cs[i].fd, b, cs[i].ssl == NULL ? sizeof(b) : 1,
-                     cs[i].ssl == NULL ? MSG_DONTWAIT : MSG_PEEK | MSG_DONTWAIT);
+                     cs[i].ssl == NULL ? MSG_DONTWAIT
+                                       : MSG_PEEK | MSG_DONTWAIT);
             if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
                 closed_at[i] = now_mono();
                 closed++;

@@ -24,12 +24,12 @@ enum certs_key_type {
 
 /* What `ncclguard certs create` needs. Every pointer is borrowed. */
 struct certs_create_opts {
-    const char *service;   /* Service name, a DNS-1035 label */
-    const char *ns;        /* its namespace, a DNS-1123 label */
-    const char *out_dir;   /* created (mode 0700) if missing */
-    const char *ca_dir;    /* existing CA to reuse; NULL means out_dir */
-    int days;              /* serving certificate, 0..CERTS_MAX_DAYS */
-    int ca_days;           /* new CA, 1..CERTS_MAX_DAYS */
+    const char *service; /* Service name, a DNS-1035 label */
+    const char *ns;      /* its namespace, a DNS-1123 label */
+    const char *out_dir; /* created (mode 0700) if missing */
+    const char *ca_dir;  /* existing CA to reuse; NULL means out_dir */
+    int days;            /* serving certificate, 0..CERTS_MAX_DAYS */
+    int ca_days;         /* new CA, 1..CERTS_MAX_DAYS */
     enum certs_key_type key_type;
     const char *const *sans; /* extra DNS names or IP addresses */
     size_t n_sans;

@@ -16,8 +16,7 @@
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
 
-static const char usage_head[] =
-    "usage: ncclguard certs <command> [options]\n";
+static const char usage_head[] = "usage: ncclguard certs <command> [options]\n";
 
 static const char help_create[] =
     "  create --service S --namespace NS --out DIR [--days 365]\n"
@@ -79,8 +78,7 @@ usage_print(FILE *out, const char *cmd)
  * the end, or '?' after reporting a bad one.
  */
 static int
-opt_next(const char *cmd, int argc, char **argv,
-         const struct option *longopts)
+opt_next(const char *cmd, int argc, char **argv, const struct option *longopts)
 {
     int c = getopt_long(argc, argv, ":", longopts, NULL);
 

@@ -13,9 +13,9 @@
 
 #include "admission/mutate.h"
 #include "base/file.h"
-#include "policy/policy.h"
 #include "cli/workload.h"
 #include "cli/yamljson.h"
+#include "policy/policy.h"
 
 /* Largest manifest read, in bytes. */
 #define MUTATE_CMD_MAX_INPUT (32u << 20)

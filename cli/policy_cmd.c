@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "base/file.h"
+#include "cli/policytest.h"
 #include "policy/diag.h"
 #include "policy/ncclenv.h"
 #include "policy/policy.h"
-#include "cli/policytest.h"
 #include "policy/ytree.h"
 
 /* ConfigMap profiles are small; this bounds what lint reads. */
@@ -90,8 +90,8 @@ lint_configmap(const struct ynode *doc, struct diags *d)
     const struct ynode *kind = ynode_get(doc, "kind");
     const struct ynode *data = ynode_get(doc, "data");
 
-    if (doc->kind != YNODE_MAP || kind == NULL ||
-        kind->kind != YNODE_SCALAR || strcmp(kind->str, "ConfigMap") != 0) {
+    if (doc->kind != YNODE_MAP || kind == NULL || kind->kind != YNODE_SCALAR ||
+        strcmp(kind->str, "ConfigMap") != 0) {
         diags_add(d, DIAG_ERROR, doc->line, doc->col,
                   "a profile must be a ConfigMap (kind: ConfigMap)");
         return;

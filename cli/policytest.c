@@ -2,10 +2,10 @@
  * mutation path and checks assertions and expected objects. */
 #include "cli/policytest.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -16,14 +16,14 @@
 
 #include <jansson.h>
 
+#include "admission/mutate.h"
 #include "base/file.h"
 #include "base/jsonptr.h"
-#include "policy/diag.h"
-#include "admission/mutate.h"
-#include "policy/policy.h"
-#include "policy/quantity.h"
 #include "cli/workload.h"
 #include "cli/yamljson.h"
+#include "policy/diag.h"
+#include "policy/policy.h"
+#include "policy/quantity.h"
 #include "policy/ytree.h"
 
 #define TEST_MAX_BYTES (4 * 1024 * 1024)
@@ -50,8 +50,7 @@ struct reasons {
     int n;
 };
 
-static void
-reason(struct reasons *r, const char *fmt, ...)
+static void reason(struct reasons *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void
@@ -173,7 +172,8 @@ check_keys(const json_t *obj, const char *const *keys, const char *where,
     json_t *v;
     int bad = 0;
 
-    json_object_foreach((json_t *)obj, k, v) {
+    json_object_foreach((json_t *)obj, k, v)
+    {
         int known = 0;
 
         (void)v;
@@ -285,10 +285,10 @@ diff_docs(const json_t *expected, const json_t *actual, FILE *out)
 #define T(x, y) t[(x) * (nb + 1) + (y)]
     for (i = na; i-- > 0;)
         for (j = nb; j-- > 0;)
-            T(i, j) = strcmp(la[i], lb[j]) == 0
-                          ? (unsigned short)(T(i + 1, j + 1) + 1)
-                          : (T(i + 1, j) > T(i, j + 1) ? T(i + 1, j)
-                                                       : T(i, j + 1));
+            T(i, j) =
+                strcmp(la[i], lb[j]) == 0
+                    ? (unsigned short)(T(i + 1, j + 1) + 1)
+                    : (T(i + 1, j) > T(i, j + 1) ? T(i + 1, j) : T(i, j + 1));
     fprintf(out, "    --- expected\n    +++ actual\n");
     i = j = 0;
     while (i < na || j < nb) {
@@ -331,12 +331,14 @@ pod_shm_size(json_t *pod, char *text, size_t n)
     json_t *c, *m, *v;
 
     snprintf(text, n, "none");
-    json_array_foreach(containers, i, c) {
-        json_array_foreach(json_object_get(c, "volumeMounts"), k, m) {
+    json_array_foreach(containers, i, c)
+    {
+        json_array_foreach(json_object_get(c, "volumeMounts"), k, m)
+        {
             const char *mp = jstr(m, "mountPath");
 
-            if (mp != NULL && (strcmp(mp, "/dev/shm") == 0 ||
-                               strcmp(mp, "/dev/shm/") == 0))
+            if (mp != NULL &&
+                (strcmp(mp, "/dev/shm") == 0 || strcmp(mp, "/dev/shm/") == 0))
                 vol = jstr(m, "name");
         }
         if (vol != NULL)
@@ -344,7 +346,8 @@ pod_shm_size(json_t *pod, char *text, size_t n)
     }
     if (vol == NULL)
         return -1;
-    json_array_foreach(volumes, i, v) {
+    json_array_foreach(volumes, i, v)
+    {
         const char *name = jstr(v, "name");
         json_t *ed = json_object_get(v, "emptyDir");
         const char *sl = jstr(ed, "sizeLimit");
@@ -393,7 +396,8 @@ assert_env(json_t *pod, const json_t *want, const struct settings *s,
     json_t *c;
     size_t i, checked = 0;
 
-    json_array_foreach(cs, i, c) {
+    json_array_foreach(cs, i, c)
+    {
         const char *cname = jstr(c, "name");
         const char *k;
         json_t *wv;
@@ -401,21 +405,24 @@ assert_env(json_t *pod, const json_t *want, const struct settings *s,
         if (!is_gpu_container(c, s))
             continue;
         checked++;
-        json_object_foreach((json_t *)want, k, wv) {
+        json_object_foreach((json_t *)want, k, wv)
+        {
             json_t *e;
             size_t j;
             const char *got = NULL;
             const char *w = json_is_string(wv) ? json_string_value(wv) : NULL;
 
-            json_array_foreach(json_object_get(c, "env"), j, e) {
+            json_array_foreach(json_object_get(c, "env"), j, e)
+            {
                 const char *n = jstr(e, "name");
 
                 if (n != NULL && strcmp(n, k) == 0)
                     got = jstr(e, "value") ? jstr(e, "value") : "";
             }
             if (w == NULL && got != NULL)
-                reason(r, "env: container \"%s\" has %s=%s, expected it "
-                          "unset",
+                reason(r,
+                       "env: container \"%s\" has %s=%s, expected it "
+                       "unset",
                        cname ? cname : "?", k, got);
             else if (w != NULL && (got == NULL || strcmp(got, w) != 0))
                 reason(r, "env: container \"%s\" has %s=%s, expected %s",
@@ -434,7 +441,8 @@ assert_caps(json_t *pod, const json_t *want, const struct settings *s,
     json_t *c, *w;
     size_t i, k, checked = 0;
 
-    json_array_foreach(cs, i, c) {
+    json_array_foreach(cs, i, c)
+    {
         json_t *add = json_object_get(
             json_object_get(json_object_get(c, "securityContext"),
                             "capabilities"),
@@ -443,13 +451,13 @@ assert_caps(json_t *pod, const json_t *want, const struct settings *s,
         if (!is_gpu_container(c, s))
             continue;
         checked++;
-        json_array_foreach((json_t *)want, k, w) {
+        json_array_foreach((json_t *)want, k, w)
+        {
             json_t *a;
             size_t j;
             int found = 0;
 
-            json_array_foreach(add, j, a)
-                found = found || json_equal(a, w);
+            json_array_foreach(add, j, a) found = found || json_equal(a, w);
             if (!found)
                 reason(r, "capabilities: container \"%s\" lacks %s",
                        jstr(c, "name") ? jstr(c, "name") : "?",
@@ -472,8 +480,8 @@ is_ringcheck(const json_t *c)
 {
     static const char base[] = "ncclguard-ringcheck";
     const char *n = jstr(c, "name");
-    const char *arg0 = json_string_value(
-        json_array_get(json_object_get(c, "args"), 0));
+    const char *arg0 =
+        json_string_value(json_array_get(json_object_get(c, "args"), 0));
 
     if (n == NULL || strncmp(n, base, sizeof(base) - 1) != 0)
         return 0;
@@ -496,7 +504,8 @@ has_ringcheck(json_t *pod)
     json_t *c;
     size_t i;
 
-    json_array_foreach(ics, i, c) {
+    json_array_foreach(ics, i, c)
+    {
         if (is_ringcheck(c))
             return 1;
     }
@@ -504,8 +513,8 @@ has_ringcheck(json_t *pod)
 }
 
 static const char *const expect_keys[] = {
-    "rule", "mutated", "status", "shmSize", "warnings", "env",
-    "capabilities", "hostIPC", "ringCheck", NULL};
+    "rule", "mutated",      "status",  "shmSize",   "warnings",
+    "env",  "capabilities", "hostIPC", "ringCheck", NULL};
 
 /* The expect: keys read from the mutated pod itself. */
 static const char *const pod_keys[] = {"shmSize", "env",       "capabilities",
@@ -514,8 +523,8 @@ static const char *const pod_keys[] = {"shmSize", "env",       "capabilities",
 /* Names a pod for messages: "Pod p", "Deployment d /spec/template",
  * "input document 2" when the object has neither kind nor name. */
 static const char *
-pod_where(const json_t *doc, const struct workload_pod *wp, size_t d,
-          char *buf, size_t n)
+pod_where(const json_t *doc, const struct workload_pod *wp, size_t d, char *buf,
+          size_t n)
 {
     const char *kind = jstr(doc, "kind");
     const json_t *meta = json_object_get(doc, "metadata");
@@ -527,17 +536,15 @@ pod_where(const json_t *doc, const struct workload_pod *wp, size_t d,
         snprintf(buf, n, "input document %zu%s%s", d + 1,
                  wp->pointer[0] ? " " : "", wp->pointer);
     else
-        snprintf(buf, n, "%s%s%s%s%s", kind ? kind : "object",
-                 name ? " " : "", name ? name : "",
-                 wp->pointer[0] ? " " : "", wp->pointer);
+        snprintf(buf, n, "%s%s%s%s%s", kind ? kind : "object", name ? " " : "",
+                 name ? name : "", wp->pointer[0] ? " " : "", wp->pointer);
     return buf;
 }
 
 /* Checks the expect: block against every pod the inputs held. */
 static void
 check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
-             size_t nreps, const struct settings *defaults,
-             struct reasons *r)
+             size_t nreps, const struct settings *defaults, struct reasons *r)
 {
     json_t *v;
     size_t npods = 0, patched = 0;
@@ -584,9 +591,10 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
                 char got[64];
                 int64_t size = pod_shm_size(pod, got, sizeof(got));
 
-                if (strcmp(s, "none") == 0 ? size != -1
-                    : quantity_parse(s, strlen(s), &q, NULL) != 0 ||
-                          q.value != size)
+                if (strcmp(s, "none") == 0
+                        ? size != -1
+                        : quantity_parse(s, strlen(s), &q, NULL) != 0 ||
+                              q.value != size)
                     reason(r, "shmSize: expected %s, got %s (%s)", s, got,
                            where);
             }
@@ -596,8 +604,8 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
                 pod != NULL)
                 assert_caps(pod, v, defaults, r);
             if ((v = json_object_get(exp, "hostIPC")) != NULL && pod != NULL) {
-                json_t *h = json_object_get(json_object_get(pod, "spec"),
-                                            "hostIPC");
+                json_t *h =
+                    json_object_get(json_object_get(pod, "spec"), "hostIPC");
                 int got = json_is_true(h);
 
                 if (got != json_is_true(v))
@@ -607,8 +615,9 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
             }
             if ((v = json_object_get(exp, "ringCheck")) != NULL &&
                 pod != NULL && has_ringcheck(pod) != json_is_true(v))
-                reason(r, "ringCheck: expected %s ncclguard-ringcheck init "
-                          "container (%s)",
+                reason(r,
+                       "ringCheck: expected %s ncclguard-ringcheck init "
+                       "container (%s)",
                        json_is_true(v) ? "an" : "no", where);
         }
     }
@@ -626,20 +635,21 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
         if (!json_is_array(v)) {
             reason(r, "expect.warnings must be a list of substrings");
         } else if (json_array_size(v) != json_array_size(all_warnings)) {
-            reason(r, "warnings: expected %zu, got %zu",
-                   json_array_size(v), json_array_size(all_warnings));
-            json_array_foreach(all_warnings, i, w)
-                reason(r, "  got: %s",
-                       json_is_string(w) ? json_string_value(w) : "?");
+            reason(r, "warnings: expected %zu, got %zu", json_array_size(v),
+                   json_array_size(all_warnings));
+            json_array_foreach(all_warnings, i, w) reason(
+                r, "  got: %s", json_is_string(w) ? json_string_value(w) : "?");
         } else {
-            json_array_foreach(v, i, w) {
+            json_array_foreach(v, i, w)
+            {
                 const char *got =
                     json_string_value(json_array_get(all_warnings, i));
                 const char *want = json_string_value(w);
 
                 if (want == NULL || got == NULL || strstr(got, want) == NULL)
-                    reason(r, "warnings[%zu]: expected it to contain \"%s\", "
-                              "got \"%s\"",
+                    reason(r,
+                           "warnings[%zu]: expected it to contain \"%s\", "
+                           "got \"%s\"",
                            i, want ? want : "?", got ? got : "?");
             }
         }
@@ -649,8 +659,8 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
 
 /* ---- one case ------------------------------------------------------- */
 
-static const char *const case_keys[] = {"name", "namespace", "input",
-                                        "inputFile", "expect", "expected",
+static const char *const case_keys[] = {"name",         "namespace", "input",
+                                        "inputFile",    "expect",    "expected",
                                         "expectedFile", NULL};
 
 static void
@@ -846,8 +856,10 @@ tkeys(struct tcheck *t, const struct ynode *m, const char *const *keys,
             continue;
         near = nearest_key(k, keys);
         if (near != NULL)
-            terr(t, m->keys[i], "unknown key \"%.60s\" in %s; did you mean "
-                 "\"%s\"?", k, where, near);
+            terr(t, m->keys[i],
+                 "unknown key \"%.60s\" in %s; did you mean "
+                 "\"%s\"?",
+                 k, where, near);
         else
             terr(t, m->keys[i], "unknown key \"%.60s\" in %s", k, where);
     }
@@ -874,8 +886,10 @@ tbool(struct tcheck *t, const struct ynode *n, const char *what)
         return;
     if (n->kind == YNODE_SCALAR && !n->null_tag && !n->plain &&
         (strcmp(n->str, "true") == 0 || strcmp(n->str, "false") == 0))
-        terr(t, n, "expect.%s must be true or false, got the string "
-             "\"%s\"; drop the quotes", what, n->str);
+        terr(t, n,
+             "expect.%s must be true or false, got the string "
+             "\"%s\"; drop the quotes",
+             what, n->str);
     else if (n->kind == YNODE_SCALAR && !n->null_tag)
         terr(t, n, "expect.%s must be true or false, got %s\"%.40s\"", what,
              n->plain ? "" : "the string ", n->str);
@@ -923,14 +937,14 @@ tstring_list(struct tcheck *t, const struct ynode *n, const char *what)
 }
 
 static const char *const expect_status[] = {"patched", "unchanged", "skipped",
-                                            "not_gpu", "error", NULL};
+                                            "not_gpu", "error",     NULL};
 
 static void
 tcheck_expect(struct tcheck *t, const struct ynode *e)
 {
     static const char *const expect_keys_[] = {
-        "rule",     "mutated", "status",    "shmSize", "warnings",
-        "env",      "capabilities", "hostIPC", "ringCheck", NULL};
+        "rule", "mutated",      "status",  "shmSize",   "warnings",
+        "env",  "capabilities", "hostIPC", "ringCheck", NULL};
     const struct ynode *v;
 
     if (e->kind != YNODE_MAP) {
@@ -953,7 +967,8 @@ tcheck_expect(struct tcheck *t, const struct ynode *e)
         for (size_t i = 0; v->kind == YNODE_SCALAR && expect_status[i]; i++)
             ok = ok || strcmp(v->str, expect_status[i]) == 0;
         if (!ok)
-            terr(t, v, "expect.status must be one of patched, unchanged, "
+            terr(t, v,
+                 "expect.status must be one of patched, unchanged, "
                  "skipped, not_gpu, error; got %s%.40s%s",
                  v->kind == YNODE_SCALAR ? "\"" : "",
                  v->kind == YNODE_SCALAR ? v->str : ynode_type_name(v),
@@ -965,8 +980,10 @@ tcheck_expect(struct tcheck *t, const struct ynode *e)
 
         ng_error_clear(&qe);
         if (v->kind != YNODE_SCALAR || v->null_tag)
-            terr(t, v, "expect.shmSize must be a size such as 32Gi, or "
-                 "none; got %s", ynode_type_name(v));
+            terr(t, v,
+                 "expect.shmSize must be a size such as 32Gi, or "
+                 "none; got %s",
+                 ynode_type_name(v));
         else if (strcmp(v->str, "none") != 0 &&
                  quantity_parse(v->str, v->len, &q, &qe) != 0)
             terr(t, v, "expect.shmSize: %s", qe.msg);
@@ -977,8 +994,10 @@ tcheck_expect(struct tcheck *t, const struct ynode *e)
         tstring_list(t, v, "expect.capabilities");
     if ((v = ynode_get(e, "env")) != NULL) {
         if (v->kind != YNODE_MAP) {
-            terr(t, v, "expect.env must be a mapping NAME: value (null = "
-                 "unset), got %s", ynode_type_name(v));
+            terr(t, v,
+                 "expect.env must be a mapping NAME: value (null = "
+                 "unset), got %s",
+                 ynode_type_name(v));
         } else {
             for (size_t i = 0; i < v->n; i++)
                 if (!v->items[i]->null_tag)
@@ -991,8 +1010,8 @@ static void
 tcheck_case(struct tcheck *t, const struct ynode *c)
 {
     static const char *const case_keys_[] = {
-        "name", "namespace", "input", "inputFile", "expect", "expected",
-        "expectedFile", NULL};
+        "name",   "namespace", "input",        "inputFile",
+        "expect", "expected",  "expectedFile", NULL};
     const struct ynode *v;
 
     if (c->kind != YNODE_MAP) {
@@ -1009,8 +1028,10 @@ tcheck_case(struct tcheck *t, const struct ynode *c)
     if ((v = ynode_get(c, "expectedFile")) != NULL)
         tstring(t, v, "expectedFile");
     if ((v = ynode_get(c, "input")) != NULL && v->kind == YNODE_SCALAR)
-        terr(t, v, "input must be an object (or a list of them), got %s; "
-             "use inputFile for a path", ynode_type_name(v));
+        terr(t, v,
+             "input must be an object (or a list of them), got %s; "
+             "use inputFile for a path",
+             ynode_type_name(v));
     if ((v = ynode_get(c, "expect")) != NULL)
         tcheck_expect(t, v);
 }
@@ -1020,9 +1041,8 @@ static void
 test_file_check(const char *buf, size_t len, struct diags *d)
 {
     static const struct ytree_caps caps = {TEST_MAX_BYTES, 64, 200000, 64};
-    static const char *const test_keys_[] = {"apiVersion", "kind",
-                                             "metadata", "policy", "cases",
-                                             NULL};
+    static const char *const test_keys_[] = {"apiVersion", "kind",  "metadata",
+                                             "policy",     "cases", NULL};
     struct tcheck t = {d};
     struct ytree *tree = ytree_parse(buf, len, &caps, d);
 
@@ -1045,8 +1065,8 @@ test_file_check(const char *buf, size_t len, struct diags *d)
 
 /* ---- one file ------------------------------------------------------- */
 
-static const char *const test_keys[] = {"apiVersion", "kind", "metadata",
-                                        "policy", "cases", NULL};
+static const char *const test_keys[] = {"apiVersion", "kind",  "metadata",
+                                        "policy",     "cases", NULL};
 
 static struct policy *
 test_policy_load(const char *file, const json_t *pv, struct reasons *r)
@@ -1060,8 +1080,8 @@ test_policy_load(const char *file, const json_t *pv, struct reasons *r)
         relative_to(file, json_string_value(pv), path, sizeof(path));
         p = policy_load_file(path, &e);
         if (p == NULL && e.line > 0)
-            reason(r, "policy: %s", ng_error_format(&e, path, msg,
-                                                    sizeof(msg)));
+            reason(r, "policy: %s",
+                   ng_error_format(&e, path, msg, sizeof(msg)));
         else if (p == NULL)
             reason(r, "policy: %s", e.msg);
     } else if (json_is_object(pv)) {
@@ -1110,7 +1130,8 @@ run_file(struct run *run, const char *file)
             goto report;
     }
     docs = load_yaml_file(file, &r);
-    json_array_foreach(docs, i, doc) {
+    json_array_foreach(docs, i, doc)
+    {
         const char *kind = jstr(doc, "kind");
         const char *api = jstr(doc, "apiVersion");
         json_t *cases = json_object_get(doc, "cases");
@@ -1121,23 +1142,22 @@ run_file(struct run *run, const char *file)
         if (!json_is_object(doc) || kind == NULL ||
             strcmp(kind, "PolicyTest") != 0 || api == NULL ||
             strcmp(api, "ncclguard.io/v1alpha1") != 0) {
-            reason(&r, "document %zu: expected apiVersion: "
-                       "ncclguard.io/v1alpha1 and kind: PolicyTest",
+            reason(&r,
+                   "document %zu: expected apiVersion: "
+                   "ncclguard.io/v1alpha1 and kind: PolicyTest",
                    i + 1);
             continue;
         }
         if (check_keys(doc, test_keys, "test", &r) != 0)
             continue;
         if (!json_is_array(cases) || json_array_size(cases) == 0) {
-            reason(&r, "document %zu: cases must be a non-empty list",
-                   i + 1);
+            reason(&r, "document %zu: cases must be a non-empty list", i + 1);
             continue;
         }
         pol = test_policy_load(file, json_object_get(doc, "policy"), &r);
         if (pol == NULL)
             continue;
-        json_array_foreach(cases, k, c)
-            run_case(run, file, c, k, pol);
+        json_array_foreach(cases, k, c) run_case(run, file, c, k, pol);
         policy_free(pol);
     }
     if (docs != NULL && json_array_size(docs) == 0)

@@ -45,9 +45,9 @@ diags_sort(struct diags *d)
         struct diag t = d->v[i];
         size_t j = i;
 
-        while (j > 0 && (d->v[j - 1].line > t.line ||
-                         (d->v[j - 1].line == t.line &&
-                          d->v[j - 1].col > t.col))) {
+        while (j > 0 &&
+               (d->v[j - 1].line > t.line ||
+                (d->v[j - 1].line == t.line && d->v[j - 1].col > t.col))) {
             d->v[j] = d->v[j - 1];
             j--;
         }
@@ -63,8 +63,7 @@ diags_release(struct diags *d)
 }
 
 int
-diag_yaml_tab(const char *buf, size_t len, size_t line, size_t index,
-              int *col)
+diag_yaml_tab(const char *buf, size_t len, size_t line, size_t index, int *col)
 {
     size_t i = 0, l = 0;
 

@@ -55,8 +55,9 @@ static const struct ncclenv_moved moved[] = {
     /* PyTorch's ProcessGroupNCCL settings, renamed TORCH_NCCL_* in
      * PyTorch 2.2; NCCL itself never read them. */
     {"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-     NCCLENV_WARNING, "is PyTorch's, not NCCL's, and the old spelling is "
-                      "deprecated"},
+     NCCLENV_WARNING,
+     "is PyTorch's, not NCCL's, and the old spelling is "
+     "deprecated"},
     {"NCCL_BLOCKING_WAIT", "TORCH_NCCL_BLOCKING_WAIT", NCCLENV_WARNING,
      "is PyTorch's, not NCCL's, and the old spelling is deprecated"},
     {"NCCL_DESYNC_DEBUG", "TORCH_NCCL_DESYNC_DEBUG", NCCLENV_WARNING,
@@ -64,19 +65,19 @@ static const struct ncclenv_moved moved[] = {
     {"NCCL_ENABLE_TIMING", "TORCH_NCCL_ENABLE_TIMING", NCCLENV_WARNING,
      "is PyTorch's, not NCCL's, and the old spelling is deprecated"},
     {"NCCL_AVOID_RECORD_STREAMS", "TORCH_NCCL_AVOID_RECORD_STREAMS",
-     NCCLENV_WARNING, "is PyTorch's, not NCCL's, and the old spelling is "
-                      "deprecated"},
+     NCCLENV_WARNING,
+     "is PyTorch's, not NCCL's, and the old spelling is "
+     "deprecated"},
     {"NCCL_USE_COMM_NONBLOCKING", "TORCH_NCCL_USE_COMM_NONBLOCKING",
-     NCCLENV_WARNING, "is PyTorch's, not NCCL's, and the old spelling is "
-                      "deprecated"},
+     NCCLENV_WARNING,
+     "is PyTorch's, not NCCL's, and the old spelling is "
+     "deprecated"},
     {"NCCL_TIMEOUT", NULL, NCCLENV_ERROR,
      "does not exist: NCCL has no timeout variable; set the timeout in "
      "the framework (e.g. init_process_group(timeout=...))"},
     /* Renamed or removed inside NCCL. */
-    {"NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS", NCCLENV_WARNING,
-     "is deprecated"},
-    {"NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS", NCCLENV_WARNING,
-     "is deprecated"},
+    {"NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS", NCCLENV_WARNING, "is deprecated"},
+    {"NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS", NCCLENV_WARNING, "is deprecated"},
     {"NCCL_MAX_NRINGS", "NCCL_MAX_CTAS", NCCLENV_WARNING, "is deprecated"},
     {"NCCL_MIN_NRINGS", "NCCL_MIN_CTAS", NCCLENV_WARNING, "is deprecated"},
     {"NCCL_IB_GDR_LEVEL", "NCCL_NET_GDR_LEVEL", NCCLENV_ERROR,
@@ -117,29 +118,27 @@ static const struct {
 };
 
 static const char *const subsystems[] = {
-    "INIT", "COLL",  "P2P",   "SHM",       "NET", "GRAPH",
-    "TUNING", "ENV", "ALLOC", "CALL",      "PROXY", "NVLS",
-    "BOOTSTRAP", "REG", "PROFILE", "RAS", "ALL", NULL};
+    "INIT",      "COLL", "P2P",     "SHM",  "NET",   "GRAPH",
+    "TUNING",    "ENV",  "ALLOC",   "CALL", "PROXY", "NVLS",
+    "BOOTSTRAP", "REG",  "PROFILE", "RAS",  "ALL",   NULL};
 
-static const char *const algos[] = {"Tree",          "Ring",
-                                    "CollnetDirect", "CollnetChain",
-                                    "NVLS",          "NVLSTree",
-                                    "PAT",           NULL};
+static const char *const algos[] = {"Tree",         "Ring", "CollnetDirect",
+                                    "CollnetChain", "NVLS", "NVLSTree",
+                                    "PAT",          NULL};
 
 static const char *const protos[] = {"LL", "LL128", "Simple", NULL};
 
-static const char *const funcs[] = {"AllGather",     "AllReduce",
-                                    "Broadcast",     "Reduce",
-                                    "ReduceScatter", "SendRecv",
+static const char *const funcs[] = {"AllGather", "AllReduce",     "Broadcast",
+                                    "Reduce",    "ReduceScatter", "SendRecv",
                                     NULL};
 
-static enum ncclenv_severity
-finding(struct ncclenv_finding *out, enum ncclenv_severity sev,
-        const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static enum ncclenv_severity finding(struct ncclenv_finding *out,
+                                     enum ncclenv_severity sev, const char *fmt,
+                                     ...) __attribute__((format(printf, 3, 4)));
 
 static enum ncclenv_severity
-finding(struct ncclenv_finding *out, enum ncclenv_severity sev,
-        const char *fmt, ...)
+finding(struct ncclenv_finding *out, enum ncclenv_severity sev, const char *fmt,
+        ...)
 {
     va_list ap;
 
@@ -309,15 +308,14 @@ check_word_list(const char *name, const char *v, const char *const *words,
 
             snprintf(w, sizeof(w), "%.*s", (int)(len < 40 ? len : 40), p);
             return finding(out, NCCLENV_ERROR,
-                           "%s: \"%s\" is not a %s NCCL knows", name, w,
-                           what);
+                           "%s: \"%s\" is not a %s NCCL knows", name, w, what);
         }
         if (e == NULL)
             break;
         p = e + 1;
         if (*p == '\0')
-            return finding(out, NCCLENV_ERROR, "%s=%s ends with a comma",
-                           name, shown(v, buf, sizeof(buf)));
+            return finding(out, NCCLENV_ERROR, "%s=%s ends with a comma", name,
+                           shown(v, buf, sizeof(buf)));
     }
     return NCCLENV_OK;
 }
@@ -340,8 +338,8 @@ check_algo_proto(const char *name, const char *v, const char *const *words,
 
         if (len == 0 || len >= sizeof(part))
             return finding(out, NCCLENV_ERROR,
-                           "%s: empty or overlong section in \"%.40s\"",
-                           name, v);
+                           "%s: empty or overlong section in \"%.40s\"", name,
+                           v);
         memcpy(part, p, len);
         part[len] = '\0';
         colon = strchr(part, ':');
@@ -351,9 +349,8 @@ check_algo_proto(const char *name, const char *v, const char *const *words,
                            part);
         if (!word_in_array(funcs, part, (size_t)(colon - part)))
             return finding(out, NCCLENV_ERROR,
-                           "%s: \"%.*s\" is not a collective NCCL knows",
-                           name, (int)(colon - part < 40 ? colon - part : 40),
-                           part);
+                           "%s: \"%.*s\" is not a collective NCCL knows", name,
+                           (int)(colon - part < 40 ? colon - part : 40), part);
         s = check_word_list(name, colon + 1, words, what, out);
         if (s != NCCLENV_OK)
             return s;
@@ -377,9 +374,8 @@ check_iflist(const char *name, const char *v, int hca,
     if (*p == '=')
         p++;
     if (*p == '\0')
-        return finding(out, NCCLENV_ERROR,
-                       "%s=%s names no %s; write e.g. %s", name,
-                       shown(v, buf, sizeof(buf)),
+        return finding(out, NCCLENV_ERROR, "%s=%s names no %s; write e.g. %s",
+                       name, shown(v, buf, sizeof(buf)),
                        hca ? "device" : "interface",
                        hca ? "mlx5_0:1,mlx5_1" : "eth0 or ^docker,lo");
     while (1) {
@@ -388,8 +384,7 @@ check_iflist(const char *name, const char *v, int hca,
         size_t port = 0;
 
         if (len == 0)
-            return finding(out, NCCLENV_ERROR,
-                           "%s=%s has an empty entry", name,
+            return finding(out, NCCLENV_ERROR, "%s=%s has an empty entry", name,
                            shown(v, buf, sizeof(buf)));
         for (size_t i = 0; i < len; i++) {
             unsigned char c = (unsigned char)p[i];
@@ -410,8 +405,8 @@ check_iflist(const char *name, const char *v, int hca,
                                name, shown(v, buf, sizeof(buf)));
             if (hca && port != 0 && !isdigit(c))
                 return finding(out, NCCLENV_ERROR,
-                               "%s=%s: a port after ':' must be a number",
-                               name, shown(v, buf, sizeof(buf)));
+                               "%s=%s: a port after ':' must be a number", name,
+                               shown(v, buf, sizeof(buf)));
         }
         if (hca && port != 0 && port + 1 == len)
             return finding(out, NCCLENV_ERROR,
@@ -433,7 +428,8 @@ static enum ncclenv_severity
 check_level(const char *name, const char *v, int p2p,
             struct ncclenv_finding *out)
 {
-    const char *levels = p2p ? "LOC|NVL|PIX|PXB|PHB|SYS" : "LOC|PIX|PXB|PHB|SYS";
+    const char *levels =
+        p2p ? "LOC|NVL|PIX|PXB|PHB|SYS" : "LOC|PIX|PXB|PHB|SYS";
     long long n;
     char buf[48];
 
@@ -459,8 +455,7 @@ check_level(const char *name, const char *v, int p2p,
             break;
         p = e + 1;
     }
-    return finding(out, NCCLENV_ERROR,
-                   "%s=%s: must be %s or an integer", name,
+    return finding(out, NCCLENV_ERROR, "%s=%s: must be %s or an integer", name,
                    shown(v, buf, sizeof(buf)),
                    p2p ? "LOC, NVL, PIX, PXB, PHB, SYS"
                        : "LOC, PIX, PXB, PHB, SYS");
@@ -494,8 +489,8 @@ check_value(const struct ncclenv_entry *e, const char *v,
                            "anything else",
                            e->name, shown(v, buf, sizeof(buf)));
         if (e->kind == NE_UINT && n < 0)
-            return finding(out, NCCLENV_ERROR,
-                           "%s=%lld: must not be negative", e->name, n);
+            return finding(out, NCCLENV_ERROR, "%s=%lld: must not be negative",
+                           e->name, n);
         break;
     case NE_BYTES:
         if (nccl_int(v, &n) != 0) {
@@ -533,8 +528,7 @@ check_value(const struct ncclenv_entry *e, const char *v,
         }
         if (n < 0)
             return finding(out, NCCLENV_ERROR,
-                           "%s=%lld: a size must not be negative", e->name,
-                           n);
+                           "%s=%lld: a size must not be negative", e->name, n);
         if (v[0] == '0' && v[1] >= '0' && v[1] <= '9')
             return finding(out, NCCLENV_WARNING,
                            "%s=%s: NCCL reads a leading 0 as octal (%lld "
@@ -568,8 +562,7 @@ check_value(const struct ncclenv_entry *e, const char *v,
     case NE_HCA:
         return check_iflist(e->name, v, 1, out);
     case NE_SUBSYS:
-        return check_word_list(e->name, v, subsystems, "debug subsystem",
-                               out);
+        return check_word_list(e->name, v, subsystems, "debug subsystem", out);
     case NE_ALGO:
         return check_algo_proto(e->name, v, algos, "algorithm", out);
     case NE_PROTO:
@@ -586,8 +579,7 @@ check_value(const struct ncclenv_entry *e, const char *v,
 }
 
 enum ncclenv_severity
-ncclenv_check(const char *name, const char *value,
-              struct ncclenv_finding *out)
+ncclenv_check(const char *name, const char *value, struct ncclenv_finding *out)
 {
     const struct ncclenv_entry *e;
     const char *close;
@@ -605,10 +597,9 @@ ncclenv_check(const char *name, const char *value,
                 continue;
             if (torch_vars[i].values != NULL &&
                 !word_in(torch_vars[i].values, value, strlen(value)))
-                return finding(out, NCCLENV_ERROR,
-                               "%s=%s: PyTorch expects one of %s", name,
-                               shown(value, buf, sizeof(buf)),
-                               torch_vars[i].values);
+                return finding(
+                    out, NCCLENV_ERROR, "%s=%s: PyTorch expects one of %s",
+                    name, shown(value, buf, sizeof(buf)), torch_vars[i].values);
             if (torch_vars[i].values == NULL && nccl_int(value, &n) != 0)
                 return finding(out, NCCLENV_ERROR,
                                "%s=%s: PyTorch expects an integer", name,

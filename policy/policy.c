@@ -14,15 +14,15 @@
 
 #include <openssl/evp.h>
 
-#include "../ringcheck/limits.h"
-#include "../ringcheck/multinode_env.h"
+#include "ringcheck/limits.h"
+#include "ringcheck/multinode_env.h"
 #include "base/file.h"
 #include "base/text.h"
 #include "policy/match.h"
 #include "policy/ncclenv.h"
 #include "policy/quantity.h"
-#include "watchdog/wdspec.h"
 #include "policy/ytree.h"
+#include "watchdog/wdspec.h"
 
 /* Caps on what a policy file may contain. */
 #define POLICY_MAX_BYTES (1024 * 1024)
@@ -203,9 +203,8 @@ diag_at(struct loader *L, enum diag_severity sev, const struct ynode *n,
     diags_add(L->d, sev, n ? n->line : 0, n ? n->col : 0, "%s", msg);
 }
 
-static void
-err_at(struct loader *L, const struct ynode *n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void err_at(struct loader *L, const struct ynode *n, const char *fmt,
+                   ...) __attribute__((format(printf, 3, 4)));
 
 static void
 err_at(struct loader *L, const struct ynode *n, const char *fmt, ...)
@@ -217,9 +216,8 @@ err_at(struct loader *L, const struct ynode *n, const char *fmt, ...)
     va_end(ap);
 }
 
-static void
-warn_at(struct loader *L, const struct ynode *n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void warn_at(struct loader *L, const struct ynode *n, const char *fmt,
+                    ...) __attribute__((format(printf, 3, 4)));
 
 static void
 warn_at(struct loader *L, const struct ynode *n, const char *fmt, ...)
@@ -299,15 +297,14 @@ closest(const char *word, const char *const *names)
 
 /* Where each key may appear, for "did you mean" across sections. */
 static const char *const settings_keys[] = {
-    "gpuResources", "profile", "shm", "ipc", "ringCheck", "extraEnv",
-    "debug", "watchdog", NULL};
+    "gpuResources", "profile", "shm",      "ipc", "ringCheck",
+    "extraEnv",     "debug",   "watchdog", NULL};
 static const char *const watchdog_keys[] = {"enabled", "period", "idlePeriods",
                                             "minCPU",  "action", "checkpoint",
                                             "grace",   NULL};
 static const char *const checkpoint_keys[] = {"signal", "file", NULL};
-static const char *const profile_keys[] = {"enabled", "name", "optional",
-                                           NULL};
-static const char *const shm_keys[] = {"enabled", "perGPU", "min", "max",
+static const char *const profile_keys[] = {"enabled", "name", "optional", NULL};
+static const char *const shm_keys[] = {"enabled",  "perGPU",      "min", "max",
                                        "existing", "memoryLimit", NULL};
 static const char *const ipc_keys[] = {"capabilities", "hostIPC", NULL};
 static const char *const ringcheck_keys[] = {"enabled",
@@ -328,27 +325,27 @@ static const char *const ringcheck_keys[] = {"enabled",
                                              "nodes",
                                              NULL};
 static const char *const resources_keys[] = {"cpu", "memory", NULL};
-static const char *const debug_keys[] = {"allowAnnotation", "level",
-                                         "subsys", NULL};
+static const char *const debug_keys[] = {"allowAnnotation", "level", "subsys",
+                                         NULL};
 static const char *const env_keys[] = {"name", "value", NULL};
-static const char *const top_keys[] = {"apiVersion", "kind", "metadata",
-                                       "defaults", "rules", "dra", NULL};
+static const char *const top_keys[] = {
+    "apiVersion", "kind", "metadata", "defaults", "rules", "dra", NULL};
 static const char *const rule_keys[] = {"name", "match", "skip", "settings",
                                         NULL};
 static const char *const match_keys[] = {
-    "namespaces", "excludeNamespaces", "podLabels", "matchExpressions",
-    "annotations", "minGPUs", "maxGPUs", NULL};
+    "namespaces",  "excludeNamespaces", "podLabels", "matchExpressions",
+    "annotations", "minGPUs",           "maxGPUs",   NULL};
 static const char *const expr_keys[] = {"key", "operator", "values", NULL};
 
 static const struct {
     const char *section;
     const char *const *keys;
 } key_sections[] = {
-    {"settings", settings_keys}, {"shm", shm_keys},
+    {"settings", settings_keys},   {"shm", shm_keys},
     {"ringCheck", ringcheck_keys}, {"ipc", ipc_keys},
-    {"profile", profile_keys}, {"debug", debug_keys},
-    {"match", match_keys}, {"rule", rule_keys},
-    {"watchdog", watchdog_keys}, {"watchdog.checkpoint", checkpoint_keys},
+    {"profile", profile_keys},     {"debug", debug_keys},
+    {"match", match_keys},         {"rule", rule_keys},
+    {"watchdog", watchdog_keys},   {"watchdog.checkpoint", checkpoint_keys},
 };
 
 /* Reports keys of map that are not in allowed. */
@@ -394,8 +391,9 @@ check_keys(struct loader *L, const struct ynode *map,
             err_at(L, k, "unknown key \"%.60s\" in %s; it belongs under %s",
                    k->str, where, hint);
         else
-            err_at(L, k, "unknown key \"%.60s\" in %s (expected one of the "
-                         "keys documented in policy/default.yaml)",
+            err_at(L, k,
+                   "unknown key \"%.60s\" in %s (expected one of the "
+                   "keys documented in policy/default.yaml)",
                    k->str, where);
     }
 }
@@ -413,8 +411,7 @@ static bool
 want_scalar_text(struct loader *L, const struct ynode *n, const char *what)
 {
     if (n->kind != YNODE_SCALAR || n->null_tag) {
-        err_at(L, n, "%s must be a string, got %s", what,
-               ynode_type_name(n));
+        err_at(L, n, "%s must be a string, got %s", what, ynode_type_name(n));
         return false;
     }
     if (n->len > POLICY_MAX_STRING || strlen(n->str) != n->len) {
@@ -426,15 +423,13 @@ want_scalar_text(struct loader *L, const struct ynode *n, const char *what)
 }
 
 static bool
-get_bool(struct loader *L, const struct ynode *n, const char *what,
-         bool *out)
+get_bool(struct loader *L, const struct ynode *n, const char *what, bool *out)
 {
     static const char *const t[] = {"true", "True", "TRUE"};
     static const char *const f[] = {"false", "False", "FALSE"};
-    static const char *const yaml11[] = {"yes", "Yes", "YES", "no", "No",
-                                         "NO",  "on",  "On",  "ON", "off",
-                                         "Off", "OFF", "y",   "Y",  "n",
-                                         "N"};
+    static const char *const yaml11[] = {
+        "yes", "Yes", "YES", "no",  "No", "NO", "on", "On",
+        "ON",  "off", "Off", "OFF", "y",  "Y",  "n",  "N"};
 
     if (n->kind == YNODE_SCALAR && n->plain) {
         for (size_t i = 0; i < 3; i++) {
@@ -459,8 +454,9 @@ get_bool(struct loader *L, const struct ynode *n, const char *what,
     }
     if (n->kind == YNODE_SCALAR && !n->plain &&
         (strcmp(n->str, "true") == 0 || strcmp(n->str, "false") == 0)) {
-        err_at(L, n, "%s must be a boolean, got the quoted string \"%s\"; "
-                     "drop the quotes",
+        err_at(L, n,
+               "%s must be a boolean, got the quoted string \"%s\"; "
+               "drop the quotes",
                what, n->str);
         return false;
     }
@@ -486,15 +482,14 @@ get_string(struct loader *L, const struct ynode *n, const char *what,
 
 /* A plain integer; reports a negative number specifically. */
 static bool
-get_int(struct loader *L, const struct ynode *n, const char *what,
-        int64_t lo, int64_t hi, int64_t *out)
+get_int(struct loader *L, const struct ynode *n, const char *what, int64_t lo,
+        int64_t hi, int64_t *out)
 {
     char *end;
     long long v;
 
     if (n->kind != YNODE_SCALAR || n->null_tag || !n->plain) {
-        err_at(L, n, "%s must be an integer, got %s", what,
-               ynode_type_name(n));
+        err_at(L, n, "%s must be an integer, got %s", what, ynode_type_name(n));
         return false;
     }
     errno = 0;
@@ -525,8 +520,7 @@ get_number(struct loader *L, const struct ynode *n, const char *what,
     double v;
 
     if (n->kind != YNODE_SCALAR || n->null_tag || !n->plain) {
-        err_at(L, n, "%s must be a number, got %s", what,
-               ynode_type_name(n));
+        err_at(L, n, "%s must be a number, got %s", what, ynode_type_name(n));
         return false;
     }
     errno = 0;
@@ -581,8 +575,7 @@ get_bytes(struct loader *L, const struct ynode *n, const char *what,
                    "whole bytes; did you mean %s?",
                    what, n->str, canon);
         } else {
-            err_at(L, n, "%s %s is not a whole number of bytes", what,
-                   n->str);
+            err_at(L, n, "%s %s is not a whole number of bytes", what, n->str);
         }
         return false;
     }
@@ -612,12 +605,12 @@ get_enum(struct loader *L, const struct ynode *n, const char *what,
     }
     hint = closest(n->str, names);
     if (hint != NULL)
-        err_at(L, n, "%s must be one of %s, got \"%.40s\"; did you mean "
-                     "\"%s\"?",
+        err_at(L, n,
+               "%s must be one of %s, got \"%.40s\"; did you mean "
+               "\"%s\"?",
                what, list, n->str, hint);
     else
-        err_at(L, n, "%s must be one of %s, got \"%.40s\"", what, list,
-               n->str);
+        err_at(L, n, "%s must be one of %s, got \"%.40s\"", what, list, n->str);
     return false;
 }
 
@@ -674,8 +667,7 @@ get_string_list(struct loader *L, const struct ynode *n, const char *what,
 /* ---- field validators --------------------------------------------- */
 
 static bool
-check_resource_name(struct loader *L, const struct ynode *n,
-                    const char *what)
+check_resource_name(struct loader *L, const struct ynode *n, const char *what)
 {
     const char *s = n->str;
     const char *slash = strchr(s, '/');
@@ -683,16 +675,18 @@ check_resource_name(struct loader *L, const struct ynode *n,
     for (const char *c = s; *c; c++) {
         if (!(isalnum((unsigned char)*c) || *c == '-' || *c == '.' ||
               *c == '_' || *c == '/')) {
-            err_at(L, n, "%s: \"%.60s\" is not a resource name (character "
-                         "0x%02x)",
+            err_at(L, n,
+                   "%s: \"%.60s\" is not a resource name (character "
+                   "0x%02x)",
                    what, s, (unsigned char)*c);
             return false;
         }
     }
     if (slash == NULL || slash == s || slash[1] == '\0' ||
         strchr(slash + 1, '/') != NULL) {
-        err_at(L, n, "%s: \"%.60s\" is not an extended resource name "
-                     "(expected domain/name, e.g. nvidia.com/gpu)",
+        err_at(L, n,
+               "%s: \"%.60s\" is not an extended resource name "
+               "(expected domain/name, e.g. nvidia.com/gpu)",
                what, s);
         return false;
     }
@@ -714,8 +708,9 @@ check_dns_name(struct loader *L, const struct ynode *n, const char *what)
 
         if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
               c == '.')) {
-            err_at(L, n, "%s \"%.60s\" is not a valid Kubernetes object "
-                         "name (lower-case letters, digits, '-' and '.')",
+            err_at(L, n,
+                   "%s \"%.60s\" is not a valid Kubernetes object "
+                   "name (lower-case letters, digits, '-' and '.')",
                    what, s);
             return false;
         }
@@ -730,10 +725,9 @@ check_dns_name(struct loader *L, const struct ynode *n, const char *what)
 
 /* Capabilities Pod Security "baseline" lets a container add. */
 static const char *const baseline_caps[] = {
-    "AUDIT_WRITE", "CHOWN",   "DAC_OVERRIDE", "FOWNER",
-    "FSETID",      "KILL",    "MKNOD",        "NET_BIND_SERVICE",
-    "SETFCAP",     "SETGID",  "SETPCAP",      "SETUID",
-    "SYS_CHROOT",  NULL};
+    "AUDIT_WRITE", "CHOWN",  "DAC_OVERRIDE",     "FOWNER",  "FSETID",
+    "KILL",        "MKNOD",  "NET_BIND_SERVICE", "SETFCAP", "SETGID",
+    "SETPCAP",     "SETUID", "SYS_CHROOT",       NULL};
 
 static bool
 check_capability(struct loader *L, const struct ynode *n, const char *what)
@@ -748,23 +742,26 @@ check_capability(struct loader *L, const struct ynode *n, const char *what)
     for (const char *c = s; *c; c++) {
         if (!((*c >= 'A' && *c <= 'Z') || *c == '_' ||
               (*c >= '0' && *c <= '9'))) {
-            err_at(L, n, "%s: \"%.40s\" is not a capability name (upper "
-                         "case, e.g. IPC_LOCK)",
+            err_at(L, n,
+                   "%s: \"%.40s\" is not a capability name (upper "
+                   "case, e.g. IPC_LOCK)",
                    what, s);
             return false;
         }
     }
     if (strncmp(s, "CAP_", 4) == 0) {
-        err_at(L, n, "%s: write \"%s\" without the CAP_ prefix, as "
-                     "Kubernetes expects",
+        err_at(L, n,
+               "%s: write \"%s\" without the CAP_ prefix, as "
+               "Kubernetes expects",
                what, s + 4);
         return false;
     }
     for (size_t i = 0; baseline_caps[i] != NULL; i++)
         baseline = baseline || strcmp(baseline_caps[i], s) == 0;
     if (!baseline)
-        warn_at(L, n, "%s: adding %s makes GPU pods fail Pod Security "
-                      "\"baseline\" in namespaces that enforce it",
+        warn_at(L, n,
+                "%s: adding %s makes GPU pods fail Pod Security "
+                "\"baseline\" in namespaces that enforce it",
                 what, s);
     return true;
 }
@@ -778,8 +775,9 @@ check_image(struct loader *L, const struct ynode *n, const char *what)
     }
     for (const char *c = n->str; *c; c++) {
         if (isspace((unsigned char)*c) || !isprint((unsigned char)*c)) {
-            err_at(L, n, "%s \"%.60s\" contains whitespace or control "
-                         "characters",
+            err_at(L, n,
+                   "%s \"%.60s\" contains whitespace or control "
+                   "characters",
                    what, n->str);
             return false;
         }
@@ -834,8 +832,9 @@ check_env_name(struct loader *L, const struct ynode *n, const char *what)
     for (const char *c = n->str; *c; c++) {
         if (*c == '=' || !isprint((unsigned char)*c) ||
             isspace((unsigned char)*c)) {
-            err_at(L, n, "%s: \"%.60s\" is not a valid environment variable "
-                         "name",
+            err_at(L, n,
+                   "%s: \"%.60s\" is not a valid environment variable "
+                   "name",
                    what, n->str);
             return false;
         }
@@ -913,8 +912,9 @@ parse_ipc(struct loader *L, const struct ynode *n, struct settings *s)
                         &s->ipc.capabilities, &s->ipc.n_capabilities);
     if ((v = ynode_get(n, "hostIPC")) != NULL &&
         get_bool(L, v, "ipc.hostIPC", &s->ipc.host_ipc) && s->ipc.host_ipc)
-        warn_at(L, v, "ipc.hostIPC: true makes GPU pods fail Pod Security "
-                      "\"baseline\" in namespaces that enforce it");
+        warn_at(L, v,
+                "ipc.hostIPC: true makes GPU pods fail Pod Security "
+                "\"baseline\" in namespaces that enforce it");
 }
 
 /* Checks an address template (see policy_template_next()); errors at n. */
@@ -964,8 +964,8 @@ parse_ringcheck_multinode(struct loader *L, const struct ynode *n,
                 RINGCHECK_MAX_PORT, &i64))
         s->ringcheck.rendezvous_port = (int)i64;
     if ((v = ynode_get(n, "multiNodeTimeout")) != NULL &&
-        get_int(L, v, "ringCheck.multiNodeTimeout",
-                RINGCHECK_MIN_MN_TIMEOUT_S, RINGCHECK_MAX_MN_TIMEOUT_S, &i64))
+        get_int(L, v, "ringCheck.multiNodeTimeout", RINGCHECK_MIN_MN_TIMEOUT_S,
+                RINGCHECK_MAX_MN_TIMEOUT_S, &i64))
         s->ringcheck.multi_node_timeout = (int)i64;
     if ((v = ynode_get(n, "onMissing")) != NULL &&
         get_enum(L, v, "ringCheck.onMissing", missing, &e))
@@ -1003,8 +1003,9 @@ parse_ringcheck(struct loader *L, const struct ynode *n, struct settings *s)
     if ((v = ynode_get(n, "bandwidthBytes")) != NULL &&
         get_bytes(L, v, "ringCheck.bandwidthBytes", &i64)) {
         if (i64 == 0 || i64 > (16LL << 30))
-            err_at(L, v, "ringCheck.bandwidthBytes must be between 1 and "
-                         "16Gi");
+            err_at(L, v,
+                   "ringCheck.bandwidthBytes must be between 1 and "
+                   "16Gi");
         else
             s->ringcheck.bandwidth_bytes = i64;
     }
@@ -1376,8 +1377,8 @@ check_label_key(struct loader *L, const struct ynode *n, const char *what)
     const char *name = slash ? slash + 1 : s;
 
     if (n->len == 0 || strlen(name) == 0 || strlen(name) > 63 ||
-        (slash && (slash == s || slash - s > 253 ||
-                   strchr(slash + 1, '/') != NULL))) {
+        (slash &&
+         (slash == s || slash - s > 253 || strchr(slash + 1, '/') != NULL))) {
         err_at(L, n, "%s: \"%.60s\" is not a valid label or annotation key",
                what, s);
         return false;
@@ -1385,8 +1386,9 @@ check_label_key(struct loader *L, const struct ynode *n, const char *what)
     for (const char *c = s; *c; c++) {
         if (!(isalnum((unsigned char)*c) || *c == '-' || *c == '_' ||
               *c == '.' || *c == '/')) {
-            err_at(L, n, "%s: \"%.60s\" is not a valid label or annotation "
-                         "key",
+            err_at(L, n,
+                   "%s: \"%.60s\" is not a valid label or annotation "
+                   "key",
                    what, s);
             return false;
         }
@@ -1426,8 +1428,8 @@ parse_pairs(struct loader *L, const struct ynode *n, const char *what,
 static void
 parse_exprs(struct loader *L, const struct ynode *n, struct match *m)
 {
-    static const char *const ops[] = {"In", "NotIn", "Exists",
-                                      "DoesNotExist", NULL};
+    static const char *const ops[] = {"In", "NotIn", "Exists", "DoesNotExist",
+                                      NULL};
     struct label_req *r;
 
     if (n->kind != YNODE_SEQ) {
@@ -1474,8 +1476,7 @@ parse_exprs(struct loader *L, const struct ynode *n, struct match *m)
             if (!get_string_list(L, vals, "matchExpressions values", NULL,
                                  &r[i].values, &r[i].n_values))
                 return;
-        } else if (vals != NULL &&
-                   !(vals->kind == YNODE_SEQ && vals->n == 0)) {
+        } else if (vals != NULL && !(vals->kind == YNODE_SEQ && vals->n == 0)) {
             err_at(L, vals, "matchExpressions operator %s takes no values",
                    op->str);
             return;
@@ -1504,8 +1505,8 @@ parse_match(struct loader *L, const struct ynode *n, struct match *m)
         get_string_list(L, v, "match.excludeNamespaces", check_glob,
                         &m->exclude, &m->n_exclude);
     if ((v = ynode_get(n, "podLabels")) != NULL)
-        parse_pairs(L, v, "match.podLabels", &m->label_keys,
-                    &m->label_values, &m->n_labels);
+        parse_pairs(L, v, "match.podLabels", &m->label_keys, &m->label_values,
+                    &m->n_labels);
     if ((v = ynode_get(n, "matchExpressions")) != NULL)
         parse_exprs(L, v, m);
     if ((v = ynode_get(n, "annotations")) != NULL)
@@ -1536,15 +1537,17 @@ check_rule_name(struct loader *L, const struct ynode *n)
     for (const char *c = n->str; *c; c++) {
         if (!(isalnum((unsigned char)*c) || *c == '-' || *c == '_' ||
               *c == '.')) {
-            err_at(L, n, "rule name \"%.63s\" may use only letters, digits, "
-                         "'-', '_' and '.'",
+            err_at(L, n,
+                   "rule name \"%.63s\" may use only letters, digits, "
+                   "'-', '_' and '.'",
                    n->str);
             return false;
         }
     }
     if (strcmp(n->str, "default") == 0) {
-        err_at(L, n, "rule name \"default\" is reserved for pods no rule "
-                     "matches");
+        err_at(L, n,
+               "rule name \"default\" is reserved for pods no rule "
+               "matches");
         return false;
     }
     return true;
@@ -1592,8 +1595,9 @@ parse_rules(struct loader *L, const struct ynode *n)
             for (size_t j = 0; j < p->n_rules; j++) {
                 if (p->rules[j].name != NULL &&
                     strcmp(p->rules[j].name, nm->str) == 0)
-                    err_at(L, nm, "duplicate rule name \"%s\" (first at "
-                                  "line %d)",
+                    err_at(L, nm,
+                           "duplicate rule name \"%s\" (first at "
+                           "line %d)",
                            nm->str, p->rules[j].line);
             }
         }
@@ -1610,10 +1614,11 @@ parse_rules(struct loader *L, const struct ynode *n)
         r->settings = p->defaults;
         if ((v = ynode_get(it, "settings")) != NULL) {
             if (r->skip)
-                warn_at(L, v, "settings are ignored: the rule says skip: "
-                              "true");
-            snprintf(who, sizeof(who), "rule \"%.60s\": ",
-                     r->name ? r->name : "?");
+                warn_at(L, v,
+                        "settings are ignored: the rule says skip: "
+                        "true");
+            snprintf(who, sizeof(who),
+                     "rule \"%.60s\": ", r->name ? r->name : "?");
             parse_settings(L, v, &r->settings, "settings", &pos);
             check_shm_bounds(L, &r->settings, &pos, v, who);
         }
@@ -1637,20 +1642,17 @@ parse_rules(struct loader *L, const struct ynode *n)
                       (a->n_labels + a->n_exprs + a->n_ann + 1) *
                           (b->n_labels + b->n_exprs + b->n_ann + 1);
             if (budget > SHADOW_CHECK_BUDGET) {
-                diags_add(L->d, DIAG_WARNING, p->rules[i].line,
-                          p->rules[i].col,
+                diags_add(L->d, DIAG_WARNING, p->rules[i].line, p->rules[i].col,
                           "rules from \"%s\" on were not checked for being "
                           "unreachable: the rule set is too large",
                           p->rules[i].name);
                 return;
             }
             if (match_covers(a, b)) {
-                diags_add(L->d, DIAG_ERROR, p->rules[i].line,
-                          p->rules[i].col,
+                diags_add(L->d, DIAG_ERROR, p->rules[i].line, p->rules[i].col,
                           "rule \"%s\" can never match: rule \"%s\" (line "
                           "%d) comes first and matches every pod it would",
-                          p->rules[i].name, p->rules[j].name,
-                          p->rules[j].line);
+                          p->rules[i].name, p->rules[j].name, p->rules[j].line);
                 break;
             }
         }
@@ -1658,7 +1660,6 @@ parse_rules(struct loader *L, const struct ynode *n)
 }
 
 /* ---- top level ----------------------------------------------------- */
-
 
 /* The Kubernetes object-name length limit (DNS subdomain). */
 #define DRA_MAX_NAME 253
@@ -1696,8 +1697,7 @@ parse_dra(struct loader *L, const struct ynode *n)
                    k->str, DRA_MAX_NAME);
             continue;
         }
-        if (!get_int(L, t->items[i], "dra.claimTemplates value", 1, 1024,
-                     &g))
+        if (!get_int(L, t->items[i], "dra.claimTemplates value", 1, 1024, &g))
             continue;
         L->p->dra.names[L->p->dra.n] = pool_strdup(L->p, k->str);
         L->p->dra.gpus[L->p->dra.n++] = g;
@@ -1722,8 +1722,9 @@ parse_top(struct loader *L, const struct ynode *root)
     struct shm_pos pos = {NULL, NULL, NULL, NULL};
 
     if (root->kind != YNODE_MAP) {
-        err_at(L, root, "a policy must be a mapping with apiVersion: %s and "
-                        "kind: Policy, got %s",
+        err_at(L, root,
+               "a policy must be a mapping with apiVersion: %s and "
+               "kind: Policy, got %s",
                API_VERSION, ynode_type_name(root));
         return;
     }
@@ -1777,8 +1778,7 @@ policy_destroy(struct policy *p)
 struct policy *
 policy_check(const char *buf, size_t len, struct diags *d)
 {
-    static const struct ytree_caps caps = {POLICY_MAX_BYTES,
-                                           POLICY_MAX_DEPTH,
+    static const struct ytree_caps caps = {POLICY_MAX_BYTES, POLICY_MAX_DEPTH,
                                            POLICY_MAX_NODES, 1};
     struct policy *p;
     struct ytree *t;
@@ -1822,8 +1822,7 @@ fail:
 }
 
 struct policy *
-policy_load(const char *buf, size_t len, const char *name,
-            struct ng_error *err)
+policy_load(const char *buf, size_t len, const char *name, struct ng_error *err)
 {
     struct diags d = {0};
     struct policy *p;
@@ -1833,8 +1832,7 @@ policy_load(const char *buf, size_t len, const char *name,
     if (p == NULL) {
         for (size_t i = 0; i < d.n; i++) {
             if (d.v[i].severity == DIAG_ERROR) {
-                ng_error_set(err, d.v[i].line, d.v[i].col, "%s",
-                             d.v[i].msg);
+                ng_error_set(err, d.v[i].line, d.v[i].col, "%s", d.v[i].msg);
                 break;
             }
         }
@@ -1998,8 +1996,7 @@ policy_rule_name(const struct policy *p, size_t i)
 
 /* Adds a warning, cut on a UTF-8 boundary to the TEXT_WARNING_MAX bytes
  * the admission API shows whole. */
-static void
-decision_warn(struct decision *out, const char *fmt, ...)
+static void decision_warn(struct decision *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static void
@@ -2057,29 +2054,33 @@ decide_shm_size(const struct settings *s, const char *rule, const char *v,
 
     shown_value(v, shown, sizeof(shown));
     if (!s->shm.enabled) {
-        decision_warn(out, "ncclguard: shm-size ignored: rule \"%.30s\" "
-                           "does not manage /dev/shm; remove the annotation",
+        decision_warn(out,
+                      "ncclguard: shm-size ignored: rule \"%.30s\" "
+                      "does not manage /dev/shm; remove the annotation",
                       rule);
         return;
     }
     if (quantity_parse(v, strlen(v), &q, NULL) != 0 || q.negative ||
         q.value == 0 || !q.integer || q.saturated) {
-        decision_warn(out, "ncclguard: shm-size \"%s\" refused: not a whole "
-                           "positive quantity such as 16Gi",
+        decision_warn(out,
+                      "ncclguard: shm-size \"%s\" refused: not a whole "
+                      "positive quantity such as 16Gi",
                       shown);
         return;
     }
     if (q.value > s->shm.max) {
         quantity_format_binary(s->shm.max, lim, sizeof(lim));
-        decision_warn(out, "ncclguard: shm-size %s refused: above the "
-                           "policy maximum %s (rule \"%.30s\")",
+        decision_warn(out,
+                      "ncclguard: shm-size %s refused: above the "
+                      "policy maximum %s (rule \"%.30s\")",
                       shown, lim, rule);
         return;
     }
     if (q.value < s->shm.min) {
         quantity_format_binary(s->shm.min, lim, sizeof(lim));
-        decision_warn(out, "ncclguard: shm-size %s refused: below the "
-                           "policy minimum %s (rule \"%.30s\")",
+        decision_warn(out,
+                      "ncclguard: shm-size %s refused: below the "
+                      "policy minimum %s (rule \"%.30s\")",
                       shown, lim, rule);
         return;
     }
@@ -2121,19 +2122,22 @@ policy_decide(const struct policy *p, const char *ns, const json_t *labels,
             else if (s->ringcheck.allow_opt_out)
                 out->ringcheck = false;
             else
-                decision_warn(out, "ncclguard: ring-check opt-out refused: "
-                                   "rule \"%.30s\" does not allow it; remove "
-                                   "the annotation",
+                decision_warn(out,
+                              "ncclguard: ring-check opt-out refused: "
+                              "rule \"%.30s\" does not allow it; remove "
+                              "the annotation",
                               out->rule);
         } else if (strcmp(v, "true") == 0) {
             if (!s->ringcheck.enabled)
-                decision_warn(out, "ncclguard: ring-check \"true\" ignored: "
-                                   "rule \"%.30s\" turns it off; remove the "
-                                   "annotation",
+                decision_warn(out,
+                              "ncclguard: ring-check \"true\" ignored: "
+                              "rule \"%.30s\" turns it off; remove the "
+                              "annotation",
                               out->rule);
         } else {
-            decision_warn(out, "ncclguard: ring-check \"%s\" ignored: "
-                               "expected \"true\" or \"false\"",
+            decision_warn(out,
+                          "ncclguard: ring-check \"%s\" ignored: "
+                          "expected \"true\" or \"false\"",
                           shown);
         }
     }
@@ -2144,13 +2148,15 @@ policy_decide(const struct policy *p, const char *ns, const json_t *labels,
             if (s->debug.allow_annotation)
                 out->debug = true;
             else
-                decision_warn(out, "ncclguard: debug refused: rule "
-                                   "\"%.30s\" allows no NCCL debug output; "
-                                   "remove the annotation",
+                decision_warn(out,
+                              "ncclguard: debug refused: rule "
+                              "\"%.30s\" allows no NCCL debug output; "
+                              "remove the annotation",
                               out->rule);
         } else if (strcmp(v, "false") != 0) {
-            decision_warn(out, "ncclguard: debug \"%s\" ignored: expected "
-                               "\"true\" or \"false\"",
+            decision_warn(out,
+                          "ncclguard: debug \"%s\" ignored: expected "
+                          "\"true\" or \"false\"",
                           shown);
         }
     }

@@ -9,8 +9,8 @@
 
 #include <jansson.h>
 
-#include "policy/diag.h"
 #include "base/error.h"
+#include "policy/diag.h"
 
 struct policy;
 
@@ -143,9 +143,9 @@ struct decision {
     bool skip;        /* rule says skip: true */
     const struct settings *settings;
     int64_t shm_override; /* accepted ncclguard.io/shm-size, or -1 */
-    bool ringcheck;        /* settings->ringcheck.enabled after opt-out */
-    bool debug;            /* accepted ncclguard.io/debug: "true" */
-    size_t n_warnings;     /* refused overrides, each saying why */
+    bool ringcheck;       /* settings->ringcheck.enabled after opt-out */
+    bool debug;           /* accepted ncclguard.io/debug: "true" */
+    size_t n_warnings;    /* refused overrides, each saying why */
     char warnings[POLICY_MAX_WARNINGS][160];
 };
 

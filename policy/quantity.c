@@ -210,8 +210,8 @@ quantity_suggest(const char *s, size_t len, char *out, size_t n)
     char unit;
     struct quantity q;
 
-    while (i < len && (is_digit(s[i]) || s[i] == '.' || s[i] == '+' ||
-                       s[i] == '-'))
+    while (i < len &&
+           (is_digit(s[i]) || s[i] == '.' || s[i] == '+' || s[i] == '-'))
         i++;
     numend = i;
     if (numend == 0)
@@ -242,8 +242,7 @@ quantity_suggest(const char *s, size_t len, char *out, size_t n)
 }
 
 static void
-quantity_fail(const char *s, size_t len, struct ng_error *err,
-              const char *why)
+quantity_fail(const char *s, size_t len, struct ng_error *err, const char *why)
 {
     char sug[QUANTITY_MAX_LEN + 8];
     int shown = len > 40 ? 40 : (int)len;
@@ -360,19 +359,18 @@ quantity_parse(const char *s, size_t len, struct quantity *out,
         nano = cap;
         q.saturated = true;
     }
-have_nano:
-    {
-        unsigned __int128 v = (nano + 999999999u) / 1000000000u;
-        unsigned __int128 m = (nano + 999999u) / 1000000u;
+have_nano : {
+    unsigned __int128 v = (nano + 999999999u) / 1000000000u;
+    unsigned __int128 m = (nano + 999999u) / 1000000u;
 
-        q.integer = nano % 1000000000u == 0;
-        q.value = (int64_t)v;
-        q.milli = m > (unsigned __int128)INT64_MAX ? INT64_MAX : (int64_t)m;
-        if (q.negative) {
-            q.value = -q.value;
-            q.milli = -q.milli;
-        }
+    q.integer = nano % 1000000000u == 0;
+    q.value = (int64_t)v;
+    q.milli = m > (unsigned __int128)INT64_MAX ? INT64_MAX : (int64_t)m;
+    if (q.negative) {
+        q.value = -q.value;
+        q.milli = -q.milli;
     }
+}
     *out = q;
     return 0;
 }
@@ -380,7 +378,7 @@ have_nano:
 int
 quantity_format_binary(int64_t bytes, char *buf, size_t n)
 {
-    static const char *const suffix[] = {"", "Ki", "Mi", "Gi",
+    static const char *const suffix[] = {"",   "Ki", "Mi", "Gi",
                                          "Ti", "Pi", "Ei"};
     uint64_t mag;
     int k = 0;

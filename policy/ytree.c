@@ -112,9 +112,9 @@ scalar_is_null(const yaml_event_t *ev)
     if (!ev->data.scalar.plain_implicit)
         return 0;
     return len == 0 || (len == 1 && v[0] == '~') ||
-           (len == 4 && (memcmp(v, "null", 4) == 0 ||
-                         memcmp(v, "Null", 4) == 0 ||
-                         memcmp(v, "NULL", 4) == 0));
+           (len == 4 &&
+            (memcmp(v, "null", 4) == 0 || memcmp(v, "Null", 4) == 0 ||
+             memcmp(v, "NULL", 4) == 0));
 }
 
 /* Keys are compared by text; only scalar keys can be duplicates. */
@@ -154,8 +154,7 @@ attach(struct ytree *t, struct frame *stack, int depth, struct ynode *n,
     struct frame *f;
 
     if (depth == 0) {
-        struct ynode **nd =
-            realloc(t->docs, (t->n_docs + 1) * sizeof(*nd));
+        struct ynode **nd = realloc(t->docs, (t->n_docs + 1) * sizeof(*nd));
 
         if (nd == NULL)
             return -1;
@@ -194,8 +193,8 @@ ytree_parse(const char *buf, size_t len, const struct ytree_caps *caps,
     struct frame stack[YTREE_STACK];
     int depth = 0, done = 0, failed = 0;
     size_t errors_before = d->n_errors;
-    int max_depth = caps->max_depth < YTREE_STACK ? caps->max_depth
-                                                  : YTREE_STACK;
+    int max_depth =
+        caps->max_depth < YTREE_STACK ? caps->max_depth : YTREE_STACK;
 
     if (len > caps->max_bytes) {
         diags_add(d, DIAG_ERROR, 0, 0,
@@ -229,8 +228,7 @@ ytree_parse(const char *buf, size_t len, const struct ytree_caps *caps,
             else
                 diags_add(d, DIAG_ERROR, (int)parser.problem_mark.line + 1,
                           (int)parser.problem_mark.column + 1, "%s%s%s",
-                          parser.problem ? parser.problem
-                                         : "YAML syntax error",
+                          parser.problem ? parser.problem : "YAML syntax error",
                           parser.context ? " " : "",
                           parser.context ? parser.context : "");
             failed = 1;
@@ -252,8 +250,7 @@ ytree_parse(const char *buf, size_t len, const struct ytree_caps *caps,
             n = ytree_anchor_find(t, (const char *)ev.data.alias.anchor);
             if (n == NULL) {
                 diags_add(d, DIAG_ERROR, (int)ev.start_mark.line + 1,
-                          (int)ev.start_mark.column + 1,
-                          "unknown alias *%.60s",
+                          (int)ev.start_mark.column + 1, "unknown alias *%.60s",
                           (const char *)ev.data.alias.anchor);
                 failed = 1;
                 break;
@@ -262,8 +259,8 @@ ytree_parse(const char *buf, size_t len, const struct ytree_caps *caps,
              * over the tree bounded even for "billion laughs" inputs. */
             if (++t->n_alias_uses > YTREE_MAX_ALIASES) {
                 diags_add(d, DIAG_ERROR, (int)ev.start_mark.line + 1,
-                          (int)ev.start_mark.column + 1,
-                          "more than %d aliases", YTREE_MAX_ALIASES);
+                          (int)ev.start_mark.column + 1, "more than %d aliases",
+                          YTREE_MAX_ALIASES);
                 failed = 1;
                 break;
             }
@@ -302,10 +299,9 @@ ytree_parse(const char *buf, size_t len, const struct ytree_caps *caps,
                 failed = 1;
                 break;
             }
-            n = ynode_new(t,
-                          ev.type == YAML_SEQUENCE_START_EVENT ? YNODE_SEQ
-                                                               : YNODE_MAP,
-                          &ev.start_mark);
+            n = ynode_new(
+                t, ev.type == YAML_SEQUENCE_START_EVENT ? YNODE_SEQ : YNODE_MAP,
+                &ev.start_mark);
             if (n == NULL) {
                 failed = 1;
                 break;

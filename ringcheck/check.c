@@ -2,8 +2,8 @@
  * failure with fresh workers, and decides and tells the outcome. */
 #include "ringcheck/check.h"
 
-#include "ringcheck/multinode.h"
 #include "policy/ncclenv.h"
+#include "ringcheck/multinode.h"
 #include "ringcheck/netcheck.h"
 #include "ringcheck/report.h"
 #include "ringcheck/supervisor.h"

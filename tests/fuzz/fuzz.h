@@ -21,13 +21,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* Aborts with a message naming the broken invariant. */
-#define FUZZ_ASSERT(cond)                                                     \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: fuzz invariant failed: %s\n", __FILE__,   \
-                    __LINE__, #cond);                                         \
-            abort();                                                          \
-        }                                                                     \
+#define FUZZ_ASSERT(cond)                                                      \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "%s:%d: fuzz invariant failed: %s\n", __FILE__,    \
+                    __LINE__, #cond);                                          \
+            abort();                                                           \
+        }                                                                      \
     } while (0)
 
 #endif

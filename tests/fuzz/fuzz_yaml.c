@@ -9,9 +9,9 @@
 
 #include <jansson.h>
 
-#include "fuzz_common.h"
 #include "cli/workload.h"
 #include "cli/yamljson.h"
+#include "fuzz_common.h"
 
 static struct policy *pol;
 static const struct mutate_options opts = {.own_namespace = "ncclguard"};
@@ -55,7 +55,6 @@ check_roundtrip(const json_t *docs)
     free(text);
 }
 
-
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -64,8 +63,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t i;
 
     ng_error_clear(&err);
-    docs = yamljson_load((const char *)data, size, "fuzz.yaml", &warnings,
-                         &err);
+    docs =
+        yamljson_load((const char *)data, size, "fuzz.yaml", &warnings, &err);
     if (docs == NULL) {
         FUZZ_ASSERT(err.msg[0] != '\0');
         FUZZ_ASSERT(warnings == NULL || json_is_array(warnings));

@@ -10,9 +10,9 @@
 
 #include <jansson.h>
 
-#include "harness.h"
 #include "admission/mutate.h"
 #include "admission/patch.h"
+#include "harness.h"
 #include "policy/policy.h"
 
 #define POLICY_HEAD "apiVersion: ncclguard.io/v1alpha1\nkind: Policy\n"

@@ -32,8 +32,7 @@ static const struct env_case cases[] = {
     {"NCCL_LL_THRESHOLD", "0", NCCLENV_ERROR, "use NCCL_PROTO"},
     {"NCCL_CHECKS_DISABLE", "1", NCCLENV_ERROR, "use NCCL_CHECK_POINTERS"},
     /* unknown names: a typo is an error, anything else a warning */
-    {"NCCL_P2P_DISBALE", "1", NCCLENV_ERROR,
-     "did you mean NCCL_P2P_DISABLE?"},
+    {"NCCL_P2P_DISBALE", "1", NCCLENV_ERROR, "did you mean NCCL_P2P_DISABLE?"},
     {"NCCL_SOCKET_IFNAM", "eth0", NCCLENV_ERROR,
      "did you mean NCCL_SOCKET_IFNAME?"},
     {"NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", "eth1", NCCLENV_WARNING,

@@ -142,20 +142,59 @@ static const struct ok_case ok_cases[] = {
 /* Kubernetes caps magnitudes at 2^63-1. (Its int64 fast path keeps "12E"
  * exact instead; for sizes and counts both mean "far too big".) */
 static const char *const saturating[] = {
-    "9Ei", "9223372036854775807Ki", "12E", "9223372036854775808",
+    "9Ei",  "9223372036854775807Ki",
+    "12E",  "9223372036854775808",
     "1e19", "99999999999999999999999999999999999999",
 };
 
 static const char *const bad_cases[] = {
     /* Kubernetes' invalid list */
-    "1.1.M", "1+1.0M", "0.1mi", "0.1am", "aoeu", ".5i", "1i", "-3.01i",
-    "-3.01e-", " 1", "1 ",
+    "1.1.M",
+    "1+1.0M",
+    "0.1mi",
+    "0.1am",
+    "aoeu",
+    ".5i",
+    "1i",
+    "-3.01i",
+    "-3.01e-",
+    " 1",
+    "1 ",
     /* more of what ParseQuantity rejects */
-    "", "1K", "1ki", "1KI", "1KiB", "1Zi", "1Z", "1 Ki", "1e", "1e+",
-    "1e-", "1e1.5", "1e.5", "1e3k", "1E3Ki", "1e+-3", "1..5", "1-", "++1",
-    "--1", "1,5", "1_000", "0x10", "1/2", "Inf", "+Inf", "NaN", "Infinity",
-    "1e9223372036854775808", "1e-9223372036854775809", "4Gb", "4GB",
-    "16gi", "1\xc2\xb5",
+    "",
+    "1K",
+    "1ki",
+    "1KI",
+    "1KiB",
+    "1Zi",
+    "1Z",
+    "1 Ki",
+    "1e",
+    "1e+",
+    "1e-",
+    "1e1.5",
+    "1e.5",
+    "1e3k",
+    "1E3Ki",
+    "1e+-3",
+    "1..5",
+    "1-",
+    "++1",
+    "--1",
+    "1,5",
+    "1_000",
+    "0x10",
+    "1/2",
+    "Inf",
+    "+Inf",
+    "NaN",
+    "Infinity",
+    "1e9223372036854775808",
+    "1e-9223372036854775809",
+    "4Gb",
+    "4GB",
+    "16gi",
+    "1\xc2\xb5",
 };
 
 struct suggest_case {
@@ -225,8 +264,7 @@ main(void)
     }
     for (size_t i = 0; i < sizeof(saturating) / sizeof(saturating[0]); i++) {
         struct quantity q;
-        int rc = quantity_parse(saturating[i], strlen(saturating[i]), &q,
-                                NULL);
+        int rc = quantity_parse(saturating[i], strlen(saturating[i]), &q, NULL);
 
         CHECK_INT(rc, 0);
         CHECK_INT(q.saturated, 1);
@@ -238,8 +276,7 @@ main(void)
         int rc = quantity_parse(bad_cases[i], strlen(bad_cases[i]), &q, &e);
 
         if (rc == 0)
-            fprintf(stderr, "input \"%s\" parsed unexpectedly\n",
-                    bad_cases[i]);
+            fprintf(stderr, "input \"%s\" parsed unexpectedly\n", bad_cases[i]);
         CHECK_INT(rc, -1);
         CHECK_INT(q.value, 42); /* output untouched on failure */
         CHECK(strstr(e.msg, "is not a Kubernetes quantity") != NULL);
@@ -271,8 +308,8 @@ main(void)
     }
     /* Round trip: formatting a parsed binary quantity gives it back. */
     {
-        static const char *const rt[] = {"16Gi", "1536Mi", "64Gi", "1Ki",
-                                         "1000", "7Ei"};
+        static const char *const rt[] = {"16Gi", "1536Mi", "64Gi",
+                                         "1Ki",  "1000",   "7Ei"};
 
         for (size_t i = 0; i < sizeof(rt) / sizeof(rt[0]); i++) {
             struct quantity q;

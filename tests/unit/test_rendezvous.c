@@ -1,7 +1,7 @@
 /* Tests of the cross-node rendezvous protocol: encode and parse of every
  * message, the header checks, garbage, and reads and writes bounded in
  * time. */
-#include "../../ringcheck/rendezvous.h"
+#include "ringcheck/rendezvous.h"
 
 #include "harness.h"
 

@@ -3,8 +3,8 @@
  * and Docker produce under cgroup v1 and v2. */
 #include <string.h>
 
-#include "watchdog/cgroup.h"
 #include "harness.h"
+#include "watchdog/cgroup.h"
 
 #define CID "0f3c5a8e9d2b4c6a8e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d"
 #define UID "6b3e2a1c-9d8f-4e7a-b6c5-d4e3f2a1b0c9"

@@ -230,7 +230,7 @@ test_core_reviews(void)
         J("{'kind':'Deployment','metadata':{'name':'d'},'spec':{"
           "'template':{'spec':{'containers':[" GPU_CONTAINER("c") "]}}}}");
     struct workload_report rep;
-    struct review_outcome out;
+    struct review_outcome out = {0};
     struct workload_pod *wp;
     char *text, *dumped;
 
@@ -267,7 +267,9 @@ test_core_reviews(void)
     /* The same review, handed to the core directly: the same bytes. */
     text = json_dumps(wp->review, JSON_COMPACT);
     CHECK(text != NULL);
-    CHECK_INT(review_handle(text, strlen(text), pol, &opt, &out), 0);
+    CHECK_INT(text != NULL ? review_handle(text, strlen(text), pol, &opt, &out)
+                           : -1,
+              0);
     CHECK(out.patch != NULL && wp->patch != NULL &&
           strcmp(out.patch, wp->patch) == 0);
     review_outcome_release(&out);
