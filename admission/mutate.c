@@ -2012,8 +2012,22 @@ fail:
     return -1;
 }
 
+/*
+ * The op that sets member key of parent to a new value: "replace" where
+ * the pod has that key already, whatever its value (null, a string where
+ * an object belongs), else "add". patch_check() refuses an add onto an
+ * existing key, so every emitter that writes a whole member asks here.
+ * parent may be NULL (then "add": its own add makes it).
+ */
+static const char *
+member_op(const json_t *parent, const char *key)
+{
+    return json_object_get(parent, key) != NULL ? "replace" : "add";
+}
+
 /* Emits a planned list of additions: the whole list in one op when the
- * pod has none (or null), else one append per item. list is borrowed. */
+ * pod has none (a replace when it has null or another non-list), else one
+ * append per item. list is borrowed. */
 static int
 emit_list(struct plan *p, json_t *parent, const char *base, const char *key,
           json_t *list)
@@ -2028,7 +2042,8 @@ emit_list(struct plan *p, json_t *parent, const char *base, const char *key,
      * shares their values instead of copying them. */
     if (arr_get(parent, key) == NULL) {
         join(path, sizeof(path), base, "/", key, (char *)NULL);
-        return patch_append(p->res->patch, "add", path, json_incref(list));
+        return patch_append(p->res->patch, member_op(parent, key), path,
+                            json_incref(list));
     }
     join(path, sizeof(path), base, "/", key, "/-", (char *)NULL);
     json_array_foreach(list, i, v)
@@ -2051,14 +2066,14 @@ emit_caps(struct plan *p, struct ctr *c)
     if (sc == NULL) {
         join(path, sizeof(path), c->base, "/securityContext", (char *)NULL);
         return patch_append(
-            p->res->patch, "add", path,
+            p->res->patch, member_op(c->c, "securityContext"), path,
             jobj("capabilities",
                  jobj("add", json_incref(c->cap_add), NULL, NULL), NULL, NULL));
     }
     if (caps == NULL) {
         join(path, sizeof(path), c->base, "/securityContext/capabilities",
              (char *)NULL);
-        return patch_append(p->res->patch, "add", path,
+        return patch_append(p->res->patch, member_op(sc, "capabilities"), path,
                             jobj("add", json_incref(c->cap_add), NULL, NULL));
     }
     join(path, sizeof(path), c->base, "/securityContext/capabilities",
@@ -2103,12 +2118,13 @@ emit_annotations(struct plan *p)
         goto fail;
 
     if (p->meta == NULL) {
-        if (patch_append(p->res->patch, "add", "/metadata",
+        if (patch_append(p->res->patch, member_op(p->pod, "metadata"),
+                         "/metadata",
                          jobj("annotations", json_incref(add), NULL, NULL)))
             goto fail;
     } else if (p->annotations == NULL) {
-        if (patch_append(p->res->patch, "add", "/metadata/annotations",
-                         json_incref(add)))
+        if (patch_append(p->res->patch, member_op(p->meta, "annotations"),
+                         "/metadata/annotations", json_incref(add)))
             goto fail;
     } else {
         json_object_foreach(add, key, v)
@@ -2123,7 +2139,10 @@ emit_annotations(struct plan *p)
                 goto fail;
             join(path, sizeof(path), "/metadata/annotations/", esc,
                  (char *)NULL);
-            if (patch_append(p->res->patch, "add", path, json_incref(v)))
+            /* A reviewed-again pod whose value changed (or is no string):
+             * replaced. */
+            if (patch_append(p->res->patch, cur != NULL ? "replace" : "add",
+                             path, json_incref(v)))
                 goto fail;
         }
     }
@@ -2147,7 +2166,12 @@ emit_profile(struct plan *p, const struct ctr *c)
         v = jlist(v);
     join(path, sizeof(path), c->base, "/envFrom", have_list ? "/0" : "",
          (char *)NULL);
-    return v != NULL ? patch_append(p->res->patch, "add", path, v) : -1;
+    if (v == NULL)
+        return -1;
+    /* An insert at the head of the list, else the list itself (replacing
+     * an envFrom: null). */
+    return patch_append(
+        p->res->patch, have_list ? "add" : member_op(c->c, "envFrom"), path, v);
 }
 
 /* The ring-check init container, last of the init containers. */
@@ -2159,9 +2183,10 @@ emit_ringcheck(struct plan *p)
     if (arr_get(p->spec, "initContainers") != NULL)
         return patch_append(p->res->patch, "add", "/spec/initContainers/-", rc);
     rc = jlist(rc);
-    return rc != NULL
-               ? patch_append(p->res->patch, "add", "/spec/initContainers", rc)
-               : -1;
+    return rc != NULL ? patch_append(p->res->patch,
+                                     member_op(p->spec, "initContainers"),
+                                     "/spec/initContainers", rc)
+                      : -1;
 }
 
 /*
@@ -2185,6 +2210,10 @@ emit_ringcheck(struct plan *p)
  * No op inserts before an index that a later op names: the ring check goes
  * at the end of initContainers and the profile at the head of one
  * container's envFrom, so every path computed from the pod stays valid.
+ * An op that writes a whole member (a list, securityContext, hostIPC, an
+ * annotation) is a "replace" where the pod has that member already (null,
+ * false, a changed value on a pod reviewed again), else an "add"
+ * (member_op()): patch_check() refuses an add onto an existing key.
  * Returns 0 (an empty patch: nothing to do), or -1 when out of memory.
  */
 static int
@@ -2217,8 +2246,8 @@ plan_emit(struct plan *p)
                 return -1;
         }
     }
-    if (p->host_ipc_add &&
-        patch_append(patch, "add", "/spec/hostIPC", json_true()) != 0)
+    if (p->host_ipc_add && patch_append(patch, member_op(p->spec, "hostIPC"),
+                                        "/spec/hostIPC", json_true()) != 0)
         return -1;
     if (p->rc_container != NULL && emit_ringcheck(p) != 0)
         return -1;

@@ -57,6 +57,7 @@ patch_pointer_get(json_t *doc, const char *pointer)
 struct applier {
     json_t *doc; /* owned: the document, or in cow mode the private root */
     bool cow;
+    bool strict;    /* refuse an add onto an existing object member */
     json_t **owned; /* cow: containers that are private copies */
     size_t n_owned, cap_owned;
 };
@@ -175,6 +176,10 @@ op_add(struct applier *ap, const char *path, json_t *value, const char **why)
         goto fail;
     }
     if (json_is_object(parent)) {
+        if (ap->strict && json_object_get(parent, last) != NULL) {
+            *why = "add onto existing key";
+            goto fail;
+        }
         if (json_object_set_new(parent, last, value) != 0) {
             *why = "out of memory";
             return -1;
@@ -378,12 +383,13 @@ patch_apply(json_t **doc, const json_t *patch, struct ng_error *err)
  * what exists in doc still exists after. Every op is checked against doc
  * under those two conditions: its parent exists (and is an object or
  * array), an array index is in range ("-" or up to the size for an add,
- * below it for a replace), a replaced key or element exists. Answers 0
- * when every op passes, or 1 (undecided) as soon as one does not or an
- * earlier op may change its answer: patch_check() then runs the full
- * copy-on-write apply, which also gives patch_apply()'s exact words. Cost:
- * each op's path once, plus a comparison with each earlier op's path
- * (patches of at most FAST_MAX_OPS ops).
+ * below it for a replace), a replaced key or element exists, and an added
+ * key exists neither in doc nor at an earlier op's path (the strict rule
+ * of patch_check()). Answers 0 when every op passes, or 1 (undecided) as
+ * soon as one does not or an earlier op may change its answer:
+ * patch_check() then runs the full copy-on-write apply, which also gives
+ * its exact words. Cost: each op's path once, plus a comparison with each
+ * earlier op's path (patches of at most FAST_MAX_OPS ops).
  */
 #define FAST_MAX_OPS 128
 
@@ -416,7 +422,7 @@ check_fast(const json_t *doc, const json_t *patch)
         const char *name = json_string_value(json_object_get(op, "op"));
         const char *path = json_string_value(json_object_get(op, "path"));
         const char *slash, *p;
-        bool add;
+        bool add, again = false;
         size_t qlen, plen, at;
         json_t *cur = (json_t *)doc;
 
@@ -439,6 +445,10 @@ check_fast(const json_t *doc, const json_t *patch)
             if (e->shifts && e->parent_len < qlen &&
                 ptr_covers(e->path, e->parent_len, path, qlen))
                 return 1;
+            /* The same path again: in an object, a key an earlier op
+             * may have put there. */
+            if (e->len == plen && memcmp(e->path, path, plen) == 0)
+                again = true;
         }
         for (p = path; p < slash;) {
             if (jsonptr_token_next(&p, tok, sizeof(tok)) < 0)
@@ -458,7 +468,8 @@ check_fast(const json_t *doc, const json_t *patch)
             return 1;
         seen[i] = (struct fast_op){path, plen, qlen, false};
         if (json_is_object(cur)) {
-            if (!add && json_object_get(cur, tok) == NULL)
+            if (add ? again || json_object_get(cur, tok) != NULL
+                    : json_object_get(cur, tok) == NULL)
                 return 1;
         } else if (json_is_array(cur)) {
             size_t size = json_array_size(cur);
@@ -476,7 +487,7 @@ check_fast(const json_t *doc, const json_t *patch)
 int
 patch_check(const json_t *doc, const json_t *patch, struct ng_error *err)
 {
-    struct applier ap = {.cow = true};
+    struct applier ap = {.cow = true, .strict = true};
     int rc = -1;
 
     if (check_fast(doc, patch) == 0)

@@ -1,5 +1,6 @@
-/* RFC 6902 JSON Patch: building operations with RFC 6901 pointers, and a
- * local apply used to check every patch before it is sent. */
+/* RFC 6902 JSON Patch: building operations with RFC 6901 pointers, a
+ * local apply (RFC 6902 as written), and the stricter check every patch
+ * passes before it is sent (no add onto an existing key). */
 #ifndef NCCLGUARD_PATCH_H
 #define NCCLGUARD_PATCH_H
 
@@ -54,16 +55,25 @@ int patch_apply(json_t **doc, const json_t *patch, struct ng_error *err)
     __attribute__((warn_unused_result));
 
 /*
- * Checks that patch applies to doc, exactly as patch_apply() would apply
- * it, without writing doc. A patch of "add" and "replace" ops only (at
- * most 128) is checked against doc directly, with nothing copied: every
- * op's parent exists, its index is in range, a replaced value exists, and
- * no op's path goes through a value an earlier op put there or through an
+ * Checks that patch applies to doc as patch_apply() would apply it, and
+ * one rule more, without writing doc. The rule: no op adds onto an
+ * existing object member. Where RFC 6902 lets an "add" (and so a "copy"
+ * or "move") whose path names a key its parent already has replace that
+ * value, the check refuses it, with "add onto existing key" after the op
+ * and its path in err; patch_apply() itself keeps RFC 6902's semantics.
+ * So a writer says "replace" where it means to overwrite, and a plan that
+ * took a member for absent is caught here. Inserts into arrays and an add
+ * at the root ("") are not onto a member and are checked as RFC 6902 says.
+ * A patch of "add" and "replace" ops only (at most 128) is checked against
+ * doc directly, with nothing copied: every op's parent exists, its index
+ * is in range, a replaced value exists, an added key does not, and no
+ * op's path goes through a value an earlier op put there or through an
  * array an earlier op inserted into. Any other patch, or one such an op
  * fails, is applied copy-on-write: the containers a change goes through
  * are copied (shallowly), so the cost follows the patch rather than the
- * document. Returns 0, or -1 with err as patch_apply(). Thread-safe as
- * long as nobody writes doc meanwhile.
+ * document. Returns 0, or -1 with err as patch_apply(): the failing
+ * operation's index, op, path and why. Thread-safe as long as nobody
+ * writes doc meanwhile.
  */
 int patch_check(const json_t *doc, const json_t *patch, struct ng_error *err)
     __attribute__((warn_unused_result));

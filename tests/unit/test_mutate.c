@@ -6,10 +6,10 @@
 #include <dirent.h>
 
 #include "../../ringcheck/opts.h"
-#include "harness.h"
-#include "server_fixtures.h"
 #include "cli/workload.h"
 #include "cli/yamljson.h"
+#include "harness.h"
+#include "server_fixtures.h"
 
 static struct policy *pol_default;
 
@@ -1477,6 +1477,28 @@ test_ringcheck_args_parse(void)
     policy_free(edge);
 }
 
+/* The op of r's patch at path, or NULL when none writes there. */
+static const char *
+op_at(const struct mutate_result *r, const char *path)
+{
+    size_t i;
+    json_t *op;
+
+    json_array_foreach(r->patch, i, op)
+    {
+        if (strcmp(json_string_value(json_object_get(op, "path")), path) == 0)
+            return json_string_value(json_object_get(op, "op"));
+    }
+    return NULL;
+}
+
+/* CHECK_STR for an op that may be missing. */
+#define CHECK_OP(r, path, want)                                                \
+    do {                                                                       \
+        const char *got_ = op_at(r, path);                                     \
+        CHECK_STR(got_ != NULL ? got_ : "(none)", want);                       \
+    } while (0)
+
 static void
 test_annotations_and_odd_shapes(void)
 {
@@ -1516,6 +1538,7 @@ test_annotations_and_odd_shapes(void)
             "'nvidia.com/gpu':'8'}}}]}}");
     patched = run(pol_default, pod, "ml", &r);
     CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_OP(&r, "/metadata", "replace"); /* metadata: null exists */
     CHECK_STR(str_at(patched, "/metadata/annotations/ncclguard.io~1gpus"), "8");
     json_decref(patched);
     mutate_result_release(&r);
@@ -1535,6 +1558,129 @@ test_annotations_and_odd_shapes(void)
     CHECK(warnings_have(r.warnings, "not an object"));
     mutate_result_release(&r);
     json_decref(pod);
+}
+
+/*
+ * patch_check() refuses an add onto an existing key, so every member the
+ * pod has already is written with "replace": the annotations of a pod
+ * reviewed again after a change, hostIPC: false, and lists, objects and
+ * metadata that are null. Each such pod is still patched (not MUTATE_ERROR,
+ * which a refused check gives), and a second pass is empty (run()).
+ */
+static void
+test_replace_existing(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD "defaults:\n"
+                    "  shm: {existing: grow}\n"
+                    "  ipc: {capabilities: [IPC_LOCK], hostIPC: true}\n"
+                    "  extraEnv:\n"
+                    "    - {name: NCCL_SOCKET_IFNAME, value: eth0}\n"
+                    "  ringCheck: {image: rc:1}\n");
+    json_t *pod, *patched, *again, *gpu;
+    struct mutate_result r, r2;
+
+    /* Reviewed again: a patched pod whose GPU count then changed. Its
+     * /dev/shm grows, and the annotations already there are replaced;
+     * the rule did not change, so it gets no op. */
+    pod = J("{'metadata':{'name':'p','annotations':{'team':'a'}},'spec':{"
+            "'containers':[{'name':'c','image':'x','resources':{'limits':{"
+            "'nvidia.com/gpu':2}}}]}}");
+    patched = run(pol, pod, "ml", &r);
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_OP(&r, "/metadata/annotations/ncclguard.io~1gpus", "add");
+    gpu = patch_pointer_get(
+        patched, "/spec/containers/0/resources/limits/nvidia.com~1gpu");
+    CHECK(gpu != NULL);
+    json_integer_set(gpu, 8);
+    again = run(pol, patched, "ml", &r2);
+    CHECK_INT(r2.status, MUTATE_PATCHED);
+    if (r2.status != MUTATE_PATCHED)
+        fprintf(stderr, "re-review: %s\n", r2.reason);
+    CHECK_OP(&r2, "/spec/volumes/0/emptyDir/sizeLimit", "replace");
+    CHECK_OP(&r2, "/metadata/annotations/ncclguard.io~1gpus", "replace");
+    CHECK_OP(&r2, "/metadata/annotations/ncclguard.io~1mutated", "replace");
+    CHECK_OP(&r2, "/metadata/annotations/ncclguard.io~1shm-size-applied",
+             "replace");
+    CHECK_OP(&r2, "/metadata/annotations/ncclguard.io~1rule", "(none)");
+    CHECK_STR(str_at(again, "/metadata/annotations/ncclguard.io~1gpus"), "8");
+    CHECK_STR(str_at(again, "/metadata/annotations/ncclguard.io~1mutated"),
+              "shm-grow");
+    CHECK_STR(str_at(again, "/metadata/annotations/team"), "a");
+    json_decref(again);
+    json_decref(patched);
+    mutate_result_release(&r);
+    mutate_result_release(&r2);
+    json_decref(pod);
+
+    /* Annotations copied from a patched pod onto a new one: stale values,
+     * and one that is no string, are replaced; a missing one is added. */
+    pod = J("{'metadata':{'name':'p','annotations':{"
+            "'ncclguard.io/gpus':'4','ncclguard.io/mutated':'envFrom',"
+            "'ncclguard.io/rule':null}},'spec':{'containers':[{'name':'c',"
+            "'image':'x','resources':{'limits':{'nvidia.com/gpu':2}}}]}}");
+    patched = run(pol, pod, "ml", &r);
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_OP(&r, "/metadata/annotations/ncclguard.io~1gpus", "replace");
+    CHECK_OP(&r, "/metadata/annotations/ncclguard.io~1mutated", "replace");
+    CHECK_OP(&r, "/metadata/annotations/ncclguard.io~1rule", "replace");
+    CHECK_OP(&r, "/metadata/annotations/ncclguard.io~1shm-size-applied", "add");
+    CHECK_STR(str_at(patched, "/metadata/annotations/ncclguard.io~1gpus"), "2");
+    CHECK_STR(str_at(patched, "/metadata/annotations/ncclguard.io~1rule"),
+              "default");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    /* hostIPC: false and members that are null. */
+    pod = J("{'metadata':{'name':'p','annotations':null},'spec':{"
+            "'hostIPC':false,'volumes':null,'initContainers':null,"
+            "'containers':[{'name':'a','image':'x','env':null,'envFrom':null,"
+            "'volumeMounts':null,'securityContext':null,'resources':{"
+            "'limits':{'nvidia.com/gpu':1}}},{'name':'b','image':'x',"
+            "'securityContext':{'capabilities':null},'resources':{'limits':{"
+            "'nvidia.com/gpu':1}}},{'name':'c','image':'x','securityContext':"
+            "{'capabilities':{'add':null}},'resources':{'limits':{"
+            "'nvidia.com/gpu':1}}}]}}");
+    patched = run(pol, pod, "ml", &r);
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    if (r.status != MUTATE_PATCHED)
+        fprintf(stderr, "null members: %s\n", r.reason);
+    CHECK_OP(&r, "/spec/hostIPC", "replace");
+    CHECK(json_is_true(patch_pointer_get(patched, "/spec/hostIPC")));
+    CHECK_OP(&r, "/metadata/annotations", "replace");
+    CHECK_OP(&r, "/spec/volumes", "replace");
+    CHECK_OP(&r, "/spec/initContainers", "replace");
+    CHECK_OP(&r, "/spec/containers/0/env", "replace");
+    CHECK_OP(&r, "/spec/containers/0/envFrom", "replace");
+    CHECK_OP(&r, "/spec/containers/0/volumeMounts", "replace");
+    CHECK_OP(&r, "/spec/containers/0/securityContext", "replace");
+    CHECK_OP(&r, "/spec/containers/1/securityContext/capabilities", "replace");
+    CHECK_OP(&r, "/spec/containers/2/securityContext/capabilities/add",
+             "replace");
+    CHECK_STR(str_at(patched,
+                     "/spec/containers/2/securityContext/capabilities/add/0"),
+              "IPC_LOCK");
+    CHECK_STR(str_at(patched, "/spec/initContainers/0/image"), "rc:1");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    /* Where the pod lacks them, the same members are added. */
+    pod = J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'a',"
+            "'image':'x','resources':{'limits':{'nvidia.com/gpu':2}}}]}}");
+    patched = run(pol, pod, "ml", &r);
+    CHECK_OP(&r, "/spec/hostIPC", "add");
+    CHECK_OP(&r, "/metadata/annotations", "add");
+    CHECK_OP(&r, "/spec/volumes", "add");
+    CHECK_OP(&r, "/spec/initContainers", "add");
+    CHECK_OP(&r, "/spec/containers/0/env", "add");
+    CHECK_OP(&r, "/spec/containers/0/envFrom", "add");
+    CHECK_OP(&r, "/spec/containers/0/securityContext", "add");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
 }
 
 /* Builds a pod with n GPU containers, each with env already present. */
@@ -1963,6 +2109,7 @@ main(void)
     test_multinode_dry_run();
     test_ringcheck_args_parse();
     test_annotations_and_odd_shapes();
+    test_replace_existing();
     test_bounds();
     test_status_names();
     test_unique_volume_names();

@@ -119,8 +119,6 @@ test_apply(void)
                "parent");
     apply_case("{}", "[{'op':'add','path':'/a/b','value':1}]", NULL,
                "parent does not exist");
-    apply_case("{'a':1}", "[{'op':'add','path':'/a','value':2}]", "{'a':2}",
-               NULL);
     apply_case("{'a':1,'b':2}", "[{'op':'remove','path':'/a'}]", "{'b':2}",
                NULL);
     apply_case("{'a':[1,2,3]}", "[{'op':'remove','path':'/a/1'}]",
@@ -156,6 +154,78 @@ test_apply(void)
                "[{'op':'add','path':'/a','value':1},"
                "{'op':'remove','path':'/zz'}]",
                NULL, "operation 1 (remove /zz)");
+}
+
+/* What patch_apply does as RFC 6902 says and patch_check refuses: an add
+ * (or a copy or move) onto an existing object member. patch_apply
+ * replaces the value; the check names the op and its path. */
+static void
+strict_case(const char *doc_text, const char *ops_text, const char *want_text,
+            const char *msg)
+{
+    json_t *doc = J(doc_text), *ops = J(ops_text), *want = J(want_text);
+    json_t *orig = json_deep_copy(doc);
+    struct ng_error err;
+
+    ng_error_clear(&err);
+    CHECK_INT(patch_check(doc, ops, &err), -1);
+    if (strcmp(err.msg, msg) != 0)
+        fprintf(stderr, "check of %s on %s: '%s', want '%s'\n", ops_text,
+                doc_text, err.msg, msg);
+    CHECK_STR(err.msg, msg);
+    CHECK(json_equal(doc, orig));
+    ng_error_clear(&err);
+    CHECK_INT(patch_apply(&doc, ops, &err), 0);
+    CHECK(json_equal(doc, want));
+    json_decref(doc);
+    json_decref(ops);
+    json_decref(want);
+    json_decref(orig);
+}
+
+static void
+test_check_strict(void)
+{
+    strict_case("{'a':1}", "[{'op':'add','path':'/a','value':2}]", "{'a':2}",
+                "operation 0 (add /a): add onto existing key");
+    /* A key whose value is null exists. */
+    strict_case("{'m':{'k':null}}", "[{'op':'add','path':'/m/k','value':1}]",
+                "{'m':{'k':1}}",
+                "operation 0 (add /m/k): add onto existing key");
+    /* The path as written, escapes and all. */
+    strict_case("{'metadata':{'annotations':{'ncclguard.io/gpus':'4'}}}",
+                "[{'op':'add','path':'/metadata/annotations/x','value':'y'},"
+                "{'op':'add','path':'/metadata/annotations/ncclguard.io~1gpus',"
+                "'value':'8'}]",
+                "{'metadata':{'annotations':{'ncclguard.io/gpus':'8',"
+                "'x':'y'}}}",
+                "operation 1 (add /metadata/annotations/ncclguard.io~1gpus): "
+                "add onto existing key");
+    /* A key the patch itself put there. */
+    strict_case("{'m':{}}",
+                "[{'op':'add','path':'/m/k','value':1},"
+                "{'op':'add','path':'/m/k','value':2}]",
+                "{'m':{'k':2}}",
+                "operation 1 (add /m/k): add onto existing key");
+    strict_case("{'m':{'a':1,'b':2}}",
+                "[{'op':'copy','from':'/m/a','path':'/m/b'}]",
+                "{'m':{'a':1,'b':1}}",
+                "operation 0 (copy /m/b): add onto existing key");
+    strict_case("{'m':{'a':1,'b':2}}",
+                "[{'op':'move','from':'/m/a','path':'/m/b'}]", "{'m':{'b':1}}",
+                "operation 0 (move /m/b): add onto existing key");
+    /* Passed: a replace there, a remove then an add, an array insert at an
+     * existing index, the root. */
+    apply_case("{'a':1}", "[{'op':'replace','path':'/a','value':2}]", "{'a':2}",
+               NULL);
+    apply_case("{'a':1}",
+               "[{'op':'remove','path':'/a'},{'op':'add','path':'/a',"
+               "'value':2}]",
+               "{'a':2}", NULL);
+    apply_case("{'a':[1]}", "[{'op':'add','path':'/a/0','value':0}]",
+               "{'a':[0,1]}", NULL);
+    apply_case("{'a':1}", "[{'op':'add','path':'','value':{'b':2}}]", "{'b':2}",
+               NULL);
 }
 
 /* Later operations that change a value an earlier one added: the check
@@ -233,6 +303,7 @@ main(void)
     test_escape();
     test_pointer_get();
     test_apply();
+    test_check_strict();
     test_check_shares_nothing();
     test_bounds();
     test_append();
