@@ -13,11 +13,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../ringcheck/limits.h"
 #include "admission/jobmember.h"
 #include "admission/patch.h"
 #include "base/text.h"
 #include "policy/quantity.h"
+#include "ringcheck/limits.h"
 #include "watchdog/wdspec.h"
 
 /* Bounds on what one pod may hold before we give up on it (no patch). */

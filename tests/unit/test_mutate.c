@@ -5,10 +5,10 @@
 
 #include <dirent.h>
 
-#include "../../ringcheck/opts.h"
 #include "cli/workload.h"
 #include "cli/yamljson.h"
 #include "harness.h"
+#include "ringcheck/opts.h"
 #include "server_fixtures.h"
 
 static struct policy *pol_default;
