@@ -197,22 +197,29 @@ main(void)
               "bad indent at 3");
     json_decref(j);
 
-    /* Pre-formatted members go after the fields, one valid object. */
-    f = json_pack("{s:s}", "uid", "u-2");
-    log_fields_tail_write(LOG_INFO, "admission", f,
+    /* Members and tail already in JSON: spliced as they are, in order, one
+     * valid object. */
+    {
+        static const char rec[] = "\"uid\":\"u-2\",\"gpus\":2";
+        const char *end;
+
+        log_members_write(LOG_INFO, "admission", rec, strlen(rec),
                           "\"status\":200,\"duration_us\":41");
-    json_decref(f);
-    drain(p[0], buf, sizeof(buf));
-    j = json_loads(buf, 0, &je);
-    CHECK(j != NULL);
-    CHECK_STR(json_string_value(json_object_get(j, "uid")), "u-2");
-    CHECK_INT(json_integer_value(json_object_get(j, "status")), 200);
-    CHECK_INT(json_integer_value(json_object_get(j, "duration_us")), 41);
-    json_decref(j);
-    log_fields_tail_write(LOG_INFO, "no fields", NULL, "\"n\":1");
-    f = json_object();
-    log_fields_tail_write(LOG_INFO, "empty", f, NULL);
-    json_decref(f);
+        drain(p[0], buf, sizeof(buf));
+        j = json_loads(buf, 0, &je);
+        CHECK(j != NULL);
+        CHECK_STR(json_string_value(json_object_get(j, "uid")), "u-2");
+        CHECK_INT(json_integer_value(json_object_get(j, "status")), 200);
+        CHECK_INT(json_integer_value(json_object_get(j, "duration_us")), 41);
+        json_decref(j);
+        end = strstr(buf, "\"msg\":\"admission\",");
+        CHECK(end != NULL &&
+              strcmp(end, "\"msg\":\"admission\",\"uid\":\"u-2\",\"gpus\":2,"
+                          "\"status\":200,\"duration_us\":41}\n") == 0);
+    }
+    /* len counts, not the NUL: a record need not end where it stops. */
+    log_members_write(LOG_INFO, "no fields", NULL, 0, "\"n\":1");
+    log_members_write(LOG_INFO, "empty", "\"k\":1,\"x\":2", 5, NULL);
     drain(p[0], buf, sizeof(buf));
     {
         char *nl = strchr(buf, '\n');
@@ -226,7 +233,9 @@ main(void)
             j = json_loads(nl + 1, 0, &je);
             CHECK(j != NULL &&
                   strcmp(json_string_value(json_object_get(j, "msg")),
-                         "empty") == 0);
+                         "empty") == 0 &&
+                  json_integer_value(json_object_get(j, "k")) == 1 &&
+                  json_object_get(j, "x") == NULL);
             json_decref(j);
         }
     }
