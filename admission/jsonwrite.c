@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/text.h"
+
 #define JSONWRITE_MAX_DEPTH 2048
 
 /* buf_addc without the call when there is room (the buffer keeps its
@@ -247,4 +249,80 @@ jsonwrite_value(struct buf *b, const json_t *v)
     if (v == NULL)
         return -1;
     return put_value(b, v, 0);
+}
+
+int
+jsonwrite_string(struct buf *b, const char *s, size_t n)
+{
+    return put_str(b, s, n);
+}
+
+/* Levels below the value handed to jsonwrite_capped() that still get the
+ * caps (server/log.c capped 16 levels of a line's fields before). */
+#define JSONWRITE_CAPPED_DEPTH 16
+
+static int
+put_capped(struct buf *b, const json_t *v, size_t str_max, size_t array_max,
+           int depth)
+{
+    if (depth > JSONWRITE_CAPPED_DEPTH)
+        return put_value(b, v, depth);
+    switch (json_typeof(v)) {
+    case JSON_STRING: {
+        const char *s = json_string_value(v);
+        size_t n = json_string_length(v), keep;
+
+        if (n <= str_max)
+            return put_str(b, s, n);
+        keep = text_utf8_prefix(s, n, str_max - 3);
+        if (put_c(b, '"') != 0 || put_chars(b, s, keep) != 0)
+            return -1;
+        return buf_add(b, "\xe2\x80\xa6\"", 4); /* U+2026 */
+    }
+    case JSON_ARRAY: {
+        size_t i, size = json_array_size(v);
+        json_t *x;
+
+        if (put_c(b, '[') != 0)
+            return -1;
+        json_array_foreach(v, i, x)
+        {
+            if (i == array_max)
+                return buf_addf(b, "%s\"\xe2\x80\xa6 %zu more\"]",
+                                i > 0 ? "," : "", size - array_max);
+            if ((i > 0 && put_c(b, ',') != 0) ||
+                put_capped(b, x, str_max, array_max, depth + 1) != 0)
+                return -1;
+        }
+        return put_c(b, ']');
+    }
+    case JSON_OBJECT: {
+        json_t *o = (json_t *)v; /* jansson's iterator API is not const */
+        char sep = '{';
+
+        for (void *it = json_object_iter(o); it != NULL;
+             it = json_object_iter_next(o, it)) {
+            if (put_c(b, sep) != 0 ||
+                put_str(b, json_object_iter_key(it),
+                        json_object_iter_key_len(it)) != 0 ||
+                put_c(b, ':') != 0 ||
+                put_capped(b, json_object_iter_value(it), str_max, array_max,
+                           depth + 1) != 0)
+                return -1;
+            sep = ',';
+        }
+        return sep == '{' ? buf_add(b, "{}", 2) : put_c(b, '}');
+    }
+    default:
+        return put_value(b, v, depth);
+    }
+}
+
+int
+jsonwrite_capped(struct buf *b, const json_t *v, size_t str_max,
+                 size_t array_max)
+{
+    if (v == NULL || str_max < 3)
+        return -1;
+    return put_capped(b, v, str_max, array_max, 0);
 }

@@ -19,4 +19,22 @@
 int jsonwrite_value(struct buf *b, const json_t *v)
     __attribute__((warn_unused_result));
 
+/* Appends s (n bytes, valid UTF-8: the caller vouches) as a quoted JSON
+ * string with jansson's escapes, the bytes jsonwrite_value() writes for
+ * json_stringn(s, n). Returns as jsonwrite_value(). */
+int jsonwrite_string(struct buf *b, const char *s, size_t n)
+    __attribute__((warn_unused_result));
+
+/*
+ * As jsonwrite_value(), within the caps of a log line (base/text.h says
+ * them; str_max at least 3): a string longer than str_max bytes is written
+ * cut on a UTF-8 character boundary and ending in "…" (U+2026), str_max
+ * bytes at most in all; an array longer than array_max is written as its
+ * first array_max elements and then the string "… N more". The caps apply
+ * to v and to 16 levels below it; deeper values are written whole. v is
+ * left as it is. Returns as jsonwrite_value().
+ */
+int jsonwrite_capped(struct buf *b, const json_t *v, size_t str_max,
+                     size_t array_max) __attribute__((warn_unused_result));
+
 #endif

@@ -10,6 +10,7 @@
 #include "admission/jsonmem.h"
 #include "admission/jsonwrite.h"
 #include "base/buf.h"
+#include "base/text.h"
 
 static const char *const result_names[REVIEW_RESULT_COUNT] = {
     [REVIEW_PATCHED] = "patched",         [REVIEW_UNCHANGED] = "unchanged",
@@ -32,7 +33,7 @@ review_outcome_release(struct review_outcome *out)
     if (out == NULL)
         return;
     free(out->body);
-    json_decref(out->log);
+    free(out->log);
     free(out->patch);
     mutate_result_release(&out->mutation);
     out->body = NULL;
@@ -191,6 +192,52 @@ fail:
     return -1;
 }
 
+/* ---- the log record, written directly -------------------------------- */
+
+/* Every value of the record is capped (base/text.h), so a record stays
+ * within some tens of KiB even when each string needs escapes; this cap
+ * only stops a mistake. */
+#define REVIEW_LOG_MAX (1024u * 1024u)
+
+/*
+ * s (n bytes, valid UTF-8) as a JSON string, cut as base/text.h says when
+ * it is longer than TEXT_LOG_FIELD_MAX: the bytes json_dumps() wrote for
+ * the capped value when the record was a jansson object.
+ */
+static int
+log_text(struct buf *b, const char *s, size_t n)
+{
+    char cut[TEXT_LOG_FIELD_MAX];
+    size_t keep;
+
+    if (n <= TEXT_LOG_FIELD_MAX)
+        return jsonwrite_string(b, s, n);
+    keep = text_utf8_prefix(s, n, TEXT_LOG_FIELD_MAX - 3);
+    memcpy(cut, s, keep);
+    memcpy(cut + keep, "\xe2\x80\xa6", 3); /* U+2026 */
+    return jsonwrite_string(b, cut, keep + 3);
+}
+
+/* A string of the request (decoded, so valid UTF-8), or "" when v is not
+ * a string. */
+static int
+log_jstr(struct buf *b, const json_t *v)
+{
+    if (!json_is_string(v))
+        return BUF_LIT(b, "\"\"");
+    return log_text(b, json_string_value(v), json_string_length(v));
+}
+
+/* A string of ours that a cut may have left invalid UTF-8 (a reason, a
+ * rule name): a placeholder then, as jansson refused such text. */
+static int
+log_cstr(struct buf *b, const char *s)
+{
+    if (!text_utf8_valid(s))
+        s = "(not valid UTF-8)";
+    return log_text(b, s, strlen(s));
+}
+
 /* Bodies up to this size get the line and column of a syntax error. */
 #define REVIEW_WHERE_MAX (64u * 1024u)
 
@@ -213,14 +260,13 @@ where_add(struct fastjson_error *e, const char *body, size_t len)
     json_decref(j);
 }
 
-static json_t *jstr(const char *s);
-
 /* Fills a 400 outcome whose body is the one-line reason. */
 static int
 bad_request(struct review_outcome *out, const char *fmt, const char *arg)
 {
     char line[320];
     int n = snprintf(line, sizeof(line), fmt, arg != NULL ? arg : "");
+    struct buf lb;
 
     if (n < 0)
         return -1;
@@ -239,18 +285,15 @@ bad_request(struct review_outcome *out, const char *fmt, const char *arg)
         return -1;
     out->body_len = (size_t)n + 1;
     line[n] = '\0';
-    out->log =
-        json_pack("{s:s, s:o}", "result", "bad_request", "reason", jstr(line));
+    buf_init(&lb, REVIEW_LOG_MAX);
+    if (BUF_LIT(&lb, "\"result\":\"bad_request\",\"reason\":") ||
+        log_cstr(&lb, line))
+        goto fail;
+    out->log = buf_take(&lb, &out->log_len);
     return out->log != NULL ? 0 : -1;
-}
-
-/* A JSON string of s, or a placeholder when a cut left s invalid UTF-8. */
-static json_t *
-jstr(const char *s)
-{
-    json_t *v = json_string(s);
-
-    return v != NULL ? v : json_string("(not valid UTF-8)");
+fail:
+    buf_release(&lb);
+    return -1;
 }
 
 static const char *
@@ -302,13 +345,15 @@ review_handle(const char *body, size_t len, const struct policy *pol,
               const struct mutate_options *opt, struct review_outcome *out)
 {
     struct fastjson_error jerr;
-    json_t *root = NULL, *req, *obj, *uid;
-    const char *api, *reason, *ns, *name;
+    json_t *root = NULL, *req, *obj, *uid, *md, *name;
+    const char *api, *reason, *ns;
     struct mutate_result mres;
+    struct buf lb;
     int rc = -1;
 
     memset(out, 0, sizeof(*out));
     memset(&mres, 0, sizeof(mres));
+    buf_init(&lb, REVIEW_LOG_MAX);
     /* A key given twice is ambiguous (another reader may take the other
      * value), and the apiserver never sends one: the decoder refuses it
      * anywhere in the document, as it refuses invalid UTF-8, "\u0000",
@@ -361,29 +406,25 @@ review_handle(const char *body, size_t len, const struct policy *pol,
         goto done;
     }
 
-    out->log = json_object();
-    if (out->log == NULL)
-        goto done;
-    name = str_get(json_object_get(obj, "metadata"), "name");
-    if (name == NULL || name[0] == '\0')
-        name = str_get(json_object_get(obj, "metadata"), "generateName");
-    if (name == NULL)
-        name = str_get(req, "name");
-    if (json_object_set_nocheck(out->log, "uid", uid) ||
-        json_object_set_new_nocheck(out->log, "namespace",
-                                    json_string(ns ? ns : "")) ||
-        json_object_set_new_nocheck(out->log, "name",
-                                    json_string(name ? name : "")) ||
-        json_object_set_new_nocheck(out->log, "operation",
-                                    json_string(str_get(req, "operation")
-                                                    ? str_get(req, "operation")
-                                                    : "")))
+    /* The log record: uid, namespace, name, operation, then what the
+     * plan found or why the request was let through, then the result. */
+    md = json_object_get(obj, "metadata");
+    name = json_object_get(md, "name");
+    if (!json_is_string(name) || json_string_length(name) == 0)
+        name = json_object_get(md, "generateName");
+    if (!json_is_string(name))
+        name = json_object_get(req, "name");
+    if (buf_reserve(&lb, 512) != 0 || BUF_LIT(&lb, "\"uid\":") ||
+        log_jstr(&lb, uid) || BUF_LIT(&lb, ",\"namespace\":") ||
+        log_jstr(&lb, json_object_get(req, "namespace")) ||
+        BUF_LIT(&lb, ",\"name\":") || log_jstr(&lb, name) ||
+        BUF_LIT(&lb, ",\"operation\":") ||
+        log_jstr(&lb, json_object_get(req, "operation")))
         goto done;
 
     if (reason != NULL) {
         out->result = REVIEW_IGNORED;
-        if (json_object_set_new_nocheck(out->log, "reason",
-                                        json_string(reason)) ||
+        if (BUF_LIT(&lb, ",\"reason\":") || log_cstr(&lb, reason) ||
             response_encode(out, api, uid, NULL) != 0)
             goto done;
     } else {
@@ -392,20 +433,24 @@ review_handle(const char *body, size_t len, const struct policy *pol,
         out->result = result_of(mres.status);
         out->patch_ops = json_array_size(mres.patch);
         out->warnings = json_array_size(mres.warnings);
-        if (json_object_set_new_nocheck(out->log, "gpus",
-                                        json_integer(mres.gpus)) ||
-            json_object_set_new_nocheck(out->log, "rule", jstr(mres.rule)) ||
-            json_object_set_nocheck(out->log, "injected", mres.injected) ||
-            json_object_set_nocheck(out->log, "warnings", mres.warnings) ||
+        if (buf_addf(&lb, ",\"gpus\":%lld,\"rule\":", (long long)mres.gpus) ||
+            log_cstr(&lb, mres.rule) || BUF_LIT(&lb, ",\"injected\":") ||
+            jsonwrite_capped(&lb, mres.injected, TEXT_LOG_FIELD_MAX,
+                             TEXT_LOG_ARRAY_MAX) ||
+            BUF_LIT(&lb, ",\"warnings\":") ||
+            jsonwrite_capped(&lb, mres.warnings, TEXT_LOG_FIELD_MAX,
+                             TEXT_LOG_ARRAY_MAX) ||
             (mres.reason[0] != '\0' &&
-             json_object_set_new_nocheck(out->log, "reason",
-                                         jstr(mres.reason))))
+             (BUF_LIT(&lb, ",\"reason\":") || log_cstr(&lb, mres.reason))))
             goto done;
         if (response_encode(out, api, uid, &mres) != 0)
             goto done;
     }
-    if (json_object_set_new_nocheck(
-            out->log, "result", json_string(review_result_name(out->result))))
+    if (BUF_LIT(&lb, ",\"result\":\"") ||
+        buf_adds(&lb, review_result_name(out->result)) || buf_addc(&lb, '"'))
+        goto done;
+    out->log = buf_take(&lb, &out->log_len);
+    if (out->log == NULL)
         goto done;
     out->http_status = 200;
     out->content_type = "application/json";
@@ -418,6 +463,7 @@ done:
     if (rc != 0)
         review_outcome_release(out);
     mutate_result_release(&mres);
+    buf_release(&lb);
     /* Inside the request arena the view is reclaimed whole by
      * jsonmem_end(); freeing a 90,000-volume view value by value there
      * costs a chunk search per value (quadratic), so it is left to the

@@ -35,7 +35,16 @@ struct review_outcome {
     char *body;               /* malloc'd response: JSON, or a one-line */
     size_t body_len;          /* reason ending in '\n' for 400 */
     const char *content_type; /* static string */
-    json_t *log;              /* owned: fields for the admission log line */
+    /* The admission log record: the line's fields as JSON object members
+     * with no braces around them, in a fixed order, "uid", "namespace",
+     * "name", "operation", then "gpus", "rule", "injected", "warnings" and
+     * "reason" as the review went, and "result" (a bad request has only
+     * "result" and "reason"). Each value is already within the log caps
+     * of base/text.h, so the text goes into the line as it is (see
+     * log_members_write() in server/log.h). NUL-terminated, malloc'd,
+     * log_len bytes; NULL only on a zeroed or released outcome. */
+    char *log;
+    size_t log_len;
     size_t patch_ops;
     size_t warnings;
     /* The JSON Patch exactly as the response carries it before base64,

@@ -58,6 +58,21 @@ utf8_seq_len(const unsigned char *p)
     return n;
 }
 
+bool
+text_utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+
+    while (*p != '\0') {
+        size_t n = utf8_seq_len(p);
+
+        if (n == 0)
+            return false;
+        p += n;
+    }
+    return true;
+}
+
 size_t
 text_utf8_fix(char *s)
 {

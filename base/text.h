@@ -3,12 +3,26 @@
 #define NCCLGUARD_TEXT_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Longest warning, in bytes, that the admission API passes on whole: the
  * Kubernetes API documents 120 characters as the most a warning should
  * carry, and bytes are never fewer than characters. */
 #define TEXT_WARNING_MAX 120
+
+/*
+ * Caps on what one value can put in a log line, so that a request cannot
+ * make the log echo megabytes (a 3 MB uid or generateName): a string
+ * longer than TEXT_LOG_FIELD_MAX bytes is cut on a UTF-8 character
+ * boundary and ends with "…" (U+2026), the whole no longer than
+ * TEXT_LOG_FIELD_MAX; an array keeps its first TEXT_LOG_ARRAY_MAX elements
+ * and then a string "… N more". The admission core writes its log
+ * record within them (admission/review.c), and server/log.c caps other
+ * lines' fields the same way.
+ */
+#define TEXT_LOG_FIELD_MAX 1024
+#define TEXT_LOG_ARRAY_MAX 32
 
 /* What a cut text ends with. */
 #define TEXT_CUT_MARK "..."
@@ -43,6 +57,10 @@ size_t text_utf8_prefix(const char *s, size_t len, size_t max);
  * Thread-safe.
  */
 size_t text_utf8_cut(char *s, size_t max);
+
+/* Whether the NUL-terminated s is well-formed UTF-8 (RFC 3629, as
+ * text_utf8_fix() reads it). Thread-safe. */
+bool text_utf8_valid(const char *s);
 
 /*
  * Replaces, in place, each byte of s that does not start a well-formed

@@ -929,8 +929,9 @@ serve_metrics(struct http_server *s, struct MHD_Connection *mc, struct conn *c,
                   len, MHD_RESPMEM_MUST_FREE, NULL);
 }
 
-/* Writes the admission line: the outcome's log object, then the server's
- * own numbers appended as text (no JSON values built for them). */
+/* Writes the admission line: the outcome's log record (JSON text from the
+ * admission core), then the server's own numbers, with no JSON values
+ * built for either. */
 static void
 log_admission(const struct review_outcome *out, uint64_t us,
               uint64_t generation)
@@ -945,8 +946,8 @@ log_admission(const struct review_outcome *out, uint64_t us,
         level = LOG_WARN;
     if (!log_level_enabled(level))
         return;
-    if (!json_is_object(out->log) ||
-        json_object_get(out->log, "result") == NULL)
+    /* A record always names its result; without one, the tail does. */
+    if (out->log == NULL || out->log_len == 0)
         n = snprintf(tail, sizeof(tail), "\"result\":\"%s\",",
                      review_result_name(out->result));
     if (n < 0 || (size_t)n >= sizeof(tail))
@@ -956,8 +957,7 @@ log_admission(const struct review_outcome *out, uint64_t us,
              "\"policy_generation\":%llu,\"duration_us\":%llu",
              out->http_status, out->patch_ops, out->warnings,
              (unsigned long long)generation, (unsigned long long)us);
-    log_fields_tail_write(level, "admission",
-                          json_is_object(out->log) ? out->log : NULL, tail);
+    log_members_write(level, "admission", out->log, out->log_len, tail);
 }
 
 static enum MHD_Result

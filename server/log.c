@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "admission/jsonmem.h"
+#include "admission/jsonwrite.h"
+#include "base/buf.h"
 #include "base/text.h"
 
 static enum log_level min_level = LOG_INFO;
@@ -90,15 +92,6 @@ format_time(char *buf, size_t n)
     snprintf(buf + k, n - k, ".%03dZ", (int)(ts.tv_nsec / 1000000L) % 1000);
 }
 
-/* True when fields has a key that the fixed part of the line owns. */
-static bool
-has_reserved_key(const json_t *fields)
-{
-    return json_object_get(fields, "time") != NULL ||
-           json_object_get(fields, "level") != NULL ||
-           json_object_get(fields, "msg") != NULL;
-}
-
 /* True when s can go between JSON quotes as it is. */
 static bool
 plain_string(const char *s)
@@ -110,115 +103,12 @@ plain_string(const char *s)
     return true;
 }
 
-/*
- * The fixed part of a line, {"time":...,"level":...,"msg":...}, into a new
- * buffer. Messages are nearly always constants from this program, written
- * directly; anything else goes through jansson for escaping.
- */
-static char *
-format_head(const char *stamp, enum log_level level, const char *msg)
-{
-    json_t *head;
-    char *text;
-
-    if (plain_string(msg)) {
-        size_t n = strlen(msg) + 80;
-        text = malloc(n);
-        if (text != NULL)
-            snprintf(text, n,
-                     "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"}", stamp,
-                     log_level_name(level), msg);
-        return text;
-    }
-    head = json_pack("{s:s,s:s,s:s}", "time", stamp, "level",
-                     log_level_name(level), "msg", msg);
-    if (head == NULL)
-        return NULL;
-    text = json_dumps(head, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(head);
-    return text;
-}
-
 size_t
 log_cut_len(const char *s, size_t len, size_t max)
 {
     if (len <= max)
         return len;
     return text_utf8_prefix(s, len, max >= 3 ? max - 3 : 0);
-}
-
-/* True when v holds a string or an array past the caps. */
-static bool
-over_caps(const json_t *v, int depth)
-{
-    const char *key;
-    json_t *m;
-    size_t i;
-
-    if (depth > 16)
-        return false;
-    if (json_is_string(v))
-        return json_string_length(v) > LOG_FIELD_MAX;
-    if (json_is_array(v)) {
-        if (json_array_size(v) > LOG_ARRAY_MAX)
-            return true;
-        json_array_foreach(v, i, m) if (over_caps(m, depth + 1)) return true;
-        return false;
-    }
-    if (json_is_object(v))
-        json_object_foreach((json_t *)v, key,
-                            m) if (over_caps(m, depth + 1)) return true;
-    return false;
-}
-
-/* A copy of v within the caps (a new reference), or NULL. */
-static json_t *
-capped_copy(json_t *v, int depth)
-{
-    const char *key;
-    json_t *m, *out;
-    size_t i;
-
-    if (depth > 16 || !over_caps(v, depth))
-        return json_incref(v);
-    if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        size_t keep = log_cut_len(s, json_string_length(v), LOG_FIELD_MAX);
-        char buf[LOG_FIELD_MAX + 1];
-        memcpy(buf, s, keep);
-        memcpy(buf + keep, "\xe2\x80\xa6", 3); /* U+2026 */
-        return json_stringn(buf, keep + 3);
-    }
-    if (json_is_array(v)) {
-        out = json_array();
-        if (out == NULL)
-            return NULL;
-        json_array_foreach(v, i, m)
-        {
-            if (i == LOG_ARRAY_MAX) {
-                char more[64];
-                snprintf(more, sizeof(more), "\xe2\x80\xa6 %zu more",
-                         json_array_size(v) - LOG_ARRAY_MAX);
-                if (json_array_append_new(out, json_string(more)) != 0)
-                    goto fail;
-                break;
-            }
-            if (json_array_append_new(out, capped_copy(m, depth + 1)) != 0)
-                goto fail;
-        }
-        return out;
-    }
-    out = json_object();
-    if (out == NULL)
-        return NULL;
-    json_object_foreach(
-        v, key,
-        m) if (json_object_set_new(out, key, capped_copy(m, depth + 1)) !=
-               0) goto fail;
-    return out;
-fail:
-    json_decref(out);
-    return NULL;
 }
 
 /* writev(2) all of iov, carrying on after short writes and EINTR. */
@@ -244,56 +134,71 @@ writev_all(struct iovec *iov, int n)
     }
 }
 
+/* The line that replaces one that could not be built. */
+static void
+write_fallback(const char *stamp)
+{
+    char fallback[200];
+    int len = snprintf(fallback, sizeof(fallback),
+                       "{\"time\":\"%s\",\"level\":\"error\",\"msg\":"
+                       "\"log line could not be built\"}\n",
+                       stamp);
+
+    if (len > 0 && (size_t)len < sizeof(fallback))
+        write_all(fallback, (size_t)len);
+}
+
+/* A line's text may not grow past this (each part is capped already). */
+#define LOG_LINE_MAX (4u * 1024u * 1024u)
+
 /*
- * Writes {head members, field members, tail}: the three objects' members
- * spliced into one line with a single writev(2), so serialising the
- * caller's object as it is saves copying it into a new one.
+ * Writes {"time", "level", "msg", members, tail}\n: the fixed part is
+ * formatted here (on the stack for this program's own short, plain
+ * messages), members and tail go out from where they are, all in one
+ * writev(2).
  */
 static void
-write_line(enum log_level level, const char *msg, const json_t *fields,
-           const char *tail)
+write_line(enum log_level level, const char *msg, const char *members,
+           size_t len, const char *tail)
 {
-    char stamp[40];
-    json_t *copy = NULL;
-    char *head_text = NULL, *field_text = NULL;
-    size_t head_len, field_len = 0;
+    char stamp[40], head[256], dropped[48];
+    struct buf hb;
+    const char *h = head;
+    size_t head_len;
     struct iovec iov[6];
-    int n = 0;
+    int n = 0, k = -1;
 
+    buf_init(&hb, LOG_LINE_MAX);
     format_time(stamp, sizeof(stamp));
-    head_text = format_head(stamp, level, msg ? msg : "");
-    if (head_text == NULL)
-        goto fail;
-    head_len = strlen(head_text);
-    if (fields != NULL && json_is_object(fields) && json_object_size(fields)) {
-        if (over_caps(fields, 0)) {
-            copy = capped_copy((json_t *)fields, 0);
-            if (copy == NULL)
-                goto fail;
-            fields = copy;
+    if (msg == NULL)
+        msg = "";
+    if (plain_string(msg))
+        k = snprintf(head, sizeof(head),
+                     "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"", stamp,
+                     log_level_name(level), msg);
+    if (k >= 0 && (size_t)k < sizeof(head)) {
+        head_len = (size_t)k;
+    } else {
+        /* Escaped as jansson escapes; text that is not UTF-8 cannot be
+         * a JSON string, so the line is replaced. */
+        if (!text_utf8_valid(msg) ||
+            buf_addf(&hb, "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":", stamp,
+                     log_level_name(level)) != 0 ||
+            jsonwrite_string(&hb, msg, strlen(msg)) != 0) {
+            buf_release(&hb);
+            write_fallback(stamp);
+            return;
         }
-        if (has_reserved_key(fields)) {
-            json_t *c2 = json_copy((json_t *)fields);
-            json_decref(copy);
-            copy = c2;
-            if (copy == NULL)
-                goto fail;
-            json_object_del(copy, "time");
-            json_object_del(copy, "level");
-            json_object_del(copy, "msg");
-            fields = copy;
-        }
-        if (json_object_size(fields) > 0) {
-            field_text = json_dumps(fields, JSON_COMPACT | JSON_PRESERVE_ORDER);
-            if (field_text == NULL)
-                goto fail;
-            field_len = strlen(field_text);
-        }
+        h = hb.p;
+        head_len = hb.len;
     }
-    iov[n++] = (struct iovec){head_text, head_len - 1};
-    if (field_len > 2) {
+    iov[n++] = (struct iovec){(void *)h, head_len};
+    if (members != NULL && len > LOG_MEMBERS_MAX) {
+        k = snprintf(dropped, sizeof(dropped), ",\"members_dropped\":%zu", len);
+        iov[n++] = (struct iovec){dropped, (size_t)k};
+    } else if (members != NULL && len > 0) {
         iov[n++] = (struct iovec){(void *)",", 1};
-        iov[n++] = (struct iovec){field_text + 1, field_len - 2};
+        iov[n++] = (struct iovec){(void *)members, len};
     }
     if (tail != NULL && *tail != '\0') {
         iov[n++] = (struct iovec){(void *)",", 1};
@@ -301,38 +206,68 @@ write_line(enum log_level level, const char *msg, const json_t *fields,
     }
     iov[n++] = (struct iovec){(void *)"}\n", 2};
     writev_all(iov, n);
-    jsonmem_free(field_text);
-    jsonmem_free(head_text);
-    json_decref(copy);
-    return;
-fail:
-    jsonmem_free(field_text);
-    jsonmem_free(head_text);
-    json_decref(copy);
-    {
-        char fallback[200];
-        int len = snprintf(fallback, sizeof(fallback),
-                           "{\"time\":\"%s\",\"level\":\"error\",\"msg\":"
-                           "\"log line could not be built\"}\n",
-                           stamp);
-        if (len > 0 && (size_t)len < sizeof(fallback))
-            write_all(fallback, (size_t)len);
+    buf_release(&hb);
+}
+
+/* True for a key that the fixed part of the line owns. */
+static bool
+reserved_key(const char *key)
+{
+    return strcmp(key, "time") == 0 || strcmp(key, "level") == 0 ||
+           strcmp(key, "msg") == 0;
+}
+
+/*
+ * fields' members, reserved keys left out, as JSON text within the caps
+ * into b (the same bytes json_dumps() gives for the capped object). Returns
+ * 0, or -1 when out of memory.
+ */
+static int
+fields_text(struct buf *b, const json_t *fields)
+{
+    json_t *o = (json_t *)fields; /* jansson's iterator API is not const */
+
+    for (void *it = json_object_iter(o); it != NULL;
+         it = json_object_iter_next(o, it)) {
+        const char *key = json_object_iter_key(it);
+
+        if (reserved_key(key))
+            continue;
+        if ((b->len > 0 && buf_addc(b, ',') != 0) ||
+            jsonwrite_string(b, key, json_object_iter_key_len(it)) != 0 ||
+            buf_addc(b, ':') != 0 ||
+            jsonwrite_capped(b, json_object_iter_value(it), LOG_FIELD_MAX,
+                             LOG_ARRAY_MAX) != 0)
+            return -1;
     }
+    return 0;
 }
 
 void
 log_fields_write(enum log_level level, const char *msg, const json_t *fields)
 {
-    if (log_level_enabled(level))
-        write_line(level, msg, fields, NULL);
+    struct buf fb;
+    char stamp[40];
+
+    if (!log_level_enabled(level))
+        return;
+    buf_init(&fb, LOG_LINE_MAX);
+    if (json_is_object(fields) && fields_text(&fb, fields) != 0) {
+        buf_release(&fb);
+        format_time(stamp, sizeof(stamp));
+        write_fallback(stamp);
+        return;
+    }
+    write_line(level, msg, fb.p, fb.len, NULL);
+    buf_release(&fb);
 }
 
 void
-log_fields_tail_write(enum log_level level, const char *msg,
-                      const json_t *fields, const char *tail)
+log_members_write(enum log_level level, const char *msg, const char *members,
+                  size_t len, const char *tail)
 {
     if (log_level_enabled(level))
-        write_line(level, msg, fields, tail);
+        write_line(level, msg, members, len, tail);
 }
 
 void

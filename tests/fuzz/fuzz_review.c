@@ -208,6 +208,43 @@ check_same_as_full(const uint8_t *data, size_t size,
     json_decref(root);
 }
 
+/*
+ * The log record is object members in JSON text that the server's line
+ * splices as they are: braces around it give one valid object, with no
+ * key twice and none of the line's own (time, level, msg), that names its
+ * result; each string value is within the log cap.
+ */
+static void
+check_log_record(const struct review_outcome *out)
+{
+    char *text;
+    json_t *rec;
+    const char *key;
+    json_t *v;
+
+    FUZZ_ASSERT(out->log != NULL && out->log_len > 0);
+    FUZZ_ASSERT(strlen(out->log) == out->log_len);
+    text = malloc(out->log_len + 3);
+    FUZZ_ASSERT(text != NULL);
+    text[0] = '{';
+    memcpy(text + 1, out->log, out->log_len);
+    memcpy(text + 1 + out->log_len, "}", 2);
+    rec = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    FUZZ_ASSERT(json_is_object(rec));
+    FUZZ_ASSERT(json_object_get(rec, "time") == NULL &&
+                json_object_get(rec, "level") == NULL &&
+                json_object_get(rec, "msg") == NULL);
+    FUZZ_ASSERT(json_is_string(json_object_get(rec, "result")) &&
+                strcmp(json_string_value(json_object_get(rec, "result")),
+                       review_result_name(out->result)) == 0);
+    json_object_foreach(rec, key, v)
+    {
+        FUZZ_ASSERT(!json_is_string(v) || json_string_length(v) <= 1024);
+    }
+    json_decref(rec);
+    free(text);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -232,6 +269,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_ASSERT(memchr(out.body, '\n', out.body_len) ==
                     out.body + out.body_len - 1);
     }
+    check_log_record(&out);
     check_same_as_full(data, size, &out);
     review_outcome_release(&out);
     return 0;

@@ -20,23 +20,25 @@ drain(int fd, char *buf, size_t n)
     return (size_t)got;
 }
 
-/* Reads the file fd from the start into a new buffer; *len its size. */
+/* Reads what the lines wrote to f's descriptor into a new buffer (*len
+ * its size), then empties the file for the next line. Only the descriptor
+ * is used: stdio's idea of the offset does not follow write(2). */
 static char *
 slurp(FILE *f, size_t *len)
 {
-    long n;
+    int fd = fileno(f);
+    off_t n = lseek(fd, 0, SEEK_END);
     char *b;
+    ssize_t got;
 
-    fflush(f);
-    n = ftell(f);
-    b = malloc((size_t)n + 1);
-    if (b == NULL)
+    *len = 0;
+    if (n < 0 || (b = malloc((size_t)n + 1)) == NULL)
         return NULL;
-    rewind(f);
-    *len = fread(b, 1, (size_t)n, f);
+    while (*len < (size_t)n &&
+           (got = pread(fd, b + *len, (size_t)n - *len, (off_t)*len)) > 0)
+        *len += (size_t)got;
     b[*len] = '\0';
-    rewind(f);
-    if (ftruncate(fileno(f), 0) != 0)
+    if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0)
         CHECK(0);
     return b;
 }
@@ -138,6 +140,38 @@ test_caps(void)
     json_decref(j);
     free(line);
 
+    /* Members of a record go in whole up to LOG_MEMBERS_MAX bytes; past
+     * it (a writer that forgot its caps) they are left out, counted. */
+    {
+        size_t n = LOG_MEMBERS_MAX;
+        char *m = malloc(n + 2);
+
+        memset(m, 'a', n + 1);
+        memcpy(m, "\"k\":\"", 5);
+        m[n - 1] = '"';
+        m[n] = '"'; /* one byte more: the key's value ends there */
+        log_members_write(LOG_INFO, "admission", m, n, "\"t\":1");
+        line = slurp(f, &len);
+        j = line ? json_loads(line, 0, &je) : NULL;
+        CHECK(j != NULL &&
+              json_string_length(json_object_get(j, "k")) == n - 6);
+        CHECK(j != NULL && json_object_get(j, "members_dropped") == NULL);
+        json_decref(j);
+        free(line);
+        m[n - 1] = 'a';
+        log_members_write(LOG_INFO, "admission", m, n + 1, "\"t\":1");
+        line = slurp(f, &len);
+        CHECK(line != NULL && len < 200);
+        j = line ? json_loads(line, 0, &je) : NULL;
+        CHECK(j != NULL && json_object_get(j, "k") == NULL);
+        CHECK_INT(json_integer_value(json_object_get(j, "members_dropped")),
+                  n + 1);
+        CHECK_INT(json_integer_value(json_object_get(j, "t")), 1);
+        json_decref(j);
+        free(line);
+        free(m);
+    }
+
     log_output_set(2);
     fclose(f);
     free(big_a);
@@ -197,22 +231,29 @@ main(void)
               "bad indent at 3");
     json_decref(j);
 
-    /* Pre-formatted members go after the fields, one valid object. */
-    f = json_pack("{s:s}", "uid", "u-2");
-    log_fields_tail_write(LOG_INFO, "admission", f,
+    /* Members and tail already in JSON: spliced as they are, in order, one
+     * valid object. */
+    {
+        static const char rec[] = "\"uid\":\"u-2\",\"gpus\":2";
+        const char *end;
+
+        log_members_write(LOG_INFO, "admission", rec, strlen(rec),
                           "\"status\":200,\"duration_us\":41");
-    json_decref(f);
-    drain(p[0], buf, sizeof(buf));
-    j = json_loads(buf, 0, &je);
-    CHECK(j != NULL);
-    CHECK_STR(json_string_value(json_object_get(j, "uid")), "u-2");
-    CHECK_INT(json_integer_value(json_object_get(j, "status")), 200);
-    CHECK_INT(json_integer_value(json_object_get(j, "duration_us")), 41);
-    json_decref(j);
-    log_fields_tail_write(LOG_INFO, "no fields", NULL, "\"n\":1");
-    f = json_object();
-    log_fields_tail_write(LOG_INFO, "empty", f, NULL);
-    json_decref(f);
+        drain(p[0], buf, sizeof(buf));
+        j = json_loads(buf, 0, &je);
+        CHECK(j != NULL);
+        CHECK_STR(json_string_value(json_object_get(j, "uid")), "u-2");
+        CHECK_INT(json_integer_value(json_object_get(j, "status")), 200);
+        CHECK_INT(json_integer_value(json_object_get(j, "duration_us")), 41);
+        json_decref(j);
+        end = strstr(buf, "\"msg\":\"admission\",");
+        CHECK(end != NULL &&
+              strcmp(end, "\"msg\":\"admission\",\"uid\":\"u-2\",\"gpus\":2,"
+                          "\"status\":200,\"duration_us\":41}\n") == 0);
+    }
+    /* len counts, not the NUL: a record need not end where it stops. */
+    log_members_write(LOG_INFO, "no fields", NULL, 0, "\"n\":1");
+    log_members_write(LOG_INFO, "empty", "\"k\":1,\"x\":2", 5, NULL);
     drain(p[0], buf, sizeof(buf));
     {
         char *nl = strchr(buf, '\n');
@@ -226,7 +267,9 @@ main(void)
             j = json_loads(nl + 1, 0, &je);
             CHECK(j != NULL &&
                   strcmp(json_string_value(json_object_get(j, "msg")),
-                         "empty") == 0);
+                         "empty") == 0 &&
+                  json_integer_value(json_object_get(j, "k")) == 1 &&
+                  json_object_get(j, "x") == NULL);
             json_decref(j);
         }
     }

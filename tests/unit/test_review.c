@@ -47,6 +47,28 @@ review_text(const char *api, const char *op, const char *group,
     return out;
 }
 
+/* The outcome's log record read back as one JSON object (NULL, and a
+ * failed check, when the text is not one). */
+static json_t *
+log_record(const struct review_outcome *out)
+{
+    struct buf b;
+    json_t *j = NULL;
+    json_error_t je;
+
+    buf_init(&b, (size_t)-1);
+    CHECK(out->log != NULL && strlen(out->log) == out->log_len);
+    if (out->log != NULL && buf_addc(&b, '{') == 0 &&
+        buf_add(&b, out->log, out->log_len) == 0 && buf_addc(&b, '}') == 0)
+        j = json_loadb(b.p, b.len, JSON_REJECT_DUPLICATES, &je);
+    if (j == NULL)
+        fprintf(stderr, "log record is not JSON members: %.200s\n",
+                out->log ? out->log : "(null)");
+    CHECK(json_is_object(j));
+    buf_release(&b);
+    return j;
+}
+
 static json_t *
 handle(const char *body, struct review_outcome *out)
 {
@@ -58,7 +80,7 @@ handle(const char *body, struct review_outcome *out)
     CHECK_STR(out->content_type, "application/json");
     resp = json_loadb(out->body, out->body_len, 0, NULL);
     CHECK(resp != NULL);
-    CHECK(out->log != NULL);
+    CHECK(out->log != NULL && out->log_len > 0);
     return resp;
 }
 
@@ -117,7 +139,7 @@ test_patched(void)
     for (size_t a = 0; a < 2; a++) {
         char *body = review_text(apis[a], "CREATE", "", "Pod", "", gpu_pod);
         struct review_outcome out;
-        json_t *resp = handle(body, &out), *r, *patch, *pod;
+        json_t *resp = handle(body, &out), *r, *patch, *pod, *rec;
         struct mutate_result mres;
         char *decoded;
 
@@ -148,13 +170,14 @@ test_patched(void)
         check_warnings_form(json_object_get(r, "warnings"));
         CHECK_STR(str_at(r, "/auditAnnotations/rule"), "default");
         /* The log line's fields. */
-        CHECK_STR(str_at(out.log, "/uid"),
-                  "0e6d2c8a-1111-4a6e-9d1b-42010a800002");
-        CHECK_STR(str_at(out.log, "/namespace"), "ml");
-        CHECK_STR(str_at(out.log, "/name"), "train-");
-        CHECK_STR(str_at(out.log, "/result"), "patched");
-        CHECK_INT(json_integer_value(json_object_get(out.log, "gpus")), 2);
-        CHECK(json_array_size(json_object_get(out.log, "injected")) > 0);
+        rec = log_record(&out);
+        CHECK_STR(str_at(rec, "/uid"), "0e6d2c8a-1111-4a6e-9d1b-42010a800002");
+        CHECK_STR(str_at(rec, "/namespace"), "ml");
+        CHECK_STR(str_at(rec, "/name"), "train-");
+        CHECK_STR(str_at(rec, "/result"), "patched");
+        CHECK_INT(json_integer_value(json_object_get(rec, "gpus")), 2);
+        CHECK(json_array_size(json_object_get(rec, "injected")) > 0);
+        json_decref(rec);
         mutate_result_release(&mres);
         json_decref(pod);
         json_decref(patch);
@@ -163,6 +186,154 @@ test_patched(void)
         review_outcome_release(&out);
         free(body);
     }
+}
+
+/* A review of pod in namespace ns, with uid, as compact JSON text. */
+static char *
+review_of(const char *uid, const char *ns, const char *op, json_t *pod)
+{
+    json_t *r =
+        json_pack("{s:s,s:s,s:{s:s,s:{s:s,s:s,s:s},s:s,s:s,s:o}}", "apiVersion",
+                  "admission.k8s.io/v1", "kind", "AdmissionReview", "request",
+                  "uid", uid, "kind", "group", "", "version", "v1", "kind",
+                  "Pod", "operation", op, "namespace", ns, "object", pod);
+    char *text = json_dumps(r, JSON_COMPACT);
+
+    json_decref(r);
+    return text;
+}
+
+/* out->log is the members of want (a jansson object), byte for byte as
+ * json_dumps() writes them: the record's bytes did not change when it
+ * stopped being a jansson object. */
+static void
+record_is(const struct review_outcome *out, json_t *want)
+{
+    char *w = json_dumps(want, JSON_COMPACT);
+    size_t n = w ? strlen(w) : 0;
+
+    CHECK(w != NULL && n >= 2 && out->log != NULL);
+    if (w != NULL && out->log != NULL &&
+        (out->log_len != n - 2 || memcmp(out->log, w + 1, n - 2) != 0)) {
+        fprintf(stderr, "log record: %s\n  want: %.*s\n", out->log,
+                (int)(n - 2), w + 1);
+        CHECK(0);
+    }
+    free(w);
+    json_decref(want);
+}
+
+/*
+ * The log record: its keys, order and escapes are what the jansson object
+ * of before gave (the server's line splices it as it is); a request that
+ * sends megabytes gets a record of a few KiB, each string cut between
+ * characters and marked.
+ */
+static void
+test_log_record(void)
+{
+    static const char name[] = "a\x01b\n\"c\\\x1f\x7f\xe2\x80\xa8\xc3\xa9";
+    struct review_outcome out;
+    struct mutate_result *m = &out.mutation;
+    char *body, *big_a, *big_e;
+    json_t *pod, *rec;
+    size_t big = 3000000;
+
+    pod = J(gpu_pod);
+    json_object_set_new(json_object_get(pod, "metadata"), "name",
+                        json_string(name));
+    body = review_of("u-1", "ns\t1", "CREATE", pod);
+    CHECK_INT(review_handle(body, strlen(body), pol, &opt, &out), 0);
+    CHECK_INT(out.result, REVIEW_PATCHED);
+    record_is(&out, json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:O,s:O,s:s}", "uid",
+                              "u-1", "namespace", "ns\t1", "name", name,
+                              "operation", "CREATE", "gpus", (json_int_t)2,
+                              "rule", "default", "injected", m->injected,
+                              "warnings", m->warnings, "result", "patched"));
+    CHECK(json_array_size(m->warnings) == 1);
+    review_outcome_release(&out);
+    free(body);
+
+    /* Let through untouched: the reason before the result. */
+    body = review_of("u-2", "ml", "UPDATE", J(gpu_pod));
+    CHECK_INT(review_handle(body, strlen(body), pol, &opt, &out), 0);
+    record_is(&out,
+              json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "uid", "u-2", "namespace",
+                        "ml", "name", "train-", "operation", "UPDATE", "reason",
+                        "not CREATE", "result", "ignored"));
+    review_outcome_release(&out);
+    free(body);
+    body = review_of("u-3", "ncclguard", "CREATE", J(gpu_pod));
+    CHECK_INT(review_handle(body, strlen(body), pol, &opt, &out), 0);
+    CHECK_INT(out.result, REVIEW_SKIPPED);
+    record_is(&out,
+              json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:O,s:O,s:s,s:s}", "uid",
+                        "u-3", "namespace", "ncclguard", "name", "train-",
+                        "operation", "CREATE", "gpus", (json_int_t)m->gpus,
+                        "rule", m->rule, "injected", m->injected, "warnings",
+                        m->warnings, "reason", m->reason, "result", "skipped"));
+    review_outcome_release(&out);
+    free(body);
+
+    /* A bad request: result and reason only; a reason that the cut of
+     * its line left without its last byte is replaced, as jansson refused
+     * it. */
+    {
+        static const char bad[] = "{\"apiVersion\":\"v9\"}";
+        char api[400 + 100];
+        size_t k = 0;
+
+        CHECK_INT(review_handle(bad, strlen(bad), pol, &opt, &out), 0);
+        CHECK_STR(out.log, "\"result\":\"bad_request\",\"reason\":\"not an "
+                           "AdmissionReview: apiVersion v9, expected "
+                           "admission.k8s.io/v1 or v1beta1\"");
+        review_outcome_release(&out);
+        k += (size_t)snprintf(api, sizeof(api), "{\"apiVersion\":\"");
+        for (int i = 0; i < 200; i++, k += 2)
+            memcpy(api + k, "\xc3\xa9", 2);
+        memcpy(api + k, "\"}", 3);
+        CHECK_INT(review_handle(api, strlen(api), pol, &opt, &out), 0);
+        CHECK_INT(out.result, REVIEW_BAD_REQUEST);
+        CHECK_STR(out.log, "\"result\":\"bad_request\",\"reason\":\"(not "
+                           "valid UTF-8)\"");
+        review_outcome_release(&out);
+    }
+
+    /* Regression: a 3 MB uid, namespace and generateName were echoed
+     * whole into the line. */
+    big_a = malloc(big + 1);
+    big_e = malloc(big + 1);
+    memset(big_a, 'a', big);
+    big_a[big] = '\0';
+    for (size_t i = 0; i < big; i += 2)
+        memcpy(big_e + i, "\xc3\xa9", 2);
+    big_e[big] = '\0';
+    pod = J(gpu_pod);
+    json_object_set_new(json_object_get(pod, "metadata"), "generateName",
+                        json_string(big_e));
+    body = review_of(big_a, big_a, "CREATE", pod);
+    CHECK_INT(review_handle(body, strlen(body), pol, &opt, &out), 0);
+    CHECK_INT(out.result, REVIEW_PATCHED);
+    CHECK(out.log_len < 8192);
+    rec = log_record(&out);
+    {
+        const char *u = str_at(rec, "/uid"), *nm = str_at(rec, "/name");
+
+        CHECK(u != NULL && strlen(u) == 1024 &&
+              memcmp(u + 1021, "\xe2\x80\xa6", 3) == 0 &&
+              strspn(u, "a") == 1021);
+        CHECK(str_at(rec, "/namespace") != NULL &&
+              strlen(str_at(rec, "/namespace")) == 1024);
+        /* 1,020 bytes of two-byte characters, then the ellipsis. */
+        CHECK(nm != NULL && strlen(nm) == 1023 &&
+              memcmp(nm, big_e, 1020) == 0 &&
+              memcmp(nm + 1020, "\xe2\x80\xa6", 3) == 0);
+    }
+    json_decref(rec);
+    review_outcome_release(&out);
+    free(body);
+    free(big_a);
+    free(big_e);
 }
 
 static void
@@ -245,6 +416,7 @@ test_bad_requests(void)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct review_outcome out;
         const char *body = cases[i].body;
+        json_t *rec;
 
         CHECK_INT(review_handle(body, strlen(body), pol, &opt, &out), 0);
         CHECK_INT(out.http_status, 400);
@@ -260,7 +432,10 @@ test_bad_requests(void)
                 CHECK(0);
             }
         }
-        CHECK_STR(str_at(out.log, "/result"), "bad_request");
+        rec = log_record(&out);
+        CHECK_STR(str_at(rec, "/result"), "bad_request");
+        CHECK(str_at(rec, "/reason") != NULL);
+        json_decref(rec);
         review_outcome_release(&out);
     }
 }
@@ -284,6 +459,7 @@ test_error_answer(void)
                                    "    - {name: EXTRA_G, value: '1'}\n"
                                    "    - {name: EXTRA_H, value: '1'}\n");
     char *body;
+    json_t *rec;
 
     for (int i = 0; i < 120; i++) {
         char buf[200];
@@ -309,8 +485,10 @@ test_error_answer(void)
     CHECK(json_object_get(r, "patch") == NULL);
     CHECK(json_object_get(r, "patchType") == NULL);
     CHECK(warnings_have(json_object_get(r, "warnings"), "pod left unchanged"));
-    CHECK_STR(str_at(out.log, "/result"), "error");
-    CHECK(str_at(out.log, "/reason") != NULL);
+    rec = log_record(&out);
+    CHECK_STR(str_at(rec, "/result"), "error");
+    CHECK(str_at(rec, "/reason") != NULL);
+    json_decref(rec);
     json_decref(resp);
     review_outcome_release(&out);
     free(body);
@@ -717,8 +895,89 @@ writer_same(const json_t *v)
                 b.p ? b.p : "(null)", want);
     CHECK(want != NULL && b.p != NULL && strcmp(b.p, want) == 0);
     CHECK(b.p == NULL || strlen(b.p) == b.len);
+    /* Within its caps, the capped writer writes the same bytes; a string
+     * through jsonwrite_string() too. */
+    buf_reset(&b);
+    CHECK_INT(jsonwrite_capped(&b, v, 1u << 20, 1u << 20), 0);
+    CHECK(want != NULL && b.p != NULL && strcmp(b.p, want) == 0);
+    if (json_is_string(v)) {
+        buf_reset(&b);
+        CHECK_INT(
+            jsonwrite_string(&b, json_string_value(v), json_string_length(v)),
+            0);
+        CHECK(want != NULL && b.p != NULL && strcmp(b.p, want) == 0);
+    }
     free(want);
     buf_release(&b);
+}
+
+/* jsonwrite_capped(v, str_max, array_max) gives the text want. */
+static void
+capped_is(const json_t *v, size_t str_max, size_t array_max, const char *want)
+{
+    struct buf b;
+
+    buf_init(&b, 1u << 20);
+    CHECK_INT(jsonwrite_capped(&b, v, str_max, array_max), 0);
+    if (b.p == NULL || strcmp(b.p, want) != 0)
+        fprintf(stderr, "capped: %.300s\n  want: %.300s\n",
+                b.p ? b.p : "(null)", want);
+    CHECK(b.p != NULL && strcmp(b.p, want) == 0);
+    buf_release(&b);
+}
+
+/*
+ * The caps of a log line (base/text.h), applied while writing: a string
+ * cut on a character boundary and marked, an array cut after array_max
+ * elements with the count of the rest, at every level down to 16 below
+ * the value, and nothing deeper.
+ */
+static void
+test_writer_capped(void)
+{
+    json_t *v, *deep;
+    struct buf b;
+
+    v = json_pack("[s,s,s]", "abcdefgh", "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9",
+                  "ab\"c");
+    /* 5 bytes: "ab" and the ellipsis; "é" is kept whole or left out. */
+    capped_is(v, 5, 10,
+              "[\"ab\xe2\x80\xa6\",\"\xc3\xa9\xe2\x80\xa6\",\"ab\\\"c\"]");
+    capped_is(v, 3, 10, "[\"\xe2\x80\xa6\",\"\xe2\x80\xa6\",\"\xe2\x80\xa6\"]");
+    capped_is(v, 8, 2,
+              "[\"abcdefgh\",\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\","
+              "\"\xe2\x80\xa6 1 more\"]");
+    capped_is(v, 8, 0, "[\"\xe2\x80\xa6 3 more\"]");
+    capped_is(
+        v, 8, 3,
+        "[\"abcdefgh\",\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\",\"ab\\\"c\"]");
+    json_decref(v);
+    /* Objects keep their keys, in order; values are capped. */
+    v = json_pack("{s:s,s:[i,i,i],s:{s:s}}", "k", "long text", "n", 1, 2, 3,
+                  "o", "p", "q");
+    capped_is(v, 4, 2,
+              "{\"k\":\"l\xe2\x80\xa6\",\"n\":[1,2,\"\xe2\x80\xa6 1 more\"],"
+              "\"o\":{\"p\":\"q\"}}");
+    json_decref(v);
+    /* 16 levels below the value are capped, the 17th is not. */
+    deep = json_string("abcdefgh");
+    for (int i = 0; i < 17; i++)
+        deep = json_pack("[o]", deep);
+    buf_init(&b, 1u << 20);
+    CHECK_INT(jsonwrite_capped(&b, deep, 4, 4), 0);
+    CHECK(b.p != NULL && strstr(b.p, "\"abcdefgh\"") != NULL);
+    buf_reset(&b);
+    v = json_array_get(deep, 0);
+    CHECK_INT(jsonwrite_capped(&b, v, 4, 4), 0);
+    CHECK(b.p != NULL && strstr(b.p, "\"a\xe2\x80\xa6\"") != NULL);
+    /* No value, caps too small for the mark, or no room: refused. */
+    CHECK_INT(jsonwrite_capped(&b, NULL, 4, 4), -1);
+    CHECK_INT(jsonwrite_capped(&b, deep, 2, 4), -1);
+    buf_release(&b);
+    buf_init(&b, 8);
+    CHECK_INT(jsonwrite_capped(&b, deep, 4, 4), -1);
+    buf_release(&b);
+    json_decref(deep);
 }
 
 static void
@@ -848,11 +1107,13 @@ main(void)
     test_patched();
     test_no_patch();
     test_bad_requests();
+    test_log_record();
     test_error_answer();
     test_names();
     test_decoder_refusals();
     test_deep_small_stack();
     test_writer();
+    test_writer_capped();
     jsonmem_install(); /* as the server: the arena, for the size check */
     test_pruned_view();
     policy_free(pol);

@@ -116,9 +116,13 @@ test_fix(void)
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         snprintf(buf, sizeof(buf), "%s", cases[i].in);
+        /* Valid exactly when nothing needs fixing. */
+        CHECK(text_utf8_valid(buf) == (cases[i].fixed == 0));
         CHECK_INT(text_utf8_fix(buf), cases[i].fixed);
         CHECK_STR(buf, cases[i].out);
+        CHECK(text_utf8_valid(buf));
     }
+    CHECK(text_utf8_valid(""));
 }
 
 static void
