@@ -3,7 +3,7 @@
 # TLS, same certificate) and the plain Go standard-library webhook
 # ($PEER_GO_BIN, when built), all in one run: wrk throughput and latency
 # per review size, peak RSS, p99 at a fixed 1,000 req/s, /readyz time after
-# exec, the in-process micro-benchmark, and issue 9's targets computed from
+# exec, the in-process micro-benchmark, and the speed targets computed from
 # those numbers, each met or MISSED. Writes $BENCH_OUT/summary.md.
 #
 # Durations, chosen so that the whole make bench, a cold build included,
@@ -180,7 +180,7 @@ wall=$(awk -v a="$START" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
 
 {
     echo
-    echo "### Issue 9 targets"
+    echo "### Targets"
     echo
     echo "| target | measured | met? |"
     echo "|---|---|---|"
