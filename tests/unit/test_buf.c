@@ -179,6 +179,45 @@ test_base64(void)
     buf_release(&b);
 }
 
+/* Every length up to 300 of varied bytes (all 256 values occur) against a
+ * plain six-bits-at-a-time encoder: covers the wide steps, the three-byte
+ * steps and both paddings at every alignment. */
+static void
+test_base64_lengths(void)
+{
+    static const char tab[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    unsigned char in[300];
+    char want[404];
+    struct buf b;
+
+    for (size_t i = 0; i < sizeof(in); i++)
+        in[i] = (unsigned char)(i * 167u + (i >> 3) * 29u);
+    buf_init(&b, 1024);
+    for (size_t n = 0; n <= sizeof(in); n++) {
+        size_t bits = 0, k = 0;
+        unsigned acc = 0;
+
+        for (size_t i = 0; i < n; i++) {
+            acc = (acc << 8 | in[i]) & 0xffffu;
+            bits += 8;
+            while (bits >= 6) {
+                bits -= 6;
+                want[k++] = tab[(acc >> bits) & 63];
+            }
+        }
+        if (bits > 0)
+            want[k++] = tab[(acc << (6 - bits)) & 63];
+        while (k % 4 != 0)
+            want[k++] = '=';
+        want[k] = '\0';
+        buf_reset(&b);
+        CHECK_INT(buf_add_base64(&b, in, n), 0);
+        CHECK_STR(b.p ? b.p : "", want);
+    }
+    buf_release(&b);
+}
+
 int
 main(void)
 {
@@ -188,5 +227,6 @@ main(void)
     test_addvf();
     test_json();
     test_base64();
+    test_base64_lengths();
     return harness_finish();
 }
