@@ -34,13 +34,25 @@ buf_reset(struct buf *b)
         b->p[0] = '\0';
 }
 
+/* Unused bytes past which buf_take() gives the block's tail back. */
+#define TAKE_SLACK 1024u
+
 char *
 buf_take(struct buf *b, size_t *len)
 {
     char *p = b->p;
 
-    if (!p)
+    if (!p) {
         p = calloc(1, 1);
+    } else if (b->cap - b->len > TAKE_SLACK) {
+        /* Growth by doubling can leave up to half the block unused; the
+         * bytes may be held a while (a response until it is sent), so the
+         * block is cut to size (in place with glibc: no copy). */
+        char *np = realloc(p, b->len + 1);
+
+        if (np)
+            p = np;
+    }
     if (p && len)
         *len = b->len;
     b->p = NULL;

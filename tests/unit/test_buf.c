@@ -1,6 +1,7 @@
 /* Unit tests for base/buf.c: the capped growable buffer. */
 #include "base/buf.h"
 
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,17 @@ test_take(void)
     CHECK_INT((int)n, 4000);
     CHECK(strncmp(s + 3996, "999,", 4) == 0);
     CHECK(b.p == NULL && b.len == 0);
+    /* 4,000 bytes grew the block to 4,096, within the slack: kept. */
+    CHECK(malloc_usable_size(s) >= 4096);
+    free(s);
+    /* 5,000 bytes in a block of 8,192: handed over cut to size. */
+    for (int i = 0; i < 1250; i++)
+        CHECK_INT(buf_addf(&b, "%03d,", i % 1000), 0);
+    CHECK_INT((int)b.cap, 8192);
+    s = buf_take(&b, &n);
+    CHECK_INT((int)n, 5000);
+    CHECK(s != NULL && strlen(s) == 5000 && strncmp(s + 4996, "249,", 4) == 0);
+    CHECK(s != NULL && malloc_usable_size(s) < 8192 - 1024);
     free(s);
     /* A long formatted string goes through the second vsnprintf. */
     CHECK_INT(buf_addf(&b, "%0600d", 5), 0);
