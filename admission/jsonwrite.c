@@ -12,18 +12,38 @@
 
 #define JSONWRITE_MAX_DEPTH 2048
 
-/* buf_addc without the call when there is room (the buffer keeps its
- * bytes NUL-terminated, see base/buf.h). */
+/* buf_addc without the call when there is room. Like the fast paths
+ * below it leaves the trailing NUL unwritten: the entry points write it
+ * once, through terminate() (see base/buf.h: the bytes are NUL-terminated
+ * whenever a buffer function returns). */
 static inline int
 put_c(struct buf *b, char c)
 {
-    if (b->p != NULL && b->len + 1 < b->cap && b->len < b->max) {
+    if (b->len + 1 < b->cap && b->len < b->max) {
         b->p[b->len++] = c;
-        b->p[b->len] = '\0';
         return 0;
     }
     return buf_addc(b, c);
 }
+
+/* Writes the NUL after the bytes and passes rc on. */
+static int
+terminate(struct buf *b, int rc)
+{
+    if (b->p != NULL)
+        b->p[b->len] = '\0';
+    return rc;
+}
+
+/* Bytes a JSON string cannot hold as they are: below 0x20, '"', '\\'. */
+static const unsigned char special[256] = {
+    [0x00] = 1, [0x01] = 1, [0x02] = 1, [0x03] = 1, [0x04] = 1, [0x05] = 1,
+    [0x06] = 1, [0x07] = 1, [0x08] = 1, [0x09] = 1, [0x0a] = 1, [0x0b] = 1,
+    [0x0c] = 1, [0x0d] = 1, [0x0e] = 1, [0x0f] = 1, [0x10] = 1, [0x11] = 1,
+    [0x12] = 1, [0x13] = 1, [0x14] = 1, [0x15] = 1, [0x16] = 1, [0x17] = 1,
+    [0x18] = 1, [0x19] = 1, [0x1a] = 1, [0x1b] = 1, [0x1c] = 1, [0x1d] = 1,
+    [0x1e] = 1, [0x1f] = 1, ['"'] = 1,  ['\\'] = 1,
+};
 
 #define ONES 0x0101010101010101ull
 #define HIGHS 0x8080808080808080ull
@@ -54,12 +74,8 @@ plain_run(const char *s, size_t i, size_t n)
             break;
         i += 8;
     }
-    for (; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-
-        if (c < 0x20 || c == '"' || c == '\\')
-            break;
-    }
+    while (i < n && !special[(unsigned char)s[i]])
+        i++;
     return i;
 }
 
@@ -116,17 +132,33 @@ put_chars(struct buf *b, const char *s, size_t n)
 static int
 put_str(struct buf *b, const char *s, size_t n)
 {
-    /* Most strings need no escape and fit: one copy, quotes around. */
-    if (b->p != NULL && b->cap - b->len > n + 2 && b->max - b->len >= n + 2 &&
-        plain_run(s, 0, n) == n) {
-        char *o = b->p + b->len;
+    /* Most strings need no escape and fit: copied as they are scanned,
+     * eight bytes at a time, quotes around. */
+    if (b->cap - b->len > n + 2 && b->max - b->len >= n + 2) {
+        char *o = b->p + b->len + 1;
+        size_t i = 0;
 
-        o[0] = '"';
-        memcpy(o + 1, s, n);
-        o[n + 1] = '"';
-        o[n + 2] = '\0';
-        b->len += n + 2;
-        return 0;
+        o[-1] = '"';
+        for (; i + 8 <= n; i += 8) {
+            uint64_t w;
+
+            memcpy(&w, s + i, 8);
+            if (word_special(w))
+                break;
+            memcpy(o + i, &w, 8);
+        }
+        for (; i < n && !special[(unsigned char)s[i]]; i++)
+            o[i] = s[i];
+        if (i == n) {
+            o[n] = '"';
+            b->len += n + 2;
+            return 0;
+        }
+        /* An escape at i: the plain bytes before it stay. */
+        b->len += 1 + i;
+        if (put_chars(b, s + i, n - i) != 0)
+            return -1;
+        return put_c(b, '"');
     }
     if (put_c(b, '"') != 0 || put_chars(b, s, n) != 0)
         return -1;
@@ -248,13 +280,13 @@ jsonwrite_value(struct buf *b, const json_t *v)
 {
     if (v == NULL)
         return -1;
-    return put_value(b, v, 0);
+    return terminate(b, put_value(b, v, 0));
 }
 
 int
 jsonwrite_string(struct buf *b, const char *s, size_t n)
 {
-    return put_str(b, s, n);
+    return terminate(b, put_str(b, s, n));
 }
 
 /* Levels below the value handed to jsonwrite_capped() that still get the
@@ -324,5 +356,5 @@ jsonwrite_capped(struct buf *b, const json_t *v, size_t str_max,
 {
     if (v == NULL || str_max < 3)
         return -1;
-    return put_capped(b, v, str_max, array_max, 0);
+    return terminate(b, put_capped(b, v, str_max, array_max, 0));
 }

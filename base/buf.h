@@ -34,9 +34,10 @@ void buf_reset(struct buf *b);
 
 /*
  * Hands the bytes over to the caller, who frees them with free(); *len
- * (when not NULL) gets their length. The buffer is left empty. Returns a
- * freshly allocated "" when nothing was appended, NULL only when that
- * allocation fails.
+ * (when not NULL) gets their length. The buffer is left empty. A block
+ * with more than 1 KiB unused is first cut to size (kept as it is when
+ * that fails). Returns a freshly allocated "" when nothing was appended,
+ * NULL only when that allocation fails.
  */
 char *buf_take(struct buf *b, size_t *len) __attribute__((warn_unused_result));
 

@@ -1,6 +1,7 @@
 /* Unit tests for base/buf.c: the capped growable buffer. */
 #include "base/buf.h"
 
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,17 @@ test_take(void)
     CHECK_INT((int)n, 4000);
     CHECK(strncmp(s + 3996, "999,", 4) == 0);
     CHECK(b.p == NULL && b.len == 0);
+    /* 4,000 bytes grew the block to 4,096, within the slack: kept. */
+    CHECK(malloc_usable_size(s) >= 4096);
+    free(s);
+    /* 5,000 bytes in a block of 8,192: handed over cut to size. */
+    for (int i = 0; i < 1250; i++)
+        CHECK_INT(buf_addf(&b, "%03d,", i % 1000), 0);
+    CHECK_INT((int)b.cap, 8192);
+    s = buf_take(&b, &n);
+    CHECK_INT((int)n, 5000);
+    CHECK(s != NULL && strlen(s) == 5000 && strncmp(s + 4996, "249,", 4) == 0);
+    CHECK(s != NULL && malloc_usable_size(s) < 8192 - 1024);
     free(s);
     /* A long formatted string goes through the second vsnprintf. */
     CHECK_INT(buf_addf(&b, "%0600d", 5), 0);
@@ -179,6 +191,45 @@ test_base64(void)
     buf_release(&b);
 }
 
+/* Every length up to 300 of varied bytes (all 256 values occur) against a
+ * plain six-bits-at-a-time encoder: covers the wide steps, the three-byte
+ * steps and both paddings at every alignment. */
+static void
+test_base64_lengths(void)
+{
+    static const char tab[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    unsigned char in[300];
+    char want[404];
+    struct buf b;
+
+    for (size_t i = 0; i < sizeof(in); i++)
+        in[i] = (unsigned char)(i * 167u + (i >> 3) * 29u);
+    buf_init(&b, 1024);
+    for (size_t n = 0; n <= sizeof(in); n++) {
+        size_t bits = 0, k = 0;
+        unsigned acc = 0;
+
+        for (size_t i = 0; i < n; i++) {
+            acc = (acc << 8 | in[i]) & 0xffffu;
+            bits += 8;
+            while (bits >= 6) {
+                bits -= 6;
+                want[k++] = tab[(acc >> bits) & 63];
+            }
+        }
+        if (bits > 0)
+            want[k++] = tab[(acc << (6 - bits)) & 63];
+        while (k % 4 != 0)
+            want[k++] = '=';
+        want[k] = '\0';
+        buf_reset(&b);
+        CHECK_INT(buf_add_base64(&b, in, n), 0);
+        CHECK_STR(b.p ? b.p : "", want);
+    }
+    buf_release(&b);
+}
+
 int
 main(void)
 {
@@ -188,5 +239,6 @@ main(void)
     test_addvf();
     test_json();
     test_base64();
+    test_base64_lengths();
     return harness_finish();
 }

@@ -2,6 +2,7 @@
 #include "admission/jsonmem.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,6 +178,42 @@ test_poisoning(void)
 }
 #endif
 
+/* Every value the arena hands out is aligned for a double and a pointer,
+ * whatever length of string came before it, and the reals read back. */
+static void
+test_alignment(void)
+{
+    char text[48];
+    json_t *a;
+    bool aligned = true, exact = true;
+
+    memset(text, 'x', sizeof(text));
+    jsonmem_begin();
+    a = json_array();
+    CHECK(a != NULL);
+    for (size_t n = 0; a != NULL && n < sizeof(text); n++) {
+        json_t *s = json_stringn(text, n), *r = json_real((double)n + 0.5);
+
+        if (s == NULL || r == NULL) {
+            CHECK(false);
+            break;
+        }
+        if ((uintptr_t)s % _Alignof(double) != 0 ||
+            (uintptr_t)r % _Alignof(double) != 0 ||
+            (uintptr_t)r % _Alignof(void *) != 0 ||
+            (uintptr_t)json_string_value(s) % _Alignof(void *) != 0)
+            aligned = false;
+        if (json_real_value(r) != (double)n + 0.5)
+            exact = false;
+        CHECK_INT(json_array_append_new(a, s), 0);
+        CHECK_INT(json_array_append_new(a, r), 0);
+    }
+    CHECK(aligned);
+    CHECK(exact);
+    json_decref(a);
+    jsonmem_end();
+}
+
 int
 main(void)
 {
@@ -188,5 +225,6 @@ main(void)
     test_huge_array();
     test_reuse();
     test_poisoning();
+    test_alignment();
     return harness_finish();
 }

@@ -1082,6 +1082,31 @@ test_writer(void)
     CHECK_INT(jsonwrite_value(&b, v), -1);
     json_decref(v);
     buf_release(&b);
+    /* Refused at the cap part way, or written whole, over stale bytes: the
+     * text stays NUL-terminated at len (the writer's fast paths leave the
+     * NUL to the entry points). */
+    buf_init(&b, 64);
+    v = json_pack("[s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s]", "ab", "ab", "ab", "ab",
+                  "ab", "ab", "ab", "ab", "ab", "ab", "ab", "ab", "ab", "ab",
+                  "ab", "ab");
+    for (size_t i = 0; i < 64; i++)
+        CHECK_INT(buf_addc(&b, 'z'), 0);
+    buf_reset(&b);
+    CHECK_INT(jsonwrite_value(&b, v), -1);
+    CHECK(b.p != NULL && strlen(b.p) == b.len);
+    buf_reset(&b);
+    CHECK_INT(jsonwrite_capped(&b, v, 8, 100), -1);
+    CHECK(b.p != NULL && strlen(b.p) == b.len);
+    json_decref(v);
+    v = json_pack("[s,s]", "ab", "cd");
+    buf_reset(&b);
+    for (size_t i = 0; i < 20; i++)
+        CHECK_INT(buf_addc(&b, 'z'), 0);
+    buf_reset(&b);
+    CHECK_INT(jsonwrite_value(&b, v), 0);
+    CHECK_STR(b.p, "[\"ab\",\"cd\"]");
+    json_decref(v);
+    buf_release(&b);
 }
 
 static void
