@@ -703,6 +703,56 @@ deep_on_thread(void *arg)
     return NULL;
 }
 
+/* The decoder finds "\u0000" wherever it starts relative to the 16-byte
+ * blocks its pre-scan reads, among many other escapes, and up to the last
+ * bytes of the text; an escaped backslash before "u0000" is no NUL. */
+static void
+test_decoder_nul_scan(void)
+{
+    char doc[128];
+    struct fastjson_error err;
+    json_t *v;
+
+    for (size_t pad = 0; pad < 40; pad++) {
+        for (int escaped = 0; escaped < 2; escaped++) {
+            size_t n = 0;
+
+            doc[n++] = '"';
+            /* Backslashes everywhere before it, as in escaped JSON. */
+            for (size_t i = 0; i < pad; i++) {
+                if (i % 3 == 0 && i + 1 < pad) {
+                    doc[n++] = '\\';
+                    doc[n++] = '"';
+                    i++;
+                } else {
+                    doc[n++] = 'a';
+                }
+            }
+            /* escaped: "\\u0000", a backslash then the letters. */
+            doc[n++] = '\\';
+            if (escaped)
+                doc[n++] = '\\';
+            memcpy(doc + n, "u0000\"", 6);
+            n += 6;
+            v = fastjson_decode(doc, n, NULL, &err);
+            if ((v == NULL) == (escaped != 0))
+                fprintf(stderr, "nul scan: pad %zu escaped %d: %s\n", pad,
+                        escaped, v == NULL ? err.text : "accepted");
+            if (escaped) {
+                CHECK(v != NULL);
+            } else {
+                CHECK(v == NULL);
+                CHECK(strstr(err.text, "\\u0000 in a string") != NULL);
+            }
+            json_decref(v);
+        }
+    }
+    /* The escape cut off at the end: not JSON, and no read past it. */
+    v = fastjson_decode("\"\\u000", 6, NULL, &err);
+    CHECK(v == NULL);
+    json_decref(v);
+}
+
 static void
 test_deep_small_stack(void)
 {
@@ -1111,6 +1161,7 @@ main(void)
     test_error_answer();
     test_names();
     test_decoder_refusals();
+    test_decoder_nul_scan();
     test_deep_small_stack();
     test_writer();
     test_writer_capped();
