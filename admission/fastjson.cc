@@ -22,8 +22,72 @@
 namespace
 {
 
-using simdjson::dom::element;
-using simdjson::dom::element_type;
+/* The walk reads simdjson's tape directly (the layout simdjson documents
+ * in doc/tape.md, stable across 1.x to 3.x): one 64-bit word per value,
+ * its type in the top byte. Going through dom::element and its iterators
+ * costs several loads and a type switch per step; this is one load. */
+enum tape_t : char {
+    T_ROOT = 'r',
+    T_ARRAY = '[',
+    T_OBJECT = '{',
+    T_STRING = '"',
+    T_INT64 = 'l',
+    T_UINT64 = 'u',
+    T_DOUBLE = 'd',
+    T_TRUE = 't',
+    T_FALSE = 'f',
+    T_NULL = 'n',
+};
+
+/* The document as the walk sees it: the tape and the string buffer. */
+struct tape {
+    const uint64_t *w;
+    const uint8_t *str;
+
+    char
+    type(size_t i) const
+    {
+        return (char)(w[i] >> 56);
+    }
+    /* The index after the value at i (past a container's closing word). */
+    size_t
+    after(size_t i) const
+    {
+        char t = type(i);
+
+        if (t == T_ARRAY || t == T_OBJECT)
+            return (uint32_t)w[i];
+        if (t == T_INT64 || t == T_UINT64 || t == T_DOUBLE)
+            return i + 2;
+        return i + 1;
+    }
+    /* A container's closing word. */
+    size_t
+    end(size_t i) const
+    {
+        return (size_t)(uint32_t)w[i] - 1;
+    }
+    /* A container's count of members, saturated at 0xffffff. */
+    size_t
+    count(size_t i) const
+    {
+        return (size_t)((w[i] >> 32) & simdjson::internal::JSON_COUNT_MASK);
+    }
+    std::string_view
+    string(size_t i) const
+    {
+        size_t off = (size_t)(w[i] & simdjson::internal::JSON_VALUE_MASK);
+        uint32_t len;
+
+        std::memcpy(&len, str + off, sizeof(len));
+        return std::string_view((const char *)str + off + sizeof(len), len);
+    }
+    uint64_t
+    payload(size_t i) const
+    {
+        return w[i + 1];
+    }
+};
 
 /* A thread keeps its parser and buffers while the documents it sees stay
  * under this size (the parser takes about 30 bytes per input byte, paged in
@@ -77,8 +141,7 @@ thread_local std::unique_ptr<thread_state> tls;
 /* One open container of the walk. */
 struct frame {
     bool is_object;
-    simdjson::dom::object::iterator oit, oend;
-    simdjson::dom::array::iterator ait, aend;
+    size_t pos, end; /* the next member's tape index; the closing word */
     const fastjson_shape *shape; /* nullptr: checked, not built */
     json_t *v;                   /* the container built, borrowed */
     size_t index;                /* the next array index */
@@ -90,6 +153,7 @@ struct frame {
 /* One decode's working state. */
 struct walk {
     thread_state *ts;
+    tape t;
     bool check_nul; /* the text holds "\u0000" somewhere */
     fastjson_error *err;
     step path[FASTJSON_MAX_DEPTH + 2];
@@ -237,45 +301,42 @@ has_escaped_nul(const char *text, size_t len)
     static_assert(simdjson::SIMDJSON_PADDING >= 16 + 5,
                   "the scan reads past the text into the padding");
 
+    v16 any = {};
+
+    /* No branch per block: a block with a backslash costs as much as one
+     * without, and backslashes in escaped JSON come at random. */
     for (size_t i = 0; i < len; i += 16) {
         v16 a, b, hit;
-        w2 m;
 
         std::memcpy(&a, text + i, 16);
         hit = a == '\\';
-        m = (w2)hit;
-        if ((m[0] | m[1]) == 0)
-            continue;
-        /* A backslash in this block: where "\u0000" starts, if anywhere. */
         std::memcpy(&b, text + i + 1, 16);
         hit &= b == 'u';
         for (size_t k = 2; k <= 5; k++) {
             std::memcpy(&b, text + i + k, 16);
             hit &= b == '0';
         }
-        m = (w2)hit;
-        if ((m[0] | m[1]) == 0)
-            continue;
-        /* A hit past len is in the padding, which is zeros: none. */
-        return true;
+        any |= hit;
     }
-    return false;
+    /* A hit past len would start in the padding, which is zeros: none. */
+    w2 m = (w2)any;
+    return (m[0] | m[1]) != 0;
 }
 
 /* Whether obj (more than PAIRWISE_MAX keys) names a key twice; reports it.
  * Linear: a hash set. (Smaller objects are checked by walk_doc() as it
  * meets their keys.) */
 __attribute__((noinline)) bool
-dup_keys(walk &w, simdjson::dom::object obj)
+dup_keys(walk &w, size_t obj)
 {
-    size_t n = obj.size(); /* from the tape: O(1) below 2^24 keys */
+    const tape &t = w.t;
+    const size_t end = t.end(obj);
+    size_t n = t.count(obj); /* O(1) below 2^24 keys */
 
     if (n >= 0xffffff) { /* the tape's count saturates: count them */
         n = 0;
-        for (auto kv : obj) {
-            (void)kv;
+        for (size_t i = obj + 1; i < end; i = t.after(i + 1))
             n++;
-        }
     }
     thread_state *ts = w.ts;
     size_t want = 16;
@@ -295,17 +356,18 @@ dup_keys(walk &w, simdjson::dom::object obj)
     const size_t mask = want - 1;
     const char *base = nullptr;
     bool dup = false;
-    for (auto kv : obj) {
-        size_t i = key_hash(ts->seed, kv.key) & mask;
+    for (size_t at = obj + 1; at < end; at = t.after(at + 1)) {
+        std::string_view key = t.string(at);
+        size_t i = key_hash(ts->seed, key) & mask;
 
         if (base == nullptr)
-            base = kv.key.data();
+            base = key.data();
         while (ts->slots[i].len != UINT32_MAX) {
             const slot &o = ts->slots[i];
 
-            if (o.len == kv.key.size() &&
-                std::memcmp(base + o.off, kv.key.data(), o.len) == 0) {
-                fail_at(w, "duplicate object key", kv.key);
+            if (o.len == key.size() &&
+                std::memcmp(base + o.off, key.data(), o.len) == 0) {
+                fail_at(w, "duplicate object key", key);
                 dup = true;
                 break;
             }
@@ -314,7 +376,7 @@ dup_keys(walk &w, simdjson::dom::object obj)
         if (dup)
             break;
         ts->slots[i] =
-            slot{(uint32_t)(kv.key.data() - base), (uint32_t)kv.key.size()};
+            slot{(uint32_t)(key.data() - base), (uint32_t)key.size()};
     }
     return dup;
 }
@@ -338,13 +400,13 @@ field_shape(const fastjson_shape *shape, std::string_view key, bool *keep)
 /* A scalar (not an object or array) at w.depth, built into *out when out
  * is not NULL. Returns false when refused or out of memory. */
 bool
-leaf(walk &w, element e, json_t **out)
+leaf(walk &w, size_t e, json_t **out)
 {
     json_t *v = nullptr;
 
-    switch (e.type()) {
-    case element_type::STRING: {
-        std::string_view s = e.get_string().value_unsafe();
+    switch (w.t.type(e)) {
+    case T_STRING: {
+        std::string_view s = w.t.string(e);
 
         if (w.check_nul && has_nul(s)) {
             fail_at(w, "\\u0000 in a string", std::string_view());
@@ -354,29 +416,34 @@ leaf(walk &w, element e, json_t **out)
             v = json_stringn_nocheck(s.data(), s.size());
         break;
     }
-    case element_type::INT64:
+    case T_INT64:
         if (out != nullptr)
-            v = json_integer((json_int_t)e.get_int64().value_unsafe());
+            v = json_integer((json_int_t)(int64_t)w.t.payload(e));
         break;
-    case element_type::UINT64:
+    case T_UINT64:
         /* simdjson takes integers up to 2^64-1; jansson's json_int_t,
          * and so every reader after this one, stops at INT64_MAX. */
         fail_at(w, "integer too big for 64 bits", std::string_view());
         return false;
-    case element_type::DOUBLE:
-        if (out != nullptr)
-            v = json_real(e.get_double().value_unsafe());
+    case T_DOUBLE:
+        if (out != nullptr) {
+            uint64_t bits = w.t.payload(e);
+            double d;
+
+            std::memcpy(&d, &bits, sizeof(d));
+            v = json_real(d);
+        }
         break;
-    case element_type::BOOL:
+    case T_TRUE:
+    case T_FALSE:
         if (out != nullptr)
-            v = json_boolean(e.get_bool().value_unsafe());
+            v = json_boolean(w.t.type(e) == T_TRUE);
         break;
-    case element_type::NULL_VALUE:
+    case T_NULL:
         if (out != nullptr)
             v = json_null();
         break;
-    case element_type::OBJECT:
-    case element_type::ARRAY:
+    default:
         return false; /* not a scalar: the walk never asks */
     }
     if (out != nullptr) {
@@ -414,30 +481,23 @@ attach(walk &w, frame &f, size_t d, json_t *child)
  * frame. Returns false when refused or out of memory.
  */
 bool
-open_container(walk &w, element e, const fastjson_shape *shape, json_t **root)
+open_container(walk &w, size_t e, const fastjson_shape *shape, json_t **root)
 {
     const size_t k = w.open;
     frame &f = w.frames[k];
     json_t *v = nullptr;
 
     w.depth = k;
-    f.is_object = e.type() == element_type::OBJECT;
+    f.is_object = w.t.type(e) == T_OBJECT;
+    f.pos = e + 1;
+    f.end = w.t.end(e);
     if (f.is_object) {
-        simdjson::dom::object obj = e.get_object().value_unsafe();
-
         /* A few keys are compared one by one as the walk meets them;
          * more go through the hash set first. */
-        f.keys_checked = obj.size() > PAIRWISE_MAX;
+        f.keys_checked = w.t.count(e) > PAIRWISE_MAX;
         f.keys_from = w.n_keys;
-        if (f.keys_checked && dup_keys(w, obj))
+        if (f.keys_checked && dup_keys(w, e))
             return false;
-        f.oit = obj.begin();
-        f.oend = obj.end();
-    } else {
-        simdjson::dom::array arr = e.get_array().value_unsafe();
-
-        f.ait = arr.begin();
-        f.aend = arr.end();
     }
     f.shape = shape;
     f.index = 0;
@@ -465,15 +525,16 @@ open_container(walk &w, element e, const fastjson_shape *shape, json_t **root)
  * for the caller to release.
  */
 bool
-walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
+walk_doc(walk &w, size_t e, const fastjson_shape *shape, json_t **out)
 {
-    element_type t = e.type();
+    const tape &tp = w.t;
+    char t = tp.type(e);
 
     *out = nullptr;
     w.depth = 0;
     w.open = 0;
     w.n_keys = 0;
-    if (t != element_type::OBJECT && t != element_type::ARRAY)
+    if (t != T_OBJECT && t != T_ARRAY)
         return leaf(w, e, out);
     if (!open_container(w, e, shape, out))
         return false;
@@ -481,19 +542,19 @@ walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
         const size_t k = w.open - 1; /* the innermost open container */
         frame &f = w.frames[k];
         const fastjson_shape *sub = nullptr;
-        element x;
+        size_t x;
         bool keep;
 
         if (f.is_object) {
-            if (f.oit == f.oend) {
+            if (f.pos == f.end) {
                 w.n_keys = f.keys_from;
                 w.open--;
                 continue;
             }
-            std::string_view key = f.oit.key();
+            std::string_view key = tp.string(f.pos);
 
-            x = f.oit.value();
-            ++f.oit;
+            x = f.pos + 1;
+            f.pos = tp.after(x);
             if (!f.keys_checked) {
                 for (size_t i = f.keys_from; i < w.n_keys; i++)
                     if (w.keys[i].size() == key.size() &&
@@ -525,28 +586,26 @@ walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
                  * type. The rest goes through the general step below. */
                 json_t *null_v = json_null();
 
-                while (f.ait != f.aend) {
-                    element_type ty = (*f.ait).type();
+                while (f.pos != f.end) {
+                    char ty = tp.type(f.pos);
 
-                    if (ty == element_type::OBJECT ||
-                        ty == element_type::ARRAY ||
-                        ty == element_type::UINT64 ||
-                        (ty == element_type::STRING && w.check_nul))
+                    if (ty == T_OBJECT || ty == T_ARRAY || ty == T_UINT64 ||
+                        (ty == T_STRING && w.check_nul))
                         break;
                     if (json_array_append_new(f.v, null_v) != 0) {
                         w.oom = true;
                         return false;
                     }
-                    ++f.ait;
+                    f.pos = tp.after(f.pos);
                     f.index++;
                 }
             }
-            if (f.ait == f.aend) {
+            if (f.pos == f.end) {
                 w.open--;
                 continue;
             }
-            x = *f.ait;
-            ++f.ait;
+            x = f.pos;
+            f.pos = tp.after(x);
             w.path[k + 1] = step{nullptr, f.index};
             keep = f.shape != nullptr &&
                    (f.shape->keep != FASTJSON_FIRST || f.index == 0);
@@ -556,16 +615,15 @@ walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
                           : &shape_all;
             f.index++;
         }
-        t = x.type();
+        t = tp.type(x);
         /* The common case of a value only checked: a number, a boolean or
          * null needs nothing but the int64 check. */
-        if (!keep && t != element_type::OBJECT && t != element_type::ARRAY &&
-            t != element_type::UINT64 &&
-            (t != element_type::STRING || !w.check_nul))
+        if (!keep && t != T_OBJECT && t != T_ARRAY && t != T_UINT64 &&
+            (t != T_STRING || !w.check_nul))
             continue;
-        if (keep && sub->others_null && t != element_type::OBJECT) {
+        if (keep && sub->others_null && t != T_OBJECT) {
             /* Checked as usual, built as the null singleton. */
-            if (t == element_type::ARRAY) {
+            if (t == T_ARRAY) {
                 if (!open_container(w, x, nullptr, out))
                     return false;
                 if (!attach(w, f, k + 1, json_null()))
@@ -573,15 +631,14 @@ walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
                 continue;
             }
             w.depth = k + 1;
-            if ((t == element_type::UINT64 ||
-                 (t == element_type::STRING && w.check_nul)) &&
+            if ((t == T_UINT64 || (t == T_STRING && w.check_nul)) &&
                 !leaf(w, x, nullptr))
                 return false;
             if (!attach(w, f, k + 1, json_null()))
                 return false;
             continue;
         }
-        if (t == element_type::OBJECT || t == element_type::ARRAY) {
+        if (t == T_OBJECT || t == T_ARRAY) {
             if (!open_container(w, x, keep ? sub : nullptr, out))
                 return false;
             continue;
@@ -689,7 +746,7 @@ fastjson_decode(const char *text, size_t len,
                 const struct fastjson_shape *shape, struct fastjson_error *err)
 {
     thread_state *ts = state_get();
-    element root;
+    simdjson::dom::element root;
     json_t *out = nullptr;
 
     err->text[0] = '\0';
@@ -754,11 +811,14 @@ fastjson_decode(const char *text, size_t len,
         walk &w = *ts->w;
 
         w.ts = ts;
+        /* The root value is the tape's second word, after the root word
+         * (as dom::document::root() reads it). */
+        w.t = tape{ts->parser.doc.tape.get(), ts->parser.doc.string_buf.get()};
         w.err = err;
         w.depth = 0;
         w.oom = false;
         w.check_nul = has_escaped_nul(ts->pad, len);
-        if (!walk_doc(w, root, shape != nullptr ? shape : &shape_all, &out)) {
+        if (!walk_doc(w, 1, shape != nullptr ? shape : &shape_all, &out)) {
             json_decref(out);
             out = nullptr;
             if (w.oom)
