@@ -703,24 +703,28 @@ deep_on_thread(void *arg)
     return NULL;
 }
 
-/* The decoder finds "\u0000" wherever it starts relative to the 16-byte
- * blocks its pre-scan reads, among many other escapes, and up to the last
- * bytes of the text; an escaped backslash before "u0000" is no NUL. */
+/* The decoder finds "\u0000" wherever it starts relative to the 64-byte
+ * steps its pre-scan reads, among many other escapes (\u ones too), and up to
+ * the last bytes of the text; an escaped backslash before "u0000" is no NUL. */
 static void
 test_decoder_nul_scan(void)
 {
-    char doc[128];
+    char doc[256];
     struct fastjson_error err;
     json_t *v;
 
-    for (size_t pad = 0; pad < 40; pad++) {
+    for (size_t pad = 0; pad < 150; pad++) {
         for (int escaped = 0; escaped < 2; escaped++) {
             size_t n = 0;
 
             doc[n++] = '"';
             /* Backslashes everywhere before it, as in escaped JSON. */
             for (size_t i = 0; i < pad; i++) {
-                if (i % 3 == 0 && i + 1 < pad) {
+                if (i % 11 == 0 && i + 5 < pad) {
+                    memcpy(doc + n, "\\u0041", 6); /* another \u */
+                    n += 6;
+                    i += 5;
+                } else if (i % 3 == 0 && i + 1 < pad) {
                     doc[n++] = '\\';
                     doc[n++] = '"';
                     i++;
