@@ -166,6 +166,13 @@ struct walk {
      * keys are dropped when it closes, so this is a stack). */
     std::string_view keys[(FASTJSON_MAX_DEPTH + 2) * PAIRWISE_MAX];
     size_t n_keys;
+    /* quiet_check()'s open containers. */
+    struct level {
+        size_t keys_from; /* an object: its keys in keys[keys_from..] */
+        bool is_object;
+        bool want_key; /* an object: the next string is a key */
+        bool hashed;   /* an object: dup_keys() checked its keys first */
+    } levels[FASTJSON_MAX_DEPTH + 2];
     size_t depth; /* the place fail_at() names: path[1..depth] */
     size_t open;  /* containers open: frames[0..open-1] */
     bool oom;
@@ -337,11 +344,11 @@ has_escaped_nul(const char *text, size_t len)
     return false;
 }
 
-/* Whether obj (more than PAIRWISE_MAX keys) names a key twice; reports it.
- * Linear: a hash set. (Smaller objects are checked by walk_doc() as it
- * meets their keys.) */
+/* Whether obj (more than PAIRWISE_MAX keys) names a key twice; reports it
+ * when report is set. Linear: a hash set. (Smaller objects are checked by
+ * walk_doc() as it meets their keys.) */
 __attribute__((noinline)) bool
-dup_keys(walk &w, size_t obj)
+dup_keys(walk &w, size_t obj, bool report)
 {
     const tape &t = w.t;
     const size_t end = t.end(obj);
@@ -381,7 +388,8 @@ dup_keys(walk &w, size_t obj)
 
             if (o.len == key.size() &&
                 std::memcmp(base + o.off, key.data(), o.len) == 0) {
-                fail_at(w, "duplicate object key", key);
+                if (report)
+                    fail_at(w, "duplicate object key", key);
                 dup = true;
                 break;
             }
@@ -510,7 +518,7 @@ open_container(walk &w, size_t e, const fastjson_shape *shape, json_t **root)
          * more go through the hash set first. */
         f.keys_checked = w.t.count(e) > PAIRWISE_MAX;
         f.keys_from = w.n_keys;
-        if (f.keys_checked && dup_keys(w, e))
+        if (f.keys_checked && dup_keys(w, e, true))
             return false;
     }
     f.shape = shape;
@@ -528,6 +536,76 @@ open_container(walk &w, size_t e, const fastjson_shape *shape, json_t **root)
     }
     f.v = v;
     w.open++;
+    return true;
+}
+
+/*
+ * Whether the container at tape index e, which is not built, passes every
+ * check: no key twice in one object, no integer beyond int64 (and the
+ * caller has made sure the text holds no "\u0000"). One pass over its tape
+ * words, without the walk's frames or paths. false means "maybe not", not
+ * a refusal: the caller then walks it the general way, which says where.
+ * (out of memory included: the walk meets it again and says so).
+ */
+bool
+quiet_check(walk &w, size_t e)
+{
+    const tape &t = w.t;
+    const size_t stop = t.end(e);
+    walk::level *lv = w.levels;
+    size_t d = 0, n_keys = w.n_keys;
+
+    for (size_t i = e; i < stop; i++) {
+        char ty = t.type(i);
+        walk::level *top = d > 0 ? &lv[d - 1] : nullptr;
+
+        if (ty == '}' || ty == ']') {
+            n_keys = lv[--d].keys_from;
+            continue;
+        }
+        if (top != nullptr && top->is_object) {
+            if (top->want_key && top->hashed) {
+                top->want_key = false;
+                continue;
+            }
+            if (top->want_key) {
+                std::string_view key = t.string(i);
+
+                for (size_t j = top->keys_from; j < n_keys; j++)
+                    if (w.keys[j].size() == key.size() &&
+                        std::memcmp(w.keys[j].data(), key.data(), key.size()) ==
+                            0)
+                        return false;
+                w.keys[n_keys++] = key;
+                top->want_key = false;
+                continue;
+            }
+            top->want_key = true; /* after this value, the next key */
+        }
+        switch (ty) {
+        case T_OBJECT: {
+            bool hashed = t.count(i) > PAIRWISE_MAX;
+
+            if (hashed && dup_keys(w, i, false)) {
+                w.oom = false; /* the walk tries again, and says so */
+                return false;
+            }
+            lv[d++] = walk::level{n_keys, true, true, hashed};
+            break;
+        }
+        case T_ARRAY:
+            lv[d++] = walk::level{n_keys, false, false, false};
+            break;
+        case T_INT64:
+        case T_DOUBLE:
+            i++; /* the number's own word */
+            break;
+        case T_UINT64:
+            return false;
+        default: /* a string value, true, false, null */
+            break;
+        }
+    }
     return true;
 }
 
@@ -638,7 +716,8 @@ walk_doc(walk &w, size_t e, const fastjson_shape *shape, json_t **out)
         if (keep && sub->others_null && t != T_OBJECT) {
             /* Checked as usual, built as the null singleton. */
             if (t == T_ARRAY) {
-                if (!open_container(w, x, nullptr, out))
+                if ((w.check_nul || !quiet_check(w, x)) &&
+                    !open_container(w, x, nullptr, out))
                     return false;
                 if (!attach(w, f, k + 1, json_null()))
                     return false;
@@ -653,6 +732,8 @@ walk_doc(walk &w, size_t e, const fastjson_shape *shape, json_t **out)
             continue;
         }
         if (t == T_OBJECT || t == T_ARRAY) {
+            if (!keep && !w.check_nul && quiet_check(w, x))
+                continue; /* checked, and nothing to build */
             if (!open_container(w, x, keep ? sub : nullptr, out))
                 return false;
             continue;

@@ -554,6 +554,15 @@ test_decoder_refusals(void)
          "\"k7\":0,\"k8\":0,\"k9\":0,\"k10\":0,\"k11\":0,\"k12\":0,\"k13\":0,"
          "\"k14\":0,\"k15\":0,\"k16\":0,\"k17\":0,\"k18\":0,\"k19\":0}",
          200, NULL},
+        /* After values of every kind (numbers take two tape words,
+         * containers many), in parts not built: the key that follows is
+         * still compared, and a string value is no key. */
+        {"\"x\":{\"a\":[1,2.5,-3,{\"k\":[true]}],\"n\":3,\"d\":1.5,\"a\":1}",
+         400, "duplicate object key \"a\" at /request/object/spec/x"},
+        {"\"x\":[{\"a\":\"b\",\"b\":\"a\",\"c\":null}]", 200, NULL},
+        {"\"x\":[[],{},{\"a\":{},\"b\":[]},{\"a\":1}]", 200, NULL},
+        {"\"x\":[[],{},{\"a\":{},\"b\":[],\"b\":0}]", 400,
+         "duplicate object key \"b\" at /request/object/spec/x/2"},
         /* A key of an inner object is no duplicate of its parent's. */
         {"\"x\":{\"a\":{\"b\":1,\"c\":{\"b\":2}},\"b\":2,\"c\":3}", 200, NULL},
         {"\"x\":{\"a/b~c\":1,\"a/b~c\":1}", 400,
