@@ -175,6 +175,11 @@ struct walk {
     } levels[FASTJSON_MAX_DEPTH + 2];
     size_t depth; /* the place fail_at() names: path[1..depth] */
     size_t open;  /* containers open: frames[0..open-1] */
+    /* While frames[0..quiet_below-1] are all that is open, quiet_check()
+     * may be tried; inside a container it turned down, it is not tried
+     * again (a deep nest with a refused value at its bottom would be
+     * scanned once per level: quadratic). */
+    size_t quiet_below;
     bool oom;
 };
 
@@ -609,6 +614,20 @@ quiet_check(walk &w, size_t e)
     return true;
 }
 
+/* Whether the container x, next to be opened and not built, was checked
+ * whole by quiet_check(); when not, the walk opens it, and quiet_check()
+ * is not tried inside it. */
+bool
+quiet(walk &w, size_t x)
+{
+    if (w.check_nul || w.quiet_below != SIZE_MAX)
+        return false;
+    if (quiet_check(w, x))
+        return true;
+    w.quiet_below = w.open; /* the frame x is about to get */
+    return false;
+}
+
 /*
  * Checks the document rooted at e and builds what shape names into *out.
  * Iterative, with one frame per open container on the heap, so a document
@@ -626,6 +645,7 @@ walk_doc(walk &w, size_t e, const fastjson_shape *shape, json_t **out)
     w.depth = 0;
     w.open = 0;
     w.n_keys = 0;
+    w.quiet_below = SIZE_MAX;
     if (t != T_OBJECT && t != T_ARRAY)
         return leaf(w, e, out);
     if (!open_container(w, e, shape, out))
@@ -640,7 +660,8 @@ walk_doc(walk &w, size_t e, const fastjson_shape *shape, json_t **out)
         if (f.is_object) {
             if (f.pos == f.end) {
                 w.n_keys = f.keys_from;
-                w.open--;
+                if (--w.open <= w.quiet_below)
+                    w.quiet_below = SIZE_MAX;
                 continue;
             }
             std::string_view key = tp.string(f.pos);
@@ -693,7 +714,8 @@ walk_doc(walk &w, size_t e, const fastjson_shape *shape, json_t **out)
                 }
             }
             if (f.pos == f.end) {
-                w.open--;
+                if (--w.open <= w.quiet_below)
+                    w.quiet_below = SIZE_MAX;
                 continue;
             }
             x = f.pos;
@@ -716,8 +738,7 @@ walk_doc(walk &w, size_t e, const fastjson_shape *shape, json_t **out)
         if (keep && sub->others_null && t != T_OBJECT) {
             /* Checked as usual, built as the null singleton. */
             if (t == T_ARRAY) {
-                if ((w.check_nul || !quiet_check(w, x)) &&
-                    !open_container(w, x, nullptr, out))
+                if (!quiet(w, x) && !open_container(w, x, nullptr, out))
                     return false;
                 if (!attach(w, f, k + 1, json_null()))
                     return false;
@@ -732,7 +753,7 @@ walk_doc(walk &w, size_t e, const fastjson_shape *shape, json_t **out)
             continue;
         }
         if (t == T_OBJECT || t == T_ARRAY) {
-            if (!keep && !w.check_nul && quiet_check(w, x))
+            if (!keep && quiet(w, x))
                 continue; /* checked, and nothing to build */
             if (!open_container(w, x, keep ? sub : nullptr, out))
                 return false;
