@@ -564,6 +564,15 @@ test_decoder_refusals(void)
         {"\"x\":[[],{},{\"a\":{},\"b\":[]},{\"a\":1}]", 200, NULL},
         {"\"x\":[[],{},{\"a\":{},\"b\":[],\"b\":0}]", 400,
          "duplicate object key \"b\" at /request/object/spec/x/2"},
+        /* In parts the view keeps whole, built in one pass. */
+        {"\"securityContext\":{\"a\":1,\"b\":{\"c\":[2.5,-1],\"c\":3}}", 400,
+         "duplicate object key \"c\" at "
+         "/request/object/spec/securityContext/b"},
+        {"\"resources\":{\"x\":[{\"y\":18446744073709551615}]}", 400,
+         "integer too big for 64 bits at /request/object/spec/resources/x/0/y"},
+        {"\"resources\":{\"x\":[{\"y\":9223372036854775807,\"z\":[]}],"
+         "\"y\":{\"x\":{}}}",
+         200, NULL},
         /* A key of an inner object is no duplicate of its parent's. */
         {"\"x\":{\"a\":{\"b\":1,\"c\":{\"b\":2}},\"b\":2,\"c\":3}", 200, NULL},
         {"\"x\":{\"a/b~c\":1,\"a/b~c\":1}", 400,
