@@ -22,8 +22,72 @@
 namespace
 {
 
-using simdjson::dom::element;
-using simdjson::dom::element_type;
+/* The walk reads simdjson's tape directly (the layout simdjson documents
+ * in doc/tape.md, stable across 1.x to 3.x): one 64-bit word per value,
+ * its type in the top byte. Going through dom::element and its iterators
+ * costs several loads and a type switch per step; this is one load. */
+enum tape_t : char {
+    T_ROOT = 'r',
+    T_ARRAY = '[',
+    T_OBJECT = '{',
+    T_STRING = '"',
+    T_INT64 = 'l',
+    T_UINT64 = 'u',
+    T_DOUBLE = 'd',
+    T_TRUE = 't',
+    T_FALSE = 'f',
+    T_NULL = 'n',
+};
+
+/* The document as the walk sees it: the tape and the string buffer. */
+struct tape {
+    const uint64_t *w;
+    const uint8_t *str;
+
+    char
+    type(size_t i) const
+    {
+        return (char)(w[i] >> 56);
+    }
+    /* The index after the value at i (past a container's closing word). */
+    size_t
+    after(size_t i) const
+    {
+        char t = type(i);
+
+        if (t == T_ARRAY || t == T_OBJECT)
+            return (uint32_t)w[i];
+        if (t == T_INT64 || t == T_UINT64 || t == T_DOUBLE)
+            return i + 2;
+        return i + 1;
+    }
+    /* A container's closing word. */
+    size_t
+    end(size_t i) const
+    {
+        return (size_t)(uint32_t)w[i] - 1;
+    }
+    /* A container's count of members, saturated at 0xffffff. */
+    size_t
+    count(size_t i) const
+    {
+        return (size_t)((w[i] >> 32) & simdjson::internal::JSON_COUNT_MASK);
+    }
+    std::string_view
+    string(size_t i) const
+    {
+        size_t off = (size_t)(w[i] & simdjson::internal::JSON_VALUE_MASK);
+        uint32_t len;
+
+        std::memcpy(&len, str + off, sizeof(len));
+        return std::string_view((const char *)str + off + sizeof(len), len);
+    }
+    uint64_t
+    payload(size_t i) const
+    {
+        return w[i + 1];
+    }
+};
 
 /* A thread keeps its parser and buffers while the documents it sees stay
  * under this size (the parser takes about 30 bytes per input byte, paged in
@@ -33,6 +97,10 @@ constexpr size_t KEEP_MAX = 256 * 1024;
 /* Objects up to this many keys are checked for duplicates pairwise, as
  * the walk meets each key; a larger one goes through the hash set first. */
 constexpr size_t PAIRWISE_MAX = 16;
+
+/* The zeros after the copied document: simdjson's padding, and room for
+ * has_escaped_nul() to read a whole step past the last byte. */
+constexpr size_t PAD_TAIL = simdjson::SIMDJSON_PADDING + 16;
 
 const fastjson_shape shape_all = {FASTJSON_ALL, nullptr, nullptr, false};
 
@@ -77,8 +145,7 @@ thread_local std::unique_ptr<thread_state> tls;
 /* One open container of the walk. */
 struct frame {
     bool is_object;
-    simdjson::dom::object::iterator oit, oend;
-    simdjson::dom::array::iterator ait, aend;
+    size_t pos, end; /* the next member's tape index; the closing word */
     const fastjson_shape *shape; /* nullptr: checked, not built */
     json_t *v;                   /* the container built, borrowed */
     size_t index;                /* the next array index */
@@ -90,6 +157,7 @@ struct frame {
 /* One decode's working state. */
 struct walk {
     thread_state *ts;
+    tape t;
     bool check_nul; /* the text holds "\u0000" somewhere */
     fastjson_error *err;
     step path[FASTJSON_MAX_DEPTH + 2];
@@ -98,8 +166,20 @@ struct walk {
      * keys are dropped when it closes, so this is a stack). */
     std::string_view keys[(FASTJSON_MAX_DEPTH + 2) * PAIRWISE_MAX];
     size_t n_keys;
+    /* quiet_check()'s open containers. */
+    struct level {
+        size_t keys_from; /* an object: its keys in keys[keys_from..] */
+        bool is_object;
+        bool want_key; /* an object: the next string is a key */
+        bool hashed;   /* an object: dup_keys() checked its keys first */
+    } levels[FASTJSON_MAX_DEPTH + 2];
     size_t depth; /* the place fail_at() names: path[1..depth] */
     size_t open;  /* containers open: frames[0..open-1] */
+    /* While frames[0..quiet_below-1] are all that is open, quiet_check()
+     * may be tried; inside a container it turned down, it is not tried
+     * again (a deep nest with a refused value at its bottom would be
+     * scanned once per level: quadratic). */
+    size_t quiet_below;
     bool oom;
 };
 
@@ -221,39 +301,68 @@ has_nul(std::string_view s)
 
 /* Whether the text holds "\u0000" (or "\\u0000", which is harmless: the
  * string checks after this sort it out). A NUL can only enter a string or
- * key through that escape: simdjson refuses raw control characters. */
+ * key through that escape: simdjson refuses raw control characters.
+ *
+ * text must be followed by PAD_TAIL readable bytes (the thread's pad):
+ * the scan reads 64 bytes at a time, and 5 more past each step, without a
+ * length check. One pass, no call per backslash (a pod whose args hold
+ * escaped JSON has hundreds). */
 bool
 has_escaped_nul(const char *text, size_t len)
 {
-    const char *p = text, *end = text + len;
+    /* 16 bytes: one SSE2 (or NEON) register, so the compiler keeps the
+     * compares in vector instructions without target flags. */
+    typedef unsigned char v16 __attribute__((vector_size(16)));
+    typedef uint64_t w2 __attribute__((vector_size(16)));
+    static_assert(PAD_TAIL >= 64 + 5,
+                  "the scan reads past the text into the padding");
 
-    while (end - p >= 6) {
-        const char *q = static_cast<const char *>(
-            std::memchr(p, '\\', (size_t)(end - p - 5)));
+    /* 64 bytes a step: first only whether "\\u" starts in them (two loads
+     * per 16 bytes, no branch per block: backslashes in escaped JSON come
+     * at random); "\\u" is rare, and only then the four zeros. */
+    for (size_t i = 0; i < len; i += 64) {
+        v16 a, b, bu[4], any = {};
 
-        if (q == nullptr)
-            return false;
-        if (std::memcmp(q + 1, "u0000", 5) == 0)
-            return true;
-        p = q + 1;
+        for (size_t j = 0; j < 4; j++) {
+            std::memcpy(&a, text + i + 16 * j, 16);
+            std::memcpy(&b, text + i + 16 * j + 1, 16);
+            bu[j] = (v16)(a == '\\') & (v16)(b == 'u');
+            any |= bu[j];
+        }
+        w2 m = (w2)any;
+        if ((m[0] | m[1]) == 0)
+            continue;
+        for (size_t j = 0; j < 4; j++) {
+            v16 hit = bu[j];
+
+            for (size_t k = 2; k <= 5; k++) {
+                std::memcpy(&b, text + i + 16 * j + k, 16);
+                hit &= (v16)(b == '0');
+            }
+            m = (w2)hit;
+            /* A hit past len would start in the padding, which is
+             * zeros: none. */
+            if ((m[0] | m[1]) != 0)
+                return true;
+        }
     }
     return false;
 }
 
-/* Whether obj (more than PAIRWISE_MAX keys) names a key twice; reports it.
- * Linear: a hash set. (Smaller objects are checked by walk_doc() as it
- * meets their keys.) */
+/* Whether obj (more than PAIRWISE_MAX keys) names a key twice; reports it
+ * when report is set. Linear: a hash set. (Smaller objects are checked by
+ * walk_doc() as it meets their keys.) */
 __attribute__((noinline)) bool
-dup_keys(walk &w, simdjson::dom::object obj)
+dup_keys(walk &w, size_t obj, bool report)
 {
-    size_t n = obj.size(); /* from the tape: O(1) below 2^24 keys */
+    const tape &t = w.t;
+    const size_t end = t.end(obj);
+    size_t n = t.count(obj); /* O(1) below 2^24 keys */
 
     if (n >= 0xffffff) { /* the tape's count saturates: count them */
         n = 0;
-        for (auto kv : obj) {
-            (void)kv;
+        for (size_t i = obj + 1; i < end; i = t.after(i + 1))
             n++;
-        }
     }
     thread_state *ts = w.ts;
     size_t want = 16;
@@ -273,17 +382,19 @@ dup_keys(walk &w, simdjson::dom::object obj)
     const size_t mask = want - 1;
     const char *base = nullptr;
     bool dup = false;
-    for (auto kv : obj) {
-        size_t i = key_hash(ts->seed, kv.key) & mask;
+    for (size_t at = obj + 1; at < end; at = t.after(at + 1)) {
+        std::string_view key = t.string(at);
+        size_t i = key_hash(ts->seed, key) & mask;
 
         if (base == nullptr)
-            base = kv.key.data();
+            base = key.data();
         while (ts->slots[i].len != UINT32_MAX) {
             const slot &o = ts->slots[i];
 
-            if (o.len == kv.key.size() &&
-                std::memcmp(base + o.off, kv.key.data(), o.len) == 0) {
-                fail_at(w, "duplicate object key", kv.key);
+            if (o.len == key.size() &&
+                std::memcmp(base + o.off, key.data(), o.len) == 0) {
+                if (report)
+                    fail_at(w, "duplicate object key", key);
                 dup = true;
                 break;
             }
@@ -292,7 +403,7 @@ dup_keys(walk &w, simdjson::dom::object obj)
         if (dup)
             break;
         ts->slots[i] =
-            slot{(uint32_t)(kv.key.data() - base), (uint32_t)kv.key.size()};
+            slot{(uint32_t)(key.data() - base), (uint32_t)key.size()};
     }
     return dup;
 }
@@ -316,13 +427,13 @@ field_shape(const fastjson_shape *shape, std::string_view key, bool *keep)
 /* A scalar (not an object or array) at w.depth, built into *out when out
  * is not NULL. Returns false when refused or out of memory. */
 bool
-leaf(walk &w, element e, json_t **out)
+leaf(walk &w, size_t e, json_t **out)
 {
     json_t *v = nullptr;
 
-    switch (e.type()) {
-    case element_type::STRING: {
-        std::string_view s = e.get_string().value_unsafe();
+    switch (w.t.type(e)) {
+    case T_STRING: {
+        std::string_view s = w.t.string(e);
 
         if (w.check_nul && has_nul(s)) {
             fail_at(w, "\\u0000 in a string", std::string_view());
@@ -332,29 +443,34 @@ leaf(walk &w, element e, json_t **out)
             v = json_stringn_nocheck(s.data(), s.size());
         break;
     }
-    case element_type::INT64:
+    case T_INT64:
         if (out != nullptr)
-            v = json_integer((json_int_t)e.get_int64().value_unsafe());
+            v = json_integer((json_int_t)(int64_t)w.t.payload(e));
         break;
-    case element_type::UINT64:
+    case T_UINT64:
         /* simdjson takes integers up to 2^64-1; jansson's json_int_t,
          * and so every reader after this one, stops at INT64_MAX. */
         fail_at(w, "integer too big for 64 bits", std::string_view());
         return false;
-    case element_type::DOUBLE:
-        if (out != nullptr)
-            v = json_real(e.get_double().value_unsafe());
+    case T_DOUBLE:
+        if (out != nullptr) {
+            uint64_t bits = w.t.payload(e);
+            double d;
+
+            std::memcpy(&d, &bits, sizeof(d));
+            v = json_real(d);
+        }
         break;
-    case element_type::BOOL:
+    case T_TRUE:
+    case T_FALSE:
         if (out != nullptr)
-            v = json_boolean(e.get_bool().value_unsafe());
+            v = json_boolean(w.t.type(e) == T_TRUE);
         break;
-    case element_type::NULL_VALUE:
+    case T_NULL:
         if (out != nullptr)
             v = json_null();
         break;
-    case element_type::OBJECT:
-    case element_type::ARRAY:
+    default:
         return false; /* not a scalar: the walk never asks */
     }
     if (out != nullptr) {
@@ -392,30 +508,23 @@ attach(walk &w, frame &f, size_t d, json_t *child)
  * frame. Returns false when refused or out of memory.
  */
 bool
-open_container(walk &w, element e, const fastjson_shape *shape, json_t **root)
+open_container(walk &w, size_t e, const fastjson_shape *shape, json_t **root)
 {
     const size_t k = w.open;
     frame &f = w.frames[k];
     json_t *v = nullptr;
 
     w.depth = k;
-    f.is_object = e.type() == element_type::OBJECT;
+    f.is_object = w.t.type(e) == T_OBJECT;
+    f.pos = e + 1;
+    f.end = w.t.end(e);
     if (f.is_object) {
-        simdjson::dom::object obj = e.get_object().value_unsafe();
-
         /* A few keys are compared one by one as the walk meets them;
          * more go through the hash set first. */
-        f.keys_checked = obj.size() > PAIRWISE_MAX;
+        f.keys_checked = w.t.count(e) > PAIRWISE_MAX;
         f.keys_from = w.n_keys;
-        if (f.keys_checked && dup_keys(w, obj))
+        if (f.keys_checked && dup_keys(w, e, true))
             return false;
-        f.oit = obj.begin();
-        f.oend = obj.end();
-    } else {
-        simdjson::dom::array arr = e.get_array().value_unsafe();
-
-        f.ait = arr.begin();
-        f.aend = arr.end();
     }
     f.shape = shape;
     f.index = 0;
@@ -436,6 +545,90 @@ open_container(walk &w, element e, const fastjson_shape *shape, json_t **root)
 }
 
 /*
+ * Whether the container at tape index e, which is not built, passes every
+ * check: no key twice in one object, no integer beyond int64 (and the
+ * caller has made sure the text holds no "\u0000"). One pass over its tape
+ * words, without the walk's frames or paths. false means "maybe not", not
+ * a refusal: the caller then walks it the general way, which says where.
+ * (out of memory included: the walk meets it again and says so).
+ */
+bool
+quiet_check(walk &w, size_t e)
+{
+    const tape &t = w.t;
+    const size_t stop = t.end(e);
+    walk::level *lv = w.levels;
+    size_t d = 0, n_keys = w.n_keys;
+
+    for (size_t i = e; i < stop; i++) {
+        char ty = t.type(i);
+        walk::level *top = d > 0 ? &lv[d - 1] : nullptr;
+
+        if (ty == '}' || ty == ']') {
+            n_keys = lv[--d].keys_from;
+            continue;
+        }
+        if (top != nullptr && top->is_object) {
+            if (top->want_key && top->hashed) {
+                top->want_key = false;
+                continue;
+            }
+            if (top->want_key) {
+                std::string_view key = t.string(i);
+
+                for (size_t j = top->keys_from; j < n_keys; j++)
+                    if (w.keys[j].size() == key.size() &&
+                        std::memcmp(w.keys[j].data(), key.data(), key.size()) ==
+                            0)
+                        return false;
+                w.keys[n_keys++] = key;
+                top->want_key = false;
+                continue;
+            }
+            top->want_key = true; /* after this value, the next key */
+        }
+        switch (ty) {
+        case T_OBJECT: {
+            bool hashed = t.count(i) > PAIRWISE_MAX;
+
+            if (hashed && dup_keys(w, i, false)) {
+                w.oom = false; /* the walk tries again, and says so */
+                return false;
+            }
+            lv[d++] = walk::level{n_keys, true, true, hashed};
+            break;
+        }
+        case T_ARRAY:
+            lv[d++] = walk::level{n_keys, false, false, false};
+            break;
+        case T_INT64:
+        case T_DOUBLE:
+            i++; /* the number's own word */
+            break;
+        case T_UINT64:
+            return false;
+        default: /* a string value, true, false, null */
+            break;
+        }
+    }
+    return true;
+}
+
+/* Whether the container x, next to be opened and not built, was checked
+ * whole by quiet_check(); when not, the walk opens it, and quiet_check()
+ * is not tried inside it. */
+bool
+quiet(walk &w, size_t x)
+{
+    if (w.check_nul || w.quiet_below != SIZE_MAX)
+        return false;
+    if (quiet_check(w, x))
+        return true;
+    w.quiet_below = w.open; /* the frame x is about to get */
+    return false;
+}
+
+/*
  * Checks the document rooted at e and builds what shape names into *out.
  * Iterative, with one frame per open container on the heap, so a document
  * as deep as the cap costs no stack. Returns false when refused or out of
@@ -443,15 +636,17 @@ open_container(walk &w, element e, const fastjson_shape *shape, json_t **root)
  * for the caller to release.
  */
 bool
-walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
+walk_doc(walk &w, size_t e, const fastjson_shape *shape, json_t **out)
 {
-    element_type t = e.type();
+    const tape &tp = w.t;
+    char t = tp.type(e);
 
     *out = nullptr;
     w.depth = 0;
     w.open = 0;
     w.n_keys = 0;
-    if (t != element_type::OBJECT && t != element_type::ARRAY)
+    w.quiet_below = SIZE_MAX;
+    if (t != T_OBJECT && t != T_ARRAY)
         return leaf(w, e, out);
     if (!open_container(w, e, shape, out))
         return false;
@@ -459,19 +654,20 @@ walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
         const size_t k = w.open - 1; /* the innermost open container */
         frame &f = w.frames[k];
         const fastjson_shape *sub = nullptr;
-        element x;
+        size_t x;
         bool keep;
 
         if (f.is_object) {
-            if (f.oit == f.oend) {
+            if (f.pos == f.end) {
                 w.n_keys = f.keys_from;
-                w.open--;
+                if (--w.open <= w.quiet_below)
+                    w.quiet_below = SIZE_MAX;
                 continue;
             }
-            std::string_view key = f.oit.key();
+            std::string_view key = tp.string(f.pos);
 
-            x = f.oit.value();
-            ++f.oit;
+            x = f.pos + 1;
+            f.pos = tp.after(x);
             if (!f.keys_checked) {
                 for (size_t i = f.keys_from; i < w.n_keys; i++)
                     if (w.keys[i].size() == key.size() &&
@@ -503,28 +699,27 @@ walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
                  * type. The rest goes through the general step below. */
                 json_t *null_v = json_null();
 
-                while (f.ait != f.aend) {
-                    element_type ty = (*f.ait).type();
+                while (f.pos != f.end) {
+                    char ty = tp.type(f.pos);
 
-                    if (ty == element_type::OBJECT ||
-                        ty == element_type::ARRAY ||
-                        ty == element_type::UINT64 ||
-                        (ty == element_type::STRING && w.check_nul))
+                    if (ty == T_OBJECT || ty == T_ARRAY || ty == T_UINT64 ||
+                        (ty == T_STRING && w.check_nul))
                         break;
                     if (json_array_append_new(f.v, null_v) != 0) {
                         w.oom = true;
                         return false;
                     }
-                    ++f.ait;
+                    f.pos = tp.after(f.pos);
                     f.index++;
                 }
             }
-            if (f.ait == f.aend) {
-                w.open--;
+            if (f.pos == f.end) {
+                if (--w.open <= w.quiet_below)
+                    w.quiet_below = SIZE_MAX;
                 continue;
             }
-            x = *f.ait;
-            ++f.ait;
+            x = f.pos;
+            f.pos = tp.after(x);
             w.path[k + 1] = step{nullptr, f.index};
             keep = f.shape != nullptr &&
                    (f.shape->keep != FASTJSON_FIRST || f.index == 0);
@@ -534,32 +729,32 @@ walk_doc(walk &w, element e, const fastjson_shape *shape, json_t **out)
                           : &shape_all;
             f.index++;
         }
-        t = x.type();
+        t = tp.type(x);
         /* The common case of a value only checked: a number, a boolean or
          * null needs nothing but the int64 check. */
-        if (!keep && t != element_type::OBJECT && t != element_type::ARRAY &&
-            t != element_type::UINT64 &&
-            (t != element_type::STRING || !w.check_nul))
+        if (!keep && t != T_OBJECT && t != T_ARRAY && t != T_UINT64 &&
+            (t != T_STRING || !w.check_nul))
             continue;
-        if (keep && sub->others_null && t != element_type::OBJECT) {
+        if (keep && sub->others_null && t != T_OBJECT) {
             /* Checked as usual, built as the null singleton. */
-            if (t == element_type::ARRAY) {
-                if (!open_container(w, x, nullptr, out))
+            if (t == T_ARRAY) {
+                if (!quiet(w, x) && !open_container(w, x, nullptr, out))
                     return false;
                 if (!attach(w, f, k + 1, json_null()))
                     return false;
                 continue;
             }
             w.depth = k + 1;
-            if ((t == element_type::UINT64 ||
-                 (t == element_type::STRING && w.check_nul)) &&
+            if ((t == T_UINT64 || (t == T_STRING && w.check_nul)) &&
                 !leaf(w, x, nullptr))
                 return false;
             if (!attach(w, f, k + 1, json_null()))
                 return false;
             continue;
         }
-        if (t == element_type::OBJECT || t == element_type::ARRAY) {
+        if (t == T_OBJECT || t == T_ARRAY) {
+            if (!keep && quiet(w, x))
+                continue; /* checked, and nothing to build */
             if (!open_container(w, x, keep ? sub : nullptr, out))
                 return false;
             continue;
@@ -667,7 +862,7 @@ fastjson_decode(const char *text, size_t len,
                 const struct fastjson_shape *shape, struct fastjson_error *err)
 {
     thread_state *ts = state_get();
-    element root;
+    simdjson::dom::element root;
     json_t *out = nullptr;
 
     err->text[0] = '\0';
@@ -675,8 +870,8 @@ fastjson_decode(const char *text, size_t len,
     err->syntax = false;
     if (ts == nullptr)
         goto oom;
-    if (ts->pad_cap < len + simdjson::SIMDJSON_PADDING) {
-        size_t cap = len + simdjson::SIMDJSON_PADDING;
+    if (ts->pad_cap < len + PAD_TAIL) {
+        size_t cap = len + PAD_TAIL;
         char *p = static_cast<char *>(std::malloc(cap));
 
         if (p == nullptr)
@@ -687,7 +882,7 @@ fastjson_decode(const char *text, size_t len,
     }
     if (len > 0)
         std::memcpy(ts->pad, text, len);
-    std::memset(ts->pad + len, 0, simdjson::SIMDJSON_PADDING);
+    std::memset(ts->pad + len, 0, PAD_TAIL);
     {
         auto code = ts->parser.parse(ts->pad, len, false).get(root);
 
@@ -732,11 +927,14 @@ fastjson_decode(const char *text, size_t len,
         walk &w = *ts->w;
 
         w.ts = ts;
+        /* The root value is the tape's second word, after the root word
+         * (as dom::document::root() reads it). */
+        w.t = tape{ts->parser.doc.tape.get(), ts->parser.doc.string_buf.get()};
         w.err = err;
         w.depth = 0;
         w.oom = false;
-        w.check_nul = has_escaped_nul(text, len);
-        if (!walk_doc(w, root, shape != nullptr ? shape : &shape_all, &out)) {
+        w.check_nul = has_escaped_nul(ts->pad, len);
+        if (!walk_doc(w, 1, shape != nullptr ? shape : &shape_all, &out)) {
             json_decref(out);
             out = nullptr;
             if (w.oom)

@@ -4,6 +4,7 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "admission/fastjson.h"
 #include "admission/jsonmem.h"
@@ -554,6 +555,24 @@ test_decoder_refusals(void)
          "\"k7\":0,\"k8\":0,\"k9\":0,\"k10\":0,\"k11\":0,\"k12\":0,\"k13\":0,"
          "\"k14\":0,\"k15\":0,\"k16\":0,\"k17\":0,\"k18\":0,\"k19\":0}",
          200, NULL},
+        /* After values of every kind (numbers take two tape words,
+         * containers many), in parts not built: the key that follows is
+         * still compared, and a string value is no key. */
+        {"\"x\":{\"a\":[1,2.5,-3,{\"k\":[true]}],\"n\":3,\"d\":1.5,\"a\":1}",
+         400, "duplicate object key \"a\" at /request/object/spec/x"},
+        {"\"x\":[{\"a\":\"b\",\"b\":\"a\",\"c\":null}]", 200, NULL},
+        {"\"x\":[[],{},{\"a\":{},\"b\":[]},{\"a\":1}]", 200, NULL},
+        {"\"x\":[[],{},{\"a\":{},\"b\":[],\"b\":0}]", 400,
+         "duplicate object key \"b\" at /request/object/spec/x/2"},
+        /* In parts the view keeps whole, built in one pass. */
+        {"\"securityContext\":{\"a\":1,\"b\":{\"c\":[2.5,-1],\"c\":3}}", 400,
+         "duplicate object key \"c\" at "
+         "/request/object/spec/securityContext/b"},
+        {"\"resources\":{\"x\":[{\"y\":18446744073709551615}]}", 400,
+         "integer too big for 64 bits at /request/object/spec/resources/x/0/y"},
+        {"\"resources\":{\"x\":[{\"y\":9223372036854775807,\"z\":[]}],"
+         "\"y\":{\"x\":{}}}",
+         200, NULL},
         /* A key of an inner object is no duplicate of its parent's. */
         {"\"x\":{\"a\":{\"b\":1,\"c\":{\"b\":2}},\"b\":2,\"c\":3}", 200, NULL},
         {"\"x\":{\"a/b~c\":1,\"a/b~c\":1}", 400,
@@ -701,6 +720,103 @@ deep_on_thread(void *arg)
     free(field);
     free(body);
     return NULL;
+}
+
+/* The decoder finds "\u0000" wherever it starts relative to the 64-byte
+ * steps its pre-scan reads, among many other escapes (\u ones too), and up to
+ * the last bytes of the text; an escaped backslash before "u0000" is no NUL. */
+static void
+test_decoder_nul_scan(void)
+{
+    char doc[256];
+    struct fastjson_error err;
+    json_t *v;
+
+    for (size_t pad = 0; pad < 150; pad++) {
+        for (int escaped = 0; escaped < 2; escaped++) {
+            size_t n = 0;
+
+            doc[n++] = '"';
+            /* Backslashes everywhere before it, as in escaped JSON. */
+            for (size_t i = 0; i < pad; i++) {
+                if (i % 11 == 0 && i + 5 < pad) {
+                    memcpy(doc + n, "\\u0041", 6); /* another \u */
+                    n += 6;
+                    i += 5;
+                } else if (i % 3 == 0 && i + 1 < pad) {
+                    doc[n++] = '\\';
+                    doc[n++] = '"';
+                    i++;
+                } else {
+                    doc[n++] = 'a';
+                }
+            }
+            /* escaped: "\\u0000", a backslash then the letters. */
+            doc[n++] = '\\';
+            if (escaped)
+                doc[n++] = '\\';
+            memcpy(doc + n, "u0000\"", 6);
+            n += 6;
+            v = fastjson_decode(doc, n, NULL, &err);
+            if ((v == NULL) == (escaped != 0))
+                fprintf(stderr, "nul scan: pad %zu escaped %d: %s\n", pad,
+                        escaped, v == NULL ? err.text : "accepted");
+            if (escaped) {
+                CHECK(v != NULL);
+            } else {
+                CHECK(v == NULL);
+                CHECK(strstr(err.text, "\\u0000 in a string") != NULL);
+            }
+            json_decref(v);
+        }
+    }
+    /* The escape cut off at the end: not JSON, and no read past it. */
+    v = fastjson_decode("\"\\u000", 6, NULL, &err);
+    CHECK(v == NULL);
+    json_decref(v);
+}
+
+/* A refused value at the bottom of a deep nest the view does not keep,
+ * each level holding a long array: the decoder's quick pass over a part
+ * not built turns it down once, then the walk goes down it; were the
+ * quick pass tried again at every level, it would rescan the rest each
+ * time (1000 levels of 4 KiB: about 2 * 10^9 steps, seconds instead of
+ * milliseconds). */
+static void
+test_decoder_deep_refusal_linear(void)
+{
+    const size_t levels = 1000, zeros = 2000;
+    struct buf b;
+    struct fastjson_error err;
+    struct timespec t0, t1;
+    json_t *v;
+    int bad = 0;
+
+    buf_init(&b, SIZE_MAX);
+    bad |= buf_adds(&b, "{\"x\":");
+    for (size_t i = 0; i < levels && !bad; i++) {
+        bad |= buf_adds(&b, "[[");
+        for (size_t k = 0; k < zeros && !bad; k++)
+            bad |= buf_adds(&b, k == 0 ? "0" : ",0");
+        bad |= buf_adds(&b, "],");
+    }
+    bad |= buf_adds(&b, "18446744073709551615");
+    for (size_t i = 0; i < levels && !bad; i++)
+        bad |= buf_adds(&b, "]");
+    bad |= buf_adds(&b, "}");
+    CHECK(!bad);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    v = fastjson_decode(b.p, b.len, &review_shape, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK(v == NULL);
+    CHECK(strstr(err.text, "integer too big for 64 bits at /x/") != NULL);
+    double s = (double)(t1.tv_sec - t0.tv_sec) +
+               (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (s >= 1.0)
+        fprintf(stderr, "deep refusal took %.2f s\n", s);
+    CHECK(s < 1.0);
+    json_decref(v);
+    buf_release(&b);
 }
 
 static void
@@ -1136,6 +1252,8 @@ main(void)
     test_error_answer();
     test_names();
     test_decoder_refusals();
+    test_decoder_nul_scan();
+    test_decoder_deep_refusal_linear();
     test_deep_small_stack();
     test_writer();
     test_writer_capped();
