@@ -9,7 +9,11 @@
 #                     and the same runs for the other names the webhook
 #                     picks, so that every unique-name search walks them;
 #   zero-volumes.json a GPU pod whose volumes are [0,0,...] (2 million
-#                     entries that are not objects).
+#                     entries that are not objects);
+#   deep-refusal.json a review carrying 1,000 nested levels of 2,000 zeros
+#                     each with an integer beyond 64 bits at the bottom: it
+#                     is refused (400), and the decoder must not rescan the
+#                     nest once per level to say where.
 #
 #   MICROBENCH=build/bench/ncclguard-microbench bench/hostile.sh
 set -euo pipefail
@@ -54,10 +58,16 @@ with open(out + "/taken-names.json", "w") as f:
 with open(out + "/zero-volumes.json", "w") as f:
     f.write(json.dumps(review([]), separators=(",", ":"))
             .replace('"volumes":[]', '"volumes":[' + ",".join(["0"] * 2000000) + "]"))
+nest = ",".join(["0"] * 2000)
+deep = "[[" + nest + "]," 
+with open(out + "/deep-refusal.json", "w") as f:
+    text = json.dumps(review([]), separators=(",", ":"))
+    f.write(text[:-1] + ',"x":' + deep * 1000 + "18446744073709551615"
+            + "]" * 1000 + "}")
 PY
 
 fail=0
-for r in taken-names zero-volumes; do
+for r in taken-names zero-volumes deep-refusal; do
     line=$(MICROBENCH_ITERS=${HOSTILE_ITERS:-5} "$MICROBENCH" "$POLICY" "$out/$r.json")
     echo "$line"
     ns=$(printf '%s\n' "$line" | sed -n 's/.*review_handle *\([0-9.]*\) ns\/op.*/\1/p')

@@ -783,12 +783,11 @@ test_decoder_nul_scan(void)
  * time (1000 levels of 4 KiB: about 2 * 10^9 steps, seconds instead of
  * milliseconds). */
 static void
-test_decoder_deep_refusal_linear(void)
+test_decoder_deep_refusal(void)
 {
     const size_t levels = 1000, zeros = 2000;
     struct buf b;
     struct fastjson_error err;
-    struct timespec t0, t1;
     json_t *v;
     int bad = 0;
 
@@ -805,16 +804,12 @@ test_decoder_deep_refusal_linear(void)
         bad |= buf_adds(&b, "]");
     bad |= buf_adds(&b, "}");
     CHECK(!bad);
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* Refused, with where. That the refusal costs time linear in the
+     * nest (no rescan per level) is a benchmark line, not a timed test:
+     * deep-refusal.json in bench/hostile.sh (make bench-hostile). */
     v = fastjson_decode(b.p, b.len, &review_shape, &err);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
     CHECK(v == NULL);
     CHECK(strstr(err.text, "integer too big for 64 bits at /x/") != NULL);
-    double s = (double)(t1.tv_sec - t0.tv_sec) +
-               (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    if (s >= 1.0)
-        fprintf(stderr, "deep refusal took %.2f s\n", s);
-    CHECK(s < 1.0);
     json_decref(v);
     buf_release(&b);
 }
@@ -1253,7 +1248,7 @@ main(void)
     test_names();
     test_decoder_refusals();
     test_decoder_nul_scan();
-    test_decoder_deep_refusal_linear();
+    test_decoder_deep_refusal();
     test_deep_small_stack();
     test_writer();
     test_writer_capped();
