@@ -72,16 +72,6 @@ int buf_addf(struct buf *b, const char *fmt, ...)
 int buf_addvf(struct buf *b, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0), warn_unused_result));
 
-/* Appends s (n bytes) as the inside of a JSON string: quotes, backslashes
- * and control characters escaped, other bytes copied (the caller vouches
- * that s is UTF-8). Returns as buf_add. */
-int buf_add_json_chars(struct buf *b, const char *s, size_t n)
-    __attribute__((warn_unused_result));
-
-/* Appends s (n bytes) as a quoted JSON string. Returns as buf_add. */
-int buf_add_json_str(struct buf *b, const char *s, size_t n)
-    __attribute__((warn_unused_result));
-
 /* Appends the standard base64 (RFC 4648, with padding) of n bytes. Returns
  * as buf_add. */
 int buf_add_base64(struct buf *b, const void *s, size_t n)

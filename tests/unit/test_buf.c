@@ -137,35 +137,6 @@ test_addvf(void)
 }
 
 static void
-test_json(void)
-{
-    static const struct {
-        const char *in, *out;
-    } cases[] = {
-        {"plain", "\"plain\""},
-        {"a\"b\\c", "\"a\\\"b\\\\c\""},
-        {"\n\t\x01", "\"\\n\\t\\u0001\""},
-        {"\xc3\xa9", "\"\xc3\xa9\""}, /* UTF-8 passes through */
-        {"", "\"\""},
-    };
-    struct buf b;
-
-    buf_init(&b, 4096);
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        buf_reset(&b);
-        CHECK_INT(buf_add_json_str(&b, cases[i].in, strlen(cases[i].in)), 0);
-        CHECK_STR(b.p, cases[i].out);
-    }
-    buf_release(&b);
-    /* A string that does not fit leaves nothing half-written. */
-    buf_init(&b, 6);
-    CHECK_INT(buf_adds(&b, "ab"), 0);
-    CHECK_INT(buf_add_json_str(&b, "xyz", 3), -1);
-    CHECK_STR(b.p, "ab");
-    buf_release(&b);
-}
-
-static void
 test_base64(void)
 {
     static const struct {
@@ -237,7 +208,6 @@ main(void)
     test_take();
     test_reserve_size();
     test_addvf();
-    test_json();
     test_base64();
     test_base64_lengths();
     return harness_finish();
