@@ -14,14 +14,14 @@
 
 #include <openssl/evp.h>
 
-#include "ringcheck/limits.h"
-#include "ringcheck/multinode_env.h"
 #include "base/file.h"
 #include "base/text.h"
 #include "policy/match.h"
 #include "policy/ncclenv.h"
 #include "policy/quantity.h"
 #include "policy/ytree.h"
+#include "ringcheck/limits.h"
+#include "ringcheck/multinode_env.h"
 #include "watchdog/wdspec.h"
 
 /* Caps on what a policy file may contain. */
