@@ -45,6 +45,19 @@ DEB_PKGS := pkg-config libmicrohttpd-dev libjansson-dev libyaml-dev \
 	libssl-dev libgnutls28-dev gnutls-bin openssl curl clang \
 	libclang-rt-14-dev
 
+# $(call deb_missing,PKGS): shell that sets $missing to those of PKGS that
+# dpkg does not list as installed. $(call deb_install,WHO): shell that
+# installs $missing with apt-get (through sudo when not root), saying so as
+# WHO. make deps and make bench-deps share them.
+deb_missing = missing=""; for p in $(1); do \
+	dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+	grep -q 'ok installed' || missing="$$missing $$p"; done
+deb_install = echo "$(1): installing$$missing"; \
+	sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	$$sudo apt-get update -q && \
+	DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q \
+	--no-install-recommends $$missing
+
 # Fragments append to these:
 #   LIB_SRCS     sources linked into build/libncclguard.a (not main.c)
 #   UNIT_TESTS   names X of tests/unit/test_X.c, linked with the library
@@ -107,20 +120,9 @@ $(BUILD)/tests/test_%: $(BUILD)/obj/tests/unit/test_%.o $(BUILD)/libncclguard.a
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
 
 deps:
-	@missing=""; \
-	for p in $(DEB_PKGS); do \
-		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
-			grep -q 'ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-		echo "make deps: installing$$missing"; \
-		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
-		$$sudo apt-get update -q && \
-		DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q \
-			--no-install-recommends $$missing; \
-	else \
-		echo "make deps: all Debian packages present"; \
-	fi
+	@$(call deb_missing,$(DEB_PKGS)); \
+	if [ -n "$$missing" ]; then $(call deb_install,make deps); \
+	else echo "make deps: all Debian packages present"; fi
 	@# kubectl renders deploy/ (kubectl kustomize) and patches manifests
 	@# offline in the checks. Debian ships it as kubernetes-client (1.20 in
 	@# Debian 12, whose kustomize v2 predates components; newer releases

@@ -59,26 +59,10 @@ BENCH_ENV = NCCLGUARD=$(abspath $(BUILD))/ncclguard \
 # benchmark needs them.
 .PHONY: bench-deps bench-clock bench soak faults bench-hostile
 bench-deps:
-	@missing=""; for p in $(BENCH_DEB_PKGS); do \
-		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
-			grep -q 'ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-		echo "make bench: installing$$missing"; \
-		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
-		$$sudo apt-get update -q && \
-		DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q \
-			--no-install-recommends $$missing; fi
-	@missing=""; for p in $(BENCH_OPT_DEB_PKGS); do \
-		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
-			grep -q 'ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-		echo "make bench: installing$$missing"; \
-		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
-		{ $$sudo apt-get update -q && \
-		DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q \
-			--no-install-recommends $$missing; } || \
+	@$(call deb_missing,$(BENCH_DEB_PKGS)); \
+	if [ -n "$$missing" ]; then $(call deb_install,make bench); fi
+	@$(call deb_missing,$(BENCH_OPT_DEB_PKGS)); \
+	if [ -n "$$missing" ]; then { $(call deb_install,make bench); } || \
 		echo "make bench: could not install$$missing; going on"; fi
 
 # make bench's wall time is counted from here (before the build), as the
