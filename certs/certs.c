@@ -6,9 +6,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -614,6 +616,13 @@ create_opts_check(const struct certs_create_opts *o, struct ng_error *err)
                      CERTS_MAX_SANS);
         return -1;
     }
+    if (o->renew &&
+        (o->renew_before_days < 1 || o->renew_before_days > CERTS_MAX_DAYS)) {
+        ng_error_set(err, 0, 0,
+                     "invalid renew-before days %d: expected 1 to %d",
+                     o->renew_before_days, CERTS_MAX_DAYS);
+        return -1;
+    }
     for (size_t i = 0; i < o->n_sans; i++) {
         if (!is_ip(o->sans[i]) && !certs_is_dns_name(o->sans[i])) {
             ng_error_set(err, 0, 0,
@@ -637,6 +646,164 @@ seconds_until(const ASN1_TIME *t)
     return (long long)days * 86400 + secs;
 }
 
+/* Fills a renewal reason; a long path may shorten it, which is fine for a
+ * message. */
+static void why_set(char *why, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+why_set(char *why, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+}
+
+/* true when cert has a DNS SAN equal to name (ASCII case-insensitive): a
+ * literal comparison, so that a wildcard SAN asked for is found as it is. */
+static bool
+cert_has_dns_san(X509 *cert, const char *name)
+{
+    GENERAL_NAMES *names =
+        X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
+    bool found = false;
+
+    for (int i = 0; names != NULL && i < sk_GENERAL_NAME_num(names); i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(names, i);
+        const unsigned char *d;
+        size_t n = strlen(name);
+
+        if (g->type != GEN_DNS)
+            continue;
+        d = ASN1_STRING_get0_data(g->d.dNSName);
+        if ((size_t)ASN1_STRING_length(g->d.dNSName) == n &&
+            strncasecmp((const char *)d, name, n) == 0) {
+            found = true;
+            break;
+        }
+    }
+    GENERAL_NAMES_free(names);
+    ERR_clear_error();
+    return found;
+}
+
+/*
+ * Renewal mode: whether the serving pair in dir can stay. Returns true
+ * with *cert_out, *crt_raw and *key_raw (the files, the key to be wiped)
+ * filled when it is signed by ca, names every name o asks for, has a key
+ * of o->key_type that matches it, is valid now and for more than
+ * o->renew_before_days more days. Otherwise returns false with why filled
+ * and nothing to free. Errors reading the files count as "issue anew".
+ */
+static bool
+current_pair_keep(const struct certs_create_opts *o, const char *dir, X509 *ca,
+                  X509 **cert_out, char **crt_raw, size_t *crt_len,
+                  char **key_raw, size_t *key_len, char *why, size_t why_len)
+{
+    char crt_path[PATH_MAX], key_path[PATH_MAX], names[4][200];
+    char *crt = NULL, *keybuf = NULL;
+    size_t clen = 0, klen = 0;
+    struct ng_error rerr = {0};
+    EVP_PKEY *key = NULL, *ca_pub;
+    X509 *cert = NULL;
+    long long left;
+    BIO *bio = NULL;
+    int want_type, n1, n2;
+
+    n1 = snprintf(crt_path, sizeof(crt_path), "%s/tls.crt", dir);
+    n2 = snprintf(key_path, sizeof(key_path), "%s/tls.key", dir);
+    if (n1 < 0 || n2 < 0 || (size_t)n1 >= sizeof(crt_path) ||
+        (size_t)n2 >= sizeof(key_path)) {
+        why_set(why, why_len, "path too long: %s", dir);
+        return false;
+    }
+    if (!path_exists(crt_path) || !path_exists(key_path)) {
+        why_set(why, why_len, "no current serving certificate in %s", dir);
+        return false;
+    }
+    crt = file_read(crt_path, CERTS_MAX_FILE, &clen, &rerr);
+    if (crt != NULL)
+        keybuf = file_read(key_path, CERTS_MAX_FILE, &klen, &rerr);
+    if (crt == NULL || keybuf == NULL) {
+        why_set(why, why_len, "%s", rerr.msg);
+        goto fail;
+    }
+    cert = pem_cert_parse(crt, clen);
+    bio = BIO_new_mem_buf(keybuf, (int)klen);
+    if (bio != NULL)
+        key = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
+    BIO_free(bio);
+    ERR_clear_error();
+    if (cert == NULL || key == NULL) {
+        why_set(why, why_len, "%s or %s holds no PEM certificate or key",
+                crt_path, key_path);
+        goto fail;
+    }
+    if (X509_check_private_key(cert, key) != 1) {
+        ERR_clear_error();
+        why_set(why, why_len, "%s does not match %s", key_path, crt_path);
+        goto fail;
+    }
+    want_type = o->key_type == CERTS_KEY_RSA ? EVP_PKEY_RSA : EVP_PKEY_EC;
+    if (EVP_PKEY_get_base_id(key) != want_type) {
+        why_set(why, why_len, "%s is not an %s key", key_path,
+                o->key_type == CERTS_KEY_RSA ? "RSA" : "EC");
+        goto fail;
+    }
+    ca_pub = X509_get0_pubkey(ca);
+    if (ca_pub == NULL || X509_check_issued(ca, cert) != X509_V_OK ||
+        X509_verify(cert, ca_pub) != 1) {
+        ERR_clear_error();
+        why_set(why, why_len, "%s is not signed by the CA in use", crt_path);
+        goto fail;
+    }
+    snprintf(names[0], sizeof(names[0]), "%s", o->service);
+    snprintf(names[1], sizeof(names[1]), "%s.%s", o->service, o->ns);
+    snprintf(names[2], sizeof(names[2]), "%s.%s.svc", o->service, o->ns);
+    snprintf(names[3], sizeof(names[3]), "%s.%s.svc.cluster.local", o->service,
+             o->ns);
+    for (size_t i = 0; i < 4 + o->n_sans; i++) {
+        const char *name = i < 4 ? names[i] : o->sans[i - 4];
+        bool named = is_ip(name) ? X509_check_ip_asc(cert, name, 0) == 1
+                                 : cert_has_dns_san(cert, name);
+
+        ERR_clear_error();
+        if (!named) {
+            why_set(why, why_len, "%s does not name %s", crt_path, name);
+            goto fail;
+        }
+    }
+    if (X509_cmp_current_time(X509_get0_notBefore(cert)) > 0) {
+        why_set(why, why_len, "%s is not valid yet", crt_path);
+        goto fail;
+    }
+    left = seconds_until(X509_get0_notAfter(cert));
+    if (left <= (long long)o->renew_before_days * 86400) {
+        why_set(why, why_len,
+                "%s expires in %lld days, within --renew-before %d", crt_path,
+                left > 0 ? left / 86400 : 0, o->renew_before_days);
+        goto fail;
+    }
+    why_set(why, why_len,
+            "%s is good for %lld more days (renewed at %d days left)", crt_path,
+            left / 86400, o->renew_before_days);
+    EVP_PKEY_free(key);
+    *cert_out = cert;
+    *crt_raw = crt;
+    *crt_len = clen;
+    *key_raw = keybuf;
+    *key_len = klen;
+    return true;
+fail:
+    EVP_PKEY_free(key);
+    X509_free(cert);
+    free(crt);
+    file_free_secret(keybuf, klen);
+    return false;
+}
+
 int
 certs_create(const struct certs_create_opts *o, struct certs_create_result *res,
              struct ng_error *err)
@@ -645,10 +812,12 @@ certs_create(const struct certs_create_opts *o, struct certs_create_result *res,
     X509 *ca = NULL, *cert = NULL;
     EVP_PKEY *ca_key = NULL, *key = NULL;
     char *crt_raw = NULL, *key_raw = NULL, *bundle = NULL;
-    size_t crt_len = 0, key_len = 0;
-    bool reused = false, same_dir;
+    char *cur_crt = NULL, *cur_key = NULL;
+    size_t crt_len = 0, key_len = 0, cur_crt_len = 0, cur_key_len = 0;
+    const char *cur_dir = o->current_dir != NULL ? o->current_dir : o->out_dir;
+    bool reused = false, same_dir, kept = false;
     int days = o->days, loaded;
-    char warning[256] = "";
+    char warning[256] = "", reason[256] = "";
     BIO *bio = NULL;
 
     memset(res, 0, sizeof(*res));
@@ -692,12 +861,24 @@ certs_create(const struct certs_create_opts *o, struct certs_create_result *res,
         }
     }
 
-    key = key_generate(o->key_type, err);
-    if (key == NULL)
-        goto fail;
-    cert = serving_cert_new(o, key, ca, ca_key, days, err);
-    if (cert == NULL)
-        goto fail;
+    /* Renewal mode: a serving pair that is still good stays as it is, so
+     * running the renewal often changes nothing until it is due. A new CA
+     * never verifies the old pair, so it always gets a new one. */
+    if (o->renew)
+        kept =
+            current_pair_keep(o, cur_dir, ca, &cert, &cur_crt, &cur_crt_len,
+                              &cur_key, &cur_key_len, reason, sizeof(reason));
+    if (kept) {
+        warning[0] = '\0'; /* the kept certificate was shortened, if at all,
+                            * when it was issued */
+    } else {
+        key = key_generate(o->key_type, err);
+        if (key == NULL)
+            goto fail;
+        cert = serving_cert_new(o, key, ca, ca_key, days, err);
+        if (cert == NULL)
+            goto fail;
+    }
 
     /* The CA files go first: a tls.crt on disk always has its CA next to
      * it. A reused CA is copied byte for byte, never re-encoded. */
@@ -713,9 +894,19 @@ certs_create(const struct certs_create_opts *o, struct certs_create_result *res,
                               err) != 0)
             goto fail;
     }
-    if (key_write(o->out_dir, "tls.key", key, err) != 0 ||
-        cert_write(o->out_dir, "tls.crt", cert, err) != 0)
+    if (kept) {
+        /* Byte for byte: the Secret built from these files is then the
+         * same, and storing it again changes nothing. */
+        if (strcmp(cur_dir, o->out_dir) != 0 &&
+            (file_write_atomic(o->out_dir, "tls.key", cur_key, cur_key_len,
+                               0600, err) != 0 ||
+             file_write_atomic(o->out_dir, "tls.crt", cur_crt, cur_crt_len,
+                               0644, err) != 0))
+            goto fail;
+    } else if (key_write(o->out_dir, "tls.key", key, err) != 0 ||
+               cert_write(o->out_dir, "tls.crt", cert, err) != 0) {
         goto fail;
+    }
 
     if (reused) {
         bundle = base64_encode((const unsigned char *)crt_raw, crt_len);
@@ -738,7 +929,10 @@ certs_create(const struct certs_create_opts *o, struct certs_create_result *res,
 
     res->ca_reused = reused;
     res->ca_bundle = bundle;
+    res->kept = kept;
+    res->seconds_left = seconds_until(X509_get0_notAfter(cert));
     snprintf(res->warning, sizeof(res->warning), "%s", warning);
+    snprintf(res->reason, sizeof(res->reason), "%s", reason);
     BIO_free(bio);
     X509_free(ca);
     X509_free(cert);
@@ -746,6 +940,8 @@ certs_create(const struct certs_create_opts *o, struct certs_create_result *res,
     EVP_PKEY_free(key);
     free(crt_raw);
     file_free_secret(key_raw, key_len);
+    free(cur_crt);
+    file_free_secret(cur_key, cur_key_len);
     return 0;
 fail:
     BIO_free(bio);
@@ -755,6 +951,8 @@ fail:
     EVP_PKEY_free(key);
     free(crt_raw);
     file_free_secret(key_raw, key_len);
+    free(cur_crt);
+    file_free_secret(cur_key, cur_key_len);
     return -1;
 }
 
@@ -766,7 +964,10 @@ certs_create_result_release(struct certs_create_result *res)
     free(res->ca_bundle);
     res->ca_bundle = NULL;
     res->ca_reused = false;
+    res->kept = false;
+    res->seconds_left = 0;
     res->warning[0] = '\0';
+    res->reason[0] = '\0';
 }
 
 char *
@@ -1030,7 +1231,7 @@ out:
 
 enum certs_status
 certs_inspect(const char *path, const char *ca_path, const char *host,
-              FILE *out, struct ng_error *err)
+              int renew_before_days, FILE *out, struct ng_error *err)
 {
     enum certs_status st = CERTS_OK;
     char before[32], after[32];
@@ -1075,6 +1276,22 @@ certs_inspect(const char *path, const char *ca_path, const char *host,
         ng_error_set(err, 0, 0, "%s has expired (not after %s)", path, after);
         st = CERTS_FAILED;
     }
+    if (renew_before_days > 0) {
+        if (left > (long long)renew_before_days * 86400) {
+            fprintf(out, "%-12s ok (more than %d days left)\n",
+                    "renewal:", renew_before_days);
+        } else {
+            fprintf(out, "%-12s DUE (%d days or fewer left)\n",
+                    "renewal:", renew_before_days);
+            if (st == CERTS_OK)
+                ng_error_set(err, 0, 0,
+                             "%s is due for renewal: it expires in %lld "
+                             "days, within --renew-before %d",
+                             path, left > 0 ? left / 86400 : 0,
+                             renew_before_days);
+            st = CERTS_FAILED;
+        }
+    }
     if (ca_path != NULL) {
         struct ng_error chain_err;
         enum certs_status cst = chain_verify(cert, ca_path, out, &chain_err);
@@ -1113,8 +1330,12 @@ certs_inspect(const char *path, const char *ca_path, const char *host,
  * them; tests/deploy/check.sh keeps the two lists equal. */
 static const char *const gpu_resources[] = {"nvidia.com/gpu"};
 
-/* One matchCondition per entry; "%R" stands for the CEL list of GPU
- * resource names. The lines are folded with spaces (YAML ">-"). */
+/* One matchCondition per entry; "%R" stands for the test on a resource
+ * name r: "r in [...]" for the names given, else r.contains('/'), true for
+ * every extended resource (they are domain-prefixed; cpu, memory,
+ * ephemeral-storage and hugepages-* are not), so that the condition does
+ * not depend on the policy and nothing has to rewrite it when the policy
+ * changes. The lines are folded with spaces (YAML ">-"). */
 static const char *const cond_opt_out[] = {
     "!has(object.metadata.annotations) ||",
     "!('ncclguard.io/inject' in object.metadata.annotations) ||",
@@ -1123,14 +1344,13 @@ static const char *const cond_opt_out[] = {
 };
 static const char *const cond_gpu[] = {
     "object.spec.containers.exists(c, has(c.resources) &&",
-    "((has(c.resources.limits) && c.resources.limits.exists(r, r in %R)) ||",
-    "(has(c.resources.requests) && c.resources.requests.exists(r, r in "
-    "%R)))) ||",
+    "((has(c.resources.limits) && c.resources.limits.exists(r, %R)) ||",
+    "(has(c.resources.requests) && c.resources.requests.exists(r, %R)))) ||",
     "(has(object.spec.initContainers) && object.spec.initContainers.exists(c,",
     "has(c.resources) &&",
-    "((has(c.resources.limits) && c.resources.limits.exists(r, r in %R)) ||",
-    "(has(c.resources.requests) && c.resources.requests.exists(r, r in "
-    "%R))))) ||",
+    "((has(c.resources.limits) && c.resources.limits.exists(r, %R)) ||",
+    "(has(c.resources.requests) && c.resources.requests.exists(r, %R))))) "
+    "||",
     /* DRA: the GPUs are in claims, counted from the ncclguard.io/claim-gpus
      * annotation or the policy's dra.claimTemplates (admission/mutate.c). */
     "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > "
@@ -1156,7 +1376,8 @@ is_resource_name(const char *s)
                      "0123456789._/-") == n;
 }
 
-/* Writes one folded expression line, expanding %R to the CEL list. */
+/* Writes one folded expression line, expanding %R to the resource test:
+ * the CEL list of gpus when there are some, else any extended resource. */
 static void
 cel_line_write(FILE *out, const char *line, const char *const *gpus,
                size_t n_gpus)
@@ -1164,10 +1385,14 @@ cel_line_write(FILE *out, const char *line, const char *const *gpus,
     fputs("          ", out);
     for (const char *p = line; *p != '\0'; p++) {
         if (p[0] == '%' && p[1] == 'R') {
-            fputc('[', out);
-            for (size_t i = 0; i < n_gpus; i++)
-                fprintf(out, "%s'%s'", i ? ", " : "", gpus[i]);
-            fputc(']', out);
+            if (gpus == NULL) {
+                fputs("r.contains('/')", out);
+            } else {
+                fputs("r in [", out);
+                for (size_t i = 0; i < n_gpus; i++)
+                    fprintf(out, "%s'%s'", i ? ", " : "", gpus[i]);
+                fputc(']', out);
+            }
             p++;
         } else {
             fputc(*p, out);
@@ -1176,25 +1401,13 @@ cel_line_write(FILE *out, const char *line, const char *const *gpus,
     fputc('\n', out);
 }
 
-int
-certs_webhook_write(const struct certs_webhook_opts *o, FILE *out,
-                    struct ng_error *err)
+/* Checks the object name and the caBundle shared by both writers. */
+static int
+webhook_opts_check(const struct certs_webhook_opts *o, struct ng_error *err)
 {
-    const char *const *gpus = o->gpu_resources;
-    size_t n_gpus = o->n_gpu_resources;
-
     if (o->name == NULL || !certs_is_dns_name(o->name)) {
         ng_error_set(err, 0, 0, "invalid webhook configuration name '%s'",
                      o->name ? o->name : "");
-        return -1;
-    }
-    if (o->service == NULL || !certs_is_dns_label(o->service)) {
-        ng_error_set(err, 0, 0, "invalid service name '%s'",
-                     o->service ? o->service : "");
-        return -1;
-    }
-    if (o->ns == NULL || !certs_is_dns_label(o->ns)) {
-        ng_error_set(err, 0, 0, "invalid namespace '%s'", o->ns ? o->ns : "");
         return -1;
     }
     if (o->ca_bundle == NULL || o->ca_bundle[0] == '\0' ||
@@ -1204,9 +1417,54 @@ certs_webhook_write(const struct certs_webhook_opts *o, FILE *out,
         ng_error_set(err, 0, 0, "the caBundle is not base64");
         return -1;
     }
-    if (gpus == NULL)
-        gpus = certs_default_gpu_resources(&n_gpus);
-    if (n_gpus == 0) {
+    return 0;
+}
+
+int
+certs_webhook_ca_patch_write(const struct certs_webhook_opts *o, FILE *out,
+                             struct ng_error *err)
+{
+    if (webhook_opts_check(o, err) != 0)
+        return -1;
+    /* Strategic merge: webhooks merge on their name key, clientConfig
+     * field by field (the MutatingWebhookConfiguration API reference:
+     * "Patch strategy: merge on key name"), so this sets the caBundle and
+     * nothing else. */
+    fprintf(out,
+            "# Rendered by `ncclguard certs webhook-config --ca-bundle-only`:\n"
+            "# a strategic merge patch for MutatingWebhookConfiguration %s.\n"
+            "webhooks:\n"
+            "  - name: pods.ncclguard.io\n"
+            "    clientConfig:\n"
+            "      caBundle: \"%s\"\n",
+            o->name, o->ca_bundle);
+    if (fflush(out) != 0 || ferror(out)) {
+        ng_error_set(err, 0, 0, "cannot write the webhook patch: %s",
+                     strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int
+certs_webhook_write(const struct certs_webhook_opts *o, FILE *out,
+                    struct ng_error *err)
+{
+    const char *const *gpus = o->gpu_resources;
+    size_t n_gpus = o->n_gpu_resources;
+
+    if (webhook_opts_check(o, err) != 0)
+        return -1;
+    if (o->service == NULL || !certs_is_dns_label(o->service)) {
+        ng_error_set(err, 0, 0, "invalid service name '%s'",
+                     o->service ? o->service : "");
+        return -1;
+    }
+    if (o->ns == NULL || !certs_is_dns_label(o->ns)) {
+        ng_error_set(err, 0, 0, "invalid namespace '%s'", o->ns ? o->ns : "");
+        return -1;
+    }
+    if (gpus != NULL && n_gpus == 0) {
         ng_error_set(err, 0, 0, "no GPU resource names");
         return -1;
     }

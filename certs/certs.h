@@ -33,13 +33,25 @@ struct certs_create_opts {
     enum certs_key_type key_type;
     const char *const *sans; /* extra DNS names or IP addresses */
     size_t n_sans;
+    /* Renewal mode (`--renew-before`): when renew is true, a serving pair
+     * already in current_dir (NULL means out_dir) is kept, and copied to
+     * out_dir, if it is signed by the CA in use, names every SAN above,
+     * has a key of key_type matching the certificate, and stays valid for
+     * more than renew_before_days (1..CERTS_MAX_DAYS) more days. Otherwise
+     * a new pair is issued, as when renew is false. */
+    bool renew;
+    int renew_before_days;
+    const char *current_dir;
 };
 
 /* What certs_create() did. Release with certs_create_result_release(). */
 struct certs_create_result {
-    bool ca_reused;    /* an existing CA signed the new certificate */
-    char *ca_bundle;   /* base64 of the PEM ca.crt, owned */
-    char warning[256]; /* non-fatal note for the user, or "" */
+    bool ca_reused;         /* an existing CA signed the new certificate */
+    char *ca_bundle;        /* base64 of the PEM ca.crt, owned */
+    char warning[256];      /* non-fatal note for the user, or "" */
+    bool kept;              /* renewal mode kept the current serving pair */
+    long long seconds_left; /* of the serving certificate in out_dir */
+    char reason[256];       /* renewal mode: why the pair was kept or issued */
 };
 
 /*
@@ -91,12 +103,14 @@ enum certs_status {
  * Prints path's first certificate (subject, SANs, issuer, validity, days
  * left, key type, extended key usage) to out. Checks that it is valid now;
  * with ca_path, verifies it against the certificates in ca_path; with host
- * (a DNS name or IP address), checks that it names host. Stops at bad input
+ * (a DNS name or IP address), checks that it names host; with
+ * renew_before_days > 0, checks that it stays valid for more than that many
+ * days (a certificate inside its renewal window fails). Stops at bad input
  * but runs every check otherwise; err gets the first failure. Thread-safe.
  */
 enum certs_status certs_inspect(const char *path, const char *ca_path,
-                                const char *host, FILE *out,
-                                struct ng_error *err)
+                                const char *host, int renew_before_days,
+                                FILE *out, struct ng_error *err)
     __attribute__((warn_unused_result));
 
 /* Values for the MutatingWebhookConfiguration; every pointer is borrowed. */
@@ -105,8 +119,9 @@ struct certs_webhook_opts {
     const char *service;   /* Service the apiserver calls */
     const char *ns;        /* and its namespace */
     const char *ca_bundle; /* base64 PEM, as certs_ca_bundle_from_file() */
-    /* GPU resource names for the CEL matchCondition; NULL means the
-     * default policy's (certs_default_gpu_resources()). */
+    /* GPU resource names for the CEL matchCondition; NULL means any
+     * extended resource (a name with a '/'), which does not depend on
+     * the policy. */
     const char *const *gpu_resources;
     size_t n_gpu_resources;
 };
@@ -125,6 +140,17 @@ const char *const *certs_default_gpu_resources(size_t *n);
  */
 int certs_webhook_write(const struct certs_webhook_opts *opts, FILE *out,
                         struct ng_error *err)
+    __attribute__((warn_unused_result));
+
+/*
+ * Writes the strategic merge patch that sets only the caBundle of the
+ * webhook configuration's one webhook (merged by its name, so every other
+ * field stays with whoever applied it). opts->name is the object's name;
+ * service, ns and gpu_resources are not used. Returns 0, or -1 with err
+ * filled as certs_webhook_write(). Thread-safe.
+ */
+int certs_webhook_ca_patch_write(const struct certs_webhook_opts *opts,
+                                 FILE *out, struct ng_error *err)
     __attribute__((warn_unused_result));
 
 /* true when s is a DNS-1123 label (namespace names): [a-z0-9-], at most 63,

@@ -22,27 +22,33 @@ static const char help_create[] =
     "  create --service S --namespace NS --out DIR [--days 365]\n"
     "         [--ca-days 3650] [--key ec|rsa] [--san NAME|IP]... [--ca-dir "
     "DIR]\n"
+    "         [--renew-before DAYS [--current DIR]]\n"
     "      Create a CA (or reuse ca.crt and ca.key found in --ca-dir, default\n"
     "      --out) and a serving certificate signed by it. Writes ca.crt,\n"
     "      ca.key, tls.crt and tls.key (keys mode 0600) and prints the base64\n"
-    "      caBundle on stdout.\n";
+    "      caBundle on stdout. With --renew-before, the tls.crt and tls.key\n"
+    "      in --current (default --out) are kept, and copied to --out, while\n"
+    "      they are signed by that CA, name every SAN and have more than DAYS\n"
+    "      days left; otherwise a new pair is issued.\n";
 
 static const char help_inspect[] =
-    "  inspect FILE [--ca FILE] [--check-host NAME|IP]\n"
+    "  inspect FILE [--ca FILE] [--check-host NAME|IP] [--renew-before "
+    "DAYS]\n"
     "      Print a certificate; check that it is valid now, that it chains to\n"
-    "      --ca and that it names the host. Exit 1 when a check fails, 2 on\n"
-    "      bad input.\n";
+    "      --ca, that it names the host and that it has more than DAYS days\n"
+    "      left. Exit 1 when a check fails, 2 on bad input.\n";
 
 static const char help_webhook[] =
     "  webhook-config --ca-file ca.crt | --ca-bundle-file FILE\n"
     "         [--service ncclguard] [--namespace ncclguard] [--name "
     "ncclguard]\n"
-    "         [--policy FILE] [--output FILE]\n"
+    "         [--policy FILE] [--ca-bundle-only] [--output FILE]\n"
     "      Render the MutatingWebhookConfiguration with its caBundle: from a\n"
     "      PEM CA certificate (--ca-file) or a file holding the base64\n"
     "      caBundle that `create` prints (--ca-bundle-file). Its CEL\n"
-    "      condition names the GPU resources of --policy (default: those of\n"
-    "      policy/default.yaml).\n";
+    "      condition sends pods that ask for any extended resource, or only\n"
+    "      for the GPU resources of --policy. --ca-bundle-only writes a\n"
+    "      strategic merge patch that sets the caBundle and nothing else.\n";
 
 /* Prints the help of one subcommand, or of all when cmd is NULL or not
  * one of them. */
@@ -128,6 +134,8 @@ create_run(int argc, char **argv)
         {"ca-days", required_argument, NULL, 'D'},
         {"key", required_argument, NULL, 'k'},
         {"san", required_argument, NULL, 'a'},
+        {"renew-before", required_argument, NULL, 'r'},
+        {"current", required_argument, NULL, 'c'},
         {NULL, 0, NULL, 0}};
     const char *sans[CERTS_MAX_SANS];
     struct ng_error err = {0};
@@ -177,6 +185,15 @@ create_run(int argc, char **argv)
             }
             sans[o.n_sans++] = optarg;
             break;
+        case 'r':
+            if (days_parse("--renew-before", optarg, 1, &o.renew_before_days) !=
+                0)
+                return EXIT_USAGE;
+            o.renew = true;
+            break;
+        case 'c':
+            o.current_dir = optarg;
+            break;
         default:
             return EXIT_USAGE;
         }
@@ -184,6 +201,11 @@ create_run(int argc, char **argv)
     if (optind < argc) {
         fprintf(stderr, "ncclguard certs create: unexpected argument '%s'\n",
                 argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (o.current_dir != NULL && !o.renew) {
+        fprintf(stderr, "ncclguard certs create: --current needs "
+                        "--renew-before\n");
         return EXIT_USAGE;
     }
     if (o.service == NULL || o.ns == NULL || o.out_dir == NULL) {
@@ -198,10 +220,16 @@ create_run(int argc, char **argv)
     }
     if (res.warning[0] != '\0')
         fprintf(stderr, "ncclguard certs create: warning: %s\n", res.warning);
+    if (o.renew)
+        fprintf(stderr, "ncclguard certs create: %s: %s\n",
+                res.kept ? "kept the serving certificate"
+                         : "issued a new serving certificate",
+                res.reason);
     fprintf(stderr,
             "ncclguard certs create: %s CA; wrote %s/{ca.crt,ca.key,tls.crt,"
-            "tls.key}\n",
-            res.ca_reused ? "reused the" : "created a new", o.out_dir);
+            "tls.key}; the serving certificate has %lld days left\n",
+            res.ca_reused ? "reused the" : "created a new", o.out_dir,
+            res.seconds_left > 0 ? res.seconds_left / 86400 : 0);
     printf("%s\n", res.ca_bundle);
     certs_create_result_release(&res);
     if (fflush(stdout) != 0) {
@@ -217,11 +245,12 @@ inspect_run(int argc, char **argv)
     static const struct option longopts[] = {
         {"ca", required_argument, NULL, 'c'},
         {"check-host", required_argument, NULL, 'h'},
+        {"renew-before", required_argument, NULL, 'r'},
         {NULL, 0, NULL, 0}};
     const char *file = NULL, *ca = NULL, *host = NULL;
     struct ng_error err = {0};
     enum certs_status st;
-    int c;
+    int c, renew_before = 0;
 
     optind = 0;
     while ((c = opt_next("inspect", argc, argv, longopts)) != -1) {
@@ -231,6 +260,10 @@ inspect_run(int argc, char **argv)
             break;
         case 'h':
             host = optarg;
+            break;
+        case 'r':
+            if (days_parse("--renew-before", optarg, 1, &renew_before) != 0)
+                return EXIT_USAGE;
             break;
         default:
             return EXIT_USAGE;
@@ -252,7 +285,7 @@ inspect_run(int argc, char **argv)
         fprintf(stderr, "ncclguard certs inspect: --check-host is empty\n");
         return EXIT_USAGE;
     }
-    st = certs_inspect(file, ca, host, stdout, &err);
+    st = certs_inspect(file, ca, host, renew_before, stdout, &err);
     fflush(stdout);
     if (st != CERTS_OK) {
         fprintf(stderr, "ncclguard certs inspect: %s\n", err.msg);
@@ -277,8 +310,10 @@ webhook_run(int argc, char **argv)
         {"ca-bundle-file", required_argument, NULL, 'b'},
         {"output", required_argument, NULL, 'o'},
         {"policy", required_argument, NULL, 'p'},
+        {"ca-bundle-only", no_argument, NULL, 'B'},
         {NULL, 0, NULL, 0}};
     struct ng_error err = {0};
+    bool bundle_only = false;
     char *bundle = NULL;
     FILE *out = stdout;
     int c, rc = EXIT_FAIL;
@@ -307,6 +342,9 @@ webhook_run(int argc, char **argv)
         case 'p':
             policy_file = optarg;
             break;
+        case 'B':
+            bundle_only = true;
+            break;
         default:
             return EXIT_USAGE;
         }
@@ -315,6 +353,11 @@ webhook_run(int argc, char **argv)
         fprintf(stderr,
                 "ncclguard certs webhook-config: unexpected argument '%s'\n",
                 argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (bundle_only && policy_file != NULL) {
+        fprintf(stderr, "ncclguard certs webhook-config: --ca-bundle-only "
+                        "writes no CEL condition: drop --policy\n");
         return EXIT_USAGE;
     }
     if ((ca_file == NULL) == (bundle_file == NULL)) {
@@ -352,7 +395,8 @@ webhook_run(int argc, char **argv)
             goto out;
         }
     }
-    if (certs_webhook_write(&o, out, &err) != 0) {
+    if ((bundle_only ? certs_webhook_ca_patch_write(&o, out, &err)
+                     : certs_webhook_write(&o, out, &err)) != 0) {
         fprintf(stderr, "ncclguard certs webhook-config: %s\n", err.msg);
         goto out;
     }

@@ -183,6 +183,64 @@ expect 1 "create with mismatched CA key" "$NCCLGUARD" certs create \
 has "$T/err" "does not match" "mismatched CA key message"
 [ -e "$T/mismatch/tls.crt" ] && bad "a failed create wrote tls.crt" || ok
 
+# --- renewal: --renew-before keeps a good pair, renews one that is due ------
+R=$T/renew
+expect 0 "create for renewal" "$NCCLGUARD" certs create --service ncclguard \
+    --namespace ncclguard --out "$R" --days 60
+cp "$R/tls.crt" "$T/r.crt"
+cp "$R/tls.key" "$T/r.key"
+expect 0 "create --renew-before 30 with 60 days left" "$NCCLGUARD" certs create \
+    --service ncclguard --namespace ncclguard --out "$R" --days 60 --renew-before 30
+has "$T/err" "kept the serving certificate" "60 days left, renew at 30: kept"
+cmp -s "$T/r.crt" "$R/tls.crt" && cmp -s "$T/r.key" "$R/tls.key" && ok ||
+    bad "a kept pair was rewritten"
+# The Job's layout: the CA and the current pair come from read-only
+# Secret mounts, the output goes to an empty folder.
+mkdir -p "$T/rca" "$T/rcur"
+cp "$R/ca.crt" "$R/ca.key" "$T/rca/"
+cp "$R/tls.crt" "$R/tls.key" "$T/rcur/"
+expect 0 "create --renew-before --current" "$NCCLGUARD" certs create \
+    --service ncclguard --namespace ncclguard --out "$T/rout" --ca-dir "$T/rca" \
+    --current "$T/rcur" --days 60 --renew-before 30
+has "$T/err" "kept the serving certificate" "--current: kept"
+cmp -s "$T/r.crt" "$T/rout/tls.crt" && cmp -s "$T/r.key" "$T/rout/tls.key" && ok ||
+    bad "--current: the kept pair was not copied to --out"
+[ "$(mode "$T/rout/tls.key")" = 600 ] && ok || bad "copied tls.key mode $(mode "$T/rout/tls.key")"
+cmp -s "$T/rca/ca.crt" "$T/rout/ca.crt" && ok || bad "--current: ca.crt not copied"
+# Due: 60 days left is within --renew-before 60.
+expect 0 "create --renew-before 60 with 60 days left" "$NCCLGUARD" certs create \
+    --service ncclguard --namespace ncclguard --out "$R" --days 365 --renew-before 60
+has "$T/err" "issued a new serving certificate" "due: renewed"
+has "$T/err" "within --renew-before 60" "due: says why"
+cmp -s "$T/r.crt" "$R/tls.crt" && bad "a due pair was kept" || ok
+cmp -s "$T/rca/ca.crt" "$R/ca.crt" && ok || bad "renewal changed the CA"
+expect 0 "renewed pair verifies" openssl verify -CAfile "$R/ca.crt" "$R/tls.crt"
+# A pair from another CA is renewed, whatever its days left.
+expect 0 "create --renew-before with a foreign pair" "$NCCLGUARD" certs create \
+    --service ncclguard --namespace ncclguard --out "$T/rout2" --ca-dir "$T/rca" \
+    --current "$D" --renew-before 30
+has "$T/err" "is not signed by the CA in use" "foreign pair: renewed, says why"
+# No current pair: issued.
+expect 0 "create --renew-before, no current pair" "$NCCLGUARD" certs create \
+    --service ncclguard --namespace ncclguard --out "$T/rout3" --ca-dir "$T/rca" \
+    --current "$T/empty" --renew-before 30
+has "$T/err" "no current serving certificate" "no pair: issued, says why"
+expect 2 "create --renew-before 0" "$NCCLGUARD" certs create --service s \
+    --namespace n --out "$T/bad" --renew-before 0
+has "$T/err" "invalid --renew-before" "--renew-before 0 message"
+expect 2 "create --current without --renew-before" "$NCCLGUARD" certs create \
+    --service s --namespace n --out "$T/bad" --current "$R"
+has "$T/err" "--current needs --renew-before" "--current alone message"
+# inspect --renew-before: exit 1 inside the window, 0 outside.
+expect 0 "inspect --renew-before 364 on 365 days" "$NCCLGUARD" certs inspect \
+    "$R/tls.crt" --renew-before 364
+has "$T/out" "renewal:     ok" "inspect renewal ok line"
+expect 1 "inspect --renew-before 365 on 365 days" "$NCCLGUARD" certs inspect \
+    "$R/tls.crt" --renew-before 365
+has "$T/err" "is due for renewal" "inspect due message"
+expect 2 "inspect --renew-before x" "$NCCLGUARD" certs inspect "$R/tls.crt" \
+    --renew-before x
+
 # --- webhook-config ---------------------------------------------------------
 expect 0 "webhook-config --ca-file" "$NCCLGUARD" certs webhook-config \
     --ca-file "$D/ca.crt" --namespace gpu-system
@@ -206,7 +264,24 @@ expect 0 "webhook-config --policy" "$NCCLGUARD" certs webhook-config \
 has "$T/out" "r in ['nvidia.com/gpu', 'example.com/accel']" "--policy GPU names in CEL"
 expect 0 "webhook-config --policy default" "$NCCLGUARD" certs webhook-config \
     --ca-file "$D/ca.crt" --namespace gpu-system --policy policy/default.yaml
-cmp -s "$T/out" "$T/wh1.yaml" && ok || bad "default policy renders differently from the built-in names"
+has "$T/out" "limits.exists(r, r in ['nvidia.com/gpu'])" "--policy default narrows to nvidia.com/gpu"
+# Without --policy: any extended resource, so the object never depends on
+# the policy (and nothing rewrites it when the policy changes).
+has "$T/wh1.yaml" "limits.exists(r, r.contains('/'))" "no --policy: any extended resource (limits)"
+has "$T/wh1.yaml" "requests.exists(r, r.contains('/'))" "no --policy: any extended resource (requests)"
+grep -q "r in \[" "$T/wh1.yaml" && bad "no --policy still lists resource names" || ok
+# --ca-bundle-only: the caBundle under the webhook's name key, nothing else.
+expect 0 "webhook-config --ca-bundle-only" "$NCCLGUARD" certs webhook-config \
+    --ca-bundle-file "$T/bundle1" --ca-bundle-only
+yq . "$T/out" >"$T/patch.json" 2>/dev/null || echo null >"$T/patch.json"
+if jq -e --arg b "$(cat "$T/bundle1")" \
+    '. == {webhooks: [{name: "pods.ncclguard.io", clientConfig: {caBundle: $b}}]}' \
+    "$T/patch.json" >/dev/null; then ok; else
+    bad "--ca-bundle-only is not just the caBundle: $(cat "$T/out")"
+fi
+expect 2 "webhook-config --ca-bundle-only --policy" "$NCCLGUARD" certs \
+    webhook-config --ca-file "$D/ca.crt" --ca-bundle-only --policy policy/default.yaml
+has "$T/err" "drop --policy" "--ca-bundle-only with --policy message"
 printf 'apiVersion: ncclguard.io/v1alpha1\nkind: Nope\n' >"$T/badpolicy.yaml"
 expect 1 "webhook-config bad --policy" "$NCCLGUARD" certs webhook-config \
     --ca-file "$D/ca.crt" --policy "$T/badpolicy.yaml"

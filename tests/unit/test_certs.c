@@ -92,16 +92,17 @@ test_create_inspect(const char *dir)
           strncmp(r1.ca_bundle, "LS0tLS1CRUdJTi", 14) == 0);
     CHECK(stat(key, &st) == 0 && (st.st_mode & 0777) == 0600);
 
-    CHECK_INT(certs_inspect(crt, ca, "ncclguard.ncclguard.svc", null, &err),
+    CHECK_INT(certs_inspect(crt, ca, "ncclguard.ncclguard.svc", 0, null, &err),
               CERTS_OK);
-    CHECK_INT(certs_inspect(crt, ca, "10.1.2.3", null, &err), CERTS_OK);
-    CHECK_INT(certs_inspect(crt, ca, "webhook.local", null, &err), CERTS_OK);
-    CHECK_INT(certs_inspect(crt, NULL, "other.svc", null, &err), CERTS_FAILED);
+    CHECK_INT(certs_inspect(crt, ca, "10.1.2.3", 0, null, &err), CERTS_OK);
+    CHECK_INT(certs_inspect(crt, ca, "webhook.local", 0, null, &err), CERTS_OK);
+    CHECK_INT(certs_inspect(crt, NULL, "other.svc", 0, null, &err),
+              CERTS_FAILED);
     CHECK(strstr(err.msg, "does not name host 'other.svc'") != NULL);
     /* A leaf is not its own trust anchor. */
-    CHECK_INT(certs_inspect(crt, crt, NULL, null, &err), CERTS_FAILED);
+    CHECK_INT(certs_inspect(crt, crt, NULL, 0, null, &err), CERTS_FAILED);
     CHECK(strstr(err.msg, "does not verify against") != NULL);
-    CHECK_INT(certs_inspect(key, NULL, NULL, null, &err), CERTS_BAD_INPUT);
+    CHECK_INT(certs_inspect(key, NULL, NULL, 0, null, &err), CERTS_BAD_INPUT);
     CHECK(strstr(err.msg, "no PEM certificate found") != NULL);
 
     /* Rotation keeps the CA and so the caBundle. */
@@ -118,6 +119,96 @@ test_create_inspect(const char *dir)
     certs_create_result_release(&r2);
     certs_create_result_release(&r2); /* released twice is harmless */
     CHECK(r2.ca_bundle == NULL);
+
+    /* Renewal mode: the pair in out_dir (10 days left at most) is kept
+     * while more than renew_before_days are left, byte for byte. */
+    {
+        struct certs_create_result r3 = {0};
+        char before[4096], after[4096], other[512];
+        FILE *fb;
+        size_t nb = 0, na = 0;
+
+        o.days = 10;
+        o.n_sans = 2;
+        CHECK_INT(certs_create(&o, &r3, &err), 0);
+        certs_create_result_release(&r3);
+        fb = fopen(crt, "r");
+        if (fb != NULL) {
+            nb = fread(before, 1, sizeof(before), fb);
+            fclose(fb);
+        }
+        o.renew = true;
+        o.renew_before_days = 5;
+        CHECK_INT(certs_create(&o, &r3, &err), 0);
+        CHECK(r3.kept);
+        /* 10 days from signing: 10 within the same second, else 9. */
+        CHECK(strstr(r3.reason, "good for 9 more days") != NULL ||
+              strstr(r3.reason, "good for 10 more days") != NULL);
+        CHECK(strstr(r3.reason, "(renewed at 5 days left)") != NULL);
+        CHECK(r3.seconds_left > 9 * 86400);
+        certs_create_result_release(&r3);
+        fb = fopen(crt, "r");
+        if (fb != NULL) {
+            na = fread(after, 1, sizeof(after), fb);
+            fclose(fb);
+        }
+        CHECK(nb > 0 && na == nb && memcmp(before, after, nb) == 0);
+        /* Into another folder: the kept pair is copied there. */
+        snprintf(other, sizeof(other), "%s-copy", dir);
+        o.out_dir = other;
+        o.ca_dir = dir;
+        o.current_dir = dir;
+        CHECK_INT(certs_create(&o, &r3, &err), 0);
+        CHECK(r3.kept);
+        certs_create_result_release(&r3);
+        snprintf(other, sizeof(other), "%s-copy/tls.crt", dir);
+        fb = fopen(other, "r");
+        if (fb != NULL) {
+            na = fread(after, 1, sizeof(after), fb);
+            fclose(fb);
+        }
+        CHECK(na == nb && memcmp(before, after, nb) == 0);
+        snprintf(other, sizeof(other), "%s-copy/tls.key", dir);
+        CHECK(stat(other, &st) == 0 && (st.st_mode & 0777) == 0600);
+        o.out_dir = dir;
+        o.ca_dir = NULL;
+        o.current_dir = NULL;
+        /* Inside the window (10 days left, renew at 10): a new pair. */
+        o.renew_before_days = 10;
+        o.n_sans = 0;
+        CHECK_INT(certs_create(&o, &r3, &err), 0);
+        CHECK(!r3.kept);
+        CHECK(strstr(r3.reason, "within --renew-before 10") != NULL);
+        certs_create_result_release(&r3);
+        /* A SAN the current pair lacks: a new pair, which then stays. */
+        o.renew_before_days = 1;
+        o.n_sans = 2;
+        CHECK_INT(certs_create(&o, &r3, &err), 0);
+        CHECK(!r3.kept);
+        CHECK(strstr(r3.reason, "does not name 10.1.2.3") != NULL);
+        certs_create_result_release(&r3);
+        CHECK_INT(certs_create(&o, &r3, &err), 0);
+        CHECK(r3.kept);
+        certs_create_result_release(&r3);
+        /* Another key type: a new pair. */
+        o.key_type = CERTS_KEY_RSA;
+        CHECK_INT(certs_create(&o, &r3, &err), 0);
+        CHECK(!r3.kept);
+        CHECK(strstr(r3.reason, "is not an RSA key") != NULL);
+        certs_create_result_release(&r3);
+        o.key_type = CERTS_KEY_EC;
+        /* Out of range. */
+        o.renew_before_days = 0;
+        CHECK_INT(certs_create(&o, &r3, &err), -1);
+        CHECK(strstr(err.msg, "invalid renew-before days 0") != NULL);
+        o.renew = false;
+        o.renew_before_days = 0;
+
+        /* inspect --renew-before: the same window. */
+        CHECK_INT(certs_inspect(crt, ca, NULL, 9, null, &err), CERTS_OK);
+        CHECK_INT(certs_inspect(crt, ca, NULL, 10, null, &err), CERTS_FAILED);
+        CHECK(strstr(err.msg, "is due for renewal") != NULL);
+    }
 
     /* caBundle from the PEM file equals the printed one and loads back. */
     b = certs_ca_bundle_from_file(ca, &err);
@@ -206,9 +297,33 @@ test_webhook(void)
     CHECK(buf != NULL && strstr(buf, "caBundle: \"TFMwdA==\"") != NULL);
     CHECK(buf != NULL && strstr(buf, "failurePolicy: Ignore") != NULL);
     CHECK(buf != NULL && strstr(buf, "kube-node-lease, ns]") != NULL);
-    CHECK(buf != NULL && strstr(buf, "r in ['nvidia.com/gpu']") != NULL);
+    /* No names: any extended resource, whatever the policy says. */
+    CHECK(buf != NULL &&
+          strstr(buf, "limits.exists(r, r.contains('/'))") != NULL);
+    CHECK(buf != NULL &&
+          strstr(buf, "requests.exists(r, r.contains('/'))") != NULL);
+    CHECK(buf != NULL && strstr(buf, "r in [") == NULL);
     CHECK(buf != NULL && strstr(buf, "%R") == NULL);
     free(buf);
+
+    /* The caBundle patch holds the webhook's name key and its caBundle,
+     * and no field that kustomize applies. */
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    if (f == NULL)
+        return;
+    CHECK_INT(certs_webhook_ca_patch_write(&o, f, &err), 0);
+    fclose(f);
+    CHECK(buf != NULL && strstr(buf, "  - name: pods.ncclguard.io\n"
+                                     "    clientConfig:\n"
+                                     "      caBundle: \"TFMwdA==\"\n") != NULL);
+    CHECK(buf != NULL && strstr(buf, "matchConditions") == NULL);
+    CHECK(buf != NULL && strstr(buf, "service") == NULL);
+    free(buf);
+    o.ca_bundle = "not base64!";
+    CHECK_INT(certs_webhook_ca_patch_write(&o, stdout, &err), -1);
+    CHECK(strstr(err.msg, "not base64") != NULL);
+    o.ca_bundle = "TFMwdA==";
 
     {
         const char *gpus[] = {"nvidia.com/gpu", "amd.com/gpu"};
