@@ -14,7 +14,10 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN make BUILD=/out CFLAGS="-O2" /out/ncclguard-watchdog \
+# The build context has no .git, so `make images` passes the version that
+# git describe gave on the host.
+ARG VERSION=0.1.0
+RUN make VERSION="$VERSION" BUILD=/out CFLAGS="-O2" /out/ncclguard-watchdog \
  && strip /out/ncclguard-watchdog \
  && /out/ncclguard-watchdog --help >/dev/null
 
