@@ -69,6 +69,8 @@ for o in ss cm user; do
         ((.[] | select(.kind == "Namespace") | .metadata.name) as $ns |
          [.[] | select(.kind == "Deployment" or .kind == "Service" or
                        .kind == "ServiceAccount" or .kind == "Job" or
+                       .kind == "CronJob" or .kind == "NetworkPolicy" or
+                       .kind == "ResourceQuota" or
                        .kind == "PodDisruptionBudget") |
           .metadata.namespace == $ns] | all)'
     check "$o: one MutatingWebhookConfiguration with one webhook" "$J" '
@@ -185,6 +187,47 @@ for o in ss cm user; do
         length >= 1 and all(.data | length > 0 and (keys | all(startswith("NCCL_"))))'
 done
 
+# --- network policy, priority, Kubernetes version -------------------------
+for o in ss cm; do
+    J=$T/$o.json
+    D='(.[] | select(.kind == "Deployment"))'
+    check "$o: a default-deny ingress policy covers every pod of the namespace" "$J" "
+        $D.metadata.namespace as \$ns |
+        [.[] | select(.kind == \"NetworkPolicy\" and .metadata.namespace == \$ns and
+                      .spec.podSelector == {} and .spec.policyTypes == [\"Ingress\"] and
+                      ((.spec.ingress // []) | length == 0))] | length == 1"
+    # The port the webhook listens on, whatever the source (the apiserver's
+    # address cannot be named portably); no other port and no egress rule.
+    check "$o: the webhook pods take TCP on their container port 8443 only, from any source" "$J" "
+        $D as \$d | \$d.spec.template.metadata.labels as \$l |
+        (\$d.spec.template.spec.containers[0].ports | map({(.name): .containerPort}) | add) as \$ports |
+        (.[] | select(.kind == \"Service\") | .spec.ports[0].targetPort) as \$tp |
+        (if (\$tp | type) == \"number\" then \$tp else \$ports[\$tp] end) as \$port |
+        [.[] | select(.kind == \"NetworkPolicy\" and .spec.podSelector.matchLabels != null and
+                      (.spec.podSelector.matchLabels | to_entries | all(\$l[.key] == .value)))] as \$np |
+        (\$np | length == 1) and \$port == 8443 and
+        \$np[0].spec.policyTypes == [\"Ingress\"] and
+        \$np[0].spec.ingress == [{ports: [{protocol: \"TCP\", port: \$port}]}]"
+    check "$o: the webhook runs at system-cluster-critical, with a quota scope that admits it" "$J" "
+        $D as \$d |
+        \$d.spec.template.spec.priorityClassName == \"system-cluster-critical\" and
+        ([.[] | select(.kind == \"ResourceQuota\" and .metadata.namespace == \$d.metadata.namespace) |
+          select(.spec.scopeSelector.matchExpressions | any(
+              .scopeName == \"PriorityClass\" and .operator == \"In\" and
+              (.values | index(\"system-cluster-critical\") != null))) |
+          select((.spec.hard.pods | tonumber) >=
+                 \$d.spec.replicas + \$d.spec.strategy.rollingUpdate.maxSurge) |
+          select(.spec.hard | keys == [\"pods\"])] | length == 1)"
+    # Every kind at an API version that Kubernetes 1.28 serves (the minimum,
+    # for matchConditions), cert-manager's aside.
+    check "$o: every object's apiVersion is served by Kubernetes 1.28" "$J" '
+        [.[] | .apiVersion | select(startswith("cert-manager.io/") | not)] - ["v1",
+         "apps/v1", "batch/v1", "policy/v1", "rbac.authorization.k8s.io/v1",
+         "networking.k8s.io/v1", "admissionregistration.k8s.io/v1"] == []'
+done
+grep -q 'Kubernetes 1.28 or later' docs/deploy.md && grep -q 'Kubernetes 1.28 or later' README.md &&
+    ok || bad "docs/deploy.md and README.md must state the minimum, Kubernetes 1.28 or later"
+
 # --- the real server, started with the Deployment's own arguments ---------
 # Paths map to a throwaway certificate and the policy copy; the listen
 # address to a free loopback port. The probes and the webhook's path must
@@ -198,6 +241,7 @@ jq -r "$DEP.args[]" "$J" | sed -e 's#^0\.0\.0\.0:8443$#127.0.0.1:0#' \
     -e "s#^/certs/#$T/srv/certs/#" -e "s#^/etc/ncclguard/#$ROOT/deploy/base/#" \
     >"$T/srv/args"
 # shellcheck disable=SC2046
+: >"$T/srv/log"
 POD_NAMESPACE=ncclguard "$NCCLGUARD" $(cat "$T/srv/args") >"$T/srv/log" 2>&1 &
 srv=$!
 port=
@@ -235,70 +279,94 @@ fi
 kill "$srv" 2>/dev/null
 wait "$srv" 2>/dev/null
 
-# --- self-signed: Job, RBAC, and the Job's steps run here -----------------
+# --- self-signed: CronJob, RBAC, and the CronJob's steps run here ---------
 J=$T/ss.json
-JOB='(.[] | select(.kind == "Job"))'
-check "self-signed: the Job creates for the Service's name and namespace" "$J" "
+CJ='(.[] | select(.kind == "CronJob"))'
+JT="($CJ.spec.jobTemplate.spec.template)"
+check "self-signed: one CronJob and no Job (a Job's pod template is immutable, so a new image tag would fail kubectl apply)" "$J" "
+    ([.[] | select(.kind == \"CronJob\")] | length == 1) and
+    ([.[] | select(.kind == \"Job\")] | length == 0)"
+check "self-signed: the CronJob runs one at a time, cleans up after itself" "$J" "
+    $CJ.spec.concurrencyPolicy == \"Forbid\" and
+    ($CJ.spec.schedule | split(\" \") | length == 5) and
+    $CJ.spec.successfulJobsHistoryLimit >= 1 and
+    $CJ.spec.jobTemplate.spec.ttlSecondsAfterFinished > 0 and
+    $CJ.spec.jobTemplate.spec.activeDeadlineSeconds > 0"
+# Renewal happens well before expiry: the window is at least twice as long
+# as the time between runs (hourly here), and shorter than the validity.
+check "self-signed: renews before expiry, runs at least daily" "$J" "
+    $JT.spec.initContainers[0].args as \$a |
+    (\$a | index(\"--renew-before\")) as \$i | (\$a[\$i + 1] | tonumber) as \$rb |
+    (\$a | index(\"--days\")) as \$j | (\$a[\$j + 1] | tonumber) as \$d |
+    \$rb >= 2 and \$rb < \$d and
+    ($CJ.spec.schedule | split(\" \") | .[2:] == [\"*\", \"*\", \"*\"]) and
+    (\$a | index(\"--current\")) != null"
+check "self-signed: the CronJob creates for the Service's name and namespace" "$J" "
     (.[] | select(.kind == \"Service\")) as \$s |
-    $JOB.spec.template.spec.initContainers[0].args as \$a |
+    $JT.spec.initContainers[0].args as \$a |
     \$a[0:2] == [\"certs\", \"create\"] and
     (\$a | index(\"--service\")) as \$i | \$a[\$i + 1] == \$s.metadata.name and
     (\$a | index(\"--namespace\")) as \$j | \$a[\$j + 1] == \$s.metadata.namespace"
-check "self-signed: the Job's script writes the Secret the Deployment mounts" "$J" "
+check "self-signed: the CronJob reads the pair in service from the Secret the Deployment mounts" "$J" "
     (.[] | select(.kind == \"Deployment\") | .spec.template.spec.volumes[] |
      select(.secret) | .secret.secretName) as \$name |
-    $JOB.spec.template.spec.containers[0].command[-1] |
-    contains(\"create secret generic \" + \$name) and contains(\"kubernetes.io/tls\")"
-check "self-signed: the Job renders from the policy ConfigMap the webhook uses" "$J" "
+    $JT.spec.initContainers[0].args as \$a |
+    (\$a | index(\"--current\")) as \$i | \$a[\$i + 1] as \$dir |
+    ($JT.spec.initContainers[0].volumeMounts[] | select(.mountPath == \$dir) | .name) as \$m |
+    ($JT.spec.volumes[] | select(.name == \$m) | .secret) as \$v |
+    \$v.secretName == \$name and \$v.optional == true"
+check "self-signed: the CronJob's script writes the Secret the Deployment mounts" "$J" "
     (.[] | select(.kind == \"Deployment\") | .spec.template.spec.volumes[] |
-     select(.configMap) | .configMap.name) as \$cm |
-    ($JOB.spec.template.spec.volumes[] | select(.configMap) | .configMap.name) == \$cm and
-    ($JOB.spec.template.spec.initContainers[1].args | index(\"--policy\")) as \$i |
-    $JOB.spec.template.spec.initContainers[1].args[\$i + 1] == \"/etc/ncclguard/policy.yaml\" and
-    ($JOB.spec.template.spec.initContainers[1].volumeMounts[] |
-     select(.mountPath == \"/etc/ncclguard\") | .name) as \$m |
-    ($JOB.spec.template.spec.volumes[] | select(.name == \$m) | .configMap.name) == \$cm"
-check "self-signed: the Job's pod runs restricted" "$J" "
-    $JOB.spec.template.spec.securityContext.runAsNonRoot == true and
-    $JOB.spec.template.spec.securityContext.seccompProfile.type == \"RuntimeDefault\" and
-    ([$JOB.spec.template.spec.initContainers[], $JOB.spec.template.spec.containers[] |
+     select(.secret) | .secret.secretName) as \$name |
+    $JT.spec.containers[0].command[-1] |
+    contains(\"create secret generic \" + \$name) and contains(\"kubernetes.io/tls\")"
+check "self-signed: the CronJob reads no policy (the webhook configuration does not depend on it)" "$J" "
+    ([$JT.spec.volumes[] | select(.configMap)] | length == 0) and
+    ($JT.spec.initContainers[1].args | index(\"--policy\")) == null and
+    ($JT.spec.initContainers[1].args | index(\"--ca-bundle-only\")) != null"
+check "self-signed: the CronJob's pod runs restricted" "$J" "
+    $JT.spec.securityContext.runAsNonRoot == true and
+    $JT.spec.securityContext.seccompProfile.type == \"RuntimeDefault\" and
+    ([$JT.spec.initContainers[], $JT.spec.containers[] |
       .securityContext.allowPrivilegeEscalation == false and
       .securityContext.capabilities.drop == [\"ALL\"]] | all)"
-check "self-signed: Role lets the Job create, get and patch its Secrets" "$J" '
+check "self-signed: Role lets the CronJob create, get and patch its Secrets" "$J" '
     ([.[] | select(.kind == "Role") | .rules[] | select(.resources == ["secrets"]) |
       .verbs[]] | index("create") != null and index("get") != null and
       index("patch") != null) and
     ([.[] | select(.kind == "RoleBinding") | .subjects[].name] | index("ncclguard-certs") != null)'
-check "self-signed: ClusterRole lets the Job patch only this webhook configuration" "$J" '
+check "self-signed: ClusterRole lets the CronJob patch only this webhook configuration" "$J" '
     (.[] | select(.kind == "MutatingWebhookConfiguration") | .metadata.name) as $mwc |
     [.[] | select(.kind == "ClusterRole") | .rules[]] ==
       [{apiGroups: ["admissionregistration.k8s.io"],
         resources: ["mutatingwebhookconfigurations"], resourceNames: [$mwc],
         verbs: ["get", "patch"]}] and
     ([.[] | select(.kind == "ClusterRoleBinding") | .subjects[].name] | index("ncclguard-certs") != null)'
-check "self-signed: the Job's ServiceAccount is the one bound" "$J" "
-    $JOB.spec.template.spec.serviceAccountName == \"ncclguard-certs\""
+check "self-signed: the CronJob's ServiceAccount is the one bound" "$J" "
+    $JT.spec.serviceAccountName == \"ncclguard-certs\""
 
-# Run the Job's two ncclguard steps with its own arguments (/work and /ca
-# mapped to temporary folders), then apply its patch to the rendered webhook
-# configuration the way the Job's kubectl does.
+# Run the CronJob's two ncclguard steps with its own arguments (/work, /ca
+# and /tls mapped to temporary folders), then its kubectl script against a
+# stand-in that applies the patch to the rendered webhook configuration.
 jobargs() {
-    jq -r "$JOB.spec.template.spec.initContainers[$1].args[]" "$J" |
-        sed -e "s#^/work#$T/work#" -e "s#^/ca\$#$T/ca#" \
-            -e "s#^/etc/ncclguard/#$ROOT/deploy/base/#"
+    jq -r "$JT.spec.initContainers[$1].args[]" "$J" |
+        sed -e "s#^/work#$T/work#" -e "s#^/ca\$#$T/ca#" -e "s#^/tls\$#$T/tls#"
 }
-mkdir -p "$T/ca"
-# shellcheck disable=SC2046
-if "$NCCLGUARD" $(jobargs 0) >"$T/bundle" 2>"$T/err" &&
-    "$NCCLGUARD" $(jobargs 1) 2>>"$T/err"; then ok; else
-    bad "the Job's ncclguard steps failed"
-    sed 's/^/  /' "$T/err" >&2
-fi
+runjob() {
+    # shellcheck disable=SC2046
+    if "$NCCLGUARD" $(jobargs 0) >"$T/bundle$1" 2>"$T/err" &&
+        "$NCCLGUARD" $(jobargs 1) 2>>"$T/err"; then ok; else
+        bad "the CronJob's ncclguard steps failed (run $1)"
+        sed 's/^/  /' "$T/err" >&2
+    fi
+}
+mkdir -p "$T/ca" "$T/tls"
+runjob 1
 jq '.[] | select(.kind == "MutatingWebhookConfiguration")' "$J" >"$T/mwc.json"
-# Then the Job's kubectl script itself, with a kubectl stand-in first in
-# PATH: `create ... --dry-run=client` runs the real kubectl (offline),
-# `apply` keeps what it is given, `patch` is applied with --local to the
-# rendered webhook configuration.
+# The kubectl stand-in: `create ... --dry-run=client` runs the real kubectl
+# (offline), `apply` keeps what it is given, `patch` runs the real kubectl
+# patch --local on the rendered webhook configuration with the script's own
+# --type and patch file.
 REAL_KUBECTL=$(command -v kubectl)
 mkdir -p "$T/bin" "$T/applied"
 cat >"$T/bin/kubectl" <<EOK
@@ -307,30 +375,29 @@ case " \$* " in
 *" create "*) exec "$REAL_KUBECTL" "\$@" ;;
 *" apply "*) n=\$(ls "$T/applied" | grep -c "args\$")
     echo "\$*" >"$T/applied/\$n.args"; cat >"$T/applied/\$n.yaml" ;;
-*" patch "*) echo "\$*" >"$T/patch.args"
-    for a in "\$@"; do case \$a in --patch-file=*) f=\${a#--patch-file=} ;; esac; done
-    exec "$REAL_KUBECTL" patch --local -f "$T/mwc.json" --type=merge \
-        --patch-file="\$f" -o json >"$T/patched.json" ;;
+*" patch mutatingwebhookconfiguration ncclguard "*) echo "\$*" >"$T/patch.args"
+    shift 3
+    exec "$REAL_KUBECTL" patch --local -f "$T/mwc.json" "\$@" -o json >"$T/patched.json" ;;
 *) echo "unexpected kubectl \$*" >&2; exit 1 ;;
 esac
 EOK
 chmod +x "$T/bin/kubectl"
-jq -r "$JOB.spec.template.spec.containers[0].command[-1]" "$J" |
+jq -r "$JT.spec.containers[0].command[-1]" "$J" |
     sed "s#/work/#$T/work/#g" >"$T/apply.sh"
 if PATH="$T/bin:$PATH" sh -eu "$T/apply.sh" >"$T/out" 2>&1; then ok; else
-    bad "the Job's kubectl script failed"
+    bad "the CronJob's kubectl script failed"
     sed 's/^/  /' "$T/out" >&2
 fi
 for n in 0 1; do
     yq . "$T/applied/$n.yaml" >"$T/applied/$n.json" 2>/dev/null ||
         echo null >"$T/applied/$n.json"
     grep -q -- '--server-side' "$T/applied/$n.args" 2>/dev/null && ok ||
-        bad "the Job applies Secret $n without --server-side (keys would land in an annotation)"
+        bad "the CronJob applies Secret $n without --server-side (keys would land in an annotation)"
 done
-check "self-signed: the Job stores the CA and its key in ncclguard-ca" "$T/applied/0.json" '
+check "self-signed: the CronJob stores the CA and its key in ncclguard-ca" "$T/applied/0.json" '
     .kind == "Secret" and .metadata.name == "ncclguard-ca" and
     (.data | keys) == ["ca.crt", "ca.key"]'
-check "self-signed: the Job stores a TLS Secret the Deployment mounts" "$T/applied/1.json" '
+check "self-signed: the CronJob stores a TLS Secret the Deployment mounts" "$T/applied/1.json" '
     .kind == "Secret" and .type == "kubernetes.io/tls" and
     .metadata.name == $name and .metadata.namespace == $ns and
     (.data | keys) == ["ca.crt", "tls.crt", "tls.key"]' \
@@ -344,22 +411,74 @@ if openssl verify -CAfile "$T/s.ca" "$T/s.crt" >/dev/null 2>&1 &&
     bad "the stored tls.crt does not verify against the stored ca.crt for ncclguard.ncclguard.svc"
 fi
 check "self-signed: the patch sets the printed caBundle" "$T/patched.json" \
-    '.webhooks[0].clientConfig.caBundle == $b' --arg b "$(cat "$T/bundle")"
-# webhook-config renders exactly the base object: the patch changes nothing
-# else (a drift between certs.c and the YAML fails here).
+    '.webhooks[0].clientConfig.caBundle == $b' --arg b "$(cat "$T/bundle1")"
+# The patch changes nothing but the caBundle: every other field keeps what
+# kubectl apply -k put there (a merge patch would replace the webhooks list).
 jq -S 'del(.webhooks[0].clientConfig.caBundle)' "$T/patched.json" >"$T/a"
 jq -S . "$T/mwc.json" >"$T/b"
+if cmp -s "$T/a" "$T/b"; then ok; else
+    bad "the CronJob's patch changes more of the webhook configuration than its caBundle"
+    diff "$T/b" "$T/a" | sed 's/^/  /' >&2
+fi
+grep -q -- '--type=strategic' "$T/patch.args" 2>/dev/null && ok ||
+    bad "the CronJob's patch is not a strategic merge patch: $(cat "$T/patch.args" 2>/dev/null)"
+# One writer per field. Leaf paths of the webhook configuration, with list
+# items keyed by name (how both strategic merge and server-side apply merge
+# webhooks and matchConditions): the CronJob's patch and the kustomize
+# output share only the keys that identify the object and the webhook.
+PATHS='def keyed: if type == "object" then with_entries(.value |= keyed)
+    elif type == "array" and (map(type == "object" and has("name")) | all) and length > 0
+    then map({key: .name, value: (. | keyed)}) | from_entries
+    elif type == "array" then "atomic-list" else . end;
+    [keyed | paths(scalars) | map(tostring) | join(".")]'
+yq . "$T/work/webhook-patch.yaml" | jq "$PATHS" >"$T/patch.paths"
+jq "$PATHS" "$T/mwc.json" >"$T/mwc.paths"
+check "self-signed: the CronJob and kubectl apply -k write no field of the webhook configuration in common" \
+    "$T/patch.paths" '($p - ["webhooks.pods.ncclguard.io.name"]) as $mine |
+        ($mine | length > 0) and ([$mine[] | select(. as $x | $k | index($x))] | length == 0)' \
+    --argjson p "$(cat "$T/patch.paths")" --argjson k "$(cat "$T/mwc.paths")"
+check "cert-manager: kustomize leaves the caBundle to cainjector" "$T/cm.json" '
+    [.[] | select(.kind == "MutatingWebhookConfiguration") | .webhooks[].clientConfig | has("caBundle")] == [false]'
+# `certs webhook-config` renders exactly the base object (a drift between
+# certs.c and the YAML fails here).
+"$NCCLGUARD" certs webhook-config --ca-file "$T/work/ca.crt" >"$T/full.yaml" 2>"$T/err"
+yq . "$T/full.yaml" | jq -S 'del(.webhooks[0].clientConfig.caBundle)' >"$T/a"
 if cmp -s "$T/a" "$T/b"; then ok; else
     bad "certs webhook-config differs from deploy/base/mutatingwebhookconfiguration.yaml"
     diff "$T/b" "$T/a" | sed 's/^/  /' >&2
 fi
-# Running the Job again reuses the CA it stored in ncclguard-ca.
+# The next run finds the CA in ncclguard-ca and the pair in ncclguard-tls
+# (their mounts) and changes nothing: same caBundle, same files, so storing
+# the Secrets again is a no-op.
 cp "$T/work/ca.crt" "$T/work/ca.key" "$T/ca/"
+cp "$T/work/tls.crt" "$T/work/tls.key" "$T/tls/"
 rm -rf "$T/work"
-# shellcheck disable=SC2046
-"$NCCLGUARD" $(jobargs 0) >"$T/bundle2" 2>"$T/err"
-cmp -s "$T/bundle" "$T/bundle2" && ok || bad "a second Job run changed the caBundle"
+runjob 2
+cmp -s "$T/bundle1" "$T/bundle2" && ok || bad "a second run changed the caBundle"
+cmp -s "$T/tls/tls.crt" "$T/work/tls.crt" && cmp -s "$T/tls/tls.key" "$T/work/tls.key" && ok ||
+    bad "a second run replaced a serving pair that was not due"
+grep -q "kept the serving certificate" "$T/err" && ok ||
+    bad "a second run did not say it kept the pair: $(cat "$T/err")"
+# A pair inside the renewal window is replaced, signed by the same CA.
+"$NCCLGUARD" certs create --service ncclguard --namespace ncclguard \
+    --out "$T/short" --ca-dir "$T/ca" --days 3 >/dev/null 2>&1
+cp "$T/short/tls.crt" "$T/short/tls.key" "$T/tls/"
+rm -rf "$T/work"
+runjob 3
+cmp -s "$T/bundle1" "$T/bundle3" && ok || bad "renewal changed the caBundle"
+if ! cmp -s "$T/short/tls.crt" "$T/work/tls.crt" &&
+    "$NCCLGUARD" certs inspect "$T/work/tls.crt" --ca "$T/ca/ca.crt" \
+        --renew-before 300 >/dev/null 2>&1; then ok; else
+    bad "a pair 3 days from expiry was not renewed for a year"
+fi
 
+# --- kubectl apply -k twice, and after an upgrade ---------------------------
+# Rendering is deterministic, so applying again changes nothing; after a new
+# image tag and policy, only fields that may change do. Immutable fields:
+# a Job's pod template (no Job at all), selectors of Deployments,
+# DaemonSets and PodDisruptionBudgets stay as they were.
+render deploy/overlays/self-signed ss2
+cmp -s "$T/ss.yaml" "$T/ss2.yaml" && ok || bad "two renders of deploy/overlays/self-signed differ"
 # --- cert-manager -------------------------------------------------------------
 J=$T/cm.json
 check "cert-manager: serving Certificate writes the Secret the Deployment mounts" "$J" '
@@ -383,9 +502,9 @@ check "cert-manager: serving Certificate issued by a CA Issuer backed by the CA 
     (.[] | select(.kind == "Issuer" and .metadata.name == $i) | .spec.ca.secretName) as $ca |
     [.[] | select(.kind == "Certificate" and .spec.isCA == true and .spec.secretName == $ca)] |
     length == 1'
-check "cert-manager: no caBundle and no Job" "$J" '
+check "cert-manager: no caBundle, no Job and no CronJob" "$J" '
     ((.[] | select(.kind == "MutatingWebhookConfiguration") | .webhooks[0].clientConfig.caBundle) == null) and
-    ([.[] | select(.kind == "Job")] | length == 0)'
+    ([.[] | select(.kind == "Job" or .kind == "CronJob")] | length == 0)'
 
 # --- the profile component ------------------------------------------------------
 check "component: the profile lands in each listed namespace, same data" "$T/user.json" '
@@ -398,14 +517,18 @@ if [ -f policy/default.yaml ]; then
     cmp -s policy/default.yaml deploy/base/policy.yaml && ok ||
         bad "deploy/base/policy.yaml differs from policy/default.yaml (cp policy/default.yaml deploy/base/policy.yaml)"
     yq . policy/default.yaml >"$T/policy.json"
-    jq -c '[.. | objects | .gpuResources? // empty] | first | sort' \
-        "$T/policy.json" >"$T/gpus"
-    check "CEL names exactly the GPU resources of policy/default.yaml" "$T/base.json" '
+    # The CEL condition names no resource: it sends every pod that asks
+    # for an extended resource (a name with a '/'), so a policy with other
+    # GPU names needs no new webhook configuration. Every GPU resource of
+    # the default policy is such a name.
+    check "CEL tests any extended resource, in limits and requests of containers and init containers" "$T/base.json" '
         (.[] | select(.kind == "MutatingWebhookConfiguration") |
-         .webhooks[0].matchConditions[] | select(.name == "requests-gpu") |
-         [.expression | scan("\\[([^]]*)\\]")[0] | split(", ")[] |
-          ltrimstr("'"'"'") | rtrimstr("'"'"'")] | unique) as $cel |
-        $cel == $gpus' --argjson gpus "$(cat "$T/gpus")"
+         .webhooks[0].matchConditions[] | select(.name == "requests-gpu") | .expression) as $e |
+        ([$e | scan("exists\\(r, r\\.contains")] | length == 4) and
+        ($e | contains("r in [") | not)'
+    check "every GPU resource of policy/default.yaml is an extended resource the CEL sends" \
+        "$T/policy.json" '[.. | objects | .gpuResources? // empty] | first |
+        length > 0 and all(contains("/"))'
 else
     bad "policy/default.yaml is missing"
 fi
@@ -498,7 +621,7 @@ RCENV='(.[] | select(.kind == "Deployment") | .spec.template.spec.containers[0].
 check "the Deployment's NCCLGUARD_RINGCHECK_IMAGE is the image ringcheck.Dockerfile builds" \
     "$T/base.json" "$RCENV == \"ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0\""
 # One images: entry per image moves everything to another registry: the
-# webhook and Job containers, and the ring-check image the webhook injects.
+# webhook and CronJob containers, and the ring-check image the webhook injects.
 mkdir -p "$T/reg"
 rel=$(realpath --relative-to="$T/reg" "$ROOT")
 cat >"$T/reg/kustomization.yaml" <<EOK
@@ -521,24 +644,40 @@ EOK
 cp policy/examples/tiers.yaml "$T/reg/policy.yaml"
 render "$T/reg" reg
 # The policy is replaced in an overlay, never edited in deploy/base: the
-# ConfigMap keeps its name (no hash suffix), so the Deployment's and the
-# Job's volumes still find it, and holds the overlay's file.
+# ConfigMap keeps its name (no hash suffix), so the Deployment's volume
+# still finds it, and holds the overlay's file.
 check "configMapGenerator behavior: replace swaps the policy, same name" "$T/reg.json" '
     [.[] | select(.kind == "ConfigMap" and (.metadata.name | startswith("ncclguard-policy")))] as $cm |
     ($cm | length == 1) and $cm[0].metadata.name == "ncclguard-policy" and
     $cm[0].data["policy.yaml"] == ($want | rtrimstr("x")) and
-    ([.[] | select(.kind == "Deployment" or .kind == "Job") |
+    ([.[] | select(.kind == "Deployment") |
       .spec.template.spec.volumes[]? | .configMap.name // empty] | index("ncclguard-policy") != null)' \
     --arg want "$(cat policy/examples/tiers.yaml; printf x)"
-check "images: rewrites the webhook and Job images" "$T/reg.json" '
-    [.[] | select(.kind == "Deployment" or .kind == "Job") |
-     .spec.template.spec | (.containers + (.initContainers // []))[] | .image |
+check "images: rewrites the webhook and CronJob images" "$T/reg.json" '
+    [.[] | select(.kind == "Deployment" or .kind == "CronJob") |
+     (.spec.template // .spec.jobTemplate.spec.template).spec |
+     (.containers + (.initContainers // []))[] | .image |
      select(startswith("ghcr.io/ncclguard/") or
             startswith("registry.example.com/"))] as $i |
     ($i | length >= 2) and
     ($i | all(. == "registry.example.com/ml/ncclguard:9.9"))'
 check "images: rewrites NCCLGUARD_RINGCHECK_IMAGE" "$T/reg.json" \
     "$RCENV == \"registry.example.com/ml/ncclguard-ringcheck:9.9\""
+# Upgrading (new tags, another policy) over an installation changes no
+# immutable field, so kubectl apply -k goes through: the two renders differ
+# only where the API allows a change.
+check "upgrade: no Job, and the selectors (immutable) are the same" "$T/reg.json" '
+    def sel: [.[] | select(.kind == "Deployment" or .kind == "DaemonSet" or
+                           .kind == "StatefulSet") |
+              {kind, name: .metadata.name, sel: .spec.selector}];
+    ([.[] | select(.kind == "Job")] | length == 0) and (sel == ($old[0] | sel))' \
+    --slurpfile old "$T/ss.json"
+check "upgrade: the renders differ, and only in images and the policy" "$T/reg.json" '
+    [paths(scalars) as $p | select(getpath($p) != ($old[0] | getpath($p))) |
+     $p | map(tostring) | join(".")] as $d |
+    ($d | length > 0) and
+    ($d | all(test("\\.image$|\\.env\\.[0-9]+\\.value$|\\.data\\.policy\\.yaml$")))' \
+    --slurpfile old "$T/ss.json"
 
 # --- the watchdog component ------------------------------------------------------
 mkdir -p "$T/wd"
