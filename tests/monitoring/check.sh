@@ -46,12 +46,12 @@ ng_check "ServiceMonitor selects the webhook Service and one of its port names" 
      all(. as $e | $svc.metadata.labels[$e.key] == $e.value)) and
     ($sm.spec.endpoints | all(.port as $p | [$svc.spec.ports[].name] | index($p) != null)) and
     ($sm.spec.namespaceSelector.matchNames == [$svc.metadata.namespace])'
-ng_check "ServiceMonitor trusts ca.crt of the Secret the Job writes, under the Service name" jqt '
+ng_check "ServiceMonitor trusts ca.crt of the Secret the certificate CronJob writes, under the Service name" jqt '
     (.[] | select(.kind == "ServiceMonitor") | .spec.endpoints[0]) as $e |
     $e.scheme == "https" and $e.path == "/metrics" and
     $e.tlsConfig.ca.secret == {name: "ncclguard-tls", key: "ca.crt"} and
     $e.tlsConfig.serverName == "ncclguard.ncclguard.svc" and
-    ([.[] | select(.kind == "Job") | .. | strings | select(test("ncclguard-tls"))] | length > 0)'
+    ([.[] | select(.kind == "CronJob") | .. | strings | select(test("ncclguard-tls"))] | length > 0)'
 ng_check "PrometheusRule has the five alerts" jqt '
     [.[] | select(.kind == "PrometheusRule") | .spec.groups[].rules[].alert] | sort ==
     ["NcclguardAdmissionErrors", "NcclguardBypassed", "NcclguardCertificateExpiringSoon",
