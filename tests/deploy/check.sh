@@ -240,8 +240,8 @@ mkdir -p "$T/srv"
 jq -r "$DEP.args[]" "$J" | sed -e 's#^0\.0\.0\.0:8443$#127.0.0.1:0#' \
     -e "s#^/certs/#$T/srv/certs/#" -e "s#^/etc/ncclguard/#$ROOT/deploy/base/#" \
     >"$T/srv/args"
-# shellcheck disable=SC2046
 : >"$T/srv/log"
+# shellcheck disable=SC2046
 POD_NAMESPACE=ncclguard "$NCCLGUARD" $(cat "$T/srv/args") >"$T/srv/log" 2>&1 &
 srv=$!
 port=

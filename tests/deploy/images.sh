@@ -3,6 +3,7 @@
 # and 13) with the engine it finds, tagged for
 # the registry asked for and with the build's version; says SKIP, loudly,
 # when there is no engine.
+# shellcheck disable=SC2015,SC2016
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 T=$(mktemp -d)
