@@ -1504,6 +1504,21 @@ ringcheck_fits_pod(struct plan *p)
 }
 
 /*
+ * Whether GPUs of the resource name can run the ring check: it is NCCL on
+ * CUDA, so only NVIDIA's device plugin resources (nvidia.com/gpu, and the
+ * nvidia.com/ names of time-sliced or renamed shares) qualify. amd.com/gpu
+ * and the other vendors' GPUs run RCCL or oneCCL, with no CUDA driver for
+ * the check's image: injecting it would stop the pod at init. Such pods
+ * still get the profile, /dev/shm and IPC settings, which RCCL reads too
+ * (it honours the NCCL_* variables and uses /dev/shm the same way).
+ */
+static bool
+ringcheck_resource(const char *name)
+{
+    return strncmp(name, "nvidia.com/", strlen("nvidia.com/")) == 0;
+}
+
+/*
  * Decides whether the ring-check init container is added, before any
  * other part of the plan, so that nothing refers to a check that is left
  * out. The webhook never injects arguments ncclguard-ringcheck would
@@ -1516,6 +1531,7 @@ ringcheck_decide(struct plan *p)
 {
     const struct settings *s = p->s;
     int64_t side = 0;
+    const char *other = NULL; /* a counted resource that is not NVIDIA's */
 
     p->rc_inject = false;
     p->rc_expect = 0;
@@ -1534,13 +1550,26 @@ ringcheck_decide(struct plan *p)
         return 0;
     }
     /* The check is the last init container, so every native sidecar has
-     * started and holds its GPUs: it can use only the rest. */
+     * started and holds its GPUs: it can use only the rest, and of those
+     * only NVIDIA's (ringcheck_resource()). */
     for (size_t r = 0; r < p->n_res; r++) {
         int64_t k = p->pod_per_res[r] - p->sidecar_per_res[r];
 
+        if (!ringcheck_resource(s->gpu_resources[r])) {
+            if (k > 0 && other == NULL)
+                other = s->gpu_resources[r];
+            continue;
+        }
         side += p->sidecar_per_res[r];
         if (k > 0)
             p->rc_expect += k;
+    }
+    if (p->rc_expect == 0 && side == 0 && other != NULL) {
+        rc_note(p,
+                "left out: %.60s is not an NVIDIA GPU; the check runs NCCL "
+                "on CUDA",
+                other);
+        return 0;
     }
     /* A pod whose GPUs come through DRA claims has no GPU resource: the
      * check shares those claims and expects the GPUs they give. */
@@ -1833,10 +1862,64 @@ ringcheck_args(const struct plan *p)
 }
 
 /*
+ * The check's limit for one of cpu and memory outside a Guaranteed pod:
+ * the policy's limit, raised to the request when a rule raised only that
+ * (a limit below its request is refused), and lowered to the pod-level
+ * spec.resources limit when the pod sets one (a container's limit above
+ * it is refused: validatePodResourceConsistency). Writes the quantity
+ * text into out; "" when the policy gives neither.
+ */
+static void
+ringcheck_limit_of(const struct plan *p, int k, char *out, size_t n)
+{
+    static const char *const names[2] = {"cpu", "memory"};
+    const char *req =
+        k == 0 ? p->s->ringcheck.cpu_request : p->s->ringcheck.memory_request;
+    const char *lim =
+        k == 0 ? p->s->ringcheck.cpu_limit : p->s->ringcheck.memory_limit;
+    const json_t *plim = json_object_get(
+        obj_get(obj_get(p->spec, "resources"), "limits"), names[k]);
+    struct quantity qr, ql, qp;
+    const char *pick = lim != NULL ? lim : req;
+
+    out[0] = '\0';
+    if (pick == NULL)
+        return;
+    if (lim != NULL && req != NULL &&
+        quantity_parse(req, strlen(req), &qr, NULL) == 0 &&
+        quantity_parse(lim, strlen(lim), &ql, NULL) == 0 && ql.milli < qr.milli)
+        pick = req;
+    join(out, n, pick, (char *)NULL);
+    if (plim != NULL && quantity_of(plim, &qp) == 0 && !qp.negative &&
+        quantity_parse(pick, strlen(pick), &ql, NULL) == 0 &&
+        qp.milli < ql.milli)
+        milli_format(names[k], qp.milli, out, n);
+}
+
+/* Sets the check's cpu and memory limits outside a Guaranteed pod (see
+ * ringcheck_limit_of()). Returns 0, or -1 when out of memory. */
+static int
+ringcheck_limits(const struct plan *p, json_t *lim)
+{
+    static const char *const names[2] = {"cpu", "memory"};
+
+    for (int k = 0; k < 2; k++) {
+        char q[32];
+
+        ringcheck_limit_of(p, k, q, sizeof(q));
+        if (q[0] != '\0' &&
+            json_object_set_new_nocheck(lim, names[k], jstr(q)) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/*
  * The check's resources: the GPUs the pod holds outside its native
  * sidecars (those keep theirs while the check runs), ringCheck.resources
  * as requests, and as limits too in a Guaranteed pod so that the pod keeps
- * its QoS class; and the pod's DRA claims when its GPUs come through them.
+ * its QoS class, else the policy's limits (ringcheck_limits()); and the
+ * pod's DRA claims when its GPUs come through them.
  * Returns the resources object, or NULL when out of memory.
  */
 static json_t *
@@ -1853,7 +1936,7 @@ ringcheck_resources(const struct plan *p)
     for (size_t r = 0; r < p->n_res; r++) {
         int64_t k = p->pod_per_res[r] - p->sidecar_per_res[r];
 
-        if (k <= 0)
+        if (k <= 0 || !ringcheck_resource(s->gpu_resources[r]))
             continue;
         join(buf, sizeof(buf), i64_text(k, t), (char *)NULL);
         if (json_object_set_new(lim, s->gpu_resources[r], jstr(buf)) ||
@@ -1867,6 +1950,8 @@ ringcheck_resources(const struct plan *p)
         ((cpu != NULL && json_object_set_new_nocheck(lim, "cpu", jstr(cpu))) ||
          (mem != NULL &&
           json_object_set_new_nocheck(lim, "memory", jstr(mem)))))
+        goto fail;
+    if (!pod_guaranteed(p) && ringcheck_limits(p, lim) != 0)
         goto fail;
     res = jobj("limits", lim, "requests", req);
     if (res != NULL && p->dra_gpus > 0 &&

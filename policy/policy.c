@@ -169,6 +169,8 @@ settings_builtin(struct policy *p, struct settings *s)
     s->ringcheck.allow_opt_out = true;
     s->ringcheck.cpu_request = pool_strdup(p, "100m");
     s->ringcheck.memory_request = pool_strdup(p, "2Gi");
+    s->ringcheck.cpu_limit = pool_strdup(p, "2");
+    s->ringcheck.memory_limit = pool_strdup(p, "4Gi");
     s->ringcheck.min_gpus = 2;
     s->ringcheck.multi_node = RINGCHECK_MULTINODE_AUTO;
     s->ringcheck.rendezvous_port = MN_DEFAULT_PORT;
@@ -324,7 +326,8 @@ static const char *const ringcheck_keys[] = {"enabled",
                                              "leaderAddress",
                                              "nodes",
                                              NULL};
-static const char *const resources_keys[] = {"cpu", "memory", NULL};
+static const char *const resources_keys[] = {"cpu", "memory", "cpuLimit",
+                                             "memoryLimit", NULL};
 static const char *const debug_keys[] = {"allowAnnotation", "level", "subsys",
                                          NULL};
 static const char *const env_keys[] = {"name", "value", NULL};
@@ -802,6 +805,38 @@ check_cpu_quantity(struct loader *L, const struct ynode *n, const char *what)
     return true;
 }
 
+/* A limit below its request makes the apiserver refuse the pod
+ * ("must be less than or equal to ... limit" in ValidateResourceRequirements,
+ * pkg/apis/core/validation/validation.go). Where one resources map gives
+ * both, that is an error; a rule that raises only a request gets a limit
+ * raised to it when the pod is mutated (admission/mutate.c). */
+static void
+ringcheck_limits_check(struct loader *L, const struct ynode *r,
+                       const struct settings *s)
+{
+    const char *const pair[2][3] = {
+        {s->ringcheck.cpu_request, s->ringcheck.cpu_limit, "cpu"},
+        {s->ringcheck.memory_request, s->ringcheck.memory_limit, "memory"}};
+    static const char *const keys[2][2] = {{"cpu", "cpuLimit"},
+                                           {"memory", "memoryLimit"}};
+
+    for (int k = 0; k < 2; k++) {
+        struct quantity qr, ql;
+
+        if (ynode_get(r, keys[k][0]) == NULL ||
+            ynode_get(r, keys[k][1]) == NULL || pair[k][0] == NULL ||
+            pair[k][1] == NULL ||
+            quantity_parse(pair[k][0], strlen(pair[k][0]), &qr, NULL) != 0 ||
+            quantity_parse(pair[k][1], strlen(pair[k][1]), &ql, NULL) != 0)
+            continue;
+        if (ql.milli < qr.milli)
+            err_at(L, r,
+                   "ringCheck.resources: the %s limit %s is below the %s "
+                   "request %s; a limit must hold its request",
+                   pair[k][2], pair[k][1], pair[k][2], pair[k][0]);
+    }
+}
+
 /* Runs the NCCL catalog on NAME=VALUE; errors and warnings at n. */
 static bool
 check_nccl(struct loader *L, const struct ynode *n, const char *name,
@@ -1036,6 +1071,19 @@ parse_ringcheck(struct loader *L, const struct ynode *n, struct settings *s)
                 get_string(L, v, "ringCheck.resources.memory",
                            &s->ringcheck.memory_request);
         }
+        if ((v = ynode_get(r, "cpuLimit")) != NULL &&
+            want_scalar_text(L, v, "ringCheck.resources.cpuLimit") &&
+            check_cpu_quantity(L, v, "ringCheck.resources.cpuLimit"))
+            get_string(L, v, "ringCheck.resources.cpuLimit",
+                       &s->ringcheck.cpu_limit);
+        if ((v = ynode_get(r, "memoryLimit")) != NULL) {
+            int64_t b;
+
+            if (get_bytes(L, v, "ringCheck.resources.memoryLimit", &b))
+                get_string(L, v, "ringCheck.resources.memoryLimit",
+                           &s->ringcheck.memory_limit);
+        }
+        ringcheck_limits_check(L, r, s);
     }
 }
 
@@ -1297,6 +1345,33 @@ parse_watchdog(struct loader *L, const struct ynode *n, struct settings *s)
         s->watchdog.grace_ms = i64;
 }
 
+/*
+ * The ring check is NCCL on CUDA: the webhook gives it only nvidia.com/
+ * resources (admission/mutate.c, ringcheck_resource()), so pods of
+ * another vendor's resource listed in gpuResources get the profile,
+ * /dev/shm and IPC settings but no check. Lint says so where the list
+ * names one and the check is on, so that nobody expects it.
+ */
+static void
+gpu_resources_vendor_check(struct loader *L, const struct ynode *v,
+                           const struct settings *s)
+{
+    if (v == NULL || v->kind != YNODE_SEQ || !s->ringcheck.enabled)
+        return;
+    for (size_t i = 0; i < v->n; i++) {
+        const struct ynode *it = v->items[i];
+
+        if (it->kind != YNODE_SCALAR ||
+            strncmp(it->str, "nvidia.com/", strlen("nvidia.com/")) == 0)
+            continue;
+        warn_at(L, it,
+                "gpuResources: %s is not an NVIDIA resource; its pods get "
+                "no ring check (NCCL on CUDA), only the profile, /dev/shm "
+                "and IPC settings",
+                it->str);
+    }
+}
+
 /* Parses a settings block over *s (already holding the base values). */
 static void
 parse_settings(struct loader *L, const struct ynode *n, struct settings *s,
@@ -1331,6 +1406,7 @@ parse_settings(struct loader *L, const struct ynode *n, struct settings *s,
         parse_ipc(L, v, s);
     if ((v = ynode_get(n, "ringCheck")) != NULL)
         parse_ringcheck(L, v, s);
+    gpu_resources_vendor_check(L, ynode_get(n, "gpuResources"), s);
     if ((v = ynode_get(n, "extraEnv")) != NULL)
         parse_extra_env(L, v, s);
     if ((v = ynode_get(n, "debug")) != NULL)

@@ -96,7 +96,12 @@ struct settings {
         bool allow_opt_out;    /* honour ncclguard.io/ring-check: "false" */
         char *cpu_request;     /* a quantity; also the limit when Guaranteed */
         char *memory_request;  /* a quantity; also the limit when Guaranteed */
-        int min_gpus;          /* single-pod check only from this many GPUs */
+        /* Limits outside Guaranteed pods (never below the requests): a
+         * ResourceQuota on limits.cpu or limits.memory with no LimitRange
+         * default refuses a container without limits. */
+        char *cpu_limit;
+        char *memory_limit;
+        int min_gpus; /* single-pod check only from this many GPUs */
         enum ringcheck_multinode multi_node;
         int rendezvous_port;    /* TCP, on node rank 0's pod */
         int multi_node_timeout; /* seconds, cross-node deadline */

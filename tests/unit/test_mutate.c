@@ -665,7 +665,8 @@ test_ringcheck(void)
     CHECK_STR(str_at(rc, "/resources/requests/nvidia.com~1gpu"), "8");
     CHECK_STR(str_at(rc, "/resources/requests/cpu"), "100m");
     CHECK_STR(str_at(rc, "/resources/requests/memory"), "2Gi");
-    CHECK(patch_pointer_get(rc, "/resources/limits/cpu") == NULL);
+    CHECK_STR(str_at(rc, "/resources/limits/cpu"), "2");
+    CHECK_STR(str_at(rc, "/resources/limits/memory"), "4Gi");
     CHECK(json_is_false(patch_pointer_get(rc, "/securityContext/"
                                               "allowPrivilegeEscalation")));
     CHECK_STR(str_at(rc, "/securityContext/capabilities/drop/0"), "ALL");
@@ -2090,6 +2091,126 @@ test_emit_order(void)
     policy_free(pol);
 }
 
+/* ---- never block a pod by accident (issue 23) ------------------------- */
+
+/*
+ * Issue 23: a namespace whose ResourceQuota covers limits.cpu or
+ * limits.memory, with no LimitRange default, refuses a container without
+ * limits: the check always has them. Outside Guaranteed pods they are the
+ * policy's limits, raised to a rule's larger request and lowered to a
+ * pod-level limit; Guaranteed pods keep limits == requests.
+ */
+static void
+test_ringcheck_limits(void)
+{
+    static const struct {
+        const char *what;
+        const char *policy;  /* appended to POLICY_HEAD */
+        const char *pod_res; /* spec.resources, or NULL */
+        const char *ctr_res; /* the GPU container's resources */
+        const char *cpu[2];  /* the check's limit, request */
+        const char *mem[2];
+    } cases[] = {
+        {"burstable: the policy's limits",
+         "",
+         NULL,
+         "{'limits':{'nvidia.com/gpu':2}}",
+         {"2", "100m"},
+         {"4Gi", "2Gi"}},
+        {"guaranteed: requests are the limits",
+         "",
+         NULL,
+         "{'limits':{'nvidia.com/gpu':2,'cpu':'4','memory':'64Gi'}}",
+         {"100m", "100m"},
+         {"2Gi", "2Gi"}},
+        {"a rule's larger request raises the limit",
+         "defaults:\n  ringCheck:\n    resources: {cpu: '3', memory: 8Gi}\n",
+         NULL,
+         "{'limits':{'nvidia.com/gpu':2}}",
+         {"3", "3"},
+         {"8Gi", "8Gi"}},
+        {"pod-level limits cap the check's",
+         "",
+         "{'limits':{'cpu':'1','memory':'3Gi'}}",
+         "{'limits':{'nvidia.com/gpu':2}}",
+         {"1000m", "100m"},
+         {"3Gi", "2Gi"}},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[1024], pol_text[512];
+        struct policy *pol;
+        json_t *pod, *patched, *rc;
+        struct mutate_result r;
+
+        snprintf(pol_text, sizeof(pol_text), POLICY_HEAD "%s", cases[i].policy);
+        pol = fixture_policy(pol_text);
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{%s%s%s'containers':[{"
+                 "'name':'c','image':'x','resources':%s}]}}",
+                 cases[i].pod_res ? "'resources':" : "",
+                 cases[i].pod_res ? cases[i].pod_res : "",
+                 cases[i].pod_res ? "," : "", cases[i].ctr_res);
+        pod = J(buf);
+        patched = run(pol, pod, "ml", &r);
+        rc = ringcheck_of(patched, NULL);
+        CHECK(rc != NULL);
+        if (rc == NULL)
+            fprintf(stderr, "limits, %s: no ring check\n", cases[i].what);
+        CHECK_STR(str_at(rc, "/resources/limits/cpu"), cases[i].cpu[0]);
+        CHECK_STR(str_at(rc, "/resources/requests/cpu"), cases[i].cpu[1]);
+        CHECK_STR(str_at(rc, "/resources/limits/memory"), cases[i].mem[0]);
+        CHECK_STR(str_at(rc, "/resources/requests/memory"), cases[i].mem[1]);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+        policy_free(pol);
+    }
+}
+
+/*
+ * Issue 23: amd.com/gpu listed in gpuResources injected the CUDA/NCCL
+ * check into AMD pods, which then could not start. Only nvidia.com/
+ * resources get it; the other settings still apply (RCCL reads the
+ * NCCL_* variables and uses /dev/shm too).
+ */
+static void
+test_ringcheck_nvidia_only(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD
+        "defaults:\n  gpuResources: [nvidia.com/gpu, amd.com/gpu]\n");
+    json_t *pod = pod_with("{'limits':{'amd.com/gpu':8}}"), *patched, *rc;
+    struct mutate_result r;
+
+    patched = run(pol, pod, "ml", &r);
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_INT(r.gpus, 8);
+    CHECK(ringcheck_of(patched, NULL) == NULL);
+    CHECK(strstr(r.ringcheck, "amd.com/gpu is not an NVIDIA GPU") != NULL);
+    CHECK_STR(str_at(patched, "/spec/containers/0/envFrom/0/configMapRef/name"),
+              "nccl-production-profile");
+    CHECK_STR(str_at(patched, "/spec/containers/0/volumeMounts/0/mountPath"),
+              "/dev/shm");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    /* Both vendors in one pod: the check asks for, and expects, NVIDIA's
+     * GPUs only. */
+    pod = pod_with("{'limits':{'amd.com/gpu':4,'nvidia.com/gpu':2}}");
+    patched = run(pol, pod, "ml", &r);
+    rc = ringcheck_of(patched, NULL);
+    CHECK(rc != NULL);
+    CHECK_STR(str_at(rc, "/args/1"), "2");
+    CHECK_STR(str_at(rc, "/resources/limits/nvidia.com~1gpu"), "2");
+    CHECK(patch_pointer_get(rc, "/resources/limits/amd.com~1gpu") == NULL);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
 int
 main(void)
 {
@@ -2118,6 +2239,8 @@ main(void)
     test_pod_level_resources();
     test_pod_level_memory_raise();
     test_emit_order();
+    test_ringcheck_limits();
+    test_ringcheck_nvidia_only();
     policy_free(pol_default);
     return harness_finish();
 }

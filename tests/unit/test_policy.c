@@ -674,7 +674,7 @@ static void
 settings_same(const struct settings *a, const struct settings *b)
 {
 #if UINTPTR_MAX == UINT64_MAX
-    _Static_assert(sizeof(struct settings) == 312,
+    _Static_assert(sizeof(struct settings) == 328,
                    "struct settings changed: compare the new field in "
                    "settings_same() and spell it in policy/default.yaml");
 #endif
@@ -707,6 +707,8 @@ settings_same(const struct settings *a, const struct settings *b)
     SAME_INT(ringcheck.allow_opt_out);
     SAME_STR(ringcheck.cpu_request);
     SAME_STR(ringcheck.memory_request);
+    SAME_STR(ringcheck.cpu_limit);
+    SAME_STR(ringcheck.memory_limit);
     SAME_INT(ringcheck.min_gpus);
     SAME_INT(ringcheck.multi_node);
     SAME_INT(ringcheck.rendezvous_port);
