@@ -1518,6 +1518,53 @@ ringcheck_resource(const char *name)
     return strncmp(name, "nvidia.com/", strlen("nvidia.com/")) == 0;
 }
 
+static int ringcheck_env(const struct plan *p, json_t *rc);
+
+/* What the check's container adds besides its env and envFrom (name,
+ * image, about a dozen arguments, resources, mounts, security context),
+ * as compact JSON: about 1 KiB, bounded by the policy's strings. */
+#define RINGCHECK_FIXED_BYTES 4096u
+
+/*
+ * Whether the check fits the size bounds: the container, its env as
+ * ringcheck_env() copies it included, adds at most
+ * MUTATE_RINGCHECK_MAX_BYTES, and the pod stays within etcd's request
+ * limit (MUTATE_OBJECT_MAX_BYTES) with it. Returns 1, 0 after a warning
+ * and a note (the check is left out), or -1 when out of memory.
+ */
+static int
+ringcheck_fits_size(struct plan *p)
+{
+    json_t *probe = json_object();
+    size_t bytes, have = p->opt != NULL ? p->opt->object_bytes : 0;
+
+    if (probe == NULL || ringcheck_env(p, probe) != 0) {
+        json_decref(probe);
+        return -1;
+    }
+    bytes = json_dumpb(probe, NULL, 0, JSON_COMPACT) + RINGCHECK_FIXED_BYTES +
+            strlen(p->s->ringcheck.image);
+    json_decref(probe);
+    if (bytes > MUTATE_RINGCHECK_MAX_BYTES) {
+        warn(p->res,
+             "ring check not added: with the workload's NCCL and CUDA env "
+             "it would add %zu KiB, more than %u KiB",
+             bytes / 1024, MUTATE_RINGCHECK_MAX_BYTES / 1024);
+        rc_note(p, "left out: it would add %zu KiB to the pod", bytes / 1024);
+        return 0;
+    }
+    if (have > 0 && have + bytes > MUTATE_OBJECT_MAX_BYTES) {
+        warn(p->res,
+             "ring check not added: the pod (%zu KiB) would pass etcd's "
+             "%u KiB request limit with it",
+             have / 1024, MUTATE_OBJECT_MAX_BYTES / 1024);
+        rc_note(p, "left out: the pod would pass etcd's %u KiB limit",
+                MUTATE_OBJECT_MAX_BYTES / 1024);
+        return 0;
+    }
+    return 1;
+}
+
 /*
  * Decides whether the ring-check init container is added, before any
  * other part of the plan, so that nothing refers to a check that is left
@@ -1532,6 +1579,7 @@ ringcheck_decide(struct plan *p)
     const struct settings *s = p->s;
     int64_t side = 0;
     const char *other = NULL; /* a counted resource that is not NVIDIA's */
+    int fits;
 
     p->rc_inject = false;
     p->rc_expect = 0;
@@ -1604,6 +1652,8 @@ ringcheck_decide(struct plan *p)
     if (ringcheck_membership(p) != 0)
         return -1;
     if (p->mn.kind != MN_NONE) {
+        if ((fits = ringcheck_fits_size(p)) <= 0)
+            return fits;
         rc_note(p, "multi-node (%s: %s), rendezvous port %d",
                 p->mn.operator_name, p->mn.why, s->ringcheck.rendezvous_port);
         p->res->multinode = true;
@@ -1619,6 +1669,8 @@ ringcheck_decide(struct plan *p)
                 s->ringcheck.min_gpus, p->mn.why);
         return 0;
     }
+    if ((fits = ringcheck_fits_size(p)) <= 0)
+        return fits;
     rc_note(p, "single-pod (%s)", p->mn.why);
     p->rc_inject = true;
     return 0;
@@ -1700,15 +1752,149 @@ on_failure_name(enum ringcheck_on_failure f)
     return "fail";
 }
 
+/* ---- the check's env: least privilege -------------------------------- */
+
+/*
+ * Whether a variable of the workload container is one the check may need
+ * by its name: NCCL's and CUDA's own (NCCL_*, CUDA_*), PyTorch's NCCL
+ * settings (TORCH_NCCL_*), and the job operators' membership variables of
+ * the shared table (ringcheck/multinode_env.h) the binary reads. Nothing
+ * else of the workload's env goes into the check (tokens, credentials,
+ * application settings).
+ */
+static bool
+rcenv_name_wanted(const char *name)
+{
+    static const char *const prefixes[] = {"NCCL_", "CUDA_", "TORCH_NCCL_"};
+
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+        if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+            return true;
+    for (size_t i = 0; i < MN_VARS_COUNT; i++) {
+        const char *const v[4] = {MN_VARS[i].leader, MN_VARS[i].port,
+                                  MN_VARS[i].nnodes, MN_VARS[i].rank};
+
+        for (int k = 0; k < 4; k++)
+            if (v[k] != NULL && strcmp(name, v[k]) == 0)
+                return true;
+    }
+    /* training-operator v1 sets these next to WORLD_SIZE (docs/mutate.md,
+     * multi-node): the binary prefers them. */
+    return strcmp(name, "PET_NNODES") == 0 ||
+           strcmp(name, "PET_NODE_RANK") == 0;
+}
+
+/*
+ * How an env entry's value is given: a plain value, a Downward API field
+ * (fieldRef: names, addresses, labels; never secret), a ConfigMap key, or
+ * one of the sources the check never gets: secretKeyRef (a secret), and
+ * resourceFieldRef or any other source (the check's own resources differ
+ * from the workload's, so such a value would mislead it).
+ */
+enum rcenv_source { RCENV_VALUE, RCENV_FIELD, RCENV_CONFIGMAP, RCENV_NEVER };
+
+static enum rcenv_source
+rcenv_source_of(const json_t *e)
+{
+    const json_t *from = json_object_get(e, "valueFrom");
+
+    if (from == NULL || json_is_null(from))
+        return RCENV_VALUE;
+    if (!json_is_object(from) || json_object_size(from) != 1)
+        return RCENV_NEVER;
+    if (obj_get(from, "fieldRef") != NULL)
+        return RCENV_FIELD;
+    if (obj_get(from, "configMapKeyRef") != NULL)
+        return RCENV_CONFIGMAP;
+    return RCENV_NEVER; /* secretKeyRef, resourceFieldRef, fileKeyRef ... */
+}
+
+/* Adds to set the names that value refers to as $(NAME), the kubelet's
+ * syntax ($$ escapes a $; expansion.go in kubernetes/third_party/
+ * forked/golang/expansion). Returns 0, or -1 when out of memory. */
+static int
+rcenv_refs_add(struct nameset *set, json_t *pool, const char *value)
+{
+    for (const char *c = value; c != NULL && *c != '\0'; c++) {
+        const char *end;
+        json_t *name;
+
+        if (c[0] != '$')
+            continue;
+        if (c[1] == '$') {
+            c++;
+            continue;
+        }
+        if (c[1] != '(' || (end = strchr(c + 2, ')')) == NULL)
+            continue;
+        /* The set borrows its strings: they live in pool. */
+        name = json_stringn_nocheck(c + 2, (size_t)(end - (c + 2)));
+        if (name == NULL || json_array_append_new(pool, name) != 0 ||
+            nameset_add(set, json_string_value(name)) != 0)
+            return -1;
+        c = end;
+    }
+    return 0;
+}
+
+/*
+ * Marks which entries of the workload's env (n of them, in list order)
+ * the check copies: a Downward API field, an entry whose name
+ * rcenv_name_wanted() accepts, or one that a copied entry refers to as
+ * $(NAME) (the kubelet expands only
+ * names defined earlier, so one pass from the end finds every entry
+ * needed), and only with a plain value, a fieldRef or a configMapKeyRef.
+ * A secretKeyRef is never copied, whatever its name. Fills keep[];
+ * returns 0, or -1 when out of memory.
+ */
+static int
+rcenv_select(json_t *const *ent, size_t n, bool *keep)
+{
+    struct nameset refs = {0};
+    json_t *pool = json_array();
+    int rc = -1;
+
+    if (pool == NULL)
+        return -1;
+    for (size_t i = n; i-- > 0;) {
+        const char *name = str_get(ent[i], "name");
+        enum rcenv_source src = rcenv_source_of(ent[i]);
+
+        keep[i] = name != NULL && src != RCENV_NEVER &&
+                  (src == RCENV_FIELD || rcenv_name_wanted(name) ||
+                   nameset_has(&refs, name));
+        if (keep[i] && src == RCENV_VALUE &&
+            rcenv_refs_add(&refs, pool, str_get(ent[i], "value")) != 0)
+            goto done;
+    }
+    rc = 0;
+done:
+    nameset_release(&refs);
+    json_decref(pool);
+    return rc;
+}
+
+/* Whether an envFrom source may go into the check: ConfigMaps (the
+ * platform's profile, the user's NCCL settings), never a secretRef. */
+static bool
+rcenv_from_wanted(const json_t *e)
+{
+    return json_is_object(e) && obj_get(e, "configMapRef") != NULL &&
+           json_object_get(e, "secretRef") == NULL;
+}
+
 /* The env and envFrom the check runs under: those of the first GPU
- * container, with what this plan adds, without NCCL_CONF_FILE (the check
- * writes that file; it does not read it). */
+ * container that rcenv_select() and rcenv_from_wanted() let through, with
+ * what this plan adds, without NCCL_CONF_FILE (the check writes that file;
+ * it does not read it). */
 static int
 ringcheck_env(const struct plan *p, json_t *rc)
 {
     json_t *list;
     const struct ctr *g = ringcheck_model(p);
     json_t *env = NULL, *from = NULL;
+    json_t **all = NULL;
+    bool *keep = NULL;
     size_t i;
     json_t *e;
 
@@ -1728,24 +1914,35 @@ ringcheck_env(const struct plan *p, json_t *rc)
     list = arr_get(g->c, "envFrom");
     json_array_foreach(list, i, e)
     {
-        if (json_array_append(from, e) != 0)
+        if (rcenv_from_wanted(e) && json_array_append(from, e) != 0)
             goto fail;
     }
+    /* The workload's env and the plan's additions, as one list in order,
+     * so that a $(NAME) in an added entry can keep the entry it needs. */
     const json_t *lists[2] = {arr_get(g->c, "env"), g->env_add};
-    for (int l = 0; l < 2; l++) {
-        json_array_foreach(lists[l], i, e)
-        {
-            const char *n = str_get(e, "name");
+    size_t n_all = json_array_size(lists[0]) + json_array_size(lists[1]), k = 0;
 
-            if (n != NULL && strcmp(n, "NCCL_CONF_FILE") == 0)
-                continue;
-            /* The multi-node variables are ours: a workload's own POD_IP
-             * or NCCLGUARD_* must not shadow them. */
-            if (n != NULL && p->mn_env != NULL && jobmember_owns(n))
-                continue;
-            if (json_array_append(env, e) != 0)
-                goto fail;
-        }
+    all = calloc(n_all ? n_all : 1, sizeof(*all));
+    keep = calloc(n_all ? n_all : 1, sizeof(*keep));
+    if (all == NULL || keep == NULL)
+        goto fail;
+    for (int l = 0; l < 2; l++)
+        json_array_foreach(lists[l], i, e) all[k++] = e;
+    if (rcenv_select(all, n_all, keep) != 0)
+        goto fail;
+    for (k = 0; k < n_all; k++) {
+        const char *n = str_get(all[k], "name");
+
+        if (!keep[k])
+            continue;
+        if (n != NULL && strcmp(n, "NCCL_CONF_FILE") == 0)
+            continue;
+        /* The multi-node variables are ours: a workload's own POD_IP or
+         * NCCLGUARD_* must not shadow them. */
+        if (n != NULL && p->mn_env != NULL && jobmember_owns(n))
+            continue;
+        if (json_array_append(env, all[k]) != 0)
+            goto fail;
     }
     /* After the copied entries, so that $(VAR) references in them
      * resolve (the kubelet expands only variables defined earlier). */
@@ -1762,10 +1959,14 @@ ringcheck_env(const struct plan *p, json_t *rc)
         goto fail;
     json_decref(env);
     json_decref(from);
+    free(all);
+    free(keep);
     return 0;
 fail:
     json_decref(env);
     json_decref(from);
+    free(all);
+    free(keep);
     return -1;
 }
 

@@ -428,7 +428,15 @@ review_handle(const char *body, size_t len, const struct policy *pol,
             response_encode(out, api, uid, NULL) != 0)
             goto done;
     } else {
-        if (mutate_pod(obj, ns, pol, opt, &mres) != 0)
+        struct mutate_options mopt = {0};
+
+        /* The body is the pod plus a small envelope: an upper bound of
+         * the object's size for the check's size bound (mutate.h). */
+        if (opt != NULL)
+            mopt = *opt;
+        if (mopt.object_bytes == 0)
+            mopt.object_bytes = len;
+        if (mutate_pod(obj, ns, pol, &mopt, &mres) != 0)
             goto done;
         out->result = result_of(mres.status);
         out->patch_ops = json_array_size(mres.patch);

@@ -678,7 +678,8 @@ test_ringcheck(void)
         65532);
     CHECK_STR(str_at(rc, "/envFrom/0/configMapRef/name"),
               "nccl-production-profile");
-    CHECK_STR(str_at(rc, "/env/0/name"), "HF_TOKEN"); /* the pod's own env */
+    /* Least privilege: the workload's HF_TOKEN stays out of the check. */
+    CHECK(patch_pointer_get(rc, "/env") == NULL);
     CHECK_STR(str_at(rc, "/volumeMounts/0/mountPath"), "/dev/shm");
     CHECK_STR(str_at(rc, "/volumeMounts/1/mountPath"), "/run/ncclguard");
     /* Fallback: the GPU container reads the file the check writes. */
@@ -2211,6 +2212,129 @@ test_ringcheck_nvidia_only(void)
     policy_free(pol);
 }
 
+/* The names of a container's env, comma-separated, into buf. */
+static const char *
+env_names(const json_t *c, char *buf, size_t n)
+{
+    size_t i;
+    json_t *e;
+
+    buf[0] = '\0';
+    json_array_foreach(json_object_get(c, "env"), i, e)
+    {
+        size_t len = strlen(buf);
+
+        snprintf(buf + len, n - len, "%s%s", len ? "," : "",
+                 json_string_value(json_object_get(e, "name")));
+    }
+    return buf;
+}
+
+/*
+ * Issue 23: the check copied the first GPU container's whole env, so a
+ * HUGGING_FACE_HUB_TOKEN from a secretKeyRef ended up in it. Only NCCL_*,
+ * CUDA_*, TORCH_NCCL_*, the membership variables and Downward API fields
+ * go in, with what a copied $(NAME) needs; never a secretKeyRef, a
+ * resourceFieldRef or an envFrom secretRef.
+ */
+static void
+test_ringcheck_env_least_privilege(void)
+{
+    json_t *pod =
+        J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c',"
+          "'image':'x','envFrom':[{'secretRef':{'name':'creds'}},"
+          "{'configMapRef':{'name':'nccl-extra'}}],'env':["
+          "{'name':'HUGGING_FACE_HUB_TOKEN','valueFrom':{'secretKeyRef':"
+          "{'name':'hf','key':'token'}}},"
+          "{'name':'NCCL_IB_HCA','valueFrom':{'secretKeyRef':"
+          "{'name':'s','key':'k'}}},"
+          "{'name':'IFACE','value':'eth0'},"
+          "{'name':'UNUSED','value':'u'},"
+          "{'name':'NCCL_SOCKET_IFNAME','value':'$(IFACE)'},"
+          "{'name':'NCCL_ESC','value':'$$(UNUSED)'},"
+          "{'name':'CUDA_DEVICE_ORDER','value':'PCI_BUS_ID'},"
+          "{'name':'TORCH_NCCL_BLOCKING_WAIT','value':'1'},"
+          "{'name':'MY_NODE','valueFrom':{'fieldRef':{'fieldPath':"
+          "'spec.nodeName'}}},"
+          "{'name':'NCCL_ALGO','valueFrom':{'configMapKeyRef':"
+          "{'name':'cm','key':'algo'}}},"
+          "{'name':'NCCL_MEM','valueFrom':{'resourceFieldRef':"
+          "{'resource':'limits.memory'}}},"
+          "{'name':'WORLD_SIZE','value':'4'},"
+          "{'name':'APP_DB_URL','value':'postgres://u:p@db'}],"
+          "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r), *rc;
+    char names[512];
+
+    rc = ringcheck_of(patched, NULL);
+    CHECK(rc != NULL);
+    CHECK_STR(env_names(rc, names, sizeof(names)),
+              "IFACE,NCCL_SOCKET_IFNAME,NCCL_ESC,CUDA_DEVICE_ORDER,"
+              "TORCH_NCCL_BLOCKING_WAIT,MY_NODE,NCCL_ALGO,WORLD_SIZE");
+    CHECK_INT(json_array_size(json_object_get(rc, "envFrom")), 2);
+    CHECK_STR(str_at(rc, "/envFrom/0/configMapRef/name"),
+              "nccl-production-profile");
+    CHECK_STR(str_at(rc, "/envFrom/1/configMapRef/name"), "nccl-extra");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/*
+ * Issue 23: copying the whole env doubled a 0.89 MiB pod to 1.77 MiB,
+ * past etcd's 1.5 MiB request limit. The check is left out, with a
+ * warning, when it would add more than 64 KiB or push the pod past that
+ * limit; the rest of the mutation stays.
+ */
+static void
+test_ringcheck_size_bound(void)
+{
+    struct mutate_options opt = {.own_namespace = "ncclguard"};
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':2}}"), *env;
+    struct mutate_result r;
+    char *big = malloc(2001), *text;
+
+    /* A pod of 1.5 MiB less 1 KiB: the 4 KiB check would pass the limit. */
+    opt.object_bytes = MUTATE_OBJECT_MAX_BYTES - 1024;
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK(warnings_have(r.warnings, "would pass etcd's 1536 KiB request"));
+    CHECK(strstr(r.ringcheck, "left out: the pod would pass") != NULL);
+    text = json_dumps(r.patch, JSON_COMPACT);
+    CHECK(text != NULL && strstr(text, "ncclguard-ringcheck") == NULL);
+    free(text);
+    mutate_result_release(&r);
+    /* 50 KiB under the limit: the check goes in. */
+    opt.object_bytes = MUTATE_OBJECT_MAX_BYTES - 50 * 1024;
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+    CHECK(strstr(r.ringcheck, "single-pod") != NULL);
+    mutate_result_release(&r);
+
+    /* 40 NCCL_ variables of 2,000 bytes: 80 KiB in the check. */
+    memset(big, 'x', 2000);
+    big[2000] = '\0';
+    env = json_array();
+    for (int i = 0; i < 40; i++) {
+        char name[32];
+
+        snprintf(name, sizeof(name), "NCCL_X%d", i);
+        json_array_append_new(
+            env, json_pack("{s:s,s:s}", "name", name, "value", big));
+    }
+    json_object_set_new(
+        json_array_get(patch_pointer_get(pod, "/spec/containers"), 0), "env",
+        env);
+    opt.object_bytes = 0;
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK(warnings_have(r.warnings, "it would add 83 KiB, more than 64 KiB"));
+    CHECK(strstr(r.ringcheck, "left out: it would add") != NULL);
+    mutate_result_release(&r);
+    free(big);
+    json_decref(pod);
+}
+
 int
 main(void)
 {
@@ -2241,6 +2365,8 @@ main(void)
     test_emit_order();
     test_ringcheck_limits();
     test_ringcheck_nvidia_only();
+    test_ringcheck_env_least_privilege();
+    test_ringcheck_size_bound();
     policy_free(pol_default);
     return harness_finish();
 }
