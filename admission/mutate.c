@@ -21,7 +21,10 @@
 #include "watchdog/wdspec.h"
 
 /* Bounds on what one pod may hold before we give up on it (no patch). */
-#define MUTATE_MAX_CONTAINERS 128
+/* Containers: a pod past this is left unchanged with a warning (and so
+ * escapes the policy: docs/mutate.md, "what the policy cannot enforce");
+ * every step is linear in it, so it is generous. */
+#define MUTATE_MAX_CONTAINERS 1024
 #define MUTATE_MAX_RESOURCES 16
 #define MUTATE_MAX_WARNINGS 16
 #define MUTATE_MAX_GPUS_PER_CONTAINER (1 << 20)
@@ -402,17 +405,51 @@ add_list(json_t **list)
     return *list;
 }
 
-/* Mount paths compare equal when they differ only by trailing slashes. */
+/* The next component of path at *p (no slashes, not "."), with its
+ * length in *len; NULL at the end. */
+static const char *
+path_next(const char **p, size_t *len)
+{
+    for (;;) {
+        const char *s = *p, *e;
+
+        while (*s == '/')
+            s++;
+        if (*s == '\0')
+            return NULL;
+        for (e = s; *e != '\0' && *e != '/'; e++)
+            ;
+        *p = e;
+        if (e - s == 1 && s[0] == '.')
+            continue;
+        *len = (size_t)(e - s);
+        return s;
+    }
+}
+
+/*
+ * Mount paths compare equal when they name the same place once cleaned
+ * the way the kubelet and the runtime clean them (filepath.Clean):
+ * repeated slashes are one (//dev/shm, /dev//shm), trailing slashes and
+ * "." components are dropped. Otherwise a pod mounting //dev/shm got a
+ * second /dev/shm mount, which the apiserver refuses ("must be unique").
+ */
 static bool
 path_eq(const char *a, const char *b)
 {
-    size_t la = strlen(a), lb = strlen(b);
+    const char *ca, *cb;
+    size_t la = 0, lb = 0;
 
-    while (la > 1 && a[la - 1] == '/')
-        la--;
-    while (lb > 1 && b[lb - 1] == '/')
-        lb--;
-    return la == lb && memcmp(a, b, la) == 0;
+    if ((a[0] == '/') != (b[0] == '/'))
+        return false;
+    for (;;) {
+        ca = path_next(&a, &la);
+        cb = path_next(&b, &lb);
+        if (ca == NULL || cb == NULL)
+            return ca == cb;
+        if (la != lb || memcmp(ca, cb, la) != 0)
+            return false;
+    }
 }
 
 /* The volume name of c's mount at path, in the pod or planned; or NULL. */
@@ -712,14 +749,16 @@ gpu_value(const json_t *v, int64_t *out, char *why, size_t n)
         return 0;
     }
     if (json_is_real(v)) {
-        double d = json_real_value(v);
-
-        if (d < 0 || d != floor(d) || d > MUTATE_MAX_GPUS_PER_CONTAINER) {
-            snprintf(why, n, "%g, not a whole non-negative count", d);
-            return -1;
-        }
-        *out = (int64_t)d;
-        return 0;
+        /* A JSON number with a fraction or an exponent arrives as a
+         * double, which cannot tell 8.0 from 8.000000000000000000001 (a
+         * quantity the apiserver rounds up to 8000000001n and refuses for
+         * an extended resource): such a count is never taken. The
+         * apiserver itself always sends quantities as strings. */
+        snprintf(why, n,
+                 "%g as a JSON number with a fraction, not a whole "
+                 "count",
+                 json_real_value(v));
+        return -1;
     }
     if (json_is_string(v)) {
         struct quantity q;
@@ -2763,6 +2802,32 @@ skipped_gpus(struct plan *p, const struct policy *pol)
     memcpy(p->res->reason, reason, sizeof(reason));
 }
 
+/*
+ * An object that says it is something else than a v1 Pod (kind
+ * Deployment in a review sent as a Pod's) gets no Pod patch: the paths
+ * would mean other things in it. A pod template has no kind and passes.
+ * Returns whether the pod was turned down (skipped, with a warning).
+ */
+static bool
+object_not_pod(struct plan *p)
+{
+    const json_t *kind = json_object_get(p->pod, "kind");
+    const json_t *api = json_object_get(p->pod, "apiVersion");
+
+    if ((kind == NULL || (json_is_string(kind) &&
+                          strcmp(json_string_value(kind), "Pod") == 0)) &&
+        (api == NULL ||
+         (json_is_string(api) && strcmp(json_string_value(api), "v1") == 0)))
+        return false;
+    p->res->status = MUTATE_SKIPPED;
+    snprintf(p->res->reason, sizeof(p->res->reason),
+             "object is %.40s %.40s, not a v1 Pod",
+             json_is_string(api) ? json_string_value(api) : "(no apiVersion)",
+             json_is_string(kind) ? json_string_value(kind) : "(no kind)");
+    warn(p->res, "%s; left unchanged", p->res->reason);
+    return true;
+}
+
 int
 mutate_pod(const json_t *pod, const char *ns, const struct policy *pol,
            const struct mutate_options *opt, struct mutate_result *res)
@@ -2795,6 +2860,8 @@ mutate_pod(const json_t *pod, const char *ns, const struct policy *pol,
         snprintf(res->reason, sizeof(res->reason), "object is not a pod");
         goto done;
     }
+    if (object_not_pod(p))
+        goto done;
     p->meta = obj_get(pod, "metadata");
     p->spec = obj_get(pod, "spec");
     p->annotations = obj_get(p->meta, "annotations");

@@ -96,8 +96,17 @@ test_gpu_count(void)
          0, "not a number"},
         {"milli", NULL, "{'limits':{'nvidia.com/gpu':'500m'}}", MUTATE_NOT_GPU,
          0, "not a whole number"},
-        {"2.0 is whole", NULL, "{'limits':{'nvidia.com/gpu':2.0}}",
-         MUTATE_PATCHED, 2, NULL},
+        /* Issue 23: a JSON real cannot tell 8.0 from
+         * 8.000000000000000000001 (which the apiserver refuses), so none
+         * is taken as a count; the apiserver sends quantities as strings. */
+        {"2.0 is a real", NULL, "{'limits':{'nvidia.com/gpu':2.0}}",
+         MUTATE_NOT_GPU, 0, "with a fraction, not a whole count"},
+        {"8.000000000000000000001", NULL,
+         "{'limits':{'nvidia.com/gpu':8.000000000000000000001}}",
+         MUTATE_NOT_GPU, 0, "with a fraction"},
+        {"8.000000000000000000001 as a string", NULL,
+         "{'limits':{'nvidia.com/gpu':'8.000000000000000000001'}}",
+         MUTATE_NOT_GPU, 0, "not a whole number"},
         {"gpumem-percentage is not a GPU", NULL,
          "{'limits':{'nvidia.com/gpumem-percentage':30,"
          "'nvidia.com/gpucores':30}}",
@@ -1721,15 +1730,23 @@ test_bounds(void)
     /* These pods have more GPUs than the ring check takes, so it is left
      * out and its per-container mounts do not count: the env entries
      * alone push the patch past the operation cap. */
-    json_t *pod = pod_many(129);
+    json_t *pod = pod_many(1025);
     struct mutate_result r;
 
     /* Too many containers: no patch, a warning, an error status. */
     CHECK_INT(mutate_pod(pod, "ml", pol_default, NULL, &r), 0);
     CHECK_INT(r.status, MUTATE_ERROR);
     CHECK_INT(json_array_size(r.patch), 0);
-    CHECK(warnings_have(r.warnings, "more than 128 containers"));
+    CHECK(warnings_have(r.warnings, "more than 1024 containers"));
     check_warnings_form(r.warnings);
+    mutate_result_release(&r);
+    json_decref(pod);
+    /* Issue 23: 129 containers escaped the check (allowOptOut: false
+     * included); now they are planned like any pod. */
+    pod = pod_many(129);
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, NULL, &r), 0);
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_INT(r.gpus, 129);
     mutate_result_release(&r);
     json_decref(pod);
 
@@ -2335,6 +2352,94 @@ test_ringcheck_size_bound(void)
     json_decref(pod);
 }
 
+/*
+ * Issue 23 (red team): //dev/shm was not the same place as /dev/shm, so
+ * the webhook added a second /dev/shm mount and the apiserver refused the
+ * pod. Every spelling the kubelet cleans to /dev/shm counts as one.
+ */
+static void
+test_shm_path_spellings(void)
+{
+    static const char *const spellings[] = {
+        "//dev/shm", "/dev//shm", "/dev/shm/", "/dev/./shm", "///dev///shm//"};
+
+    for (size_t i = 0; i < sizeof(spellings) / sizeof(spellings[0]); i++) {
+        char buf[512];
+        json_t *pod, *patched, *mounts;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'d',"
+                 "'emptyDir':{'medium':'Memory'}}],'containers':[{'name':'c',"
+                 "'image':'x','volumeMounts':[{'name':'d','mountPath':'%s'}],"
+                 "'resources':{'limits':{'nvidia.com/gpu':1}}}]}}",
+                 spellings[i]);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        mounts = patch_pointer_get(patched, "/spec/containers/0/volumeMounts");
+        if (json_array_size(mounts) != 1)
+            fprintf(stderr, "shm spelling %s: %zu mounts\n", spellings[i],
+                    json_array_size(mounts));
+        CHECK_INT(json_array_size(mounts), 1);
+        CHECK(patch_pointer_get(patched, "/spec/volumes/1") == NULL);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+    /* Not the same place: a sibling, a prefix, a relative path. */
+    static const char *const others[] = {"/dev/shmx", "/dev", "dev/shm"};
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+        char buf[512];
+        json_t *pod, *patched;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'d',"
+                 "'emptyDir':{}}],'containers':[{'name':'c','image':'x',"
+                 "'volumeMounts':[{'name':'d','mountPath':'%s'}],"
+                 "'resources':{'limits':{'nvidia.com/gpu':1}}}]}}",
+                 others[i]);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        CHECK_STR(
+            str_at(patched, "/spec/containers/0/volumeMounts/1/mountPath"),
+            "/dev/shm");
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/* Issue 23 (red team): an object of another kind (a Deployment) sent in a
+ * Pod's review got the Pod patch. It is skipped with a warning. */
+static void
+test_object_not_pod(void)
+{
+    static const char *const heads[] = {
+        "'apiVersion':'apps/v1','kind':'Deployment'",
+        "'apiVersion':'v1','kind':'Service'", "'apiVersion':'v2','kind':'Pod'"};
+
+    for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
+        char buf[512];
+        json_t *pod, *patched;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{%s,'metadata':{'name':'p'},'spec':{'containers':[{"
+                 "'name':'c','image':'x','resources':{'limits':{"
+                 "'nvidia.com/gpu':2}}}]}}",
+                 heads[i]);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        CHECK_INT(r.status, MUTATE_SKIPPED);
+        CHECK_INT(json_array_size(r.patch), 0);
+        CHECK(warnings_have(r.warnings, "not a v1 Pod; left unchanged"));
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
 int
 main(void)
 {
@@ -2367,6 +2472,8 @@ main(void)
     test_ringcheck_nvidia_only();
     test_ringcheck_env_least_privilege();
     test_ringcheck_size_bound();
+    test_shm_path_spellings();
+    test_object_not_pod();
     policy_free(pol_default);
     return harness_finish();
 }

@@ -1236,6 +1236,36 @@ test_names(void)
     }
 }
 
+/* ---- issue 23: the red team's wrong answers ---------------------------- */
+
+/* A Pod review whose object says kind Deployment gets no Pod patch: it
+ * is allowed, unchanged, with a warning; the view keeps the object's kind
+ * and apiVersion for that. */
+static void
+test_object_kind_not_pod(void)
+{
+    static const char *const dep =
+        "{'apiVersion':'apps/v1','kind':'Deployment','metadata':{'name':"
+        "'d','namespace':'ml'},'spec':{'containers':[{'name':'c','image':"
+        "'x','resources':{'limits':{'nvidia.com/gpu':'2'}}}]}}";
+    char *body =
+        review_text("admission.k8s.io/v1", "CREATE", "", "Pod", "", dep);
+    struct review_outcome out;
+    json_t *resp = handle(body, &out), *r;
+
+    CHECK_INT(out.http_status, 200);
+    CHECK_INT(out.result, REVIEW_SKIPPED);
+    r = json_object_get(resp, "response");
+    CHECK(json_is_true(json_object_get(r, "allowed")));
+    CHECK(json_object_get(r, "patch") == NULL);
+    CHECK(strstr(json_string_value(
+                     json_array_get(json_object_get(r, "warnings"), 0)),
+                 "apps/v1 Deployment, not a v1 Pod") != NULL);
+    json_decref(resp);
+    review_outcome_release(&out);
+    free(body);
+}
+
 int
 main(void)
 {
@@ -1246,6 +1276,7 @@ main(void)
     test_log_record();
     test_error_answer();
     test_names();
+    test_object_kind_not_pod();
     test_decoder_refusals();
     test_decoder_nul_scan();
     test_decoder_deep_refusal();
