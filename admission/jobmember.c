@@ -100,6 +100,19 @@ template_has_gpus(const json_t *tmpl, const struct settings *s)
     return false;
 }
 
+/*
+ * Why a PyTorchJob (training-operator v1) pod checks alone. The operator
+ * makes one headless Service per replica, <job>-master-0 for MASTER_ADDR,
+ * with ClusterIP None and no publishNotReadyAddresses (CreateNewService in
+ * kubeflow/training-operator pkg/controller.v1/common/service.go), so the
+ * name resolves only once the master pod is Ready: never while any init
+ * container runs. A multi-node check would wait its whole deadline and
+ * check nothing, so the pods get the single-pod check.
+ */
+#define JM_PYTORCHJOB_WHY                                                      \
+    "PyTorchJob: MASTER_ADDR resolves only once the master is Ready (no "      \
+    "publishNotReadyAddresses on its Service), never during init"
+
 /* A dry run sees a template, not the pod the operator creates: the
  * workload's kind stands in for the operator's labels. It also sees the
  * whole job, so it can tell when node rank 0's pod would run no check
@@ -144,10 +157,7 @@ detect_workload(const json_t *w, const struct settings *s,
                   "the others to join",
                   kind);
         else if (master != NULL)
-            found(out, MN_PYTORCHJOB,
-                  "%s template; the operator sets MASTER_ADDR, WORLD_SIZE, "
-                  "RANK",
-                  kind);
+            found(out, MN_NONE, "%s", JM_PYTORCHJOB_WHY);
         else
             found(out, MN_NONE,
                   "%s without a Master replica: the operator sets no "
@@ -197,7 +207,7 @@ jobmember_detect(const json_t *pod, const json_t *gpu_ctr,
         found(out, MN_TORCHRUN, "variable %s", "PET_MASTER_ADDR");
     } else if (kf_op != NULL && strcmp(kf_op, "pytorchjob-controller") == 0) {
         if (env_has(gpu_ctr, "MASTER_ADDR"))
-            found(out, MN_PYTORCHJOB, "label %s", JM_KF_OPERATOR);
+            found(out, MN_NONE, "%s", JM_PYTORCHJOB_WHY);
         else
             found(out, MN_NONE,
                   "%s pod without MASTER_ADDR (no Master replica): "

@@ -410,7 +410,9 @@ multinode_expect() {
     09-instaslice-kueue-pytorchjob-mig.yaml) echo none ;; # MIG slices only
     10-lws-*.yaml | 11-lws-*.yaml | 12-lws-*.yaml | 13-gke-lws-*.yaml) echo multi ;;
     14-llm-d-wide-ep-decode-lws.yaml) echo multi ;;
-    16-training-operator-pytorchjob-*.yaml | 17-training-operator-pytorchjob-*.yaml) echo multi ;;
+    # PyTorchJob: no multi-node check (its master's name resolves only
+    # once the master is Ready); these pods have one GPU, so no check.
+    16-training-operator-pytorchjob-*.yaml | 17-training-operator-pytorchjob-*.yaml) echo none ;;
     20-aws-hyperpod-pytorchjob-elastic-imagenet.yaml) echo none ;; # no Master, 1 GPU
     50-jobset-dra-gpu-claim.yaml | 51-jobset-pytorch-resnet-cpu.yaml) echo none ;;
     52-trainer-trainjob-lammps-gpus.yaml) echo none ;; # the runtime holds the template
