@@ -1142,8 +1142,28 @@ memory_raise(struct plan *p, struct ctr *c, int k, int64_t delta)
     injected_add(p->res, "memory");
 }
 
+/*
+ * shm.memoryLimit: raise, for a container whose memory limit (*lim) the
+ * shm size exceeds: the limit grows by the shm size, so that the workload
+ * keeps its own memory beside a full /dev/shm. The request stays, unless
+ * it equals the limit: then it grows too, so that a Guaranteed pod stays
+ * Guaranteed (a request is never needed above its old value otherwise).
+ */
+static void
+memory_raise_limit(struct plan *p, struct ctr *c, const struct quantity *lim)
+{
+    const json_t *rv = json_object_get(
+        obj_get(obj_get(c->c, "resources"), "requests"), "memory");
+    struct quantity rq;
+
+    memory_raise(p, c, 0, p->shm_size);
+    if (rv != NULL && !json_is_null(rv) && quantity_of(rv, &rq) == 0 &&
+        rq.milli == lim->milli)
+        memory_raise(p, c, 1, p->shm_size);
+}
+
 /* tmpfs pages count against the memory limit of the container writing
- * them: warn, or raise the request and limit by the shm size. */
+ * them: warn, or raise the limit where the shm size exceeds it. */
 static void
 plan_memory(struct plan *p)
 {
@@ -1173,15 +1193,14 @@ plan_memory(struct plan *p)
                  shm, c->name);
             continue;
         }
-        if (p->s->shm.memory_limit == SHM_MEMLIMIT_RAISE) {
-            memory_raise(p, c, 0, p->shm_size);
-            memory_raise(p, c, 1, p->shm_size);
-            continue;
-        }
         v = json_object_get(obj_get(obj_get(c->c, "resources"), "limits"),
                             "memory");
         if (v == NULL || quantity_of(v, &q) != 0 || p->shm_size <= q.value)
             continue;
+        if (p->s->shm.memory_limit == SHM_MEMLIMIT_RAISE) {
+            memory_raise_limit(p, c, &q);
+            continue;
+        }
         size_format(q.value, lim, sizeof(lim));
         warn(p->res,
              "/dev/shm %s exceeds the %s memory limit of \"%.20s\"; "
@@ -2058,6 +2077,10 @@ ringcheck_args(const struct plan *p)
     const bool mn = p->mn.kind != MN_NONE;
     const char *on_missing =
         s->ringcheck.on_missing == RINGCHECK_MISSING_FAIL ? "fail" : "warn";
+    const char *on_no_cure =
+        s->ringcheck.on_no_cure == RINGCHECK_NOCURE_FAIL   ? "fail"
+        : s->ringcheck.on_no_cure == RINGCHECK_NOCURE_WARN ? "warn"
+                                                           : NULL;
     char expect[32], timeout[32], bw[32], busbw[32], port[32], mn_timeout[32];
     json_t *args = json_array();
 
@@ -2087,11 +2110,25 @@ ringcheck_args(const struct plan *p)
         {"--rendezvous-port", mn ? port : NULL},
         {"--multi-node-timeout", mn ? mn_timeout : NULL},
         {"--on-missing", mn ? on_missing : NULL},
+        {"--on-no-cure=", fallback ? on_no_cure : NULL},
     };
 
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (table[i].value == NULL)
             continue;
+        size_t fl = strlen(table[i].flag);
+
+        /* A flag ending in '=' takes its value in the same argument. */
+        if (table[i].flag[fl - 1] == '=') {
+            char one[64];
+
+            join(one, sizeof(one), table[i].flag, table[i].value, (char *)NULL);
+            if (json_array_append_new(args, jstr(one)) != 0) {
+                json_decref(args);
+                return NULL;
+            }
+            continue;
+        }
         if (json_array_append_new(args, jstr(table[i].flag)) != 0 ||
             json_array_append_new(args, jstr(table[i].value)) != 0) {
             json_decref(args);

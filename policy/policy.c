@@ -309,23 +309,16 @@ static const char *const profile_keys[] = {"enabled", "name", "optional", NULL};
 static const char *const shm_keys[] = {"enabled",  "perGPU",      "min", "max",
                                        "existing", "memoryLimit", NULL};
 static const char *const ipc_keys[] = {"capabilities", "hostIPC", NULL};
-static const char *const ringcheck_keys[] = {"enabled",
-                                             "image",
-                                             "timeoutSeconds",
-                                             "bandwidthBytes",
-                                             "mode",
-                                             "onFailure",
-                                             "minBusBandwidthGBps",
-                                             "allowOptOut",
-                                             "resources",
-                                             "minGPUs",
-                                             "multiNode",
-                                             "rendezvousPort",
-                                             "multiNodeTimeout",
-                                             "onMissing",
-                                             "leaderAddress",
-                                             "nodes",
-                                             NULL};
+static const char *const ringcheck_keys[] = {
+    "enabled",        "image",
+    "timeoutSeconds", "bandwidthBytes",
+    "mode",           "onFailure",
+    "onNoCure",       "minBusBandwidthGBps",
+    "allowOptOut",    "resources",
+    "minGPUs",        "multiNode",
+    "rendezvousPort", "multiNodeTimeout",
+    "onMissing",      "leaderAddress",
+    "nodes",          NULL};
 static const char *const resources_keys[] = {"cpu", "memory", "cpuLimit",
                                              "memoryLimit", NULL};
 static const char *const debug_keys[] = {"allowAnnotation", "level", "subsys",
@@ -1019,6 +1012,7 @@ parse_ringcheck(struct loader *L, const struct ynode *n, struct settings *s)
 {
     static const char *const modes[] = {"process", "group", NULL};
     static const char *const onfail[] = {"fail", "warn", "fallback", NULL};
+    static const char *const nocure[] = {"fail", "warn", NULL};
     const struct ynode *v, *r;
     int64_t i64;
     int e;
@@ -1050,6 +1044,10 @@ parse_ringcheck(struct loader *L, const struct ynode *n, struct settings *s)
     if ((v = ynode_get(n, "onFailure")) != NULL &&
         get_enum(L, v, "ringCheck.onFailure", onfail, &e))
         s->ringcheck.on_failure = (enum ringcheck_on_failure)e;
+    /* The enum's first value is "not given": the names start at 1. */
+    if ((v = ynode_get(n, "onNoCure")) != NULL &&
+        get_enum(L, v, "ringCheck.onNoCure", nocure, &e))
+        s->ringcheck.on_no_cure = (enum ringcheck_on_no_cure)(e + 1);
     if ((v = ynode_get(n, "minBusBandwidthGBps")) != NULL)
         get_number(L, v, "ringCheck.minBusBandwidthGBps",
                    &s->ringcheck.min_busbw_gbps);

@@ -46,6 +46,15 @@ enum ringcheck_on_missing {
     RINGCHECK_MISSING_FAIL = 1
 };
 
+/* What a fallback check does when no single setting passes, or its
+ * deadline comes first (ringCheck.onNoCure, given to the check as
+ * --on-no-cure=fail|warn). DEFAULT: not given, the binary's default. */
+enum ringcheck_on_no_cure {
+    RINGCHECK_NOCURE_DEFAULT = 0,
+    RINGCHECK_NOCURE_FAIL = 1,
+    RINGCHECK_NOCURE_WARN = 2
+};
+
 struct env_var {
     char *name;
     char *value;
@@ -92,10 +101,11 @@ struct settings {
         int64_t bandwidth_bytes; /* bandwidth phase message size */
         enum ringcheck_mode mode;
         enum ringcheck_on_failure on_failure;
-        double min_busbw_gbps; /* 0 = no threshold */
-        bool allow_opt_out;    /* honour ncclguard.io/ring-check: "false" */
-        char *cpu_request;     /* a quantity; also the limit when Guaranteed */
-        char *memory_request;  /* a quantity; also the limit when Guaranteed */
+        enum ringcheck_on_no_cure on_no_cure; /* onFailure: fallback only */
+        double min_busbw_gbps;                /* 0 = no threshold */
+        bool allow_opt_out;   /* honour ncclguard.io/ring-check: "false" */
+        char *cpu_request;    /* a quantity; also the limit when Guaranteed */
+        char *memory_request; /* a quantity; also the limit when Guaranteed */
         /* Limits outside Guaranteed pods (never below the requests): a
          * ResourceQuota on limits.cpu or limits.memory with no LimitRange
          * default refuses a container without limits. */

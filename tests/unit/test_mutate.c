@@ -507,8 +507,9 @@ test_memory(void)
     patched = run(raise, pod, "ml", &r);
     CHECK_STR(str_at(patched, "/spec/containers/0/resources/limits/memory"),
               "24Gi");
+    /* Issue 23: the request is not raised (the limit alone holds shm). */
     CHECK_STR(str_at(patched, "/spec/containers/0/resources/requests/memory"),
-              "22Gi");
+              "6Gi");
     CHECK(!warnings_have(r.warnings, "exceeds"));
     json_decref(patched);
     mutate_result_release(&r);
@@ -2075,8 +2076,8 @@ test_emit_order(void)
                     "'initContainers':[{'name':'setup','image':'x'}],"
                     "'containers':[{'name':'c','image':'x','envFrom':[],"
                     "'volumeMounts':[{'name':'dshm','mountPath':'/dev/shm'}],"
-                    "'resources':{'limits':{'nvidia.com/gpu':2,'memory':'8Gi'},"
-                    "'requests':{'memory':'8Gi'}}}]}}");
+                    "'resources':{'limits':{'nvidia.com/gpu':2,'memory':'4Gi'},"
+                    "'requests':{'memory':'4Gi'}}}]}}");
     static const char *const want[][2] = {
         {"add", "/spec/containers/0/envFrom/0"},
         {"replace", "/spec/volumes/0/emptyDir/sizeLimit"},
@@ -2442,6 +2443,102 @@ test_object_not_pod(void)
     }
 }
 
+/*
+ * Issue 23: shm.memoryLimit: raise added the shm size to every limit (a
+ * 256Gi pod with 2Gi of shm became 258Gi, its request too). It raises a
+ * limit only where the shm size exceeds it, and a request only where it
+ * equals that limit (Guaranteed stays Guaranteed).
+ */
+static void
+test_memory_raise_threshold(void)
+{
+    static const struct {
+        const char *what;
+        const char *res;
+        const char *lim, *req; /* after: limit, request */
+    } cases[] = {
+        {"shm 8Gi below 256Gi: nothing",
+         "{'limits':{'nvidia.com/gpu':2,'memory':'256Gi'},'requests':{"
+         "'memory':'200Gi'}}",
+         "256Gi", "200Gi"},
+        {"shm 8Gi equal to 8Gi: nothing",
+         "{'limits':{'nvidia.com/gpu':2,'memory':'8Gi'},'requests':{"
+         "'memory':'8Gi'}}",
+         "8Gi", "8Gi"},
+        {"shm 8Gi above 6Gi: limit only",
+         "{'limits':{'nvidia.com/gpu':2,'memory':'6Gi'},'requests':{"
+         "'memory':'4Gi'}}",
+         "14Gi", "4Gi"},
+        {"Guaranteed 6Gi: both",
+         "{'limits':{'nvidia.com/gpu':2,'memory':'6Gi','cpu':'2'},"
+         "'requests':{'memory':'6Gi','cpu':'2'}}",
+         "14Gi", "14Gi"},
+    };
+    struct policy *raise =
+        fixture_policy(POLICY_HEAD "defaults:\n  shm: {memoryLimit: raise}\n");
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *pod = pod_with(cases[i].res), *patched;
+        struct mutate_result r;
+
+        patched = run(raise, pod, "ml", &r);
+        CHECK_STR(str_at(patched, "/spec/containers/0/resources/limits/memory"),
+                  cases[i].lim);
+        CHECK_STR(
+            str_at(patched, "/spec/containers/0/resources/requests/memory"),
+            cases[i].req);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+    policy_free(raise);
+}
+
+/* Issue 23: ringCheck.onNoCure goes to a fallback check as
+ * --on-no-cure=fail|warn; left out, the check's own default applies. */
+static void
+test_on_no_cure(void)
+{
+    static const struct {
+        const char *policy;
+        const char *want; /* the argument, or NULL for none */
+    } cases[] = {
+        {"", NULL},
+        {"defaults:\n  ringCheck: {onNoCure: warn}\n", "--on-no-cure=warn"},
+        {"defaults:\n  ringCheck: {onNoCure: fail}\n", "--on-no-cure=fail"},
+        {"defaults:\n  ringCheck: {onFailure: warn, onNoCure: fail}\n", NULL},
+    };
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':2}}");
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[256];
+        struct policy *pol;
+        struct mutate_result r;
+        json_t *patched, *args, *a;
+        const char *got = NULL;
+        size_t k;
+
+        snprintf(text, sizeof(text), POLICY_HEAD "%s", cases[i].policy);
+        pol = fixture_policy(text);
+        patched = run(pol, pod, "ml", &r);
+        args = patch_pointer_get(ringcheck_of(patched, NULL), "/args");
+        CHECK(args != NULL);
+        json_array_foreach(args, k, a)
+        {
+            if (strncmp(json_string_value(a), "--on-no-cure", 12) == 0)
+                got = json_string_value(a);
+        }
+        if (cases[i].want == NULL)
+            CHECK(got == NULL);
+        else
+            CHECK_STR(got, cases[i].want);
+        json_decref(patched);
+        mutate_result_release(&r);
+        policy_free(pol);
+    }
+    json_decref(pod);
+}
+
 int
 main(void)
 {
@@ -2476,6 +2573,8 @@ main(void)
     test_ringcheck_size_bound();
     test_shm_path_spellings();
     test_object_not_pod();
+    test_memory_raise_threshold();
+    test_on_no_cure();
     policy_free(pol_default);
     return harness_finish();
 }

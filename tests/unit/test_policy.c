@@ -674,7 +674,7 @@ static void
 settings_same(const struct settings *a, const struct settings *b)
 {
 #if UINTPTR_MAX == UINT64_MAX
-    _Static_assert(sizeof(struct settings) == 328,
+    _Static_assert(sizeof(struct settings) == 336,
                    "struct settings changed: compare the new field in "
                    "settings_same() and spell it in policy/default.yaml");
 #endif
@@ -701,6 +701,7 @@ settings_same(const struct settings *a, const struct settings *b)
     SAME_INT(ringcheck.bandwidth_bytes);
     SAME_INT(ringcheck.mode);
     SAME_INT(ringcheck.on_failure);
+    SAME_INT(ringcheck.on_no_cure);
     same_int("ringcheck.min_busbw_gbps (x1000)",
              (long long)(a->ringcheck.min_busbw_gbps * 1000),
              (long long)(b->ringcheck.min_busbw_gbps * 1000));
