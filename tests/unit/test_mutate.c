@@ -999,9 +999,9 @@ test_multinode(void)
          "metadata.labels['jobset.sigs.k8s.io/jobset-uid']", NULL},
         {"plain JobSet without ncclguard.io/nodes",
          "{'labels':{'jobset.sigs.k8s.io/jobset-name':'t'}}", "[]", 8, NULL,
-         "no annotation ncclguard.io/nodes", NULL,
-         "JobSet pod checks alone: no annotation ncclguard.io/nodes (read by "
-         "ringCheck.nodes) on the pod template"},
+         "add the annotation ncclguard.io/nodes", NULL,
+         "JobSet pod checks alone: add the annotation ncclguard.io/nodes: "
+         "\"<pods in the job>\" to the pod template"},
         {"Volcano with ncclguard.io/nodes",
          "{'labels':{'volcano.sh/job-name':'mpi'},'annotations':{"
          "'ncclguard.io/nodes':'2'},'ownerReferences':[{'uid':'vc-uid',"
@@ -2539,6 +2539,60 @@ test_on_no_cure(void)
     json_decref(pod);
 }
 
+/*
+ * Issue 23: a JobSet running torchrun with MASTER_ADDR got a single-pod
+ * check unless annotated. Its leader is now that MASTER_ADDR; the node
+ * count is not on the pod (JobSet labels the pods with the number of
+ * Jobs, jobset.sigs.k8s.io/global-replicas, not with their parallelism),
+ * so the warning names the exact annotation, with the count when the dry
+ * run sees the whole JobSet.
+ */
+static void
+test_jobset_master_addr(void)
+{
+    json_t *pod = J("{'metadata':{'labels':{'jobset.sigs.k8s.io/jobset-name':"
+                    "'pt'},'annotations':{'ncclguard.io/nodes':'4'}},'spec':{"
+                    "'containers':[{'name':'c','env':[{'name':'MASTER_ADDR',"
+                    "'value':'pt-workers-0-0.pt'}],'resources':{'limits':{"
+                    "'nvidia.com/gpu':8}}}]}}");
+    json_t *patched, *rc;
+    struct mutate_result r;
+
+    patched = run(pol_default, pod, "ml", &r);
+    rc = ringcheck_of(patched, NULL);
+    CHECK(r.multinode);
+    CHECK(strstr(r.ringcheck, "label jobset.sigs.k8s.io/jobset-name and "
+                              "MASTER_ADDR") != NULL);
+    CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_LEADER_ADDR"), "/value"),
+              "$(MASTER_ADDR)");
+    CHECK_STR(str_at(rc_env(rc, "MASTER_ADDR"), "/value"), "pt-workers-0-0.pt");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    /* The dry run of a JobSet of 2 Jobs x 2 pods, not annotated. */
+    json_t *w = J("{'apiVersion':'jobset.x-k8s.io/v1alpha2','kind':'JobSet',"
+                  "'spec':{'replicatedJobs':[{'name':'workers','replicas':2,"
+                  "'template':{'spec':{'parallelism':2,'template':{'spec':{"
+                  "'containers':[{'name':'c','resources':{'limits':{"
+                  "'nvidia.com/gpu':8}}}]}}}}},{'name':'driver','template':{"
+                  "'spec':{'template':{'spec':{'containers':[{'name':'d'}]}}}}"
+                  "}]}}");
+    struct mutate_options opt = {.workload = w};
+
+    pod = J("{'metadata':{},'spec':{'containers':[{'name':'c','env':[{'name':"
+            "'MASTER_ADDR','value':'x'}],'resources':{'limits':{"
+            "'nvidia.com/gpu':8}}}]}}");
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+    CHECK(!r.multinode);
+    CHECK(warnings_have(r.warnings, "JobSet pod checks alone: add the "
+                                    "annotation ncclguard.io/nodes: \"4\" "
+                                    "(the job's pods) to the pod template"));
+    mutate_result_release(&r);
+    json_decref(pod);
+    json_decref(w);
+}
+
 int
 main(void)
 {
@@ -2575,6 +2629,7 @@ main(void)
     test_object_not_pod();
     test_memory_raise_threshold();
     test_on_no_cure();
+    test_jobset_master_addr();
     policy_free(pol_default);
     return harness_finish();
 }
