@@ -2957,8 +2957,8 @@ mutate_pod(const json_t *pod, const char *ns, const struct policy *pol,
         goto bad_claim;
     if (res->gpus == 0)
         res->gpus = p->dra_gpus;
-    policy_decide(pol, ns, obj_get(p->meta, "labels"), p->annotations,
-                  res->gpus, &dec);
+    policy_decide_pod(pol, ns, obj_get(p->meta, "labels"), p->annotations,
+                      p->spec, res->gpus, &dec);
     p->dec = &dec;
     p->s = dec.settings != NULL ? dec.settings : defs;
     join(res->rule, sizeof(res->rule), dec.rule != NULL ? dec.rule : "default",

@@ -88,6 +88,21 @@ static const struct fastjson_shape vol = {
     .keep = FASTJSON_FIELDS, .fields = vol_fields, .others_null = true};
 static const struct fastjson_shape vols = {.keep = FASTJSON_EACH, .each = &vol};
 
+/* Of spec.affinity, only the required node affinity (match.nodeSelector
+ * reads its terms); pod (anti-)affinity, often long, is not built. */
+static const struct fastjson_field node_affinity_fields[] = {
+    {"requiredDuringSchedulingIgnoredDuringExecution", NULL},
+    {NULL, NULL},
+};
+static const struct fastjson_shape node_affinity = {
+    .keep = FASTJSON_FIELDS, .fields = node_affinity_fields};
+static const struct fastjson_field affinity_fields[] = {
+    {"nodeAffinity", &node_affinity},
+    {NULL, NULL},
+};
+static const struct fastjson_shape affinity = {.keep = FASTJSON_FIELDS,
+                                               .fields = affinity_fields};
+
 static const struct fastjson_field spec_fields[] = {
     {"containers", &ctrs},
     {"initContainers", &ctrs},
@@ -99,6 +114,10 @@ static const struct fastjson_field spec_fields[] = {
     {"resourceClaims", NULL},
     {"os", NULL},
     {"terminationGracePeriodSeconds", NULL},
+    /* what policy rules match node pools on (policy/match.h) */
+    {"nodeSelector", NULL},
+    {"affinity", &affinity},
+    {"tolerations", NULL},
     {NULL, NULL},
 };
 static const struct fastjson_shape spec = {.keep = FASTJSON_FIELDS,

@@ -329,8 +329,9 @@ static const char *const top_keys[] = {
 static const char *const rule_keys[] = {"name", "match", "skip", "settings",
                                         NULL};
 static const char *const match_keys[] = {
-    "namespaces",  "excludeNamespaces", "podLabels", "matchExpressions",
-    "annotations", "minGPUs",           "maxGPUs",   NULL};
+    "namespaces",   "excludeNamespaces", "podLabels", "matchExpressions",
+    "annotations",  "minGPUs",           "maxGPUs",   "resources",
+    "nodeSelector", "tolerations",       NULL};
 static const char *const expr_keys[] = {"key", "operator", "values", NULL};
 
 static const struct {
@@ -1586,6 +1587,15 @@ parse_match(struct loader *L, const struct ynode *n, struct match *m)
     if ((v = ynode_get(n, "annotations")) != NULL)
         parse_pairs(L, v, "match.annotations", &m->ann_keys, &m->ann_values,
                     &m->n_ann);
+    if ((v = ynode_get(n, "resources")) != NULL)
+        get_string_list(L, v, "match.resources", check_resource_name,
+                        &m->resources, &m->n_resources);
+    if ((v = ynode_get(n, "nodeSelector")) != NULL)
+        parse_pairs(L, v, "match.nodeSelector", &m->node_keys, &m->node_values,
+                    &m->n_node);
+    if ((v = ynode_get(n, "tolerations")) != NULL)
+        get_string_list(L, v, "match.tolerations", NULL, &m->tolerations,
+                        &m->n_tolerations);
     if ((v = ynode_get(n, "minGPUs")) != NULL &&
         get_int(L, v, "match.minGPUs", 0, 1 << 20, &m->min_gpus))
         minn = v;
@@ -2165,6 +2175,14 @@ void
 policy_decide(const struct policy *p, const char *ns, const json_t *labels,
               const json_t *annotations, int64_t gpus, struct decision *out)
 {
+    policy_decide_pod(p, ns, labels, annotations, NULL, gpus, out);
+}
+
+void
+policy_decide_pod(const struct policy *p, const char *ns, const json_t *labels,
+                  const json_t *annotations, const json_t *spec, int64_t gpus,
+                  struct decision *out)
+{
     const struct settings *s = &p->defaults;
     const char *v;
     char shown[24];
@@ -2173,7 +2191,8 @@ policy_decide(const struct policy *p, const char *ns, const json_t *labels,
     out->rule = "default";
     out->shm_override = -1;
     for (size_t i = 0; i < p->n_rules; i++) {
-        if (match_pod(&p->rules[i].match, ns, labels, annotations, gpus)) {
+        if (match_pod(&p->rules[i].match, ns, labels, annotations, gpus) &&
+            match_pod_spec(&p->rules[i].match, spec)) {
             out->rule = p->rules[i].name;
             out->skip = p->rules[i].skip;
             s = &p->rules[i].settings;

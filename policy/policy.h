@@ -256,6 +256,15 @@ void policy_decide(const struct policy *p, const char *ns, const json_t *labels,
                    struct decision *out);
 
 /*
+ * As policy_decide(), with the pod's spec (may be NULL) for the rules
+ * that match node pools: match.resources, match.nodeSelector and
+ * match.tolerations (policy/match.h, match_pod_spec()). Thread-safe.
+ */
+void policy_decide_pod(const struct policy *p, const char *ns,
+                       const json_t *labels, const json_t *annotations,
+                       const json_t *spec, int64_t gpus, struct decision *out);
+
+/*
  * Address templates (ringCheck.leaderAddress, ringCheck.nodes): literal
  * text with references the kubelet fills in when the ring check starts:
  *   {label:KEY}       the pod's label KEY (downward API)

@@ -2593,6 +2593,76 @@ test_jobset_master_addr(void)
     json_decref(w);
 }
 
+/*
+ * Issue 23: rules match node pools by what they are made of: resource
+ * names, nodeSelector (or the required node affinity), tolerations. Only
+ * namespaces and labels could say "the H100 pool" before.
+ */
+static void
+test_match_node_pools(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD
+        "defaults:\n  gpuResources: [nvidia.com/gpu, nvidia.com/gpu.shared]\n"
+        "rules:\n"
+        "  - name: h100\n"
+        "    match:\n"
+        "      nodeSelector: {nvidia.com/gpu.product: H100}\n"
+        "  - name: pool-b\n"
+        "    match: {tolerations: [pool-b]}\n"
+        "  - name: shared\n"
+        "    match: {resources: [nvidia.com/gpu.shared]}\n");
+    static const struct {
+        const char *what;
+        const char *spec; /* spec members before containers */
+        const char *res;  /* the GPU resource */
+        const char *rule;
+    } cases[] = {
+        {"nodeSelector", "'nodeSelector':{'nvidia.com/gpu.product':'H100'},",
+         "nvidia.com/gpu", "h100"},
+        {"another product", "'nodeSelector':{'nvidia.com/gpu.product':'A100'},",
+         "nvidia.com/gpu", "default"},
+        {"required node affinity",
+         "'affinity':{'nodeAffinity':{'requiredDuringSchedulingIgnoredDuring"
+         "Execution':{'nodeSelectorTerms':[{'matchExpressions':[{'key':"
+         "'nvidia.com/gpu.product','operator':'In','values':['H100']}]}]}}},",
+         "nvidia.com/gpu", "h100"},
+        {"one term of two elsewhere",
+         "'affinity':{'nodeAffinity':{'requiredDuringSchedulingIgnoredDuring"
+         "Execution':{'nodeSelectorTerms':[{'matchExpressions':[{'key':"
+         "'nvidia.com/gpu.product','operator':'In','values':['H100']}]},"
+         "{'matchExpressions':[{'key':'zone','operator':'In','values':"
+         "['a']}]}]}}},",
+         "nvidia.com/gpu", "default"},
+        {"toleration", "'tolerations':[{'key':'pool-b','operator':'Exists'}],",
+         "nvidia.com/gpu", "pool-b"},
+        {"tolerates everything", "'tolerations':[{'operator':'Exists'}],",
+         "nvidia.com/gpu", "pool-b"},
+        {"resource name", "", "nvidia.com/gpu.shared", "shared"},
+        {"nothing", "", "nvidia.com/gpu", "default"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[1024];
+        json_t *pod, *patched;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{%s'containers':[{'name':"
+                 "'c','image':'x','resources':{'limits':{'%s':2}}}]}}",
+                 cases[i].spec, cases[i].res);
+        pod = J(buf);
+        patched = run(pol, pod, "ml", &r);
+        if (strcmp(r.rule, cases[i].rule) != 0)
+            fprintf(stderr, "node pools, %s: rule %s\n", cases[i].what, r.rule);
+        CHECK_STR(r.rule, cases[i].rule);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+    policy_free(pol);
+}
+
 int
 main(void)
 {
@@ -2630,6 +2700,7 @@ main(void)
     test_memory_raise_threshold();
     test_on_no_cure();
     test_jobset_master_addr();
+    test_match_node_pools();
     policy_free(pol_default);
     return harness_finish();
 }
