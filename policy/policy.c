@@ -1206,6 +1206,35 @@ parse_debug(struct loader *L, const struct ynode *n, struct settings *s)
 }
 
 /* A duration such as 60s within [lo, hi] ms, with the agent's parser. */
+/* ", such as 30s" for the same duration in a unit the agent knows, for
+ * "30sec", "2min", "2h"; "" when the unit is not one of those. */
+static const char *
+duration_suggest(const char *text, size_t digits, char *buf, size_t n)
+{
+    static const struct {
+        const char *unit;
+        const char *to;
+        int times;
+    } alt[] = {
+        {"sec", "s", 1},     {"secs", "s", 1},    {"second", "s", 1},
+        {"seconds", "s", 1}, {"min", "m", 1},     {"mins", "m", 1},
+        {"minute", "m", 1},  {"minutes", "m", 1}, {"h", "m", 60},
+        {"hr", "m", 60},     {"hour", "m", 60},   {"hours", "m", 60},
+        {"msec", "ms", 1},   {"millis", "ms", 1},
+    };
+    const char *u = text + digits;
+    long long v = 0;
+
+    for (size_t i = 0; i < digits && v < 1000000; i++)
+        v = v * 10 + (text[i] - '0');
+    for (size_t i = 0; i < sizeof(alt) / sizeof(alt[0]); i++)
+        if (strcmp(u, alt[i].unit) == 0) {
+            snprintf(buf, n, ", such as %lld%s", v * alt[i].times, alt[i].to);
+            return buf;
+        }
+    return "";
+}
+
 static bool
 get_duration(struct loader *L, const struct ynode *n, const char *what,
              int64_t lo, int64_t hi, int64_t *out)
@@ -1216,7 +1245,21 @@ get_duration(struct loader *L, const struct ynode *n, const char *what,
     if (!want_scalar_text(L, n, what))
         return false;
     if (wd_duration_parse(n->str, n->len, &ms, &e) != 0) {
-        err_at(L, n, "%s: %s", what, e.msg);
+        size_t d = 0;
+        char sugg[64];
+
+        /* A number with a unit the agent does not know ("30sec",
+         * "2min", "1h"): name that unit and the valid ones. */
+        while (d < n->len && n->str[d] >= '0' && n->str[d] <= '9')
+            d++;
+        if (d > 0 && d < n->len && isalpha((unsigned char)n->str[d]))
+            err_at(L, n,
+                   "%s: unit \"%.10s\" in \"%.40s\" is not one of ms, s, "
+                   "m (milliseconds, seconds, minutes)%s",
+                   what, n->str + d, n->str,
+                   duration_suggest(n->str, d, sugg, sizeof(sugg)));
+        else
+            err_at(L, n, "%s: %s", what, e.msg);
         return false;
     }
     if (ms < lo || ms > hi) {
