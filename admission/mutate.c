@@ -18,6 +18,7 @@
 #include "base/text.h"
 #include "policy/quantity.h"
 #include "ringcheck/limits.h"
+#include "ringcheck/profile_marker.h"
 #include "watchdog/wdspec.h"
 
 /* Bounds on what one pod may hold before we give up on it (no patch). */
@@ -1288,7 +1289,8 @@ plan_ipc(struct plan *p)
             if (json_array_append_new(add_list(&c->cap_add), jstr(cap)) != 0)
                 return -1;
             injected_add(p->res, "capabilities");
-            if (cap_eq(cap, "IPC_LOCK") && runs_non_root(p, c))
+            if (cap_eq(cap, "IPC_LOCK") && s->ipc.warn_non_root &&
+                runs_non_root(p, c))
                 warn(p->res,
                      "IPC_LOCK in container \"%.30s\" has no effect: it "
                      "runs as non-root; run it as root or drop IPC_LOCK",
@@ -1941,6 +1943,27 @@ rcenv_from_wanted(const json_t *e)
            json_object_get(e, "secretRef") == NULL;
 }
 
+/*
+ * The profile is optional in envFrom, so a namespace without the
+ * ConfigMap starts pods without the platform's NCCL settings, silently.
+ * The webhook cannot look (it has no API access); the check can: it gets
+ * the name the policy expects (PROFILE_EXPECTED_ENV) and compares it
+ * with the marker key the profile ConfigMap carries (PROFILE_MARKER_KEY,
+ * ringcheck/profile_marker.h), which envFrom makes a variable. Returns
+ * 0, or -1 when out of memory.
+ */
+static int
+ringcheck_profile_expected(const struct plan *p, json_t *env)
+{
+    const struct settings *s = p->s;
+
+    if (!s->profile.enabled || s->profile.name == NULL ||
+        s->profile.name[0] == '\0')
+        return 0;
+    return json_array_append_new(env, jobj("name", jstr(PROFILE_EXPECTED_ENV),
+                                           "value", jstr(s->profile.name)));
+}
+
 /* The env and envFrom the check runs under: those of the first GPU
  * container that rcenv_select() and rcenv_from_wanted() let through, with
  * what this plan adds, without NCCL_CONF_FILE (the check writes that file;
@@ -2009,6 +2032,8 @@ ringcheck_env(const struct plan *p, json_t *rc)
         if (json_array_append(env, e) != 0)
             goto fail;
     }
+    if (ringcheck_profile_expected(p, env) != 0)
+        goto fail;
     if (json_array_size(from) > 0 &&
         json_object_set_nocheck(rc, "envFrom", from) != 0)
         goto fail;

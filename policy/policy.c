@@ -159,6 +159,7 @@ settings_builtin(struct policy *p, struct settings *s)
     s->ipc.capabilities = NULL;
     s->ipc.n_capabilities = 0;
     s->ipc.host_ipc = false;
+    s->ipc.warn_non_root = true;
     s->ringcheck.enabled = true;
     s->ringcheck.image = pool_strdup(p, builtin_ringcheck_image);
     s->ringcheck.timeout_seconds = 120;
@@ -308,7 +309,8 @@ static const char *const checkpoint_keys[] = {"signal", "file", NULL};
 static const char *const profile_keys[] = {"enabled", "name", "optional", NULL};
 static const char *const shm_keys[] = {"enabled",  "perGPU",      "min", "max",
                                        "existing", "memoryLimit", NULL};
-static const char *const ipc_keys[] = {"capabilities", "hostIPC", NULL};
+static const char *const ipc_keys[] = {"capabilities", "hostIPC", "warnNonRoot",
+                                       NULL};
 static const char *const ringcheck_keys[] = {
     "enabled",        "image",
     "timeoutSeconds", "bandwidthBytes",
@@ -939,6 +941,8 @@ parse_ipc(struct loader *L, const struct ynode *n, struct settings *s)
     if ((v = ynode_get(n, "capabilities")) != NULL)
         get_string_list(L, v, "ipc.capabilities", check_capability,
                         &s->ipc.capabilities, &s->ipc.n_capabilities);
+    if ((v = ynode_get(n, "warnNonRoot")) != NULL)
+        get_bool(L, v, "ipc.warnNonRoot", &s->ipc.warn_non_root);
     if ((v = ynode_get(n, "hostIPC")) != NULL &&
         get_bool(L, v, "ipc.hostIPC", &s->ipc.host_ipc) && s->ipc.host_ipc)
         warn_at(L, v,

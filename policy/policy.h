@@ -92,6 +92,7 @@ struct settings {
         char **capabilities; /* added to GPU containers, e.g. IPC_LOCK */
         size_t n_capabilities;
         bool host_ipc;
+        bool warn_non_root; /* warn that IPC_LOCK is moot for non-root */
     } ipc;
 
     struct {

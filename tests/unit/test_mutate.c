@@ -688,8 +688,12 @@ test_ringcheck(void)
         65532);
     CHECK_STR(str_at(rc, "/envFrom/0/configMapRef/name"),
               "nccl-production-profile");
-    /* Least privilege: the workload's HF_TOKEN stays out of the check. */
-    CHECK(patch_pointer_get(rc, "/env") == NULL);
+    /* Least privilege: the workload's HF_TOKEN stays out of the check;
+     * it gets only the profile name the policy expects (issue 23: the
+     * profile is never silently missing). */
+    CHECK_INT(json_array_size(patch_pointer_get(rc, "/env")), 1);
+    CHECK_STR(str_at(rc, "/env/0/name"), "NCCLGUARD_PROFILE_EXPECTED");
+    CHECK_STR(str_at(rc, "/env/0/value"), "nccl-production-profile");
     CHECK_STR(str_at(rc, "/volumeMounts/0/mountPath"), "/dev/shm");
     CHECK_STR(str_at(rc, "/volumeMounts/1/mountPath"), "/run/ncclguard");
     /* Fallback: the GPU container reads the file the check writes. */
@@ -2291,7 +2295,8 @@ test_ringcheck_env_least_privilege(void)
     CHECK(rc != NULL);
     CHECK_STR(env_names(rc, names, sizeof(names)),
               "IFACE,NCCL_SOCKET_IFNAME,NCCL_ESC,CUDA_DEVICE_ORDER,"
-              "TORCH_NCCL_BLOCKING_WAIT,MY_NODE,NCCL_ALGO,WORLD_SIZE");
+              "TORCH_NCCL_BLOCKING_WAIT,MY_NODE,NCCL_ALGO,WORLD_SIZE,"
+              "NCCLGUARD_PROFILE_EXPECTED");
     CHECK_INT(json_array_size(json_object_get(rc, "envFrom")), 2);
     CHECK_STR(str_at(rc, "/envFrom/0/configMapRef/name"),
               "nccl-production-profile");
@@ -2663,6 +2668,39 @@ test_match_node_pools(void)
     policy_free(pol);
 }
 
+/* Issue 23: the IPC_LOCK-for-non-root warning can be silenced
+ * (ipc.warnNonRoot: false); IPC_LOCK is still added. */
+static void
+test_ipc_lock_warning_silenced(void)
+{
+    static const char *const heads[2] = {
+        "defaults:\n  ipc: {capabilities: [IPC_LOCK]}\n",
+        "defaults:\n  ipc: {capabilities: [IPC_LOCK], warnNonRoot: false}\n"};
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'securityContext':{"
+                    "'runAsNonRoot':true},'containers':[{'name':'b',"
+                    "'resources':{'limits':{'nvidia.com/gpu':1}}}]}}");
+
+    for (int k = 0; k < 2; k++) {
+        char text[256];
+        struct policy *pol;
+        struct mutate_result r;
+        json_t *patched;
+
+        snprintf(text, sizeof(text), POLICY_HEAD "%s", heads[k]);
+        pol = fixture_policy(text);
+        patched = run(pol, pod, "ml", &r);
+        CHECK_STR(str_at(patched, "/spec/containers/0/securityContext/"
+                                  "capabilities/add/0"),
+                  "IPC_LOCK");
+        CHECK_INT(warnings_have(r.warnings, "IPC_LOCK in container \"b\""),
+                  k == 0);
+        json_decref(patched);
+        mutate_result_release(&r);
+        policy_free(pol);
+    }
+    json_decref(pod);
+}
+
 int
 main(void)
 {
@@ -2701,6 +2739,7 @@ main(void)
     test_on_no_cure();
     test_jobset_master_addr();
     test_match_node_pools();
+    test_ipc_lock_warning_silenced();
     policy_free(pol_default);
     return harness_finish();
 }

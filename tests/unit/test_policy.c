@@ -695,6 +695,7 @@ settings_same(const struct settings *a, const struct settings *b)
          i++)
         SAME_STR(ipc.capabilities[i]);
     SAME_INT(ipc.host_ipc);
+    SAME_INT(ipc.warn_non_root);
     SAME_INT(ringcheck.enabled);
     SAME_STR(ringcheck.image);
     SAME_INT(ringcheck.timeout_seconds);
