@@ -151,6 +151,13 @@ jobset_pods(const json_t *spec, const struct settings *s)
     return total;
 }
 
+/* A PyTorchJob pod with a master: single-pod, and why. */
+static void
+pytorchjob_alone(struct jobmember *out)
+{
+    found(out, MN_NONE, "%s", JM_PYTORCHJOB_WHY);
+}
+
 /* A dry run sees a template, not the pod the operator creates: the
  * workload's kind stands in for the operator's labels. It also sees the
  * whole job, so it can tell when node rank 0's pod would run no check
@@ -196,7 +203,7 @@ detect_workload(const json_t *w, const struct settings *s,
                   "the others to join",
                   kind);
         else if (master != NULL)
-            found(out, MN_NONE, "%s", JM_PYTORCHJOB_WHY);
+            pytorchjob_alone(out);
         else
             found(out, MN_NONE,
                   "%s without a Master replica: the operator sets no "
@@ -246,7 +253,7 @@ jobmember_detect(const json_t *pod, const json_t *gpu_ctr,
         found(out, MN_TORCHRUN, "variable %s", "PET_MASTER_ADDR");
     } else if (kf_op != NULL && strcmp(kf_op, "pytorchjob-controller") == 0) {
         if (env_has(gpu_ctr, "MASTER_ADDR"))
-            found(out, MN_NONE, "%s", JM_PYTORCHJOB_WHY);
+            pytorchjob_alone(out);
         else
             found(out, MN_NONE,
                   "%s pod without MASTER_ADDR (no Master replica): "

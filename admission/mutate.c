@@ -759,7 +759,7 @@ gpu_value(const json_t *v, int64_t *out, char *why, size_t n)
                  "%g as a JSON number with a fraction, not a whole "
                  "count",
                  json_real_value(v));
-        return -1;
+        return -1; /* a real is never a count */
     }
     if (json_is_string(v)) {
         struct quantity q;
