@@ -868,6 +868,7 @@ fastjson_decode(const char *text, size_t len,
     err->text[0] = '\0';
     err->oom = false;
     err->syntax = false;
+    err->depth = false;
     if (ts == nullptr)
         goto oom;
     if (ts->pad_cap < len + PAD_TAIL) {
@@ -909,6 +910,7 @@ fastjson_decode(const char *text, size_t len,
                          syntax_message(code));
             err->syntax =
                 code != simdjson::UTF8_ERROR && code != simdjson::DEPTH_ERROR;
+            err->depth = code == simdjson::DEPTH_ERROR;
             goto done;
         }
     }

@@ -56,6 +56,7 @@ struct fastjson_error {
     char text[256];
     bool oom;    /* out of memory, not a bad document */
     bool syntax; /* a syntax error whose place simdjson does not say */
+    bool depth;  /* nested deeper than FASTJSON_MAX_DEPTH somewhere */
 };
 
 /*

@@ -100,6 +100,64 @@ template_has_gpus(const json_t *tmpl, const struct settings *s)
     return false;
 }
 
+/*
+ * Why a PyTorchJob (training-operator v1) pod checks alone. The operator
+ * makes one headless Service per replica, <job>-master-0 for MASTER_ADDR,
+ * with ClusterIP None and no publishNotReadyAddresses (CreateNewService in
+ * kubeflow/training-operator pkg/controller.v1/common/service.go), so the
+ * name resolves only once the master pod is Ready: never while any init
+ * container runs. A multi-node check would wait its whole deadline and
+ * check nothing, so the pods get the single-pod check.
+ */
+#define JM_PYTORCHJOB_WHY                                                      \
+    "PyTorchJob: MASTER_ADDR resolves only once the master is Ready (no "      \
+    "publishNotReadyAddresses on its Service), never during init"
+
+/*
+ * The pods of a JobSet whose templates ask for GPUs: each replicatedJob
+ * makes `replicas` Jobs (default 1) of `parallelism` pods each (default
+ * 1). JobSet labels and annotates every pod with
+ * jobset.sigs.k8s.io/global-replicas, the sum of the replicas
+ * (labelAndAnnotateObject in kubernetes-sigs/jobset
+ * pkg/controller/jobset_controller.go), but nothing on the pod says the
+ * Jobs' parallelism, so only the whole JobSet gives the pod count. 0 when
+ * a count is not a plain positive integer.
+ */
+static long long
+jobset_pods(const json_t *spec, const struct settings *s)
+{
+    long long total = 0;
+    size_t i;
+    json_t *rj;
+
+    json_array_foreach(json_object_get(spec, "replicatedJobs"), i, rj)
+    {
+        const json_t *job =
+            json_object_get(json_object_get(rj, "template"), "spec");
+        const json_t *rep = json_object_get(rj, "replicas");
+        const json_t *par = json_object_get(job, "parallelism");
+        long long r = 1, k = 1;
+
+        if (!template_has_gpus(json_object_get(job, "template"), s))
+            continue;
+        if (rep != NULL)
+            r = json_is_integer(rep) ? (long long)json_integer_value(rep) : 0;
+        if (par != NULL)
+            k = json_is_integer(par) ? (long long)json_integer_value(par) : 0;
+        if (r <= 0 || k <= 0 || r > 100000 || k > 100000)
+            return 0;
+        total += r * k;
+    }
+    return total;
+}
+
+/* A PyTorchJob pod with a master: single-pod, and why. */
+static void
+pytorchjob_alone(struct jobmember *out)
+{
+    found(out, MN_NONE, "%s", JM_PYTORCHJOB_WHY);
+}
+
 /* A dry run sees a template, not the pod the operator creates: the
  * workload's kind stands in for the operator's labels. It also sees the
  * whole job, so it can tell when node rank 0's pod would run no check
@@ -133,6 +191,7 @@ detect_workload(const json_t *w, const struct settings *s,
               "%s template; leader and node count from the policy's "
               "templates",
               kind);
+        out->nodes_hint = jobset_pods(spec, s);
     } else if (strcmp(kind, "PyTorchJob") == 0 && group_is(w, "kubeflow.org")) {
         const json_t *master = json_object_get(
             json_object_get(spec, "pytorchReplicaSpecs"), "Master");
@@ -144,10 +203,7 @@ detect_workload(const json_t *w, const struct settings *s,
                   "the others to join",
                   kind);
         else if (master != NULL)
-            found(out, MN_PYTORCHJOB,
-                  "%s template; the operator sets MASTER_ADDR, WORLD_SIZE, "
-                  "RANK",
-                  kind);
+            pytorchjob_alone(out);
         else
             found(out, MN_NONE,
                   "%s without a Master replica: the operator sets no "
@@ -197,7 +253,7 @@ jobmember_detect(const json_t *pod, const json_t *gpu_ctr,
         found(out, MN_TORCHRUN, "variable %s", "PET_MASTER_ADDR");
     } else if (kf_op != NULL && strcmp(kf_op, "pytorchjob-controller") == 0) {
         if (env_has(gpu_ctr, "MASTER_ADDR"))
-            found(out, MN_PYTORCHJOB, "label %s", JM_KF_OPERATOR);
+            pytorchjob_alone(out);
         else
             found(out, MN_NONE,
                   "%s pod without MASTER_ADDR (no Master replica): "
@@ -209,6 +265,10 @@ jobmember_detect(const json_t *pod, const json_t *gpu_ctr,
                env_has(gpu_ctr, "PET_NNODES")) {
         found(out, MN_JOBSET, "label %s and PET_NNODES", JM_JOBSET_NAME);
         out->nodes_from_pet = true;
+    } else if (str_get(labels, JM_JOBSET_NAME) != NULL &&
+               env_has(gpu_ctr, "MASTER_ADDR")) {
+        found(out, MN_JOBSET, "label %s and MASTER_ADDR", JM_JOBSET_NAME);
+        out->leader_from_master = true;
     } else if (str_get(labels, JM_JOBSET_NAME) != NULL) {
         found(out, MN_JOBSET, "label %s", JM_JOBSET_NAME);
     } else if (str_get(labels, JM_VOLCANO_JOB) != NULL) {
@@ -217,6 +277,9 @@ jobmember_detect(const json_t *pod, const json_t *gpu_ctr,
         found(out, MN_NONE, "%s pods stay single-pod", "RayCluster");
     } else if (workload != NULL) {
         detect_workload(workload, s, out);
+        if (out->kind == MN_JOBSET && env_has(gpu_ctr, "MASTER_ADDR") &&
+            !env_has(gpu_ctr, "PET_NNODES"))
+            out->leader_from_master = true;
     } else {
         found(out, MN_NONE, "%s", "no job operator's labels or variables");
     }
@@ -317,7 +380,8 @@ add_job_id(const struct jobmember *m, const json_t *pod, json_t *env)
 
 struct render {
     json_t *env;
-    int refs; /* NCCLGUARD_T<n> written so far */
+    long long nodes_hint; /* see struct jobmember */
+    int refs;             /* NCCLGUARD_T<n> written so far */
     char out[1100];
     size_t len;
     bool full;
@@ -333,6 +397,32 @@ render_put(struct render *r, const char *s, size_t n)
     memcpy(r->out + r->len, s, n);
     r->len += n;
     r->out[r->len] = '\0';
+}
+
+/*
+ * Why a pod checks alone when it lacks the ncclguard.io annotation key
+ * that a template reads: for the node count, the exact annotation to add
+ * to the pod template, with the count when the dry run knows it from the
+ * whole JobSet.
+ */
+static void
+nodes_missing(const struct render *r, const char *key, const char *what,
+              char *why, size_t why_len)
+{
+    if (strcmp(key, JM_NODES_ANNOTATION) != 0)
+        snprintf(why, why_len,
+                 "no annotation %.60s (read by %s) on the pod template", key,
+                 what);
+    else if (r->nodes_hint > 0)
+        snprintf(why, why_len,
+                 "add the annotation %s: \"%lld\" (the job's pods) to the "
+                 "pod template",
+                 key, r->nodes_hint);
+    else
+        snprintf(why, why_len,
+                 "add the annotation %s: \"<pods in the job>\" to the pod "
+                 "template",
+                 key);
 }
 
 /*
@@ -378,10 +468,7 @@ render(struct render *r, const char *what, const char *tmpl, const json_t *pod,
 
                 snprintf(key, sizeof(key), "%.*s", (int)piece.len, piece.s);
                 if (json_object_get(ann, key) == NULL) {
-                    snprintf(why, why_len,
-                             "no annotation %.60s (read by %s) on the pod "
-                             "template",
-                             key, what);
+                    nodes_missing(r, key, what, why, why_len);
                     return 1;
                 }
             }
@@ -447,7 +534,9 @@ jobmember_env(const struct jobmember *m, const json_t *pod,
         return 0;
     memset(&r, 0, sizeof(r));
     r.env = env;
+    r.nodes_hint = m->nodes_hint;
     leader = s->ringcheck.leader_address != NULL ? s->ringcheck.leader_address
+             : m->leader_from_master             ? "{env:MASTER_ADDR}"
                                                  : leader_default(m->kind);
     rc = render(&r, "ringCheck.leaderAddress", leader, pod, why, why_len);
     if (rc != 0)

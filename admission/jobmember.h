@@ -30,6 +30,14 @@ struct jobmember {
     const char *operator_name; /* MN_VARS' name; NULL for MN_NONE */
     char why[160];             /* how it was found, or why single-pod */
     bool nodes_from_pet;       /* plain JobSet whose pods carry PET_NNODES */
+    /* Plain JobSet whose GPU container sets MASTER_ADDR (torchrun with
+     * --master_addr): node rank 0's address is that variable, unless the
+     * policy names another. */
+    bool leader_from_master;
+    /* The job's pods as a dry run counts them from the JobSet (the sum
+     * of replicas x parallelism), for the warning that asks for
+     * ncclguard.io/nodes; 0 when unknown (the server sees only the pod). */
+    long long nodes_hint;
 };
 
 /*

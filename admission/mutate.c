@@ -18,10 +18,14 @@
 #include "base/text.h"
 #include "policy/quantity.h"
 #include "ringcheck/limits.h"
+#include "ringcheck/profile_marker.h"
 #include "watchdog/wdspec.h"
 
 /* Bounds on what one pod may hold before we give up on it (no patch). */
-#define MUTATE_MAX_CONTAINERS 128
+/* Containers: a pod past this is left unchanged with a warning (and so
+ * escapes the policy: docs/mutate.md, "what the policy cannot enforce");
+ * every step is linear in it, so it is generous. */
+#define MUTATE_MAX_CONTAINERS 1024
 #define MUTATE_MAX_RESOURCES 16
 #define MUTATE_MAX_WARNINGS 16
 #define MUTATE_MAX_GPUS_PER_CONTAINER (1 << 20)
@@ -402,17 +406,51 @@ add_list(json_t **list)
     return *list;
 }
 
-/* Mount paths compare equal when they differ only by trailing slashes. */
+/* The next component of path at *p (no slashes, not "."), with its
+ * length in *len; NULL at the end. */
+static const char *
+path_next(const char **p, size_t *len)
+{
+    for (;;) {
+        const char *s = *p, *e;
+
+        while (*s == '/')
+            s++;
+        if (*s == '\0')
+            return NULL;
+        for (e = s; *e != '\0' && *e != '/'; e++)
+            ;
+        *p = e;
+        if (e - s == 1 && s[0] == '.')
+            continue;
+        *len = (size_t)(e - s);
+        return s;
+    }
+}
+
+/*
+ * Mount paths compare equal when they name the same place once cleaned
+ * the way the kubelet and the runtime clean them (filepath.Clean):
+ * repeated slashes are one (//dev/shm, /dev//shm), trailing slashes and
+ * "." components are dropped. Otherwise a pod mounting //dev/shm got a
+ * second /dev/shm mount, which the apiserver refuses ("must be unique").
+ */
 static bool
 path_eq(const char *a, const char *b)
 {
-    size_t la = strlen(a), lb = strlen(b);
+    const char *ca, *cb;
+    size_t la = 0, lb = 0;
 
-    while (la > 1 && a[la - 1] == '/')
-        la--;
-    while (lb > 1 && b[lb - 1] == '/')
-        lb--;
-    return la == lb && memcmp(a, b, la) == 0;
+    if ((a[0] == '/') != (b[0] == '/'))
+        return false;
+    for (;;) {
+        ca = path_next(&a, &la);
+        cb = path_next(&b, &lb);
+        if (ca == NULL || cb == NULL)
+            return ca == cb;
+        if (la != lb || memcmp(ca, cb, la) != 0)
+            return false;
+    }
 }
 
 /* The volume name of c's mount at path, in the pod or planned; or NULL. */
@@ -712,14 +750,16 @@ gpu_value(const json_t *v, int64_t *out, char *why, size_t n)
         return 0;
     }
     if (json_is_real(v)) {
-        double d = json_real_value(v);
-
-        if (d < 0 || d != floor(d) || d > MUTATE_MAX_GPUS_PER_CONTAINER) {
-            snprintf(why, n, "%g, not a whole non-negative count", d);
-            return -1;
-        }
-        *out = (int64_t)d;
-        return 0;
+        /* A JSON number with a fraction or an exponent arrives as a
+         * double, which cannot tell 8.0 from 8.000000000000000000001 (a
+         * quantity the apiserver rounds up to 8000000001n and refuses for
+         * an extended resource): such a count is never taken. The
+         * apiserver itself always sends quantities as strings. */
+        snprintf(why, n,
+                 "%g as a JSON number with a fraction, not a whole "
+                 "count",
+                 json_real_value(v));
+        return -1; /* a real is never a count */
     }
     if (json_is_string(v)) {
         struct quantity q;
@@ -1103,8 +1143,28 @@ memory_raise(struct plan *p, struct ctr *c, int k, int64_t delta)
     injected_add(p->res, "memory");
 }
 
+/*
+ * shm.memoryLimit: raise, for a container whose memory limit (*lim) the
+ * shm size exceeds: the limit grows by the shm size, so that the workload
+ * keeps its own memory beside a full /dev/shm. The request stays, unless
+ * it equals the limit: then it grows too, so that a Guaranteed pod stays
+ * Guaranteed (a request is never needed above its old value otherwise).
+ */
+static void
+memory_raise_limit(struct plan *p, struct ctr *c, const struct quantity *lim)
+{
+    const json_t *rv = json_object_get(
+        obj_get(obj_get(c->c, "resources"), "requests"), "memory");
+    struct quantity rq;
+
+    memory_raise(p, c, 0, p->shm_size);
+    if (rv != NULL && !json_is_null(rv) && quantity_of(rv, &rq) == 0 &&
+        rq.milli == lim->milli)
+        memory_raise(p, c, 1, p->shm_size);
+}
+
 /* tmpfs pages count against the memory limit of the container writing
- * them: warn, or raise the request and limit by the shm size. */
+ * them: warn, or raise the limit where the shm size exceeds it. */
 static void
 plan_memory(struct plan *p)
 {
@@ -1134,15 +1194,14 @@ plan_memory(struct plan *p)
                  shm, c->name);
             continue;
         }
-        if (p->s->shm.memory_limit == SHM_MEMLIMIT_RAISE) {
-            memory_raise(p, c, 0, p->shm_size);
-            memory_raise(p, c, 1, p->shm_size);
-            continue;
-        }
         v = json_object_get(obj_get(obj_get(c->c, "resources"), "limits"),
                             "memory");
         if (v == NULL || quantity_of(v, &q) != 0 || p->shm_size <= q.value)
             continue;
+        if (p->s->shm.memory_limit == SHM_MEMLIMIT_RAISE) {
+            memory_raise_limit(p, c, &q);
+            continue;
+        }
         size_format(q.value, lim, sizeof(lim));
         warn(p->res,
              "/dev/shm %s exceeds the %s memory limit of \"%.20s\"; "
@@ -1230,7 +1289,8 @@ plan_ipc(struct plan *p)
             if (json_array_append_new(add_list(&c->cap_add), jstr(cap)) != 0)
                 return -1;
             injected_add(p->res, "capabilities");
-            if (cap_eq(cap, "IPC_LOCK") && runs_non_root(p, c))
+            if (cap_eq(cap, "IPC_LOCK") && s->ipc.warn_non_root &&
+                runs_non_root(p, c))
                 warn(p->res,
                      "IPC_LOCK in container \"%.30s\" has no effect: it "
                      "runs as non-root; run it as root or drop IPC_LOCK",
@@ -1504,6 +1564,68 @@ ringcheck_fits_pod(struct plan *p)
 }
 
 /*
+ * Whether GPUs of the resource name can run the ring check: it is NCCL on
+ * CUDA, so only NVIDIA's device plugin resources (nvidia.com/gpu, and the
+ * nvidia.com/ names of time-sliced or renamed shares) qualify. amd.com/gpu
+ * and the other vendors' GPUs run RCCL or oneCCL, with no CUDA driver for
+ * the check's image: injecting it would stop the pod at init. Such pods
+ * still get the profile, /dev/shm and IPC settings, which RCCL reads too
+ * (it honours the NCCL_* variables and uses /dev/shm the same way).
+ */
+static bool
+ringcheck_resource(const char *name)
+{
+    return strncmp(name, "nvidia.com/", strlen("nvidia.com/")) == 0;
+}
+
+static int ringcheck_env(const struct plan *p, json_t *rc);
+
+/* What the check's container adds besides its env and envFrom (name,
+ * image, about a dozen arguments, resources, mounts, security context),
+ * as compact JSON: about 1 KiB, bounded by the policy's strings. */
+#define RINGCHECK_FIXED_BYTES 4096u
+
+/*
+ * Whether the check fits the size bounds: the container, its env as
+ * ringcheck_env() copies it included, adds at most
+ * MUTATE_RINGCHECK_MAX_BYTES, and the pod stays within etcd's request
+ * limit (MUTATE_OBJECT_MAX_BYTES) with it. Returns 1, 0 after a warning
+ * and a note (the check is left out), or -1 when out of memory.
+ */
+static int
+ringcheck_fits_size(struct plan *p)
+{
+    json_t *probe = json_object();
+    size_t bytes, have = p->opt != NULL ? p->opt->object_bytes : 0;
+
+    if (probe == NULL || ringcheck_env(p, probe) != 0) {
+        json_decref(probe);
+        return -1;
+    }
+    bytes = json_dumpb(probe, NULL, 0, JSON_COMPACT) + RINGCHECK_FIXED_BYTES +
+            strlen(p->s->ringcheck.image);
+    json_decref(probe);
+    if (bytes > MUTATE_RINGCHECK_MAX_BYTES) {
+        warn(p->res,
+             "ring check not added: with the workload's NCCL and CUDA env "
+             "it would add %zu KiB, more than %u KiB",
+             bytes / 1024, MUTATE_RINGCHECK_MAX_BYTES / 1024);
+        rc_note(p, "left out: it would add %zu KiB to the pod", bytes / 1024);
+        return 0;
+    }
+    if (have > 0 && have + bytes > MUTATE_OBJECT_MAX_BYTES) {
+        warn(p->res,
+             "ring check not added: the pod (%zu KiB) would pass etcd's "
+             "%u KiB request limit with it",
+             have / 1024, MUTATE_OBJECT_MAX_BYTES / 1024);
+        rc_note(p, "left out: the pod would pass etcd's %u KiB limit",
+                MUTATE_OBJECT_MAX_BYTES / 1024);
+        return 0;
+    }
+    return 1;
+}
+
+/*
  * Decides whether the ring-check init container is added, before any
  * other part of the plan, so that nothing refers to a check that is left
  * out. The webhook never injects arguments ncclguard-ringcheck would
@@ -1516,6 +1638,8 @@ ringcheck_decide(struct plan *p)
 {
     const struct settings *s = p->s;
     int64_t side = 0;
+    const char *other = NULL; /* a counted resource that is not NVIDIA's */
+    int fits;
 
     p->rc_inject = false;
     p->rc_expect = 0;
@@ -1534,13 +1658,26 @@ ringcheck_decide(struct plan *p)
         return 0;
     }
     /* The check is the last init container, so every native sidecar has
-     * started and holds its GPUs: it can use only the rest. */
+     * started and holds its GPUs: it can use only the rest, and of those
+     * only NVIDIA's (ringcheck_resource()). */
     for (size_t r = 0; r < p->n_res; r++) {
         int64_t k = p->pod_per_res[r] - p->sidecar_per_res[r];
 
+        if (!ringcheck_resource(s->gpu_resources[r])) {
+            if (k > 0 && other == NULL)
+                other = s->gpu_resources[r];
+            continue;
+        }
         side += p->sidecar_per_res[r];
         if (k > 0)
             p->rc_expect += k;
+    }
+    if (p->rc_expect == 0 && side == 0 && other != NULL) {
+        rc_note(p,
+                "left out: %.60s is not an NVIDIA GPU; the check runs NCCL "
+                "on CUDA",
+                other);
+        return 0;
     }
     /* A pod whose GPUs come through DRA claims has no GPU resource: the
      * check shares those claims and expects the GPUs they give. */
@@ -1575,6 +1712,8 @@ ringcheck_decide(struct plan *p)
     if (ringcheck_membership(p) != 0)
         return -1;
     if (p->mn.kind != MN_NONE) {
+        if ((fits = ringcheck_fits_size(p)) <= 0)
+            return fits;
         rc_note(p, "multi-node (%s: %s), rendezvous port %d",
                 p->mn.operator_name, p->mn.why, s->ringcheck.rendezvous_port);
         p->res->multinode = true;
@@ -1590,6 +1729,8 @@ ringcheck_decide(struct plan *p)
                 s->ringcheck.min_gpus, p->mn.why);
         return 0;
     }
+    if ((fits = ringcheck_fits_size(p)) <= 0)
+        return fits;
     rc_note(p, "single-pod (%s)", p->mn.why);
     p->rc_inject = true;
     return 0;
@@ -1671,15 +1812,170 @@ on_failure_name(enum ringcheck_on_failure f)
     return "fail";
 }
 
+/* ---- the check's env: least privilege -------------------------------- */
+
+/*
+ * Whether a variable of the workload container is one the check may need
+ * by its name: NCCL's and CUDA's own (NCCL_*, CUDA_*), PyTorch's NCCL
+ * settings (TORCH_NCCL_*), and the job operators' membership variables of
+ * the shared table (ringcheck/multinode_env.h) the binary reads. Nothing
+ * else of the workload's env goes into the check (tokens, credentials,
+ * application settings).
+ */
+static bool
+rcenv_name_wanted(const char *name)
+{
+    static const char *const prefixes[] = {"NCCL_", "CUDA_", "TORCH_NCCL_"};
+
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+        if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+            return true;
+    for (size_t i = 0; i < MN_VARS_COUNT; i++) {
+        const char *const v[4] = {MN_VARS[i].leader, MN_VARS[i].port,
+                                  MN_VARS[i].nnodes, MN_VARS[i].rank};
+
+        for (int k = 0; k < 4; k++)
+            if (v[k] != NULL && strcmp(name, v[k]) == 0)
+                return true;
+    }
+    /* training-operator v1 sets these next to WORLD_SIZE (docs/mutate.md,
+     * multi-node): the binary prefers them. */
+    return strcmp(name, "PET_NNODES") == 0 ||
+           strcmp(name, "PET_NODE_RANK") == 0;
+}
+
+/*
+ * How an env entry's value is given: a plain value, a Downward API field
+ * (fieldRef: names, addresses, labels; never secret), a ConfigMap key, or
+ * one of the sources the check never gets: secretKeyRef (a secret), and
+ * resourceFieldRef or any other source (the check's own resources differ
+ * from the workload's, so such a value would mislead it).
+ */
+enum rcenv_source { RCENV_VALUE, RCENV_FIELD, RCENV_CONFIGMAP, RCENV_NEVER };
+
+static enum rcenv_source
+rcenv_source_of(const json_t *e)
+{
+    const json_t *from = json_object_get(e, "valueFrom");
+
+    if (from == NULL || json_is_null(from))
+        return RCENV_VALUE;
+    if (!json_is_object(from) || json_object_size(from) != 1)
+        return RCENV_NEVER;
+    if (obj_get(from, "fieldRef") != NULL)
+        return RCENV_FIELD;
+    if (obj_get(from, "configMapKeyRef") != NULL)
+        return RCENV_CONFIGMAP;
+    return RCENV_NEVER; /* secretKeyRef, resourceFieldRef, fileKeyRef ... */
+}
+
+/* Adds to set the names that value refers to as $(NAME), the kubelet's
+ * syntax ($$ escapes a $; expansion.go in kubernetes/third_party/
+ * forked/golang/expansion). Returns 0, or -1 when out of memory. */
+static int
+rcenv_refs_add(struct nameset *set, json_t *pool, const char *value)
+{
+    for (const char *c = value; c != NULL && *c != '\0'; c++) {
+        const char *end;
+        json_t *name;
+
+        if (c[0] != '$')
+            continue;
+        if (c[1] == '$') {
+            c++;
+            continue;
+        }
+        if (c[1] != '(' || (end = strchr(c + 2, ')')) == NULL)
+            continue;
+        /* The set borrows its strings: they live in pool. */
+        name = json_stringn_nocheck(c + 2, (size_t)(end - (c + 2)));
+        if (name == NULL || json_array_append_new(pool, name) != 0 ||
+            nameset_add(set, json_string_value(name)) != 0)
+            return -1;
+        c = end;
+    }
+    return 0;
+}
+
+/*
+ * Marks which entries of the workload's env (n of them, in list order)
+ * the check copies: a Downward API field, an entry whose name
+ * rcenv_name_wanted() accepts, or one that a copied entry refers to as
+ * $(NAME) (the kubelet expands only
+ * names defined earlier, so one pass from the end finds every entry
+ * needed), and only with a plain value, a fieldRef or a configMapKeyRef.
+ * A secretKeyRef is never copied, whatever its name. Fills keep[];
+ * returns 0, or -1 when out of memory.
+ */
+static int
+rcenv_select(json_t *const *ent, size_t n, bool *keep)
+{
+    struct nameset refs = {0};
+    json_t *pool = json_array();
+    int rc = -1;
+
+    if (pool == NULL)
+        return -1;
+    for (size_t i = n; i-- > 0;) {
+        const char *name = str_get(ent[i], "name");
+        enum rcenv_source src = rcenv_source_of(ent[i]);
+
+        keep[i] = name != NULL && src != RCENV_NEVER &&
+                  (src == RCENV_FIELD || rcenv_name_wanted(name) ||
+                   nameset_has(&refs, name));
+        if (keep[i] && src == RCENV_VALUE &&
+            rcenv_refs_add(&refs, pool, str_get(ent[i], "value")) != 0)
+            goto done;
+    }
+    rc = 0;
+done:
+    nameset_release(&refs);
+    json_decref(pool);
+    return rc;
+}
+
+/* Whether an envFrom source may go into the check: ConfigMaps (the
+ * platform's profile, the user's NCCL settings), never a secretRef. */
+static bool
+rcenv_from_wanted(const json_t *e)
+{
+    return json_is_object(e) && obj_get(e, "configMapRef") != NULL &&
+           json_object_get(e, "secretRef") == NULL;
+}
+
+/*
+ * The profile is optional in envFrom, so a namespace without the
+ * ConfigMap starts pods without the platform's NCCL settings, silently.
+ * The webhook cannot look (it has no API access); the check can: it gets
+ * the name the policy expects (PROFILE_EXPECTED_ENV) and compares it
+ * with the marker key the profile ConfigMap carries (PROFILE_MARKER_KEY,
+ * ringcheck/profile_marker.h), which envFrom makes a variable. Returns
+ * 0, or -1 when out of memory.
+ */
+static int
+ringcheck_profile_expected(const struct plan *p, json_t *env)
+{
+    const struct settings *s = p->s;
+
+    if (!s->profile.enabled || s->profile.name == NULL ||
+        s->profile.name[0] == '\0')
+        return 0;
+    return json_array_append_new(env, jobj("name", jstr(PROFILE_EXPECTED_ENV),
+                                           "value", jstr(s->profile.name)));
+}
+
 /* The env and envFrom the check runs under: those of the first GPU
- * container, with what this plan adds, without NCCL_CONF_FILE (the check
- * writes that file; it does not read it). */
+ * container that rcenv_select() and rcenv_from_wanted() let through, with
+ * what this plan adds, without NCCL_CONF_FILE (the check writes that file;
+ * it does not read it). */
 static int
 ringcheck_env(const struct plan *p, json_t *rc)
 {
     json_t *list;
     const struct ctr *g = ringcheck_model(p);
     json_t *env = NULL, *from = NULL;
+    json_t **all = NULL;
+    bool *keep = NULL;
     size_t i;
     json_t *e;
 
@@ -1699,24 +1995,35 @@ ringcheck_env(const struct plan *p, json_t *rc)
     list = arr_get(g->c, "envFrom");
     json_array_foreach(list, i, e)
     {
-        if (json_array_append(from, e) != 0)
+        if (rcenv_from_wanted(e) && json_array_append(from, e) != 0)
             goto fail;
     }
+    /* The workload's env and the plan's additions, as one list in order,
+     * so that a $(NAME) in an added entry can keep the entry it needs. */
     const json_t *lists[2] = {arr_get(g->c, "env"), g->env_add};
-    for (int l = 0; l < 2; l++) {
-        json_array_foreach(lists[l], i, e)
-        {
-            const char *n = str_get(e, "name");
+    size_t n_all = json_array_size(lists[0]) + json_array_size(lists[1]), k = 0;
 
-            if (n != NULL && strcmp(n, "NCCL_CONF_FILE") == 0)
-                continue;
-            /* The multi-node variables are ours: a workload's own POD_IP
-             * or NCCLGUARD_* must not shadow them. */
-            if (n != NULL && p->mn_env != NULL && jobmember_owns(n))
-                continue;
-            if (json_array_append(env, e) != 0)
-                goto fail;
-        }
+    all = calloc(n_all ? n_all : 1, sizeof(*all));
+    keep = calloc(n_all ? n_all : 1, sizeof(*keep));
+    if (all == NULL || keep == NULL)
+        goto fail;
+    for (int l = 0; l < 2; l++)
+        json_array_foreach(lists[l], i, e) all[k++] = e;
+    if (rcenv_select(all, n_all, keep) != 0)
+        goto fail;
+    for (k = 0; k < n_all; k++) {
+        const char *n = str_get(all[k], "name");
+
+        if (!keep[k])
+            continue;
+        if (n != NULL && strcmp(n, "NCCL_CONF_FILE") == 0)
+            continue;
+        /* The multi-node variables are ours: a workload's own POD_IP or
+         * NCCLGUARD_* must not shadow them. */
+        if (n != NULL && p->mn_env != NULL && jobmember_owns(n))
+            continue;
+        if (json_array_append(env, all[k]) != 0)
+            goto fail;
     }
     /* After the copied entries, so that $(VAR) references in them
      * resolve (the kubelet expands only variables defined earlier). */
@@ -1725,6 +2032,8 @@ ringcheck_env(const struct plan *p, json_t *rc)
         if (json_array_append(env, e) != 0)
             goto fail;
     }
+    if (ringcheck_profile_expected(p, env) != 0)
+        goto fail;
     if (json_array_size(from) > 0 &&
         json_object_set_nocheck(rc, "envFrom", from) != 0)
         goto fail;
@@ -1733,10 +2042,14 @@ ringcheck_env(const struct plan *p, json_t *rc)
         goto fail;
     json_decref(env);
     json_decref(from);
+    free(all);
+    free(keep);
     return 0;
 fail:
     json_decref(env);
     json_decref(from);
+    free(all);
+    free(keep);
     return -1;
 }
 
@@ -1789,6 +2102,10 @@ ringcheck_args(const struct plan *p)
     const bool mn = p->mn.kind != MN_NONE;
     const char *on_missing =
         s->ringcheck.on_missing == RINGCHECK_MISSING_FAIL ? "fail" : "warn";
+    const char *on_no_cure =
+        s->ringcheck.on_no_cure == RINGCHECK_NOCURE_FAIL   ? "fail"
+        : s->ringcheck.on_no_cure == RINGCHECK_NOCURE_WARN ? "warn"
+                                                           : NULL;
     char expect[32], timeout[32], bw[32], busbw[32], port[32], mn_timeout[32];
     json_t *args = json_array();
 
@@ -1818,11 +2135,25 @@ ringcheck_args(const struct plan *p)
         {"--rendezvous-port", mn ? port : NULL},
         {"--multi-node-timeout", mn ? mn_timeout : NULL},
         {"--on-missing", mn ? on_missing : NULL},
+        {"--on-no-cure=", fallback ? on_no_cure : NULL},
     };
 
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (table[i].value == NULL)
             continue;
+        size_t fl = strlen(table[i].flag);
+
+        /* A flag ending in '=' takes its value in the same argument. */
+        if (table[i].flag[fl - 1] == '=') {
+            char one[64];
+
+            join(one, sizeof(one), table[i].flag, table[i].value, (char *)NULL);
+            if (json_array_append_new(args, jstr(one)) != 0) {
+                json_decref(args);
+                return NULL;
+            }
+            continue;
+        }
         if (json_array_append_new(args, jstr(table[i].flag)) != 0 ||
             json_array_append_new(args, jstr(table[i].value)) != 0) {
             json_decref(args);
@@ -1833,10 +2164,64 @@ ringcheck_args(const struct plan *p)
 }
 
 /*
+ * The check's limit for one of cpu and memory outside a Guaranteed pod:
+ * the policy's limit, raised to the request when a rule raised only that
+ * (a limit below its request is refused), and lowered to the pod-level
+ * spec.resources limit when the pod sets one (a container's limit above
+ * it is refused: validatePodResourceConsistency). Writes the quantity
+ * text into out; "" when the policy gives neither.
+ */
+static void
+ringcheck_limit_of(const struct plan *p, int k, char *out, size_t n)
+{
+    static const char *const names[2] = {"cpu", "memory"};
+    const char *req =
+        k == 0 ? p->s->ringcheck.cpu_request : p->s->ringcheck.memory_request;
+    const char *lim =
+        k == 0 ? p->s->ringcheck.cpu_limit : p->s->ringcheck.memory_limit;
+    const json_t *plim = json_object_get(
+        obj_get(obj_get(p->spec, "resources"), "limits"), names[k]);
+    struct quantity qr, ql, qp;
+    const char *pick = lim != NULL ? lim : req;
+
+    out[0] = '\0';
+    if (pick == NULL)
+        return;
+    if (lim != NULL && req != NULL &&
+        quantity_parse(req, strlen(req), &qr, NULL) == 0 &&
+        quantity_parse(lim, strlen(lim), &ql, NULL) == 0 && ql.milli < qr.milli)
+        pick = req;
+    join(out, n, pick, (char *)NULL);
+    if (plim != NULL && quantity_of(plim, &qp) == 0 && !qp.negative &&
+        quantity_parse(pick, strlen(pick), &ql, NULL) == 0 &&
+        qp.milli < ql.milli)
+        milli_format(names[k], qp.milli, out, n);
+}
+
+/* Sets the check's cpu and memory limits outside a Guaranteed pod (see
+ * ringcheck_limit_of()). Returns 0, or -1 when out of memory. */
+static int
+ringcheck_limits(const struct plan *p, json_t *lim)
+{
+    static const char *const names[2] = {"cpu", "memory"};
+
+    for (int k = 0; k < 2; k++) {
+        char q[32];
+
+        ringcheck_limit_of(p, k, q, sizeof(q));
+        if (q[0] != '\0' &&
+            json_object_set_new_nocheck(lim, names[k], jstr(q)) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/*
  * The check's resources: the GPUs the pod holds outside its native
  * sidecars (those keep theirs while the check runs), ringCheck.resources
  * as requests, and as limits too in a Guaranteed pod so that the pod keeps
- * its QoS class; and the pod's DRA claims when its GPUs come through them.
+ * its QoS class, else the policy's limits (ringcheck_limits()); and the
+ * pod's DRA claims when its GPUs come through them.
  * Returns the resources object, or NULL when out of memory.
  */
 static json_t *
@@ -1853,7 +2238,7 @@ ringcheck_resources(const struct plan *p)
     for (size_t r = 0; r < p->n_res; r++) {
         int64_t k = p->pod_per_res[r] - p->sidecar_per_res[r];
 
-        if (k <= 0)
+        if (k <= 0 || !ringcheck_resource(s->gpu_resources[r]))
             continue;
         join(buf, sizeof(buf), i64_text(k, t), (char *)NULL);
         if (json_object_set_new(lim, s->gpu_resources[r], jstr(buf)) ||
@@ -1867,6 +2252,8 @@ ringcheck_resources(const struct plan *p)
         ((cpu != NULL && json_object_set_new_nocheck(lim, "cpu", jstr(cpu))) ||
          (mem != NULL &&
           json_object_set_new_nocheck(lim, "memory", jstr(mem)))))
+        goto fail;
+    if (!pod_guaranteed(p) && ringcheck_limits(p, lim) != 0)
         goto fail;
     res = jobj("limits", lim, "requests", req);
     if (res != NULL && p->dra_gpus > 0 &&
@@ -2477,6 +2864,32 @@ skipped_gpus(struct plan *p, const struct policy *pol)
     memcpy(p->res->reason, reason, sizeof(reason));
 }
 
+/*
+ * An object that says it is something else than a v1 Pod (kind
+ * Deployment in a review sent as a Pod's) gets no Pod patch: the paths
+ * would mean other things in it. A pod template has no kind and passes.
+ * Returns whether the pod was turned down (skipped, with a warning).
+ */
+static bool
+object_not_pod(struct plan *p)
+{
+    const json_t *kind = json_object_get(p->pod, "kind");
+    const json_t *api = json_object_get(p->pod, "apiVersion");
+
+    if ((kind == NULL || (json_is_string(kind) &&
+                          strcmp(json_string_value(kind), "Pod") == 0)) &&
+        (api == NULL ||
+         (json_is_string(api) && strcmp(json_string_value(api), "v1") == 0)))
+        return false;
+    p->res->status = MUTATE_SKIPPED;
+    snprintf(p->res->reason, sizeof(p->res->reason),
+             "object is %.40s %.40s, not a v1 Pod",
+             json_is_string(api) ? json_string_value(api) : "(no apiVersion)",
+             json_is_string(kind) ? json_string_value(kind) : "(no kind)");
+    warn(p->res, "%s; left unchanged", p->res->reason);
+    return true;
+}
+
 int
 mutate_pod(const json_t *pod, const char *ns, const struct policy *pol,
            const struct mutate_options *opt, struct mutate_result *res)
@@ -2509,6 +2922,8 @@ mutate_pod(const json_t *pod, const char *ns, const struct policy *pol,
         snprintf(res->reason, sizeof(res->reason), "object is not a pod");
         goto done;
     }
+    if (object_not_pod(p))
+        goto done;
     p->meta = obj_get(pod, "metadata");
     p->spec = obj_get(pod, "spec");
     p->annotations = obj_get(p->meta, "annotations");
@@ -2567,8 +2982,8 @@ mutate_pod(const json_t *pod, const char *ns, const struct policy *pol,
         goto bad_claim;
     if (res->gpus == 0)
         res->gpus = p->dra_gpus;
-    policy_decide(pol, ns, obj_get(p->meta, "labels"), p->annotations,
-                  res->gpus, &dec);
+    policy_decide_pod(pol, ns, obj_get(p->meta, "labels"), p->annotations,
+                      p->spec, res->gpus, &dec);
     p->dec = &dec;
     p->s = dec.settings != NULL ? dec.settings : defs;
     join(res->rule, sizeof(res->rule), dec.rule != NULL ? dec.rule : "default",

@@ -17,7 +17,17 @@ struct mutate_options {
      * LeaderWorkerSet, ...), standing in for the labels and variables its
      * operator adds to the pods it creates. NULL on the server. */
     const json_t *workload;
+    /* Bytes of the object as the apiserver sent it (the review's body is
+     * an upper bound), 0 when unknown: the ring check is left out when the
+     * pod would grow past MUTATE_OBJECT_MAX_BYTES with it. */
+    size_t object_bytes;
 };
+
+/* etcd's default request limit (--max-request-bytes, 1.5 MiB): a pod that
+ * the patch grows past it cannot be created. */
+#define MUTATE_OBJECT_MAX_BYTES (1536u * 1024u)
+/* The most the ring-check container may add to a pod, as compact JSON. */
+#define MUTATE_RINGCHECK_MAX_BYTES (64u * 1024u)
 
 enum mutate_status {
     MUTATE_PATCHED = 0,   /* patch is non-empty */

@@ -88,6 +88,21 @@ static const struct fastjson_shape vol = {
     .keep = FASTJSON_FIELDS, .fields = vol_fields, .others_null = true};
 static const struct fastjson_shape vols = {.keep = FASTJSON_EACH, .each = &vol};
 
+/* Of spec.affinity, only the required node affinity (match.nodeSelector
+ * reads its terms); pod (anti-)affinity, often long, is not built. */
+static const struct fastjson_field node_affinity_fields[] = {
+    {"requiredDuringSchedulingIgnoredDuringExecution", NULL},
+    {NULL, NULL},
+};
+static const struct fastjson_shape node_affinity = {
+    .keep = FASTJSON_FIELDS, .fields = node_affinity_fields};
+static const struct fastjson_field affinity_fields[] = {
+    {"nodeAffinity", &node_affinity},
+    {NULL, NULL},
+};
+static const struct fastjson_shape affinity = {.keep = FASTJSON_FIELDS,
+                                               .fields = affinity_fields};
+
 static const struct fastjson_field spec_fields[] = {
     {"containers", &ctrs},
     {"initContainers", &ctrs},
@@ -99,6 +114,10 @@ static const struct fastjson_field spec_fields[] = {
     {"resourceClaims", NULL},
     {"os", NULL},
     {"terminationGracePeriodSeconds", NULL},
+    /* what policy rules match node pools on (policy/match.h) */
+    {"nodeSelector", NULL},
+    {"affinity", &affinity},
+    {"tolerations", NULL},
     {NULL, NULL},
 };
 static const struct fastjson_shape spec = {.keep = FASTJSON_FIELDS,
@@ -136,6 +155,243 @@ static const struct fastjson_field review_fields[] = {
 
 const struct fastjson_shape review_shape = {.keep = FASTJSON_FIELDS,
                                             .fields = review_fields};
+
+/* ---- deep parts the view never reads ---------------------------------- */
+
+/*
+ * The decoder refuses a document nested deeper than FASTJSON_MAX_DEPTH
+ * anywhere, which let a pod escape the webhook: managedFields nested 1,025
+ * levels got a 400, and failurePolicy: Ignore admitted the pod unchanged.
+ * The parts the view never reads are bounded by the body's size alone
+ * (the server's body budget), not by their depth: on a depth refusal the
+ * review is scanned once more, each object or array that review_shape
+ * does not build (a member of a FIELDS object that it does not list, an
+ * element after the first of a FIRST array) is replaced by null in a
+ * copy, and the copy is decoded. The parts the view reads keep the depth
+ * cap. A member whose key holds an escape is kept, since the decoder may
+ * read it as a listed key.
+ */
+struct unread {
+    const char *s;
+    size_t len, i;
+    struct buf out;
+    size_t last; /* s[last..] is not copied to out yet */
+    bool bad;
+};
+
+static void
+unread_ws(struct unread *u)
+{
+    while (u->i < u->len && (u->s[u->i] == ' ' || u->s[u->i] == '\t' ||
+                             u->s[u->i] == '\n' || u->s[u->i] == '\r'))
+        u->i++;
+}
+
+/* At a '"': past the closing quote. Sets *escaped when it holds '\\'. */
+static void
+unread_string(struct unread *u, bool *escaped)
+{
+    for (u->i++; u->i < u->len; u->i++) {
+        if (u->s[u->i] == '\\') {
+            if (escaped != NULL)
+                *escaped = true;
+            u->i++;
+        } else if (u->s[u->i] == '"') {
+            u->i++;
+            return;
+        }
+    }
+    u->bad = true;
+}
+
+/* Past one value, whatever its depth: one bit per open container (an
+ * object or an array, so that "[}" is refused), grown as needed. */
+static void
+unread_skip(struct unread *u)
+{
+    size_t depth = 0, cap = 0;
+    unsigned char *is_obj = NULL;
+
+    unread_ws(u);
+    do {
+        if (u->i >= u->len) {
+            u->bad = true;
+            break;
+        }
+        switch (u->s[u->i]) {
+        case '"':
+            unread_string(u, NULL);
+            break;
+        case '{':
+        case '[':
+            if (depth / 8 >= cap) {
+                size_t ncap = cap ? 2 * cap : 64;
+                unsigned char *n = realloc(is_obj, ncap);
+
+                if (n == NULL) {
+                    u->bad = true;
+                    break;
+                }
+                is_obj = n;
+                cap = ncap;
+            }
+            if (u->s[u->i] == '{')
+                is_obj[depth / 8] |= (unsigned char)(1u << (depth % 8));
+            else
+                is_obj[depth / 8] &= (unsigned char)~(1u << (depth % 8));
+            depth++;
+            u->i++;
+            break;
+        case '}':
+        case ']':
+            if (depth == 0 || ((is_obj[(depth - 1) / 8] >> ((depth - 1) % 8)) &
+                               1) != (u->s[u->i] == '}')) {
+                u->bad = true;
+                break;
+            }
+            depth--;
+            u->i++;
+            break;
+        default:
+            /* A scalar: up to the next delimiter. */
+            while (u->i < u->len && !strchr(",:]}\" \t\n\r", u->s[u->i]))
+                u->i++;
+            if (depth == 0)
+                break;
+            if (u->i < u->len && (u->s[u->i] == ',' || u->s[u->i] == ':' ||
+                                  u->s[u->i] == ' ' || u->s[u->i] == '\t' ||
+                                  u->s[u->i] == '\n' || u->s[u->i] == '\r'))
+                u->i++;
+            break;
+        }
+    } while (depth > 0 && !u->bad);
+    free(is_obj);
+}
+
+/* Past one value the view does not build: a container becomes null. */
+static void
+unread_drop(struct unread *u)
+{
+    size_t at;
+
+    unread_ws(u);
+    at = u->i;
+    unread_skip(u);
+    if (u->bad || (u->s[at] != '{' && u->s[at] != '['))
+        return;
+    if (buf_add(&u->out, u->s + u->last, at - u->last) != 0 ||
+        buf_adds(&u->out, "null") != 0)
+        u->bad = true;
+    u->last = u->i;
+}
+
+static void
+unread_value(struct unread *u, const struct fastjson_shape *sh)
+{
+    unread_ws(u);
+    if (u->bad || u->i >= u->len) {
+        u->bad = true;
+        return;
+    }
+    if (sh == NULL || sh->keep == FASTJSON_ALL ||
+        (sh->keep == FASTJSON_FIELDS && u->s[u->i] != '{') ||
+        (sh->keep != FASTJSON_FIELDS && u->s[u->i] != '[')) {
+        unread_skip(u);
+        return;
+    }
+    u->i++; /* '{' or '[' */
+    for (size_t k = 0; !u->bad; k++) {
+        unread_ws(u);
+        if (u->i < u->len && (u->s[u->i] == '}' || u->s[u->i] == ']')) {
+            u->i++;
+            return;
+        }
+        if (k > 0) {
+            if (u->i >= u->len || u->s[u->i] != ',') {
+                u->bad = true;
+                return;
+            }
+            u->i++;
+            unread_ws(u);
+        }
+        if (sh->keep == FASTJSON_FIELDS) {
+            const struct fastjson_field *f = NULL;
+            size_t k0;
+            bool escaped = false;
+
+            if (u->i >= u->len || u->s[u->i] != '"') {
+                u->bad = true;
+                return;
+            }
+            k0 = u->i + 1;
+            unread_string(u, &escaped);
+            for (const struct fastjson_field *g = sh->fields;
+                 !u->bad && g->key != NULL && f == NULL; g++)
+                if (strlen(g->key) == u->i - 1 - k0 &&
+                    memcmp(g->key, u->s + k0, u->i - 1 - k0) == 0)
+                    f = g;
+            unread_ws(u);
+            if (u->i >= u->len || u->s[u->i] != ':') {
+                u->bad = true;
+                return;
+            }
+            u->i++;
+            if (f != NULL)
+                unread_value(u, f->shape);
+            else if (escaped)
+                unread_skip(u);
+            else
+                unread_drop(u);
+        } else if (sh->keep == FASTJSON_EACH) {
+            unread_value(u, sh->each);
+        } else if (k == 0) { /* FIRST: the first element, whole */
+            unread_skip(u);
+        } else {
+            unread_drop(u);
+        }
+    }
+}
+
+/* The review with the unread containers as nulls, malloc'd into *out
+ * (*out_len bytes); -1 when the text is not JSON the scan can follow. */
+static int
+unread_blank(const char *body, size_t len, char **out, size_t *out_len)
+{
+    struct unread u = {.s = body, .len = len};
+
+    buf_init(&u.out, len + 1);
+    unread_value(&u, &review_shape);
+    if (!u.bad)
+        unread_ws(&u);
+    if (u.bad || u.i != len ||
+        buf_add(&u.out, body + u.last, len - u.last) != 0) {
+        buf_release(&u.out);
+        return -1;
+    }
+    *out = buf_take(&u.out, out_len);
+    return *out != NULL ? 0 : -1;
+}
+
+/* As fastjson_decode() with review_shape, but a depth refusal inside
+ * parts the view never reads is retried on the copy unread_blank()
+ * makes; the first error is kept when that fails too. */
+static json_t *
+review_decode(const char *body, size_t len, struct fastjson_error *err)
+{
+    json_t *root = fastjson_decode(body, len, &review_shape, err);
+    struct fastjson_error again;
+    char *copy = NULL;
+    size_t clen = 0;
+
+    if (root != NULL || !err->depth ||
+        unread_blank(body, len, &copy, &clen) != 0)
+        return root;
+    root = fastjson_decode(copy, clen, &review_shape, &again);
+    free(copy);
+    if (root == NULL && again.oom)
+        *err = again;
+    return root;
+}
 
 /* ---- the response, written directly ---------------------------------- */
 
@@ -359,7 +615,7 @@ review_handle(const char *body, size_t len, const struct policy *pol,
      * anywhere in the document, as it refuses invalid UTF-8, "\u0000",
      * numbers that do not fit and nesting past its cap. It builds only
      * what review_shape names. */
-    root = fastjson_decode(body, len, &review_shape, &jerr);
+    root = review_decode(body, len, &jerr);
     if (root == NULL) {
         if (jerr.oom)
             goto done;
@@ -428,7 +684,15 @@ review_handle(const char *body, size_t len, const struct policy *pol,
             response_encode(out, api, uid, NULL) != 0)
             goto done;
     } else {
-        if (mutate_pod(obj, ns, pol, opt, &mres) != 0)
+        struct mutate_options mopt = {0};
+
+        /* The body is the pod plus a small envelope: an upper bound of
+         * the object's size for the check's size bound (mutate.h). */
+        if (opt != NULL)
+            mopt = *opt;
+        if (mopt.object_bytes == 0)
+            mopt.object_bytes = len;
+        if (mutate_pod(obj, ns, pol, &mopt, &mres) != 0)
             goto done;
         out->result = result_of(mres.status);
         out->patch_ops = json_array_size(mres.patch);

@@ -11,6 +11,7 @@
 #include "policy/ncclenv.h"
 #include "policy/policy.h"
 #include "policy/ytree.h"
+#include "ringcheck/profile_marker.h"
 
 /* ConfigMap profiles are small; this bounds what lint reads. */
 #define PROFILE_MAX_BYTES (1024 * 1024)
@@ -59,8 +60,30 @@ print_diags(const char *file, const struct diags *d)
                d->n_errors + d->n_warnings - d->n);
 }
 
+/* The profile names the policies on the command line expect (their
+ * defaults' profile.name), or the built-in default's when none is given. */
+#define LINT_MAX_NAMES 16
+struct profile_names {
+    char *name[LINT_MAX_NAMES];
+    size_t n;
+};
+
 static void
-lint_policy(const char *file, size_t *errors, size_t *warnings)
+profile_names_add(struct profile_names *pn, const char *name)
+{
+    if (name == NULL || pn->n >= LINT_MAX_NAMES)
+        return;
+    for (size_t i = 0; i < pn->n; i++)
+        if (strcmp(pn->name[i], name) == 0)
+            return;
+    pn->name[pn->n] = strdup(name);
+    if (pn->name[pn->n] != NULL)
+        pn->n++;
+}
+
+static void
+lint_policy(const char *file, struct profile_names *pn, size_t *errors,
+            size_t *warnings)
 {
     struct diags d = {0};
     struct ng_error e;
@@ -75,6 +98,8 @@ lint_policy(const char *file, size_t *errors, size_t *warnings)
         return;
     }
     p = policy_check(buf, len, &d);
+    if (p != NULL && policy_defaults(p)->profile.enabled)
+        profile_names_add(pn, policy_defaults(p)->profile.name);
     policy_free(p);
     free(buf);
     print_diags(file, &d);
@@ -83,9 +108,50 @@ lint_policy(const char *file, size_t *errors, size_t *warnings)
     diags_release(&d);
 }
 
+/*
+ * The profile's name and marker: metadata.name must be a name a policy
+ * injects (else no pod ever loads this ConfigMap), and data should hold
+ * PROFILE_MARKER_KEY with that name, so that the ring check can tell
+ * that the profile reached the pod (ringcheck/profile_marker.h).
+ */
+static void
+lint_profile_name(const struct ynode *doc, const struct ynode *data,
+                  const struct profile_names *pn, struct diags *d)
+{
+    const struct ynode *nm = ynode_get(ynode_get(doc, "metadata"), "name");
+    const struct ynode *mk =
+        data != NULL ? ynode_get(data, PROFILE_MARKER_KEY) : NULL;
+    bool known = false;
+
+    if (nm == NULL || nm->kind != YNODE_SCALAR) {
+        diags_add(d, DIAG_ERROR, doc->line, doc->col,
+                  "the profile ConfigMap has no metadata.name");
+        return;
+    }
+    for (size_t i = 0; i < pn->n; i++)
+        known = known || strcmp(pn->name[i], nm->str) == 0;
+    if (!known && pn->n > 0)
+        diags_add(d, DIAG_ERROR, nm->line, nm->col,
+                  "ConfigMap \"%.60s\" is not the policy's profile.name "
+                  "\"%.60s\": pods load only that one",
+                  nm->str, pn->name[0]);
+    if (mk == NULL)
+        diags_add(d, DIAG_WARNING, nm->line, nm->col,
+                  "no data key " PROFILE_MARKER_KEY ": add " PROFILE_MARKER_KEY
+                  ": \"%.60s\" so that the ring check can tell the profile "
+                  "reached the pod",
+                  nm->str);
+    else if (mk->kind != YNODE_SCALAR || strcmp(mk->str, nm->str) != 0)
+        diags_add(d, DIAG_ERROR, mk->line, mk->col,
+                  PROFILE_MARKER_KEY " must be the ConfigMap's own name "
+                                     "\"%.60s\"",
+                  nm->str);
+}
+
 /* Checks one ConfigMap's data against the NCCL catalog. */
 static void
-lint_configmap(const struct ynode *doc, struct diags *d)
+lint_configmap(const struct ynode *doc, const struct profile_names *pn,
+               struct diags *d)
 {
     const struct ynode *kind = ynode_get(doc, "kind");
     const struct ynode *data = ynode_get(doc, "data");
@@ -96,13 +162,14 @@ lint_configmap(const struct ynode *doc, struct diags *d)
                   "a profile must be a ConfigMap (kind: ConfigMap)");
         return;
     }
-    if (data == NULL)
-        return;
-    if (data->kind != YNODE_MAP) {
+    if (data != NULL && data->kind != YNODE_MAP) {
         diags_add(d, DIAG_ERROR, data->line, data->col,
                   "ConfigMap data must be a mapping");
         return;
     }
+    lint_profile_name(doc, data, pn, d);
+    if (data == NULL)
+        return;
     for (size_t i = 0; i < data->n; i++) {
         const struct ynode *k = data->keys[i], *v = data->items[i];
         struct ncclenv_finding f;
@@ -121,6 +188,8 @@ lint_configmap(const struct ynode *doc, struct diags *d)
                       k->str, v->str);
             continue;
         }
+        if (strcmp(k->str, PROFILE_MARKER_KEY) == 0)
+            continue; /* ours, checked above */
         switch (ncclenv_check(k->str, v->str, &f)) {
         case NCCLENV_OK:
             break;
@@ -135,7 +204,8 @@ lint_configmap(const struct ynode *doc, struct diags *d)
 }
 
 static void
-lint_profile(const char *file, size_t *errors, size_t *warnings)
+lint_profile(const char *file, const struct profile_names *pn, size_t *errors,
+             size_t *warnings)
 {
     static const struct ytree_caps caps = {PROFILE_MAX_BYTES, 32, 50000, 64};
     struct diags d = {0};
@@ -156,7 +226,7 @@ lint_profile(const char *file, size_t *errors, size_t *warnings)
         if (ytree_ndocs(t) == 0)
             diags_add(&d, DIAG_ERROR, 0, 0, "no ConfigMap in the file");
         for (size_t i = 0; i < ytree_ndocs(t); i++)
-            lint_configmap(ytree_doc(t, i), &d);
+            lint_configmap(ytree_doc(t, i), pn, &d);
         ytree_free(t);
     }
     diags_sort(&d);
@@ -166,10 +236,28 @@ lint_profile(const char *file, size_t *errors, size_t *warnings)
     diags_release(&d);
 }
 
+/* The built-in default policy's profile name, for --profile without a
+ * policy file. */
+static void
+profile_names_builtin(struct profile_names *pn)
+{
+    static const char text[] = "apiVersion: ncclguard.io/v1alpha1\n"
+                               "kind: Policy\n";
+    struct diags d = {0};
+    struct policy *p = policy_check(text, sizeof(text) - 1, &d);
+
+    if (p != NULL)
+        profile_names_add(pn, policy_defaults(p)->profile.name);
+    policy_free(p);
+    diags_release(&d);
+}
+
 static int
 cmd_policy_lint(int argc, char **argv)
 {
     size_t errors = 0, warnings = 0, files = 0;
+    struct profile_names pn = {{NULL}, 0};
+    int rc;
 
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -177,40 +265,55 @@ cmd_policy_lint(int argc, char **argv)
             return 0;
         }
     }
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--profile") == 0 ||
-            strncmp(argv[i], "--profile=", 10) == 0) {
-            const char *f = argv[i][9] == '=' ? argv[i] + 10 : NULL;
+    /* Two passes: the policies first, so that each --profile is checked
+     * against the profile names they inject, whatever the order. */
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && pn.n == 0)
+            profile_names_builtin(&pn);
+        for (int i = 0; i < argc; i++) {
+            if (strcmp(argv[i], "--profile") == 0 ||
+                strncmp(argv[i], "--profile=", 10) == 0) {
+                const char *f = argv[i][9] == '=' ? argv[i] + 10 : NULL;
 
-            if (f == NULL) {
-                if (i + 1 >= argc) {
-                    fprintf(stderr, "ncclguard policy lint: --profile needs "
-                                    "a file\n");
-                    return 2;
+                if (f == NULL) {
+                    if (i + 1 >= argc) {
+                        fprintf(stderr, "ncclguard policy lint: --profile "
+                                        "needs a file\n");
+                        rc = 2;
+                        goto done;
+                    }
+                    f = argv[++i];
                 }
-                f = argv[++i];
+                if (pass == 1) {
+                    lint_profile(f, &pn, &errors, &warnings);
+                    files++;
+                }
+            } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+                fprintf(stderr, "ncclguard policy lint: unknown option %s\n",
+                        argv[i]);
+                usage(stderr);
+                rc = 2;
+                goto done;
+            } else if (pass == 0) {
+                lint_policy(argv[i], &pn, &errors, &warnings);
+                files++;
             }
-            lint_profile(f, &errors, &warnings);
-            files++;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            fprintf(stderr, "ncclguard policy lint: unknown option %s\n",
-                    argv[i]);
-            usage(stderr);
-            return 2;
-        } else {
-            lint_policy(argv[i], &errors, &warnings);
-            files++;
         }
     }
     if (files == 0) {
         fprintf(stderr, "ncclguard policy lint: no file given: name one or "
                         "more policy files (or --profile FILE)\n");
         usage(stderr);
-        return 2;
+        rc = 2;
+        goto done;
     }
     printf("%zu error%s, %zu warning%s\n", errors, errors == 1 ? "" : "s",
            warnings, warnings == 1 ? "" : "s");
-    return errors ? 1 : 0;
+    rc = errors ? 1 : 0;
+done:
+    for (size_t i = 0; i < pn.n; i++)
+        free(pn.name[i]);
+    return rc;
 }
 
 int

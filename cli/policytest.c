@@ -390,7 +390,7 @@ is_gpu_container(const json_t *c, const struct settings *s)
 
 static void
 assert_env(json_t *pod, const json_t *want, const struct settings *s,
-           struct reasons *r)
+           const char *where, struct reasons *r)
 {
     json_t *cs = json_object_get(json_object_get(pod, "spec"), "containers");
     json_t *c;
@@ -422,15 +422,151 @@ assert_env(json_t *pod, const json_t *want, const struct settings *s,
             if (w == NULL && got != NULL)
                 reason(r,
                        "env: container \"%s\" has %s=%s, expected it "
-                       "unset",
-                       cname ? cname : "?", k, got);
+                       "unset (%s)",
+                       cname ? cname : "?", k, got, where);
             else if (w != NULL && (got == NULL || strcmp(got, w) != 0))
-                reason(r, "env: container \"%s\" has %s=%s, expected %s",
-                       cname ? cname : "?", k, got ? got : "(unset)", w);
+                reason(r, "env: container \"%s\" has %s=%s, expected %s (%s)",
+                       cname ? cname : "?", k, got ? got : "(unset)", w, where);
         }
     }
     if (checked == 0)
-        reason(r, "env: no GPU container to check");
+        reason(r, "env: no GPU container to check (%s)", where);
+}
+
+/* ---- assertions on the GPU containers: envSet, profile, watchdog,
+ * memory ---------------------------------------------------------------- */
+
+/* Whether container c's env sets name, by value or valueFrom. */
+static int
+env_set(const json_t *c, const char *name)
+{
+    json_t *e;
+    size_t j;
+
+    json_array_foreach(json_object_get(c, "env"), j, e)
+    {
+        const char *n = jstr(e, "name");
+
+        if (n != NULL && strcmp(n, name) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* The memory quantity at resources.<kind>.memory of c as written, or
+ * "none". */
+static const char *
+memory_text(const json_t *c, const char *kind, char *buf, size_t n)
+{
+    const json_t *v = json_object_get(
+        json_object_get(json_object_get(c, "resources"), kind), "memory");
+
+    if (json_is_string(v))
+        return json_string_value(v);
+    if (json_is_integer(v)) {
+        snprintf(buf, n, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return buf;
+    }
+    return "none";
+}
+
+/* Whether the quantity texts a and b are the same amount ("none" only
+ * equals "none"). */
+static int
+quantity_same_text(const char *a, const char *b)
+{
+    struct quantity qa, qb;
+
+    if (strcmp(a, "none") == 0 || strcmp(b, "none") == 0)
+        return strcmp(a, b) == 0;
+    return quantity_parse(a, strlen(a), &qa, NULL) == 0 &&
+           quantity_parse(b, strlen(b), &qb, NULL) == 0 && qa.milli == qb.milli;
+}
+
+/*
+ * expect.envSet (a list: each variable set in every GPU container, any
+ * value), expect.profile (the first envFrom ConfigMap of every GPU
+ * container; "none": no GPU container has the policy's profile),
+ * expect.watchdog (NCCLGUARD_WATCHDOG set in every GPU container, or in
+ * none) and expect.memory ({limit, request}: each GPU container's memory,
+ * "none" for unset).
+ */
+static void
+assert_gpu_containers(json_t *pod, const json_t *exp, const struct settings *s,
+                      const char *where, struct reasons *r)
+{
+    json_t *cs = json_object_get(json_object_get(pod, "spec"), "containers");
+    const json_t *set = json_object_get(exp, "envSet");
+    const char *profile = jstr(exp, "profile");
+    const json_t *wd = json_object_get(exp, "watchdog");
+    const json_t *mem = json_object_get(exp, "memory");
+    json_t *c;
+    size_t i, checked = 0;
+
+    if (set == NULL && profile == NULL && wd == NULL && mem == NULL)
+        return;
+    json_array_foreach(cs, i, c)
+    {
+        const char *cname = jstr(c, "name") ? jstr(c, "name") : "?";
+        json_t *n;
+        size_t k;
+
+        if (!is_gpu_container(c, s))
+            continue;
+        checked++;
+        json_array_foreach((json_t *)set, k, n)
+        {
+            if (json_is_string(n) && !env_set(c, json_string_value(n)))
+                reason(r, "envSet: container \"%s\" does not set %s (%s)",
+                       cname, json_string_value(n), where);
+        }
+        if (profile != NULL) {
+            const char *first =
+                jstr(json_object_get(
+                         json_array_get(json_object_get(c, "envFrom"), 0),
+                         "configMapRef"),
+                     "name");
+            int has = 0;
+            json_t *e;
+
+            json_array_foreach(json_object_get(c, "envFrom"), k, e)
+            {
+                const char *nm =
+                    jstr(json_object_get(e, "configMapRef"), "name");
+
+                has = has || (nm != NULL && s->profile.name != NULL &&
+                              strcmp(nm, s->profile.name) == 0);
+            }
+            if (strcmp(profile, "none") == 0
+                    ? has
+                    : first == NULL || strcmp(first, profile) != 0)
+                reason(r,
+                       "profile: container \"%s\" has %s first in envFrom, "
+                       "expected %s (%s)",
+                       cname, first ? first : "no ConfigMap", profile, where);
+        }
+        if (wd != NULL && env_set(c, "NCCLGUARD_WATCHDOG") != json_is_true(wd))
+            reason(r, "watchdog: container \"%s\" %s NCCLGUARD_WATCHDOG (%s)",
+                   cname, json_is_true(wd) ? "lacks" : "has", where);
+        for (int m = 0; m < 2 && mem != NULL; m++) {
+            static const char *const keys[2] = {"limit", "request"};
+            static const char *const kinds[2] = {"limits", "requests"};
+            const char *want = jstr(mem, keys[m]);
+            char buf[32];
+            const char *got = memory_text(c, kinds[m], buf, sizeof(buf));
+
+            if (want != NULL && !quantity_same_text(want, got))
+                reason(r,
+                       "memory: container \"%s\" has %s %s, expected %s "
+                       "(%s)",
+                       cname, keys[m], got, want, where);
+        }
+    }
+    if (checked == 0)
+        reason(r,
+               "envSet, profile, watchdog, memory: no GPU container to "
+               "check (%s)",
+               where);
 }
 
 static void
@@ -513,12 +649,14 @@ has_ringcheck(json_t *pod)
 }
 
 static const char *const expect_keys[] = {
-    "rule", "mutated",      "status",  "shmSize",   "warnings",
-    "env",  "capabilities", "hostIPC", "ringCheck", NULL};
+    "rule",         "mutated", "status",    "shmSize",  "warnings",
+    "env",          "envSet",  "profile",   "watchdog", "memory",
+    "capabilities", "hostIPC", "ringCheck", NULL};
 
 /* The expect: keys read from the mutated pod itself. */
-static const char *const pod_keys[] = {"shmSize", "env",       "capabilities",
-                                       "hostIPC", "ringCheck", NULL};
+static const char *const pod_keys[] = {
+    "shmSize", "env",          "envSet",  "profile",   "watchdog",
+    "memory",  "capabilities", "hostIPC", "ringCheck", NULL};
 
 /* Names a pod for messages: "Pod p", "Deployment d /spec/template",
  * "input document 2" when the object has neither kind nor name. */
@@ -549,10 +687,12 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
     json_t *v;
     size_t npods = 0, patched = 0;
     json_t *all_warnings = json_array();
+    json_t *warning_pods = json_array(); /* the pod of each warning */
 
     if (check_keys(exp, expect_keys, "expect", r) != 0 ||
-        all_warnings == NULL) {
+        all_warnings == NULL || warning_pods == NULL) {
         json_decref(all_warnings);
+        json_decref(warning_pods);
         return;
     }
     for (size_t d = 0; d < nreps; d++) {
@@ -576,7 +716,10 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
             if (wp->result.status == MUTATE_PATCHED)
                 patched++;
             json_array_foreach(wp->result.warnings, i, w)
+            {
                 json_array_append(all_warnings, w);
+                json_array_append_new(warning_pods, json_string(where));
+            }
             if ((s = jstr(exp, "rule")) != NULL &&
                 strcmp(s, wp->result.rule) != 0)
                 reason(r, "rule: expected \"%s\", got \"%s\" (%s)", s,
@@ -599,7 +742,9 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
                            where);
             }
             if ((v = json_object_get(exp, "env")) != NULL && pod != NULL)
-                assert_env(pod, v, defaults, r);
+                assert_env(pod, v, defaults, where, r);
+            if (pod != NULL)
+                assert_gpu_containers(pod, exp, defaults, where, r);
             if ((v = json_object_get(exp, "capabilities")) != NULL &&
                 pod != NULL)
                 assert_caps(pod, v, defaults, r);
@@ -637,8 +782,10 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
         } else if (json_array_size(v) != json_array_size(all_warnings)) {
             reason(r, "warnings: expected %zu, got %zu", json_array_size(v),
                    json_array_size(all_warnings));
-            json_array_foreach(all_warnings, i, w) reason(
-                r, "  got: %s", json_is_string(w) ? json_string_value(w) : "?");
+            json_array_foreach(all_warnings, i, w)
+                reason(r, "  got: %s (%s)",
+                       json_is_string(w) ? json_string_value(w) : "?",
+                       json_string_value(json_array_get(warning_pods, i)));
         } else {
             json_array_foreach(v, i, w)
             {
@@ -649,12 +796,14 @@ check_expect(const json_t *exp, json_t *actual, struct workload_report *reps,
                 if (want == NULL || got == NULL || strstr(got, want) == NULL)
                     reason(r,
                            "warnings[%zu]: expected it to contain \"%s\", "
-                           "got \"%s\"",
-                           i, want ? want : "?", got ? got : "?");
+                           "got \"%s\" (%s)",
+                           i, want ? want : "?", got ? got : "?",
+                           json_string_value(json_array_get(warning_pods, i)));
             }
         }
     }
     json_decref(all_warnings);
+    json_decref(warning_pods);
 }
 
 /* ---- one case ------------------------------------------------------- */
@@ -943,8 +1092,9 @@ static void
 tcheck_expect(struct tcheck *t, const struct ynode *e)
 {
     static const char *const expect_keys_[] = {
-        "rule", "mutated",      "status",  "shmSize",   "warnings",
-        "env",  "capabilities", "hostIPC", "ringCheck", NULL};
+        "rule",         "mutated", "status",    "shmSize",  "warnings",
+        "env",          "envSet",  "profile",   "watchdog", "memory",
+        "capabilities", "hostIPC", "ringCheck", NULL};
     const struct ynode *v;
 
     if (e->kind != YNODE_MAP) {
@@ -961,6 +1111,26 @@ tcheck_expect(struct tcheck *t, const struct ynode *e)
         tbool(t, v, "hostIPC");
     if ((v = ynode_get(e, "ringCheck")) != NULL)
         tbool(t, v, "ringCheck");
+    if ((v = ynode_get(e, "watchdog")) != NULL)
+        tbool(t, v, "watchdog");
+    if ((v = ynode_get(e, "profile")) != NULL)
+        tstring(t, v, "expect.profile");
+    if ((v = ynode_get(e, "envSet")) != NULL)
+        tstring_list(t, v, "expect.envSet");
+    if ((v = ynode_get(e, "memory")) != NULL) {
+        static const char *const mem_keys[] = {"limit", "request", NULL};
+
+        if (v->kind != YNODE_MAP) {
+            terr(t, v,
+                 "expect.memory must be a mapping {limit, request} of "
+                 "sizes or none, got %s",
+                 ynode_type_name(v));
+        } else {
+            tkeys(t, v, mem_keys, "expect.memory");
+            for (size_t i = 0; i < v->n; i++)
+                tstring(t, v->items[i], "expect.memory value");
+        }
+    }
     if ((v = ynode_get(e, "status")) != NULL) {
         bool ok = false;
 

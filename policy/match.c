@@ -85,6 +85,131 @@ match_pod(const struct match *m, const char *pod_ns, const json_t *labels,
     return true;
 }
 
+/* ---- node pools --------------------------------------------------- */
+
+/* Whether a resources map (limits or requests) asks for name. */
+static bool
+resource_asked(const json_t *map, const char *name)
+{
+    const json_t *v = json_object_get(map, name);
+
+    if (v == NULL || json_is_null(v))
+        return false;
+    if (json_is_integer(v))
+        return json_integer_value(v) != 0;
+    if (json_is_string(v))
+        return strcmp(json_string_value(v), "0") != 0;
+    return true;
+}
+
+static bool
+spec_asks_for(const json_t *spec, const char *name)
+{
+    static const char *const lists[2] = {"containers", "initContainers"};
+
+    for (int l = 0; l < 2; l++) {
+        size_t i;
+        json_t *c;
+
+        json_array_foreach(json_object_get(spec, lists[l]), i, c)
+        {
+            const json_t *res = json_object_get(c, "resources");
+
+            if (resource_asked(json_object_get(res, "limits"), name) ||
+                resource_asked(json_object_get(res, "requests"), name))
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Whether a nodeSelectorTerm has key In [...value...]. */
+static bool
+term_targets(const json_t *term, const char *key, const char *value)
+{
+    size_t i, k;
+    json_t *e, *v;
+
+    json_array_foreach(json_object_get(term, "matchExpressions"), i, e)
+    {
+        if (json_str_at(e, "key") == NULL ||
+            strcmp(json_str_at(e, "key"), key) != 0 ||
+            json_str_at(e, "operator") == NULL ||
+            strcmp(json_str_at(e, "operator"), "In") != 0)
+            continue;
+        json_array_foreach(json_object_get(e, "values"), k, v)
+        {
+            if (json_is_string(v) && strcmp(json_string_value(v), value) == 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Whether the pod can only land on nodes labelled key=value. */
+static bool
+spec_targets(const json_t *spec, const char *key, const char *value)
+{
+    const char *sel = json_str_at(json_object_get(spec, "nodeSelector"), key);
+    const json_t *terms = json_object_get(
+        json_object_get(
+            json_object_get(json_object_get(spec, "affinity"), "nodeAffinity"),
+            "requiredDuringSchedulingIgnoredDuringExecution"),
+        "nodeSelectorTerms");
+    size_t i;
+    json_t *t;
+
+    if (sel != NULL && strcmp(sel, value) == 0)
+        return true;
+    if (json_array_size(terms) == 0)
+        return false;
+    /* Terms are ORed: each one must lead to the pool. */
+    json_array_foreach(terms, i, t)
+    {
+        if (!term_targets(t, key, value))
+            return false;
+    }
+    return true;
+}
+
+static bool
+spec_tolerates(const json_t *spec, const char *key)
+{
+    size_t i;
+    json_t *t;
+
+    json_array_foreach(json_object_get(spec, "tolerations"), i, t)
+    {
+        const char *k = json_str_at(t, "key");
+        const char *op = json_str_at(t, "operator");
+
+        if (k != NULL && strcmp(k, key) == 0)
+            return true;
+        if ((k == NULL || k[0] == '\0') && op != NULL &&
+            strcmp(op, "Exists") == 0)
+            return true;
+    }
+    return false;
+}
+
+bool
+match_pod_spec(const struct match *m, const json_t *spec)
+{
+    bool any = m->n_resources == 0;
+
+    for (size_t i = 0; i < m->n_resources && !any; i++)
+        any = spec_asks_for(spec, m->resources[i]);
+    if (!any)
+        return false;
+    for (size_t i = 0; i < m->n_node; i++)
+        if (!spec_targets(spec, m->node_keys[i], m->node_values[i]))
+            return false;
+    for (size_t i = 0; i < m->n_tolerations; i++)
+        if (!spec_tolerates(spec, m->tolerations[i]))
+            return false;
+    return true;
+}
+
 static bool
 is_literal(const char *glob)
 {
@@ -221,6 +346,21 @@ match_covers(const struct match *a, const struct match *b)
     if (!pairs_subset(a->ann_keys, a->ann_values, a->n_ann, b->ann_keys,
                       b->ann_values, b->n_ann))
         return false;
+    /* Node pools: a's pool must contain b's (b asks for fewer resources,
+     * targets at least a's node labels, tolerates at least a's taints). */
+    if (a->n_resources > 0) {
+        if (b->n_resources == 0)
+            return false;
+        for (size_t i = 0; i < b->n_resources; i++)
+            if (!value_in(a->resources, a->n_resources, b->resources[i]))
+                return false;
+    }
+    if (!pairs_subset(a->node_keys, a->node_values, a->n_node, b->node_keys,
+                      b->node_values, b->n_node))
+        return false;
+    for (size_t i = 0; i < a->n_tolerations; i++)
+        if (!value_in(b->tolerations, b->n_tolerations, a->tolerations[i]))
+            return false;
     if (a->min_gpus > b->min_gpus)
         return false;
     if (a->max_gpus >= 0 && (b->max_gpus < 0 || b->max_gpus > a->max_gpus))

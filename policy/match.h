@@ -38,6 +38,14 @@ struct match {
     size_t n_ann;
     int64_t min_gpus; /* 0 = no minimum */
     int64_t max_gpus; /* -1 = no maximum */
+    /* What node pools are made of (match_pod_spec()): */
+    char **resources; /* any one asked for by a container */
+    size_t n_resources;
+    char **node_keys; /* nodeSelector: every key=value targeted */
+    char **node_values;
+    size_t n_node;
+    char **tolerations; /* every taint key tolerated */
+    size_t n_tolerations;
 };
 
 /*
@@ -47,6 +55,19 @@ struct match {
  */
 bool match_pod(const struct match *m, const char *pod_ns, const json_t *labels,
                const json_t *annotations, int64_t gpus);
+
+/*
+ * True when the pod spec (spec, may be NULL: then only a match without
+ * these constraints holds) satisfies m's node-pool constraints:
+ *   resources    a container or init container asks for one of them
+ *                (limits or requests, a value other than 0);
+ *   nodeSelector every key=value is in spec.nodeSelector, or every term
+ *                of the required node affinity has key In [..value..];
+ *   tolerations  every taint key is tolerated (a toleration of that key,
+ *                or an Exists toleration without a key).
+ * Thread-safe; m is only read.
+ */
+bool match_pod_spec(const struct match *m, const json_t *spec);
 
 /*
  * True when every pod that b matches is certainly matched by a as well

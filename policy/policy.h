@@ -46,6 +46,15 @@ enum ringcheck_on_missing {
     RINGCHECK_MISSING_FAIL = 1
 };
 
+/* What a fallback check does when no single setting passes, or its
+ * deadline comes first (ringCheck.onNoCure, given to the check as
+ * --on-no-cure=fail|warn). DEFAULT: not given, the binary's default. */
+enum ringcheck_on_no_cure {
+    RINGCHECK_NOCURE_DEFAULT = 0,
+    RINGCHECK_NOCURE_FAIL = 1,
+    RINGCHECK_NOCURE_WARN = 2
+};
+
 struct env_var {
     char *name;
     char *value;
@@ -83,6 +92,7 @@ struct settings {
         char **capabilities; /* added to GPU containers, e.g. IPC_LOCK */
         size_t n_capabilities;
         bool host_ipc;
+        bool warn_non_root; /* warn that IPC_LOCK is moot for non-root */
     } ipc;
 
     struct {
@@ -92,11 +102,17 @@ struct settings {
         int64_t bandwidth_bytes; /* bandwidth phase message size */
         enum ringcheck_mode mode;
         enum ringcheck_on_failure on_failure;
-        double min_busbw_gbps; /* 0 = no threshold */
-        bool allow_opt_out;    /* honour ncclguard.io/ring-check: "false" */
-        char *cpu_request;     /* a quantity; also the limit when Guaranteed */
-        char *memory_request;  /* a quantity; also the limit when Guaranteed */
-        int min_gpus;          /* single-pod check only from this many GPUs */
+        enum ringcheck_on_no_cure on_no_cure; /* onFailure: fallback only */
+        double min_busbw_gbps;                /* 0 = no threshold */
+        bool allow_opt_out;   /* honour ncclguard.io/ring-check: "false" */
+        char *cpu_request;    /* a quantity; also the limit when Guaranteed */
+        char *memory_request; /* a quantity; also the limit when Guaranteed */
+        /* Limits outside Guaranteed pods (never below the requests): a
+         * ResourceQuota on limits.cpu or limits.memory with no LimitRange
+         * default refuses a container without limits. */
+        char *cpu_limit;
+        char *memory_limit;
+        int min_gpus; /* single-pod check only from this many GPUs */
         enum ringcheck_multinode multi_node;
         int rendezvous_port;    /* TCP, on node rank 0's pod */
         int multi_node_timeout; /* seconds, cross-node deadline */
@@ -239,6 +255,15 @@ const char *policy_hash(const struct policy *p);
 void policy_decide(const struct policy *p, const char *ns, const json_t *labels,
                    const json_t *annotations, int64_t gpus,
                    struct decision *out);
+
+/*
+ * As policy_decide(), with the pod's spec (may be NULL) for the rules
+ * that match node pools: match.resources, match.nodeSelector and
+ * match.tolerations (policy/match.h, match_pod_spec()). Thread-safe.
+ */
+void policy_decide_pod(const struct policy *p, const char *ns,
+                       const json_t *labels, const json_t *annotations,
+                       const json_t *spec, int64_t gpus, struct decision *out);
 
 /*
  * Address templates (ringCheck.leaderAddress, ringCheck.nodes): literal

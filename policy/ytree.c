@@ -23,6 +23,126 @@ struct ytree {
     size_t n_alias_uses;
 };
 
+/* ---- mis-indent hints ------------------------------------------------ */
+
+/* One line of buf: where it starts, its indent (spaces), and its key (the
+ * text before ": " or a final ':', trimmed, at most 40 bytes) or "". */
+struct yline {
+    size_t start, end;
+    size_t indent;
+    char key[41];
+    bool has_value; /* "key: value" on the line itself */
+    bool blank;     /* empty, or a comment only */
+};
+
+static void
+yline_read(const char *buf, size_t len, size_t start, struct yline *l)
+{
+    size_t i = start, k;
+
+    memset(l, 0, sizeof(*l));
+    l->start = start;
+    while (i < len && buf[i] == ' ')
+        i++;
+    l->indent = i - start;
+    if (i < len && buf[i] == '-' && i + 1 < len && buf[i + 1] == ' ') {
+        i += 2; /* "- key: v": the key's own column */
+        while (i < len && buf[i] == ' ')
+            i++;
+        l->indent = i - start;
+    }
+    for (l->end = i; l->end < len && buf[l->end] != '\n'; l->end++)
+        ;
+    l->blank = i >= l->end || buf[i] == '#';
+    for (k = i; k < l->end && buf[k] != ':'; k++)
+        ;
+    if (k < l->end && k - i <= 40) {
+        memcpy(l->key, buf + i, k - i);
+        l->key[k - i] = '\0';
+        for (size_t v = k + 1; v < l->end && buf[v] != '#'; v++)
+            if (buf[v] != ' ' && buf[v] != '\r')
+                l->has_value = true;
+    }
+}
+
+/*
+ * A hint in the policy's own terms for libyaml's indentation errors ("did
+ * not find expected key", "mapping values are not allowed"), which name
+ * neither the key nor the column it belongs at: which key on which line
+ * is off, and the indent that the keys beside it use. Walks back from
+ * the problem line (0-based) once; writes "" when it has nothing to say.
+ */
+static void
+indent_hint(const char *buf, size_t len, size_t line, char *out, size_t n)
+{
+    struct yline cur, prev, l;
+    size_t at = 0, lno = 0;
+    size_t prev_no = 0, parent_no = 0, sib_indent = 0;
+    bool have_prev = false, have_parent = false, have_sib = false;
+    char parent[41] = "";
+
+    out[0] = '\0';
+    /* The problem line's start, and each earlier line read on the way. */
+    for (size_t i = 0; i < len && lno < line; i++)
+        if (buf[i] == '\n') {
+            lno++;
+            at = i + 1;
+        }
+    if (lno != line || at >= len)
+        return;
+    yline_read(buf, len, at, &cur);
+    if (cur.blank || cur.key[0] == '\0')
+        return;
+    /* Back over the earlier lines: the nearest non-blank one, the parent
+     * (the nearest with a smaller indent), and a sibling's indent (a line
+     * between them with the indent the parent's keys use). */
+    for (size_t ln = line, pos = at; ln-- > 0;) {
+        size_t s0 = pos - 1;
+
+        while (s0 > 0 && buf[s0 - 1] != '\n')
+            s0--;
+        pos = s0;
+        yline_read(buf, len, s0, &l);
+        if (l.blank)
+            continue;
+        if (!have_prev) {
+            prev = l;
+            prev_no = ln;
+            have_prev = true;
+        }
+        if (l.indent < cur.indent) {
+            parent_no = ln;
+            memcpy(parent, l.key, sizeof(parent));
+            have_parent = true;
+            break;
+        }
+        sib_indent = l.indent;
+        have_sib = true;
+    }
+    if (!have_prev)
+        return;
+    if (cur.indent > prev.indent && prev.has_value) {
+        snprintf(out, n,
+                 "; line %zu (%s) is indented deeper than %s on line %zu, "
+                 "which already has a value: start it at column %zu, as %s",
+                 line + 1, cur.key, prev.key, prev_no + 1, prev.indent + 1,
+                 prev.key);
+        return;
+    }
+    if (have_parent && have_sib && sib_indent != cur.indent)
+        snprintf(out, n,
+                 "; line %zu (%s) starts at column %zu, but the keys under "
+                 "%s (line %zu) start at column %zu: indent it like them",
+                 line + 1, cur.key, cur.indent + 1,
+                 parent[0] ? parent : "the item", parent_no + 1,
+                 sib_indent + 1);
+    else if (have_sib && sib_indent != cur.indent)
+        snprintf(out, n,
+                 "; line %zu (%s) starts at column %zu, but the keys above "
+                 "it start at column %zu: indent it like them",
+                 line + 1, cur.key, cur.indent + 1, sib_indent + 1);
+}
+
 static struct ynode *
 ynode_new(struct ytree *t, enum ynode_kind kind, const yaml_mark_t *m)
 {
@@ -225,12 +345,28 @@ ytree_parse(const char *buf, size_t len, const struct ytree_caps *caps,
                               parser.problem_mark.index, &tab_col))
                 diags_add(d, DIAG_ERROR, (int)parser.problem_mark.line + 1,
                           tab_col, DIAG_YAML_TAB_MSG);
-            else
+            else {
+                char hint[400] = "";
+                size_t hl = parser.problem_mark.line;
+
+                /* libyaml finds a block mapping's bad key when it reads
+                 * the token after it: for "did not find expected key"
+                 * the key at fault can be the line before the mark. */
+                if (parser.problem != NULL &&
+                    (strstr(parser.problem, "did not find expected key") ||
+                     strstr(parser.problem, "did not find expected '-'") ||
+                     strstr(parser.problem, "mapping values are not "
+                                            "allowed"))) {
+                    indent_hint(buf, len, hl, hint, sizeof(hint));
+                    if (hint[0] == '\0' && hl > 0)
+                        indent_hint(buf, len, hl - 1, hint, sizeof(hint));
+                }
                 diags_add(d, DIAG_ERROR, (int)parser.problem_mark.line + 1,
-                          (int)parser.problem_mark.column + 1, "%s%s%s",
+                          (int)parser.problem_mark.column + 1, "%s%s%s%s",
                           parser.problem ? parser.problem : "YAML syntax error",
                           parser.context ? " " : "",
-                          parser.context ? parser.context : "");
+                          parser.context ? parser.context : "", hint);
+            }
             failed = 1;
             break;
         }

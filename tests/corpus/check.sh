@@ -370,6 +370,26 @@ done <"$work/known.txt"
 [ "$(jq length "$work/orig.json")" -eq "$n_pods" ] ||
     failf "checked $(jq length "$work/orig.json") pods, expected $n_pods"
 
+# 6b. Least privilege (issue 23): the ring check never gets a secret. No
+#     secretKeyRef, resourceFieldRef or envFrom secretRef in an injected
+#     ncclguard-ringcheck, and every plain or ConfigMap variable it gets is
+#     NCCL's, CUDA's, PyTorch's NCCL one, a membership variable, or one a
+#     copied $(NAME) needs (the pods in the corpus need none other).
+jq -r '
+    def ours: (.name // "") | test("^ncclguard-ringcheck(-[1-9][0-9]*)?$");
+    .metadata.name as $pod
+    | (.spec.initContainers // [])[] | select(ours)
+    | ((.env // [])[]
+       | select((.valueFrom.secretKeyRef // .valueFrom.resourceFieldRef) != null
+                or ((.valueFrom.fieldRef == null)
+                    and (.name | test("^(NCCL_|CUDA_|TORCH_NCCL_|LWS_|PET_|MASTER_|WORLD_SIZE$|RANK$|JOB_COMPLETION_INDEX$|VC_TASK_INDEX$|POD_IP$|NCCLGUARD_)") | not)))
+       | "pod \($pod): ring check gets env \(.name) (\(.valueFrom // {} | keys | join(",")))"),
+      ((.envFrom // [])[] | select(.secretRef != null)
+       | "pod \($pod): ring check gets envFrom secretRef \(.secretRef.name)")
+    ' "$work"/patched/*.json >"$work/leaks.txt"
+while IFS= read -r line; do failf "least privilege: $line"; done <"$work/leaks.txt"
+n_secret_pods=$(jq -s '[.[] | select([.. | objects | select(has("secretKeyRef") or has("secretRef"))] | length > 0)] | length' "$work"/pods/p*)
+
 # 7. Second pass: the patched pods need nothing more (one call).
 jq -c . "$work"/patched/*.json >"$work/patched.jsonl"
 if mut -o patch "$work/patched.jsonl" >"$work/second.json" 2>/dev/null; then
@@ -390,7 +410,9 @@ multinode_expect() {
     09-instaslice-kueue-pytorchjob-mig.yaml) echo none ;; # MIG slices only
     10-lws-*.yaml | 11-lws-*.yaml | 12-lws-*.yaml | 13-gke-lws-*.yaml) echo multi ;;
     14-llm-d-wide-ep-decode-lws.yaml) echo multi ;;
-    16-training-operator-pytorchjob-*.yaml | 17-training-operator-pytorchjob-*.yaml) echo multi ;;
+    # PyTorchJob: no multi-node check (its master's name resolves only
+    # once the master is Ready); these pods have one GPU, so no check.
+    16-training-operator-pytorchjob-*.yaml | 17-training-operator-pytorchjob-*.yaml) echo none ;;
     20-aws-hyperpod-pytorchjob-elastic-imagenet.yaml) echo none ;; # no Master, 1 GPU
     50-jobset-dra-gpu-claim.yaml | 51-jobset-pytorch-resnet-cpu.yaml) echo none ;;
     52-trainer-trainjob-lammps-gpus.yaml) echo none ;; # the runtime holds the template
@@ -427,6 +449,7 @@ done
 
 patched=$(jq '[.[] | select(.result == "patched")] | length' "$work/patches.json")
 echo "corpus: $n_files manifests, $n_pods pod templates ($patched patched, $n_multi manifests with the multi-node check); via server: $via_server"
+echo "corpus: least privilege: $n_secret_pods pod templates use secrets; $(wc -l <"$work/leaks.txt") leaks into the ring check"
 if [ "$fail" -ne 0 ]; then
     echo "corpus: FAILED" >&2
     exit 1

@@ -96,8 +96,17 @@ test_gpu_count(void)
          0, "not a number"},
         {"milli", NULL, "{'limits':{'nvidia.com/gpu':'500m'}}", MUTATE_NOT_GPU,
          0, "not a whole number"},
-        {"2.0 is whole", NULL, "{'limits':{'nvidia.com/gpu':2.0}}",
-         MUTATE_PATCHED, 2, NULL},
+        /* Issue 23: a JSON real cannot tell 8.0 from
+         * 8.000000000000000000001 (which the apiserver refuses), so none
+         * is taken as a count; the apiserver sends quantities as strings. */
+        {"2.0 is a real", NULL, "{'limits':{'nvidia.com/gpu':2.0}}",
+         MUTATE_NOT_GPU, 0, "with a fraction, not a whole count"},
+        {"8.000000000000000000001", NULL,
+         "{'limits':{'nvidia.com/gpu':8.000000000000000000001}}",
+         MUTATE_NOT_GPU, 0, "with a fraction"},
+        {"8.000000000000000000001 as a string", NULL,
+         "{'limits':{'nvidia.com/gpu':'8.000000000000000000001'}}",
+         MUTATE_NOT_GPU, 0, "not a whole number"},
         {"gpumem-percentage is not a GPU", NULL,
          "{'limits':{'nvidia.com/gpumem-percentage':30,"
          "'nvidia.com/gpucores':30}}",
@@ -498,8 +507,9 @@ test_memory(void)
     patched = run(raise, pod, "ml", &r);
     CHECK_STR(str_at(patched, "/spec/containers/0/resources/limits/memory"),
               "24Gi");
+    /* Issue 23: the request is not raised (the limit alone holds shm). */
     CHECK_STR(str_at(patched, "/spec/containers/0/resources/requests/memory"),
-              "22Gi");
+              "6Gi");
     CHECK(!warnings_have(r.warnings, "exceeds"));
     json_decref(patched);
     mutate_result_release(&r);
@@ -665,7 +675,8 @@ test_ringcheck(void)
     CHECK_STR(str_at(rc, "/resources/requests/nvidia.com~1gpu"), "8");
     CHECK_STR(str_at(rc, "/resources/requests/cpu"), "100m");
     CHECK_STR(str_at(rc, "/resources/requests/memory"), "2Gi");
-    CHECK(patch_pointer_get(rc, "/resources/limits/cpu") == NULL);
+    CHECK_STR(str_at(rc, "/resources/limits/cpu"), "2");
+    CHECK_STR(str_at(rc, "/resources/limits/memory"), "4Gi");
     CHECK(json_is_false(patch_pointer_get(rc, "/securityContext/"
                                               "allowPrivilegeEscalation")));
     CHECK_STR(str_at(rc, "/securityContext/capabilities/drop/0"), "ALL");
@@ -677,7 +688,12 @@ test_ringcheck(void)
         65532);
     CHECK_STR(str_at(rc, "/envFrom/0/configMapRef/name"),
               "nccl-production-profile");
-    CHECK_STR(str_at(rc, "/env/0/name"), "HF_TOKEN"); /* the pod's own env */
+    /* Least privilege: the workload's HF_TOKEN stays out of the check;
+     * it gets only the profile name the policy expects (issue 23: the
+     * profile is never silently missing). */
+    CHECK_INT(json_array_size(patch_pointer_get(rc, "/env")), 1);
+    CHECK_STR(str_at(rc, "/env/0/name"), "NCCLGUARD_PROFILE_EXPECTED");
+    CHECK_STR(str_at(rc, "/env/0/value"), "nccl-production-profile");
     CHECK_STR(str_at(rc, "/volumeMounts/0/mountPath"), "/dev/shm");
     CHECK_STR(str_at(rc, "/volumeMounts/1/mountPath"), "/run/ncclguard");
     /* Fallback: the GPU container reads the file the check writes. */
@@ -957,7 +973,9 @@ test_multinode(void)
          "[{'name':'MASTER_ADDR','value':'mnist-master-0'},{'name':"
          "'MASTER_PORT','value':'23456'},{'name':'WORLD_SIZE','value':'2'},"
          "{'name':'RANK','value':'1'}]",
-         2, "PyTorchJob", "training.kubeflow.org/operator-name", "0a1b-uid",
+         /* Issue 23: its master's Service publishes no address before
+          * the master is Ready, so the pod checks alone. */
+         2, NULL, "MASTER_ADDR resolves only once the master is Ready", NULL,
          NULL},
         {"PyTorchJob without a Master",
          "{'labels':{'training.kubeflow.org/operator-name':"
@@ -985,9 +1003,9 @@ test_multinode(void)
          "metadata.labels['jobset.sigs.k8s.io/jobset-uid']", NULL},
         {"plain JobSet without ncclguard.io/nodes",
          "{'labels':{'jobset.sigs.k8s.io/jobset-name':'t'}}", "[]", 8, NULL,
-         "no annotation ncclguard.io/nodes", NULL,
-         "JobSet pod checks alone: no annotation ncclguard.io/nodes (read by "
-         "ringCheck.nodes) on the pod template"},
+         "add the annotation ncclguard.io/nodes", NULL,
+         "JobSet pod checks alone: add the annotation ncclguard.io/nodes: "
+         "\"<pods in the job>\" to the pod template"},
         {"Volcano with ncclguard.io/nodes",
          "{'labels':{'volcano.sh/job-name':'mpi'},'annotations':{"
          "'ncclguard.io/nodes':'2'},'ownerReferences':[{'uid':'vc-uid',"
@@ -1193,7 +1211,7 @@ test_multinode_dry_run(void)
          "'pytorchReplicaSpecs':{'Master':{'template':{'spec':{'containers':"
          "[{'name':'pytorch','resources':{'limits':{'nvidia.com/gpu':1}}}]"
          "}}},'Worker':{}}}}",
-         true, "PyTorchJob template"},
+         false, "no publishNotReadyAddresses on its Service"},
         /* Node rank 0 without a GPU runs no check: the workers would
          * only wait for it until their deadline. */
         {"{'apiVersion':'kubeflow.org/v1','kind':'PyTorchJob','spec':{"
@@ -1719,15 +1737,23 @@ test_bounds(void)
     /* These pods have more GPUs than the ring check takes, so it is left
      * out and its per-container mounts do not count: the env entries
      * alone push the patch past the operation cap. */
-    json_t *pod = pod_many(129);
+    json_t *pod = pod_many(1025);
     struct mutate_result r;
 
     /* Too many containers: no patch, a warning, an error status. */
     CHECK_INT(mutate_pod(pod, "ml", pol_default, NULL, &r), 0);
     CHECK_INT(r.status, MUTATE_ERROR);
     CHECK_INT(json_array_size(r.patch), 0);
-    CHECK(warnings_have(r.warnings, "more than 128 containers"));
+    CHECK(warnings_have(r.warnings, "more than 1024 containers"));
     check_warnings_form(r.warnings);
+    mutate_result_release(&r);
+    json_decref(pod);
+    /* Issue 23: 129 containers escaped the check (allowOptOut: false
+     * included); now they are planned like any pod. */
+    pod = pod_many(129);
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, NULL, &r), 0);
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_INT(r.gpus, 129);
     mutate_result_release(&r);
     json_decref(pod);
 
@@ -2054,8 +2080,8 @@ test_emit_order(void)
                     "'initContainers':[{'name':'setup','image':'x'}],"
                     "'containers':[{'name':'c','image':'x','envFrom':[],"
                     "'volumeMounts':[{'name':'dshm','mountPath':'/dev/shm'}],"
-                    "'resources':{'limits':{'nvidia.com/gpu':2,'memory':'8Gi'},"
-                    "'requests':{'memory':'8Gi'}}}]}}");
+                    "'resources':{'limits':{'nvidia.com/gpu':2,'memory':'4Gi'},"
+                    "'requests':{'memory':'4Gi'}}}]}}");
     static const char *const want[][2] = {
         {"add", "/spec/containers/0/envFrom/0"},
         {"replace", "/spec/volumes/0/emptyDir/sizeLimit"},
@@ -2090,6 +2116,591 @@ test_emit_order(void)
     policy_free(pol);
 }
 
+/* ---- never block a pod by accident (issue 23) ------------------------- */
+
+/*
+ * Issue 23: a namespace whose ResourceQuota covers limits.cpu or
+ * limits.memory, with no LimitRange default, refuses a container without
+ * limits: the check always has them. Outside Guaranteed pods they are the
+ * policy's limits, raised to a rule's larger request and lowered to a
+ * pod-level limit; Guaranteed pods keep limits == requests.
+ */
+static void
+test_ringcheck_limits(void)
+{
+    static const struct {
+        const char *what;
+        const char *policy;  /* appended to POLICY_HEAD */
+        const char *pod_res; /* spec.resources, or NULL */
+        const char *ctr_res; /* the GPU container's resources */
+        const char *cpu[2];  /* the check's limit, request */
+        const char *mem[2];
+    } cases[] = {
+        {"burstable: the policy's limits",
+         "",
+         NULL,
+         "{'limits':{'nvidia.com/gpu':2}}",
+         {"2", "100m"},
+         {"4Gi", "2Gi"}},
+        {"guaranteed: requests are the limits",
+         "",
+         NULL,
+         "{'limits':{'nvidia.com/gpu':2,'cpu':'4','memory':'64Gi'}}",
+         {"100m", "100m"},
+         {"2Gi", "2Gi"}},
+        {"a rule's larger request raises the limit",
+         "defaults:\n  ringCheck:\n    resources: {cpu: '3', memory: 8Gi}\n",
+         NULL,
+         "{'limits':{'nvidia.com/gpu':2}}",
+         {"3", "3"},
+         {"8Gi", "8Gi"}},
+        {"pod-level limits cap the check's",
+         "",
+         "{'limits':{'cpu':'1','memory':'3Gi'}}",
+         "{'limits':{'nvidia.com/gpu':2}}",
+         {"1000m", "100m"},
+         {"3Gi", "2Gi"}},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[1024], pol_text[512];
+        struct policy *pol;
+        json_t *pod, *patched, *rc;
+        struct mutate_result r;
+
+        snprintf(pol_text, sizeof(pol_text), POLICY_HEAD "%s", cases[i].policy);
+        pol = fixture_policy(pol_text);
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{%s%s%s'containers':[{"
+                 "'name':'c','image':'x','resources':%s}]}}",
+                 cases[i].pod_res ? "'resources':" : "",
+                 cases[i].pod_res ? cases[i].pod_res : "",
+                 cases[i].pod_res ? "," : "", cases[i].ctr_res);
+        pod = J(buf);
+        patched = run(pol, pod, "ml", &r);
+        rc = ringcheck_of(patched, NULL);
+        CHECK(rc != NULL);
+        if (rc == NULL)
+            fprintf(stderr, "limits, %s: no ring check\n", cases[i].what);
+        CHECK_STR(str_at(rc, "/resources/limits/cpu"), cases[i].cpu[0]);
+        CHECK_STR(str_at(rc, "/resources/requests/cpu"), cases[i].cpu[1]);
+        CHECK_STR(str_at(rc, "/resources/limits/memory"), cases[i].mem[0]);
+        CHECK_STR(str_at(rc, "/resources/requests/memory"), cases[i].mem[1]);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+        policy_free(pol);
+    }
+}
+
+/*
+ * Issue 23: amd.com/gpu listed in gpuResources injected the CUDA/NCCL
+ * check into AMD pods, which then could not start. Only nvidia.com/
+ * resources get it; the other settings still apply (RCCL reads the
+ * NCCL_* variables and uses /dev/shm too).
+ */
+static void
+test_ringcheck_nvidia_only(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD
+        "defaults:\n  gpuResources: [nvidia.com/gpu, amd.com/gpu]\n");
+    json_t *pod = pod_with("{'limits':{'amd.com/gpu':8}}"), *patched, *rc;
+    struct mutate_result r;
+
+    patched = run(pol, pod, "ml", &r);
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_INT(r.gpus, 8);
+    CHECK(ringcheck_of(patched, NULL) == NULL);
+    CHECK(strstr(r.ringcheck, "amd.com/gpu is not an NVIDIA GPU") != NULL);
+    CHECK_STR(str_at(patched, "/spec/containers/0/envFrom/0/configMapRef/name"),
+              "nccl-production-profile");
+    CHECK_STR(str_at(patched, "/spec/containers/0/volumeMounts/0/mountPath"),
+              "/dev/shm");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    /* Both vendors in one pod: the check asks for, and expects, NVIDIA's
+     * GPUs only. */
+    pod = pod_with("{'limits':{'amd.com/gpu':4,'nvidia.com/gpu':2}}");
+    patched = run(pol, pod, "ml", &r);
+    rc = ringcheck_of(patched, NULL);
+    CHECK(rc != NULL);
+    CHECK_STR(str_at(rc, "/args/1"), "2");
+    CHECK_STR(str_at(rc, "/resources/limits/nvidia.com~1gpu"), "2");
+    CHECK(patch_pointer_get(rc, "/resources/limits/amd.com~1gpu") == NULL);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/* The names of a container's env, comma-separated, into buf. */
+static const char *
+env_names(const json_t *c, char *buf, size_t n)
+{
+    size_t i;
+    json_t *e;
+
+    buf[0] = '\0';
+    json_array_foreach(json_object_get(c, "env"), i, e)
+    {
+        size_t len = strlen(buf);
+
+        snprintf(buf + len, n - len, "%s%s", len ? "," : "",
+                 json_string_value(json_object_get(e, "name")));
+    }
+    return buf;
+}
+
+/*
+ * Issue 23: the check copied the first GPU container's whole env, so a
+ * HUGGING_FACE_HUB_TOKEN from a secretKeyRef ended up in it. Only NCCL_*,
+ * CUDA_*, TORCH_NCCL_*, the membership variables and Downward API fields
+ * go in, with what a copied $(NAME) needs; never a secretKeyRef, a
+ * resourceFieldRef or an envFrom secretRef.
+ */
+static void
+test_ringcheck_env_least_privilege(void)
+{
+    json_t *pod =
+        J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c',"
+          "'image':'x','envFrom':[{'secretRef':{'name':'creds'}},"
+          "{'configMapRef':{'name':'nccl-extra'}}],'env':["
+          "{'name':'HUGGING_FACE_HUB_TOKEN','valueFrom':{'secretKeyRef':"
+          "{'name':'hf','key':'token'}}},"
+          "{'name':'NCCL_IB_HCA','valueFrom':{'secretKeyRef':"
+          "{'name':'s','key':'k'}}},"
+          "{'name':'IFACE','value':'eth0'},"
+          "{'name':'UNUSED','value':'u'},"
+          "{'name':'NCCL_SOCKET_IFNAME','value':'$(IFACE)'},"
+          "{'name':'NCCL_ESC','value':'$$(UNUSED)'},"
+          "{'name':'CUDA_DEVICE_ORDER','value':'PCI_BUS_ID'},"
+          "{'name':'TORCH_NCCL_BLOCKING_WAIT','value':'1'},"
+          "{'name':'MY_NODE','valueFrom':{'fieldRef':{'fieldPath':"
+          "'spec.nodeName'}}},"
+          "{'name':'NCCL_ALGO','valueFrom':{'configMapKeyRef':"
+          "{'name':'cm','key':'algo'}}},"
+          "{'name':'NCCL_MEM','valueFrom':{'resourceFieldRef':"
+          "{'resource':'limits.memory'}}},"
+          "{'name':'WORLD_SIZE','value':'4'},"
+          "{'name':'APP_DB_URL','value':'postgres://u:p@db'}],"
+          "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r), *rc;
+    char names[512];
+
+    rc = ringcheck_of(patched, NULL);
+    CHECK(rc != NULL);
+    CHECK_STR(env_names(rc, names, sizeof(names)),
+              "IFACE,NCCL_SOCKET_IFNAME,NCCL_ESC,CUDA_DEVICE_ORDER,"
+              "TORCH_NCCL_BLOCKING_WAIT,MY_NODE,NCCL_ALGO,WORLD_SIZE,"
+              "NCCLGUARD_PROFILE_EXPECTED");
+    CHECK_INT(json_array_size(json_object_get(rc, "envFrom")), 2);
+    CHECK_STR(str_at(rc, "/envFrom/0/configMapRef/name"),
+              "nccl-production-profile");
+    CHECK_STR(str_at(rc, "/envFrom/1/configMapRef/name"), "nccl-extra");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/*
+ * Issue 23: copying the whole env doubled a 0.89 MiB pod to 1.77 MiB,
+ * past etcd's 1.5 MiB request limit. The check is left out, with a
+ * warning, when it would add more than 64 KiB or push the pod past that
+ * limit; the rest of the mutation stays.
+ */
+static void
+test_ringcheck_size_bound(void)
+{
+    struct mutate_options opt = {.own_namespace = "ncclguard"};
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':2}}"), *env;
+    struct mutate_result r;
+    char *big = malloc(2001), *text;
+
+    /* A pod of 1.5 MiB less 1 KiB: the 4 KiB check would pass the limit. */
+    opt.object_bytes = MUTATE_OBJECT_MAX_BYTES - 1024;
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK(warnings_have(r.warnings, "would pass etcd's 1536 KiB request"));
+    CHECK(strstr(r.ringcheck, "left out: the pod would pass") != NULL);
+    text = json_dumps(r.patch, JSON_COMPACT);
+    CHECK(text != NULL && strstr(text, "ncclguard-ringcheck") == NULL);
+    free(text);
+    mutate_result_release(&r);
+    /* 50 KiB under the limit: the check goes in. */
+    opt.object_bytes = MUTATE_OBJECT_MAX_BYTES - 50 * 1024;
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+    CHECK(strstr(r.ringcheck, "single-pod") != NULL);
+    mutate_result_release(&r);
+
+    /* 40 NCCL_ variables of 2,000 bytes: 80 KiB in the check. */
+    memset(big, 'x', 2000);
+    big[2000] = '\0';
+    env = json_array();
+    for (int i = 0; i < 40; i++) {
+        char name[32];
+
+        snprintf(name, sizeof(name), "NCCL_X%d", i);
+        json_array_append_new(
+            env, json_pack("{s:s,s:s}", "name", name, "value", big));
+    }
+    json_object_set_new(
+        json_array_get(patch_pointer_get(pod, "/spec/containers"), 0), "env",
+        env);
+    opt.object_bytes = 0;
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK(warnings_have(r.warnings, "it would add 83 KiB, more than 64 KiB"));
+    CHECK(strstr(r.ringcheck, "left out: it would add") != NULL);
+    mutate_result_release(&r);
+    free(big);
+    json_decref(pod);
+}
+
+/*
+ * Issue 23 (red team): //dev/shm was not the same place as /dev/shm, so
+ * the webhook added a second /dev/shm mount and the apiserver refused the
+ * pod. Every spelling the kubelet cleans to /dev/shm counts as one.
+ */
+static void
+test_shm_path_spellings(void)
+{
+    static const char *const spellings[] = {
+        "//dev/shm", "/dev//shm", "/dev/shm/", "/dev/./shm", "///dev///shm//"};
+
+    for (size_t i = 0; i < sizeof(spellings) / sizeof(spellings[0]); i++) {
+        char buf[512];
+        json_t *pod, *patched, *mounts;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'d',"
+                 "'emptyDir':{'medium':'Memory'}}],'containers':[{'name':'c',"
+                 "'image':'x','volumeMounts':[{'name':'d','mountPath':'%s'}],"
+                 "'resources':{'limits':{'nvidia.com/gpu':1}}}]}}",
+                 spellings[i]);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        mounts = patch_pointer_get(patched, "/spec/containers/0/volumeMounts");
+        if (json_array_size(mounts) != 1)
+            fprintf(stderr, "shm spelling %s: %zu mounts\n", spellings[i],
+                    json_array_size(mounts));
+        CHECK_INT(json_array_size(mounts), 1);
+        CHECK(patch_pointer_get(patched, "/spec/volumes/1") == NULL);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+    /* Not the same place: a sibling, a prefix, a relative path. */
+    static const char *const others[] = {"/dev/shmx", "/dev", "dev/shm"};
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+        char buf[512];
+        json_t *pod, *patched;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'d',"
+                 "'emptyDir':{}}],'containers':[{'name':'c','image':'x',"
+                 "'volumeMounts':[{'name':'d','mountPath':'%s'}],"
+                 "'resources':{'limits':{'nvidia.com/gpu':1}}}]}}",
+                 others[i]);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        CHECK_STR(
+            str_at(patched, "/spec/containers/0/volumeMounts/1/mountPath"),
+            "/dev/shm");
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/* Issue 23 (red team): an object of another kind (a Deployment) sent in a
+ * Pod's review got the Pod patch. It is skipped with a warning. */
+static void
+test_object_not_pod(void)
+{
+    static const char *const heads[] = {
+        "'apiVersion':'apps/v1','kind':'Deployment'",
+        "'apiVersion':'v1','kind':'Service'", "'apiVersion':'v2','kind':'Pod'"};
+
+    for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
+        char buf[512];
+        json_t *pod, *patched;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{%s,'metadata':{'name':'p'},'spec':{'containers':[{"
+                 "'name':'c','image':'x','resources':{'limits':{"
+                 "'nvidia.com/gpu':2}}}]}}",
+                 heads[i]);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        CHECK_INT(r.status, MUTATE_SKIPPED);
+        CHECK_INT(json_array_size(r.patch), 0);
+        CHECK(warnings_have(r.warnings, "not a v1 Pod; left unchanged"));
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/*
+ * Issue 23: shm.memoryLimit: raise added the shm size to every limit (a
+ * 256Gi pod with 2Gi of shm became 258Gi, its request too). It raises a
+ * limit only where the shm size exceeds it, and a request only where it
+ * equals that limit (Guaranteed stays Guaranteed).
+ */
+static void
+test_memory_raise_threshold(void)
+{
+    static const struct {
+        const char *what;
+        const char *res;
+        const char *lim, *req; /* after: limit, request */
+    } cases[] = {
+        {"shm 8Gi below 256Gi: nothing",
+         "{'limits':{'nvidia.com/gpu':2,'memory':'256Gi'},'requests':{"
+         "'memory':'200Gi'}}",
+         "256Gi", "200Gi"},
+        {"shm 8Gi equal to 8Gi: nothing",
+         "{'limits':{'nvidia.com/gpu':2,'memory':'8Gi'},'requests':{"
+         "'memory':'8Gi'}}",
+         "8Gi", "8Gi"},
+        {"shm 8Gi above 6Gi: limit only",
+         "{'limits':{'nvidia.com/gpu':2,'memory':'6Gi'},'requests':{"
+         "'memory':'4Gi'}}",
+         "14Gi", "4Gi"},
+        {"Guaranteed 6Gi: both",
+         "{'limits':{'nvidia.com/gpu':2,'memory':'6Gi','cpu':'2'},"
+         "'requests':{'memory':'6Gi','cpu':'2'}}",
+         "14Gi", "14Gi"},
+    };
+    struct policy *raise =
+        fixture_policy(POLICY_HEAD "defaults:\n  shm: {memoryLimit: raise}\n");
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *pod = pod_with(cases[i].res), *patched;
+        struct mutate_result r;
+
+        patched = run(raise, pod, "ml", &r);
+        CHECK_STR(str_at(patched, "/spec/containers/0/resources/limits/memory"),
+                  cases[i].lim);
+        CHECK_STR(
+            str_at(patched, "/spec/containers/0/resources/requests/memory"),
+            cases[i].req);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+    policy_free(raise);
+}
+
+/* Issue 23: ringCheck.onNoCure goes to a fallback check as
+ * --on-no-cure=fail|warn; left out, the check's own default applies. */
+static void
+test_on_no_cure(void)
+{
+    static const struct {
+        const char *policy;
+        const char *want; /* the argument, or NULL for none */
+    } cases[] = {
+        {"", NULL},
+        {"defaults:\n  ringCheck: {onNoCure: warn}\n", "--on-no-cure=warn"},
+        {"defaults:\n  ringCheck: {onNoCure: fail}\n", "--on-no-cure=fail"},
+        {"defaults:\n  ringCheck: {onFailure: warn, onNoCure: fail}\n", NULL},
+    };
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':2}}");
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[256];
+        struct policy *pol;
+        struct mutate_result r;
+        json_t *patched, *args, *a;
+        const char *got = NULL;
+        size_t k;
+
+        snprintf(text, sizeof(text), POLICY_HEAD "%s", cases[i].policy);
+        pol = fixture_policy(text);
+        patched = run(pol, pod, "ml", &r);
+        args = patch_pointer_get(ringcheck_of(patched, NULL), "/args");
+        CHECK(args != NULL);
+        json_array_foreach(args, k, a)
+        {
+            if (strncmp(json_string_value(a), "--on-no-cure", 12) == 0)
+                got = json_string_value(a);
+        }
+        if (cases[i].want == NULL)
+            CHECK(got == NULL);
+        else
+            CHECK_STR(got, cases[i].want);
+        json_decref(patched);
+        mutate_result_release(&r);
+        policy_free(pol);
+    }
+    json_decref(pod);
+}
+
+/*
+ * Issue 23: a JobSet running torchrun with MASTER_ADDR got a single-pod
+ * check unless annotated. Its leader is now that MASTER_ADDR; the node
+ * count is not on the pod (JobSet labels the pods with the number of
+ * Jobs, jobset.sigs.k8s.io/global-replicas, not with their parallelism),
+ * so the warning names the exact annotation, with the count when the dry
+ * run sees the whole JobSet.
+ */
+static void
+test_jobset_master_addr(void)
+{
+    json_t *pod = J("{'metadata':{'labels':{'jobset.sigs.k8s.io/jobset-name':"
+                    "'pt'},'annotations':{'ncclguard.io/nodes':'4'}},'spec':{"
+                    "'containers':[{'name':'c','env':[{'name':'MASTER_ADDR',"
+                    "'value':'pt-workers-0-0.pt'}],'resources':{'limits':{"
+                    "'nvidia.com/gpu':8}}}]}}");
+    json_t *patched, *rc;
+    struct mutate_result r;
+
+    patched = run(pol_default, pod, "ml", &r);
+    rc = ringcheck_of(patched, NULL);
+    CHECK(r.multinode);
+    CHECK(strstr(r.ringcheck, "label jobset.sigs.k8s.io/jobset-name and "
+                              "MASTER_ADDR") != NULL);
+    CHECK_STR(str_at(rc_env(rc, "NCCLGUARD_LEADER_ADDR"), "/value"),
+              "$(MASTER_ADDR)");
+    CHECK_STR(str_at(rc_env(rc, "MASTER_ADDR"), "/value"), "pt-workers-0-0.pt");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    /* The dry run of a JobSet of 2 Jobs x 2 pods, not annotated. */
+    json_t *w = J("{'apiVersion':'jobset.x-k8s.io/v1alpha2','kind':'JobSet',"
+                  "'spec':{'replicatedJobs':[{'name':'workers','replicas':2,"
+                  "'template':{'spec':{'parallelism':2,'template':{'spec':{"
+                  "'containers':[{'name':'c','resources':{'limits':{"
+                  "'nvidia.com/gpu':8}}}]}}}}},{'name':'driver','template':{"
+                  "'spec':{'template':{'spec':{'containers':[{'name':'d'}]}}}}"
+                  "}]}}");
+    struct mutate_options opt = {.workload = w};
+
+    pod = J("{'metadata':{},'spec':{'containers':[{'name':'c','env':[{'name':"
+            "'MASTER_ADDR','value':'x'}],'resources':{'limits':{"
+            "'nvidia.com/gpu':8}}}]}}");
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+    CHECK(!r.multinode);
+    CHECK(warnings_have(r.warnings, "JobSet pod checks alone: add the "
+                                    "annotation ncclguard.io/nodes: \"4\" "
+                                    "(the job's pods) to the pod template"));
+    mutate_result_release(&r);
+    json_decref(pod);
+    json_decref(w);
+}
+
+/*
+ * Issue 23: rules match node pools by what they are made of: resource
+ * names, nodeSelector (or the required node affinity), tolerations. Only
+ * namespaces and labels could say "the H100 pool" before.
+ */
+static void
+test_match_node_pools(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD
+        "defaults:\n  gpuResources: [nvidia.com/gpu, nvidia.com/gpu.shared]\n"
+        "rules:\n"
+        "  - name: h100\n"
+        "    match:\n"
+        "      nodeSelector: {nvidia.com/gpu.product: H100}\n"
+        "  - name: pool-b\n"
+        "    match: {tolerations: [pool-b]}\n"
+        "  - name: shared\n"
+        "    match: {resources: [nvidia.com/gpu.shared]}\n");
+    static const struct {
+        const char *what;
+        const char *spec; /* spec members before containers */
+        const char *res;  /* the GPU resource */
+        const char *rule;
+    } cases[] = {
+        {"nodeSelector", "'nodeSelector':{'nvidia.com/gpu.product':'H100'},",
+         "nvidia.com/gpu", "h100"},
+        {"another product", "'nodeSelector':{'nvidia.com/gpu.product':'A100'},",
+         "nvidia.com/gpu", "default"},
+        {"required node affinity",
+         "'affinity':{'nodeAffinity':{'requiredDuringSchedulingIgnoredDuring"
+         "Execution':{'nodeSelectorTerms':[{'matchExpressions':[{'key':"
+         "'nvidia.com/gpu.product','operator':'In','values':['H100']}]}]}}},",
+         "nvidia.com/gpu", "h100"},
+        {"one term of two elsewhere",
+         "'affinity':{'nodeAffinity':{'requiredDuringSchedulingIgnoredDuring"
+         "Execution':{'nodeSelectorTerms':[{'matchExpressions':[{'key':"
+         "'nvidia.com/gpu.product','operator':'In','values':['H100']}]},"
+         "{'matchExpressions':[{'key':'zone','operator':'In','values':"
+         "['a']}]}]}}},",
+         "nvidia.com/gpu", "default"},
+        {"toleration", "'tolerations':[{'key':'pool-b','operator':'Exists'}],",
+         "nvidia.com/gpu", "pool-b"},
+        {"tolerates everything", "'tolerations':[{'operator':'Exists'}],",
+         "nvidia.com/gpu", "pool-b"},
+        {"resource name", "", "nvidia.com/gpu.shared", "shared"},
+        {"nothing", "", "nvidia.com/gpu", "default"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[1024];
+        json_t *pod, *patched;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{%s'containers':[{'name':"
+                 "'c','image':'x','resources':{'limits':{'%s':2}}}]}}",
+                 cases[i].spec, cases[i].res);
+        pod = J(buf);
+        patched = run(pol, pod, "ml", &r);
+        if (strcmp(r.rule, cases[i].rule) != 0)
+            fprintf(stderr, "node pools, %s: rule %s\n", cases[i].what, r.rule);
+        CHECK_STR(r.rule, cases[i].rule);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+    policy_free(pol);
+}
+
+/* Issue 23: the IPC_LOCK-for-non-root warning can be silenced
+ * (ipc.warnNonRoot: false); IPC_LOCK is still added. */
+static void
+test_ipc_lock_warning_silenced(void)
+{
+    static const char *const heads[2] = {
+        "defaults:\n  ipc: {capabilities: [IPC_LOCK]}\n",
+        "defaults:\n  ipc: {capabilities: [IPC_LOCK], warnNonRoot: false}\n"};
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'securityContext':{"
+                    "'runAsNonRoot':true},'containers':[{'name':'b',"
+                    "'resources':{'limits':{'nvidia.com/gpu':1}}}]}}");
+
+    for (int k = 0; k < 2; k++) {
+        char text[256];
+        struct policy *pol;
+        struct mutate_result r;
+        json_t *patched;
+
+        snprintf(text, sizeof(text), POLICY_HEAD "%s", heads[k]);
+        pol = fixture_policy(text);
+        patched = run(pol, pod, "ml", &r);
+        CHECK_STR(str_at(patched, "/spec/containers/0/securityContext/"
+                                  "capabilities/add/0"),
+                  "IPC_LOCK");
+        CHECK_INT(warnings_have(r.warnings, "IPC_LOCK in container \"b\""),
+                  k == 0);
+        json_decref(patched);
+        mutate_result_release(&r);
+        policy_free(pol);
+    }
+    json_decref(pod);
+}
+
 int
 main(void)
 {
@@ -2118,6 +2729,17 @@ main(void)
     test_pod_level_resources();
     test_pod_level_memory_raise();
     test_emit_order();
+    test_ringcheck_limits();
+    test_ringcheck_nvidia_only();
+    test_ringcheck_env_least_privilege();
+    test_ringcheck_size_bound();
+    test_shm_path_spellings();
+    test_object_not_pod();
+    test_memory_raise_threshold();
+    test_on_no_cure();
+    test_jobset_master_addr();
+    test_match_node_pools();
+    test_ipc_lock_warning_silenced();
     policy_free(pol_default);
     return harness_finish();
 }

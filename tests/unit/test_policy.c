@@ -674,7 +674,7 @@ static void
 settings_same(const struct settings *a, const struct settings *b)
 {
 #if UINTPTR_MAX == UINT64_MAX
-    _Static_assert(sizeof(struct settings) == 312,
+    _Static_assert(sizeof(struct settings) == 336,
                    "struct settings changed: compare the new field in "
                    "settings_same() and spell it in policy/default.yaml");
 #endif
@@ -695,18 +695,22 @@ settings_same(const struct settings *a, const struct settings *b)
          i++)
         SAME_STR(ipc.capabilities[i]);
     SAME_INT(ipc.host_ipc);
+    SAME_INT(ipc.warn_non_root);
     SAME_INT(ringcheck.enabled);
     SAME_STR(ringcheck.image);
     SAME_INT(ringcheck.timeout_seconds);
     SAME_INT(ringcheck.bandwidth_bytes);
     SAME_INT(ringcheck.mode);
     SAME_INT(ringcheck.on_failure);
+    SAME_INT(ringcheck.on_no_cure);
     same_int("ringcheck.min_busbw_gbps (x1000)",
              (long long)(a->ringcheck.min_busbw_gbps * 1000),
              (long long)(b->ringcheck.min_busbw_gbps * 1000));
     SAME_INT(ringcheck.allow_opt_out);
     SAME_STR(ringcheck.cpu_request);
     SAME_STR(ringcheck.memory_request);
+    SAME_STR(ringcheck.cpu_limit);
+    SAME_STR(ringcheck.memory_limit);
     SAME_INT(ringcheck.min_gpus);
     SAME_INT(ringcheck.multi_node);
     SAME_INT(ringcheck.rendezvous_port);
