@@ -2090,6 +2090,56 @@ test_emit_order(void)
     policy_free(pol);
 }
 
+/*
+ * Regression: only native sidecars run beside the ring check, so only
+ * their requests are added to its own against pod-level spec.resources;
+ * an ordinary init container has finished by then. Pod-level memory 4Gi
+ * with an ordinary 3Gi init container still holds the 2Gi check; a
+ * native sidecar of 3Gi does not.
+ */
+static void
+test_pod_level_ordinary_init(void)
+{
+    static const struct {
+        const char *restart; /* the init container's restartPolicy member */
+        bool rc;             /* the ring check is added */
+    } cases[] = {
+        {"", true},
+        {"'restartPolicy':'OnFailure',", true},
+        {"'restartPolicy':'Always',", false},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[1024];
+        json_t *pod, *patched, *inits;
+        struct mutate_result r;
+        bool has_rc;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'resources':{'requests':{"
+                 "'memory':'4Gi'}},'initContainers':[{'name':'fetch',"
+                 "'image':'x',%s'resources':{'requests':{'memory':'3Gi'}}}],"
+                 "'containers':[{'name':'c','image':'x','resources':{"
+                 "'requests':{'memory':'1Gi'},'limits':{'nvidia.com/gpu':4}}"
+                 "}]}}",
+                 cases[i].restart);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        inits = patch_pointer_get(patched, "/spec/initContainers");
+        has_rc = json_array_size(inits) == 2;
+        if (has_rc != cases[i].rc)
+            fprintf(stderr, "init container {%s}: ring check %s\n",
+                    cases[i].restart, has_rc ? "added" : "left out");
+        CHECK(has_rc == cases[i].rc);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        CHECK(cases[i].rc ==
+              !warnings_have(r.warnings, "ring check not added"));
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
 int
 main(void)
 {
@@ -2116,6 +2166,7 @@ main(void)
     test_ringcheck_name_taken();
     test_windows();
     test_pod_level_resources();
+    test_pod_level_ordinary_init();
     test_pod_level_memory_raise();
     test_emit_order();
     policy_free(pol_default);

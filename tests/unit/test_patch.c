@@ -297,6 +297,59 @@ test_append(void)
     json_decref(ops);
 }
 
+/*
+ * Regression: the fast check must not answer for an op whose path goes
+ * through a value an earlier op put there, at any depth: it covers the op
+ * only when no earlier op wrote its parent or an ancestor of it. An
+ * earlier replace two levels up (containers/0 := {}) takes env away, so
+ * patch_apply() refuses the later op and patch_check() must too; the
+ * neighbours show the check and the apply agreeing either way.
+ */
+static void
+test_check_fast_ancestor(void)
+{
+    static const char doc[] =
+        "{'spec':{'containers':[{'name':'c','env':[{'name':'A','value':"
+        "'1'}]}]}}";
+
+    /* Two levels up, then three: the earlier value has no env. */
+    apply_case(doc,
+               "[{'op':'replace','path':'/spec/containers/0','value':{}},"
+               "{'op':'replace','path':'/spec/containers/0/env/0/name',"
+               "'value':'B'}]",
+               NULL, "operation 1");
+    apply_case(doc,
+               "[{'op':'replace','path':'/spec/containers/0','value':{}},"
+               "{'op':'add','path':'/spec/containers/0/env/-','value':{}}]",
+               NULL, "operation 1");
+    apply_case(doc,
+               "[{'op':'replace','path':'/spec','value':{'containers':[]}},"
+               "{'op':'replace','path':'/spec/containers/0/env/0/value',"
+               "'value':'2'}]",
+               NULL, "operation 1");
+    /* The exact parent, replaced by a value without the key. */
+    apply_case(doc,
+               "[{'op':'replace','path':'/spec/containers/0/env/0','value':"
+               "{}},{'op':'replace','path':'/spec/containers/0/env/0/name',"
+               "'value':'B'}]",
+               NULL, "operation 1");
+    /* An ancestor replaced by a value that has the path: both accept. */
+    apply_case(doc,
+               "[{'op':'replace','path':'/spec/containers/0','value':{"
+               "'name':'c','env':[{'name':'A'}]}},{'op':'replace','path':"
+               "'/spec/containers/0/env/0/name','value':'B'}]",
+               "{'spec':{'containers':[{'name':'c','env':[{'name':'B'}]}]}}",
+               NULL);
+    /* A sibling of the replaced value is untouched: both accept. */
+    apply_case(doc,
+               "[{'op':'replace','path':'/spec/containers/0/name','value':"
+               "'d'},{'op':'replace','path':'/spec/containers/0/env/0/name',"
+               "'value':'B'}]",
+               "{'spec':{'containers':[{'name':'d','env':[{'name':'B',"
+               "'value':'1'}]}]}}",
+               NULL);
+}
+
 int
 main(void)
 {
@@ -304,6 +357,7 @@ main(void)
     test_pointer_get();
     test_apply();
     test_check_strict();
+    test_check_fast_ancestor();
     test_check_shares_nothing();
     test_bounds();
     test_append();

@@ -1236,6 +1236,56 @@ test_names(void)
     }
 }
 
+/*
+ * Regression: an AdmissionReview whose uid is the empty string, or not a
+ * string, gets 400, even for a GPU pod that would otherwise be patched:
+ * the response must echo a uid the API server can match, and "" matches
+ * no request. The control, the same review with a uid, is patched.
+ */
+static void
+test_uid_required(void)
+{
+    static const char *const uids[] = {"''", "7", "null", "[]"};
+
+    for (size_t i = 0; i < sizeof(uids) / sizeof(uids[0]); i++) {
+        char buf[1024];
+        struct review_outcome out;
+        char *body;
+        size_t n;
+
+        snprintf(buf, sizeof(buf),
+                 "{'apiVersion':'admission.k8s.io/v1','kind':"
+                 "'AdmissionReview','request':{'uid':%s,'kind':{'group':'',"
+                 "'version':'v1','kind':'Pod'},'namespace':'ml',"
+                 "'operation':'CREATE','object':%s}}",
+                 uids[i], gpu_pod);
+        n = strlen(buf);
+        body = malloc(n + 1);
+        for (size_t k = 0; k <= n; k++)
+            body[k] = buf[k] == '\'' ? '"' : buf[k];
+        CHECK_INT(review_handle(body, n, pol, &opt, &out), 0);
+        if (out.http_status != 400)
+            fprintf(stderr, "uid %s: status %d, want 400\n", uids[i],
+                    out.http_status);
+        CHECK_INT(out.http_status, 400);
+        CHECK_INT(out.result, REVIEW_BAD_REQUEST);
+        CHECK(out.body != NULL && strstr(out.body, "no uid") != NULL);
+        CHECK(out.patch == NULL);
+        review_outcome_release(&out);
+        free(body);
+    }
+    {
+        struct review_outcome out;
+        char *body = review_of("u", "ml", "CREATE", J(gpu_pod));
+
+        CHECK_INT(review_handle(body, strlen(body), pol, &opt, &out), 0);
+        CHECK_INT(out.http_status, 200);
+        CHECK_INT(out.result, REVIEW_PATCHED);
+        review_outcome_release(&out);
+        free(body);
+    }
+}
+
 int
 main(void)
 {
@@ -1243,6 +1293,7 @@ main(void)
     test_patched();
     test_no_patch();
     test_bad_requests();
+    test_uid_required();
     test_log_record();
     test_error_answer();
     test_names();
