@@ -284,7 +284,8 @@ def copy_tree(src):
         shutil.copytree(build, os.path.join(src, "build"), symlinks=True,
                         ignore=lambda d, names: [
                             x for x in names if d == build and
-                            x in ("mutants", "sweep", "checks")])
+                            (x in ("mutants", "checks") or
+                             x.startswith("sweep"))])
 
 
 def read_results(path):

@@ -434,7 +434,7 @@ test_check_fast_no_copy(void)
     static const char doc_text[] =
         "{'metadata':{'name':'p','annotations':{'a':'1'}},'spec':{"
         "'containers':[{'name':'c0','env':[{'name':'X'}]},{'name':'c1'}],"
-        "'initContainers':[{'name':'i0'}]}}";
+        "'initContainers':[{'name':'i0'}]},'x':{'':{}}}";
     static const char *const fast[] = {
         "[{'op':'add','path':'/spec/containers/0/envFrom','value':[]}]",
         "[{'op':'replace','path':'/spec/containers/0/env/0/name','value':'Y'},"
@@ -456,6 +456,10 @@ test_check_fast_no_copy(void)
         "{'op':'add','path':'/spec/containers/0/y','value':1}]",
         "[{'op':'add','path':'/metadata/ann','value':{}},"
         "{'op':'add','path':'/metadata/annotations/z','value':'1'}]",
+        "[{'op':'add','path':'/spec/initContainers/0','value':{}},"
+        "{'op':'replace','path':'/spec/containers/0/env/0/name','value':'Z'}]",
+        "[{'op':'add','path':'/metadata/annotations/','value':'e'}]",
+        "[{'op':'add','path':'/x//k','value':1}]",
     };
     json_malloc_t old_m;
     json_free_t old_f;
@@ -524,6 +528,10 @@ test_out_of_memory(void)
          "[{'op':'add','path':'','value':{'a':{'b':1}}},{'op':'replace',"
          "'path':'/a/b','value':2},{'op':'remove','path':'/a/b'}]",
          "{'a':{}}"},
+        {"{'x':0}", "[{'op':'add','path':'','value':{'a':1}}]", "{'a':1}"},
+        /* A full array grows to take the insert. */
+        {"{'a':[1,2,3,4,5,6,7,8]}", "[{'op':'add','path':'/a/0','value':0}]",
+         "{'a':[0,1,2,3,4,5,6,7,8]}"},
     };
     json_malloc_t old_m;
     json_free_t old_f;
@@ -573,6 +581,64 @@ test_out_of_memory(void)
     }
 }
 
+/*
+ * The cost follows the patch: the check copies a container the first time
+ * a change goes through it and never again (20 removes from one env cost
+ * what one does), and the apply, which changes the document itself,
+ * copies nothing.
+ */
+static void
+test_copies_once(void)
+{
+    json_t *doc = json_object(), *env = json_array();
+    json_t *one = json_array(), *twenty = json_array();
+    long count[2][2];
+    json_malloc_t old_m;
+    json_free_t old_f;
+    struct ng_error err;
+
+    for (int i = 0; i < 30; i++)
+        json_array_append_new(env, json_pack("{s:i}", "v", i));
+    json_object_set_new(doc, "spec",
+                        json_pack("{s:[{s:s,s:o}]}", "containers", "name", "c",
+                                  "env", env));
+    for (int i = 0; i < 20; i++) {
+        if (i == 0)
+            CHECK_INT(patch_append(one, "remove", "/spec/containers/0/env/0",
+                                   NULL),
+                      0);
+        CHECK_INT(
+            patch_append(twenty, "remove", "/spec/containers/0/env/0", NULL), 0);
+    }
+    json_get_alloc_funcs(&old_m, &old_f);
+    for (int k = 0; k < 2; k++) {
+        json_t *ops = k == 0 ? one : twenty, *copy = json_deep_copy(doc);
+
+        alloc_count = 0;
+        json_set_alloc_funcs(counting_malloc, free);
+        CHECK_INT(patch_check(doc, ops, &err), 0);
+        count[k][0] = alloc_count;
+        alloc_count = 0;
+        CHECK_INT(patch_apply(&copy, ops, &err), 0);
+        count[k][1] = alloc_count;
+        json_set_alloc_funcs(old_m, old_f);
+        CHECK_INT(json_array_size(
+                      patch_pointer_get(copy, "/spec/containers/0/env")),
+                  k == 0 ? 29 : 10);
+        json_decref(copy);
+    }
+    if (count[0][0] != count[1][0] || count[1][1] != 0)
+        fprintf(stderr, "allocations: check %ld and %ld, apply %ld and %ld\n",
+                count[0][0], count[1][0], count[0][1], count[1][1]);
+    CHECK(count[0][0] > 0);
+    CHECK_INT(count[1][0], count[0][0]);
+    CHECK_INT(count[0][1], 0);
+    CHECK_INT(count[1][1], 0);
+    json_decref(one);
+    json_decref(twenty);
+    json_decref(doc);
+}
+
 int
 main(void)
 {
@@ -584,6 +650,7 @@ main(void)
     test_apply_edges();
     test_check_fast_no_copy();
     test_out_of_memory();
+    test_copies_once();
     test_check_shares_nothing();
     test_bounds();
     test_append();

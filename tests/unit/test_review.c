@@ -1286,6 +1286,226 @@ test_uid_required(void)
     }
 }
 
+/* text with ' for ", as a new string to free. */
+static char *
+dq(const char *text)
+{
+    size_t n = strlen(text);
+    char *out = malloc(n + 1);
+
+    for (size_t i = 0; i <= n; i++)
+        out[i] = text[i] == '\'' ? '"' : text[i];
+    return out;
+}
+
+/* The answer to body under policy p: its result, and the response's
+ * warnings and auditAnnotations present exactly when the outcome has
+ * some. Returns the parsed response (NULL for a non-200). */
+static json_t *
+answer_of(const struct policy *p, const char *body, struct review_outcome *out,
+          enum review_result want)
+{
+    json_t *resp, *r;
+
+    CHECK_INT(review_handle(body, strlen(body), p, &opt, out), 0);
+    if (out->result != want)
+        fprintf(stderr, "%s\n  result %s, want %s\n", body,
+                review_result_name(out->result), review_result_name(want));
+    CHECK_INT(out->result, want);
+    if (out->http_status != 200)
+        return NULL;
+    resp = json_loadb(out->body, out->body_len, 0, NULL);
+    r = json_object_get(resp, "response");
+    CHECK((json_object_get(r, "warnings") != NULL) == (out->warnings > 0));
+    CHECK_INT(json_array_size(json_object_get(r, "warnings")), out->warnings);
+    CHECK(json_equal(json_object_get(r, "auditAnnotations"),
+                     out->mutation.audit) ||
+          (json_object_get(r, "auditAnnotations") == NULL &&
+           json_object_size(out->mutation.audit) == 0));
+    CHECK((json_object_get(r, "patch") != NULL) == (out->patch_ops > 0));
+    return resp;
+}
+
+/*
+ * The edges of a request that decide its answer: which requests are a Pod
+ * CREATE (a kind without a group or a kind, an empty subResource, no
+ * operation, a core kind that is not a Pod), an UPDATE without an object,
+ * a pod patched before (unchanged), a pod a rule skips (its audit record
+ * names the rule, and nothing else), the name the log takes.
+ */
+static void
+test_request_edges(void)
+{
+    static const char head[] =
+        "{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview',"
+        "'request':{'uid':'u',";
+    static const struct {
+        const char *what, *req; /* req: the request's members after uid */
+        enum review_result want;
+    } cases[] = {
+        {"a kind without a group", "'kind':{'kind':'Pod'},'operation':"
+                                   "'CREATE','object':%s}}",
+         REVIEW_PATCHED},
+        {"an empty subResource", "'kind':{'group':'','kind':'Pod'},"
+                                 "'subResource':'','operation':'CREATE',"
+                                 "'object':%s}}",
+         REVIEW_PATCHED},
+        {"a kind without its kind", "'kind':{'group':''},'operation':"
+                                    "'CREATE','object':%s}}",
+         REVIEW_IGNORED},
+        {"a core kind that is not a Pod", "'kind':{'group':'','kind':"
+                                          "'ConfigMap'},'operation':'CREATE',"
+                                          "'object':%s}}",
+         REVIEW_IGNORED},
+        {"no operation", "'kind':{'group':'','kind':'Pod'},'object':%s}}",
+         REVIEW_IGNORED},
+        {"an UPDATE without an object", "'kind':{'group':'','kind':'Pod'},"
+                                        "'operation':'UPDATE'%.0s}}",
+         REVIEW_IGNORED},
+    };
+    struct policy *quiet = fixture_policy(
+        POLICY_HEAD "rules:\n  - name: quiet\n    match: {namespaces: [q]}\n"
+                    "    skip: true\n");
+    struct review_outcome out;
+    json_t *resp, *pod, *patched, *ops, *rec;
+    char buf[2048], *body;
+    struct ng_error err;
+
+    review_outcome_release(NULL); /* a no-op */
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char fmt[512];
+
+        snprintf(fmt, sizeof(fmt), "%s%s", head, cases[i].req);
+        snprintf(buf, sizeof(buf), fmt, gpu_pod);
+        body = dq(buf);
+        resp = answer_of(pol, body, &out, cases[i].want);
+        if (out.result != cases[i].want)
+            fprintf(stderr, "case: %s\n", cases[i].what);
+        CHECK_INT(out.http_status, 200);
+        json_decref(resp);
+        review_outcome_release(&out);
+        free(body);
+    }
+
+    /* The pod as the first answer patched it: unchanged the second time. */
+    pod = J(gpu_pod);
+    body = review_of("u", "ml", "CREATE", json_incref(pod));
+    resp = answer_of(pol, body, &out, REVIEW_PATCHED);
+    ops = json_loadb(out.patch, out.patch_len, 0, NULL);
+    patched = json_deep_copy(pod);
+    CHECK_INT(patch_apply(&patched, ops, &err), 0);
+    json_decref(resp);
+    json_decref(ops);
+    review_outcome_release(&out);
+    free(body);
+    body = review_of("u", "ml", "CREATE", patched);
+    json_decref(answer_of(pol, body, &out, REVIEW_UNCHANGED));
+    review_outcome_release(&out);
+    free(body);
+
+    /* Skipped by a rule: the audit record has the rule only. */
+    body = review_of("u", "q", "CREATE", json_incref(pod));
+    resp = answer_of(quiet, body, &out, REVIEW_SKIPPED);
+    CHECK_STR(str_at(resp, "/response/auditAnnotations/rule"), "quiet");
+    CHECK_INT(json_object_size(json_object_get(json_object_get(resp,
+                                                               "response"),
+                                               "auditAnnotations")),
+              1);
+    json_decref(resp);
+    review_outcome_release(&out);
+    free(body);
+    /* Skipped for its namespace: no audit record, no warnings. */
+    body = review_of("u", "ncclguard", "CREATE", json_incref(pod));
+    json_decref(answer_of(pol, body, &out, REVIEW_SKIPPED));
+    CHECK_INT(json_object_size(out.mutation.audit), 0);
+    review_outcome_release(&out);
+    free(body);
+
+    /* The log's name: metadata.name, else generateName when it is empty;
+     * a one-letter name is a name. */
+    json_object_set_new(json_object_get(pod, "metadata"), "name",
+                        json_string(""));
+    body = review_of("u", "ml", "CREATE", json_incref(pod));
+    json_decref(answer_of(pol, body, &out, REVIEW_PATCHED));
+    rec = log_record(&out);
+    CHECK_STR(str_at(rec, "/name"), "train-");
+    json_decref(rec);
+    review_outcome_release(&out);
+    free(body);
+    json_object_set_new(json_object_get(pod, "metadata"), "name",
+                        json_string("a"));
+    body = review_of("u", "ml", "CREATE", json_incref(pod));
+    json_decref(answer_of(pol, body, &out, REVIEW_PATCHED));
+    rec = log_record(&out);
+    CHECK_STR(str_at(rec, "/name"), "a");
+    json_decref(rec);
+    review_outcome_release(&out);
+    free(body);
+    json_decref(pod);
+    policy_free(quiet);
+}
+
+/*
+ * A 400's reason: one line whatever the request held (control bytes and
+ * DEL become spaces), at most 318 bytes and its newline however long the
+ * text; a syntax error's line and column for bodies up to 64 KiB only,
+ * and for syntax errors only.
+ */
+static void
+test_bad_request_text(void)
+{
+    static const char *const odd[] = {"a\\u001fb", "a\\u007fb", "a\\u0001b"};
+    struct review_outcome out;
+    char buf[1024];
+
+    for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+        snprintf(buf, sizeof(buf), "{\"apiVersion\":\"%s\"}", odd[i]);
+        CHECK_INT(review_handle(buf, strlen(buf), pol, &opt, &out), 0);
+        CHECK_INT(out.http_status, 400);
+        CHECK(out.body != NULL && strstr(out.body, "apiVersion a b,") != NULL);
+        review_outcome_release(&out);
+    }
+    for (size_t len = 200; len < 400; len++) {
+        size_t k = (size_t)snprintf(buf, sizeof(buf), "{\"apiVersion\":\"");
+
+        memset(buf + k, 'v', len);
+        memcpy(buf + k + len, "\"}", 3);
+        CHECK_INT(review_handle(buf, strlen(buf), pol, &opt, &out), 0);
+        CHECK(out.body_len >= 2 && out.body_len <= 319);
+        CHECK(out.body != NULL && out.body[out.body_len - 1] == '\n' &&
+              strlen(out.body) == out.body_len);
+        review_outcome_release(&out);
+    }
+    {
+        /* A syntax error at the end of a body of n bytes: "{" and spaces. */
+        static const size_t sizes[] = {100, 64 * 1024, 64 * 1024 + 1, 100000};
+        char *big = malloc(100001);
+
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+            size_t n = sizes[i];
+
+            memset(big, ' ', n);
+            big[0] = '{';
+            CHECK_INT(review_handle(big, n, pol, &opt, &out), 0);
+            CHECK_INT(out.http_status, 400);
+            CHECK((strstr(out.body, "near line") != NULL) ==
+                  (n <= 64 * 1024));
+            review_outcome_release(&out);
+        }
+        free(big);
+    }
+    {
+        /* Not a syntax error: no line and column. */
+        static const char dup[] = "{\"kind\":\"a\",\"kind\":\"b\"}";
+
+        CHECK_INT(review_handle(dup, strlen(dup), pol, &opt, &out), 0);
+        CHECK_INT(out.http_status, 400);
+        CHECK(strstr(out.body, "duplicate") != NULL);
+        CHECK(strstr(out.body, "near line") == NULL);
+        review_outcome_release(&out);
+    }
+}
+
 int
 main(void)
 {
@@ -1294,6 +1514,8 @@ main(void)
     test_no_patch();
     test_bad_requests();
     test_uid_required();
+    test_request_edges();
+    test_bad_request_text();
     test_log_record();
     test_error_answer();
     test_names();
