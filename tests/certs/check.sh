@@ -52,6 +52,13 @@ has "$T/text" "DNS:localhost" "--san localhost"
 has "$T/text" "IP Address:127.0.0.1" "--san 127.0.0.1 as an iPAddress"
 has "$T/text" "IP Address:2001:DB8:0:0:0:0:0:1" "--san 2001:db8::1 as an iPAddress"
 has "$T/text" "DNS:*.example.org" "wildcard --san"
+# The whole list, in order: the four service names, then each --san once,
+# and nothing else.
+sans=$(grep -A1 'X509v3 Subject Alternative Name' "$T/text" | tail -n 1 | sed 's/^ *//')
+[ "$sans" = "DNS:ncclguard, DNS:ncclguard.gpu-system, DNS:ncclguard.gpu-system.svc, DNS:ncclguard.gpu-system.svc.cluster.local, DNS:localhost, IP Address:127.0.0.1, IP Address:2001:DB8:0:0:0:0:0:1, DNS:*.example.org" ] &&
+    ok || bad "SAN list: $sans"
+has "$T/text" "X509v3 Subject Key Identifier" "subjectKeyIdentifier"
+has "$T/text" "X509v3 Authority Key Identifier" "authorityKeyIdentifier"
 has "$T/text" "TLS Web Server Authentication" "serverAuth EKU"
 has "$T/text" "id-ecPublicKey" "EC key"
 has "$T/text" "CA:FALSE" "leaf is not a CA"
