@@ -1398,8 +1398,25 @@ test_request_edges(void)
     json_decref(ops);
     review_outcome_release(&out);
     free(body);
-    body = review_of("u", "ml", "CREATE", patched);
+    body = review_of("u", "ml", "CREATE", json_incref(patched));
     json_decref(answer_of(pol, body, &out, REVIEW_UNCHANGED));
+    review_outcome_release(&out);
+    free(body);
+    /* Without its envFrom, and the annotation already saying so: a patch
+     * of one op, which goes out like any other. */
+    json_object_del(json_array_get(json_object_get(json_object_get(patched,
+                                                                   "spec"),
+                                                   "containers"),
+                                   0),
+                    "envFrom");
+    json_object_set_new(json_object_get(json_object_get(patched, "metadata"),
+                                        "annotations"),
+                        "ncclguard.io/mutated", json_string("envFrom"));
+    body = review_of("u", "ml", "CREATE", patched);
+    resp = answer_of(pol, body, &out, REVIEW_PATCHED);
+    CHECK_INT(out.patch_ops, 1);
+    CHECK(str_at(resp, "/response/patch") != NULL);
+    json_decref(resp);
     review_outcome_release(&out);
     free(body);
 
