@@ -394,6 +394,7 @@ test_bad_requests(void)
         {"{\"apiVersion\":\"v1\",\"kind\":\"AdmissionReview\"}",
          "apiVersion v1"},
         {"{\"kind\":\"AdmissionReview\"}", "apiVersion missing"},
+        {"{\"apiVersion\":\"admission.k8s.io/v1\"}", "kind missing"},
         {"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"Pod\"}",
          "kind Pod"},
         {"{\"apiVersion\":\"admission.k8s.io/"
