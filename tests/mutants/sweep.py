@@ -332,6 +332,43 @@ def sort_key(mid):
     return path, int(rest.split("#")[1])
 
 
+def emit(plan, results, test):
+    """Prints the planned mutants as mutants.txt entries: the anchor is the
+    line that holds the change, without its indentation, which must occur
+    once in the file; a change over several lines, or on a line that is
+    not unique, is left out with a note on stderr."""
+    for f, idx, m, text in plan:
+        mid = mutant_id(f, idx, m)
+        ls = text.rfind("\n", 0, m[2]) + 1
+        le = text.find("\n", m[3])
+        le = len(text) if le < 0 else le
+        line = text[ls:le]
+        if "\n" in line:
+            print("sweep: %s spans lines; left out" % mid, file=sys.stderr)
+            continue
+        anchor = line.strip()
+        if text.count(anchor) != 1:
+            print("sweep: %s: its line is not unique; left out" % mid,
+                  file=sys.stderr)
+            continue
+        new_line = text[ls:m[2]] + m[4] + text[m[3]:le]
+        row = results.get(mid)
+        t = test or (row[2].split()[0] if row and
+                     row[1].startswith("killed") else None)
+        if t is None:
+            print("sweep: %s was not killed; left out" % mid,
+                  file=sys.stderr)
+            continue
+        stem = os.path.splitext(os.path.basename(f))[0]
+        print("name:    sweep-%s-%s-%d" % (stem, m[1], m[0]))
+        print("file:    %s" % f)
+        print("find:    %s" % anchor)
+        print("replace: %s" % new_line.strip())
+        print("test:    %s" % t)
+        print()
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", nargs="*", default=None)
@@ -341,6 +378,11 @@ def main():
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--report", action="store_true")
+    ap.add_argument("--emit", action="store_true",
+                    help="print the mutants named by --ids as entries of "
+                    "tests/mutants/mutants.txt, each with the check named "
+                    "in the results (or --emit-test)")
+    ap.add_argument("--emit-test", default=None)
     ap.add_argument("--ids", nargs="*", default=None,
                     help="run only these mutants again (their new rows "
                     "replace the old ones in the results)")
@@ -370,6 +412,8 @@ def main():
                     plan.append((f, idx, m, text))
             elif idx % a.every == a.offset % a.every:
                 plan.append((f, idx, m, text))
+    if a.emit:
+        return emit(plan, read_results(res_path), a.emit_test)
     if a.list:
         for f, idx, m, _ in plan:
             print("%s\t%s" % (mutant_id(f, idx, m), m[5]))
