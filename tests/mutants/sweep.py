@@ -360,7 +360,7 @@ def emit(plan, results, test):
                   file=sys.stderr)
             continue
         stem = os.path.splitext(os.path.basename(f))[0]
-        print("name:    sweep-%s-%s-%d" % (stem, m[1], m[0]))
+        print("name:    sweep-%s-%d-%s%d" % (stem, m[0], m[1], idx))
         print("file:    %s" % f)
         print("find:    %s" % anchor)
         print("replace: %s" % new_line.strip())
