@@ -363,8 +363,8 @@ test_apply_edges(void)
                "cannot remove the whole document");
     apply_case("{'a':[1]}", "[{'op':'remove','path':'/a/5'}]", NULL,
                "array index out of range");
-    apply_case("{'a':[1]}", "[{'op':'replace','path':'/a/5','value':2}]",
-               NULL, "path does not exist");
+    apply_case("{'a':[1]}", "[{'op':'replace','path':'/a/5','value':2}]", NULL,
+               "path does not exist");
     apply_case("{'a':1}", "[{'op':'replace','path':'','value':{'b':2}}]",
                "{'b':2}", NULL);
     apply_case("{'a':1}", "[{'op':'replace','path':'/a'}]", NULL,
@@ -563,8 +563,9 @@ test_out_of_memory(void)
             if (rc_apply == 0 && !json_equal(copy, want)) {
                 char *t = json_dumps(copy, JSON_COMPACT);
 
-                fprintf(stderr, "case %zu, allocation %ld failed: applied "
-                                "as %s\n",
+                fprintf(stderr,
+                        "case %zu, allocation %ld failed: applied "
+                        "as %s\n",
                         i, k, t ? t : "(null)");
                 free(t);
                 CHECK(0);
@@ -599,16 +600,17 @@ test_copies_once(void)
 
     for (int i = 0; i < 30; i++)
         json_array_append_new(env, json_pack("{s:i}", "v", i));
-    json_object_set_new(doc, "spec",
-                        json_pack("{s:[{s:s,s:o}]}", "containers", "name", "c",
-                                  "env", env));
+    json_object_set_new(
+        doc, "spec",
+        json_pack("{s:[{s:s,s:o}]}", "containers", "name", "c", "env", env));
     for (int i = 0; i < 20; i++) {
         if (i == 0)
-            CHECK_INT(patch_append(one, "remove", "/spec/containers/0/env/0",
-                                   NULL),
-                      0);
+            CHECK_INT(
+                patch_append(one, "remove", "/spec/containers/0/env/0", NULL),
+                0);
         CHECK_INT(
-            patch_append(twenty, "remove", "/spec/containers/0/env/0", NULL), 0);
+            patch_append(twenty, "remove", "/spec/containers/0/env/0", NULL),
+            0);
     }
     json_get_alloc_funcs(&old_m, &old_f);
     for (int k = 0; k < 2; k++) {
@@ -622,9 +624,9 @@ test_copies_once(void)
         CHECK_INT(patch_apply(&copy, ops, &err), 0);
         count[k][1] = alloc_count;
         json_set_alloc_funcs(old_m, old_f);
-        CHECK_INT(json_array_size(
-                      patch_pointer_get(copy, "/spec/containers/0/env")),
-                  k == 0 ? 29 : 10);
+        CHECK_INT(
+            json_array_size(patch_pointer_get(copy, "/spec/containers/0/env")),
+            k == 0 ? 29 : 10);
         json_decref(copy);
     }
     if (count[0][0] != count[1][0] || count[1][1] != 0)

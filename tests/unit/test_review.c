@@ -1346,24 +1346,29 @@ test_request_edges(void)
         const char *what, *req; /* req: the request's members after uid */
         enum review_result want;
     } cases[] = {
-        {"a kind without a group", "'kind':{'kind':'Pod'},'operation':"
-                                   "'CREATE','object':%s}}",
+        {"a kind without a group",
+         "'kind':{'kind':'Pod'},'operation':"
+         "'CREATE','object':%s}}",
          REVIEW_PATCHED},
-        {"an empty subResource", "'kind':{'group':'','kind':'Pod'},"
-                                 "'subResource':'','operation':'CREATE',"
-                                 "'object':%s}}",
+        {"an empty subResource",
+         "'kind':{'group':'','kind':'Pod'},"
+         "'subResource':'','operation':'CREATE',"
+         "'object':%s}}",
          REVIEW_PATCHED},
-        {"a kind without its kind", "'kind':{'group':''},'operation':"
-                                    "'CREATE','object':%s}}",
+        {"a kind without its kind",
+         "'kind':{'group':''},'operation':"
+         "'CREATE','object':%s}}",
          REVIEW_IGNORED},
-        {"a core kind that is not a Pod", "'kind':{'group':'','kind':"
-                                          "'ConfigMap'},'operation':'CREATE',"
-                                          "'object':%s}}",
+        {"a core kind that is not a Pod",
+         "'kind':{'group':'','kind':"
+         "'ConfigMap'},'operation':'CREATE',"
+         "'object':%s}}",
          REVIEW_IGNORED},
         {"no operation", "'kind':{'group':'','kind':'Pod'},'object':%s}}",
          REVIEW_IGNORED},
-        {"an UPDATE without an object", "'kind':{'group':'','kind':'Pod'},"
-                                        "'operation':'UPDATE'%.0s}}",
+        {"an UPDATE without an object",
+         "'kind':{'group':'','kind':'Pod'},"
+         "'operation':'UPDATE'%.0s}}",
          REVIEW_IGNORED},
     };
     struct policy *quiet = fixture_policy(
@@ -1407,14 +1412,13 @@ test_request_edges(void)
     free(body);
     /* Without its envFrom, and the annotation already saying so: a patch
      * of one op, which goes out like any other. */
-    json_object_del(json_array_get(json_object_get(json_object_get(patched,
-                                                                   "spec"),
-                                                   "containers"),
-                                   0),
-                    "envFrom");
-    json_object_set_new(json_object_get(json_object_get(patched, "metadata"),
-                                        "annotations"),
-                        "ncclguard.io/mutated", json_string("envFrom"));
+    json_object_del(
+        json_array_get(
+            json_object_get(json_object_get(patched, "spec"), "containers"), 0),
+        "envFrom");
+    json_object_set_new(
+        json_object_get(json_object_get(patched, "metadata"), "annotations"),
+        "ncclguard.io/mutated", json_string("envFrom"));
     body = review_of("u", "ml", "CREATE", patched);
     resp = answer_of(pol, body, &out, REVIEW_PATCHED);
     CHECK_INT(out.patch_ops, 1);
@@ -1427,9 +1431,8 @@ test_request_edges(void)
     body = review_of("u", "q", "CREATE", json_incref(pod));
     resp = answer_of(quiet, body, &out, REVIEW_SKIPPED);
     CHECK_STR(str_at(resp, "/response/auditAnnotations/rule"), "quiet");
-    CHECK_INT(json_object_size(json_object_get(json_object_get(resp,
-                                                               "response"),
-                                               "auditAnnotations")),
+    CHECK_INT(json_object_size(json_object_get(
+                  json_object_get(resp, "response"), "auditAnnotations")),
               1);
     json_decref(resp);
     review_outcome_release(&out);
@@ -1524,8 +1527,7 @@ test_bad_request_text(void)
             big[0] = '{';
             CHECK_INT(review_handle(big, n, pol, &opt, &out), 0);
             CHECK_INT(out.http_status, 400);
-            CHECK((strstr(out.body, "near line") != NULL) ==
-                  (n <= 64 * 1024));
+            CHECK((strstr(out.body, "near line") != NULL) == (n <= 64 * 1024));
             review_outcome_release(&out);
         }
         free(big);
