@@ -2140,6 +2140,57 @@ test_pod_level_ordinary_init(void)
     }
 }
 
+/*
+ * Mount paths are equal when they differ only by trailing slashes: a
+ * mount at "/dev/shm/" is the pod's /dev/shm, one at "/dev" (a prefix of
+ * it) or "/dev/shm0" is not, and the pod still gets its own.
+ */
+static void
+test_mount_path_equal(void)
+{
+    static const struct {
+        const char *path;
+        bool is_shm;
+    } cases[] = {
+        {"/dev/shm/", true}, {"/dev/shm", true},   {"/dev", false},
+        {"/dev/", false},    {"/dev/shm0", false},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[1024];
+        json_t *pod, *patched, *mounts, *m;
+        struct mutate_result r;
+        size_t k, at_shm = 0, want;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'v',"
+                 "'emptyDir':{'medium':'Memory'}}],'containers':[{'name':'c',"
+                 "'image':'x','volumeMounts':[{'name':'v','mountPath':'%s'}],"
+                 "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
+                 cases[i].path);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        mounts = patch_pointer_get(patched, "/spec/containers/0/volumeMounts");
+        json_array_foreach(mounts, k, m)
+        {
+            const char *mp = json_string_value(json_object_get(m, "mountPath"));
+
+            at_shm += mp != NULL && strcmp(mp, "/dev/shm") == 0;
+        }
+        /* The pod's own counts as /dev/shm (and stays as written); else
+         * the plan adds one at exactly /dev/shm. */
+        want = cases[i].is_shm ? strcmp(cases[i].path, "/dev/shm") == 0 : 1;
+        if (at_shm != want)
+            fprintf(stderr, "mount at %s: %zu mounts at /dev/shm\n",
+                    cases[i].path, at_shm);
+        CHECK_INT(at_shm, want);
+        CHECK_INT(json_array_size(mounts) >= 1, 1);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
 int
 main(void)
 {
@@ -2167,6 +2218,7 @@ main(void)
     test_windows();
     test_pod_level_resources();
     test_pod_level_ordinary_init();
+    test_mount_path_equal();
     test_pod_level_memory_raise();
     test_emit_order();
     policy_free(pol_default);
