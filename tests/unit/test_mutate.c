@@ -2191,6 +2191,79 @@ test_mount_path_equal(void)
     }
 }
 
+/*
+ * An init container is a ring check of ours only by its exact name, or
+ * the name with a "-N" suffix (N from 1, digits only), and its first
+ * argument: "ncclguard-ringcheckx" and "ncclguard-ringcheck-0" with the
+ * check's first argument are the pod's own containers, and the pod still
+ * gets its check.
+ */
+static void
+test_ringcheck_name_exact(void)
+{
+    static const char *const names[] = {"ncclguard-ringcheckx",
+                                        "ncclguard-ringcheck-0",
+                                        "ncclguard-ringcheck-1x"};
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char buf[1024];
+        json_t *pod, *patched, *inits;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'initContainers':[{'name':"
+                 "'%s','image':'x','args':['--expect-gpus','4']}],"
+                 "'containers':[{'name':'c','image':'x','resources':{"
+                 "'limits':{'nvidia.com/gpu':4}}}]}}",
+                 names[i]);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        inits = patch_pointer_get(patched, "/spec/initContainers");
+        if (json_array_size(inits) != 2)
+            fprintf(stderr, "init container %s taken for the check\n",
+                    names[i]);
+        CHECK_INT(json_array_size(inits), 2);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/* A GPU count above 2^20 per container, written as a string, is refused
+ * like any count that makes no sense: warned, the pod left alone. */
+static void
+test_gpu_count_too_many(void)
+{
+    static const struct {
+        const char *count;
+        bool refused;
+    } cases[] = {
+        {"'1048577'", true},
+        {"'99999999'", true},
+        {"'4'", false},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[512];
+        json_t *pod;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c',"
+                 "'image':'x','resources':{'limits':{'nvidia.com/gpu':%s}}}]"
+                 "}}",
+                 cases[i].count);
+        pod = J(buf);
+        struct mutate_options opt = {.own_namespace = "ncclguard"};
+
+        CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+        CHECK(warnings_have(r.warnings, "too many") == cases[i].refused);
+        CHECK((json_array_size(r.patch) == 0) == cases[i].refused);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
 int
 main(void)
 {
@@ -2219,6 +2292,8 @@ main(void)
     test_pod_level_resources();
     test_pod_level_ordinary_init();
     test_mount_path_equal();
+    test_ringcheck_name_exact();
+    test_gpu_count_too_many();
     test_pod_level_memory_raise();
     test_emit_order();
     policy_free(pol_default);
