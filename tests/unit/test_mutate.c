@@ -2264,6 +2264,34 @@ test_gpu_count_too_many(void)
     }
 }
 
+/* A capability list may hold what is not a string (the apiserver would
+ * refuse it later): it is skipped, never read as a name. */
+static void
+test_capability_not_string(void)
+{
+    struct policy *pol =
+        fixture_policy(POLICY_HEAD "defaults:\n"
+                                   "  ipc: {capabilities: [IPC_LOCK]}\n");
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':"
+                    "'a','securityContext':{'capabilities':{'add':[7,null]}},"
+                    "'resources':{'limits':{'nvidia.com/gpu':1}}}]}}");
+    json_t *patched;
+    struct mutate_result r;
+
+    patched = run(pol, pod, "ml", &r);
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK(json_array_size(patch_pointer_get(
+              patched, "/spec/containers/0/securityContext/capabilities/"
+                       "add")) == 3);
+    CHECK_STR(str_at(patched,
+                     "/spec/containers/0/securityContext/capabilities/add/2"),
+              "IPC_LOCK");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
 int
 main(void)
 {
@@ -2294,6 +2322,7 @@ main(void)
     test_mount_path_equal();
     test_ringcheck_name_exact();
     test_gpu_count_too_many();
+    test_capability_not_string();
     test_pod_level_memory_raise();
     test_emit_order();
     policy_free(pol_default);
