@@ -10,6 +10,7 @@
 #   make fuzz       run each libFuzzer target for FUZZ_SECONDS
 #   make bench      benchmark against nginx (see bench/)
 #   make mutants    break the product on purpose; every change must fail a test
+#   make mutants-sweep  the same for mechanically made changes (hours)
 #   make images     build both container images with docker or podman
 #   make format / make lint
 

@@ -172,7 +172,7 @@ wall=$(awk -v a="$START" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
     echo "## make bench, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
     echo "- machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
-    echo "- kernel $(uname -r); $(nginx -v 2>&1 | sed 's/.*: //'); $(wrk --version 2>&1 | head -1 | cut -d' ' -f1,2); $(if [[ $SERVERS == *go* ]]; then go version 2>/dev/null | cut -d' ' -f3; else echo "Go peer skipped: $go_skip"; fi)"
+    echo "- kernel $(uname -r); $(nginx -v 2>&1 | sed 's/.*: //'); $(wrk --version 2>&1 | head -1 | cut -d' ' -f1,2); $(if [[ $SERVERS == *go* ]]; then go version 2>/dev/null | cut -d' ' -f3; else echo "SKIP go peer ($go_skip)"; fi)"
     echo "- pinning: server '${PIN_SERVER:-none}', load generator '${PIN_LOAD:-none}'; wrk -t1 -c$CONNS, HTTPS keep-alive, ${SECONDS_PER_RUN}s per run after a ${WARMUP}s warm-up; fixed rate ${RATE_SECONDS}s after 1s"
     echo "- load average (1, 5, 15 min): $load_start at the start, $load_end at the end"
     echo "- wall time of make bench (from its start: deps check, build and run): ${wall}s"

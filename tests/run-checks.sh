@@ -14,27 +14,45 @@
 # allow-list (SKIPS_ALLOW, default tests/skips.allow: shell globs, one a
 # line, # comments) counts as a failure: CI must not pass on a check that
 # never ran.
+#
+# A line that looks like a skip or a summary but is neither of those forms
+# ("SKIP: x", "SKIP x" without a reason, "skipped 3", "ringcheck: SKIPPED",
+# "3 passed", "tests/x: 2 passed, 0 failed, junk") counts as a failure,
+# in every mode: a skip the runner cannot read would otherwise pass
+# unseen. A summary may end in ", N skipped"; N must then equal the check's
+# SKIP lines, so a check cannot count a skip it did not print.
 set -u
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 allow=${SKIPS_ALLOW:-$root/tests/skips.allow}
 
+# The forms the logs are read for, and what merely looks like them.
+summary_re='^([A-Za-z0-9_./-]+: )?([0-9]+) passed, ([0-9]+) failed(, ([0-9]+) skipped)?$'
+summary_like='^[[:space:]]*([A-Za-z0-9_./-]+:[[:space:]]*)?[0-9]+[[:space:]]+(passed|failed|skipped)'
+skip_re='^SKIP [^[:space:]].* \(.*[^[:space:]].*\)$'
+skip_like='^[[:space:]]*([A-Za-z0-9_./-]+:[[:space:]]*)?[Ss][Kk][Ii][Pp]'
+
 summarize() {
     local dir=$1 log passed=0 failed=0 skipped=0 unexpected=0
-    local line what pat ok n_f found rc
+    local line what pat ok n_f found rc n_skip claimed
     for log in "$dir"/*.log; do
         [ -e "$log" ] || continue
         rc=0
         [ -f "${log%.log}.rc" ] && rc=$(cat "${log%.log}.rc")
         found=0
         n_f=0
+        n_skip=0
+        claimed=""
         while IFS= read -r line; do
-            if [[ $line =~ ^([A-Za-z0-9_./-]+:\ )?([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+            if [[ $line =~ $summary_re ]]; then
                 passed=$((passed + BASH_REMATCH[2]))
                 n_f=$((n_f + BASH_REMATCH[3]))
+                [ -n "${BASH_REMATCH[5]}" ] &&
+                    claimed=$((${claimed:-0} + BASH_REMATCH[5]))
                 found=1
-            elif [[ $line == "SKIP "* ]]; then
+            elif [[ $line =~ $skip_re ]]; then
                 skipped=$((skipped + 1))
+                n_skip=$((n_skip + 1))
                 what=${line#SKIP }
                 what=${what%% (*}
                 ok=0
@@ -50,8 +68,18 @@ summarize() {
                         "under CI=true: $line"
                     unexpected=$((unexpected + 1))
                 fi
+            elif [[ $line =~ $skip_like ]] || [[ $line =~ $summary_like ]]; then
+                echo "make test: FAIL: $(basename "${log%.log}"): a line that" \
+                    "looks like a skip or a summary but is not" \
+                    "'SKIP <what> (<why>)' or 'N passed, N failed': $line"
+                unexpected=$((unexpected + 1))
             fi
         done <"$log"
+        if [ -n "$claimed" ] && [ "$claimed" != "$n_skip" ]; then
+            echo "make test: FAIL: $(basename "${log%.log}") says $claimed" \
+                "skipped but printed $n_skip SKIP line(s)"
+            unexpected=$((unexpected + 1))
+        fi
         if [ "$found" = 0 ]; then
             if [ "$rc" = 0 ]; then passed=$((passed + 1)); else n_f=1; fi
         elif [ "$rc" != 0 ] && [ "$n_f" = 0 ]; then

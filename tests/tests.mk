@@ -26,7 +26,8 @@ check-deploy: ringcheck
 check-unit-%: $(BUILD)/tests/test_%
 	$<
 
-check-http-%: $(BUILD)/ncclguard
-	NCCLGUARD=$(abspath $(BUILD))/ncclguard bash tests/integration/run.sh \
-		test_$*.sh
+check-http-%: $(BUILD)/ncclguard $(BUILD)/tests/ncclguard-peer
+	NCCLGUARD=$(abspath $(BUILD))/ncclguard \
+		NG_PEER=$(abspath $(BUILD))/tests/ncclguard-peer \
+		bash tests/integration/run.sh test_$*.sh
 check-unit-bins: $(UNIT_BINS)

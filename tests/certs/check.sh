@@ -52,6 +52,13 @@ has "$T/text" "DNS:localhost" "--san localhost"
 has "$T/text" "IP Address:127.0.0.1" "--san 127.0.0.1 as an iPAddress"
 has "$T/text" "IP Address:2001:DB8:0:0:0:0:0:1" "--san 2001:db8::1 as an iPAddress"
 has "$T/text" "DNS:*.example.org" "wildcard --san"
+# The whole list, in order: the four service names, then each --san once,
+# and nothing else.
+sans=$(grep -A1 'X509v3 Subject Alternative Name' "$T/text" | tail -n 1 | sed 's/^ *//')
+[ "$sans" = "DNS:ncclguard, DNS:ncclguard.gpu-system, DNS:ncclguard.gpu-system.svc, DNS:ncclguard.gpu-system.svc.cluster.local, DNS:localhost, IP Address:127.0.0.1, IP Address:2001:DB8:0:0:0:0:0:1, DNS:*.example.org" ] &&
+    ok || bad "SAN list: $sans"
+has "$T/text" "X509v3 Subject Key Identifier" "subjectKeyIdentifier"
+has "$T/text" "X509v3 Authority Key Identifier" "authorityKeyIdentifier"
 has "$T/text" "TLS Web Server Authentication" "serverAuth EKU"
 has "$T/text" "id-ecPublicKey" "EC key"
 has "$T/text" "CA:FALSE" "leaf is not a CA"
@@ -289,6 +296,30 @@ has "$T/err" "badpolicy.yaml:" "bad policy message names the file"
 expect 2 "webhook-config without CA" "$NCCLGUARD" certs webhook-config
 expect 1 "webhook-config bad namespace" "$NCCLGUARD" certs webhook-config \
     --ca-file "$D/ca.crt" --namespace 'a b'
+
+# Serials are random and positive: the CA and the leaf differ, neither is 0.
+s_ca=$(openssl x509 -in "$D/ca.crt" -noout -serial)
+s_tls=$(openssl x509 -in "$D/tls.crt" -noout -serial)
+[ "$s_ca" != "$s_tls" ] && [ "$s_ca" != serial=00 ] && [ "$s_tls" != serial=00 ] &&
+    ok || bad "serials: CA $s_ca, leaf $s_tls"
+
+# An --out whose files fit PATH_MAX but whose temporary names do not
+# (DIR/.tls.key.XXXXXX): refused as too long, nothing half-written. The
+# directory is real: 4082 bytes of nested names under $T.
+deep=$T/deep
+while [ $((${#deep} + 201)) -lt 4082 ]; do
+    deep=$deep/$(head -c 200 /dev/zero | tr '\0' b)
+done
+deep=$deep/$(head -c $((4082 - ${#deep} - 1)) /dev/zero | tr '\0' c)
+mkdir -p "$(dirname "$deep")"
+expect 1 "create in a 4082-byte directory" "$NCCLGUARD" certs create \
+    --service s --namespace n --out "$deep"
+case $(cat "$T/err") in
+"ncclguard certs create: path too long: $T/deep/"*) ok ;;
+*) bad "create in a 4082-byte directory: $(head -c 200 "$T/err")" ;;
+esac
+[ -z "$(ls -A "$deep" 2>/dev/null)" ] && ok || bad "files left in the deep directory"
+rm -rf "$T/deep"
 
 echo "tests/certs: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -764,7 +764,7 @@ if [ -x "$WDBIN" ]; then
     check "watchdog: the DaemonSet runs the image watchdog.Dockerfile builds" "$J" \
         "$DS.spec.template.spec.containers[0].image == \"ghcr.io/ncclguard/ncclguard-watchdog:0.1.0\""
 else
-    echo "SKIP: watchdog DaemonSet args and Dockerfile ($WDBIN not built)"
+    echo "SKIP watchdog DaemonSet args and Dockerfile ($WDBIN not built)"
 fi
 
 echo "tests/deploy: $passed passed, $failed failed"

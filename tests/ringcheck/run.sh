@@ -98,7 +98,7 @@ if [ ! -e /dev/nvidiactl ]; then
     expect_tl 'environment \(exit 9\) in phase 0 \(preflight\)'
     expect_tl 'no usable GPU or driver'
 else
-    echo "note: /dev/nvidiactl exists; the no-GPU case of the real build is skipped"
+    echo "SKIP no-GPU case of the real build (/dev/nvidiactl exists)"
 fi
 
 CASE="usage errors"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks tests/run-checks.sh's summing-up on made-up check logs: counts,
-# a failing check without a summary line, and CI=true refusing a skip that
-# is not on the allow-list.
+# a failing check without a summary line, CI=true refusing a skip that is
+# not on the allow-list, and lines that look like a skip or a summary but
+# are not one failing the run.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 run=$root/tests/run-checks.sh
@@ -62,6 +63,48 @@ summarize "failures in summary lines are summed" 1 \
 printf '3 passed, 0 failed\n' >"$T/logs/01-check-unit.log"
 summarize "exit non-zero with no failure counted" 1 \
     "9 passed, 1 failed, 1 skipped" CI= SKIPS_ALLOW="$T/allow"
+
+# Lines that look like a skip or a summary but are neither form fail the
+# run in every mode. The first is the watchdog log of before: its skip had
+# a colon, so CI=true summed it up as "1 passed, 0 failed, 0 skipped" and
+# exit 0. one_log TEXT RC: the only log is a check that printed TEXT and
+# exited RC.
+one_log() {
+    rm -rf "$T/logs" && mkdir -p "$T/logs"
+    printf '%b' "$1" >"$T/logs/01-check-x.log"
+    echo "$2" >"$T/logs/01-check-x.rc"
+}
+one_log 'SKIP: pid-reuse (needs a private PID namespace)\nok   a\n' 0
+summarize "CI=true: 'SKIP:' with a colon is not read as a pass" 1 \
+    "1 passed, 1 failed, 0 skipped" CI=true SKIPS_ALLOW="$T/allow"
+grep -qF "is not 'SKIP <what> (<why>)' or 'N passed, N failed': SKIP: pid-reuse" \
+    "$T/out" && ok || bad "the unreadable skip line is not named"
+summarize "without CI too: 'SKIP:' fails" 1 \
+    "1 passed, 1 failed, 0 skipped" CI= SKIPS_ALLOW="$T/allow"
+for text in 'skipped pid-reuse' 'tests/x: skipping the PID case' \
+    'ringcheck: SKIPPED' 'Skip: no GPU' 'SKIP no reason given' \
+    'SKIP  (empty what)' 'SKIP x ( )' '3 passed' \
+    'tests/x: 2 passed, 0 failed, junk' '  4 passed, 0 failed' \
+    'tests/x: 1 failed' '0 skipped'; do
+    one_log "$text\n" 0
+    summarize "not understood: '$text'" 1 "1 passed, 1 failed, 0 skipped" \
+        CI= SKIPS_ALLOW="$T/allow"
+done
+# A summary that counts skips must match the SKIP lines printed.
+one_log 'tests/w: 2 passed, 0 failed, 1 skipped\n' 0
+summarize "a skip counted but not printed" 1 "2 passed, 1 failed, 0 skipped" \
+    CI= SKIPS_ALLOW="$T/allow"
+grep -qF '01-check-x says 1 skipped but printed 0 SKIP line(s)' "$T/out" &&
+    ok || bad "the miscounted skip is not named"
+one_log 'SKIP ring check against the double (no NCCL)\ntests/w: 2 passed, 0 failed, 1 skipped\n' 0
+summarize "a summary with its skip printed" 0 "2 passed, 0 failed, 1 skipped" \
+    CI= SKIPS_ALLOW="$T/allow"
+summarize "the same under CI=true, allowed" 0 "2 passed, 0 failed, 1 skipped" \
+    CI=true SKIPS_ALLOW="$T/allow"
+# Words in the middle of a line are not a skip or a summary.
+one_log 'WARNING: no PID namespace, so one case is skipped\nok   - 3 passed the lint\ntests/x: 5 passed, 0 failed\n' 0
+summarize "skip and passed in mid-line are plain text" 0 \
+    "5 passed, 0 failed, 0 skipped" CI=true SKIPS_ALLOW="$T/allow"
 
 echo "tests/summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

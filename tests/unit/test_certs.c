@@ -34,6 +34,12 @@ static const struct {
      true},
     {"1234567890123456789012345678901234567890123456789012345678901234", false,
      false},
+    /* Only a-z, 0-9 and '-' in a label: not the bytes just past 'z'. */
+    {"z", true, true},
+    {"a{b", false, false},
+    {"a|b", false, false},
+    {"a~b", false, false},
+    {"a.b{", false, false},
 };
 
 static void
@@ -45,6 +51,30 @@ test_names(void)
             fprintf(stderr, "name case %zu: '%s'\n", i, names[i].s);
         CHECK(certs_is_dns_label(names[i].s) == names[i].label);
         CHECK(certs_is_dns_name(names[i].s) == names[i].name);
+    }
+    /* A name is at most 253 bytes (RFC 1035 2.3.4, as text without the
+     * final dot): three labels of 63 and one of 61 or 62. */
+    {
+        char name[300];
+
+        memset(name, 'a', sizeof(name));
+        name[63] = name[127] = name[191] = '.';
+        name[253] = '\0';
+        CHECK(certs_is_dns_name(name));
+        name[253] = 'a';
+        name[254] = '\0';
+        CHECK(!certs_is_dns_name(name));
+        /* A wildcard's "*." does not count. */
+        {
+            char wild[300] = "*.";
+
+            name[253] = '\0';
+            memcpy(wild + 2, name, 254);
+            CHECK(certs_is_dns_name(wild));
+            wild[255] = 'a';
+            wild[256] = '\0';
+            CHECK(!certs_is_dns_name(wild));
+        }
     }
 }
 

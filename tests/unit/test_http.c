@@ -42,5 +42,56 @@ main(void)
     CHECK_INT(http_listen_parse("127.0.0.1:65536", &cfg, &e), -1);
     CHECK(strstr(e.msg, "0-65535") != NULL);
     CHECK_INT(http_listen_parse("nohost:1", &cfg, &e), -1);
+    /* Each form the listen address takes, and the edges of the port. */
+    {
+        static const struct {
+            const char *s;
+            int rc, family;
+            unsigned port;
+            const char *addr; /* what inet_ntop gives, or NULL */
+        } cases[] = {
+            {":8443", 0, AF_INET, 8443, "0.0.0.0"},
+            {"0.0.0.0:1", 0, AF_INET, 1, "0.0.0.0"},
+            {"localhost:2", 0, AF_INET, 2, "127.0.0.1"},
+            {"10.0.0.1:65535", 0, AF_INET, 65535, "10.0.0.1"},
+            {"[::]:3", 0, AF_INET6, 3, "::"},
+            {"[fe80::1]:0", 0, AF_INET6, 0, "fe80::1"},
+            {"", -1, 0, 0, NULL},
+            {"8443", -1, 0, 0, NULL},
+            {"127.0.0.1:", -1, 0, 0, NULL},
+            {"127.0.0.1:1x", -1, 0, 0, NULL},
+            {"127.0.0.1:-1", -1, 0, 0, NULL},
+            {"127.0.0.1:+1", -1, 0, 0, NULL},
+            {"[::1]", -1, 0, 0, NULL},
+            {"[::1:8443", -1, 0, 0, NULL},
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+            char text[64] = "";
+            int rc = http_listen_parse(cases[i].s, &cfg, &e);
+
+            if (rc != cases[i].rc)
+                fprintf(stderr, "listen '%s': %d, want %d\n", cases[i].s, rc,
+                        cases[i].rc);
+            CHECK_INT(rc, cases[i].rc);
+            if (rc != 0 || cases[i].rc != 0)
+                continue;
+            CHECK_INT(cfg.addr.ss_family, cases[i].family);
+            if (cases[i].family == AF_INET) {
+                struct sockaddr_in *a = (struct sockaddr_in *)&cfg.addr;
+
+                inet_ntop(AF_INET, &a->sin_addr, text, sizeof(text));
+                CHECK_INT(ntohs(a->sin_port), cases[i].port);
+                CHECK_INT(cfg.addr_len, sizeof(*a));
+            } else {
+                struct sockaddr_in6 *a = (struct sockaddr_in6 *)&cfg.addr;
+
+                inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof(text));
+                CHECK_INT(ntohs(a->sin6_port), cases[i].port);
+                CHECK_INT(cfg.addr_len, sizeof(*a));
+            }
+            CHECK_STR(text, cases[i].addr);
+        }
+    }
     return harness_finish();
 }

@@ -297,6 +297,350 @@ test_append(void)
     json_decref(ops);
 }
 
+/*
+ * Regression: the fast check must not answer for an op whose path goes
+ * through a value an earlier op put there, at any depth: it covers the op
+ * only when no earlier op wrote its parent or an ancestor of it. An
+ * earlier replace two levels up (containers/0 := {}) takes env away, so
+ * patch_apply() refuses the later op and patch_check() must too; the
+ * neighbours show the check and the apply agreeing either way.
+ */
+static void
+test_check_fast_ancestor(void)
+{
+    static const char doc[] =
+        "{'spec':{'containers':[{'name':'c','env':[{'name':'A','value':"
+        "'1'}]}]}}";
+
+    /* Two levels up, then three: the earlier value has no env. */
+    apply_case(doc,
+               "[{'op':'replace','path':'/spec/containers/0','value':{}},"
+               "{'op':'replace','path':'/spec/containers/0/env/0/name',"
+               "'value':'B'}]",
+               NULL, "operation 1");
+    apply_case(doc,
+               "[{'op':'replace','path':'/spec/containers/0','value':{}},"
+               "{'op':'add','path':'/spec/containers/0/env/-','value':{}}]",
+               NULL, "operation 1");
+    apply_case(doc,
+               "[{'op':'replace','path':'/spec','value':{'containers':[]}},"
+               "{'op':'replace','path':'/spec/containers/0/env/0/value',"
+               "'value':'2'}]",
+               NULL, "operation 1");
+    /* The exact parent, replaced by a value without the key. */
+    apply_case(doc,
+               "[{'op':'replace','path':'/spec/containers/0/env/0','value':"
+               "{}},{'op':'replace','path':'/spec/containers/0/env/0/name',"
+               "'value':'B'}]",
+               NULL, "operation 1");
+    /* An ancestor replaced by a value that has the path: both accept. */
+    apply_case(doc,
+               "[{'op':'replace','path':'/spec/containers/0','value':{"
+               "'name':'c','env':[{'name':'A'}]}},{'op':'replace','path':"
+               "'/spec/containers/0/env/0/name','value':'B'}]",
+               "{'spec':{'containers':[{'name':'c','env':[{'name':'B'}]}]}}",
+               NULL);
+    /* A sibling of the replaced value is untouched: both accept. */
+    apply_case(doc,
+               "[{'op':'replace','path':'/spec/containers/0/name','value':"
+               "'d'},{'op':'replace','path':'/spec/containers/0/env/0/name',"
+               "'value':'B'}]",
+               "{'spec':{'containers':[{'name':'d','env':[{'name':'B',"
+               "'value':'1'}]}]}}",
+               NULL);
+}
+
+/*
+ * The full apply's refusals each give their own words, and the edge
+ * cases of pointers and of move and copy: remove and replace at a bad
+ * index or at the root, ops lacking a member, a move to a path that only
+ * looks like a child of from, empty and badly escaped tokens.
+ */
+static void
+test_apply_edges(void)
+{
+    apply_case("{'a':1}", "[{'op':'remove','path':''}]", NULL,
+               "cannot remove the whole document");
+    apply_case("{'a':[1]}", "[{'op':'remove','path':'/a/5'}]", NULL,
+               "array index out of range");
+    apply_case("{'a':[1]}", "[{'op':'replace','path':'/a/5','value':2}]", NULL,
+               "path does not exist");
+    apply_case("{'a':1}", "[{'op':'replace','path':'','value':{'b':2}}]",
+               "{'b':2}", NULL);
+    apply_case("{'a':1}", "[{'op':'replace','path':'/a'}]", NULL,
+               "operation lacks \"value\"");
+    apply_case("{'a':1}", "[{'op':'test','path':'/a'}]", NULL,
+               "operation lacks \"value\"");
+    apply_case("{'a':1}", "[{'path':'/a','value':1}]", NULL,
+               "operation lacks \"op\" or \"path\"");
+    apply_case("{'a':1}", "[{'op':'add','value':1}]", NULL,
+               "operation lacks \"op\" or \"path\"");
+    apply_case("{'a':1}", "[{'op':'move','path':'/b'}]", NULL,
+               "operation lacks \"from\"");
+    apply_case("{'a':1}", "[{'op':'move','from':'/x','path':'/b'}]", NULL,
+               "path does not exist");
+    apply_case("{'a':1}", "[{'op':'copy','from':'/x','path':'/b'}]", NULL,
+               "\"from\" does not exist");
+    apply_case("{'a':1}", "[1]", NULL, "operation 0 (? ?): bad operation");
+    /* Not into a child of from: a '/' at from's length in another path,
+     * and a path that from is a prefix of, but not a token-wise one. */
+    apply_case("{'a':{'b':1},'c':{'d':{}}}",
+               "[{'op':'move','from':'/a/b','path':'/c/d/e'}]",
+               "{'a':{},'c':{'d':{'e':1}}}", NULL);
+    apply_case("{'a':1}", "[{'op':'move','from':'/a','path':'/ab'}]",
+               "{'ab':1}", NULL);
+    /* The empty key is a key (RFC 6901), last or on the way. */
+    apply_case("{'m':{}}", "[{'op':'add','path':'/m/','value':1}]",
+               "{'m':{'':1}}", NULL);
+    apply_case("{'m':{'':{}}}", "[{'op':'add','path':'/m//x','value':1}]",
+               "{'m':{'':{'x':1}}}", NULL);
+    strict_case("{'m':{'':1}}", "[{'op':'add','path':'/m/','value':2}]",
+                "{'m':{'':2}}", "operation 0 (add /m/): add onto existing key");
+    /* "~2" is no escape, last or on the way. */
+    apply_case("{'m':{}}", "[{'op':'add','path':'/m/a~2','value':1}]", NULL,
+               "parent does not exist");
+    apply_case("{'m':{}}", "[{'op':'add','path':'/m~2/a','value':1}]", NULL,
+               "parent does not exist");
+    apply_case("{'m':{}}", "[{'op':'remove','path':'/m~2/a'}]", NULL,
+               "path does not exist");
+    /* A later op on the document an add at the root put there. */
+    apply_case("{'x':0}",
+               "[{'op':'add','path':'','value':{'a':1}},{'op':'replace',"
+               "'path':'/a','value':2}]",
+               "{'a':2}", NULL);
+}
+
+/* Counts jansson's allocations, and fails the one numbered fail_at. */
+static long alloc_count, alloc_fail_at = -1;
+
+static void *
+counting_malloc(size_t n)
+{
+    if (alloc_count++ == alloc_fail_at)
+        return NULL;
+    return malloc(n);
+}
+
+/*
+ * The fast check answers a patch of adds and replaces with nothing
+ * copied: not one allocation, for each shape it covers (appends, inserts
+ * into another array or at the same index, keys next to earlier keys,
+ * replaced elements beside later ops, the 128-op bound). Past its bound
+ * (129 ops) the copy-on-write check answers.
+ */
+static void
+test_check_fast_no_copy(void)
+{
+    static const char doc_text[] =
+        "{'metadata':{'name':'p','annotations':{'a':'1'}},'spec':{"
+        "'containers':[{'name':'c0','env':[{'name':'X'}]},{'name':'c1'}],"
+        "'initContainers':[{'name':'i0'}]},'x':{'':{}}}";
+    static const char *const fast[] = {
+        "[{'op':'add','path':'/spec/containers/0/envFrom','value':[]}]",
+        "[{'op':'replace','path':'/spec/containers/0/env/0/name','value':'Y'},"
+        "{'op':'add','path':'/spec/containers/0/env/-','value':{}},"
+        "{'op':'add','path':'/spec/containers/0/env/-','value':{}}]",
+        "[{'op':'add','path':'/spec/initContainers/0','value':{}},"
+        "{'op':'replace','path':'/spec/containers/1/name','value':'d'}]",
+        "[{'op':'add','path':'/spec/containers/0/env/0','value':{}},"
+        "{'op':'add','path':'/spec/containers/0/env/0','value':{}}]",
+        "[{'op':'add','path':'/spec/containers/0/x','value':1},"
+        "{'op':'add','path':'/spec/containers/0/env/-','value':{}}]",
+        "[{'op':'add','path':'/metadata/labelsX','value':{}},"
+        "{'op':'add','path':'/metadata/labels','value':{}}]",
+        "[{'op':'add','path':'/metadata/aa','value':1},"
+        "{'op':'add','path':'/metadata/bb','value':1}]",
+        "[{'op':'replace','path':'/spec/containers/0','value':{}},"
+        "{'op':'replace','path':'/spec/containers/1/name','value':'d'}]",
+        "[{'op':'add','path':'/spec/containers/-','value':{}},"
+        "{'op':'add','path':'/spec/containers/0/y','value':1}]",
+        "[{'op':'add','path':'/metadata/ann','value':{}},"
+        "{'op':'add','path':'/metadata/annotations/z','value':'1'}]",
+        "[{'op':'add','path':'/spec/initContainers/0','value':{}},"
+        "{'op':'replace','path':'/spec/containers/0/env/0/name','value':'Z'}]",
+        "[{'op':'add','path':'/metadata/annotations/','value':'e'}]",
+        "[{'op':'add','path':'/x//k','value':1}]",
+    };
+    json_malloc_t old_m;
+    json_free_t old_f;
+    struct ng_error err;
+    json_t *doc = J(doc_text), *orig = json_deep_copy(doc);
+    json_t *many[2];
+
+    many[0] = json_array();
+    many[1] = json_array();
+    for (int i = 0; i < 129; i++) {
+        if (i < 128)
+            CHECK_INT(patch_append(many[0], "add", "/spec/containers/0/env/-",
+                                   json_integer(i)),
+                      0);
+        CHECK_INT(patch_append(many[1], "add", "/spec/containers/0/env/-",
+                               json_integer(i)),
+                  0);
+    }
+    json_get_alloc_funcs(&old_m, &old_f);
+    for (size_t i = 0; i < sizeof(fast) / sizeof(fast[0]) + 1; i++) {
+        json_t *ops = i < sizeof(fast) / sizeof(fast[0]) ? J(fast[i])
+                                                         : json_incref(many[0]);
+        int rc;
+
+        alloc_count = 0;
+        json_set_alloc_funcs(counting_malloc, free);
+        rc = patch_check(doc, ops, &err);
+        json_set_alloc_funcs(old_m, old_f);
+        if (rc != 0 || alloc_count != 0)
+            fprintf(stderr, "fast case %zu: rc %d, %ld allocations\n", i, rc,
+                    alloc_count);
+        CHECK_INT(rc, 0);
+        CHECK_INT(alloc_count, 0);
+        json_decref(ops);
+    }
+    alloc_count = 0;
+    json_set_alloc_funcs(counting_malloc, free);
+    CHECK_INT(patch_check(doc, many[1], &err), 0);
+    json_set_alloc_funcs(old_m, old_f);
+    CHECK(alloc_count > 0);
+    CHECK(json_equal(doc, orig));
+    json_decref(many[0]);
+    json_decref(many[1]);
+    json_decref(doc);
+    json_decref(orig);
+}
+
+/*
+ * Out of memory at each of jansson's allocations in turn: the check and
+ * the apply either refuse, or succeed with exactly the patched document,
+ * never half of it; the document given to the check is never changed.
+ */
+static void
+test_out_of_memory(void)
+{
+    static const struct {
+        const char *doc, *ops, *want;
+    } cases[] = {
+        {"{'a':{'b':[1,2]},'c':{}}",
+         "[{'op':'remove','path':'/a/b/0'},{'op':'add','path':'/c/k','value':"
+         "{'x':[1]}},{'op':'add','path':'/a/b/0','value':3},{'op':'move',"
+         "'from':'/c/k','path':'/a/k'},{'op':'copy','from':'/a/k','path':"
+         "'/c/j'},{'op':'test','path':'/a/b','value':[3,2]}]",
+         "{'a':{'b':[3,2],'k':{'x':[1]}},'c':{'j':{'x':[1]}}}"},
+        {"{'x':0}",
+         "[{'op':'add','path':'','value':{'a':{'b':1}}},{'op':'replace',"
+         "'path':'/a/b','value':2},{'op':'remove','path':'/a/b'}]",
+         "{'a':{}}"},
+        {"{'x':0}", "[{'op':'add','path':'','value':{'a':1}}]", "{'a':1}"},
+        /* A full array grows to take the insert. */
+        {"{'a':[1,2,3,4,5,6,7,8]}", "[{'op':'add','path':'/a/0','value':0}]",
+         "{'a':[0,1,2,3,4,5,6,7,8]}"},
+    };
+    json_malloc_t old_m;
+    json_free_t old_f;
+
+    json_get_alloc_funcs(&old_m, &old_f);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *doc = J(cases[i].doc), *ops = J(cases[i].ops);
+        json_t *want = J(cases[i].want), *orig = json_deep_copy(doc);
+        bool done = false;
+
+        for (long k = 0; !done && k < 10000; k++) {
+            json_t *copy = json_deep_copy(doc);
+            struct ng_error err;
+            int rc_check, rc_apply;
+
+            alloc_count = 0;
+            alloc_fail_at = k;
+            json_set_alloc_funcs(counting_malloc, free);
+            rc_check = patch_check(doc, ops, &err);
+            rc_apply = patch_apply(&copy, ops, &err);
+            json_set_alloc_funcs(old_m, old_f);
+            done = alloc_count <= k; /* nothing failed: the last round */
+            alloc_fail_at = -1;
+            CHECK(json_equal(doc, orig));
+            CHECK(rc_check == 0 || rc_check == -1);
+            if (done)
+                CHECK_INT(rc_check, 0);
+            CHECK(rc_apply == 0 || rc_apply == -1);
+            if (rc_apply == 0 && !json_equal(copy, want)) {
+                char *t = json_dumps(copy, JSON_COMPACT);
+
+                fprintf(stderr,
+                        "case %zu, allocation %ld failed: applied "
+                        "as %s\n",
+                        i, k, t ? t : "(null)");
+                free(t);
+                CHECK(0);
+            }
+            if (done)
+                CHECK_INT(rc_apply, 0);
+            json_decref(copy);
+        }
+        CHECK(done);
+        json_decref(doc);
+        json_decref(ops);
+        json_decref(want);
+        json_decref(orig);
+    }
+}
+
+/*
+ * The cost follows the patch: the check copies a container the first time
+ * a change goes through it and never again (20 removes from one env cost
+ * what one does), and the apply, which changes the document itself,
+ * copies nothing.
+ */
+static void
+test_copies_once(void)
+{
+    json_t *doc = json_object(), *env = json_array();
+    json_t *one = json_array(), *twenty = json_array();
+    long count[2][2];
+    json_malloc_t old_m;
+    json_free_t old_f;
+    struct ng_error err;
+
+    for (int i = 0; i < 30; i++)
+        json_array_append_new(env, json_pack("{s:i}", "v", i));
+    json_object_set_new(
+        doc, "spec",
+        json_pack("{s:[{s:s,s:o}]}", "containers", "name", "c", "env", env));
+    for (int i = 0; i < 20; i++) {
+        if (i == 0)
+            CHECK_INT(
+                patch_append(one, "remove", "/spec/containers/0/env/0", NULL),
+                0);
+        CHECK_INT(
+            patch_append(twenty, "remove", "/spec/containers/0/env/0", NULL),
+            0);
+    }
+    json_get_alloc_funcs(&old_m, &old_f);
+    for (int k = 0; k < 2; k++) {
+        json_t *ops = k == 0 ? one : twenty, *copy = json_deep_copy(doc);
+
+        alloc_count = 0;
+        json_set_alloc_funcs(counting_malloc, free);
+        CHECK_INT(patch_check(doc, ops, &err), 0);
+        count[k][0] = alloc_count;
+        alloc_count = 0;
+        CHECK_INT(patch_apply(&copy, ops, &err), 0);
+        count[k][1] = alloc_count;
+        json_set_alloc_funcs(old_m, old_f);
+        CHECK_INT(
+            json_array_size(patch_pointer_get(copy, "/spec/containers/0/env")),
+            k == 0 ? 29 : 10);
+        json_decref(copy);
+    }
+    if (count[0][0] != count[1][0] || count[1][1] != 0)
+        fprintf(stderr, "allocations: check %ld and %ld, apply %ld and %ld\n",
+                count[0][0], count[1][0], count[0][1], count[1][1]);
+    CHECK(count[0][0] > 0);
+    CHECK_INT(count[1][0], count[0][0]);
+    CHECK_INT(count[0][1], 0);
+    CHECK_INT(count[1][1], 0);
+    json_decref(one);
+    json_decref(twenty);
+    json_decref(doc);
+}
+
 int
 main(void)
 {
@@ -304,6 +648,11 @@ main(void)
     test_pointer_get();
     test_apply();
     test_check_strict();
+    test_check_fast_ancestor();
+    test_apply_edges();
+    test_check_fast_no_copy();
+    test_out_of_memory();
+    test_copies_once();
     test_check_shares_nothing();
     test_bounds();
     test_append();

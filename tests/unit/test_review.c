@@ -10,6 +10,7 @@
 #include "admission/jsonmem.h"
 #include "admission/jsonwrite.h"
 #include "base/buf.h"
+#include "base/text.h"
 #include "harness.h"
 #include "server_fixtures.h"
 
@@ -393,6 +394,7 @@ test_bad_requests(void)
         {"{\"apiVersion\":\"v1\",\"kind\":\"AdmissionReview\"}",
          "apiVersion v1"},
         {"{\"kind\":\"AdmissionReview\"}", "apiVersion missing"},
+        {"{\"apiVersion\":\"admission.k8s.io/v1\"}", "kind missing"},
         {"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"Pod\"}",
          "kind Pod"},
         {"{\"apiVersion\":\"admission.k8s.io/"
@@ -1326,6 +1328,310 @@ test_object_kind_not_pod(void)
     json_decref(resp);
     review_outcome_release(&out);
     free(body);
+/*
+ * Regression: an AdmissionReview whose uid is the empty string, or not a
+ * string, gets 400, even for a GPU pod that would otherwise be patched:
+ * the response must echo a uid the API server can match, and "" matches
+ * no request. The control, the same review with a uid, is patched.
+ */
+static void
+test_uid_required(void)
+{
+    static const char *const uids[] = {"''", "7", "null", "[]"};
+
+    for (size_t i = 0; i < sizeof(uids) / sizeof(uids[0]); i++) {
+        char buf[1024];
+        struct review_outcome out;
+        char *body;
+        size_t n;
+
+        snprintf(buf, sizeof(buf),
+                 "{'apiVersion':'admission.k8s.io/v1','kind':"
+                 "'AdmissionReview','request':{'uid':%s,'kind':{'group':'',"
+                 "'version':'v1','kind':'Pod'},'namespace':'ml',"
+                 "'operation':'CREATE','object':%s}}",
+                 uids[i], gpu_pod);
+        n = strlen(buf);
+        body = malloc(n + 1);
+        for (size_t k = 0; k <= n; k++)
+            body[k] = buf[k] == '\'' ? '"' : buf[k];
+        CHECK_INT(review_handle(body, n, pol, &opt, &out), 0);
+        if (out.http_status != 400)
+            fprintf(stderr, "uid %s: status %d, want 400\n", uids[i],
+                    out.http_status);
+        CHECK_INT(out.http_status, 400);
+        CHECK_INT(out.result, REVIEW_BAD_REQUEST);
+        CHECK(out.body != NULL && strstr(out.body, "no uid") != NULL);
+        CHECK(out.patch == NULL);
+        review_outcome_release(&out);
+        free(body);
+    }
+    {
+        struct review_outcome out;
+        char *body = review_of("u", "ml", "CREATE", J(gpu_pod));
+
+        CHECK_INT(review_handle(body, strlen(body), pol, &opt, &out), 0);
+        CHECK_INT(out.http_status, 200);
+        CHECK_INT(out.result, REVIEW_PATCHED);
+        review_outcome_release(&out);
+        free(body);
+    }
+}
+
+/* text with ' for ", as a new string to free. */
+static char *
+dq(const char *text)
+{
+    size_t n = strlen(text);
+    char *out = malloc(n + 1);
+
+    for (size_t i = 0; i <= n; i++)
+        out[i] = text[i] == '\'' ? '"' : text[i];
+    return out;
+}
+
+/* The answer to body under policy p: its result, and the response's
+ * warnings and auditAnnotations present exactly when the outcome has
+ * some. Returns the parsed response (NULL for a non-200). */
+static json_t *
+answer_of(const struct policy *p, const char *body, struct review_outcome *out,
+          enum review_result want)
+{
+    json_t *resp, *r;
+
+    CHECK_INT(review_handle(body, strlen(body), p, &opt, out), 0);
+    if (out->result != want)
+        fprintf(stderr, "%s\n  result %s, want %s\n", body,
+                review_result_name(out->result), review_result_name(want));
+    CHECK_INT(out->result, want);
+    if (out->http_status != 200)
+        return NULL;
+    resp = json_loadb(out->body, out->body_len, 0, NULL);
+    r = json_object_get(resp, "response");
+    CHECK((json_object_get(r, "warnings") != NULL) == (out->warnings > 0));
+    CHECK_INT(json_array_size(json_object_get(r, "warnings")), out->warnings);
+    if (json_object_size(out->mutation.audit) == 0)
+        CHECK(json_object_get(r, "auditAnnotations") == NULL);
+    else
+        CHECK(json_equal(json_object_get(r, "auditAnnotations"),
+                         out->mutation.audit));
+    CHECK((json_object_get(r, "patch") != NULL) == (out->patch_ops > 0));
+    return resp;
+}
+
+/*
+ * The edges of a request that decide its answer: which requests are a Pod
+ * CREATE (a kind without a group or a kind, an empty subResource, no
+ * operation, a core kind that is not a Pod), an UPDATE without an object,
+ * a pod patched before (unchanged), a pod a rule skips (its audit record
+ * names the rule, and nothing else), the name the log takes.
+ */
+static void
+test_request_edges(void)
+{
+    static const char head[] =
+        "{'apiVersion':'admission.k8s.io/v1','kind':'AdmissionReview',"
+        "'request':{'uid':'u',";
+    static const struct {
+        const char *what, *req; /* req: the request's members after uid */
+        enum review_result want;
+    } cases[] = {
+        {"a kind without a group",
+         "'kind':{'kind':'Pod'},'operation':"
+         "'CREATE','object':%s}}",
+         REVIEW_PATCHED},
+        {"an empty subResource",
+         "'kind':{'group':'','kind':'Pod'},"
+         "'subResource':'','operation':'CREATE',"
+         "'object':%s}}",
+         REVIEW_PATCHED},
+        {"a kind without its kind",
+         "'kind':{'group':''},'operation':"
+         "'CREATE','object':%s}}",
+         REVIEW_IGNORED},
+        {"a core kind that is not a Pod",
+         "'kind':{'group':'','kind':"
+         "'ConfigMap'},'operation':'CREATE',"
+         "'object':%s}}",
+         REVIEW_IGNORED},
+        {"no operation", "'kind':{'group':'','kind':'Pod'},'object':%s}}",
+         REVIEW_IGNORED},
+        {"an UPDATE without an object",
+         "'kind':{'group':'','kind':'Pod'},"
+         "'operation':'UPDATE'%.0s}}",
+         REVIEW_IGNORED},
+    };
+    struct policy *quiet = fixture_policy(
+        POLICY_HEAD "rules:\n  - name: quiet\n    match: {namespaces: [q]}\n"
+                    "    skip: true\n");
+    struct review_outcome out;
+    json_t *resp, *pod, *patched, *ops, *rec;
+    char buf[2048], *body;
+    struct ng_error err;
+
+    review_outcome_release(NULL); /* a no-op */
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char fmt[512];
+
+        snprintf(fmt, sizeof(fmt), "%s%s", head, cases[i].req);
+        snprintf(buf, sizeof(buf), fmt, gpu_pod);
+        body = dq(buf);
+        resp = answer_of(pol, body, &out, cases[i].want);
+        if (out.result != cases[i].want)
+            fprintf(stderr, "case: %s\n", cases[i].what);
+        CHECK_INT(out.http_status, 200);
+        json_decref(resp);
+        review_outcome_release(&out);
+        free(body);
+    }
+
+    /* The pod as the first answer patched it: unchanged the second time. */
+    pod = J(gpu_pod);
+    body = review_of("u", "ml", "CREATE", json_incref(pod));
+    resp = answer_of(pol, body, &out, REVIEW_PATCHED);
+    ops = json_loadb(out.patch, out.patch_len, 0, NULL);
+    patched = json_deep_copy(pod);
+    CHECK_INT(patch_apply(&patched, ops, &err), 0);
+    json_decref(resp);
+    json_decref(ops);
+    review_outcome_release(&out);
+    free(body);
+    body = review_of("u", "ml", "CREATE", json_incref(patched));
+    json_decref(answer_of(pol, body, &out, REVIEW_UNCHANGED));
+    review_outcome_release(&out);
+    free(body);
+    /* Without its envFrom, and the annotation already saying so: a patch
+     * of one op, which goes out like any other. */
+    json_object_del(
+        json_array_get(
+            json_object_get(json_object_get(patched, "spec"), "containers"), 0),
+        "envFrom");
+    json_object_set_new(
+        json_object_get(json_object_get(patched, "metadata"), "annotations"),
+        "ncclguard.io/mutated", json_string("envFrom"));
+    body = review_of("u", "ml", "CREATE", patched);
+    resp = answer_of(pol, body, &out, REVIEW_PATCHED);
+    CHECK_INT(out.patch_ops, 1);
+    CHECK(str_at(resp, "/response/patch") != NULL);
+    json_decref(resp);
+    review_outcome_release(&out);
+    free(body);
+
+    /* Skipped by a rule: the audit record has the rule only. */
+    body = review_of("u", "q", "CREATE", json_incref(pod));
+    resp = answer_of(quiet, body, &out, REVIEW_SKIPPED);
+    CHECK_STR(str_at(resp, "/response/auditAnnotations/rule"), "quiet");
+    CHECK_INT(json_object_size(json_object_get(
+                  json_object_get(resp, "response"), "auditAnnotations")),
+              1);
+    json_decref(resp);
+    review_outcome_release(&out);
+    free(body);
+    /* Skipped for its namespace: no audit record, no warnings. */
+    body = review_of("u", "ncclguard", "CREATE", json_incref(pod));
+    json_decref(answer_of(pol, body, &out, REVIEW_SKIPPED));
+    CHECK_INT(json_object_size(out.mutation.audit), 0);
+    review_outcome_release(&out);
+    free(body);
+
+    /* The log's name: metadata.name, else generateName when it is empty;
+     * a one-letter name is a name. */
+    json_object_set_new(json_object_get(pod, "metadata"), "name",
+                        json_string(""));
+    body = review_of("u", "ml", "CREATE", json_incref(pod));
+    json_decref(answer_of(pol, body, &out, REVIEW_PATCHED));
+    rec = log_record(&out);
+    CHECK_STR(str_at(rec, "/name"), "train-");
+    json_decref(rec);
+    review_outcome_release(&out);
+    free(body);
+    json_object_set_new(json_object_get(pod, "metadata"), "name",
+                        json_string("a"));
+    body = review_of("u", "ml", "CREATE", json_incref(pod));
+    json_decref(answer_of(pol, body, &out, REVIEW_PATCHED));
+    rec = log_record(&out);
+    CHECK_STR(str_at(rec, "/name"), "a");
+    json_decref(rec);
+    review_outcome_release(&out);
+    free(body);
+    /* A name of exactly TEXT_LOG_FIELD_MAX bytes is logged whole. */
+    {
+        char name[TEXT_LOG_FIELD_MAX + 1];
+
+        memset(name, 'n', TEXT_LOG_FIELD_MAX);
+        name[TEXT_LOG_FIELD_MAX] = '\0';
+        json_object_set_new(json_object_get(pod, "metadata"), "name",
+                            json_string(name));
+        body = review_of("u", "ml", "CREATE", json_incref(pod));
+        json_decref(answer_of(pol, body, &out, REVIEW_PATCHED));
+        rec = log_record(&out);
+        CHECK_STR(str_at(rec, "/name"), name);
+        json_decref(rec);
+        review_outcome_release(&out);
+        free(body);
+    }
+    json_decref(pod);
+    policy_free(quiet);
+}
+
+/*
+ * A 400's reason: one line whatever the request held (control bytes and
+ * DEL become spaces), at most 318 bytes and its newline however long the
+ * text; a syntax error's line and column for bodies up to 64 KiB only,
+ * and for syntax errors only.
+ */
+static void
+test_bad_request_text(void)
+{
+    static const char *const odd[] = {"a\\u001fb", "a\\u007fb", "a\\u0001b"};
+    struct review_outcome out;
+    char buf[1024];
+
+    for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+        snprintf(buf, sizeof(buf), "{\"apiVersion\":\"%s\"}", odd[i]);
+        CHECK_INT(review_handle(buf, strlen(buf), pol, &opt, &out), 0);
+        CHECK_INT(out.http_status, 400);
+        CHECK(out.body != NULL && strstr(out.body, "apiVersion a b,") != NULL);
+        review_outcome_release(&out);
+    }
+    for (size_t len = 200; len < 400; len++) {
+        size_t k = (size_t)snprintf(buf, sizeof(buf), "{\"apiVersion\":\"");
+
+        memset(buf + k, 'v', len);
+        memcpy(buf + k + len, "\"}", 3);
+        CHECK_INT(review_handle(buf, strlen(buf), pol, &opt, &out), 0);
+        CHECK(out.body_len >= 2 && out.body_len <= 319);
+        CHECK(out.body != NULL && out.body[out.body_len - 1] == '\n' &&
+              strlen(out.body) == out.body_len);
+        review_outcome_release(&out);
+    }
+    {
+        /* A syntax error at the end of a body of n bytes: "{" and spaces. */
+        static const size_t sizes[] = {100, 64 * 1024, 64 * 1024 + 1, 100000};
+        char *big = malloc(100001);
+
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+            size_t n = sizes[i];
+
+            memset(big, ' ', n);
+            big[0] = '{';
+            CHECK_INT(review_handle(big, n, pol, &opt, &out), 0);
+            CHECK_INT(out.http_status, 400);
+            CHECK((strstr(out.body, "near line") != NULL) == (n <= 64 * 1024));
+            review_outcome_release(&out);
+        }
+        free(big);
+    }
+    {
+        /* Not a syntax error: no line and column. */
+        static const char dup[] = "{\"kind\":\"a\",\"kind\":\"b\"}";
+
+        CHECK_INT(review_handle(dup, strlen(dup), pol, &opt, &out), 0);
+        CHECK_INT(out.http_status, 400);
+        CHECK(strstr(out.body, "duplicate") != NULL);
+        CHECK(strstr(out.body, "near line") == NULL);
+        review_outcome_release(&out);
+    }
 }
 
 int
@@ -1335,6 +1641,9 @@ main(void)
     test_patched();
     test_no_patch();
     test_bad_requests();
+    test_uid_required();
+    test_request_edges();
+    test_bad_request_text();
     test_log_record();
     test_error_answer();
     test_names();
