@@ -32,6 +32,9 @@
 #define MAX_SOCKETS 4096
 #define MAX_TCP_ROWS 65536
 #define TCP_TEXT_MAX (4 << 20)
+/* A pod's work budget: processes watched per pod. A pod that forks more
+ * gets its first POD_MAX_PROCS judged, and one line saying so. */
+#define POD_MAX_PROCS 512
 
 /* Where a pod stands after a hang. */
 enum pod_state {
@@ -50,8 +53,11 @@ struct wproc {
     pid_t pid;
     uint64_t start;
     uint64_t prev_ticks;
+    uint64_t prev_io; /* rchar + wchar at the last period */
+    bool io_ok;       /* prev_io was read */
     size_t pod;
-    bool alive; /* seen in the latest scan or sample */
+    unsigned gen; /* the scan that last saw it */
+    bool alive;   /* seen in the latest scan or sample */
 };
 
 /* A socket queue seen last period, to tell stuck from moving. */
@@ -74,6 +80,16 @@ struct wpod {
     enum pod_state state;
     long long deadline_ms;
     struct wd_period last;
+    enum wd_verdict last_v;
+    /* The GPU signals behind the latest verdict, for the hang message. */
+    unsigned spin_util, spin_power, spin_mem;
+    char lost_gpus[64];
+    /* NVML's counters at the start of the current period, per GPU. */
+    bool base_set;
+    bool base_ok[WD_NVML_MAX_GPUS];
+    struct wd_gpu_counters base[WD_NVML_MAX_GPUS];
+    size_t n_procs;     /* live watched processes */
+    bool budget_logged; /* the work budget line was logged */
     struct sockq *q;
     size_t n_q;
     bool used;
@@ -105,6 +121,9 @@ struct agent {
     bool nvml_was_up;
     struct wproc *procs;
     size_t n_procs, cap_procs;
+    uint32_t *pidx; /* open-addressing index of procs by PID: slot+1 */
+    size_t pidx_cap;
+    unsigned scan_gen;
     struct wpod *pods;
     size_t n_pods, cap_pods;
     struct seenbuf seen, seen_next;
@@ -334,13 +353,77 @@ grow(void *v, size_t *cap, size_t need, size_t size)
     return nv;
 }
 
+static size_t
+pid_slot(pid_t pid, size_t cap)
+{
+    return ((uint32_t)pid * 2654435761u) & (cap - 1);
+}
+
+/* Rebuilds the PID index after the table moved or shrank: at least twice
+ * as many slots as processes, so that lookups stay O(1). */
+static int
+pidx_rebuild(struct agent *a)
+{
+    size_t cap = 64;
+
+    while (cap < a->n_procs * 2 + 2)
+        cap *= 2;
+    if (cap != a->pidx_cap) {
+        uint32_t *n = realloc(a->pidx, cap * sizeof(*n));
+
+        if (n == NULL)
+            return -1;
+        a->pidx = n;
+        a->pidx_cap = cap;
+    }
+    memset(a->pidx, 0, a->pidx_cap * sizeof(*a->pidx));
+    for (size_t i = 0; i < a->n_procs; i++) {
+        size_t k = pid_slot(a->procs[i].pid, a->pidx_cap);
+
+        while (a->pidx[k] != 0)
+            k = (k + 1) & (a->pidx_cap - 1);
+        a->pidx[k] = (uint32_t)(i + 1);
+    }
+    return 0;
+}
+
+/* The watched process with this PID and start time (start 0: any live
+ * one with this PID), or NULL. */
 static struct wproc *
 proc_find(struct agent *a, pid_t pid, uint64_t start)
 {
-    for (size_t i = 0; i < a->n_procs; i++)
-        if (a->procs[i].pid == pid && a->procs[i].start == start)
-            return &a->procs[i];
+    if (a->pidx_cap == 0)
+        return NULL;
+    for (size_t k = pid_slot(pid, a->pidx_cap); a->pidx[k] != 0;
+         k = (k + 1) & (a->pidx_cap - 1)) {
+        struct wproc *w = &a->procs[a->pidx[k] - 1];
+
+        if (w->pid == pid && (start == 0 ? w->alive : w->start == start))
+            return w;
+    }
     return NULL;
+}
+
+/* Drops dead processes and those of forgotten pods from the table, and
+ * recounts each pod's live processes. */
+static void
+procs_compact(struct agent *a)
+{
+    size_t out = 0;
+
+    for (size_t i = 0; i < a->n_pods; i++)
+        a->pods[i].n_procs = 0;
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct wproc *w = &a->procs[i];
+
+        if (!w->alive || w->pod >= a->n_pods || !a->pods[w->pod].used)
+            continue;
+        a->pods[w->pod].n_procs++;
+        a->procs[out++] = *w;
+    }
+    a->n_procs = out;
+    if (pidx_rebuild(a) != 0)
+        a->pidx_cap = 0; /* out of memory: lookups find nothing */
 }
 
 static int
@@ -410,8 +493,6 @@ copy_env(const char *env, size_t len, const char *name, char *out, size_t n)
 static bool
 pod_restarted(struct agent *a, size_t pi)
 {
-    size_t out = 0;
-
     for (size_t i = 0; i < a->n_procs; i++) {
         struct wproc *w = &a->procs[i];
         struct wd_stat st;
@@ -423,10 +504,20 @@ pod_restarted(struct agent *a, size_t pi)
             return false;
     }
     for (size_t i = 0; i < a->n_procs; i++)
-        if (a->procs[i].pod != pi)
-            a->procs[out++] = a->procs[i];
-    a->n_procs = out;
+        if (a->procs[i].pod == pi)
+            a->procs[i].alive = false;
+    procs_compact(a);
     return true;
+}
+
+/* rchar + wchar of pid; -1 when unreadable. */
+static int
+proc_io(struct agent *a, pid_t pid, uint64_t *bytes)
+{
+    char buf[1024];
+    ssize_t n = wd_proc_read(a->o->proc_root, pid, "io", buf, sizeof(buf));
+
+    return n > 0 ? wd_io_parse(buf, (size_t)n, bytes) : -1;
 }
 
 /* A newly found process: opted in? which pod? */
@@ -522,6 +613,19 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
         pod->n_q = 0;
         logj(a, "rewatch", podj(pod, json_pack("{s:i}", "pid", (int)pid)));
     }
+    if (pod->n_procs >= POD_MAX_PROCS) {
+        /* The work budget: a pod that forks without end does not make
+         * every scan and period cost more. */
+        if (!pod->budget_logged)
+            logj(a, "budget",
+                 podj(pod, json_pack("{s:i,s:i,s:s}", "pid", (int)pid,
+                                     "max_processes", POD_MAX_PROCS, "effect",
+                                     "further processes of this pod are "
+                                     "not watched")));
+        pod->budget_logged = true;
+        seen_add(a, pid, st->start);
+        return;
+    }
     wp = grow(a->procs, &a->cap_procs, a->n_procs + 1, sizeof(*wp));
     if (wp == NULL)
         return;
@@ -530,8 +634,21 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
     wp->pid = pid;
     wp->start = st->start;
     wp->prev_ticks = st->cpu_ticks;
+    wp->io_ok = proc_io(a, pid, &wp->prev_io) == 0;
     wp->pod = (size_t)pi;
+    wp->gen = a->scan_gen;
     wp->alive = true;
+    pod->n_procs++;
+    if (a->n_procs * 2 + 2 > a->pidx_cap) {
+        if (pidx_rebuild(a) != 0)
+            a->pidx_cap = 0;
+    } else {
+        size_t k = pid_slot(pid, a->pidx_cap);
+
+        while (a->pidx[k] != 0)
+            k = (k + 1) & (a->pidx_cap - 1);
+        a->pidx[k] = (uint32_t)a->n_procs;
+    }
     logj(a, "watch",
          podj(pod, json_pack("{s:i,s:I,s:s,s:s}", "pid", (int)pid, "start",
                              (json_int_t)st->start, "spec", pod->spec_text,
@@ -552,7 +669,9 @@ scan(struct agent *a)
         return;
     }
     a->seen_next.n = 0;
+    a->scan_gen++;
     while ((de = readdir(d)) != NULL) {
+        struct wproc *w;
         struct wd_stat st;
         char *end;
         long pid;
@@ -567,8 +686,11 @@ scan(struct agent *a)
             continue;
         if (wd_proc_stat(a->o->proc_root, (pid_t)pid, &st) != 0)
             continue;
-        if (proc_find(a, (pid_t)pid, st.start) != NULL)
+        if ((w = proc_find(a, (pid_t)pid, st.start)) != NULL) {
+            if (st.state != 'Z' && st.state != 'X')
+                w->gen = a->scan_gen;
             continue;
+        }
         if (seen_has(a, (pid_t)pid, st.start)) {
             seen_add(a, (pid_t)pid, st.start);
             continue;
@@ -576,6 +698,19 @@ scan(struct agent *a)
         proc_consider(a, (pid_t)pid, &st);
     }
     closedir(d);
+    /* A watched process this walk did not find is gone: drop it now, so
+     * that the table holds the live processes only, however many come
+     * and go between two periods. */
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct wproc *w = &a->procs[i];
+
+        if (w->alive && w->gen != a->scan_gen) {
+            w->alive = false;
+            logj(a, "exited", podj(&a->pods[w->pod],
+                                   json_pack("{s:i}", "pid", (int)w->pid)));
+        }
+    }
+    procs_compact(a);
     /* Keep only what still exists: the cache is rebuilt on every walk. */
     {
         struct seenbuf t = a->seen;
@@ -678,39 +813,151 @@ pod_sockets(struct agent *a, struct wpod *pod, size_t pi, struct wd_period *pr)
     pod->n_q = n_q;
 }
 
-/* GPUs that run one of the pod's processes, and how many worked. */
+/* Differences of NVML's counters between the start of the period (b; NULL
+ * when unknown) and now (g). */
 static void
-pod_gpus(struct agent *a, size_t pi, struct wd_period *pr)
+gpu_period(const struct wd_gpu *g, const struct wd_gpu_counters *b,
+           struct wd_gpu_period *gp)
+{
+    const struct wd_gpu_counters *c = &g->c;
+    long long dt = b ? c->t_ms - b->t_ms : 0;
+
+    memset(gp, 0, sizeof(*gp));
+    gp->answer = g->state == WD_NVML_GPU_OK        ? WD_ANSWER_OK
+                 : g->state == WD_NVML_GPU_LOST    ? WD_ANSWER_LOST
+                 : g->state == WD_NVML_GPU_NO_UTIL ? WD_ANSWER_NO_UTIL
+                                              : WD_ANSWER_ERROR;
+    if (b == NULL || dt <= 0)
+        return;
+    gp->util_n = c->util_n - b->util_n;
+    gp->util_nonzero = c->util_nonzero - b->util_nonzero;
+    if (gp->util_n > 0)
+        gp->util_mean = (unsigned)((c->util_sum - b->util_sum) / gp->util_n);
+    if (c->mem_n > b->mem_n) {
+        gp->mem_known = true;
+        gp->mem_mean =
+            (unsigned)((c->mem_sum - b->mem_sum) / (c->mem_n - b->mem_n));
+    }
+    if (c->energy_ok && b->energy_ok && g->limit_mw > 0) {
+        /* mJ per ms is W; times 1000 is mW. */
+        uint64_t mw = (c->energy_mj - b->energy_mj) * 1000 / (uint64_t)dt;
+
+        gp->power_known = true;
+        gp->power_pct = (unsigned)(mw * 100 / g->limit_mw);
+    }
+    if (c->links_ok && b->links_ok) {
+        gp->links_known = true;
+        gp->link_bps =
+            (int64_t)((c->link_bytes - b->link_bytes) * 1000 / (uint64_t)dt);
+    }
+}
+
+/* The pod's GPUs over the period, each judged on its own; their lines go
+ * into det (may be NULL). Moves every GPU's baseline to now. */
+static void
+pod_gpus(struct agent *a, struct wpod *pod, size_t pi, struct wd_period *pr,
+         json_t *det)
 {
     const struct wd_gpus *g = a->gpus;
+    size_t lu = 0;
 
     pr->gpu_known = g->ok;
     if (!g->ok)
         return;
+    pod->spin_util = 100;
+    pod->spin_power = pod->spin_mem = 0;
+    pod->lost_gpus[0] = '\0';
     for (size_t d = 0; d < g->n; d++) {
+        const struct wd_gpu *gd = &g->gpu[d];
+        struct wd_gpu_period gp;
+        struct wd_signals sig;
+        enum wd_gpu_verdict v;
         bool mine = false;
 
-        for (size_t k = 0; k < g->gpu[d].n_pids && !mine; k++)
-            for (size_t i = 0; i < a->n_procs && !mine; i++)
-                mine = a->procs[i].pod == pi && a->procs[i].alive &&
-                       a->procs[i].pid == g->gpu[d].pids[k];
-        if (!mine)
-            continue;
-        pr->gpus++;
-        if (g->gpu[d].util > 0)
-            pr->gpus_busy++;
+        for (size_t k = 0; k < gd->n_pids && !mine; k++) {
+            struct wproc *w = proc_find(a, gd->pids[k], 0);
+
+            mine = w != NULL && w->pod == pi && w->alive;
+        }
+        if (mine) {
+            gpu_period(gd, pod->base_ok[d] ? &pod->base[d] : NULL, &gp);
+            v = wd_rule_gpu(&gp, &sig);
+            pr->gpus++;
+            switch (v) {
+            case WD_GPU_WORKING:
+                pr->gpus_busy++;
+                break;
+            case WD_GPU_IDLE:
+                pr->gpus_idle++;
+                break;
+            case WD_GPU_SPINNING:
+                pr->gpus_spinning++;
+                if (gp.util_mean < pod->spin_util)
+                    pod->spin_util = gp.util_mean;
+                if (gp.power_pct > pod->spin_power)
+                    pod->spin_power = gp.power_pct;
+                if (gp.mem_mean > pod->spin_mem)
+                    pod->spin_mem = gp.mem_mean;
+                break;
+            case WD_GPU_GONE:
+                pr->gpus_lost++;
+                if (lu + 8 < sizeof(pod->lost_gpus))
+                    lu += (size_t)snprintf(pod->lost_gpus + lu,
+                                           sizeof(pod->lost_gpus) - lu,
+                                           "%s%zu", lu ? "," : "", d);
+                break;
+            case WD_GPU_UNJUDGED:
+                pr->gpus_unjudged++;
+                break;
+            }
+            if (det != NULL)
+                json_array_append_new(
+                    det,
+                    json_pack("{s:i,s:s,s:s,s:I,s:I,s:s,s:I,s:s,s:I,s:s,s:I,"
+                              "s:s}",
+                              "gpu", (int)d, "verdict", wd_gpu_verdict_name(v),
+                              "util", sig.util, "util_samples",
+                              (json_int_t)gp.util_n, "util_mean",
+                              (json_int_t)gp.util_mean, "power", sig.power,
+                              "power_pct_of_limit", (json_int_t)gp.power_pct,
+                              "memory", sig.memory, "mem_mean",
+                              (json_int_t)gp.mem_mean, "links", sig.links,
+                              "link_bytes_per_s", (json_int_t)gp.link_bps,
+                              "nvml", gd->state == WD_NVML_GPU_OK ? "ok"
+                                      : gd->state == WD_NVML_GPU_LOST
+                                          ? "GPU_IS_LOST"
+                                      : gd->state == WD_NVML_GPU_NO_UTIL
+                                          ? "NOT_SUPPORTED (MIG mode?)"
+                                          : gd->failed));
+        }
+        pod->base[d] = gd->c;
+        pod->base_ok[d] = true;
     }
+}
+
+/* Sets every GPU's baseline of a new pod to NVML's latest reading. */
+static void
+pod_base(struct agent *a, struct wpod *pod)
+{
+    if (!a->gpus->ok)
+        return;
+    for (size_t d = 0; d < a->gpus->n; d++) {
+        pod->base[d] = a->gpus->gpu[d].c;
+        pod->base_ok[d] = true;
+    }
+    pod->base_set = true;
 }
 
 static void pod_hang(struct agent *a, struct wpod *pod, size_t pi);
 
 /* Drops the pod's dead processes; returns how many are left. */
 static size_t
-pod_refresh(struct agent *a, size_t pi, uint64_t *ticks)
+pod_refresh(struct agent *a, size_t pi, uint64_t *ticks, uint64_t *io)
 {
     size_t left = 0;
 
     *ticks = 0;
+    *io = 0;
     for (size_t i = 0; i < a->n_procs; i++) {
         struct wproc *w = &a->procs[i];
         struct wd_stat st;
@@ -727,6 +974,16 @@ pod_refresh(struct agent *a, size_t pi, uint64_t *ticks)
         if (st.cpu_ticks > w->prev_ticks)
             *ticks += st.cpu_ticks - w->prev_ticks;
         w->prev_ticks = st.cpu_ticks;
+        {
+            uint64_t b;
+
+            if (proc_io(a, w->pid, &b) == 0) {
+                if (w->io_ok && b > w->prev_io)
+                    *io += b - w->prev_io;
+                w->prev_io = b;
+                w->io_ok = true;
+            }
+        }
         left++;
     }
     return left;
@@ -736,7 +993,6 @@ static void
 pod_forget(struct agent *a, size_t pi)
 {
     struct wpod *pod = &a->pods[pi];
-    size_t out = 0;
 
     logj(a, "gone",
          podj(pod, json_pack("{s:s}", "state", state_names[pod->state])));
@@ -744,10 +1000,7 @@ pod_forget(struct agent *a, size_t pi)
     pod->q = NULL;
     pod->n_q = 0;
     pod->used = false;
-    for (size_t i = 0; i < a->n_procs; i++)
-        if (a->procs[i].pod != pi)
-            a->procs[out++] = a->procs[i];
-    a->n_procs = out;
+    procs_compact(a);
 }
 
 static void
@@ -756,12 +1009,14 @@ pod_sample(struct agent *a, size_t pi, long long t)
     struct wpod *pod = &a->pods[pi];
     struct wd_period pr;
     enum wd_verdict v;
-    uint64_t ticks;
+    uint64_t ticks, io;
     long long elapsed = t - pod->last_ms;
+    json_t *det = a->o->verbose ? json_array() : NULL;
     bool fired;
 
     memset(&pr, 0, sizeof(pr));
-    if (pod_refresh(a, pi, &ticks) == 0) {
+    if (pod_refresh(a, pi, &ticks, &io) == 0) {
+        json_decref(det);
         pod_forget(a, pi);
         return;
     }
@@ -769,25 +1024,38 @@ pod_sample(struct agent *a, size_t pi, long long t)
         elapsed = 1;
     pr.cpu_milli = (int64_t)((long double)ticks * 1000.0L * 1000.0L /
                              (long double)a->clk_tck / (long double)elapsed);
-    pod_gpus(a, pi, &pr);
+    pr.io_bps = (int64_t)(io * 1000 / (uint64_t)elapsed);
+    pod_gpus(a, pod, pi, &pr, det);
     pod_sockets(a, pod, pi, &pr);
     v = wd_rule_judge(&pod->spec, &pr);
     fired = wd_rule_step(&pod->rule, &pod->spec, v);
     pod->last = pr;
+    pod->last_v = v;
     pod->last_ms = t;
     while (pod->next_ms <= t)
         pod->next_ms += pod->spec.period_ms;
     if (a->o->verbose)
         logj(a, "period",
-             podj(pod, json_pack("{s:s,s:i,s:b,s:i,s:i,s:I,s:i,s:i,s:i,s:s}",
+             podj(pod, json_pack("{s:s,s:i,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:s,"
+                                 "s:I,s:s,s:i,s:i,s:i,s:s,s:o}",
                                  "verdict", wd_verdict_name(v), "idle_periods",
                                  pod->rule.idle, "gpu_known", pr.gpu_known,
                                  "gpus", pr.gpus, "gpus_busy", pr.gpus_busy,
-                                 "cpu_milli", (json_int_t)pr.cpu_milli,
+                                 "gpus_idle", pr.gpus_idle, "gpus_spinning",
+                                 pr.gpus_spinning, "gpus_lost", pr.gpus_lost,
+                                 "gpus_unjudged", pr.gpus_unjudged,
+                                 "cpu_milli", (json_int_t)pr.cpu_milli, "cpu",
+                                 pr.cpu_milli >= pod->spec.min_cpu_milli
+                                     ? "busy"
+                                     : "idle",
+                                 "io_bytes_per_s", (json_int_t)pr.io_bps, "io",
+                                 pr.io_bps >= WD_IO_MOVING_BPS ? "moving"
+                                                               : "still",
                                  "sockets", pr.sockets, "close_wait",
                                  pr.close_wait, "stuck_queues", pr.stuck_queues,
-                                 "state", state_names[pod->state])));
-    if (pod->state == POD_REPORTED && v != WD_IDLE) {
+                                 "state", state_names[pod->state], "gpu",
+                                 det ? det : json_array())));
+    if (pod->state == POD_REPORTED && !wd_verdict_stalled(v)) {
         pod->state = POD_WATCH;
         logj(a, "recovered",
              podj(pod, json_pack("{s:s}", "verdict", wd_verdict_name(v))));
@@ -930,14 +1198,31 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
     a->m.hangs++;
     duration_text(s->period_ms, period, sizeof(period));
     duration_text(s->grace_ms, grace, sizeof(grace));
-    used = (size_t)snprintf(
-        msg, sizeof(msg),
-        "NCCLHang: %d/%d GPUs idle %dx%s, CPU %lld.%01lld cores, %d sockets "
-        "CLOSE_WAIT, %d queues stuck",
-        pr->gpus, pr->gpus, s->idle_periods, period,
-        (long long)(pr->cpu_milli / 1000),
-        (long long)(pr->cpu_milli % 1000 / 100), pr->close_wait,
-        pr->stuck_queues);
+    if (pod->last_v == WD_GPU_LOST)
+        used = (size_t)snprintf(
+            msg, sizeof(msg),
+            "NCCLHang: GPU %s lost %dx%s (NVML_ERROR_GPU_IS_LOST: fallen off "
+            "the bus, an Xid-class fault; see the node's kernel log)",
+            pod->lost_gpus, s->idle_periods, period);
+    else if (pod->last_v == WD_SPINNING)
+        used = (size_t)snprintf(
+            msg, sizeof(msg),
+            "NCCLHang: %d/%d GPUs spinning %dx%s (utilisation %u%%, power "
+            "%u%% of limit, memory %u%%, links still), CPU %lld.%01lld "
+            "cores, no I/O",
+            pr->gpus_spinning, pr->gpus, s->idle_periods, period,
+            pod->spin_util, pod->spin_power, pod->spin_mem,
+            (long long)(pr->cpu_milli / 1000),
+            (long long)(pr->cpu_milli % 1000 / 100));
+    else
+        used = (size_t)snprintf(
+            msg, sizeof(msg),
+            "NCCLHang: %d/%d GPUs idle %dx%s, CPU %lld.%01lld cores, %d "
+            "sockets CLOSE_WAIT, %d queues stuck",
+            pr->gpus, pr->gpus, s->idle_periods, period,
+            (long long)(pr->cpu_milli / 1000),
+            (long long)(pr->cpu_milli % 1000 / 100), pr->close_wait,
+            pr->stuck_queues);
     if (s->action == WD_ACTION_REPORT) {
         snprintf(msg + used, sizeof(msg) - used, "; action: report only");
         pod->state = POD_REPORTED;
@@ -952,7 +1237,8 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
     }
     logj(a, "hang",
          podj(pod,
-              json_pack("{s:s,s:i,s:i,s:i,s:I,s:i,s:i,s:s,s:I}", "message", msg,
+              json_pack("{s:s,s:s,s:i,s:i,s:i,s:I,s:i,s:i,s:s,s:I}", "message",
+                        msg, "cause", wd_verdict_name(pod->last_v),
                         "idle_periods", pod->rule.idle, "gpus", pr->gpus,
                         "gpus_busy", pr->gpus_busy, "cpu_milli",
                         (json_int_t)pr->cpu_milli, "close_wait", pr->close_wait,
@@ -1215,6 +1501,7 @@ agent_release(struct agent *a)
         free(a->pods[i].q);
     free(a->pods);
     free(a->procs);
+    free(a->pidx);
     free(a->seen.v);
     free(a->seen_next.v);
     free(a->tcp);
@@ -1278,8 +1565,23 @@ wd_agent_run(const struct wd_options *o)
         if (o->run_ms > 0 && t - a.t0_ms >= o->run_ms)
             break;
         if (t >= next_scan) {
+            bool any = false, fresh = false;
+
             scan(&a);
             next_scan = t + o->scan_ms;
+            /* NVML's sample buffer holds seconds, not a period: read it
+             * on every walk while pods are watched, and give new pods
+             * their baseline. */
+            for (size_t i = 0; i < a.n_pods; i++) {
+                any |= a.pods[i].used;
+                fresh |= a.pods[i].used && !a.pods[i].base_set;
+            }
+            if (any)
+                nvml_sample(&a, now_ms());
+            if (fresh)
+                for (size_t i = 0; i < a.n_pods; i++)
+                    if (a.pods[i].used && !a.pods[i].base_set)
+                        pod_base(&a, &a.pods[i]);
         }
         t = now_ms();
         for (size_t i = 0; i < a.n_pods && !due; i++)

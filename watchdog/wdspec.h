@@ -17,7 +17,7 @@
  * allowed so that tests can run in milliseconds; a real policy uses tens
  * of seconds (NVML's utilisation is an average over a driver-chosen window
  * of up to a second, so shorter periods add nothing on a real GPU). */
-#define WD_PERIOD_MIN_MS 50
+#define WD_PERIOD_MIN_MS 200
 #define WD_PERIOD_MAX_MS (3600 * 1000)
 #define WD_IDLE_MIN 1
 #define WD_IDLE_MAX 1000

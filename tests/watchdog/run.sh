@@ -32,6 +32,7 @@ if [ "${1:-}" = --case ]; then
     }
     UID_A=aaaaaaaa-0000-4000-8000-00000000000a
     UID_B=bbbbbbbb-0000-4000-8000-00000000000b
+    UID_C=cccccccc-0000-4000-8000-00000000000c
 
     # job NAME UID SPEC ARGS...: starts a rank of pod UID (its identity
     # stands in for the cgroup, --pod-from-env); SPEC "" = not opted in.
@@ -53,14 +54,25 @@ if [ "${1:-}" = --case ]; then
     }
     gpus() { printf '%s\n' "$@" >"$T/nvml.new" && mv "$T/nvml.new" "$T/nvml"; }
     # agent DURATION_MS ARGS...: runs the agent in the background.
+    # PFE: --pod-from-env (the test flag) unless set to "".
+    PFE=--pod-from-env
     agent() {
         local ms=$1
         shift
         FAKE_NVML_SCRIPT="$T/nvml" "$WATCHDOG" --nvml "$FAKE_NVML" \
-            --scan 50ms --metrics-addr off --api-server off --pod-from-env \
+            --scan 50ms --metrics-addr off --api-server off $PFE \
             --termination-log "" -v --run-for "${ms}ms" "$@" \
             >"$T/agent.log" 2>"$T/agent.err" &
         AGENT=$!
+    }
+    # no_hang CASE-VERDICTS: no hang line, no action, the job untouched,
+    # and every period's verdict is one of the JSON array given.
+    no_hang() {
+        [ "$(ev hang | jq length)" = 0 ] && ok || bad "hang reported: $(ev hang .message)"
+        [ "$(ev action | jq length)" = 0 ] && ok || bad "acted: $(ev action)"
+        jq -e -s --argjson want "$1" '[.[] | select(.event == "period") | .verdict] |
+            length >= 4 and all(. as $v | $want | index($v) != null)' "$T/agent.log" >/dev/null && ok ||
+            bad "verdicts $(ev period .verdict), want only $1"
     }
     agent_wait() {
         wait "$AGENT"
@@ -236,14 +248,17 @@ if [ "${1:-}" = --case ]; then
         done
         gpus "gpu 0 $PID_a"
         agent_wait
-        # k: the 1-based period that was busy; idle before it, none hung.
+        # The busy stretch: the period with the switch and, as utilisation
+        # is sampled over the whole period, at most the one after it; idle
+        # before it, none hung.
         jq -e -s '[.[] | select(.event == "period" or .event == "hang")] as $l |
             ($l | map(.event) | index("hang")) as $h |
             ($l | map(.verdict) | index("busy")) as $b |
-            $b != null and $h != null and $b < $h and $b <= 3 and
+            ($l | map(.verdict) | rindex("busy")) as $e |
+            $b != null and $h != null and $e < $h and $b <= 3 and $e - $b <= 1 and
             ($l[0:$b] | map(.idle_periods) | max >= 1) and
             $l[$b].idle_periods == 0 and
-            ($l[$b + 1:$h] | length == 5 and all(.verdict == "idle")) and
+            ($l[$e + 1:$h] | length == 5 and all(.verdict == "idle")) and
             $l[$h].idle_periods == 5' "$T/agent.log" >/dev/null && ok ||
             bad "periods: $(ev period '[.verdict, .idle_periods]' | jq -c .)"
         ;;
@@ -329,7 +344,10 @@ if [ "${1:-}" = --case ]; then
         job a "$UID_A" "period=1500ms,idle=1,mincpu=0.02,action=restart,file=$T/ckpt-file,grace=300ms" \
             --spin --close-wait
         gpus "gpu 0 $PID_a"
-        agent 2400
+        # One walk of /proc at the start only: a later walk would see the
+        # job gone and drop it, which would leave the start-time check
+        # before the signal untested.
+        agent 2400 --scan 5s
         wait_for hang 1 || bad "no hang"
         old=$PID_a
         kill -9 "$old"
@@ -338,7 +356,7 @@ if [ "${1:-}" = --case ]; then
         "$WD_JOB" --log "$T/imp.log" --spin &
         imp=$!
         if [ "$imp" != "$old" ]; then
-            echo "SKIP: $CASE: the kernel gave PID $imp, not $old (ns_last_pid)"
+            echo "SKIP pid-reuse (the kernel gave PID $imp, not $old through ns_last_pid)"
             kill "$imp"
             agent_wait
             exit 77
@@ -429,6 +447,157 @@ if [ "${1:-}" = --case ]; then
             bad "periods: $(ev period '[.verdict, .idle_periods]' | jq -c .)"
         [ -n "$(sig_at a USR1)" ] && ok || bad "no SIGUSR1"
         ;;
+    spin-hang)
+        # The common NCCL hang: a rank waits inside a collective, its kernel
+        # spins. About 100 % utilisation at idle power, no memory traffic,
+        # no NVLink or PCIe bytes (NVIDIA/nccl #968, #537, #1289). No TCP
+        # socket at all, as over InfiniBand: the GPU signals are the proof.
+        job a "$UID_A" "$RESTART" --spin --catch-usr1 "$T/ckpt"
+        gpus "gpu util=100 power=60 limit=400 mem=0 nvlink=0 pcie=0 $PID_a"
+        agent 2400
+        agent_wait
+        w=$(first_mono watch)
+        h=$(first_mono hang)
+        within "spinning hang after watch (ms)" "$((${h:-0} - w))" $((3 * P)) $((4 * P + P / 2))
+        [ "$(ev hang .cause | jq -c .)" = '["spinning"]' ] && ok || bad "hang cause: $(ev hang .cause)"
+        jq -e -s '[.[] | select(.event == "hang")][0].message |
+            startswith("NCCLHang: 1/1 GPUs spinning 3x200ms (utilisation 100%, power 15% of limit, memory 0%, links still)")' \
+            "$T/agent.log" >/dev/null && ok || bad "hang message: $(ev hang .message)"
+        # Each signal's own verdict is in the period line.
+        jq -e -s '[.[] | select(.event == "period")][0:3] | length == 3 and
+            all(.verdict == "spinning" and .cpu == "busy" and .io == "still" and
+                .sockets == 0 and (.gpu | length == 1) and
+                (.gpu[0] | .verdict == "spinning" and .util == "high" and
+                 .power == "near-idle" and .memory == "idle" and .links == "still"))' \
+            "$T/agent.log" >/dev/null && ok || bad "period lines: $(ev period '[.verdict, .gpu]' | jq -c .)"
+        [ -n "$(sig_at a USR1)" ] && ok || bad "no checkpoint request"
+        ;;
+    healthy-100)
+        # A job at 100 % that draws power, reads memory and moves bytes over
+        # NVLink and PCIe: working, however long it runs. It also holds a
+        # CLOSE_WAIT socket (an HTTP pool), which alone proves nothing.
+        job a "$UID_A" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
+        gpus "gpu util=100 power=320 limit=400 mem=45 nvlink=2000 pcie=200 $PID_a"
+        agent 1600
+        agent_wait
+        no_hang '["busy"]'
+        jq -e -s '[.[] | select(.event == "period") | .gpu[0]] | all(.verdict == "working" and
+            .util == "high" and .power == "working" and .memory == "working" and .links == "moving")' \
+            "$T/agent.log" >/dev/null && ok || bad "GPU lines: $(ev period .gpu | jq -c .)"
+        [ ! -s "$T/a.log" ] && alive "$PID_a" && ok || bad "the job was signalled"
+        ;;
+    links-moving)
+        # 100 % at its own idle power with no memory traffic, but NVLink
+        # bytes moving: a communication-bound step, not a spin. Left alone.
+        job a "$UID_A" "$RESTART" --spin --catch-usr1 "$T/ckpt"
+        gpus "gpu util=100 power=60 limit=400 mem=0 nvlink=500 pcie=0 $PID_a"
+        agent 1600
+        agent_wait
+        no_hang '["busy"]'
+        jq -e -s '[.[] | select(.event == "period") | .gpu[0]] | all(.verdict == "working" and
+            .power == "near-idle" and .links == "moving")' "$T/agent.log" >/dev/null && ok ||
+            bad "GPU lines: $(ev period .gpu | jq -c .)"
+        ;;
+    ckpt-write)
+        # GPUs idle, CPU busy, a CLOSE_WAIT socket, but the job writes a
+        # checkpoint (or loads data): its I/O moves, so it is left alone.
+        job a "$UID_A" "$RESTART" --spin --close-wait --write "$T/big" --catch-usr1 "$T/ckpt"
+        gpus "gpu 0 $PID_a"
+        agent 1600
+        agent_wait
+        no_hang '["io-moving"]'
+        [ ! -s "$T/a.log" ] && alive "$PID_a" && ok || bad "the job was signalled"
+        ;;
+    spin-writing)
+        # The spinning signature while the job writes (a rank that saves
+        # while its peers wait): the I/O is progress, left alone.
+        job a "$UID_A" "$RESTART" --spin --write "$T/big" --catch-usr1 "$T/ckpt"
+        gpus "gpu util=100 power=60 limit=400 mem=0 nvlink=0 pcie=0 $PID_a"
+        agent 1600
+        agent_wait
+        no_hang '["io-moving"]'
+        ;;
+    lost-mig)
+        # Four GPUs: 0 runs pod A, hung (idle); 1 is in MIG mode under pod
+        # B; 2 runs pod C and falls off the bus after a while; 3 is lost
+        # from the start with nothing on it. A is judged and hangs on time,
+        # B stays unknown, C's lost GPU is reported as its hang cause, and
+        # NVML as a whole stays up.
+        spec="period=${P}ms,idle=3,mincpu=0.02"
+        job a "$UID_A" "$spec" --spin --close-wait
+        job b "$UID_B" "$spec" --spin --close-wait
+        job c "$UID_C" "$spec" --spin --close-wait
+        gpus "gpu 0 $PID_a" "gpu 0 state=mig $PID_b" "gpu 100 $PID_c" "gpu 0 state=lost"
+        agent 2600
+        for _ in $(seq 300); do
+            [ "$(grep '"event":"period"' "$T/agent.log" | grep -c "$UID_C")" -ge 3 ] && break
+            sleep 0.01
+        done
+        gpus "gpu 0 $PID_a" "gpu 0 state=mig $PID_b" "gpu 100 state=lost $PID_c" "gpu 0 state=lost"
+        agent_wait
+        [ "$(ev nvml .state | jq -c .)" = '["up"]' ] && ok || bad "NVML lines: $(ev nvml)"
+        wa=$(first_mono watch ".pod_uid == \"$UID_A\"")
+        ha=$(first_mono hang ".pod_uid == \"$UID_A\"")
+        within "pod A hang after watch (ms)" "$((${ha:-0} - ${wa:-0}))" $((3 * P)) $((4 * P + P / 2))
+        [ "$(ev hang "select(.pod_uid == \"$UID_A\") | .cause" | jq -c .)" = '["idle"]' ] && ok ||
+            bad "pod A hangs: $(ev hang "select(.pod_uid == \"$UID_A\")")"
+        jq -e -s --arg u "$UID_B" '[.[] | select(.event == "period" and .pod_uid == $u)] |
+            length >= 5 and all(.verdict == "unknown" and .gpus_unjudged == 1 and
+                (.gpu[0] | .gpu == 1 and .verdict == "unjudged" and (.nvml | startswith("NOT_SUPPORTED"))))' \
+            "$T/agent.log" >/dev/null && ok || bad "pod B periods: $(ev period "select(.pod_uid == \"$UID_B\") | [.verdict, .gpu]" | jq -c .)"
+        [ "$(ev hang "select(.pod_uid == \"$UID_B\")" | jq length)" = 0 ] && ok || bad "pod B reported"
+        jq -e -s --arg u "$UID_C" '[.[] | select(.event == "hang" and .pod_uid == $u)] |
+            length == 1 and .[0].cause == "gpu-lost" and
+            (.[0].message | startswith("NCCLHang: GPU 2 lost 3x200ms (NVML_ERROR_GPU_IS_LOST"))' \
+            "$T/agent.log" >/dev/null && ok || bad "pod C hang: $(ev hang "select(.pod_uid == \"$UID_C\")")"
+        jq -e -s --arg u "$UID_C" '[.[] | select(.event == "period" and .pod_uid == $u) | .verdict] |
+            .[0:3] == ["busy", "busy", "busy"] and (.[-1] == "gpu-lost")' \
+            "$T/agent.log" >/dev/null && ok || bad "pod C verdicts: $(ev period "select(.pod_uid == \"$UID_C\") | .verdict")"
+        ;;
+    bad-spec)
+        # A malformed opt-in is logged once as bad-spec and never watched.
+        job a "$UID_A" "period=banana,idle=3" --spin --close-wait --catch-usr1 "$T/ckpt"
+        gpus "gpu 0 $PID_a"
+        agent 800
+        agent_wait
+        jq -e -s --argjson p "$PID_a" '[.[] | select(.event == "bad-spec")] |
+            length == 1 and .[0].pid == $p and (.[0].error | test("period"))' \
+            "$T/agent.log" >/dev/null && ok || bad "bad-spec lines: $(ev bad-spec)"
+        [ "$(ev watch | jq length)" = 0 ] && ok || bad "watched: $(ev watch)"
+        [ ! -s "$T/a.log" ] && alive "$PID_a" && ok || bad "the job was signalled"
+        ;;
+    not-a-pod)
+        # The agent as it runs on a node (no --pod-from-env): the pod comes
+        # from the cgroup path alone. Rank a lives in a kubelet-style cgroup
+        # (cgroupfs driver: kubepods/besteffort/pod<uid>/<container id>);
+        # rank b, opted in too, lives in a cgroup that names no pod, and its
+        # env's pod UID is not believed.
+        CG=/sys/fs/cgroup/pids
+        cid=$(printf '%064x' $$)
+        dir="$CG/kubepods/besteffort/pod$UID_A/$cid"
+        if ! mkdir -p "$dir" 2>/dev/null; then
+            echo "SKIP not-a-pod (cannot create a cgroup under $CG)"
+            exit 77
+        fi
+        job a "$UID_B" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
+        echo "$PID_a" >"$dir/cgroup.procs" || bad "cannot move rank a into $dir"
+        job b "$UID_B" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt-b"
+        gpus "gpu 0 $PID_a $PID_b"
+        PFE=
+        agent 1400
+        agent_wait
+        kill -9 "$PID_a" "$PID_b"
+        wait "$PID_a" "$PID_b" 2>/dev/null
+        for _ in $(seq 50); do rmdir "$dir" 2>/dev/null && break; sleep 0.02; done
+        rmdir "$CG/kubepods/besteffort/pod$UID_A" 2>/dev/null
+        jq -e -s --argjson p "$PID_a" --arg u "$UID_A" --arg c "$cid" '[.[] | select(.event == "watch")] |
+            length == 1 and .[0].pid == $p and .[0].pod_uid == $u and .[0].container == $c' \
+            "$T/agent.log" >/dev/null && ok || bad "watch lines: $(ev watch)"
+        jq -e -s --argjson p "$PID_b" '[.[] | select(.event == "not-a-pod")] |
+            length == 1 and .[0].pid == $p' "$T/agent.log" >/dev/null && ok ||
+            bad "not-a-pod lines: $(ev not-a-pod)"
+        [ "$(ev hang .pod_uid | jq -c .)" = "[\"$UID_A\"]" ] && ok || bad "hangs: $(ev hang)"
+        ;;
     *)
         echo "unknown case $CASE"
         exit 2
@@ -439,7 +608,8 @@ if [ "${1:-}" = --case ]; then
 fi
 
 # ---- the runner --------------------------------------------------------------
-CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e"
+CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
+spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig bad-spec not-a-pod"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
@@ -459,7 +629,7 @@ skip=0
 for c in $CASES; do
     mkdir -p "$TMP/$c"
     if [ "$ISOLATE" = "timeout -s KILL 60" ] && [ "$c" = pid-reuse ]; then
-        echo "SKIP: pid-reuse (needs a private PID namespace)"
+        echo "SKIP pid-reuse (needs a private PID namespace)"
         skip=$((skip + 1))
         continue
     fi

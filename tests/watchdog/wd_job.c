@@ -4,10 +4,15 @@
  *
  *   wd_job --log FILE [--spin] [--close-wait] [--catch-usr1 CKPT]
  *          [--ignore-term] [--exit-after MS] [--ready FILE]
+ *          [--write FILE] [--churn MS]
  *
  * --catch-usr1 CKPT  on SIGUSR1 write CKPT (a checkpoint stand-in)
  * --ignore-term      log SIGTERM but keep running (SIGKILL must follow)
- * --ready FILE       written once the sockets are set up */
+ * --ready FILE       written once the sockets are set up
+ * --write FILE       keeps writing FILE, 1 MiB at a time over the same
+ *                    bytes (a checkpoint being written, a cache filled)
+ * --churn MS         every MS ms forks a child that lives 20 ms (process
+ *                    churn: workers, shell-outs) */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -16,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -114,9 +120,10 @@ close_wait_socket(void)
 int
 main(int argc, char **argv)
 {
-    int spin = 0, cw = 0, ignore_term = 0;
-    long long exit_after = -1, t0 = mono_ms();
+    int spin = 0, cw = 0, ignore_term = 0, wfd = -1;
+    long long exit_after = -1, t0 = mono_ms(), churn = -1, last_fork = 0;
     const char *ready = NULL;
+    static char chunk[1 << 20];
     struct sigaction sa;
 
     for (int i = 1; i < argc; i++) {
@@ -134,6 +141,10 @@ main(int argc, char **argv)
             exit_after = strtoll(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--ready") == 0 && i + 1 < argc)
             ready = argv[++i];
+        else if (strcmp(argv[i], "--write") == 0 && i + 1 < argc)
+            wfd = open(argv[++i], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        else if (strcmp(argv[i], "--churn") == 0 && i + 1 < argc)
+            churn = strtoll(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "wd_job: bad argument %s\n", argv[i]);
             return 2;
@@ -163,6 +174,21 @@ main(int argc, char **argv)
     while (!term_exit) {
         if (exit_after >= 0 && mono_ms() - t0 >= exit_after)
             return 0;
+        if (wfd >= 0 && pwrite(wfd, chunk, sizeof(chunk), 0) < 0)
+            return 3;
+        if (churn >= 0) {
+            while (waitpid(-1, NULL, WNOHANG) > 0)
+                ;
+            if (mono_ms() - last_fork >= churn) {
+                pid_t c = fork();
+
+                if (c == 0) {
+                    usleep(20000);
+                    _exit(0);
+                }
+                last_fork = mono_ms();
+            }
+        }
         if (spin) {
             for (volatile long k = 0; k < 200000; k++)
                 ;
