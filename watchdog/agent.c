@@ -17,12 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "watchdog/cgroup.h"
 #include "watchdog/event.h"
+#include "watchdog/mserver.h"
 #include "watchdog/nvml.h"
 #include "watchdog/procfs.h"
 #include "watchdog/rule.h"
@@ -35,6 +38,7 @@
 /* A pod's work budget: processes watched per pod. A pod that forks more
  * gets its first POD_MAX_PROCS judged, and one line saying so. */
 #define POD_MAX_PROCS 512
+#define METRICS_MAX (1 << 17)
 
 /* Where a pod stands after a hang. */
 enum pod_state {
@@ -132,6 +136,8 @@ struct agent {
     char *envbuf;
     char *tcpbuf; /* TCP_TEXT_MAX bytes, for net/tcp and tcp6 */
     int listen_fd;
+    struct wd_mserver *ms;
+    char *mtext; /* METRICS_MAX bytes, rebuilt by the loop */
     struct metrics m;
     struct wd_event_cfg ev;
     long long clk_tck;
@@ -275,22 +281,93 @@ signal_checked(const char *root, pid_t pid, uint64_t start, int sig,
     return rc;
 }
 
+/* What the agent writes into a pod: at most this much, within this long. */
+#define POD_WRITE_MAX 4096
+#define POD_WRITE_MS 500
+
+/* Exit codes of the writer child. */
+enum { WR_OK = 0, WR_NOT_REGULAR = 1, WR_SHORT = 2, WR_ERRNO = 10 };
+
 /*
- * Writes data to path inside pid's root filesystem. The path is resolved
- * with RESOLVE_IN_ROOT, so ".." and absolute symlinks stay inside the
- * container, and the last component must not be a symlink. The start time
- * is checked after the root is opened. Returns 0, or -1 with *why set.
+ * The writer child's work, with dfd the container's root: never opens for
+ * writing anything but a regular file. An existing path is opened O_PATH
+ * first (no open side effect: a FIFO does not block, a device is not
+ * touched), checked with fstat, and reopened through its /proc/self/fd
+ * link; a missing one is created with O_EXCL, so it is ours and regular.
+ * Only system calls here: the parent has threads.
+ */
+static int
+write_child(int dfd, const char *path, const char *data, size_t len)
+{
+    const unsigned long long res = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+    struct open_how how;
+    struct stat st;
+    char link[64];
+    int pfd, fd;
+    size_t off = 0;
+
+    memset(&how, 0, sizeof(how));
+    how.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC;
+    how.resolve = res;
+    pfd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+    if (pfd >= 0) {
+        if (fstat(pfd, &st) != 0)
+            return WR_ERRNO + errno;
+        if (!S_ISREG(st.st_mode))
+            return WR_NOT_REGULAR;
+        /* The fd's own link names the same inode: no window for a swap. */
+        if (snprintf(link, sizeof(link), "/proc/self/fd/%d", pfd) >=
+            (int)sizeof(link))
+            return WR_ERRNO + ENAMETOOLONG;
+        fd = open(link, O_WRONLY | O_TRUNC | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    } else if (errno == ENOENT) {
+        how.flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK |
+                    O_NOCTTY | O_CLOEXEC;
+        how.mode = 0644;
+        fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+    } else {
+        return WR_ERRNO + errno;
+    }
+    if (fd < 0)
+        return WR_ERRNO + errno;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return WR_NOT_REGULAR;
+    while (off < len) {
+        ssize_t w = write(fd, data + off, len - off);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return WR_ERRNO + errno;
+        if (w == 0)
+            return WR_SHORT;
+        off += (size_t)w;
+    }
+    return WR_OK;
+}
+
+/*
+ * Writes data (at most POD_WRITE_MAX bytes) to path inside pid's root
+ * filesystem. The path is resolved with RESOLVE_IN_ROOT, so ".." and
+ * absolute symlinks stay inside the container, and the last component must
+ * not be a symlink. The start time is checked after the root is opened.
+ * Whatever the tenant put at that path (a FIFO, a device, a file on a FUSE
+ * mount that never answers), the loop waits at most POD_WRITE_MS: the write
+ * happens in a child process, killed when the time is up. Returns 0, or -1
+ * with *why set.
  */
 static int
 write_in_root(const char *root, pid_t pid, uint64_t start, const char *path,
               const char *data, size_t len, const char **why)
 {
-    struct open_how how;
     struct wd_stat st;
+    struct pollfd pf;
     char rp[256];
-    int dfd, fd = -1, rc = -1;
-    size_t off = 0;
+    int dfd, pfd = -1, status = 0, rc = -1;
+    pid_t child;
 
+    if (len > POD_WRITE_MAX)
+        len = POD_WRITE_MAX;
     snprintf(rp, sizeof(rp), "%s/%d/root", root, (int)pid);
     dfd = open(rp, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) {
@@ -299,37 +376,62 @@ write_in_root(const char *root, pid_t pid, uint64_t start, const char *path,
     }
     if (wd_proc_stat(root, pid, &st) != 0 || st.start != start) {
         *why = "pid-reused";
-        goto done;
+        close(dfd);
+        return -1;
     }
-    memset(&how, 0, sizeof(how));
-    how.flags = O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC;
-    how.mode = 0644;
-    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
     while (*path == '/')
         path++;
-    fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof(how));
-    if (fd < 0) {
+    child = fork();
+    if (child < 0) {
         *why = strerror(errno);
+        close(dfd);
+        return -1;
+    }
+    if (child == 0)
+        _exit(write_child(dfd, path, data, len));
+    close(dfd);
+    pfd = pidfd_open_(child);
+    pf.fd = pfd;
+    pf.events = POLLIN;
+    if (pfd < 0 || poll(&pf, 1, POD_WRITE_MS) != 1) {
+        /* Out of time: the child goes, the loop does not wait for it
+         * (reap_children collects it). */
+        kill(child, SIGKILL);
+        *why = "timed out: the write took longer than 500 ms";
         goto done;
     }
-    while (off < len) {
-        ssize_t w = write(fd, data + off, len - off);
-
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            *why = strerror(errno);
-            goto done;
-        }
-        off += (size_t)w;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status)) {
+        *why = "the writer died";
+        goto done;
     }
-    *why = "written";
-    rc = 0;
+    switch (WEXITSTATUS(status)) {
+    case WR_OK:
+        *why = "written";
+        rc = 0;
+        break;
+    case WR_NOT_REGULAR:
+        *why = "refused: not a regular file";
+        break;
+    case WR_SHORT:
+        *why = "short write";
+        break;
+    default:
+        *why = WEXITSTATUS(status) >= WR_ERRNO
+                   ? strerror(WEXITSTATUS(status) - WR_ERRNO)
+                   : "failed";
+    }
 done:
-    if (fd >= 0)
-        close(fd);
-    close(dfd);
+    if (pfd >= 0)
+        close(pfd);
     return rc;
+}
+
+/* Collects writer children that were killed for taking too long. */
+static void
+reap_children(void)
+{
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
 }
 
 /* ---- tables -------------------------------------------------------- */
@@ -706,8 +808,9 @@ scan(struct agent *a)
 
         if (w->alive && w->gen != a->scan_gen) {
             w->alive = false;
-            logj(a, "exited", podj(&a->pods[w->pod],
-                                   json_pack("{s:i}", "pid", (int)w->pid)));
+            logj(
+                a, "exited",
+                podj(&a->pods[w->pod], json_pack("{s:i}", "pid", (int)w->pid)));
         }
     }
     procs_compact(a);
@@ -826,7 +929,7 @@ gpu_period(const struct wd_gpu *g, const struct wd_gpu_counters *b,
     gp->answer = g->state == WD_NVML_GPU_OK        ? WD_ANSWER_OK
                  : g->state == WD_NVML_GPU_LOST    ? WD_ANSWER_LOST
                  : g->state == WD_NVML_GPU_NO_UTIL ? WD_ANSWER_NO_UTIL
-                                              : WD_ANSWER_ERROR;
+                                                   : WD_ANSWER_ERROR;
     if (b == NULL || dt <= 0)
         return;
     gp->util_n = c->util_n - b->util_n;
@@ -903,8 +1006,8 @@ pod_gpus(struct agent *a, struct wpod *pod, size_t pi, struct wd_period *pr,
                 pr->gpus_lost++;
                 if (lu + 8 < sizeof(pod->lost_gpus))
                     lu += (size_t)snprintf(pod->lost_gpus + lu,
-                                           sizeof(pod->lost_gpus) - lu,
-                                           "%s%zu", lu ? "," : "", d);
+                                           sizeof(pod->lost_gpus) - lu, "%s%zu",
+                                           lu ? "," : "", d);
                 break;
             case WD_GPU_UNJUDGED:
                 pr->gpus_unjudged++;
@@ -913,22 +1016,21 @@ pod_gpus(struct agent *a, struct wpod *pod, size_t pi, struct wd_period *pr,
             if (det != NULL)
                 json_array_append_new(
                     det,
-                    json_pack("{s:i,s:s,s:s,s:I,s:I,s:s,s:I,s:s,s:I,s:s,s:I,"
-                              "s:s}",
-                              "gpu", (int)d, "verdict", wd_gpu_verdict_name(v),
-                              "util", sig.util, "util_samples",
-                              (json_int_t)gp.util_n, "util_mean",
-                              (json_int_t)gp.util_mean, "power", sig.power,
-                              "power_pct_of_limit", (json_int_t)gp.power_pct,
-                              "memory", sig.memory, "mem_mean",
-                              (json_int_t)gp.mem_mean, "links", sig.links,
-                              "link_bytes_per_s", (json_int_t)gp.link_bps,
-                              "nvml", gd->state == WD_NVML_GPU_OK ? "ok"
-                                      : gd->state == WD_NVML_GPU_LOST
-                                          ? "GPU_IS_LOST"
-                                      : gd->state == WD_NVML_GPU_NO_UTIL
-                                          ? "NOT_SUPPORTED (MIG mode?)"
-                                          : gd->failed));
+                    json_pack(
+                        "{s:i,s:s,s:s,s:I,s:I,s:s,s:I,s:s,s:I,s:s,s:I,"
+                        "s:s}",
+                        "gpu", (int)d, "verdict", wd_gpu_verdict_name(v),
+                        "util", sig.util, "util_samples", (json_int_t)gp.util_n,
+                        "util_mean", (json_int_t)gp.util_mean, "power",
+                        sig.power, "power_pct_of_limit",
+                        (json_int_t)gp.power_pct, "memory", sig.memory,
+                        "mem_mean", (json_int_t)gp.mem_mean, "links", sig.links,
+                        "link_bytes_per_s", (json_int_t)gp.link_bps, "nvml",
+                        gd->state == WD_NVML_GPU_OK     ? "ok"
+                        : gd->state == WD_NVML_GPU_LOST ? "GPU_IS_LOST"
+                        : gd->state == WD_NVML_GPU_NO_UTIL
+                            ? "NOT_SUPPORTED (MIG mode?)"
+                            : gd->failed));
         }
         pod->base[d] = gd->c;
         pod->base_ok[d] = true;
@@ -1036,25 +1138,24 @@ pod_sample(struct agent *a, size_t pi, long long t)
         pod->next_ms += pod->spec.period_ms;
     if (a->o->verbose)
         logj(a, "period",
-             podj(pod, json_pack("{s:s,s:i,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:s,"
-                                 "s:I,s:s,s:i,s:i,s:i,s:s,s:o}",
-                                 "verdict", wd_verdict_name(v), "idle_periods",
-                                 pod->rule.idle, "gpu_known", pr.gpu_known,
-                                 "gpus", pr.gpus, "gpus_busy", pr.gpus_busy,
-                                 "gpus_idle", pr.gpus_idle, "gpus_spinning",
-                                 pr.gpus_spinning, "gpus_lost", pr.gpus_lost,
-                                 "gpus_unjudged", pr.gpus_unjudged,
-                                 "cpu_milli", (json_int_t)pr.cpu_milli, "cpu",
-                                 pr.cpu_milli >= pod->spec.min_cpu_milli
-                                     ? "busy"
-                                     : "idle",
-                                 "io_bytes_per_s", (json_int_t)pr.io_bps, "io",
-                                 pr.io_bps >= WD_IO_MOVING_BPS ? "moving"
-                                                               : "still",
-                                 "sockets", pr.sockets, "close_wait",
-                                 pr.close_wait, "stuck_queues", pr.stuck_queues,
-                                 "state", state_names[pod->state], "gpu",
-                                 det ? det : json_array())));
+             podj(pod,
+                  json_pack("{s:s,s:i,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:s,"
+                            "s:I,s:s,s:i,s:i,s:i,s:s,s:o}",
+                            "verdict", wd_verdict_name(v), "idle_periods",
+                            pod->rule.idle, "gpu_known", pr.gpu_known, "gpus",
+                            pr.gpus, "gpus_busy", pr.gpus_busy, "gpus_idle",
+                            pr.gpus_idle, "gpus_spinning", pr.gpus_spinning,
+                            "gpus_lost", pr.gpus_lost, "gpus_unjudged",
+                            pr.gpus_unjudged, "cpu_milli",
+                            (json_int_t)pr.cpu_milli, "cpu",
+                            pr.cpu_milli >= pod->spec.min_cpu_milli ? "busy"
+                                                                    : "idle",
+                            "io_bytes_per_s", (json_int_t)pr.io_bps, "io",
+                            pr.io_bps >= WD_IO_MOVING_BPS ? "moving" : "still",
+                            "sockets", pr.sockets, "close_wait", pr.close_wait,
+                            "stuck_queues", pr.stuck_queues, "state",
+                            state_names[pod->state], "gpu",
+                            det ? det : json_array())));
     if (pod->state == POD_REPORTED && !wd_verdict_stalled(v)) {
         pod->state = POD_WATCH;
         logj(a, "recovered",
@@ -1237,15 +1338,14 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
     }
     logj(a, "hang",
          podj(pod,
-              json_pack("{s:s,s:s,s:i,s:i,s:i,s:I,s:i,s:i,s:s,s:I}", "message",
-                        msg, "cause", wd_verdict_name(pod->last_v),
-                        "idle_periods", pod->rule.idle, "gpus", pr->gpus,
-                        "gpus_busy", pr->gpus_busy, "cpu_milli",
-                        (json_int_t)pr->cpu_milli, "close_wait", pr->close_wait,
-                        "stuck_queues", pr->stuck_queues, "action",
-                        s->action == WD_ACTION_RESTART ? "restart" : "report",
-                        "since_watch_ms",
-                        (json_int_t)(now_ms() - pod->watch_ms))));
+              json_pack(
+                  "{s:s,s:s,s:i,s:i,s:i,s:I,s:i,s:i,s:s,s:I}", "message", msg,
+                  "cause", wd_verdict_name(pod->last_v), "idle_periods",
+                  pod->rule.idle, "gpus", pr->gpus, "gpus_busy", pr->gpus_busy,
+                  "cpu_milli", (json_int_t)pr->cpu_milli, "close_wait",
+                  pr->close_wait, "stuck_queues", pr->stuck_queues, "action",
+                  s->action == WD_ACTION_RESTART ? "restart" : "report",
+                  "since_watch_ms", (json_int_t)(now_ms() - pod->watch_ms))));
     if (s->action == WD_ACTION_RESTART && first != NULL &&
         a->o->termination_log != NULL && a->o->termination_log[0] != '\0') {
         const char *why;
@@ -1355,6 +1455,11 @@ metrics_text(struct agent *a, char *buf, size_t n)
         "processes.\n# TYPE ncclguard_watchdog_watched_pods gauge\n"
         "ncclguard_watchdog_watched_pods %zu\n",
         watched);
+    OUT("# HELP ncclguard_watchdog_watched_processes Entries of the table "
+        "of watched processes (live ones only).\n"
+        "# TYPE ncclguard_watchdog_watched_processes gauge\n"
+        "ncclguard_watchdog_watched_processes %zu\n",
+        a->n_procs);
     OUT("# HELP ncclguard_watchdog_idle_periods Consecutive idle periods "
         "per pod.\n# TYPE ncclguard_watchdog_idle_periods gauge\n");
     for (size_t i = 0; i < a->n_pods; i++) {
@@ -1396,43 +1501,6 @@ metrics_text(struct agent *a, char *buf, size_t n)
     return u;
 }
 
-/* Answers one connection: GET /metrics or /healthz, else 404. Bounded: one
- * read of at most 2 KiB within 200 ms. */
-static void
-metrics_serve(struct agent *a)
-{
-    char req[2048], head[200];
-    static char body[1 << 17];
-    struct pollfd pf;
-    const char *status = "404 Not Found";
-    size_t blen = 0;
-    ssize_t r;
-    int c = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-
-    if (c < 0)
-        return;
-    pf.fd = c;
-    pf.events = POLLIN;
-    if (poll(&pf, 1, 200) == 1 && (r = read(c, req, sizeof(req) - 1)) > 0) {
-        req[r] = '\0';
-        if (strncmp(req, "GET /metrics ", 13) == 0) {
-            status = "200 OK";
-            blen = metrics_text(a, body, sizeof(body));
-        } else if (strncmp(req, "GET /healthz ", 13) == 0) {
-            status = "200 OK";
-            blen = (size_t)snprintf(body, sizeof(body), "ok\n");
-        }
-        snprintf(head, sizeof(head),
-                 "HTTP/1.0 %s\r\nContent-Type: text/plain; version=0.0.4\r\n"
-                 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                 status, blen);
-        if (write(c, head, strlen(head)) >= 0 && blen > 0 &&
-            write(c, body, blen) < 0)
-            blen = 0;
-    }
-    close(c);
-}
-
 static int
 metrics_listen(struct agent *a)
 {
@@ -1456,7 +1524,7 @@ metrics_listen(struct agent *a)
         return -1;
     setsockopt(a->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (bind(a->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-        listen(a->listen_fd, 16) != 0 ||
+        listen(a->listen_fd, 2 * WD_MSERVER_MAX_CONN) != 0 ||
         getsockname(a->listen_fd, (struct sockaddr *)&sa, &sl) != 0) {
         fprintf(stderr, "ncclguard-watchdog: cannot listen on %s:%d: %s\n",
                 a->o->metrics_addr, a->o->metrics_port, strerror(errno));
@@ -1510,8 +1578,10 @@ agent_release(struct agent *a)
     free(a->tcpbuf);
     free(a->gpus);
     wd_nvml_free(a->nvml);
-    if (a->listen_fd >= 0)
+    wd_mserver_stop(a->ms);
+    if (a->ms == NULL && a->listen_fd >= 0)
         close(a->listen_fd);
+    free(a->mtext);
 }
 
 int
@@ -1543,8 +1613,18 @@ wd_agent_run(const struct wd_options *o)
         fprintf(stderr, "ncclguard-watchdog: out of memory\n");
         goto done;
     }
-    if (metrics_listen(&a) != 0)
+    a.mtext = malloc(METRICS_MAX);
+    if (a.mtext == NULL || metrics_listen(&a) != 0)
         goto done;
+    if (a.listen_fd >= 0) {
+        a.ms = wd_mserver_start(a.listen_fd);
+        if (a.ms == NULL) {
+            a.listen_fd = -1;
+            fprintf(stderr, "ncclguard-watchdog: cannot start the metrics "
+                            "thread\n");
+            goto done;
+        }
+    }
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_stop;
     sigaction(SIGTERM, &sa, NULL);
@@ -1558,7 +1638,6 @@ wd_agent_run(const struct wd_options *o)
     next_scan = now_ms();
     while (!stop_requested) {
         long long wake;
-        struct pollfd pf;
         bool due = false;
 
         t = now_ms();
@@ -1593,6 +1672,7 @@ wd_agent_run(const struct wd_options *o)
                     pod_sample(&a, i, t);
         }
         actions_due(&a, now_ms());
+        reap_children();
         /* Sleep until the next period, deadline or scan. */
         wake = next_scan;
         for (size_t i = 0; i < a.n_pods; i++) {
@@ -1609,11 +1689,13 @@ wd_agent_run(const struct wd_options *o)
         if (o->run_ms > 0 && a.t0_ms + o->run_ms < wake)
             wake = a.t0_ms + o->run_ms;
         t = now_ms();
-        pf.fd = a.listen_fd;
-        pf.events = POLLIN;
-        if (poll(&pf, a.listen_fd >= 0 ? 1 : 0,
-                 wake > t ? (int)(wake - t) : 0) == 1)
-            metrics_serve(&a);
+        if (a.ms != NULL) {
+            wd_mserver_publish(a.ms, a.mtext,
+                               metrics_text(&a, a.mtext, METRICS_MAX));
+            wd_mserver_tick(a.ms, t);
+        }
+        /* /metrics has its own thread: the loop only sleeps here. */
+        (void)poll(NULL, 0, wake > t ? (int)(wake - t) : 0);
     }
     logj(&a, "stop", json_object());
     rc = 0;

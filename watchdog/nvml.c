@@ -329,8 +329,8 @@ read_links(struct wd_nvml *n, nvml_device dev, struct gpu_mem *m)
 {
     static const unsigned ids[N_FIELDS] = {
         NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
-        NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX,
-        NVML_FI_DEV_PCIE_COUNT_TX_BYTES, NVML_FI_DEV_PCIE_COUNT_RX_BYTES};
+        NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_FI_DEV_PCIE_COUNT_TX_BYTES,
+        NVML_FI_DEV_PCIE_COUNT_RX_BYTES};
     struct nvml_field_value v[N_FIELDS];
     bool any = false;
 

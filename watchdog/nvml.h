@@ -15,10 +15,10 @@
 
 /* How one GPU answered the latest read. */
 enum wd_gpu_state {
-    WD_NVML_GPU_OK = 0,   /* every query answered */
-    WD_NVML_GPU_LOST,     /* NVML_ERROR_GPU_IS_LOST: fell off the bus */
-    WD_NVML_GPU_NO_UTIL,  /* no utilisation (NOT_SUPPORTED: MIG mode) */
-    WD_NVML_GPU_ERROR     /* another error; see nvml_error */
+    WD_NVML_GPU_OK = 0,  /* every query answered */
+    WD_NVML_GPU_LOST,    /* NVML_ERROR_GPU_IS_LOST: fell off the bus */
+    WD_NVML_GPU_NO_UTIL, /* no utilisation (NOT_SUPPORTED: MIG mode) */
+    WD_NVML_GPU_ERROR    /* another error; see nvml_error */
 };
 
 /*
@@ -29,16 +29,16 @@ enum wd_gpu_state {
  * nvmlDeviceGetUtilizationRates reading per read.
  */
 struct wd_gpu_counters {
-    long long t_ms;         /* when read, the agent's monotonic clock */
-    uint64_t util_n;        /* utilisation samples */
-    uint64_t util_sum;      /* sum of their percents */
-    uint64_t util_nonzero;  /* samples above 0 % */
-    uint64_t mem_n;         /* memory utilisation samples */
-    uint64_t mem_sum;       /* sum of their percents */
-    bool energy_ok;         /* energy counter or power readings answered */
-    uint64_t energy_mj;     /* millijoules */
-    bool links_ok;          /* an NVLink or PCIe byte counter answered */
-    uint64_t link_bytes;    /* NVLink data + PCIe, TX + RX */
+    long long t_ms;        /* when read, the agent's monotonic clock */
+    uint64_t util_n;       /* utilisation samples */
+    uint64_t util_sum;     /* sum of their percents */
+    uint64_t util_nonzero; /* samples above 0 % */
+    uint64_t mem_n;        /* memory utilisation samples */
+    uint64_t mem_sum;      /* sum of their percents */
+    bool energy_ok;        /* energy counter or power readings answered */
+    uint64_t energy_mj;    /* millijoules */
+    bool links_ok;         /* an NVLink or PCIe byte counter answered */
+    uint64_t link_bytes;   /* NVLink data + PCIe, TX + RX */
 };
 
 /* One GPU at one moment. */

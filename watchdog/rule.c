@@ -29,9 +29,9 @@ wd_rule_gpu(const struct wd_gpu_period *g, struct wd_signals *sig)
     bool util_ok = g->answer == WD_ANSWER_OK && g->util_n > 0;
 
     if (util_ok)
-        s.util = g->util_nonzero == 0                ? "zero"
+        s.util = g->util_nonzero == 0               ? "zero"
                  : g->util_mean >= WD_UTIL_HIGH_PCT ? "high"
-                                                     : "some";
+                                                    : "some";
     if (g->power_known)
         s.power = g->power_pct < WD_POWER_IDLE_PCT ? "near-idle" : "working";
     if (g->mem_known)

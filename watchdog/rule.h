@@ -40,9 +40,9 @@ struct wd_gpu_period {
     unsigned util_mean;    /* their mean, percent */
     uint64_t util_nonzero; /* of them, above 0 % */
     bool mem_known;
-    unsigned mem_mean; /* mean memory utilisation, percent */
-    bool power_known;  /* energy counter and enforced limit answered */
-    unsigned power_pct;  /* mean power, percent of the enforced limit */
+    unsigned mem_mean;  /* mean memory utilisation, percent */
+    bool power_known;   /* energy counter and enforced limit answered */
+    unsigned power_pct; /* mean power, percent of the enforced limit */
     bool links_known;
     int64_t link_bps; /* NVLink + PCIe bytes per second */
 };

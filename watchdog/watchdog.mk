@@ -12,9 +12,10 @@ UNIT_TESTS += wd_spec wd_cgroup wd_procfs wd_rule
 DEB_PKGS += libcurl4-openssl-dev python3
 
 WD_SRCS := watchdog/main.c watchdog/agent.c watchdog/cgroup.c \
-	watchdog/procfs.c watchdog/nvml.c watchdog/rule.c watchdog/event.c
+	watchdog/procfs.c watchdog/nvml.c watchdog/rule.c watchdog/event.c \
+	watchdog/mserver.c
 WD_OBJS = $(WD_SRCS:%.c=$(BUILD)/obj/%.o)
-WD_LIBS := $(shell pkg-config --libs libcurl jansson 2>/dev/null) -ldl
+WD_LIBS := $(shell pkg-config --libs libcurl jansson 2>/dev/null) -ldl -lpthread
 WD_TESTBINS = $(BUILD)/fakes/libnvidia-ml.so.1 $(BUILD)/tests/wd_job
 
 .PHONY: watchdog check-watchdog

@@ -65,8 +65,8 @@
 
 #define MAX_GPUS 16
 #define MAX_PIDS 64
-#define RING 120              /* samples the driver keeps (20 s at 1/6 s) */
-#define SAMPLE_US 166667ULL   /* 1/6 s */
+#define RING 120            /* samples the driver keeps (20 s at 1/6 s) */
+#define SAMPLE_US 166667ULL /* 1/6 s */
 
 struct nvml_utilization {
     unsigned int gpu;
@@ -114,7 +114,7 @@ struct gpu {
     unsigned n_pids;
     unsigned pids[MAX_PIDS];
     /* advancing with time */
-    unsigned long long last_us;   /* counters advanced up to here */
+    unsigned long long last_us; /* counters advanced up to here */
     double energy_mj, nvlink_kib, pcie_bytes;
     unsigned long long next_sample_us;
     struct nvml_sample su[RING], sm[RING];
@@ -142,9 +142,9 @@ int nvmlDeviceGetPowerUsage(void *device, unsigned int *power);
 int nvmlDeviceGetEnforcedPowerLimit(void *device, unsigned int *limit);
 int nvmlDeviceGetTotalEnergyConsumption(void *device,
                                         unsigned long long *energy);
-int nvmlDeviceGetSamples(void *device, int type,
-                         unsigned long long last_seen, int *value_type,
-                         unsigned int *count, struct nvml_sample *samples);
+int nvmlDeviceGetSamples(void *device, int type, unsigned long long last_seen,
+                         int *value_type, unsigned int *count,
+                         struct nvml_sample *samples);
 int nvmlDeviceGetFieldValues(void *device, int count,
                              struct nvml_field_value *values);
 const char *nvmlErrorString(int r);

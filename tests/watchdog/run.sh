@@ -598,6 +598,80 @@ if [ "${1:-}" = --case ]; then
             bad "not-a-pod lines: $(ev not-a-pod)"
         [ "$(ev hang .pod_uid | jq -c .)" = "[\"$UID_A\"]" ] && ok || bad "hangs: $(ev hang)"
         ;;
+    fifo)
+        # A tenant turns the paths the agent writes into FIFOs: the
+        # checkpoint file of pod A and the termination log. The agent opens
+        # neither (an O_PATH look and fstat first), and pod B, hung at the
+        # same time, is acted on as if nothing happened; /healthz answers
+        # throughout.
+        mkfifo "$T/ckpt-fifo" "$T/termfifo"
+        job a "$UID_A" "period=${P}ms,idle=3,mincpu=0.02,action=restart,file=$T/ckpt-fifo,grace=600ms,term=400ms" \
+            --spin --close-wait
+        job b "$UID_B" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
+        gpus "gpu 0 $PID_a" "gpu 0 $PID_b"
+        agent 2400 --termination-log "$T/termfifo" --metrics-addr 127.0.0.1 \
+            --metrics-port 0 --port-file "$T/port"
+        for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.02; done
+        wait_for hang 1 || bad "no hang"
+        for _ in 1 2 3; do
+            curl -sf --max-time 1 "http://127.0.0.1:$(cat "$T/port")/healthz" >/dev/null && ok ||
+                bad "/healthz did not answer within 1 s"
+            sleep 0.1
+        done
+        agent_wait
+        jq -e -s '[.[] | select(.event == "action" and .action == "checkpoint-file")] |
+            length == 1 and .[0].result == "refused: not a regular file"' "$T/agent.log" >/dev/null && ok ||
+            bad "checkpoint-file lines: $(ev action 'select(.action == "checkpoint-file")')"
+        jq -e -s '[.[] | select(.event == "action" and .action == "hang-report")] |
+            length == 2 and all(.result == "refused: not a regular file")' "$T/agent.log" >/dev/null && ok ||
+            bad "hang-report lines: $(ev action 'select(.action == "hang-report")')"
+        wb=$(first_mono watch ".pod_uid == \"$UID_B\"")
+        hb=$(first_mono hang ".pod_uid == \"$UID_B\"")
+        within "pod B hang after watch (ms)" "$((${hb:-0} - ${wb:-0}))" $((3 * P)) $((4 * P + P / 2))
+        u=$(sig_at b USR1)
+        within "pod B SIGUSR1 after its hang (ms)" "$((${u:-0} - ${hb:-0}))" 0 150
+        [ -p "$T/ckpt-fifo" ] && [ -p "$T/termfifo" ] && ok || bad "a FIFO was replaced"
+        ;;
+    metrics-flood)
+        # 40 idle connections and one client that never reads its answer:
+        # /healthz still answers at once, and the decision loop detects a
+        # hang on time (the server has its own thread, non-blocking, with a
+        # deadline per connection).
+        job a "$UID_A" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
+        gpus "gpu 0 $PID_a"
+        agent 2400 --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
+        for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.02; done
+        python3 "$HERE/flood.py" "$(cat "$T/port")" 40 "$T/flood.ready" &
+        FLOOD=$!
+        for _ in $(seq 200); do [ -f "$T/flood.ready" ] && break; sleep 0.01; done
+        [ -f "$T/flood.ready" ] && ok || bad "the flood did not connect"
+        for _ in 1 2 3; do
+            curl -sf --max-time 1 "http://127.0.0.1:$(cat "$T/port")/healthz" >/dev/null && ok ||
+                bad "/healthz did not answer within 1 s under the flood"
+            curl -sf --max-time 1 "http://127.0.0.1:$(cat "$T/port")/metrics" | grep -q "^ncclguard_watchdog_nvml_up 1$" && ok ||
+                bad "/metrics did not answer within 1 s under the flood"
+        done
+        agent_wait
+        kill "$FLOOD"
+        w=$(first_mono watch)
+        h=$(first_mono hang)
+        within "hang after watch under the flood (ms)" "$((${h:-0} - ${w:-0}))" $((3 * P)) $((5 * P))
+        ;;
+    churn)
+        # A pod whose opted-in processes come and go (a child every 5 ms,
+        # each living 20 ms): the table of watched processes holds the live
+        # ones only, not every process ever seen.
+        job a "$UID_A" "$RESTART" --spin --churn 5
+        gpus "gpu 100 $PID_a"
+        agent 3000 --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
+        sleep 2.5
+        curl -sf --max-time 2 "http://127.0.0.1:$(cat "$T/port")/metrics" >"$T/metrics" || bad "no /metrics"
+        agent_wait
+        seen=$(ev watch | jq length)
+        [ "$seen" -ge 50 ] && ok || bad "only $seen processes were watched: no churn to prune"
+        n=$(awk '$1 == "ncclguard_watchdog_watched_processes" {print $2}' "$T/metrics")
+        [ -n "$n" ] && [ "$n" -le 30 ] && ok || bad "watched_processes = ${n:-missing} after $seen came and went"
+        ;;
     *)
         echo "unknown case $CASE"
         exit 2
@@ -609,7 +683,8 @@ fi
 
 # ---- the runner --------------------------------------------------------------
 CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
-spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig bad-spec not-a-pod"
+spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig bad-spec not-a-pod
+fifo metrics-flood churn"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
