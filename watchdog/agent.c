@@ -92,6 +92,12 @@ struct wpod {
     bool base_set;
     bool base_ok[WD_NVML_MAX_GPUS];
     struct wd_gpu_counters base[WD_NVML_MAX_GPUS];
+    /* Events: the last one's key and time, and the pod's token bucket. */
+    char ev_key[24];
+    long long ev_ms;
+    double ev_tokens;
+    long long ev_tokens_ms;
+    unsigned long long ev_dups;
     size_t n_procs;     /* live watched processes */
     bool budget_logged; /* the work budget line was logged */
     struct sockq *q;
@@ -113,7 +119,7 @@ struct seenbuf {
 struct metrics {
     unsigned long long hangs;
     unsigned long long checkpoint_signal, checkpoint_file, sigterm, sigkill,
-        pid_reused, events, event_errors, report_files;
+        pid_reused, events, event_errors, report_files, events_suppressed;
 };
 
 struct agent {
@@ -140,6 +146,9 @@ struct agent {
     char *mtext; /* METRICS_MAX bytes, rebuilt by the loop */
     struct metrics m;
     struct wd_event_cfg ev;
+    double ev_tokens; /* the node's Event bucket */
+    long long ev_tokens_ms;
+    long long ident_ms; /* the last pod list fetched from the API */
     long long clk_tck;
 };
 
@@ -688,10 +697,15 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
         snprintf(pod->uid, sizeof(pod->uid), "%s", ref.pod_uid);
         snprintf(pod->container, sizeof(pod->container), "%s",
                  ref.container_id);
-        copy_env(a->envbuf, (size_t)envlen, "NCCLGUARD_POD_NAME", pod->name,
-                 sizeof(pod->name));
-        copy_env(a->envbuf, (size_t)envlen, "NCCLGUARD_POD_NAMESPACE", pod->ns,
-                 sizeof(pod->ns));
+        /* The env is the tenant's: its name and namespace are believed
+         * only under the test flag. On a node they come from the API,
+         * looked up by the UID that the cgroup path gives. */
+        if (o->pod_from_env) {
+            copy_env(a->envbuf, (size_t)envlen, "NCCLGUARD_POD_NAME", pod->name,
+                     sizeof(pod->name));
+            copy_env(a->envbuf, (size_t)envlen, "NCCLGUARD_POD_NAMESPACE",
+                     pod->ns, sizeof(pod->ns));
+        }
         pod->spec = spec;
         if (wd_spec_format(&spec, pod->spec_text, sizeof(pod->spec_text)) != 0)
             pod->spec_text[0] = '\0';
@@ -1234,9 +1248,93 @@ pod_first(struct agent *a, size_t pi)
     return NULL;
 }
 
-static void
-post_event(struct agent *a, struct wpod *pod, const char *msg)
+/* Events, as the kubelet's event recorder limits them
+ * (client-go tools/record, events_cache.go: a spam filter of a token
+ * bucket per object, and deduplication of repeats): per pod, the same
+ * cause again within EV_DEDUP_MS is not posted, and at most EV_POD_BURST
+ * Events, refilled one per EV_POD_REFILL_MS; per node, EV_NODE_BURST
+ * refilled one per EV_NODE_REFILL_MS. */
+#define EV_DEDUP_MS (10 * 60 * 1000LL)
+#define EV_POD_BURST 5.0
+#define EV_POD_REFILL_MS (5 * 60 * 1000LL)
+#define EV_NODE_BURST 20.0
+#define EV_NODE_REFILL_MS (10 * 1000LL)
+
+/* Takes a token from a bucket; false when it is empty. */
+static bool
+bucket_take(double *tokens, long long *at, double burst, long long refill,
+            long long t)
 {
+    if (*at == 0) {
+        *tokens = burst;
+    } else if (t > *at) {
+        *tokens += (double)(t - *at) / (double)refill;
+        if (*tokens > burst)
+            *tokens = burst;
+    }
+    *at = t;
+    if (*tokens < 1.0)
+        return false;
+    *tokens -= 1.0;
+    return true;
+}
+
+/* Fills the name and namespace of every watched pod the API lists on this
+ * node, matched by UID; at most one list per EV_IDENT_MS. */
+#define EV_IDENT_MS 10000
+#define POD_LIST_MAX (8 << 20)
+static void
+pods_identify(struct agent *a, long long t)
+{
+    char path[400], why[300];
+    json_error_t je;
+    json_t *root, *items, *it;
+    char *body;
+    size_t len, i;
+    long code;
+
+    if (a->ident_ms != 0 && t - a->ident_ms < EV_IDENT_MS)
+        return;
+    a->ident_ms = t;
+    if (a->o->node_name == NULL || a->o->node_name[0] == '\0') {
+        logj(a, "identity",
+             json_pack("{s:s}", "result",
+                       "no --node-name: pods cannot be looked up"));
+        return;
+    }
+    snprintf(path, sizeof(path),
+             "/api/v1/pods?fieldSelector=spec.nodeName%%3D%.200s",
+             a->o->node_name);
+    code =
+        wd_api_get(&a->ev, path, POD_LIST_MAX, &body, &len, why, sizeof(why));
+    if (code != 200) {
+        logj(a, "identity", json_pack("{s:s}", "result", why));
+        return;
+    }
+    root = json_loadb(body, len, 0, &je);
+    free(body);
+    items = json_object_get(root, "items");
+    json_array_foreach(items, i, it)
+    {
+        json_t *md = json_object_get(it, "metadata");
+        const char *uid = json_string_value(json_object_get(md, "uid"));
+        const char *name = json_string_value(json_object_get(md, "name"));
+        const char *ns = json_string_value(json_object_get(md, "namespace"));
+        ssize_t pi;
+
+        if (uid == NULL || name == NULL || ns == NULL ||
+            (pi = pod_find(a, uid)) < 0)
+            continue;
+        snprintf(a->pods[pi].name, sizeof(a->pods[pi].name), "%s", name);
+        snprintf(a->pods[pi].ns, sizeof(a->pods[pi].ns), "%s", ns);
+    }
+    json_decref(root);
+}
+
+static void
+post_event(struct agent *a, struct wpod *pod, const char *msg, const char *key)
+{
+    long long t0 = now_ms();
     char why[300], ts[40], name[300];
     struct timespec now;
     struct tm tm;
@@ -1246,14 +1344,43 @@ post_event(struct agent *a, struct wpod *pod, const char *msg)
 
     if (a->ev.api_server == NULL || a->ev.api_server[0] == '\0')
         return;
+    if ((pod->name[0] == '\0' || pod->ns[0] == '\0') && !a->o->pod_from_env)
+        pods_identify(a, t0);
     if (pod->name[0] == '\0' || pod->ns[0] == '\0') {
         logj(a, "event",
              podj(pod, json_pack("{s:s}", "result",
-                                 "not-sent: the pod's name or namespace is "
-                                 "unknown (no NCCLGUARD_POD_NAME or "
-                                 "NCCLGUARD_POD_NAMESPACE)")));
+                                 a->o->pod_from_env
+                                     ? "not-sent: the pod's name or namespace "
+                                       "is unknown (no NCCLGUARD_POD_NAME or "
+                                       "NCCLGUARD_POD_NAMESPACE)"
+                                     : "not-sent: the API lists no pod with "
+                                       "this UID on this node")));
         return;
     }
+    if (strcmp(pod->ev_key, key) == 0 && t0 - pod->ev_ms < EV_DEDUP_MS) {
+        pod->ev_dups++;
+        a->m.events_suppressed++;
+        logj(a, "event",
+             podj(pod, json_pack("{s:s,s:I}", "result",
+                                 "deduplicated: the same cause was posted "
+                                 "less than 10 minutes ago",
+                                 "repeats", (json_int_t)pod->ev_dups)));
+        return;
+    }
+    if (!bucket_take(&pod->ev_tokens, &pod->ev_tokens_ms, EV_POD_BURST,
+                     EV_POD_REFILL_MS, t0) ||
+        !bucket_take(&a->ev_tokens, &a->ev_tokens_ms, EV_NODE_BURST,
+                     EV_NODE_REFILL_MS, t0)) {
+        a->m.events_suppressed++;
+        logj(a, "event",
+             podj(pod, json_pack("{s:s}", "result",
+                                 "rate-limited: too many Events from this "
+                                 "pod or node")));
+        return;
+    }
+    snprintf(pod->ev_key, sizeof(pod->ev_key), "%s", key);
+    pod->ev_ms = t0;
+    pod->ev_dups = 0;
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &tm);
     strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -1367,7 +1494,7 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
                                 "path", a->o->termination_log, "result", why)));
     }
     if (s->action != WD_ACTION_RESTART) {
-        post_event(a, pod, msg);
+        post_event(a, pod, msg, wd_verdict_name(pod->last_v));
         return;
     }
     if (s->checkpoint_file[0] != '\0' && first != NULL) {
@@ -1392,7 +1519,7 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
     pod->deadline_ms = now_ms() + (asked ? s->grace_ms : 0);
     /* The Event last: its POST may take up to its timeout, and the
      * checkpoint request should not wait for the API server. */
-    post_event(a, pod, msg);
+    post_event(a, pod, msg, wd_verdict_name(pod->last_v));
 }
 
 /* Moves pods in the restart sequence along when their deadline passed. */
@@ -1492,6 +1619,11 @@ metrics_text(struct agent *a, char *buf, size_t n)
         "failed.\n# TYPE ncclguard_watchdog_event_errors_total counter\n"
         "ncclguard_watchdog_event_errors_total %llu\n",
         m->event_errors);
+    OUT("# HELP ncclguard_watchdog_events_suppressed_total Events not "
+        "posted: deduplicated or rate-limited.\n"
+        "# TYPE ncclguard_watchdog_events_suppressed_total counter\n"
+        "ncclguard_watchdog_events_suppressed_total %llu\n",
+        m->events_suppressed);
     OUT("# HELP ncclguard_watchdog_pid_reused_total Signals not sent because "
         "the PID now names another process.\n"
         "# TYPE ncclguard_watchdog_pid_reused_total counter\n"

@@ -672,6 +672,81 @@ if [ "${1:-}" = --case ]; then
         n=$(awk '$1 == "ncclguard_watchdog_watched_processes" {print $2}' "$T/metrics")
         [ -n "$n" ] && [ "$n" -le 30 ] && ok || bad "watched_processes = ${n:-missing} after $seen came and went"
         ;;
+    events-limit)
+        # A pod that hangs, recovers and hangs again every few periods
+        # (report mode, idle=1): each hang is logged, but the same cause is
+        # posted as an Event once, and the repeats are counted.
+        echo tok >"$T/token"
+        python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" &
+        API=$!
+        for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
+        job a "$UID_A" "period=${P}ms,idle=1,mincpu=0.02" --spin --close-wait
+        gpus "gpu 0 $PID_a"
+        agent 2600 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+            --token-file "$T/token" --node-name node-7
+        for k in 1 2 3 4 5; do
+            wait_for hang "$k" || break
+            gpus "gpu 100 $PID_a"
+            wait_for recovered "$k" || break
+            gpus "gpu 0 $PID_a"
+        done
+        agent_wait
+        kill "$API"
+        n=$(ev hang | jq length)
+        [ "$n" -ge 3 ] && ok || bad "only $n hangs: the flapping did not happen"
+        [ "$(grep -c . "$T/requests" 2>/dev/null)" = 1 ] && ok || bad "Event POSTs: $(cat "$T/requests" 2>&1 | wc -l), want 1"
+        [ "$(ev event 'select(.result | startswith("deduplicated"))' | jq length)" = $((n - 1)) ] && ok ||
+            bad "event lines: $(ev event .result)"
+        ;;
+    identity)
+        # On a node (no --pod-from-env) the pod's name and namespace come
+        # from the API, by the UID in the cgroup path; the env is not
+        # believed. Rank a says it is kube-system/coredns; the API says its
+        # UID is ml/trainer-0. Rank b's UID is not on this node: no Event.
+        CG=/sys/fs/cgroup/pids
+        da="$CG/kubepods/burstable/pod$UID_A/$(printf '%064x' 1$$)"
+        db="$CG/kubepods/burstable/pod$UID_B/$(printf '%064x' 2$$)"
+        if ! mkdir -p "$da" "$db" 2>/dev/null; then
+            echo "SKIP identity (cannot create a cgroup under $CG)"
+            exit 77
+        fi
+        echo tok >"$T/token"
+        printf '{"kind":"PodList","apiVersion":"v1","items":[{"metadata":{"name":"trainer-0","namespace":"ml","uid":"%s"}}]}\n' \
+            "$UID_A" >"$T/pods.json"
+        python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" "$T/pods.json" &
+        API=$!
+        for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
+        env NCCLGUARD_WATCHDOG="period=${P}ms,idle=2,mincpu=0.02" NCCLGUARD_POD_NAME=coredns \
+            NCCLGUARD_POD_NAMESPACE=kube-system "$WD_JOB" --log "$T/a.log" --spin --close-wait &
+        PID_a=$!
+        echo "$PID_a" >"$da/cgroup.procs"
+        env NCCLGUARD_WATCHDOG="period=${P}ms,idle=2,mincpu=0.02" NCCLGUARD_POD_NAME=coredns \
+            NCCLGUARD_POD_NAMESPACE=kube-system "$WD_JOB" --log "$T/b.log" --spin --close-wait &
+        PID_b=$!
+        echo "$PID_b" >"$db/cgroup.procs"
+        gpus "gpu 0 $PID_a" "gpu 0 $PID_b"
+        PFE=
+        agent 1500 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+            --token-file "$T/token" --node-name node-7
+        agent_wait
+        kill "$API" 2>/dev/null
+        kill -9 "$PID_a" "$PID_b"
+        wait "$PID_a" "$PID_b" 2>/dev/null
+        for d in "$da" "$db"; do
+            for _ in $(seq 50); do rmdir "$d" 2>/dev/null && break; sleep 0.02; done
+            rmdir "$(dirname "$d")" 2>/dev/null
+        done
+        jq -e -s --arg u "$UID_A" 'length == 1 and .[0].path == "/api/v1/namespaces/ml/events" and
+            .[0].body.involvedObject.name == "trainer-0" and .[0].body.involvedObject.namespace == "ml" and
+            .[0].body.involvedObject.uid == $u' "$T/requests" >/dev/null && ok ||
+            bad "Event POSTs: $(cat "$T/requests" 2>&1)"
+        grep -q 'kube-system' "$T/requests" && bad "an Event went to kube-system" || ok
+        grep -qx '/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-7' "$T/requests.get" && ok ||
+            bad "pod list GETs: $(cat "$T/requests.get" 2>&1)"
+        jq -e -s --arg u "$UID_B" '[.[] | select(.event == "event" and .pod_uid == $u)] |
+            length >= 1 and all(.result | startswith("not-sent: the API lists no pod"))' \
+            "$T/agent.log" >/dev/null && ok || bad "pod B event lines: $(ev event)"
+        ;;
     *)
         echo "unknown case $CASE"
         exit 2
@@ -684,7 +759,7 @@ fi
 # ---- the runner --------------------------------------------------------------
 CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig bad-spec not-a-pod
-fifo metrics-flood churn"
+fifo metrics-flood churn events-limit identity"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
