@@ -461,7 +461,7 @@ if [ "${1:-}" = --case ]; then
         within "spinning hang after watch (ms)" "$((${h:-0} - w))" $((3 * P)) $((4 * P + P / 2))
         [ "$(ev hang .cause | jq -c .)" = '["spinning"]' ] && ok || bad "hang cause: $(ev hang .cause)"
         jq -e -s '[.[] | select(.event == "hang")][0].message |
-            startswith("NCCLHang: 1/1 GPUs spinning 3x200ms (utilisation 100%, power 15% of limit, memory 0%, links still)")' \
+            test("^NCCLHang: 1/1 GPUs spinning 3x200ms \\(utilisation 100%, power 1[456]% of limit, memory 0%, links still\\), CPU [0-9.]+ cores, no I/O")' \
             "$T/agent.log" >/dev/null && ok || bad "hang message: $(ev hang .message)"
         # Each signal's own verdict is in the period line.
         jq -e -s '[.[] | select(.event == "period")][0:3] | length == 3 and
