@@ -4,6 +4,7 @@
 #
 #   make watchdog          build $(BUILD)/ncclguard-watchdog and the fakes
 #   make check-watchdog    run tests/watchdog against real child processes
+#   make check-watchdog-spin-hang   one case alone (make mutants names these)
 #
 # wdspec.c (the NCCLGUARD_WATCHDOG format) is shared with the webhook, so it
 # goes into the library too.
@@ -35,7 +36,7 @@ $(BUILD)/tests/test_wd_rule: $(BUILD)/obj/watchdog/rule.o
 $(BUILD)/fakes/libnvidia-ml.so.1: tests/fakes/fake_nvml.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -fPIC -shared \
-		-Wl,-soname,libnvidia-ml.so.1 -o $@ $<
+		-Wl,-soname,libnvidia-ml.so.1 -o $@ $< -lpthread
 
 # A stand-in training job: spins, sleeps, holds CLOSE_WAIT sockets,
 # handles SIGUSR1 by writing a checkpoint file.
@@ -49,5 +50,12 @@ check-watchdog: watchdog $(BUILD)/ncclguard
 	FAKE_NVML=$(abspath $(BUILD))/fakes/libnvidia-ml.so.1 \
 	WD_JOB=$(abspath $(BUILD))/tests/wd_job SANITIZED="$(SAN)" \
 		tests/watchdog/run.sh
+
+check-watchdog-%: watchdog $(BUILD)/ncclguard
+	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \
+	NCCLGUARD=$(abspath $(BUILD))/ncclguard \
+	FAKE_NVML=$(abspath $(BUILD))/fakes/libnvidia-ml.so.1 \
+	WD_JOB=$(abspath $(BUILD))/tests/wd_job SANITIZED="$(SAN)" \
+		tests/watchdog/run.sh $*
 
 CHECKS += check-watchdog

@@ -27,14 +27,19 @@
  * energy and the process list still answer.
  * Counters (energy, NVLink, PCIe) advance with real time at the scripted
  * rates, and a utilisation sample is taken every 1/6 s (the shortest sample
- * period nvml.h names for nvmlDeviceGetUtilizationRates), so a change in the
- * script shows in the counters from the moment it is read.
+ * period nvml.h names for nvmlDeviceGetUtilizationRates). As the driver
+ * samples in the background, so does the fake: from nvmlInit_v2 to
+ * nvmlShutdown a thread re-reads the script every 20 ms and advances the
+ * counters, so a change shows from the moment it is made, whether or not
+ * the agent calls in between. Every call takes one lock, as NVML's own
+ * calls are thread-safe.
  * These lines change the whole library's behaviour:
  *     lost       every device call fails with NVML_ERROR_GPU_IS_LOST
  *     no-driver  nvmlInit_v2 fails with NVML_ERROR_DRIVER_NOT_LOADED
  *     no-samples nvmlDeviceGetSamples is NOT_SUPPORTED (older drivers)
  * A missing file means no GPUs. Lines starting with # are comments. */
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +54,7 @@
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_ERROR_DRIVER_NOT_LOADED 9
 #define NVML_ERROR_GPU_IS_LOST 15
+#define NVML_ERROR_UNKNOWN 999
 
 /* nvmlSamplingType_t and nvmlValueType_t (nvml.h). */
 #define NVML_GPU_UTILIZATION_SAMPLES 1
@@ -120,6 +126,10 @@ struct gpu {
     struct nvml_sample su[RING], sm[RING];
     unsigned n_s, head; /* ring of samples, oldest at head */
 };
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t sampler;
+static volatile int sampler_stop;
 
 static struct {
     int inited;
@@ -298,27 +308,66 @@ script_load(void)
     S.n = n;
 }
 
-int
-nvmlInit_v2(void)
+/* The driver's background sampling. */
+static void *
+sample_loop(void *arg)
+{
+    (void)arg;
+    while (!sampler_stop) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&mu);
+        script_load();
+        advance_all();
+        pthread_mutex_unlock(&mu);
+    }
+    return NULL;
+}
+
+static int
+init_locked(void)
 {
     script_load();
     if (S.no_driver)
         return NVML_ERROR_DRIVER_NOT_LOADED;
+    if (!S.inited) {
+        sampler_stop = 0;
+        if (pthread_create(&sampler, NULL, sample_loop, NULL) != 0)
+            return NVML_ERROR_UNKNOWN;
+    }
     S.inited = 1;
     return NVML_SUCCESS;
 }
 
 int
-nvmlShutdown(void)
+nvmlInit_v2(void)
 {
-    if (!S.inited)
-        return NVML_ERROR_UNINITIALIZED;
-    S.inited = 0;
-    return NVML_SUCCESS;
+    int r;
+
+    pthread_mutex_lock(&mu);
+    r = init_locked();
+    pthread_mutex_unlock(&mu);
+    return r;
 }
 
 int
-nvmlDeviceGetCount_v2(unsigned int *count)
+nvmlShutdown(void)
+{
+    pthread_mutex_lock(&mu);
+    if (!S.inited) {
+        pthread_mutex_unlock(&mu);
+        return NVML_ERROR_UNINITIALIZED;
+    }
+    S.inited = 0;
+    sampler_stop = 1;
+    pthread_mutex_unlock(&mu);
+    pthread_join(sampler, NULL);
+    return NVML_SUCCESS;
+}
+
+static int
+count_locked(unsigned int *count)
 {
     if (!S.inited)
         return NVML_ERROR_UNINITIALIZED;
@@ -356,8 +405,8 @@ dev_check(void *device, const void *out, struct gpu **g)
     return NVML_SUCCESS;
 }
 
-int
-nvmlDeviceGetHandleByIndex_v2(unsigned int index, void **device)
+static int
+nvmlDeviceGetHandleByIndex_v2_locked(unsigned int index, void **device)
 {
     if (!S.inited)
         return NVML_ERROR_UNINITIALIZED;
@@ -372,8 +421,8 @@ nvmlDeviceGetHandleByIndex_v2(unsigned int index, void **device)
     return NVML_SUCCESS;
 }
 
-int
-nvmlDeviceGetUtilizationRates(void *device, struct nvml_utilization *u)
+static int
+nvmlDeviceGetUtilizationRates_locked(void *device, struct nvml_utilization *u)
 {
     struct gpu *g = NULL;
     int r = dev_check(device, u, &g);
@@ -387,9 +436,10 @@ nvmlDeviceGetUtilizationRates(void *device, struct nvml_utilization *u)
     return NVML_SUCCESS;
 }
 
-int
-nvmlDeviceGetComputeRunningProcesses_v3(void *device, unsigned int *count,
-                                        struct nvml_process_info *infos)
+static int
+nvmlDeviceGetComputeRunningProcesses_v3_locked(void *device,
+                                               unsigned int *count,
+                                               struct nvml_process_info *infos)
 {
     struct gpu *g = NULL;
     int r = dev_check(device, count, &g);
@@ -413,8 +463,8 @@ nvmlDeviceGetComputeRunningProcesses_v3(void *device, unsigned int *count,
 }
 
 /* Milliwatts (nvml.h: "power usage for this GPU in milliwatts"). */
-int
-nvmlDeviceGetPowerUsage(void *device, unsigned int *power)
+static int
+nvmlDeviceGetPowerUsage_locked(void *device, unsigned int *power)
 {
     struct gpu *g = NULL;
     int r = dev_check(device, power, &g);
@@ -426,8 +476,8 @@ nvmlDeviceGetPowerUsage(void *device, unsigned int *power)
 }
 
 /* Milliwatts (nvml.h: "the power management limit in milliwatts"). */
-int
-nvmlDeviceGetEnforcedPowerLimit(void *device, unsigned int *limit)
+static int
+nvmlDeviceGetEnforcedPowerLimit_locked(void *device, unsigned int *limit)
 {
     struct gpu *g = NULL;
     int r = dev_check(device, limit, &g);
@@ -440,8 +490,9 @@ nvmlDeviceGetEnforcedPowerLimit(void *device, unsigned int *limit)
 
 /* Millijoules since the driver was loaded (nvml.h); here since the fake
  * first saw the GPU. */
-int
-nvmlDeviceGetTotalEnergyConsumption(void *device, unsigned long long *energy)
+static int
+nvmlDeviceGetTotalEnergyConsumption_locked(void *device,
+                                           unsigned long long *energy)
 {
     struct gpu *g = NULL;
     int r = dev_check(device, energy, &g);
@@ -455,10 +506,10 @@ nvmlDeviceGetTotalEnergyConsumption(void *device, unsigned long long *energy)
 /* nvml.h: samples newer than last_seen; samples == NULL asks for the count;
  * NOT_FOUND when there are no such samples; GPU and memory utilisation
  * samples are not supported on MIG-enabled GPUs. */
-int
-nvmlDeviceGetSamples(void *device, int type, unsigned long long last_seen,
-                     int *value_type, unsigned int *count,
-                     struct nvml_sample *samples)
+static int
+nvmlDeviceGetSamples_locked(void *device, int type,
+                            unsigned long long last_seen, int *value_type,
+                            unsigned int *count, struct nvml_sample *samples)
 {
     struct gpu *g = NULL;
     const struct nvml_sample *ring;
@@ -496,9 +547,9 @@ nvmlDeviceGetSamples(void *device, int type, unsigned long long last_seen,
 }
 
 /* nvml.h: the call succeeds and each value carries its own nvmlReturn. */
-int
-nvmlDeviceGetFieldValues(void *device, int count,
-                         struct nvml_field_value *values)
+static int
+nvmlDeviceGetFieldValues_locked(void *device, int count,
+                                struct nvml_field_value *values)
 {
     struct gpu *g = NULL;
     int r = dev_check(device, values, &g);
@@ -532,6 +583,76 @@ nvmlDeviceGetFieldValues(void *device, int count,
         v->value.ullVal = (unsigned long long)x;
     }
     return NVML_SUCCESS;
+}
+
+/* The exported calls: each under the one lock. */
+#define LOCKED(call)                                                           \
+    do {                                                                       \
+        int r_;                                                                \
+        pthread_mutex_lock(&mu);                                               \
+        r_ = call;                                                             \
+        pthread_mutex_unlock(&mu);                                             \
+        return r_;                                                             \
+    } while (0)
+
+int
+nvmlDeviceGetCount_v2(unsigned int *count)
+{
+    LOCKED(count_locked(count));
+}
+
+int
+nvmlDeviceGetHandleByIndex_v2(unsigned int index, void **device)
+{
+    LOCKED(nvmlDeviceGetHandleByIndex_v2_locked(index, device));
+}
+
+int
+nvmlDeviceGetUtilizationRates(void *device, struct nvml_utilization *u)
+{
+    LOCKED(nvmlDeviceGetUtilizationRates_locked(device, u));
+}
+
+int
+nvmlDeviceGetComputeRunningProcesses_v3(void *device, unsigned int *count,
+                                        struct nvml_process_info *infos)
+{
+    LOCKED(
+        nvmlDeviceGetComputeRunningProcesses_v3_locked(device, count, infos));
+}
+
+int
+nvmlDeviceGetPowerUsage(void *device, unsigned int *power)
+{
+    LOCKED(nvmlDeviceGetPowerUsage_locked(device, power));
+}
+
+int
+nvmlDeviceGetEnforcedPowerLimit(void *device, unsigned int *limit)
+{
+    LOCKED(nvmlDeviceGetEnforcedPowerLimit_locked(device, limit));
+}
+
+int
+nvmlDeviceGetTotalEnergyConsumption(void *device, unsigned long long *energy)
+{
+    LOCKED(nvmlDeviceGetTotalEnergyConsumption_locked(device, energy));
+}
+
+int
+nvmlDeviceGetSamples(void *device, int type, unsigned long long last_seen,
+                     int *value_type, unsigned int *count,
+                     struct nvml_sample *samples)
+{
+    LOCKED(nvmlDeviceGetSamples_locked(device, type, last_seen, value_type,
+                                       count, samples));
+}
+
+int
+nvmlDeviceGetFieldValues(void *device, int count,
+                         struct nvml_field_value *values)
+{
+    LOCKED(nvmlDeviceGetFieldValues_locked(device, count, values));
 }
 
 const char *

@@ -565,6 +565,27 @@ if [ "${1:-}" = --case ]; then
             "$T/agent.log" >/dev/null && ok || bad "bad-spec lines: $(ev bad-spec)"
         [ "$(ev watch | jq length)" = 0 ] && ok || bad "watched: $(ev watch)"
         [ ! -s "$T/a.log" ] && alive "$PID_a" && ok || bad "the job was signalled"
+        # Below the minimum period (200 ms): refused, by the agent and by
+        # `policy lint` alike (one bound in watchdog/wdspec.h).
+        "$WATCHDOG" --check-spec "period=150ms" >/dev/null 2>&1 && bad "period=150ms accepted" || ok
+        ;;
+    burst)
+        # Utilisation is judged over the whole period, not one NVML window:
+        # a 1 s period, no NVML read in between (one walk of /proc at the
+        # start), and the GPU works for 400 ms in the middle of period 1.
+        # Period 1 is busy; the hang comes 2 idle periods after it.
+        job a "$UID_A" "period=1000ms,idle=2,mincpu=0.02" --spin --close-wait
+        gpus "gpu 0 $PID_a"
+        agent 3800 --scan 10s
+        wait_for watch 1 || bad "not watched"
+        sleep 0.3
+        gpus "gpu 100 $PID_a"
+        sleep 0.4
+        gpus "gpu 0 $PID_a"
+        agent_wait
+        [ "$(ev period .verdict | jq -c '.[0:3]')" = '["busy","idle","idle"]' ] && ok ||
+            bad "verdicts $(ev period .verdict), want busy, idle, idle"
+        [ "$(ev hang .idle_periods | jq -c .)" = '[2]' ] && ok || bad "hangs: $(ev hang)"
         ;;
     not-a-pod)
         # The agent as it runs on a node (no --pod-from-env): the pod comes
@@ -633,7 +654,8 @@ if [ "${1:-}" = --case ]; then
         [ -p "$T/ckpt-fifo" ] && [ -p "$T/termfifo" ] && ok || bad "a FIFO was replaced"
         ;;
     metrics-flood)
-        # 40 idle connections and one client that never reads its answer:
+        # 80 idle connections (more than the server holds at once) and one
+        # client that never reads its answer:
         # /healthz still answers at once, and the decision loop detects a
         # hang on time (the server has its own thread, non-blocking, with a
         # deadline per connection).
@@ -641,7 +663,7 @@ if [ "${1:-}" = --case ]; then
         gpus "gpu 0 $PID_a"
         agent 2400 --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
         for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.02; done
-        python3 "$HERE/flood.py" "$(cat "$T/port")" 40 "$T/flood.ready" &
+        python3 "$HERE/flood.py" "$(cat "$T/port")" 80 "$T/flood.ready" &
         FLOOD=$!
         for _ in $(seq 200); do [ -f "$T/flood.ready" ] && break; sleep 0.01; done
         [ -f "$T/flood.ready" ] && ok || bad "the flood did not connect"
@@ -759,7 +781,7 @@ fi
 # ---- the runner --------------------------------------------------------------
 CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig bad-spec not-a-pod
-fifo metrics-flood churn events-limit identity"
+fifo metrics-flood churn events-limit identity burst"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
