@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -98,6 +99,13 @@ struct wpod {
     double ev_tokens;
     long long ev_tokens_ms;
     unsigned long long ev_dups;
+    /* /dev/shm of the pod, at the last period. */
+    bool shm_known;
+    uint64_t shm_size, shm_used;
+    bool shm_reported; /* the 90 % Event went out; re-armed below 80 % */
+    int shm_orphans;
+    uint64_t shm_orphan_ino[32]; /* orphans already logged */
+    size_t n_orphan_ino;
     size_t n_procs;     /* live watched processes */
     bool budget_logged; /* the work budget line was logged */
     struct sockq *q;
@@ -1119,6 +1127,224 @@ pod_forget(struct agent *a, size_t pi)
     procs_compact(a);
 }
 
+/* ---- /dev/shm ----------------------------------------------------------- */
+
+static struct wproc *pod_first(struct agent *a, size_t pi);
+static void post_event(struct agent *a, struct wpod *pod, const char *reason,
+                       const char *msg, const char *key);
+
+#define SHM_EVENT_PCT 90
+#define SHM_REARM_PCT 80
+#define MOUNTINFO_MAX (256 * 1024)
+#define MAPS_MAX (1 << 20)
+#define SHM_MAX_ENTRIES 1024
+#define SHM_MAX_MAPPED 4096
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
+
+/* True when pid's mount table has a tmpfs at /dev/shm (the last mount
+ * there wins, as the kernel stacks them). */
+static bool
+shm_is_tmpfs(struct agent *a, pid_t pid)
+{
+    ssize_t n = wd_proc_read(a->o->proc_root, pid, "mountinfo", a->tcpbuf,
+                             MOUNTINFO_MAX);
+    bool tmpfs = false;
+    char *line, *save = NULL;
+
+    if (n <= 0)
+        return false;
+    for (line = strtok_r(a->tcpbuf, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *f[5], *sep, *fs, *p = line;
+        int k;
+
+        for (k = 0; k < 5; k++) {
+            f[k] = p;
+            p = strchr(p, ' ');
+            if (p == NULL)
+                break;
+            *p++ = '\0';
+        }
+        if (k < 5 || strcmp(f[4], "/dev/shm") != 0)
+            continue;
+        sep = strstr(p, " - ");
+        if (sep == NULL)
+            continue;
+        fs = sep + 3;
+        tmpfs = strncmp(fs, "tmpfs ", 6) == 0;
+    }
+    return tmpfs;
+}
+
+/* The inodes that the pod's live processes map from /dev/shm, from their
+ * /proc/PID/maps ("... dev inode /dev/shm/NAME"), sorted. */
+static size_t
+shm_mapped(struct agent *a, size_t pi, uint64_t *ino, size_t cap)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < a->n_procs; i++) {
+        const struct wproc *w = &a->procs[i];
+        char *line, *save = NULL;
+        ssize_t len;
+
+        if (w->pod != pi || !w->alive)
+            continue;
+        len =
+            wd_proc_read(a->o->proc_root, w->pid, "maps", a->tcpbuf, MAPS_MAX);
+        if (len <= 0)
+            continue;
+        for (line = strtok_r(a->tcpbuf, "\n", &save); line != NULL && n < cap;
+             line = strtok_r(NULL, "\n", &save)) {
+            unsigned long long inode;
+            char *path = strstr(line, " /dev/shm/");
+            int fields = 0;
+            char *p = line;
+
+            if (path == NULL)
+                continue;
+            /* The inode is the fifth field. */
+            while (fields < 4 && (p = strchr(p, ' ')) != NULL) {
+                while (*p == ' ')
+                    p++;
+                fields++;
+            }
+            if (p == NULL || sscanf(p, "%llu", &inode) != 1)
+                continue;
+            ino[n++] = inode;
+        }
+    }
+    qsort(ino, n, sizeof(*ino), u64_cmp);
+    return n;
+}
+
+/*
+ * The pod's /dev/shm: its size and use (statfs through the container's
+ * root, only when the mount table says tmpfs, so that no tenant filesystem
+ * is asked), one Event when it crosses SHM_EVENT_PCT, and NCCL segments
+ * (nccl-*) that no live process of the pod maps any more and that are
+ * older than a period: left behind by a process that died.
+ */
+static void
+pod_shm(struct agent *a, struct wpod *pod, size_t pi)
+{
+    const unsigned long long res =
+        RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS;
+    struct wproc *first = pod_first(a, pi);
+    struct open_how how;
+    struct statfs sf;
+    struct wd_stat st;
+    char rp[256];
+    int dfd = -1, sfd = -1, lfd = -1;
+    DIR *d = NULL;
+    struct dirent *de;
+    uint64_t *mapped = NULL;
+    size_t n_mapped = 0, seen = 0;
+    bool looked = false;
+    int orphans = 0;
+
+    pod->shm_known = false;
+    if (first == NULL || !shm_is_tmpfs(a, first->pid))
+        return;
+    snprintf(rp, sizeof(rp), "%s/%d/root", a->o->proc_root, (int)first->pid);
+    dfd = open(rp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || wd_proc_stat(a->o->proc_root, first->pid, &st) != 0 ||
+        st.start != first->start)
+        goto done;
+    memset(&how, 0, sizeof(how));
+    how.flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    how.resolve = res;
+    sfd = (int)syscall(SYS_openat2, dfd, "dev/shm", &how, sizeof(how));
+    if (sfd < 0 || fstatfs(sfd, &sf) != 0 ||
+        (unsigned long)sf.f_type != (unsigned long)TMPFS_MAGIC)
+        goto done;
+    pod->shm_known = true;
+    pod->shm_size = (uint64_t)sf.f_blocks * (uint64_t)sf.f_bsize;
+    pod->shm_used = (uint64_t)(sf.f_blocks - sf.f_bfree) * (uint64_t)sf.f_bsize;
+    if (pod->shm_size > 0 &&
+        pod->shm_used * 100 >= pod->shm_size * SHM_EVENT_PCT) {
+        if (!pod->shm_reported) {
+            char msg[300];
+
+            pod->shm_reported = true;
+            snprintf(msg, sizeof(msg),
+                     "NCCLShmNearlyFull: /dev/shm %llu%% full (%llu of %llu "
+                     "KiB); NCCL's shared-memory segments fail before the "
+                     "kubelet evicts the pod at the volume's sizeLimit",
+                     (unsigned long long)(pod->shm_used * 100 / pod->shm_size),
+                     (unsigned long long)(pod->shm_used >> 10),
+                     (unsigned long long)(pod->shm_size >> 10));
+            logj(a, "shm",
+                 podj(pod, json_pack("{s:s,s:I,s:I}", "message", msg,
+                                     "used_bytes", (json_int_t)pod->shm_used,
+                                     "size_bytes", (json_int_t)pod->shm_size)));
+            post_event(a, pod, "NCCLShmNearlyFull", msg, "shm");
+        }
+    } else if (pod->shm_used * 100 < pod->shm_size * SHM_REARM_PCT) {
+        pod->shm_reported = false;
+    }
+    /* Segments left behind: a directory of a tmpfs, read through the
+     * O_PATH handle checked above. */
+    lfd = openat(sfd, ".", O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
+    if (lfd < 0 || (d = fdopendir(lfd)) == NULL)
+        goto done;
+    lfd = -1; /* owned by d */
+    while ((de = readdir(d)) != NULL && seen++ < SHM_MAX_ENTRIES) {
+        struct stat fs;
+        struct timespec now;
+        uint64_t ino;
+
+        if (strncmp(de->d_name, "nccl-", 5) != 0 ||
+            fstatat(dirfd(d), de->d_name, &fs, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(fs.st_mode))
+            continue;
+        clock_gettime(CLOCK_REALTIME, &now);
+        if ((long long)(now.tv_sec - fs.st_mtime) * 1000 < pod->spec.period_ms)
+            continue; /* being set up */
+        if (!looked) {
+            mapped = malloc(SHM_MAX_MAPPED * sizeof(*mapped));
+            if (mapped == NULL)
+                break;
+            n_mapped = shm_mapped(a, pi, mapped, SHM_MAX_MAPPED);
+            looked = true;
+        }
+        ino = (uint64_t)fs.st_ino;
+        if (n_mapped > 0 &&
+            bsearch(&ino, mapped, n_mapped, sizeof(*mapped), u64_cmp) != NULL)
+            continue;
+        orphans++;
+        {
+            bool logged = false;
+
+            for (size_t k = 0; k < pod->n_orphan_ino && !logged; k++)
+                logged = pod->shm_orphan_ino[k] == ino;
+            if (logged)
+                continue;
+            if (pod->n_orphan_ino <
+                sizeof(pod->shm_orphan_ino) / sizeof(pod->shm_orphan_ino[0]))
+                pod->shm_orphan_ino[pod->n_orphan_ino++] = ino;
+            logj(a, "shm-orphan",
+                 podj(pod, json_pack("{s:s,s:I,s:s}", "segment", de->d_name,
+                                     "bytes", (json_int_t)fs.st_size, "why",
+                                     "no live process of the pod maps it: "
+                                     "left by a process that died")));
+        }
+    }
+done:
+    pod->shm_orphans = orphans;
+    free(mapped);
+    if (d != NULL)
+        closedir(d);
+    if (lfd >= 0)
+        close(lfd);
+    if (sfd >= 0)
+        close(sfd);
+    if (dfd >= 0)
+        close(dfd);
+}
+
 static void
 pod_sample(struct agent *a, size_t pi, long long t)
 {
@@ -1177,6 +1403,7 @@ pod_sample(struct agent *a, size_t pi, long long t)
     }
     if (fired && pod->state == POD_WATCH)
         pod_hang(a, pod, pi);
+    pod_shm(a, pod, pi);
 }
 
 /* ---- actions -------------------------------------------------------- */
@@ -1332,7 +1559,8 @@ pods_identify(struct agent *a, long long t)
 }
 
 static void
-post_event(struct agent *a, struct wpod *pod, const char *msg, const char *key)
+post_event(struct agent *a, struct wpod *pod, const char *reason,
+           const char *msg, const char *key)
 {
     long long t0 = now_ms();
     char why[300], ts[40], name[300];
@@ -1390,7 +1618,7 @@ post_event(struct agent *a, struct wpod *pod, const char *msg, const char *key)
                    "apiVersion", "v1", "kind", "Event", "metadata",
                    "generateName", name, "namespace", pod->ns, "involvedObject",
                    "apiVersion", "v1", "kind", "Pod", "name", pod->name,
-                   "namespace", pod->ns, "uid", pod->uid, "reason", "NCCLHang",
+                   "namespace", pod->ns, "uid", pod->uid, "reason", reason,
                    "message", msg, "type", "Warning", "source", "component",
                    "ncclguard-watchdog", "host",
                    a->o->node_name ? a->o->node_name : "", "firstTimestamp", ts,
@@ -1494,7 +1722,7 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
                                 "path", a->o->termination_log, "result", why)));
     }
     if (s->action != WD_ACTION_RESTART) {
-        post_event(a, pod, msg, wd_verdict_name(pod->last_v));
+        post_event(a, pod, "NCCLHang", msg, wd_verdict_name(pod->last_v));
         return;
     }
     if (s->checkpoint_file[0] != '\0' && first != NULL) {
@@ -1519,7 +1747,7 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
     pod->deadline_ms = now_ms() + (asked ? s->grace_ms : 0);
     /* The Event last: its POST may take up to its timeout, and the
      * checkpoint request should not wait for the API server. */
-    post_event(a, pod, msg, wd_verdict_name(pod->last_v));
+    post_event(a, pod, "NCCLHang", msg, wd_verdict_name(pod->last_v));
 }
 
 /* Moves pods in the restart sequence along when their deadline passed. */
@@ -1600,6 +1828,39 @@ metrics_text(struct agent *a, char *buf, size_t n)
         OUT("ncclguard_watchdog_idle_periods{namespace=\"%s\",pod=\"%s\","
             "pod_uid=\"%s\"} %d\n",
             ns, name, p->uid, p->rule.idle);
+    }
+    OUT("# HELP ncclguard_watchdog_shm_bytes /dev/shm of each watched pod: "
+        "used and size (the tmpfs, as the kubelet sized it).\n"
+        "# TYPE ncclguard_watchdog_shm_bytes gauge\n");
+    for (size_t i = 0; i < a->n_pods; i++) {
+        const struct wpod *p = &a->pods[i];
+        char ns[140], name[520];
+
+        if (!p->used || !p->shm_known)
+            continue;
+        label(ns, sizeof(ns), p->ns);
+        label(name, sizeof(name), p->name);
+        OUT("ncclguard_watchdog_shm_bytes{namespace=\"%s\",pod=\"%s\","
+            "pod_uid=\"%s\",kind=\"used\"} %llu\n"
+            "ncclguard_watchdog_shm_bytes{namespace=\"%s\",pod=\"%s\","
+            "pod_uid=\"%s\",kind=\"size\"} %llu\n",
+            ns, name, p->uid, (unsigned long long)p->shm_used, ns, name, p->uid,
+            (unsigned long long)p->shm_size);
+    }
+    OUT("# HELP ncclguard_watchdog_shm_orphan_segments NCCL segments in a "
+        "pod's /dev/shm that no live process of the pod maps.\n"
+        "# TYPE ncclguard_watchdog_shm_orphan_segments gauge\n");
+    for (size_t i = 0; i < a->n_pods; i++) {
+        const struct wpod *p = &a->pods[i];
+        char ns[140], name[520];
+
+        if (!p->used || !p->shm_known)
+            continue;
+        label(ns, sizeof(ns), p->ns);
+        label(name, sizeof(name), p->name);
+        OUT("ncclguard_watchdog_shm_orphan_segments{namespace=\"%s\","
+            "pod=\"%s\",pod_uid=\"%s\"} %d\n",
+            ns, name, p->uid, p->shm_orphans);
     }
     OUT("# HELP ncclguard_watchdog_hangs_total Hangs detected.\n"
         "# TYPE ncclguard_watchdog_hangs_total counter\n"

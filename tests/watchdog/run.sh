@@ -770,6 +770,40 @@ if [ "${1:-}" = --case ]; then
             length >= 1 and all(.result | startswith("not-sent: the API lists no pod"))' \
             "$T/agent.log" >/dev/null && ok || bad "pod B event lines: $(ev event)"
         ;;
+    shm)
+        # Pod A's /dev/shm (a 1 MiB tmpfs, as the kubelet mounts a
+        # memory-backed emptyDir) filled to 95 % by a segment it maps, plus
+        # a segment nothing maps: the use is a metric, one Event goes out
+        # at 90 % (not one per period), and the left-behind segment is
+        # reported. Pod B at 50 %: no Event. Both jobs work (busy GPUs).
+        echo tok >"$T/token"
+        python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" &
+        API=$!
+        for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
+        job a "$UID_A" "period=${P}ms,idle=3,mincpu=0.02" --shm-fill 95 --shm-orphan
+        job b "$UID_B" "period=${P}ms,idle=3,mincpu=0.02" --shm-fill 50
+        gpus "gpu 100 $PID_a" "gpu 100 $PID_b"
+        agent 1800 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+            --token-file "$T/token" --node-name node-7 \
+            --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
+        wait_for period 8 || bad "no eighth period"
+        curl -sf --max-time 2 "http://127.0.0.1:$(cat "$T/port")/metrics" >"$T/metrics" || bad "no /metrics"
+        agent_wait
+        kill "$API"
+        jq -e --arg u "$UID_A" -s 'length == 1 and .[0].body.reason == "NCCLShmNearlyFull" and
+            .[0].body.involvedObject.uid == $u and
+            (.[0].body.message | test("^NCCLShmNearlyFull: /dev/shm 9[5-9]% full \\([0-9]+ of 1024 KiB\\)"))' \
+            "$T/requests" >/dev/null && ok || bad "Event POSTs: $(cat "$T/requests" 2>&1)"
+        used=$(awk -v u="$UID_A" 'index($0, "ncclguard_watchdog_shm_bytes{") == 1 && index($0, u) && /kind="used"/ {print $2}' "$T/metrics")
+        size=$(awk -v u="$UID_A" 'index($0, "ncclguard_watchdog_shm_bytes{") == 1 && index($0, u) && /kind="size"/ {print $2}' "$T/metrics")
+        [ "${size:-0}" = 1048576 ] && [ "$(( ${used:-0} * 100 / 1048576 ))" -ge 95 ] && ok ||
+            bad "shm metric for pod A: used ${used:-missing} size ${size:-missing}"
+        grep -q "ncclguard_watchdog_shm_orphan_segments{.*$UID_A\"} 1\$" "$T/metrics" && ok ||
+            bad "orphan metric: $(grep orphan "$T/metrics")"
+        jq -e -s --arg u "$UID_A" '[.[] | select(.event == "shm-orphan")] |
+            length == 1 and .[0].pod_uid == $u and .[0].segment == "nccl-orphan"' \
+            "$T/agent.log" >/dev/null && ok || bad "shm-orphan lines: $(ev shm-orphan)"
+        ;;
     *)
         echo "unknown case $CASE"
         exit 2
@@ -782,7 +816,7 @@ fi
 # ---- the runner --------------------------------------------------------------
 CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig bad-spec not-a-pod
-fifo metrics-flood churn events-limit identity burst"
+fifo metrics-flood churn events-limit identity burst shm"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT

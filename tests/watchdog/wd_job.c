@@ -4,7 +4,7 @@
  *
  *   wd_job --log FILE [--spin] [--close-wait] [--catch-usr1 CKPT]
  *          [--ignore-term] [--exit-after MS] [--ready FILE]
- *          [--write FILE] [--churn MS]
+ *          [--write FILE] [--churn MS] [--shm-fill PCT] [--shm-orphan]
  *
  * --catch-usr1 CKPT  on SIGUSR1 write CKPT (a checkpoint stand-in)
  * --ignore-term      log SIGTERM but keep running (SIGKILL must follow)
@@ -12,15 +12,25 @@
  * --write FILE       keeps writing FILE, 1 MiB at a time over the same
  *                    bytes (a checkpoint being written, a cache filled)
  * --churn MS         every MS ms forks a child that lives 20 ms (process
- *                    churn: workers, shell-outs) */
+ *                    churn: workers, shell-outs)
+ * --shm-fill PCT     in a mount namespace of its own, mounts a 1 MiB tmpfs
+ *                    on /dev/shm (as the kubelet mounts a memory-backed
+ *                    emptyDir) and fills PCT of it with a segment it maps,
+ *                    as NCCL maps its nccl-* segments
+ * --shm-orphan       also leaves a segment there that nothing maps, dated a
+ *                    minute back (a process that died without cleaning) */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,6 +101,42 @@ on_term_ignored(int sig)
     log_sig("TERM");
 }
 
+/* The /dev/shm of a pod: a small tmpfs, filled to pct with a mapped
+ * segment, and maybe one segment left behind. */
+static int
+shm_setup(int pct, int orphan)
+{
+    size_t size = (size_t)pct * (1 << 20) / 100;
+    struct timespec ts[2];
+    char *p;
+    int fd;
+
+    if (unshare(CLONE_NEWNS) != 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m") != 0)
+        return -1;
+    fd = open("/dev/shm/nccl-fill", O_RDWR | O_CREAT, 0600);
+    if (fd < 0 || ftruncate(fd, (off_t)size) != 0)
+        return -1;
+    p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return -1;
+    memset(p, 1, size); /* the pages count once touched */
+    close(fd);
+    if (!orphan)
+        return 0;
+    fd = open("/dev/shm/nccl-orphan", O_WRONLY | O_CREAT, 0600);
+    if (fd < 0 || write(fd, p, 4096) != 4096)
+        return -1;
+    clock_gettime(CLOCK_REALTIME, &ts[0]);
+    ts[0].tv_sec -= 60;
+    ts[1] = ts[0];
+    if (futimens(fd, ts) != 0)
+        return -1;
+    close(fd);
+    return 0;
+}
+
 /* A connected socket whose peer has closed: it sits in CLOSE_WAIT until we
  * close it, which we never do. */
 static int
@@ -120,7 +166,7 @@ close_wait_socket(void)
 int
 main(int argc, char **argv)
 {
-    int spin = 0, cw = 0, ignore_term = 0, wfd = -1;
+    int spin = 0, cw = 0, ignore_term = 0, wfd = -1, shm_pct = -1, orphan = 0;
     long long exit_after = -1, t0 = mono_ms(), churn = -1, last_fork = 0;
     const char *ready = NULL;
     static char chunk[1 << 20];
@@ -145,6 +191,10 @@ main(int argc, char **argv)
             wfd = open(argv[++i], O_WRONLY | O_CREAT | O_TRUNC, 0644);
         else if (strcmp(argv[i], "--churn") == 0 && i + 1 < argc)
             churn = strtoll(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--shm-fill") == 0 && i + 1 < argc)
+            shm_pct = (int)strtol(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--shm-orphan") == 0)
+            orphan = 1;
         else {
             fprintf(stderr, "wd_job: bad argument %s\n", argv[i]);
             return 2;
@@ -161,6 +211,10 @@ main(int argc, char **argv)
     }
     sa.sa_handler = ignore_term ? on_term_ignored : on_term;
     sigaction(SIGTERM, &sa, NULL);
+    if (shm_pct >= 0 && shm_setup(shm_pct, orphan) != 0) {
+        perror("wd_job: /dev/shm");
+        return 1;
+    }
     if (cw && close_wait_socket() < 0) {
         perror("wd_job: close-wait socket");
         return 1;
