@@ -580,7 +580,9 @@ if [ "${1:-}" = --case ]; then
         agent 3800 --scan 10s
         wait_for watch 1 || bad "not watched"
         sleep 0.3
-        gpus "gpu 100 $PID_a"
+        # No link traffic in the burst: only the utilisation samples can
+        # tell that the GPU worked.
+        gpus "gpu 100 nvlink=0 pcie=0 $PID_a"
         sleep 0.4
         gpus "gpu 0 $PID_a"
         agent_wait
