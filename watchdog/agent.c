@@ -29,6 +29,7 @@
 #include "watchdog/mserver.h"
 #include "watchdog/nvml.h"
 #include "watchdog/procfs.h"
+#include "watchdog/ras.h"
 #include "watchdog/rule.h"
 #include "watchdog/wdspec.h"
 
@@ -99,6 +100,8 @@ struct wpod {
     double ev_tokens;
     long long ev_tokens_ms;
     unsigned long long ev_dups;
+    char ras_addr[128]; /* NCCL_RAS_ADDR of the pod's first process */
+    char ip[64];        /* status.podIP, from the API */
     /* /dev/shm of the pod, at the last period. */
     bool shm_known;
     uint64_t shm_size, shm_used;
@@ -714,6 +717,8 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
             copy_env(a->envbuf, (size_t)envlen, "NCCLGUARD_POD_NAMESPACE",
                      pod->ns, sizeof(pod->ns));
         }
+        copy_env(a->envbuf, (size_t)envlen, "NCCL_RAS_ADDR", pod->ras_addr,
+                 sizeof(pod->ras_addr));
         pod->spec = spec;
         if (wd_spec_format(&spec, pod->spec_text, sizeof(pod->spec_text)) != 0)
             pod->spec_text[0] = '\0';
@@ -1547,6 +1552,8 @@ pods_identify(struct agent *a, long long t)
         const char *uid = json_string_value(json_object_get(md, "uid"));
         const char *name = json_string_value(json_object_get(md, "name"));
         const char *ns = json_string_value(json_object_get(md, "namespace"));
+        const char *ip = json_string_value(
+            json_object_get(json_object_get(it, "status"), "podIP"));
         ssize_t pi;
 
         if (uid == NULL || name == NULL || ns == NULL ||
@@ -1554,6 +1561,7 @@ pods_identify(struct agent *a, long long t)
             continue;
         snprintf(a->pods[pi].name, sizeof(a->pods[pi].name), "%s", name);
         snprintf(a->pods[pi].ns, sizeof(a->pods[pi].ns), "%s", ns);
+        snprintf(a->pods[pi].ip, sizeof(a->pods[pi].ip), "%s", ip ? ip : "");
     }
     json_decref(root);
 }
@@ -1641,12 +1649,119 @@ post_event(struct agent *a, struct wpod *pod, const char *reason,
                              code == 201 ? "created" : why)));
 }
 
+/* RAS: the whole query within this long; RAS's own collective timeout. */
+#define RAS_QUERY_MS 2500
+#define RAS_TIMEOUT_S 1
+
+/*
+ * Asks the pod's NCCL RAS service which ranks are missing or behind, and
+ * appends what it says to msg (used bytes of n). The address: the port of
+ * the pod's NCCL_RAS_ADDR, at the pod's own IP from the API, so that a
+ * pod's env can point the agent at nothing but the pod itself; only under
+ * --pod-from-env is the env's host believed too. Bounded by RAS_QUERY_MS.
+ */
+static void
+pod_ras(struct agent *a, struct wpod *pod, char *msg, size_t n)
+{
+    struct sockaddr_storage ss;
+    struct wd_ras_result r;
+    char host[128], why[200];
+    const char *colon, *h = NULL;
+    size_t u = strlen(msg);
+    long port;
+    char *end;
+
+    memset(&ss, 0, sizeof(ss));
+    if (pod->ras_addr[0] == '\0') {
+        logj(a, "ras",
+             podj(pod, json_pack("{s:s}", "result",
+                                 "not-queried: NCCL_RAS_ADDR is not set, so "
+                                 "RAS listens on the pod's loopback")));
+        return;
+    }
+    colon = strrchr(pod->ras_addr, ':');
+    errno = 0;
+    port = strtol(colon ? colon + 1 : pod->ras_addr, &end, 10);
+    if (errno != 0 || *end != '\0' || port <= 0 || port > 65535) {
+        logj(a, "ras",
+             podj(pod, json_pack("{s:s,s:s}", "result",
+                                 "not-queried: bad NCCL_RAS_ADDR", "value",
+                                 pod->ras_addr)));
+        return;
+    }
+    snprintf(host, sizeof(host), "%.*s",
+             colon ? (int)(colon - pod->ras_addr) : 0, pod->ras_addr);
+    if (a->o->pod_from_env && host[0] != '\0') {
+        h = host;
+    } else {
+        if (pod->ip[0] == '\0' && a->ev.api_server && a->ev.api_server[0])
+            pods_identify(a, now_ms());
+        h = pod->ip;
+    }
+    if (h[0] == '[') { /* [v6] */
+        snprintf(host, sizeof(host), "%s", h + 1);
+        if (strchr(host, ']') != NULL)
+            *strchr(host, ']') = '\0';
+        h = host;
+    }
+    {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+        if (inet_pton(AF_INET, h, &s4->sin_addr) == 1) {
+            s4->sin_family = AF_INET;
+            s4->sin_port = htons((uint16_t)port);
+        } else if (inet_pton(AF_INET6, h, &s6->sin6_addr) == 1) {
+            s6->sin6_family = AF_INET6;
+            s6->sin6_port = htons((uint16_t)port);
+        } else {
+            logj(a, "ras",
+                 podj(pod, json_pack("{s:s}", "result",
+                                     "not-queried: the pod's IP is unknown")));
+            return;
+        }
+    }
+    if (wd_ras_query((struct sockaddr *)&ss,
+                     ss.ss_family == AF_INET ? sizeof(struct sockaddr_in)
+                                             : sizeof(struct sockaddr_in6),
+                     now_ms() + RAS_QUERY_MS, RAS_TIMEOUT_S, &r, why,
+                     sizeof(why)) != 0) {
+        logj(a, "ras", podj(pod, json_pack("{s:s}", "result", why)));
+        return;
+    }
+    if (r.n_missing == 0 && r.n_behind == 0 && u + 40 < n)
+        u += (size_t)snprintf(msg + u, n - u,
+                              "; RAS: no rank missing or behind");
+    for (int i = 0; i < r.n_missing && i < 3 && u + 100 < n; i++) {
+        const struct wd_ras_rank *k = &r.missing[i];
+
+        u += (size_t)snprintf(msg + u, n - u,
+                              "; RAS: rank %d on %.40s (pid %d) missing (%s)",
+                              k->rank, k->host, k->pid,
+                              k->dead           ? "considered dead"
+                              : k->unresponsive ? "unresponsive"
+                                                : "no data");
+    }
+    for (int i = 0; i < r.n_behind && i < 3 && u + 100 < n; i++) {
+        const struct wd_ras_rank *k = &r.behind[i];
+
+        u += (size_t)snprintf(
+            msg + u, n - u,
+            "; RAS: rank %d on %.40s (pid %d) behind (%lu of %lu collectives)",
+            k->rank, k->host, k->pid, k->done, k->most);
+    }
+    logj(a, "ras",
+         podj(pod, json_pack("{s:s,s:i,s:i,s:i}", "result", "answered",
+                             "communicators", r.communicators, "missing",
+                             r.n_missing, "behind", r.n_behind)));
+}
+
 static void
 pod_hang(struct agent *a, struct wpod *pod, size_t pi)
 {
     const struct wd_spec *s = &pod->spec;
     const struct wd_period *pr = &pod->last;
-    char msg[600], period[24], grace[24], report[1200];
+    char msg[1200], period[24], grace[24], report[1800];
     struct wproc *first = pod_first(a, pi);
     bool asked = false;
     size_t used;
@@ -1722,6 +1837,7 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
                                 "path", a->o->termination_log, "result", why)));
     }
     if (s->action != WD_ACTION_RESTART) {
+        pod_ras(a, pod, msg, sizeof(msg));
         post_event(a, pod, "NCCLHang", msg, wd_verdict_name(pod->last_v));
         return;
     }
@@ -1747,6 +1863,7 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
     pod->deadline_ms = now_ms() + (asked ? s->grace_ms : 0);
     /* The Event last: its POST may take up to its timeout, and the
      * checkpoint request should not wait for the API server. */
+    pod_ras(a, pod, msg, sizeof(msg));
     post_event(a, pod, "NCCLHang", msg, wd_verdict_name(pod->last_v));
 }
 

@@ -14,7 +14,7 @@ DEB_PKGS += libcurl4-openssl-dev python3
 
 WD_SRCS := watchdog/main.c watchdog/agent.c watchdog/cgroup.c \
 	watchdog/procfs.c watchdog/nvml.c watchdog/rule.c watchdog/event.c \
-	watchdog/mserver.c
+	watchdog/mserver.c watchdog/ras.c
 WD_OBJS = $(WD_SRCS:%.c=$(BUILD)/obj/%.o)
 WD_LIBS := $(shell pkg-config --libs libcurl jansson 2>/dev/null) -ldl -lpthread
 WD_TESTBINS = $(BUILD)/fakes/libnvidia-ml.so.1 $(BUILD)/tests/wd_job
