@@ -62,6 +62,8 @@ struct wproc {
     uint64_t prev_io; /* rchar + wchar at the last period */
     bool io_ok;       /* prev_io was read */
     size_t pod;
+    char *fr_pipe; /* PyTorch's flight-recorder pipe, its dump; or NULL */
+    char *fr_dump;
     unsigned gen; /* the scan that last saw it */
     bool alive;   /* seen in the latest scan or sample */
 };
@@ -101,7 +103,13 @@ struct wpod {
     long long ev_tokens_ms;
     unsigned long long ev_dups;
     char ras_addr[128]; /* NCCL_RAS_ADDR of the pod's first process */
-    char ip[64];        /* status.podIP, from the API */
+    /* A flight-recorder dump was asked for: the Event (ev_msg) and the
+     * SIGTERM wait for the dumps until fr_deadline_ms. */
+    bool fr_pending;
+    long long fr_deadline_ms;
+    time_t fr_since; /* when it was asked, the realtime clock */
+    char *ev_msg;
+    char ip[64]; /* status.podIP, from the API */
     /* /dev/shm of the pod, at the last period. */
     bool shm_known;
     uint64_t shm_size, shm_used;
@@ -306,7 +314,13 @@ signal_checked(const char *root, pid_t pid, uint64_t start, int sig,
 #define POD_WRITE_MS 500
 
 /* Exit codes of the writer child. */
-enum { WR_OK = 0, WR_NOT_REGULAR = 1, WR_SHORT = 2, WR_ERRNO = 10 };
+enum {
+    WR_OK = 0,
+    WR_NOT_REGULAR = 1,
+    WR_SHORT = 2,
+    WR_NOT_FIFO = 3,
+    WR_ERRNO = 10
+};
 
 /*
  * The writer child's work, with dfd the container's root: never opens for
@@ -317,7 +331,7 @@ enum { WR_OK = 0, WR_NOT_REGULAR = 1, WR_SHORT = 2, WR_ERRNO = 10 };
  * Only system calls here: the parent has threads.
  */
 static int
-write_child(int dfd, const char *path, const char *data, size_t len)
+write_child(int dfd, const char *path, const char *data, size_t len, bool fifo)
 {
     const unsigned long long res = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
     struct open_how how;
@@ -333,14 +347,19 @@ write_child(int dfd, const char *path, const char *data, size_t len)
     if (pfd >= 0) {
         if (fstat(pfd, &st) != 0)
             return WR_ERRNO + errno;
-        if (!S_ISREG(st.st_mode))
+        if (fifo && !S_ISFIFO(st.st_mode))
+            return WR_NOT_FIFO;
+        if (!fifo && !S_ISREG(st.st_mode))
             return WR_NOT_REGULAR;
         /* The fd's own link names the same inode: no window for a swap. */
         if (snprintf(link, sizeof(link), "/proc/self/fd/%d", pfd) >=
             (int)sizeof(link))
             return WR_ERRNO + ENAMETOOLONG;
-        fd = open(link, O_WRONLY | O_TRUNC | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    } else if (errno == ENOENT) {
+        /* A FIFO opened O_NONBLOCK for writing never waits: without a
+         * reader it fails with ENXIO, and a full one fails the write. */
+        fd = open(link, (fifo ? O_WRONLY : O_WRONLY | O_TRUNC) | O_NONBLOCK |
+                            O_NOCTTY | O_CLOEXEC);
+    } else if (errno == ENOENT && !fifo) {
         how.flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK |
                     O_NOCTTY | O_CLOEXEC;
         how.mode = 0644;
@@ -350,13 +369,16 @@ write_child(int dfd, const char *path, const char *data, size_t len)
     }
     if (fd < 0)
         return WR_ERRNO + errno;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-        return WR_NOT_REGULAR;
+    if (fstat(fd, &st) != 0 ||
+        (fifo ? !S_ISFIFO(st.st_mode) : !S_ISREG(st.st_mode)))
+        return fifo ? WR_NOT_FIFO : WR_NOT_REGULAR;
     while (off < len) {
         ssize_t w = write(fd, data + off, len - off);
 
         if (w < 0 && errno == EINTR)
             continue;
+        if (w < 0 && fifo && errno == EAGAIN)
+            return WR_OK; /* full: a request is already waiting */
         if (w < 0)
             return WR_ERRNO + errno;
         if (w == 0)
@@ -378,7 +400,7 @@ write_child(int dfd, const char *path, const char *data, size_t len)
  */
 static int
 write_in_root(const char *root, pid_t pid, uint64_t start, const char *path,
-              const char *data, size_t len, const char **why)
+              const char *data, size_t len, bool fifo, const char **why)
 {
     struct wd_stat st;
     struct pollfd pf;
@@ -408,7 +430,7 @@ write_in_root(const char *root, pid_t pid, uint64_t start, const char *path,
         return -1;
     }
     if (child == 0)
-        _exit(write_child(dfd, path, data, len));
+        _exit(write_child(dfd, path, data, len, fifo));
     close(dfd);
     pfd = pidfd_open_(child);
     pf.fd = pfd;
@@ -434,6 +456,9 @@ write_in_root(const char *root, pid_t pid, uint64_t start, const char *path,
         break;
     case WR_SHORT:
         *why = "short write";
+        break;
+    case WR_NOT_FIFO:
+        *why = "refused: not a FIFO";
         break;
     default:
         *why = WEXITSTATUS(status) >= WR_ERRNO
@@ -538,8 +563,11 @@ procs_compact(struct agent *a)
     for (size_t i = 0; i < a->n_procs; i++) {
         struct wproc *w = &a->procs[i];
 
-        if (!w->alive || w->pod >= a->n_pods || !a->pods[w->pod].used)
+        if (!w->alive || w->pod >= a->n_pods || !a->pods[w->pod].used) {
+            free(w->fr_pipe);
+            free(w->fr_dump);
             continue;
+        }
         a->pods[w->pod].n_procs++;
         a->procs[out++] = *w;
     }
@@ -640,6 +668,48 @@ proc_io(struct agent *a, pid_t pid, uint64_t *bytes)
     ssize_t n = wd_proc_read(a->o->proc_root, pid, "io", buf, sizeof(buf));
 
     return n > 0 ? wd_io_parse(buf, (size_t)n, bytes) : -1;
+}
+
+/*
+ * PyTorch's flight recorder, as ProcessGroupNCCL sets it up (its DumpPipe):
+ * with TORCH_NCCL_TRACE_BUFFER_SIZE above 0 and
+ * TORCH_NCCL_DEBUG_INFO_PIPE_FILE set, each rank makes a FIFO
+ * <stem><rank>.pipe and dumps its trace to
+ * <TORCH_NCCL_DEBUG_INFO_TEMP_FILE><rank> (default /tmp/nccl_trace_rank_)
+ * when anything is written to it. The rank is the env's RANK.
+ */
+static void
+proc_flight_recorder(struct agent *a, size_t envlen, struct wproc *wp)
+{
+    char size[24], stem[200], rank[16], tmp[200];
+    char *end;
+    long long n;
+
+    wp->fr_pipe = wp->fr_dump = NULL;
+    copy_env(a->envbuf, envlen, "TORCH_NCCL_TRACE_BUFFER_SIZE", size,
+             sizeof(size));
+    copy_env(a->envbuf, envlen, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE", stem,
+             sizeof(stem));
+    copy_env(a->envbuf, envlen, "RANK", rank, sizeof(rank));
+    copy_env(a->envbuf, envlen, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", tmp,
+             sizeof(tmp));
+    errno = 0;
+    n = strtoll(size, &end, 10);
+    if (errno != 0 || end == size || *end != '\0' || n <= 0 ||
+        stem[0] == '\0' || rank[0] == '\0' ||
+        strspn(rank, "0123456789") != strlen(rank))
+        return;
+    if (tmp[0] == '\0')
+        snprintf(tmp, sizeof(tmp), "/tmp/nccl_trace_rank_");
+    if (asprintf(&wp->fr_pipe, "%s%s.pipe", stem, rank) < 0)
+        wp->fr_pipe = NULL;
+    if (asprintf(&wp->fr_dump, "%s%s", tmp, rank) < 0)
+        wp->fr_dump = NULL;
+    if (wp->fr_pipe == NULL || wp->fr_dump == NULL) {
+        free(wp->fr_pipe);
+        free(wp->fr_dump);
+        wp->fr_pipe = wp->fr_dump = NULL;
+    }
 }
 
 /* A newly found process: opted in? which pod? */
@@ -764,6 +834,7 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
     wp->start = st->start;
     wp->prev_ticks = st->cpu_ticks;
     wp->io_ok = proc_io(a, pid, &wp->prev_io) == 0;
+    proc_flight_recorder(a, (size_t)envlen, wp);
     wp->pod = (size_t)pi;
     wp->gen = a->scan_gen;
     wp->alive = true;
@@ -1128,6 +1199,9 @@ pod_forget(struct agent *a, size_t pi)
     free(pod->q);
     pod->q = NULL;
     pod->n_q = 0;
+    free(pod->ev_msg);
+    pod->ev_msg = NULL;
+    pod->fr_pending = false;
     pod->used = false;
     procs_compact(a);
 }
@@ -1756,6 +1830,129 @@ pod_ras(struct agent *a, struct wpod *pod, char *msg, size_t n)
                              r.n_missing, "behind", r.n_behind)));
 }
 
+/* The flight recorder: how long the Event and the SIGTERM wait for the
+ * dumps (ProcessGroupNCCL's monitor thread polls its pipe about once a
+ * second, then writes the trace). */
+#define FR_WAIT_MS 5000
+
+/* True when path in pid's root is a regular, non-empty file modified at or
+ * after since. Looked at through an O_PATH handle: never opened. */
+static bool
+dump_ready(const char *root, const struct wproc *w, const char *path,
+           time_t since)
+{
+    struct open_how how;
+    struct stat st;
+    char rp[256];
+    int dfd, fd;
+    bool ok = false;
+
+    snprintf(rp, sizeof(rp), "%s/%d/root", root, (int)w->pid);
+    dfd = open(rp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return false;
+    memset(&how, 0, sizeof(how));
+    how.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC;
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+    while (*path == '/')
+        path++;
+    fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+    if (fd >= 0) {
+        ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+             st.st_mtime >= since;
+        close(fd);
+    }
+    close(dfd);
+    return ok;
+}
+
+/* Asks every rank of the pod that has a flight-recorder pipe to dump;
+ * returns how many were asked. */
+static int
+pod_fr_trigger(struct agent *a, struct wpod *pod, size_t pi)
+{
+    int asked = 0;
+
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct wproc *w = &a->procs[i];
+        const char *why;
+
+        if (w->pod != pi || !w->alive || w->fr_pipe == NULL)
+            continue;
+        if (write_in_root(a->o->proc_root, w->pid, w->start, w->fr_pipe, "1\n",
+                          2, true, &why) == 0)
+            asked++;
+        logj(a, "action",
+             podj(pod,
+                  json_pack("{s:s,s:i,s:s,s:s,s:s}", "action",
+                            "flight-recorder", "pid", (int)w->pid, "pipe",
+                            w->fr_pipe, "dump", w->fr_dump, "result", why)));
+    }
+    return asked;
+}
+
+/* Posts the hang's Event now, or, when a flight-recorder dump was asked
+ * for, once the dumps are there (fr_due). */
+static void
+pod_event_or_wait(struct agent *a, struct wpod *pod, size_t pi, const char *msg)
+{
+    time_t since = time(NULL);
+
+    if (pod_fr_trigger(a, pod, pi) > 0 && (pod->ev_msg = strdup(msg))) {
+        pod->fr_pending = true;
+        pod->fr_since = since;
+        pod->fr_deadline_ms = now_ms() + FR_WAIT_MS;
+        return;
+    }
+    post_event(a, pod, "NCCLHang", msg, wd_verdict_name(pod->last_v));
+}
+
+/* Pods waiting for flight-recorder dumps: once every asked rank's dump is
+ * there, or at the deadline, the Event goes out saying where they are. */
+static void
+fr_due(struct agent *a, long long t)
+{
+    for (size_t pi = 0; pi < a->n_pods; pi++) {
+        struct wpod *pod = &a->pods[pi];
+        char msg[2000], list[700];
+        size_t u = 0;
+        bool all = true;
+        int n = 0;
+
+        if (!pod->used || !pod->fr_pending)
+            continue;
+        list[0] = '\0';
+        for (size_t i = 0; i < a->n_procs; i++) {
+            const struct wproc *w = &a->procs[i];
+
+            if (w->pod != pi || w->fr_dump == NULL)
+                continue;
+            if (!dump_ready(a->o->proc_root, w, w->fr_dump, pod->fr_since)) {
+                all = false;
+                continue;
+            }
+            n++;
+            if (u + 4 < sizeof(list))
+                u += (size_t)snprintf(list + u, sizeof(list) - u, "%s%s",
+                                      u ? ", " : "", w->fr_dump);
+        }
+        if (!all && t < pod->fr_deadline_ms)
+            continue;
+        snprintf(msg, sizeof(msg), "%s; flight recorder: %s%s",
+                 pod->ev_msg ? pod->ev_msg : "",
+                 n > 0 ? "dumped to " : "no dump within 5 s",
+                 n > 0 ? list : "");
+        logj(a, "action",
+             podj(pod, json_pack("{s:s,s:s,s:i}", "action",
+                                 "flight-recorder-dump", "result",
+                                 all ? "dumped" : "timed out", "dumps", n)));
+        pod->fr_pending = false;
+        post_event(a, pod, "NCCLHang", msg, wd_verdict_name(pod->last_v));
+        free(pod->ev_msg);
+        pod->ev_msg = NULL;
+    }
+}
+
 static void
 pod_hang(struct agent *a, struct wpod *pod, size_t pi)
 {
@@ -1829,7 +2026,7 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
                           a->o->termination_log, report,
                           (size_t)n < sizeof(report) ? (size_t)n
                                                      : sizeof(report) - 1,
-                          &why) == 0)
+                          false, &why) == 0)
             a->m.report_files++;
         logj(
             a, "action",
@@ -1838,7 +2035,7 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
     }
     if (s->action != WD_ACTION_RESTART) {
         pod_ras(a, pod, msg, sizeof(msg));
-        post_event(a, pod, "NCCLHang", msg, wd_verdict_name(pod->last_v));
+        pod_event_or_wait(a, pod, pi, msg);
         return;
     }
     if (s->checkpoint_file[0] != '\0' && first != NULL) {
@@ -1848,7 +2045,8 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
                          grace);
 
         if (write_in_root(a->o->proc_root, first->pid, first->start,
-                          s->checkpoint_file, body, (size_t)n, &why) == 0)
+                          s->checkpoint_file, body, (size_t)n, false,
+                          &why) == 0)
             a->m.checkpoint_file++;
         logj(a, "action",
              podj(pod, json_pack("{s:s,s:s,s:s}", "action", "checkpoint-file",
@@ -1864,7 +2062,7 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
     /* The Event last: its POST may take up to its timeout, and the
      * checkpoint request should not wait for the API server. */
     pod_ras(a, pod, msg, sizeof(msg));
-    post_event(a, pod, "NCCLHang", msg, wd_verdict_name(pod->last_v));
+    pod_event_or_wait(a, pod, pi, msg);
 }
 
 /* Moves pods in the restart sequence along when their deadline passed. */
@@ -1874,7 +2072,8 @@ actions_due(struct agent *a, long long t)
     for (size_t pi = 0; pi < a->n_pods; pi++) {
         struct wpod *pod = &a->pods[pi];
 
-        if (!pod->used || t < pod->deadline_ms)
+        /* The SIGTERM waits for a flight-recorder dump (FR_WAIT_MS). */
+        if (!pod->used || t < pod->deadline_ms || pod->fr_pending)
             continue;
         if (pod->state == POD_GRACE) {
             a->m.sigterm += (unsigned long long)pod_signal(a, pi, SIGTERM,
@@ -2078,6 +2277,12 @@ agent_release(struct agent *a)
     for (size_t i = 0; i < a->n_pods; i++)
         free(a->pods[i].q);
     free(a->pods);
+    for (size_t i = 0; i < a->n_procs; i++) {
+        free(a->procs[i].fr_pipe);
+        free(a->procs[i].fr_dump);
+    }
+    for (size_t i = 0; i < a->n_pods; i++)
+        free(a->pods[i].ev_msg);
     free(a->procs);
     free(a->pidx);
     free(a->seen.v);
@@ -2181,6 +2386,7 @@ wd_agent_run(const struct wd_options *o)
                 if (a.pods[i].used && a.pods[i].next_ms <= t)
                     pod_sample(&a, i, t);
         }
+        fr_due(&a, now_ms());
         actions_due(&a, now_ms());
         reap_children();
         /* Sleep until the next period, deadline or scan. */
@@ -2195,6 +2401,8 @@ wd_agent_run(const struct wd_options *o)
             if ((p->state == POD_GRACE || p->state == POD_TERM) &&
                 p->deadline_ms < wake)
                 wake = p->deadline_ms;
+            if (p->fr_pending && now_ms() + 100 < wake)
+                wake = now_ms() + 100; /* look for the dumps */
         }
         if (o->run_ms > 0 && a.t0_ms + o->run_ms < wake)
             wake = a.t0_ms + o->run_ms;

@@ -844,6 +844,42 @@ if [ "${1:-}" = --case ]; then
             "$T/requests" >/dev/null && ok || bad "Event: $(jq -c .body.message "$T/requests" 2>&1)"
         [ "$(ev ras .result | jq -c .)" = '["answered"]' ] && ok || bad "ras lines: $(ev ras)"
         ;;
+    flight-recorder)
+        # Two ranks run PyTorch's flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE
+        # and TORCH_NCCL_DEBUG_INFO_PIPE_FILE set; the stand-in answers on
+        # its FIFO as ProcessGroupNCCL does). On the hang the agent writes
+        # to each rank's pipe, waits for the dumps, then posts the Event
+        # saying where they are; the SIGTERM waits for the dumps too.
+        echo tok >"$T/token"
+        python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" &
+        API=$!
+        for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
+        spec="period=${P}ms,idle=2,mincpu=0.02,action=restart,term=400ms"
+        export TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DEBUG_INFO_PIPE_FILE="$T/fr_pipe_" \
+            TORCH_NCCL_DEBUG_INFO_TEMP_FILE="$T/fr_dump_"
+        RANK=0 job a "$UID_A" "$spec" --spin --close-wait --flight-recorder
+        RANK=1 job b "$UID_A" "$spec" --spin --close-wait --flight-recorder
+        unset TORCH_NCCL_TRACE_BUFFER_SIZE TORCH_NCCL_DEBUG_INFO_PIPE_FILE TORCH_NCCL_DEBUG_INFO_TEMP_FILE
+        gpus "gpu 0 $PID_a $PID_b"
+        agent 3000 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+            --token-file "$T/token" --node-name node-7
+        agent_wait
+        kill "$API"
+        [ -p "$T/fr_pipe_0.pipe" ] && [ -p "$T/fr_pipe_1.pipe" ] && ok || bad "the stand-in made no FIFOs"
+        jq -e -s '[.[] | select(.event == "action" and .action == "flight-recorder")] |
+            length == 2 and all(.result == "written")' "$T/agent.log" >/dev/null && ok ||
+            bad "flight-recorder lines: $(ev action 'select(.action == "flight-recorder")')"
+        [ -s "$T/fr_dump_0" ] && [ -s "$T/fr_dump_1" ] && ok || bad "no dumps"
+        jq -e -s --arg d "$T/fr_dump_" 'length == 1 and (.[0].body.message |
+            endswith("; flight recorder: dumped to " + $d + "0, " + $d + "1"))' \
+            "$T/requests" >/dev/null && ok || bad "Event: $(jq -c .body.message "$T/requests" 2>&1)"
+        for r in a b; do
+            d=$(sig_at $r FRDUMP)
+            t=$(sig_at $r TERM)
+            [ -n "$d" ] && [ -n "$t" ] && [ "$t" -ge "$d" ] && ok ||
+                bad "rank $r: dump at ${d:-never}, SIGTERM at ${t:-never}"
+        done
+        ;;
     *)
         echo "unknown case $CASE"
         exit 2
@@ -856,7 +892,7 @@ fi
 # ---- the runner --------------------------------------------------------------
 CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig bad-spec not-a-pod
-fifo metrics-flood churn events-limit identity burst shm ras"
+fifo metrics-flood churn events-limit identity burst shm ras flight-recorder"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT

@@ -5,6 +5,7 @@
  *   wd_job --log FILE [--spin] [--close-wait] [--catch-usr1 CKPT]
  *          [--ignore-term] [--exit-after MS] [--ready FILE]
  *          [--write FILE] [--churn MS] [--shm-fill PCT] [--shm-orphan]
+ *          [--flight-recorder]
  *
  * --catch-usr1 CKPT  on SIGUSR1 write CKPT (a checkpoint stand-in)
  * --ignore-term      log SIGTERM but keep running (SIGKILL must follow)
@@ -18,8 +19,16 @@
  *                    emptyDir) and fills PCT of it with a segment it maps,
  *                    as NCCL maps its nccl-* segments
  * --shm-orphan       also leaves a segment there that nothing maps, dated a
- *                    minute back (a process that died without cleaning) */
+ *                    minute back (a process that died without cleaning)
+ * --flight-recorder  answers as PyTorch's ProcessGroupNCCL does (its
+ *                    DumpPipe and heartbeat monitor): with
+ *                    TORCH_NCCL_TRACE_BUFFER_SIZE > 0, makes the FIFO
+ *                    $TORCH_NCCL_DEBUG_INFO_PIPE_FILE$RANK.pipe, opens it
+ *                    O_RDONLY | O_NONBLOCK, looks at it every 100 ms, and
+ *                    when something was written, writes its trace to
+ *                    $TORCH_NCCL_DEBUG_INFO_TEMP_FILE$RANK and logs FRDUMP */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -101,6 +110,46 @@ on_term_ignored(int sig)
     log_sig("TERM");
 }
 
+static int fr_fd = -1;
+static char fr_dump[512];
+
+static int
+fr_setup(void)
+{
+    const char *size = getenv("TORCH_NCCL_TRACE_BUFFER_SIZE");
+    const char *stem = getenv("TORCH_NCCL_DEBUG_INFO_PIPE_FILE");
+    const char *rank = getenv("RANK");
+    const char *tmp = getenv("TORCH_NCCL_DEBUG_INFO_TEMP_FILE");
+    char pipe[512];
+
+    if (size == NULL || atoi(size) <= 0 || stem == NULL || rank == NULL)
+        return -1;
+    snprintf(pipe, sizeof(pipe), "%s%s.pipe", stem, rank);
+    snprintf(fr_dump, sizeof(fr_dump), "%s%s",
+             tmp ? tmp : "/tmp/nccl_trace_rank_", rank);
+    if ((unlink(pipe) != 0 && errno != ENOENT) || mkfifo(pipe, 0666) != 0)
+        return -1;
+    fr_fd = open(pipe, O_RDONLY | O_NONBLOCK);
+    return fr_fd >= 0 ? 0 : -1;
+}
+
+/* One look at the pipe; a dump when something was written. */
+static void
+fr_poll(void)
+{
+    char buf[128];
+    int fd;
+
+    if (fr_fd < 0 || read(fr_fd, buf, sizeof(buf)) <= 0)
+        return;
+    usleep(200000); /* the trace takes a while to write */
+    fd = open(fr_dump, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, "{\"entries\": []}\n", 16) != 16)
+        _exit(3);
+    close(fd);
+    log_sig("FRDUMP");
+}
+
 /* The /dev/shm of a pod: a small tmpfs, filled to pct with a mapped
  * segment, and maybe one segment left behind. */
 static int
@@ -166,7 +215,9 @@ close_wait_socket(void)
 int
 main(int argc, char **argv)
 {
-    int spin = 0, cw = 0, ignore_term = 0, wfd = -1, shm_pct = -1, orphan = 0;
+    int spin = 0, cw = 0, ignore_term = 0, wfd = -1, shm_pct = -1, orphan = 0,
+        fr = 0;
+    long long last_fr = 0;
     long long exit_after = -1, t0 = mono_ms(), churn = -1, last_fork = 0;
     const char *ready = NULL;
     static char chunk[1 << 20];
@@ -195,6 +246,8 @@ main(int argc, char **argv)
             shm_pct = (int)strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--shm-orphan") == 0)
             orphan = 1;
+        else if (strcmp(argv[i], "--flight-recorder") == 0)
+            fr = 1;
         else {
             fprintf(stderr, "wd_job: bad argument %s\n", argv[i]);
             return 2;
@@ -215,6 +268,10 @@ main(int argc, char **argv)
         perror("wd_job: /dev/shm");
         return 1;
     }
+    if (fr && fr_setup() != 0) {
+        perror("wd_job: flight recorder");
+        return 1;
+    }
     if (cw && close_wait_socket() < 0) {
         perror("wd_job: close-wait socket");
         return 1;
@@ -230,6 +287,10 @@ main(int argc, char **argv)
             return 0;
         if (wfd >= 0 && pwrite(wfd, chunk, sizeof(chunk), 0) < 0)
             return 3;
+        if (fr && mono_ms() - last_fr >= 100) {
+            fr_poll();
+            last_fr = mono_ms();
+        }
         if (churn >= 0) {
             while (waitpid(-1, NULL, WNOHANG) > 0)
                 ;
