@@ -9,7 +9,7 @@
 # wdspec.c (the NCCLGUARD_WATCHDOG format) is shared with the webhook, so it
 # goes into the library too.
 LIB_SRCS += watchdog/wdspec.c
-UNIT_TESTS += wd_spec wd_cgroup wd_procfs wd_rule
+UNIT_TESTS += wd_spec wd_cgroup wd_procfs wd_rule wd_ras
 DEB_PKGS += libcurl4-openssl-dev python3
 
 WD_SRCS := watchdog/main.c watchdog/agent.c watchdog/cgroup.c \
@@ -31,6 +31,7 @@ $(BUILD)/ncclguard-watchdog: $(WD_OBJS) $(BUILD)/obj/watchdog/wdspec.o \
 $(BUILD)/tests/test_wd_cgroup: $(BUILD)/obj/watchdog/cgroup.o
 $(BUILD)/tests/test_wd_procfs: $(BUILD)/obj/watchdog/procfs.o
 $(BUILD)/tests/test_wd_rule: $(BUILD)/obj/watchdog/rule.o
+$(BUILD)/tests/test_wd_ras: $(BUILD)/obj/watchdog/ras.o
 
 # The fake NVML: the real soname, scripted by a file (tests/fakes).
 $(BUILD)/fakes/libnvidia-ml.so.1: tests/fakes/fake_nvml.c
