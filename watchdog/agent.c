@@ -2274,15 +2274,15 @@ nvml_sample(struct agent *a, long long t)
 static void
 agent_release(struct agent *a)
 {
-    for (size_t i = 0; i < a->n_pods; i++)
+    for (size_t i = 0; i < a->n_pods; i++) {
         free(a->pods[i].q);
+        free(a->pods[i].ev_msg);
+    }
     free(a->pods);
     for (size_t i = 0; i < a->n_procs; i++) {
         free(a->procs[i].fr_pipe);
         free(a->procs[i].fr_dump);
     }
-    for (size_t i = 0; i < a->n_pods; i++)
-        free(a->pods[i].ev_msg);
     free(a->procs);
     free(a->pidx);
     free(a->seen.v);
