@@ -17,14 +17,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "watchdog/cgroup.h"
 #include "watchdog/event.h"
+#include "watchdog/mserver.h"
 #include "watchdog/nvml.h"
 #include "watchdog/procfs.h"
+#include "watchdog/ras.h"
 #include "watchdog/rule.h"
 #include "watchdog/wdspec.h"
 
@@ -32,6 +37,10 @@
 #define MAX_SOCKETS 4096
 #define MAX_TCP_ROWS 65536
 #define TCP_TEXT_MAX (4 << 20)
+/* A pod's work budget: processes watched per pod. A pod that forks more
+ * gets its first POD_MAX_PROCS judged, and one line saying so. */
+#define POD_MAX_PROCS 512
+#define METRICS_MAX (1 << 17)
 
 /* Where a pod stands after a hang. */
 enum pod_state {
@@ -50,8 +59,13 @@ struct wproc {
     pid_t pid;
     uint64_t start;
     uint64_t prev_ticks;
+    uint64_t prev_io; /* rchar + wchar at the last period */
+    bool io_ok;       /* prev_io was read */
     size_t pod;
-    bool alive; /* seen in the latest scan or sample */
+    char *fr_pipe; /* PyTorch's flight-recorder pipe, its dump; or NULL */
+    char *fr_dump;
+    unsigned gen; /* the scan that last saw it */
+    bool alive;   /* seen in the latest scan or sample */
 };
 
 /* A socket queue seen last period, to tell stuck from moving. */
@@ -74,6 +88,37 @@ struct wpod {
     enum pod_state state;
     long long deadline_ms;
     struct wd_period last;
+    enum wd_verdict last_v;
+    /* The GPU signals behind the latest verdict, for the hang message. */
+    unsigned spin_util, spin_power, spin_mem;
+    char lost_gpus[64];
+    /* NVML's counters at the start of the current period, per GPU. */
+    bool base_set;
+    bool base_ok[WD_NVML_MAX_GPUS];
+    struct wd_gpu_counters base[WD_NVML_MAX_GPUS];
+    /* Events: the last one's key and time, and the pod's token bucket. */
+    char ev_key[24];
+    long long ev_ms;
+    double ev_tokens;
+    long long ev_tokens_ms;
+    unsigned long long ev_dups;
+    char ras_addr[128]; /* NCCL_RAS_ADDR of the pod's first process */
+    /* A flight-recorder dump was asked for: the Event (ev_msg) and the
+     * SIGTERM wait for the dumps until fr_deadline_ms. */
+    bool fr_pending;
+    long long fr_deadline_ms;
+    time_t fr_since; /* when it was asked, the realtime clock */
+    char *ev_msg;
+    char ip[64]; /* status.podIP, from the API */
+    /* /dev/shm of the pod, at the last period. */
+    bool shm_known;
+    uint64_t shm_size, shm_used;
+    bool shm_reported; /* the 90 % Event went out; re-armed below 80 % */
+    int shm_orphans;
+    uint64_t shm_orphan_ino[32]; /* orphans already logged */
+    size_t n_orphan_ino;
+    size_t n_procs;     /* live watched processes */
+    bool budget_logged; /* the work budget line was logged */
     struct sockq *q;
     size_t n_q;
     bool used;
@@ -93,7 +138,7 @@ struct seenbuf {
 struct metrics {
     unsigned long long hangs;
     unsigned long long checkpoint_signal, checkpoint_file, sigterm, sigkill,
-        pid_reused, events, event_errors, report_files;
+        pid_reused, events, event_errors, report_files, events_suppressed;
 };
 
 struct agent {
@@ -105,6 +150,9 @@ struct agent {
     bool nvml_was_up;
     struct wproc *procs;
     size_t n_procs, cap_procs;
+    uint32_t *pidx; /* open-addressing index of procs by PID: slot+1 */
+    size_t pidx_cap;
+    unsigned scan_gen;
     struct wpod *pods;
     size_t n_pods, cap_pods;
     struct seenbuf seen, seen_next;
@@ -113,8 +161,13 @@ struct agent {
     char *envbuf;
     char *tcpbuf; /* TCP_TEXT_MAX bytes, for net/tcp and tcp6 */
     int listen_fd;
+    struct wd_mserver *ms;
+    char *mtext; /* METRICS_MAX bytes, rebuilt by the loop */
     struct metrics m;
     struct wd_event_cfg ev;
+    double ev_tokens; /* the node's Event bucket */
+    long long ev_tokens_ms;
+    long long ident_ms; /* the last pod list fetched from the API */
     long long clk_tck;
 };
 
@@ -256,22 +309,107 @@ signal_checked(const char *root, pid_t pid, uint64_t start, int sig,
     return rc;
 }
 
+/* What the agent writes into a pod: at most this much, within this long. */
+#define POD_WRITE_MAX 4096
+#define POD_WRITE_MS 500
+
+/* Exit codes of the writer child. */
+enum {
+    WR_OK = 0,
+    WR_NOT_REGULAR = 1,
+    WR_SHORT = 2,
+    WR_NOT_FIFO = 3,
+    WR_ERRNO = 10
+};
+
 /*
- * Writes data to path inside pid's root filesystem. The path is resolved
- * with RESOLVE_IN_ROOT, so ".." and absolute symlinks stay inside the
- * container, and the last component must not be a symlink. The start time
- * is checked after the root is opened. Returns 0, or -1 with *why set.
+ * The writer child's work, with dfd the container's root: never opens for
+ * writing anything but a regular file. An existing path is opened O_PATH
+ * first (no open side effect: a FIFO does not block, a device is not
+ * touched), checked with fstat, and reopened through its /proc/self/fd
+ * link; a missing one is created with O_EXCL, so it is ours and regular.
+ * Only system calls here: the parent has threads.
+ */
+static int
+write_child(int dfd, const char *path, const char *data, size_t len, bool fifo)
+{
+    const unsigned long long res = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+    struct open_how how;
+    struct stat st;
+    char link[64];
+    int pfd, fd;
+    size_t off = 0;
+
+    memset(&how, 0, sizeof(how));
+    how.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC;
+    how.resolve = res;
+    pfd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+    if (pfd >= 0) {
+        if (fstat(pfd, &st) != 0)
+            return WR_ERRNO + errno;
+        if (fifo && !S_ISFIFO(st.st_mode))
+            return WR_NOT_FIFO;
+        if (!fifo && !S_ISREG(st.st_mode))
+            return WR_NOT_REGULAR;
+        /* The fd's own link names the same inode: no window for a swap. */
+        if (snprintf(link, sizeof(link), "/proc/self/fd/%d", pfd) >=
+            (int)sizeof(link))
+            return WR_ERRNO + ENAMETOOLONG;
+        /* A FIFO opened O_NONBLOCK for writing never waits: without a
+         * reader it fails with ENXIO, and a full one fails the write. */
+        fd = open(link, (fifo ? O_WRONLY : O_WRONLY | O_TRUNC) | O_NONBLOCK |
+                            O_NOCTTY | O_CLOEXEC);
+    } else if (errno == ENOENT && !fifo) {
+        how.flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK |
+                    O_NOCTTY | O_CLOEXEC;
+        how.mode = 0644;
+        fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+    } else {
+        return WR_ERRNO + errno;
+    }
+    if (fd < 0)
+        return WR_ERRNO + errno;
+    if (fstat(fd, &st) != 0 ||
+        (fifo ? !S_ISFIFO(st.st_mode) : !S_ISREG(st.st_mode)))
+        return fifo ? WR_NOT_FIFO : WR_NOT_REGULAR;
+    while (off < len) {
+        ssize_t w = write(fd, data + off, len - off);
+
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && fifo && errno == EAGAIN)
+            return WR_OK; /* full: a request is already waiting */
+        if (w < 0)
+            return WR_ERRNO + errno;
+        if (w == 0)
+            return WR_SHORT;
+        off += (size_t)w;
+    }
+    return WR_OK;
+}
+
+/*
+ * Writes data (at most POD_WRITE_MAX bytes) to path inside pid's root
+ * filesystem. The path is resolved with RESOLVE_IN_ROOT, so ".." and
+ * absolute symlinks stay inside the container, and the last component must
+ * not be a symlink. The start time is checked after the root is opened.
+ * Whatever the tenant put at that path (a FIFO, a device, a file on a FUSE
+ * mount that never answers), the loop waits at most POD_WRITE_MS: the write
+ * happens in a child process, killed when the time is up. Returns 0, or -1
+ * with *why set.
  */
 static int
 write_in_root(const char *root, pid_t pid, uint64_t start, const char *path,
-              const char *data, size_t len, const char **why)
+              const char *data, size_t len, bool fifo, const char **why)
 {
-    struct open_how how;
     struct wd_stat st;
+    struct pollfd pf;
     char rp[256];
-    int dfd, fd = -1, rc = -1;
-    size_t off = 0;
+    int dfd, pfd = -1, status = 0, rc = -1;
+    pid_t child;
 
+    if (len > POD_WRITE_MAX)
+        len = POD_WRITE_MAX;
     snprintf(rp, sizeof(rp), "%s/%d/root", root, (int)pid);
     dfd = open(rp, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) {
@@ -280,37 +418,65 @@ write_in_root(const char *root, pid_t pid, uint64_t start, const char *path,
     }
     if (wd_proc_stat(root, pid, &st) != 0 || st.start != start) {
         *why = "pid-reused";
-        goto done;
+        close(dfd);
+        return -1;
     }
-    memset(&how, 0, sizeof(how));
-    how.flags = O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC;
-    how.mode = 0644;
-    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
     while (*path == '/')
         path++;
-    fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof(how));
-    if (fd < 0) {
+    child = fork();
+    if (child < 0) {
         *why = strerror(errno);
+        close(dfd);
+        return -1;
+    }
+    if (child == 0)
+        _exit(write_child(dfd, path, data, len, fifo));
+    close(dfd);
+    pfd = pidfd_open_(child);
+    pf.fd = pfd;
+    pf.events = POLLIN;
+    if (pfd < 0 || poll(&pf, 1, POD_WRITE_MS) != 1) {
+        /* Out of time: the child goes, the loop does not wait for it
+         * (reap_children collects it). */
+        kill(child, SIGKILL);
+        *why = "timed out: the write took longer than 500 ms";
         goto done;
     }
-    while (off < len) {
-        ssize_t w = write(fd, data + off, len - off);
-
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            *why = strerror(errno);
-            goto done;
-        }
-        off += (size_t)w;
+    if (waitpid(child, &status, 0) != child || !WIFEXITED(status)) {
+        *why = "the writer died";
+        goto done;
     }
-    *why = "written";
-    rc = 0;
+    switch (WEXITSTATUS(status)) {
+    case WR_OK:
+        *why = "written";
+        rc = 0;
+        break;
+    case WR_NOT_REGULAR:
+        *why = "refused: not a regular file";
+        break;
+    case WR_SHORT:
+        *why = "short write";
+        break;
+    case WR_NOT_FIFO:
+        *why = "refused: not a FIFO";
+        break;
+    default:
+        *why = WEXITSTATUS(status) >= WR_ERRNO
+                   ? strerror(WEXITSTATUS(status) - WR_ERRNO)
+                   : "failed";
+    }
 done:
-    if (fd >= 0)
-        close(fd);
-    close(dfd);
+    if (pfd >= 0)
+        close(pfd);
     return rc;
+}
+
+/* Collects writer children that were killed for taking too long. */
+static void
+reap_children(void)
+{
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
 }
 
 /* ---- tables -------------------------------------------------------- */
@@ -334,13 +500,80 @@ grow(void *v, size_t *cap, size_t need, size_t size)
     return nv;
 }
 
+static size_t
+pid_slot(pid_t pid, size_t cap)
+{
+    return ((uint32_t)pid * 2654435761u) & (cap - 1);
+}
+
+/* Rebuilds the PID index after the table moved or shrank: at least twice
+ * as many slots as processes, so that lookups stay O(1). */
+static int
+pidx_rebuild(struct agent *a)
+{
+    size_t cap = 64;
+
+    while (cap < a->n_procs * 2 + 2)
+        cap *= 2;
+    if (cap != a->pidx_cap) {
+        uint32_t *n = realloc(a->pidx, cap * sizeof(*n));
+
+        if (n == NULL)
+            return -1;
+        a->pidx = n;
+        a->pidx_cap = cap;
+    }
+    memset(a->pidx, 0, a->pidx_cap * sizeof(*a->pidx));
+    for (size_t i = 0; i < a->n_procs; i++) {
+        size_t k = pid_slot(a->procs[i].pid, a->pidx_cap);
+
+        while (a->pidx[k] != 0)
+            k = (k + 1) & (a->pidx_cap - 1);
+        a->pidx[k] = (uint32_t)(i + 1);
+    }
+    return 0;
+}
+
+/* The watched process with this PID and start time (start 0: any live
+ * one with this PID), or NULL. */
 static struct wproc *
 proc_find(struct agent *a, pid_t pid, uint64_t start)
 {
-    for (size_t i = 0; i < a->n_procs; i++)
-        if (a->procs[i].pid == pid && a->procs[i].start == start)
-            return &a->procs[i];
+    if (a->pidx_cap == 0)
+        return NULL;
+    for (size_t k = pid_slot(pid, a->pidx_cap); a->pidx[k] != 0;
+         k = (k + 1) & (a->pidx_cap - 1)) {
+        struct wproc *w = &a->procs[a->pidx[k] - 1];
+
+        if (w->pid == pid && (start == 0 ? w->alive : w->start == start))
+            return w;
+    }
     return NULL;
+}
+
+/* Drops dead processes and those of forgotten pods from the table, and
+ * recounts each pod's live processes. */
+static void
+procs_compact(struct agent *a)
+{
+    size_t out = 0;
+
+    for (size_t i = 0; i < a->n_pods; i++)
+        a->pods[i].n_procs = 0;
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct wproc *w = &a->procs[i];
+
+        if (!w->alive || w->pod >= a->n_pods || !a->pods[w->pod].used) {
+            free(w->fr_pipe);
+            free(w->fr_dump);
+            continue;
+        }
+        a->pods[w->pod].n_procs++;
+        a->procs[out++] = *w;
+    }
+    a->n_procs = out;
+    if (pidx_rebuild(a) != 0)
+        a->pidx_cap = 0; /* out of memory: lookups find nothing */
 }
 
 static int
@@ -410,8 +643,6 @@ copy_env(const char *env, size_t len, const char *name, char *out, size_t n)
 static bool
 pod_restarted(struct agent *a, size_t pi)
 {
-    size_t out = 0;
-
     for (size_t i = 0; i < a->n_procs; i++) {
         struct wproc *w = &a->procs[i];
         struct wd_stat st;
@@ -423,10 +654,62 @@ pod_restarted(struct agent *a, size_t pi)
             return false;
     }
     for (size_t i = 0; i < a->n_procs; i++)
-        if (a->procs[i].pod != pi)
-            a->procs[out++] = a->procs[i];
-    a->n_procs = out;
+        if (a->procs[i].pod == pi)
+            a->procs[i].alive = false;
+    procs_compact(a);
     return true;
+}
+
+/* rchar + wchar of pid; -1 when unreadable. */
+static int
+proc_io(struct agent *a, pid_t pid, uint64_t *bytes)
+{
+    char buf[1024];
+    ssize_t n = wd_proc_read(a->o->proc_root, pid, "io", buf, sizeof(buf));
+
+    return n > 0 ? wd_io_parse(buf, (size_t)n, bytes) : -1;
+}
+
+/*
+ * PyTorch's flight recorder, as ProcessGroupNCCL sets it up (its DumpPipe):
+ * with TORCH_NCCL_TRACE_BUFFER_SIZE above 0 and
+ * TORCH_NCCL_DEBUG_INFO_PIPE_FILE set, each rank makes a FIFO
+ * <stem><rank>.pipe and dumps its trace to
+ * <TORCH_NCCL_DEBUG_INFO_TEMP_FILE><rank> (default /tmp/nccl_trace_rank_)
+ * when anything is written to it. The rank is the env's RANK.
+ */
+static void
+proc_flight_recorder(struct agent *a, size_t envlen, struct wproc *wp)
+{
+    char size[24], stem[200], rank[16], tmp[200];
+    char *end;
+    long long n;
+
+    wp->fr_pipe = wp->fr_dump = NULL;
+    copy_env(a->envbuf, envlen, "TORCH_NCCL_TRACE_BUFFER_SIZE", size,
+             sizeof(size));
+    copy_env(a->envbuf, envlen, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE", stem,
+             sizeof(stem));
+    copy_env(a->envbuf, envlen, "RANK", rank, sizeof(rank));
+    copy_env(a->envbuf, envlen, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", tmp,
+             sizeof(tmp));
+    errno = 0;
+    n = strtoll(size, &end, 10);
+    if (errno != 0 || end == size || *end != '\0' || n <= 0 ||
+        stem[0] == '\0' || rank[0] == '\0' ||
+        strspn(rank, "0123456789") != strlen(rank))
+        return;
+    if (tmp[0] == '\0')
+        snprintf(tmp, sizeof(tmp), "/tmp/nccl_trace_rank_");
+    if (asprintf(&wp->fr_pipe, "%s%s.pipe", stem, rank) < 0)
+        wp->fr_pipe = NULL;
+    if (asprintf(&wp->fr_dump, "%s%s", tmp, rank) < 0)
+        wp->fr_dump = NULL;
+    if (wp->fr_pipe == NULL || wp->fr_dump == NULL) {
+        free(wp->fr_pipe);
+        free(wp->fr_dump);
+        wp->fr_pipe = wp->fr_dump = NULL;
+    }
 }
 
 /* A newly found process: opted in? which pod? */
@@ -495,10 +778,17 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
         snprintf(pod->uid, sizeof(pod->uid), "%s", ref.pod_uid);
         snprintf(pod->container, sizeof(pod->container), "%s",
                  ref.container_id);
-        copy_env(a->envbuf, (size_t)envlen, "NCCLGUARD_POD_NAME", pod->name,
-                 sizeof(pod->name));
-        copy_env(a->envbuf, (size_t)envlen, "NCCLGUARD_POD_NAMESPACE", pod->ns,
-                 sizeof(pod->ns));
+        /* The env is the tenant's: its name and namespace are believed
+         * only under the test flag. On a node they come from the API,
+         * looked up by the UID that the cgroup path gives. */
+        if (o->pod_from_env) {
+            copy_env(a->envbuf, (size_t)envlen, "NCCLGUARD_POD_NAME", pod->name,
+                     sizeof(pod->name));
+            copy_env(a->envbuf, (size_t)envlen, "NCCLGUARD_POD_NAMESPACE",
+                     pod->ns, sizeof(pod->ns));
+        }
+        copy_env(a->envbuf, (size_t)envlen, "NCCL_RAS_ADDR", pod->ras_addr,
+                 sizeof(pod->ras_addr));
         pod->spec = spec;
         if (wd_spec_format(&spec, pod->spec_text, sizeof(pod->spec_text)) != 0)
             pod->spec_text[0] = '\0';
@@ -522,6 +812,19 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
         pod->n_q = 0;
         logj(a, "rewatch", podj(pod, json_pack("{s:i}", "pid", (int)pid)));
     }
+    if (pod->n_procs >= POD_MAX_PROCS) {
+        /* The work budget: a pod that forks without end does not make
+         * every scan and period cost more. */
+        if (!pod->budget_logged)
+            logj(a, "budget",
+                 podj(pod, json_pack("{s:i,s:i,s:s}", "pid", (int)pid,
+                                     "max_processes", POD_MAX_PROCS, "effect",
+                                     "further processes of this pod are "
+                                     "not watched")));
+        pod->budget_logged = true;
+        seen_add(a, pid, st->start);
+        return;
+    }
     wp = grow(a->procs, &a->cap_procs, a->n_procs + 1, sizeof(*wp));
     if (wp == NULL)
         return;
@@ -530,8 +833,22 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
     wp->pid = pid;
     wp->start = st->start;
     wp->prev_ticks = st->cpu_ticks;
+    wp->io_ok = proc_io(a, pid, &wp->prev_io) == 0;
+    proc_flight_recorder(a, (size_t)envlen, wp);
     wp->pod = (size_t)pi;
+    wp->gen = a->scan_gen;
     wp->alive = true;
+    pod->n_procs++;
+    if (a->n_procs * 2 + 2 > a->pidx_cap) {
+        if (pidx_rebuild(a) != 0)
+            a->pidx_cap = 0;
+    } else {
+        size_t k = pid_slot(pid, a->pidx_cap);
+
+        while (a->pidx[k] != 0)
+            k = (k + 1) & (a->pidx_cap - 1);
+        a->pidx[k] = (uint32_t)a->n_procs;
+    }
     logj(a, "watch",
          podj(pod, json_pack("{s:i,s:I,s:s,s:s}", "pid", (int)pid, "start",
                              (json_int_t)st->start, "spec", pod->spec_text,
@@ -552,7 +869,9 @@ scan(struct agent *a)
         return;
     }
     a->seen_next.n = 0;
+    a->scan_gen++;
     while ((de = readdir(d)) != NULL) {
+        struct wproc *w;
         struct wd_stat st;
         char *end;
         long pid;
@@ -567,8 +886,11 @@ scan(struct agent *a)
             continue;
         if (wd_proc_stat(a->o->proc_root, (pid_t)pid, &st) != 0)
             continue;
-        if (proc_find(a, (pid_t)pid, st.start) != NULL)
+        if ((w = proc_find(a, (pid_t)pid, st.start)) != NULL) {
+            if (st.state != 'Z' && st.state != 'X')
+                w->gen = a->scan_gen;
             continue;
+        }
         if (seen_has(a, (pid_t)pid, st.start)) {
             seen_add(a, (pid_t)pid, st.start);
             continue;
@@ -576,6 +898,20 @@ scan(struct agent *a)
         proc_consider(a, (pid_t)pid, &st);
     }
     closedir(d);
+    /* A watched process this walk did not find is gone: drop it now, so
+     * that the table holds the live processes only, however many come
+     * and go between two periods. */
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct wproc *w = &a->procs[i];
+
+        if (w->alive && w->gen != a->scan_gen) {
+            w->alive = false;
+            logj(
+                a, "exited",
+                podj(&a->pods[w->pod], json_pack("{s:i}", "pid", (int)w->pid)));
+        }
+    }
+    procs_compact(a);
     /* Keep only what still exists: the cache is rebuilt on every walk. */
     {
         struct seenbuf t = a->seen;
@@ -678,39 +1014,150 @@ pod_sockets(struct agent *a, struct wpod *pod, size_t pi, struct wd_period *pr)
     pod->n_q = n_q;
 }
 
-/* GPUs that run one of the pod's processes, and how many worked. */
+/* Differences of NVML's counters between the start of the period (b; NULL
+ * when unknown) and now (g). */
 static void
-pod_gpus(struct agent *a, size_t pi, struct wd_period *pr)
+gpu_period(const struct wd_gpu *g, const struct wd_gpu_counters *b,
+           struct wd_gpu_period *gp)
+{
+    const struct wd_gpu_counters *c = &g->c;
+    long long dt = b ? c->t_ms - b->t_ms : 0;
+
+    memset(gp, 0, sizeof(*gp));
+    gp->answer = g->state == WD_NVML_GPU_OK        ? WD_ANSWER_OK
+                 : g->state == WD_NVML_GPU_LOST    ? WD_ANSWER_LOST
+                 : g->state == WD_NVML_GPU_NO_UTIL ? WD_ANSWER_NO_UTIL
+                                                   : WD_ANSWER_ERROR;
+    if (b == NULL || dt <= 0)
+        return;
+    gp->util_n = c->util_n - b->util_n;
+    gp->util_nonzero = c->util_nonzero - b->util_nonzero;
+    if (gp->util_n > 0)
+        gp->util_mean = (unsigned)((c->util_sum - b->util_sum) / gp->util_n);
+    if (c->mem_n > b->mem_n) {
+        gp->mem_known = true;
+        gp->mem_mean =
+            (unsigned)((c->mem_sum - b->mem_sum) / (c->mem_n - b->mem_n));
+    }
+    if (c->energy_ok && b->energy_ok && g->limit_mw > 0) {
+        /* mJ per ms is W; times 1000 is mW. */
+        uint64_t mw = (c->energy_mj - b->energy_mj) * 1000 / (uint64_t)dt;
+
+        gp->power_known = true;
+        gp->power_pct = (unsigned)(mw * 100 / g->limit_mw);
+    }
+    if (c->links_ok && b->links_ok) {
+        gp->links_known = true;
+        gp->link_bps =
+            (int64_t)((c->link_bytes - b->link_bytes) * 1000 / (uint64_t)dt);
+    }
+}
+
+/* The pod's GPUs over the period, each judged on its own; their lines go
+ * into det (may be NULL). Moves every GPU's baseline to now. */
+static void
+pod_gpus(struct agent *a, struct wpod *pod, size_t pi, struct wd_period *pr,
+         json_t *det)
 {
     const struct wd_gpus *g = a->gpus;
+    size_t lu = 0;
 
     pr->gpu_known = g->ok;
     if (!g->ok)
         return;
+    pod->spin_util = 100;
+    pod->spin_power = pod->spin_mem = 0;
+    pod->lost_gpus[0] = '\0';
     for (size_t d = 0; d < g->n; d++) {
+        const struct wd_gpu *gd = &g->gpu[d];
+        struct wd_gpu_period gp;
+        struct wd_signals sig;
+        enum wd_gpu_verdict v;
         bool mine = false;
 
-        for (size_t k = 0; k < g->gpu[d].n_pids && !mine; k++)
-            for (size_t i = 0; i < a->n_procs && !mine; i++)
-                mine = a->procs[i].pod == pi && a->procs[i].alive &&
-                       a->procs[i].pid == g->gpu[d].pids[k];
-        if (!mine)
-            continue;
-        pr->gpus++;
-        if (g->gpu[d].util > 0)
-            pr->gpus_busy++;
+        for (size_t k = 0; k < gd->n_pids && !mine; k++) {
+            struct wproc *w = proc_find(a, gd->pids[k], 0);
+
+            mine = w != NULL && w->pod == pi && w->alive;
+        }
+        if (mine) {
+            gpu_period(gd, pod->base_ok[d] ? &pod->base[d] : NULL, &gp);
+            v = wd_rule_gpu(&gp, &sig);
+            pr->gpus++;
+            switch (v) {
+            case WD_GPU_WORKING:
+                pr->gpus_busy++;
+                break;
+            case WD_GPU_IDLE:
+                pr->gpus_idle++;
+                break;
+            case WD_GPU_SPINNING:
+                pr->gpus_spinning++;
+                if (gp.util_mean < pod->spin_util)
+                    pod->spin_util = gp.util_mean;
+                if (gp.power_pct > pod->spin_power)
+                    pod->spin_power = gp.power_pct;
+                if (gp.mem_mean > pod->spin_mem)
+                    pod->spin_mem = gp.mem_mean;
+                break;
+            case WD_GPU_GONE:
+                pr->gpus_lost++;
+                if (lu + 8 < sizeof(pod->lost_gpus))
+                    lu += (size_t)snprintf(pod->lost_gpus + lu,
+                                           sizeof(pod->lost_gpus) - lu, "%s%zu",
+                                           lu ? "," : "", d);
+                break;
+            case WD_GPU_UNJUDGED:
+                pr->gpus_unjudged++;
+                break;
+            }
+            if (det != NULL)
+                json_array_append_new(
+                    det,
+                    json_pack(
+                        "{s:i,s:s,s:s,s:I,s:I,s:s,s:I,s:s,s:I,s:s,s:I,"
+                        "s:s}",
+                        "gpu", (int)d, "verdict", wd_gpu_verdict_name(v),
+                        "util", sig.util, "util_samples", (json_int_t)gp.util_n,
+                        "util_mean", (json_int_t)gp.util_mean, "power",
+                        sig.power, "power_pct_of_limit",
+                        (json_int_t)gp.power_pct, "memory", sig.memory,
+                        "mem_mean", (json_int_t)gp.mem_mean, "links", sig.links,
+                        "link_bytes_per_s", (json_int_t)gp.link_bps, "nvml",
+                        gd->state == WD_NVML_GPU_OK     ? "ok"
+                        : gd->state == WD_NVML_GPU_LOST ? "GPU_IS_LOST"
+                        : gd->state == WD_NVML_GPU_NO_UTIL
+                            ? "NOT_SUPPORTED (MIG mode?)"
+                            : gd->failed));
+        }
+        pod->base[d] = gd->c;
+        pod->base_ok[d] = true;
     }
+}
+
+/* Sets every GPU's baseline of a new pod to NVML's latest reading. */
+static void
+pod_base(struct agent *a, struct wpod *pod)
+{
+    if (!a->gpus->ok)
+        return;
+    for (size_t d = 0; d < a->gpus->n; d++) {
+        pod->base[d] = a->gpus->gpu[d].c;
+        pod->base_ok[d] = true;
+    }
+    pod->base_set = true;
 }
 
 static void pod_hang(struct agent *a, struct wpod *pod, size_t pi);
 
 /* Drops the pod's dead processes; returns how many are left. */
 static size_t
-pod_refresh(struct agent *a, size_t pi, uint64_t *ticks)
+pod_refresh(struct agent *a, size_t pi, uint64_t *ticks, uint64_t *io)
 {
     size_t left = 0;
 
     *ticks = 0;
+    *io = 0;
     for (size_t i = 0; i < a->n_procs; i++) {
         struct wproc *w = &a->procs[i];
         struct wd_stat st;
@@ -727,6 +1174,16 @@ pod_refresh(struct agent *a, size_t pi, uint64_t *ticks)
         if (st.cpu_ticks > w->prev_ticks)
             *ticks += st.cpu_ticks - w->prev_ticks;
         w->prev_ticks = st.cpu_ticks;
+        {
+            uint64_t b;
+
+            if (proc_io(a, w->pid, &b) == 0) {
+                if (w->io_ok && b > w->prev_io)
+                    *io += b - w->prev_io;
+                w->prev_io = b;
+                w->io_ok = true;
+            }
+        }
         left++;
     }
     return left;
@@ -736,18 +1193,235 @@ static void
 pod_forget(struct agent *a, size_t pi)
 {
     struct wpod *pod = &a->pods[pi];
-    size_t out = 0;
 
     logj(a, "gone",
          podj(pod, json_pack("{s:s}", "state", state_names[pod->state])));
     free(pod->q);
     pod->q = NULL;
     pod->n_q = 0;
+    free(pod->ev_msg);
+    pod->ev_msg = NULL;
+    pod->fr_pending = false;
     pod->used = false;
-    for (size_t i = 0; i < a->n_procs; i++)
-        if (a->procs[i].pod != pi)
-            a->procs[out++] = a->procs[i];
-    a->n_procs = out;
+    procs_compact(a);
+}
+
+/* ---- /dev/shm ----------------------------------------------------------- */
+
+static struct wproc *pod_first(struct agent *a, size_t pi);
+static void post_event(struct agent *a, struct wpod *pod, const char *reason,
+                       const char *msg, const char *key);
+
+#define SHM_EVENT_PCT 90
+#define SHM_REARM_PCT 80
+#define MOUNTINFO_MAX (256 * 1024)
+#define MAPS_MAX (1 << 20)
+#define SHM_MAX_ENTRIES 1024
+#define SHM_MAX_MAPPED 4096
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
+
+/* True when pid's mount table has a tmpfs at /dev/shm (the last mount
+ * there wins, as the kernel stacks them). */
+static bool
+shm_is_tmpfs(struct agent *a, pid_t pid)
+{
+    ssize_t n = wd_proc_read(a->o->proc_root, pid, "mountinfo", a->tcpbuf,
+                             MOUNTINFO_MAX);
+    bool tmpfs = false;
+    char *line, *save = NULL;
+
+    if (n <= 0)
+        return false;
+    for (line = strtok_r(a->tcpbuf, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *f[5], *sep, *fs, *p = line;
+        int k;
+
+        for (k = 0; k < 5; k++) {
+            f[k] = p;
+            p = strchr(p, ' ');
+            if (p == NULL)
+                break;
+            *p++ = '\0';
+        }
+        if (k < 5 || strcmp(f[4], "/dev/shm") != 0)
+            continue;
+        sep = strstr(p, " - ");
+        if (sep == NULL)
+            continue;
+        fs = sep + 3;
+        tmpfs = strncmp(fs, "tmpfs ", 6) == 0;
+    }
+    return tmpfs;
+}
+
+/* The inodes that the pod's live processes map from /dev/shm, from their
+ * /proc/PID/maps ("... dev inode /dev/shm/NAME"), sorted. */
+static size_t
+shm_mapped(struct agent *a, size_t pi, uint64_t *ino, size_t cap)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < a->n_procs; i++) {
+        const struct wproc *w = &a->procs[i];
+        char *line, *save = NULL;
+        ssize_t len;
+
+        if (w->pod != pi || !w->alive)
+            continue;
+        len =
+            wd_proc_read(a->o->proc_root, w->pid, "maps", a->tcpbuf, MAPS_MAX);
+        if (len <= 0)
+            continue;
+        for (line = strtok_r(a->tcpbuf, "\n", &save); line != NULL && n < cap;
+             line = strtok_r(NULL, "\n", &save)) {
+            unsigned long long inode;
+            char *path = strstr(line, " /dev/shm/");
+            int fields = 0;
+            char *p = line;
+
+            if (path == NULL)
+                continue;
+            /* The inode is the fifth field. */
+            while (fields < 4 && (p = strchr(p, ' ')) != NULL) {
+                while (*p == ' ')
+                    p++;
+                fields++;
+            }
+            if (p == NULL || sscanf(p, "%llu", &inode) != 1)
+                continue;
+            ino[n++] = inode;
+        }
+    }
+    qsort(ino, n, sizeof(*ino), u64_cmp);
+    return n;
+}
+
+/*
+ * The pod's /dev/shm: its size and use (statfs through the container's
+ * root, only when the mount table says tmpfs, so that no tenant filesystem
+ * is asked), one Event when it crosses SHM_EVENT_PCT, and NCCL segments
+ * (nccl-*) that no live process of the pod maps any more and that are
+ * older than a period: left behind by a process that died.
+ */
+static void
+pod_shm(struct agent *a, struct wpod *pod, size_t pi)
+{
+    const unsigned long long res =
+        RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS;
+    struct wproc *first = pod_first(a, pi);
+    struct open_how how;
+    struct statfs sf;
+    struct wd_stat st;
+    char rp[256];
+    int dfd = -1, sfd = -1, lfd = -1;
+    DIR *d = NULL;
+    struct dirent *de;
+    uint64_t *mapped = NULL;
+    size_t n_mapped = 0, seen = 0;
+    bool looked = false;
+    int orphans = 0;
+
+    pod->shm_known = false;
+    if (first == NULL || !shm_is_tmpfs(a, first->pid))
+        return;
+    snprintf(rp, sizeof(rp), "%s/%d/root", a->o->proc_root, (int)first->pid);
+    dfd = open(rp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || wd_proc_stat(a->o->proc_root, first->pid, &st) != 0 ||
+        st.start != first->start)
+        goto done;
+    memset(&how, 0, sizeof(how));
+    how.flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    how.resolve = res;
+    sfd = (int)syscall(SYS_openat2, dfd, "dev/shm", &how, sizeof(how));
+    if (sfd < 0 || fstatfs(sfd, &sf) != 0 ||
+        (unsigned long)sf.f_type != (unsigned long)TMPFS_MAGIC)
+        goto done;
+    pod->shm_known = true;
+    pod->shm_size = (uint64_t)sf.f_blocks * (uint64_t)sf.f_bsize;
+    pod->shm_used = (uint64_t)(sf.f_blocks - sf.f_bfree) * (uint64_t)sf.f_bsize;
+    if (pod->shm_size > 0 &&
+        pod->shm_used * 100 >= pod->shm_size * SHM_EVENT_PCT) {
+        if (!pod->shm_reported) {
+            char msg[300];
+
+            pod->shm_reported = true;
+            snprintf(msg, sizeof(msg),
+                     "NCCLShmNearlyFull: /dev/shm %llu%% full (%llu of %llu "
+                     "KiB); NCCL's shared-memory segments fail before the "
+                     "kubelet evicts the pod at the volume's sizeLimit",
+                     (unsigned long long)(pod->shm_used * 100 / pod->shm_size),
+                     (unsigned long long)(pod->shm_used >> 10),
+                     (unsigned long long)(pod->shm_size >> 10));
+            logj(a, "shm",
+                 podj(pod, json_pack("{s:s,s:I,s:I}", "message", msg,
+                                     "used_bytes", (json_int_t)pod->shm_used,
+                                     "size_bytes", (json_int_t)pod->shm_size)));
+            post_event(a, pod, "NCCLShmNearlyFull", msg, "shm");
+        }
+    } else if (pod->shm_used * 100 < pod->shm_size * SHM_REARM_PCT) {
+        pod->shm_reported = false;
+    }
+    /* Segments left behind: a directory of a tmpfs, read through the
+     * O_PATH handle checked above. */
+    lfd = openat(sfd, ".", O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
+    if (lfd < 0 || (d = fdopendir(lfd)) == NULL)
+        goto done;
+    lfd = -1; /* owned by d */
+    while ((de = readdir(d)) != NULL && seen++ < SHM_MAX_ENTRIES) {
+        struct stat fs;
+        struct timespec now;
+        uint64_t ino;
+
+        if (strncmp(de->d_name, "nccl-", 5) != 0 ||
+            fstatat(dirfd(d), de->d_name, &fs, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(fs.st_mode))
+            continue;
+        clock_gettime(CLOCK_REALTIME, &now);
+        if ((long long)(now.tv_sec - fs.st_mtime) * 1000 < pod->spec.period_ms)
+            continue; /* being set up */
+        if (!looked) {
+            mapped = malloc(SHM_MAX_MAPPED * sizeof(*mapped));
+            if (mapped == NULL)
+                break;
+            n_mapped = shm_mapped(a, pi, mapped, SHM_MAX_MAPPED);
+            looked = true;
+        }
+        ino = (uint64_t)fs.st_ino;
+        if (n_mapped > 0 &&
+            bsearch(&ino, mapped, n_mapped, sizeof(*mapped), u64_cmp) != NULL)
+            continue;
+        orphans++;
+        {
+            bool logged = false;
+
+            for (size_t k = 0; k < pod->n_orphan_ino && !logged; k++)
+                logged = pod->shm_orphan_ino[k] == ino;
+            if (logged)
+                continue;
+            if (pod->n_orphan_ino <
+                sizeof(pod->shm_orphan_ino) / sizeof(pod->shm_orphan_ino[0]))
+                pod->shm_orphan_ino[pod->n_orphan_ino++] = ino;
+            logj(a, "shm-orphan",
+                 podj(pod, json_pack("{s:s,s:I,s:s}", "segment", de->d_name,
+                                     "bytes", (json_int_t)fs.st_size, "why",
+                                     "no live process of the pod maps it: "
+                                     "left by a process that died")));
+        }
+    }
+done:
+    pod->shm_orphans = orphans;
+    free(mapped);
+    if (d != NULL)
+        closedir(d);
+    if (lfd >= 0)
+        close(lfd);
+    if (sfd >= 0)
+        close(sfd);
+    if (dfd >= 0)
+        close(dfd);
 }
 
 static void
@@ -756,12 +1430,14 @@ pod_sample(struct agent *a, size_t pi, long long t)
     struct wpod *pod = &a->pods[pi];
     struct wd_period pr;
     enum wd_verdict v;
-    uint64_t ticks;
+    uint64_t ticks, io;
     long long elapsed = t - pod->last_ms;
+    json_t *det = a->o->verbose ? json_array() : NULL;
     bool fired;
 
     memset(&pr, 0, sizeof(pr));
-    if (pod_refresh(a, pi, &ticks) == 0) {
+    if (pod_refresh(a, pi, &ticks, &io) == 0) {
+        json_decref(det);
         pod_forget(a, pi);
         return;
     }
@@ -769,31 +1445,44 @@ pod_sample(struct agent *a, size_t pi, long long t)
         elapsed = 1;
     pr.cpu_milli = (int64_t)((long double)ticks * 1000.0L * 1000.0L /
                              (long double)a->clk_tck / (long double)elapsed);
-    pod_gpus(a, pi, &pr);
+    pr.io_bps = (int64_t)(io * 1000 / (uint64_t)elapsed);
+    pod_gpus(a, pod, pi, &pr, det);
     pod_sockets(a, pod, pi, &pr);
     v = wd_rule_judge(&pod->spec, &pr);
     fired = wd_rule_step(&pod->rule, &pod->spec, v);
     pod->last = pr;
+    pod->last_v = v;
     pod->last_ms = t;
     while (pod->next_ms <= t)
         pod->next_ms += pod->spec.period_ms;
     if (a->o->verbose)
         logj(a, "period",
-             podj(pod, json_pack("{s:s,s:i,s:b,s:i,s:i,s:I,s:i,s:i,s:i,s:s}",
-                                 "verdict", wd_verdict_name(v), "idle_periods",
-                                 pod->rule.idle, "gpu_known", pr.gpu_known,
-                                 "gpus", pr.gpus, "gpus_busy", pr.gpus_busy,
-                                 "cpu_milli", (json_int_t)pr.cpu_milli,
-                                 "sockets", pr.sockets, "close_wait",
-                                 pr.close_wait, "stuck_queues", pr.stuck_queues,
-                                 "state", state_names[pod->state])));
-    if (pod->state == POD_REPORTED && v != WD_IDLE) {
+             podj(pod,
+                  json_pack("{s:s,s:i,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:s,"
+                            "s:I,s:s,s:i,s:i,s:i,s:s,s:o}",
+                            "verdict", wd_verdict_name(v), "idle_periods",
+                            pod->rule.idle, "gpu_known", pr.gpu_known, "gpus",
+                            pr.gpus, "gpus_busy", pr.gpus_busy, "gpus_idle",
+                            pr.gpus_idle, "gpus_spinning", pr.gpus_spinning,
+                            "gpus_lost", pr.gpus_lost, "gpus_unjudged",
+                            pr.gpus_unjudged, "cpu_milli",
+                            (json_int_t)pr.cpu_milli, "cpu",
+                            pr.cpu_milli >= pod->spec.min_cpu_milli ? "busy"
+                                                                    : "idle",
+                            "io_bytes_per_s", (json_int_t)pr.io_bps, "io",
+                            pr.io_bps >= WD_IO_MOVING_BPS ? "moving" : "still",
+                            "sockets", pr.sockets, "close_wait", pr.close_wait,
+                            "stuck_queues", pr.stuck_queues, "state",
+                            state_names[pod->state], "gpu",
+                            det ? det : json_array())));
+    if (pod->state == POD_REPORTED && !wd_verdict_stalled(v)) {
         pod->state = POD_WATCH;
         logj(a, "recovered",
              podj(pod, json_pack("{s:s}", "verdict", wd_verdict_name(v))));
     }
     if (fired && pod->state == POD_WATCH)
         pod_hang(a, pod, pi);
+    pod_shm(a, pod, pi);
 }
 
 /* ---- actions -------------------------------------------------------- */
@@ -865,9 +1554,97 @@ pod_first(struct agent *a, size_t pi)
     return NULL;
 }
 
-static void
-post_event(struct agent *a, struct wpod *pod, const char *msg)
+/* Events, as the kubelet's event recorder limits them
+ * (client-go tools/record, events_cache.go: a spam filter of a token
+ * bucket per object, and deduplication of repeats): per pod, the same
+ * cause again within EV_DEDUP_MS is not posted, and at most EV_POD_BURST
+ * Events, refilled one per EV_POD_REFILL_MS; per node, EV_NODE_BURST
+ * refilled one per EV_NODE_REFILL_MS. */
+#define EV_DEDUP_MS (10 * 60 * 1000LL)
+#define EV_POD_BURST 5.0
+#define EV_POD_REFILL_MS (5 * 60 * 1000LL)
+#define EV_NODE_BURST 20.0
+#define EV_NODE_REFILL_MS (10 * 1000LL)
+
+/* Takes a token from a bucket; false when it is empty. */
+static bool
+bucket_take(double *tokens, long long *at, double burst, long long refill,
+            long long t)
 {
+    if (*at == 0) {
+        *tokens = burst;
+    } else if (t > *at) {
+        *tokens += (double)(t - *at) / (double)refill;
+        if (*tokens > burst)
+            *tokens = burst;
+    }
+    *at = t;
+    if (*tokens < 1.0)
+        return false;
+    *tokens -= 1.0;
+    return true;
+}
+
+/* Fills the name and namespace of every watched pod the API lists on this
+ * node, matched by UID; at most one list per EV_IDENT_MS. */
+#define EV_IDENT_MS 10000
+#define POD_LIST_MAX (8 << 20)
+static void
+pods_identify(struct agent *a, long long t)
+{
+    char path[400], why[300];
+    json_error_t je;
+    json_t *root, *items, *it;
+    char *body;
+    size_t len, i;
+    long code;
+
+    if (a->ident_ms != 0 && t - a->ident_ms < EV_IDENT_MS)
+        return;
+    a->ident_ms = t;
+    if (a->o->node_name == NULL || a->o->node_name[0] == '\0') {
+        logj(a, "identity",
+             json_pack("{s:s}", "result",
+                       "no --node-name: pods cannot be looked up"));
+        return;
+    }
+    snprintf(path, sizeof(path),
+             "/api/v1/pods?fieldSelector=spec.nodeName%%3D%.200s",
+             a->o->node_name);
+    code =
+        wd_api_get(&a->ev, path, POD_LIST_MAX, &body, &len, why, sizeof(why));
+    if (code != 200) {
+        logj(a, "identity", json_pack("{s:s}", "result", why));
+        return;
+    }
+    root = json_loadb(body, len, 0, &je);
+    free(body);
+    items = json_object_get(root, "items");
+    json_array_foreach(items, i, it)
+    {
+        json_t *md = json_object_get(it, "metadata");
+        const char *uid = json_string_value(json_object_get(md, "uid"));
+        const char *name = json_string_value(json_object_get(md, "name"));
+        const char *ns = json_string_value(json_object_get(md, "namespace"));
+        const char *ip = json_string_value(
+            json_object_get(json_object_get(it, "status"), "podIP"));
+        ssize_t pi;
+
+        if (uid == NULL || name == NULL || ns == NULL ||
+            (pi = pod_find(a, uid)) < 0)
+            continue;
+        snprintf(a->pods[pi].name, sizeof(a->pods[pi].name), "%s", name);
+        snprintf(a->pods[pi].ns, sizeof(a->pods[pi].ns), "%s", ns);
+        snprintf(a->pods[pi].ip, sizeof(a->pods[pi].ip), "%s", ip ? ip : "");
+    }
+    json_decref(root);
+}
+
+static void
+post_event(struct agent *a, struct wpod *pod, const char *reason,
+           const char *msg, const char *key)
+{
+    long long t0 = now_ms();
     char why[300], ts[40], name[300];
     struct timespec now;
     struct tm tm;
@@ -877,14 +1654,43 @@ post_event(struct agent *a, struct wpod *pod, const char *msg)
 
     if (a->ev.api_server == NULL || a->ev.api_server[0] == '\0')
         return;
+    if ((pod->name[0] == '\0' || pod->ns[0] == '\0') && !a->o->pod_from_env)
+        pods_identify(a, t0);
     if (pod->name[0] == '\0' || pod->ns[0] == '\0') {
         logj(a, "event",
              podj(pod, json_pack("{s:s}", "result",
-                                 "not-sent: the pod's name or namespace is "
-                                 "unknown (no NCCLGUARD_POD_NAME or "
-                                 "NCCLGUARD_POD_NAMESPACE)")));
+                                 a->o->pod_from_env
+                                     ? "not-sent: the pod's name or namespace "
+                                       "is unknown (no NCCLGUARD_POD_NAME or "
+                                       "NCCLGUARD_POD_NAMESPACE)"
+                                     : "not-sent: the API lists no pod with "
+                                       "this UID on this node")));
         return;
     }
+    if (strcmp(pod->ev_key, key) == 0 && t0 - pod->ev_ms < EV_DEDUP_MS) {
+        pod->ev_dups++;
+        a->m.events_suppressed++;
+        logj(a, "event",
+             podj(pod, json_pack("{s:s,s:I}", "result",
+                                 "deduplicated: the same cause was posted "
+                                 "less than 10 minutes ago",
+                                 "repeats", (json_int_t)pod->ev_dups)));
+        return;
+    }
+    if (!bucket_take(&pod->ev_tokens, &pod->ev_tokens_ms, EV_POD_BURST,
+                     EV_POD_REFILL_MS, t0) ||
+        !bucket_take(&a->ev_tokens, &a->ev_tokens_ms, EV_NODE_BURST,
+                     EV_NODE_REFILL_MS, t0)) {
+        a->m.events_suppressed++;
+        logj(a, "event",
+             podj(pod, json_pack("{s:s}", "result",
+                                 "rate-limited: too many Events from this "
+                                 "pod or node")));
+        return;
+    }
+    snprintf(pod->ev_key, sizeof(pod->ev_key), "%s", key);
+    pod->ev_ms = t0;
+    pod->ev_dups = 0;
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &tm);
     strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -894,7 +1700,7 @@ post_event(struct agent *a, struct wpod *pod, const char *msg)
                    "apiVersion", "v1", "kind", "Event", "metadata",
                    "generateName", name, "namespace", pod->ns, "involvedObject",
                    "apiVersion", "v1", "kind", "Pod", "name", pod->name,
-                   "namespace", pod->ns, "uid", pod->uid, "reason", "NCCLHang",
+                   "namespace", pod->ns, "uid", pod->uid, "reason", reason,
                    "message", msg, "type", "Warning", "source", "component",
                    "ncclguard-watchdog", "host",
                    a->o->node_name ? a->o->node_name : "", "firstTimestamp", ts,
@@ -917,12 +1723,242 @@ post_event(struct agent *a, struct wpod *pod, const char *msg)
                              code == 201 ? "created" : why)));
 }
 
+/* RAS: the whole query within this long; RAS's own collective timeout. */
+#define RAS_QUERY_MS 2500
+#define RAS_TIMEOUT_S 1
+
+/*
+ * Asks the pod's NCCL RAS service which ranks are missing or behind, and
+ * appends what it says to msg (used bytes of n). The address: the port of
+ * the pod's NCCL_RAS_ADDR, at the pod's own IP from the API, so that a
+ * pod's env can point the agent at nothing but the pod itself; only under
+ * --pod-from-env is the env's host believed too. Bounded by RAS_QUERY_MS.
+ */
+static void
+pod_ras(struct agent *a, struct wpod *pod, char *msg, size_t n)
+{
+    struct sockaddr_storage ss;
+    struct wd_ras_result r;
+    char host[128], why[200];
+    const char *colon, *h = NULL;
+    size_t u = strlen(msg);
+    long port;
+    char *end;
+
+    memset(&ss, 0, sizeof(ss));
+    if (pod->ras_addr[0] == '\0') {
+        logj(a, "ras",
+             podj(pod, json_pack("{s:s}", "result",
+                                 "not-queried: NCCL_RAS_ADDR is not set, so "
+                                 "RAS listens on the pod's loopback")));
+        return;
+    }
+    colon = strrchr(pod->ras_addr, ':');
+    errno = 0;
+    port = strtol(colon ? colon + 1 : pod->ras_addr, &end, 10);
+    if (errno != 0 || *end != '\0' || port <= 0 || port > 65535) {
+        logj(a, "ras",
+             podj(pod, json_pack("{s:s,s:s}", "result",
+                                 "not-queried: bad NCCL_RAS_ADDR", "value",
+                                 pod->ras_addr)));
+        return;
+    }
+    snprintf(host, sizeof(host), "%.*s",
+             colon ? (int)(colon - pod->ras_addr) : 0, pod->ras_addr);
+    if (a->o->pod_from_env && host[0] != '\0') {
+        h = host;
+    } else {
+        if (pod->ip[0] == '\0' && a->ev.api_server && a->ev.api_server[0])
+            pods_identify(a, now_ms());
+        h = pod->ip;
+    }
+    if (h[0] == '[') { /* [v6] */
+        snprintf(host, sizeof(host), "%s", h + 1);
+        if (strchr(host, ']') != NULL)
+            *strchr(host, ']') = '\0';
+        h = host;
+    }
+    {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+        if (inet_pton(AF_INET, h, &s4->sin_addr) == 1) {
+            s4->sin_family = AF_INET;
+            s4->sin_port = htons((uint16_t)port);
+        } else if (inet_pton(AF_INET6, h, &s6->sin6_addr) == 1) {
+            s6->sin6_family = AF_INET6;
+            s6->sin6_port = htons((uint16_t)port);
+        } else {
+            logj(a, "ras",
+                 podj(pod, json_pack("{s:s}", "result",
+                                     "not-queried: the pod's IP is unknown")));
+            return;
+        }
+    }
+    if (wd_ras_query((struct sockaddr *)&ss,
+                     ss.ss_family == AF_INET ? sizeof(struct sockaddr_in)
+                                             : sizeof(struct sockaddr_in6),
+                     now_ms() + RAS_QUERY_MS, RAS_TIMEOUT_S, &r, why,
+                     sizeof(why)) != 0) {
+        logj(a, "ras", podj(pod, json_pack("{s:s}", "result", why)));
+        return;
+    }
+    if (r.n_missing == 0 && r.n_behind == 0 && u + 40 < n)
+        u += (size_t)snprintf(msg + u, n - u,
+                              "; RAS: no rank missing or behind");
+    for (int i = 0; i < r.n_missing && i < 3 && u + 100 < n; i++) {
+        const struct wd_ras_rank *k = &r.missing[i];
+
+        u += (size_t)snprintf(msg + u, n - u,
+                              "; RAS: rank %d on %.40s (pid %d) missing (%s)",
+                              k->rank, k->host, k->pid,
+                              k->dead           ? "considered dead"
+                              : k->unresponsive ? "unresponsive"
+                                                : "no data");
+    }
+    for (int i = 0; i < r.n_behind && i < 3 && u + 100 < n; i++) {
+        const struct wd_ras_rank *k = &r.behind[i];
+
+        u += (size_t)snprintf(
+            msg + u, n - u,
+            "; RAS: rank %d on %.40s (pid %d) behind (%lu of %lu collectives)",
+            k->rank, k->host, k->pid, k->done, k->most);
+    }
+    logj(a, "ras",
+         podj(pod, json_pack("{s:s,s:i,s:i,s:i}", "result", "answered",
+                             "communicators", r.communicators, "missing",
+                             r.n_missing, "behind", r.n_behind)));
+}
+
+/* The flight recorder: how long the Event and the SIGTERM wait for the
+ * dumps (ProcessGroupNCCL's monitor thread polls its pipe about once a
+ * second, then writes the trace). */
+#define FR_WAIT_MS 5000
+
+/* True when path in pid's root is a regular, non-empty file modified at or
+ * after since. Looked at through an O_PATH handle: never opened. */
+static bool
+dump_ready(const char *root, const struct wproc *w, const char *path,
+           time_t since)
+{
+    struct open_how how;
+    struct stat st;
+    char rp[256];
+    int dfd, fd;
+    bool ok = false;
+
+    snprintf(rp, sizeof(rp), "%s/%d/root", root, (int)w->pid);
+    dfd = open(rp, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return false;
+    memset(&how, 0, sizeof(how));
+    how.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC;
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+    while (*path == '/')
+        path++;
+    fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+    if (fd >= 0) {
+        ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+             st.st_mtime >= since;
+        close(fd);
+    }
+    close(dfd);
+    return ok;
+}
+
+/* Asks every rank of the pod that has a flight-recorder pipe to dump;
+ * returns how many were asked. */
+static int
+pod_fr_trigger(struct agent *a, struct wpod *pod, size_t pi)
+{
+    int asked = 0;
+
+    for (size_t i = 0; i < a->n_procs; i++) {
+        struct wproc *w = &a->procs[i];
+        const char *why;
+
+        if (w->pod != pi || !w->alive || w->fr_pipe == NULL)
+            continue;
+        if (write_in_root(a->o->proc_root, w->pid, w->start, w->fr_pipe, "1\n",
+                          2, true, &why) == 0)
+            asked++;
+        logj(a, "action",
+             podj(pod,
+                  json_pack("{s:s,s:i,s:s,s:s,s:s}", "action",
+                            "flight-recorder", "pid", (int)w->pid, "pipe",
+                            w->fr_pipe, "dump", w->fr_dump, "result", why)));
+    }
+    return asked;
+}
+
+/* Posts the hang's Event now, or, when a flight-recorder dump was asked
+ * for, once the dumps are there (fr_due). */
+static void
+pod_event_or_wait(struct agent *a, struct wpod *pod, size_t pi, const char *msg)
+{
+    time_t since = time(NULL);
+
+    if (pod_fr_trigger(a, pod, pi) > 0 && (pod->ev_msg = strdup(msg))) {
+        pod->fr_pending = true;
+        pod->fr_since = since;
+        pod->fr_deadline_ms = now_ms() + FR_WAIT_MS;
+        return;
+    }
+    post_event(a, pod, "NCCLHang", msg, wd_verdict_name(pod->last_v));
+}
+
+/* Pods waiting for flight-recorder dumps: once every asked rank's dump is
+ * there, or at the deadline, the Event goes out saying where they are. */
+static void
+fr_due(struct agent *a, long long t)
+{
+    for (size_t pi = 0; pi < a->n_pods; pi++) {
+        struct wpod *pod = &a->pods[pi];
+        char msg[2000], list[700];
+        size_t u = 0;
+        bool all = true;
+        int n = 0;
+
+        if (!pod->used || !pod->fr_pending)
+            continue;
+        list[0] = '\0';
+        for (size_t i = 0; i < a->n_procs; i++) {
+            const struct wproc *w = &a->procs[i];
+
+            if (w->pod != pi || w->fr_dump == NULL)
+                continue;
+            if (!dump_ready(a->o->proc_root, w, w->fr_dump, pod->fr_since)) {
+                all = false;
+                continue;
+            }
+            n++;
+            if (u + 4 < sizeof(list))
+                u += (size_t)snprintf(list + u, sizeof(list) - u, "%s%s",
+                                      u ? ", " : "", w->fr_dump);
+        }
+        if (!all && t < pod->fr_deadline_ms)
+            continue;
+        snprintf(msg, sizeof(msg), "%s; flight recorder: %s%s",
+                 pod->ev_msg ? pod->ev_msg : "",
+                 n > 0 ? "dumped to " : "no dump within 5 s",
+                 n > 0 ? list : "");
+        logj(a, "action",
+             podj(pod, json_pack("{s:s,s:s,s:i}", "action",
+                                 "flight-recorder-dump", "result",
+                                 all ? "dumped" : "timed out", "dumps", n)));
+        pod->fr_pending = false;
+        post_event(a, pod, "NCCLHang", msg, wd_verdict_name(pod->last_v));
+        free(pod->ev_msg);
+        pod->ev_msg = NULL;
+    }
+}
+
 static void
 pod_hang(struct agent *a, struct wpod *pod, size_t pi)
 {
     const struct wd_spec *s = &pod->spec;
     const struct wd_period *pr = &pod->last;
-    char msg[600], period[24], grace[24], report[1200];
+    char msg[1200], period[24], grace[24], report[1800];
     struct wproc *first = pod_first(a, pi);
     bool asked = false;
     size_t used;
@@ -930,14 +1966,31 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
     a->m.hangs++;
     duration_text(s->period_ms, period, sizeof(period));
     duration_text(s->grace_ms, grace, sizeof(grace));
-    used = (size_t)snprintf(
-        msg, sizeof(msg),
-        "NCCLHang: %d/%d GPUs idle %dx%s, CPU %lld.%01lld cores, %d sockets "
-        "CLOSE_WAIT, %d queues stuck",
-        pr->gpus, pr->gpus, s->idle_periods, period,
-        (long long)(pr->cpu_milli / 1000),
-        (long long)(pr->cpu_milli % 1000 / 100), pr->close_wait,
-        pr->stuck_queues);
+    if (pod->last_v == WD_GPU_LOST)
+        used = (size_t)snprintf(
+            msg, sizeof(msg),
+            "NCCLHang: GPU %s lost %dx%s (NVML_ERROR_GPU_IS_LOST: fallen off "
+            "the bus, an Xid-class fault; see the node's kernel log)",
+            pod->lost_gpus, s->idle_periods, period);
+    else if (pod->last_v == WD_SPINNING)
+        used = (size_t)snprintf(
+            msg, sizeof(msg),
+            "NCCLHang: %d/%d GPUs spinning %dx%s (utilisation %u%%, power "
+            "%u%% of limit, memory %u%%, links still), CPU %lld.%01lld "
+            "cores, no I/O",
+            pr->gpus_spinning, pr->gpus, s->idle_periods, period,
+            pod->spin_util, pod->spin_power, pod->spin_mem,
+            (long long)(pr->cpu_milli / 1000),
+            (long long)(pr->cpu_milli % 1000 / 100));
+    else
+        used = (size_t)snprintf(
+            msg, sizeof(msg),
+            "NCCLHang: %d/%d GPUs idle %dx%s, CPU %lld.%01lld cores, %d "
+            "sockets CLOSE_WAIT, %d queues stuck",
+            pr->gpus, pr->gpus, s->idle_periods, period,
+            (long long)(pr->cpu_milli / 1000),
+            (long long)(pr->cpu_milli % 1000 / 100), pr->close_wait,
+            pr->stuck_queues);
     if (s->action == WD_ACTION_REPORT) {
         snprintf(msg + used, sizeof(msg) - used, "; action: report only");
         pod->state = POD_REPORTED;
@@ -952,14 +2005,14 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
     }
     logj(a, "hang",
          podj(pod,
-              json_pack("{s:s,s:i,s:i,s:i,s:I,s:i,s:i,s:s,s:I}", "message", msg,
-                        "idle_periods", pod->rule.idle, "gpus", pr->gpus,
-                        "gpus_busy", pr->gpus_busy, "cpu_milli",
-                        (json_int_t)pr->cpu_milli, "close_wait", pr->close_wait,
-                        "stuck_queues", pr->stuck_queues, "action",
-                        s->action == WD_ACTION_RESTART ? "restart" : "report",
-                        "since_watch_ms",
-                        (json_int_t)(now_ms() - pod->watch_ms))));
+              json_pack(
+                  "{s:s,s:s,s:i,s:i,s:i,s:I,s:i,s:i,s:s,s:I}", "message", msg,
+                  "cause", wd_verdict_name(pod->last_v), "idle_periods",
+                  pod->rule.idle, "gpus", pr->gpus, "gpus_busy", pr->gpus_busy,
+                  "cpu_milli", (json_int_t)pr->cpu_milli, "close_wait",
+                  pr->close_wait, "stuck_queues", pr->stuck_queues, "action",
+                  s->action == WD_ACTION_RESTART ? "restart" : "report",
+                  "since_watch_ms", (json_int_t)(now_ms() - pod->watch_ms))));
     if (s->action == WD_ACTION_RESTART && first != NULL &&
         a->o->termination_log != NULL && a->o->termination_log[0] != '\0') {
         const char *why;
@@ -973,7 +2026,7 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
                           a->o->termination_log, report,
                           (size_t)n < sizeof(report) ? (size_t)n
                                                      : sizeof(report) - 1,
-                          &why) == 0)
+                          false, &why) == 0)
             a->m.report_files++;
         logj(
             a, "action",
@@ -981,7 +2034,8 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
                                 "path", a->o->termination_log, "result", why)));
     }
     if (s->action != WD_ACTION_RESTART) {
-        post_event(a, pod, msg);
+        pod_ras(a, pod, msg, sizeof(msg));
+        pod_event_or_wait(a, pod, pi, msg);
         return;
     }
     if (s->checkpoint_file[0] != '\0' && first != NULL) {
@@ -991,7 +2045,8 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
                          grace);
 
         if (write_in_root(a->o->proc_root, first->pid, first->start,
-                          s->checkpoint_file, body, (size_t)n, &why) == 0)
+                          s->checkpoint_file, body, (size_t)n, false,
+                          &why) == 0)
             a->m.checkpoint_file++;
         logj(a, "action",
              podj(pod, json_pack("{s:s,s:s,s:s}", "action", "checkpoint-file",
@@ -1006,7 +2061,8 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
     pod->deadline_ms = now_ms() + (asked ? s->grace_ms : 0);
     /* The Event last: its POST may take up to its timeout, and the
      * checkpoint request should not wait for the API server. */
-    post_event(a, pod, msg);
+    pod_ras(a, pod, msg, sizeof(msg));
+    pod_event_or_wait(a, pod, pi, msg);
 }
 
 /* Moves pods in the restart sequence along when their deadline passed. */
@@ -1016,7 +2072,8 @@ actions_due(struct agent *a, long long t)
     for (size_t pi = 0; pi < a->n_pods; pi++) {
         struct wpod *pod = &a->pods[pi];
 
-        if (!pod->used || t < pod->deadline_ms)
+        /* The SIGTERM waits for a flight-recorder dump (FR_WAIT_MS). */
+        if (!pod->used || t < pod->deadline_ms || pod->fr_pending)
             continue;
         if (pod->state == POD_GRACE) {
             a->m.sigterm += (unsigned long long)pod_signal(a, pi, SIGTERM,
@@ -1069,6 +2126,11 @@ metrics_text(struct agent *a, char *buf, size_t n)
         "processes.\n# TYPE ncclguard_watchdog_watched_pods gauge\n"
         "ncclguard_watchdog_watched_pods %zu\n",
         watched);
+    OUT("# HELP ncclguard_watchdog_watched_processes Entries of the table "
+        "of watched processes (live ones only).\n"
+        "# TYPE ncclguard_watchdog_watched_processes gauge\n"
+        "ncclguard_watchdog_watched_processes %zu\n",
+        a->n_procs);
     OUT("# HELP ncclguard_watchdog_idle_periods Consecutive idle periods "
         "per pod.\n# TYPE ncclguard_watchdog_idle_periods gauge\n");
     for (size_t i = 0; i < a->n_pods; i++) {
@@ -1082,6 +2144,39 @@ metrics_text(struct agent *a, char *buf, size_t n)
         OUT("ncclguard_watchdog_idle_periods{namespace=\"%s\",pod=\"%s\","
             "pod_uid=\"%s\"} %d\n",
             ns, name, p->uid, p->rule.idle);
+    }
+    OUT("# HELP ncclguard_watchdog_shm_bytes /dev/shm of each watched pod: "
+        "used and size (the tmpfs, as the kubelet sized it).\n"
+        "# TYPE ncclguard_watchdog_shm_bytes gauge\n");
+    for (size_t i = 0; i < a->n_pods; i++) {
+        const struct wpod *p = &a->pods[i];
+        char ns[140], name[520];
+
+        if (!p->used || !p->shm_known)
+            continue;
+        label(ns, sizeof(ns), p->ns);
+        label(name, sizeof(name), p->name);
+        OUT("ncclguard_watchdog_shm_bytes{namespace=\"%s\",pod=\"%s\","
+            "pod_uid=\"%s\",kind=\"used\"} %llu\n"
+            "ncclguard_watchdog_shm_bytes{namespace=\"%s\",pod=\"%s\","
+            "pod_uid=\"%s\",kind=\"size\"} %llu\n",
+            ns, name, p->uid, (unsigned long long)p->shm_used, ns, name, p->uid,
+            (unsigned long long)p->shm_size);
+    }
+    OUT("# HELP ncclguard_watchdog_shm_orphan_segments NCCL segments in a "
+        "pod's /dev/shm that no live process of the pod maps.\n"
+        "# TYPE ncclguard_watchdog_shm_orphan_segments gauge\n");
+    for (size_t i = 0; i < a->n_pods; i++) {
+        const struct wpod *p = &a->pods[i];
+        char ns[140], name[520];
+
+        if (!p->used || !p->shm_known)
+            continue;
+        label(ns, sizeof(ns), p->ns);
+        label(name, sizeof(name), p->name);
+        OUT("ncclguard_watchdog_shm_orphan_segments{namespace=\"%s\","
+            "pod=\"%s\",pod_uid=\"%s\"} %d\n",
+            ns, name, p->uid, p->shm_orphans);
     }
     OUT("# HELP ncclguard_watchdog_hangs_total Hangs detected.\n"
         "# TYPE ncclguard_watchdog_hangs_total counter\n"
@@ -1101,6 +2196,11 @@ metrics_text(struct agent *a, char *buf, size_t n)
         "failed.\n# TYPE ncclguard_watchdog_event_errors_total counter\n"
         "ncclguard_watchdog_event_errors_total %llu\n",
         m->event_errors);
+    OUT("# HELP ncclguard_watchdog_events_suppressed_total Events not "
+        "posted: deduplicated or rate-limited.\n"
+        "# TYPE ncclguard_watchdog_events_suppressed_total counter\n"
+        "ncclguard_watchdog_events_suppressed_total %llu\n",
+        m->events_suppressed);
     OUT("# HELP ncclguard_watchdog_pid_reused_total Signals not sent because "
         "the PID now names another process.\n"
         "# TYPE ncclguard_watchdog_pid_reused_total counter\n"
@@ -1108,43 +2208,6 @@ metrics_text(struct agent *a, char *buf, size_t n)
         m->pid_reused);
 #undef OUT
     return u;
-}
-
-/* Answers one connection: GET /metrics or /healthz, else 404. Bounded: one
- * read of at most 2 KiB within 200 ms. */
-static void
-metrics_serve(struct agent *a)
-{
-    char req[2048], head[200];
-    static char body[1 << 17];
-    struct pollfd pf;
-    const char *status = "404 Not Found";
-    size_t blen = 0;
-    ssize_t r;
-    int c = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-
-    if (c < 0)
-        return;
-    pf.fd = c;
-    pf.events = POLLIN;
-    if (poll(&pf, 1, 200) == 1 && (r = read(c, req, sizeof(req) - 1)) > 0) {
-        req[r] = '\0';
-        if (strncmp(req, "GET /metrics ", 13) == 0) {
-            status = "200 OK";
-            blen = metrics_text(a, body, sizeof(body));
-        } else if (strncmp(req, "GET /healthz ", 13) == 0) {
-            status = "200 OK";
-            blen = (size_t)snprintf(body, sizeof(body), "ok\n");
-        }
-        snprintf(head, sizeof(head),
-                 "HTTP/1.0 %s\r\nContent-Type: text/plain; version=0.0.4\r\n"
-                 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                 status, blen);
-        if (write(c, head, strlen(head)) >= 0 && blen > 0 &&
-            write(c, body, blen) < 0)
-            blen = 0;
-    }
-    close(c);
 }
 
 static int
@@ -1170,7 +2233,7 @@ metrics_listen(struct agent *a)
         return -1;
     setsockopt(a->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (bind(a->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-        listen(a->listen_fd, 16) != 0 ||
+        listen(a->listen_fd, 2 * WD_MSERVER_MAX_CONN) != 0 ||
         getsockname(a->listen_fd, (struct sockaddr *)&sa, &sl) != 0) {
         fprintf(stderr, "ncclguard-watchdog: cannot listen on %s:%d: %s\n",
                 a->o->metrics_addr, a->o->metrics_port, strerror(errno));
@@ -1211,10 +2274,17 @@ nvml_sample(struct agent *a, long long t)
 static void
 agent_release(struct agent *a)
 {
-    for (size_t i = 0; i < a->n_pods; i++)
+    for (size_t i = 0; i < a->n_pods; i++) {
         free(a->pods[i].q);
+        free(a->pods[i].ev_msg);
+    }
     free(a->pods);
+    for (size_t i = 0; i < a->n_procs; i++) {
+        free(a->procs[i].fr_pipe);
+        free(a->procs[i].fr_dump);
+    }
     free(a->procs);
+    free(a->pidx);
     free(a->seen.v);
     free(a->seen_next.v);
     free(a->tcp);
@@ -1223,8 +2293,10 @@ agent_release(struct agent *a)
     free(a->tcpbuf);
     free(a->gpus);
     wd_nvml_free(a->nvml);
-    if (a->listen_fd >= 0)
+    wd_mserver_stop(a->ms);
+    if (a->ms == NULL && a->listen_fd >= 0)
         close(a->listen_fd);
+    free(a->mtext);
 }
 
 int
@@ -1256,8 +2328,18 @@ wd_agent_run(const struct wd_options *o)
         fprintf(stderr, "ncclguard-watchdog: out of memory\n");
         goto done;
     }
-    if (metrics_listen(&a) != 0)
+    a.mtext = malloc(METRICS_MAX);
+    if (a.mtext == NULL || metrics_listen(&a) != 0)
         goto done;
+    if (a.listen_fd >= 0) {
+        a.ms = wd_mserver_start(a.listen_fd);
+        if (a.ms == NULL) {
+            a.listen_fd = -1;
+            fprintf(stderr, "ncclguard-watchdog: cannot start the metrics "
+                            "thread\n");
+            goto done;
+        }
+    }
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_stop;
     sigaction(SIGTERM, &sa, NULL);
@@ -1271,15 +2353,29 @@ wd_agent_run(const struct wd_options *o)
     next_scan = now_ms();
     while (!stop_requested) {
         long long wake;
-        struct pollfd pf;
         bool due = false;
 
         t = now_ms();
         if (o->run_ms > 0 && t - a.t0_ms >= o->run_ms)
             break;
         if (t >= next_scan) {
+            bool any = false, fresh = false;
+
             scan(&a);
             next_scan = t + o->scan_ms;
+            /* NVML's sample buffer holds seconds, not a period: read it
+             * on every walk while pods are watched, and give new pods
+             * their baseline. */
+            for (size_t i = 0; i < a.n_pods; i++) {
+                any |= a.pods[i].used;
+                fresh |= a.pods[i].used && !a.pods[i].base_set;
+            }
+            if (any)
+                nvml_sample(&a, now_ms());
+            if (fresh)
+                for (size_t i = 0; i < a.n_pods; i++)
+                    if (a.pods[i].used && !a.pods[i].base_set)
+                        pod_base(&a, &a.pods[i]);
         }
         t = now_ms();
         for (size_t i = 0; i < a.n_pods && !due; i++)
@@ -1290,7 +2386,9 @@ wd_agent_run(const struct wd_options *o)
                 if (a.pods[i].used && a.pods[i].next_ms <= t)
                     pod_sample(&a, i, t);
         }
+        fr_due(&a, now_ms());
         actions_due(&a, now_ms());
+        reap_children();
         /* Sleep until the next period, deadline or scan. */
         wake = next_scan;
         for (size_t i = 0; i < a.n_pods; i++) {
@@ -1303,15 +2401,19 @@ wd_agent_run(const struct wd_options *o)
             if ((p->state == POD_GRACE || p->state == POD_TERM) &&
                 p->deadline_ms < wake)
                 wake = p->deadline_ms;
+            if (p->fr_pending && now_ms() + 100 < wake)
+                wake = now_ms() + 100; /* look for the dumps */
         }
         if (o->run_ms > 0 && a.t0_ms + o->run_ms < wake)
             wake = a.t0_ms + o->run_ms;
         t = now_ms();
-        pf.fd = a.listen_fd;
-        pf.events = POLLIN;
-        if (poll(&pf, a.listen_fd >= 0 ? 1 : 0,
-                 wake > t ? (int)(wake - t) : 0) == 1)
-            metrics_serve(&a);
+        if (a.ms != NULL) {
+            wd_mserver_publish(a.ms, a.mtext,
+                               metrics_text(&a, a.mtext, METRICS_MAX));
+            wd_mserver_tick(a.ms, t);
+        }
+        /* /metrics has its own thread: the loop only sleeps here. */
+        (void)poll(NULL, 0, wake > t ? (int)(wake - t) : 0);
     }
     logj(&a, "stop", json_object());
     rc = 0;

@@ -24,6 +24,16 @@ struct wd_event_cfg {
 long wd_event_post(const struct wd_event_cfg *cfg, const char *ns,
                    const char *body, char *why, size_t wn);
 
+/*
+ * GETs <api_server><path> with the service-account token. The body goes
+ * into a buffer of at most cap bytes (NUL-terminated), returned in *body
+ * for the caller to free(); a larger answer fails. Returns the HTTP status
+ * (200 on success), or -1 with why filled. Blocks for at most
+ * cfg->timeout_ms. Not thread-safe (one agent thread).
+ */
+long wd_api_get(const struct wd_event_cfg *cfg, const char *path, size_t cap,
+                char **body, size_t *len, char *why, size_t wn);
+
 /* libcurl's global set-up and tear-down, once per process. */
 int wd_event_global_init(void) __attribute__((warn_unused_result));
 void wd_event_global_cleanup(void);

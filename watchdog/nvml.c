@@ -1,15 +1,34 @@
-/* The few NVML entry points the watchdog needs, declared from NVML's public
- * API reference (docs.nvidia.com/deploy/nvml-api) rather than its header,
- * which Debian main does not ship. */
+/* The NVML entry points the watchdog needs, declared from NVML's header
+ * (nvml.h, as NVIDIA/go-nvml carries it in gen/nvml/nvml.h): names, struct
+ * layouts, enum values and return codes. Debian main does not ship the
+ * header, so the few declarations live here. */
 #include "watchdog/nvml.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* nvmlReturn_t values used here (NVML API reference, "Error reporting"). */
+/* nvmlReturn_t values used here. */
 #define NVML_SUCCESS 0
+#define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_NOT_FOUND 6
+#define NVML_ERROR_GPU_IS_LOST 15
+
+/* nvmlSamplingType_t. */
+#define NVML_GPU_UTILIZATION_SAMPLES 1
+#define NVML_MEMORY_UTILIZATION_SAMPLES 2
+
+/* Field ids: NVLink data throughput in KiB (scopeId UINT_MAX sums every
+ * link), PCIe byte counts (which "can be wrapped"). */
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX 139
+#define NVML_FI_DEV_PCIE_COUNT_TX_BYTES 197
+#define NVML_FI_DEV_PCIE_COUNT_RX_BYTES 198
+#define N_FIELDS 4
+
+#define MAX_SAMPLES 128
 
 typedef int nvml_return;
 typedef struct nvml_device *nvml_device; /* nvmlDevice_t: opaque pointer */
@@ -31,6 +50,47 @@ struct nvml_process_info {
     unsigned int compute_instance_id;
 };
 
+/* nvmlValue_t. */
+typedef union {
+    double dVal;
+    int siVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    signed long long sllVal;
+    unsigned short usVal;
+} nvml_value;
+
+/* nvmlSample_t: timeStamp is a CPU timestamp in microseconds. */
+struct nvml_sample {
+    unsigned long long time_stamp;
+    nvml_value value;
+};
+
+/* nvmlFieldValue_t. */
+struct nvml_field_value {
+    unsigned int field_id;
+    unsigned int scope_id;
+    long long timestamp;
+    long long latency_usec;
+    int value_type;  /* nvmlValueType_t */
+    int nvml_return; /* nvmlReturn_t of this value alone */
+    nvml_value value;
+};
+
+/* What the agent remembers of one GPU between reads. */
+struct gpu_mem {
+    struct wd_gpu_counters c;
+    unsigned long long util_seen, mem_seen; /* lastSeenTimeStamp */
+    bool energy_raw_ok;
+    unsigned long long energy_raw;
+    long long power_ms; /* when power was last integrated */
+    bool field_ok[N_FIELDS];
+    unsigned long long field_raw[N_FIELDS];
+    size_t n_pids;
+    pid_t pids[WD_NVML_MAX_PROCS];
+};
+
 struct wd_nvml {
     char path[256];
     void *lib;
@@ -44,7 +104,14 @@ struct wd_nvml {
     nvml_return (*util)(nvml_device, struct nvml_utilization *);
     nvml_return (*procs)(nvml_device, unsigned int *,
                          struct nvml_process_info *);
+    nvml_return (*power)(nvml_device, unsigned int *);
+    nvml_return (*limit)(nvml_device, unsigned int *);
+    nvml_return (*energy)(nvml_device, unsigned long long *);
+    nvml_return (*samples)(nvml_device, int, unsigned long long, int *,
+                           unsigned int *, struct nvml_sample *);
+    nvml_return (*fields)(nvml_device, int, struct nvml_field_value *);
     const char *(*error_string)(nvml_return);
+    struct gpu_mem mem[WD_NVML_MAX_GPUS];
 };
 
 struct wd_nvml *
@@ -107,6 +174,12 @@ nvml_load(struct wd_nvml *n, char *why, size_t wn)
     LOAD(procs, "nvmlDeviceGetComputeRunningProcesses_v3");
     if (n->procs == NULL) /* drivers before R510: same struct layout */
         LOAD(procs, "nvmlDeviceGetComputeRunningProcesses_v2");
+    /* Optional: without them a signal is "unknown", never "idle". */
+    LOAD(power, "nvmlDeviceGetPowerUsage");
+    LOAD(limit, "nvmlDeviceGetEnforcedPowerLimit");
+    LOAD(energy, "nvmlDeviceGetTotalEnergyConsumption");
+    LOAD(samples, "nvmlDeviceGetSamples");
+    LOAD(fields, "nvmlDeviceGetFieldValues");
     LOAD(error_string, "nvmlErrorString");
 #undef LOAD
     if (!n->init || !n->shutdown || !n->count || !n->handle || !n->util ||
@@ -133,6 +206,194 @@ nvml_fail(struct wd_nvml *n, struct wd_gpus *out, const char *what,
     if (n->inited)
         n->shutdown();
     n->inited = false;
+}
+
+/* Marks one GPU as failed by call what with r; returns false. */
+static bool
+gpu_fail(struct wd_gpu *g, const char *what, nvml_return r)
+{
+    g->state = r == NVML_ERROR_GPU_IS_LOST     ? WD_NVML_GPU_LOST
+               : r == NVML_ERROR_NOT_SUPPORTED ? WD_NVML_GPU_NO_UTIL
+                                               : WD_NVML_GPU_ERROR;
+    g->nvml_error = r;
+    g->failed = what;
+    return false;
+}
+
+/* New utilisation samples of one kind into *n_out / *sum_out; returns the
+ * call's result (NOT_FOUND: no sample since the last one). */
+static nvml_return
+read_samples(struct wd_nvml *n, nvml_device dev, int type,
+             unsigned long long *seen, uint64_t *n_out, uint64_t *sum_out,
+             uint64_t *nonzero_out, unsigned *last)
+{
+    struct nvml_sample s[MAX_SAMPLES];
+    unsigned int cnt = MAX_SAMPLES;
+    int vt = 0;
+    nvml_return r = n->samples(dev, type, *seen, &vt, &cnt, s);
+
+    if (r != NVML_SUCCESS)
+        return r;
+    if (cnt > MAX_SAMPLES)
+        cnt = MAX_SAMPLES;
+    for (unsigned i = 0; i < cnt; i++) {
+        unsigned v = s[i].value.uiVal > 100 ? 100 : s[i].value.uiVal;
+
+        /* The first read only sets the mark: older samples belong to no
+         * period of ours. */
+        if (*seen != 0) {
+            (*n_out)++;
+            *sum_out += v;
+            if (nonzero_out != NULL && v > 0)
+                (*nonzero_out)++;
+        }
+        if (last != NULL)
+            *last = v;
+    }
+    for (unsigned i = 0; i < cnt; i++)
+        if (s[i].time_stamp > *seen)
+            *seen = s[i].time_stamp;
+    return NVML_SUCCESS;
+}
+
+/* Utilisation: samples where the driver has them, else one reading. */
+static bool
+read_util(struct wd_nvml *n, nvml_device dev, struct gpu_mem *m,
+          struct wd_gpu *g)
+{
+    struct nvml_utilization u;
+    nvml_return r = NVML_ERROR_NOT_SUPPORTED;
+
+    if (n->samples != NULL) {
+        r = read_samples(n, dev, NVML_GPU_UTILIZATION_SAMPLES, &m->util_seen,
+                         &m->c.util_n, &m->c.util_sum, &m->c.util_nonzero,
+                         &g->util);
+        if (r == NVML_ERROR_GPU_IS_LOST)
+            return gpu_fail(g, "nvmlDeviceGetSamples", r);
+        if (r == NVML_SUCCESS || r == NVML_ERROR_NOT_FOUND) {
+            g->samples = true;
+            r = read_samples(n, dev, NVML_MEMORY_UTILIZATION_SAMPLES,
+                             &m->mem_seen, &m->c.mem_n, &m->c.mem_sum, NULL,
+                             NULL);
+            if (r == NVML_ERROR_GPU_IS_LOST)
+                return gpu_fail(g, "nvmlDeviceGetSamples", r);
+            return true;
+        }
+    }
+    /* No samples (NOT_SUPPORTED on MIG, or an old driver): one reading,
+     * which covers the last 1/6 s to 1 s only. */
+    r = n->util(dev, &u);
+    if (r != NVML_SUCCESS)
+        return gpu_fail(g, "nvmlDeviceGetUtilizationRates", r);
+    g->util = u.gpu > 100 ? 100 : u.gpu;
+    m->c.util_n++;
+    m->c.util_sum += g->util;
+    m->c.util_nonzero += g->util > 0;
+    m->c.mem_n++;
+    m->c.mem_sum += u.memory > 100 ? 100 : u.memory;
+    return true;
+}
+
+/* Energy: the total energy counter, else power integrated over time. */
+static void
+read_energy(struct wd_nvml *n, nvml_device dev, struct gpu_mem *m,
+            long long now_ms)
+{
+    unsigned long long e;
+    unsigned int mw;
+
+    if (n->energy != NULL && n->energy(dev, &e) == NVML_SUCCESS) {
+        if (m->energy_raw_ok && e >= m->energy_raw)
+            m->c.energy_mj += e - m->energy_raw;
+        m->energy_raw = e;
+        m->energy_raw_ok = true;
+        m->c.energy_ok = true;
+        return;
+    }
+    m->energy_raw_ok = false;
+    if (n->power != NULL && n->power(dev, &mw) == NVML_SUCCESS) {
+        if (m->power_ms != 0 && now_ms > m->power_ms)
+            m->c.energy_mj +=
+                (uint64_t)mw * (uint64_t)(now_ms - m->power_ms) / 1000;
+        m->power_ms = now_ms;
+        m->c.energy_ok = true;
+        return;
+    }
+    m->power_ms = 0;
+    m->c.energy_ok = false;
+}
+
+/* NVLink and PCIe bytes. A counter that went backwards wrapped: it moved. */
+static void
+read_links(struct wd_nvml *n, nvml_device dev, struct gpu_mem *m)
+{
+    static const unsigned ids[N_FIELDS] = {
+        NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
+        NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_FI_DEV_PCIE_COUNT_TX_BYTES,
+        NVML_FI_DEV_PCIE_COUNT_RX_BYTES};
+    struct nvml_field_value v[N_FIELDS];
+    bool any = false;
+
+    if (n->fields == NULL) {
+        m->c.links_ok = false;
+        return;
+    }
+    memset(v, 0, sizeof(v));
+    for (int i = 0; i < N_FIELDS; i++) {
+        v[i].field_id = ids[i];
+        v[i].scope_id = i < 2 ? UINT_MAX : 0;
+    }
+    if (n->fields(dev, N_FIELDS, v) != NVML_SUCCESS) {
+        m->c.links_ok = false;
+        return;
+    }
+    for (int i = 0; i < N_FIELDS; i++) {
+        unsigned long long x, mult = i < 2 ? 1024 : 1;
+
+        if (v[i].nvml_return != NVML_SUCCESS) {
+            m->field_ok[i] = false;
+            continue;
+        }
+        x = v[i].value.ullVal;
+        if (m->field_ok[i])
+            m->c.link_bytes += x >= m->field_raw[i]
+                                   ? (x - m->field_raw[i]) * mult
+                                   : (1ULL << 40); /* wrapped: moved */
+        m->field_raw[i] = x;
+        m->field_ok[i] = true;
+        any = true;
+    }
+    m->c.links_ok = any;
+}
+
+/* One GPU; false when it failed (g->state says how). */
+static bool
+read_gpu(struct wd_nvml *n, unsigned i, struct wd_gpu *g, long long now_ms)
+{
+    struct nvml_process_info info[WD_NVML_MAX_PROCS];
+    struct gpu_mem *m = &n->mem[i];
+    unsigned int np = WD_NVML_MAX_PROCS, lim;
+    nvml_device dev;
+    nvml_return r;
+
+    r = n->handle(i, &dev);
+    if (r != NVML_SUCCESS)
+        return gpu_fail(g, "nvmlDeviceGetHandleByIndex_v2", r);
+    /* More processes than we track (NVML_ERROR_INSUFFICIENT_SIZE, infos
+     * left unfilled) fails the GPU: a partial list could leave a pod out. */
+    r = n->procs(dev, &np, info);
+    if (r != NVML_SUCCESS)
+        return gpu_fail(g, "nvmlDeviceGetComputeRunningProcesses", r);
+    if (np > WD_NVML_MAX_PROCS)
+        np = WD_NVML_MAX_PROCS;
+    m->n_pids = np;
+    for (unsigned int k = 0; k < np; k++)
+        m->pids[k] = (pid_t)info[k].pid;
+    read_energy(n, dev, m, now_ms);
+    read_links(n, dev, m);
+    if (n->limit != NULL && n->limit(dev, &lim) == NVML_SUCCESS)
+        g->limit_mw = lim;
+    return read_util(n, dev, m, g);
 }
 
 bool
@@ -176,36 +437,21 @@ wd_nvml_read(struct wd_nvml *n, struct wd_gpus *out, long long now_ms,
     if (count > WD_NVML_MAX_GPUS)
         count = WD_NVML_MAX_GPUS;
     for (unsigned int i = 0; i < count; i++) {
-        struct nvml_process_info info[WD_NVML_MAX_PROCS];
-        struct nvml_utilization u;
         struct wd_gpu *g = &out->gpu[i];
-        unsigned int np = WD_NVML_MAX_PROCS;
-        nvml_device dev;
+        struct gpu_mem *m = &n->mem[i];
 
-        r = n->handle(i, &dev);
-        if (r != NVML_SUCCESS) {
-            nvml_fail(n, out, "nvmlDeviceGetHandleByIndex_v2", r);
-            return false;
-        }
-        r = n->util(dev, &u);
-        if (r != NVML_SUCCESS) {
-            nvml_fail(n, out, "nvmlDeviceGetUtilizationRates", r);
-            return false;
-        }
-        /* More processes than we track (NVML_ERROR_INSUFFICIENT_SIZE,
-         * infos left unfilled) fails the sample: a partial list could
-         * leave a pod's busy GPU out. */
-        r = n->procs(dev, &np, info);
-        if (r != NVML_SUCCESS) {
-            nvml_fail(n, out, "nvmlDeviceGetComputeRunningProcesses", r);
-            return false;
-        }
-        if (np > WD_NVML_MAX_PROCS)
-            np = WD_NVML_MAX_PROCS;
-        g->util = u.gpu > 100 ? 100 : u.gpu;
-        g->n_pids = np;
-        for (unsigned int k = 0; k < np; k++)
-            g->pids[k] = (pid_t)info[k].pid;
+        g->state = WD_NVML_GPU_OK;
+        g->nvml_error = 0;
+        g->failed = "";
+        g->util = 0;
+        g->limit_mw = 0;
+        g->samples = false;
+        (void)read_gpu(n, i, g, now_ms);
+        m->c.t_ms = now_ms;
+        g->c = m->c;
+        /* A lost GPU keeps the processes of its last good read. */
+        g->n_pids = m->n_pids;
+        memcpy(g->pids, m->pids, m->n_pids * sizeof(*g->pids));
     }
     out->n = count;
     out->ok = true;

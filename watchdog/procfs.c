@@ -92,6 +92,49 @@ wd_proc_read(const char *root, pid_t pid, const char *file, char *buf,
     return (ssize_t)got;
 }
 
+/* The value of the "name: N" line of an io block; -1 when missing. */
+static int
+io_field(const char *buf, size_t len, const char *name, uint64_t *out)
+{
+    size_t nl = strlen(name);
+
+    for (size_t i = 0; i + nl < len;) {
+        if ((i == 0 || buf[i - 1] == '\n') && memcmp(buf + i, name, nl) == 0 &&
+            buf[i + nl] == ':') {
+            uint64_t v = 0;
+            size_t k = i + nl + 1;
+            bool any = false;
+
+            while (k < len && buf[k] == ' ')
+                k++;
+            for (; k < len && buf[k] >= '0' && buf[k] <= '9'; k++) {
+                if (v > (UINT64_MAX - 9) / 10)
+                    return -1;
+                v = v * 10 + (uint64_t)(buf[k] - '0');
+                any = true;
+            }
+            if (!any)
+                return -1;
+            *out = v;
+            return 0;
+        }
+        i++;
+    }
+    return -1;
+}
+
+int
+wd_io_parse(const char *buf, size_t len, uint64_t *bytes)
+{
+    uint64_t r, w;
+
+    if (io_field(buf, len, "rchar", &r) != 0 ||
+        io_field(buf, len, "wchar", &w) != 0)
+        return -1;
+    *bytes = r + w;
+    return 0;
+}
+
 int
 wd_proc_stat(const char *root, pid_t pid, struct wd_stat *st)
 {

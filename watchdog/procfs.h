@@ -49,6 +49,15 @@ const char *wd_environ_find(const char *buf, size_t len, const char *name,
  */
 bool wd_status_catches(const char *buf, size_t len, int sig);
 
+/*
+ * Parses the text of /proc/PID/io (buf, len) into *bytes: rchar + wchar,
+ * every byte the process read or wrote through read/write-like calls,
+ * files and sockets alike. Returns 0, or -1 when either line is missing
+ * (*bytes untouched). Thread-safe.
+ */
+int wd_io_parse(const char *buf, size_t len, uint64_t *bytes)
+    __attribute__((warn_unused_result));
+
 /* One row of /proc/PID/net/tcp or tcp6. */
 struct wd_tcp {
     uint64_t inode;

@@ -4,17 +4,19 @@
 #
 #   make watchdog          build $(BUILD)/ncclguard-watchdog and the fakes
 #   make check-watchdog    run tests/watchdog against real child processes
+#   make check-watchdog-spin-hang   one case alone (make mutants names these)
 #
 # wdspec.c (the NCCLGUARD_WATCHDOG format) is shared with the webhook, so it
 # goes into the library too.
 LIB_SRCS += watchdog/wdspec.c
-UNIT_TESTS += wd_spec wd_cgroup wd_procfs wd_rule
+UNIT_TESTS += wd_spec wd_cgroup wd_procfs wd_rule wd_ras
 DEB_PKGS += libcurl4-openssl-dev python3
 
 WD_SRCS := watchdog/main.c watchdog/agent.c watchdog/cgroup.c \
-	watchdog/procfs.c watchdog/nvml.c watchdog/rule.c watchdog/event.c
+	watchdog/procfs.c watchdog/nvml.c watchdog/rule.c watchdog/event.c \
+	watchdog/mserver.c watchdog/ras.c
 WD_OBJS = $(WD_SRCS:%.c=$(BUILD)/obj/%.o)
-WD_LIBS := $(shell pkg-config --libs libcurl jansson 2>/dev/null) -ldl
+WD_LIBS := $(shell pkg-config --libs libcurl jansson 2>/dev/null) -ldl -lpthread
 WD_TESTBINS = $(BUILD)/fakes/libnvidia-ml.so.1 $(BUILD)/tests/wd_job
 
 .PHONY: watchdog check-watchdog
@@ -29,12 +31,13 @@ $(BUILD)/ncclguard-watchdog: $(WD_OBJS) $(BUILD)/obj/watchdog/wdspec.o \
 $(BUILD)/tests/test_wd_cgroup: $(BUILD)/obj/watchdog/cgroup.o
 $(BUILD)/tests/test_wd_procfs: $(BUILD)/obj/watchdog/procfs.o
 $(BUILD)/tests/test_wd_rule: $(BUILD)/obj/watchdog/rule.o
+$(BUILD)/tests/test_wd_ras: $(BUILD)/obj/watchdog/ras.o
 
 # The fake NVML: the real soname, scripted by a file (tests/fakes).
 $(BUILD)/fakes/libnvidia-ml.so.1: tests/fakes/fake_nvml.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -fPIC -shared \
-		-Wl,-soname,libnvidia-ml.so.1 -o $@ $<
+		-Wl,-soname,libnvidia-ml.so.1 -o $@ $< -lpthread
 
 # A stand-in training job: spins, sleeps, holds CLOSE_WAIT sockets,
 # handles SIGUSR1 by writing a checkpoint file.
@@ -48,5 +51,12 @@ check-watchdog: watchdog $(BUILD)/ncclguard
 	FAKE_NVML=$(abspath $(BUILD))/fakes/libnvidia-ml.so.1 \
 	WD_JOB=$(abspath $(BUILD))/tests/wd_job SANITIZED="$(SAN)" \
 		tests/watchdog/run.sh
+
+check-watchdog-%: watchdog $(BUILD)/ncclguard
+	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \
+	NCCLGUARD=$(abspath $(BUILD))/ncclguard \
+	FAKE_NVML=$(abspath $(BUILD))/fakes/libnvidia-ml.so.1 \
+	WD_JOB=$(abspath $(BUILD))/tests/wd_job SANITIZED="$(SAN)" \
+		tests/watchdog/run.sh $*
 
 CHECKS += check-watchdog

@@ -15,9 +15,11 @@
 
 /* Bounds shared by `policy lint` and the agent. Periods below a second are
  * allowed so that tests can run in milliseconds; a real policy uses tens
- * of seconds (NVML's utilisation is an average over a driver-chosen window
- * of up to a second, so shorter periods add nothing on a real GPU). */
-#define WD_PERIOD_MIN_MS 50
+ * of seconds. The floor, 200 ms, is above NVML's shortest sample period
+ * (1/6 s), so that every period holds a utilisation sample, and it bounds
+ * what a pod can make the agent do per second (each period reads the pod's
+ * /proc files and TCP table). */
+#define WD_PERIOD_MIN_MS 200
 #define WD_PERIOD_MAX_MS (3600 * 1000)
 #define WD_IDLE_MIN 1
 #define WD_IDLE_MAX 1000

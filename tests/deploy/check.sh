@@ -718,10 +718,11 @@ check "watchdog: its own namespace admits hostPID; the webhook's stays restricte
 check "watchdog: requests and limits for CPU and memory" "$J" "
     $DS.spec.template.spec.containers[0].resources as \$r |
     (\$r.requests.cpu and \$r.requests.memory and \$r.limits.cpu and \$r.limits.memory) != null"
-check "watchdog: RBAC grants creating Events, nothing else, to its ServiceAccount" "$J" "
+check "watchdog: RBAC grants creating Events and listing pods, nothing else, to its ServiceAccount" "$J" "
     $DS as \$ds |
     ([.[] | select(.kind == \"ClusterRole\" and .metadata.name == \"ncclguard-watchdog\") | .rules[]] ==
-      [{apiGroups: [\"\"], resources: [\"events\"], verbs: [\"create\"]}]) and
+      [{apiGroups: [\"\"], resources: [\"events\"], verbs: [\"create\"]},
+       {apiGroups: [\"\"], resources: [\"pods\"], verbs: [\"list\"]}]) and
     (.[] | select(.kind == \"ClusterRoleBinding\" and .metadata.name == \"ncclguard-watchdog\") |
       .roleRef.name == \"ncclguard-watchdog\" and
       .subjects == [{kind: \"ServiceAccount\", name: \$ds.spec.template.spec.serviceAccountName,

@@ -108,6 +108,28 @@ test_tcp(void)
     CHECK_INT(dropped, 2);
 }
 
+/* /proc/PID/io: rchar + wchar, as the kernel prints them
+ * (Documentation/filesystems/proc.rst, "/proc/<pid>/io"). */
+static void
+test_io(void)
+{
+    static const char io[] = "rchar: 323934931\nwchar: 323929600\n"
+                             "syscr: 632687\nsyscw: 632675\n"
+                             "read_bytes: 0\nwrite_bytes: 323932160\n"
+                             "cancelled_write_bytes: 0\n";
+    uint64_t b = 7;
+
+    CHECK_INT(wd_io_parse(io, sizeof(io) - 1, &b), 0);
+    CHECK(b == 323934931ULL + 323929600ULL);
+    b = 7;
+    CHECK_INT(wd_io_parse("rchar: 5\n", 9, &b), -1); /* no wchar */
+    CHECK(b == 7);
+    CHECK_INT(wd_io_parse("xrchar: 5\nwchar: 1\n", 19, &b), -1);
+    CHECK_INT(wd_io_parse("rchar: \nwchar: 1\n", 17, &b), -1);
+    CHECK_INT(wd_io_parse("rchar: 99999999999999999999\nwchar: 1\n", 37, &b),
+              -1);
+}
+
 static void
 test_live(void)
 {
@@ -142,6 +164,7 @@ main(void)
     test_environ();
     test_sigcgt();
     test_tcp();
+    test_io();
     test_live();
     return harness_finish();
 }

@@ -1,9 +1,175 @@
-/* Unit tests for watchdog/rule.c: each part of the hang rule, and the count
- * of consecutive idle periods. */
+/* Unit tests for watchdog/rule.c: each GPU's own verdict from its signals,
+ * each part of the pod's hang rule, and the count of consecutive stalled
+ * periods. */
 #include <string.h>
 
 #include "harness.h"
 #include "watchdog/rule.h"
+
+struct gpu_case {
+    const char *name;
+    struct wd_gpu_period g;
+    enum wd_gpu_verdict want;
+    const char *util, *power, *memory, *links; /* signal verdicts */
+};
+
+#define OK WD_ANSWER_OK
+/* answer, util_n, util_mean, util_nonzero, mem_known, mem_mean,
+ * power_known, power_pct, links_known, link_bps */
+static const struct gpu_case gpu_cases[] = {
+    {"spinning: NVIDIA/nccl #968, 100 % at about 70 W",
+     {OK, 6, 100, 6, true, 0, true, 17, true, 0},
+     WD_GPU_SPINNING,
+     "high",
+     "near-idle",
+     "idle",
+     "still"},
+    {"spinning: vllm #41725, about 96 % at about 20 W",
+     {OK, 6, 96, 6, true, 0, true, 6, true, 1000},
+     WD_GPU_SPINNING,
+     "high",
+     "near-idle",
+     "idle",
+     "still"},
+    {"spinning without link counters (power and memory suffice)",
+     {OK, 6, 100, 6, true, 0, true, 17, false, 0},
+     WD_GPU_SPINNING,
+     "high",
+     "near-idle",
+     "idle",
+     "unknown"},
+    {"healthy training step at 100 %",
+     {OK, 6, 100, 6, true, 45, true, 80, true, 2000000000},
+     WD_GPU_WORKING,
+     "high",
+     "working",
+     "working",
+     "moving"},
+    {"100 % at idle power but NVLink bytes moving",
+     {OK, 6, 100, 6, true, 0, true, 15, true, 500000000},
+     WD_GPU_WORKING,
+     "high",
+     "near-idle",
+     "idle",
+     "moving"},
+    {"100 % at idle power but memory traffic",
+     {OK, 6, 100, 6, true, 30, true, 15, true, 0},
+     WD_GPU_WORKING,
+     "high",
+     "near-idle",
+     "working",
+     "still"},
+    {"100 % drawing power (compute-bound, no links)",
+     {OK, 6, 100, 6, true, 2, true, 70, true, 0},
+     WD_GPU_WORKING,
+     "high",
+     "working",
+     "idle",
+     "still"},
+    {"power just at the threshold is working",
+     {OK, 6, 100, 6, true, 0, true, WD_POWER_IDLE_PCT, true, 0},
+     WD_GPU_WORKING,
+     "high",
+     "working",
+     "idle",
+     "still"},
+    {"memory just at the threshold is working",
+     {OK, 6, 100, 6, true, WD_MEM_IDLE_PCT, true, 10, true, 0},
+     WD_GPU_WORKING,
+     "high",
+     "near-idle",
+     "working",
+     "still"},
+    {"utilisation below high is work",
+     {OK, 6, WD_UTIL_HIGH_PCT - 1, 6, true, 0, true, 10, true, 0},
+     WD_GPU_WORKING,
+     "some",
+     "near-idle",
+     "idle",
+     "still"},
+    {"utilisation exactly high can spin",
+     {OK, 6, WD_UTIL_HIGH_PCT, 6, true, 0, true, 10, true, 0},
+     WD_GPU_SPINNING,
+     "high",
+     "near-idle",
+     "idle",
+     "still"},
+    {"idle: no sample above 0 %",
+     {OK, 6, 0, 0, true, 0, true, 15, true, 0},
+     WD_GPU_IDLE,
+     "zero",
+     "near-idle",
+     "idle",
+     "still"},
+    {"one sample above 0 % in the period is not idle",
+     {OK, 6, 1, 1, true, 0, true, 15, true, 0},
+     WD_GPU_WORKING,
+     "some",
+     "near-idle",
+     "idle",
+     "still"},
+    {"0 % but copy engines move bytes",
+     {OK, 6, 0, 0, true, 0, true, 15, true, WD_LINK_STILL_BPS},
+     WD_GPU_WORKING,
+     "zero",
+     "near-idle",
+     "idle",
+     "moving"},
+    {"high utilisation, no power reading: cannot tell",
+     {OK, 6, 100, 6, true, 0, false, 0, true, 0},
+     WD_GPU_UNJUDGED,
+     "high",
+     "unknown",
+     "idle",
+     "still"},
+    {"no samples in the period",
+     {OK, 0, 0, 0, false, 0, true, 15, true, 0},
+     WD_GPU_UNJUDGED,
+     "unknown",
+     "near-idle",
+     "unknown",
+     "still"},
+    {"MIG: no utilisation",
+     {WD_ANSWER_NO_UTIL, 0, 0, 0, false, 0, true, 15, false, 0},
+     WD_GPU_UNJUDGED,
+     "unknown",
+     "near-idle",
+     "unknown",
+     "unknown"},
+    {"lost",
+     {WD_ANSWER_LOST, 0, 0, 0, false, 0, false, 0, false, 0},
+     WD_GPU_GONE,
+     "unknown",
+     "unknown",
+     "unknown",
+     "unknown"},
+    {"another NVML error",
+     {WD_ANSWER_ERROR, 6, 0, 0, true, 0, true, 15, true, 0},
+     WD_GPU_UNJUDGED,
+     "unknown",
+     "near-idle",
+     "idle",
+     "still"},
+};
+
+static void
+test_gpu(void)
+{
+    for (size_t i = 0; i < sizeof(gpu_cases) / sizeof(gpu_cases[0]); i++) {
+        const struct gpu_case *c = &gpu_cases[i];
+        struct wd_signals s;
+        enum wd_gpu_verdict v = wd_rule_gpu(&c->g, &s);
+
+        if (v != c->want)
+            fprintf(stderr, "case: %s: got %s\n", c->name,
+                    wd_gpu_verdict_name(v));
+        CHECK_INT(v, c->want);
+        CHECK_STR(s.util, c->util);
+        CHECK_STR(s.power, c->power);
+        CHECK_STR(s.memory, c->memory);
+        CHECK_STR(s.links, c->links);
+    }
+}
 
 struct judge_case {
     const char *name;
@@ -11,24 +177,56 @@ struct judge_case {
     enum wd_verdict want;
 };
 
-/* gpu_known, gpus, gpus_busy, cpu_milli, sockets, close_wait, stuck */
+/* gpu_known, gpus, busy, idle, spinning, lost, unjudged, cpu_milli, io_bps,
+ * sockets, close_wait, stuck */
 static const struct judge_case judge_cases[] = {
     {"hung: idle GPUs, spinning CPU, CLOSE_WAIT",
-     {true, 8, 0, 3200, 12, 12, 0},
+     {true, 8, 0, 8, 0, 0, 0, 3200, 0, 12, 12, 0},
      WD_IDLE},
-    {"hung: a queue that does not move", {true, 1, 0, 900, 2, 0, 1}, WD_IDLE},
-    {"one busy GPU of eight", {true, 8, 1, 3200, 12, 12, 0}, WD_BUSY},
-    {"CPU below minCPU (data loading)",
-     {true, 8, 0, 499, 12, 12, 0},
+    {"hung: a queue that does not move",
+     {true, 1, 0, 1, 0, 0, 0, 900, 0, 2, 0, 1},
+     WD_IDLE},
+    {"spinning hang over InfiniBand: no socket at all",
+     {true, 8, 0, 0, 8, 0, 0, 3200, 0, 0, 0, 0},
+     WD_SPINNING},
+    {"spinning and idle GPUs together",
+     {true, 8, 0, 1, 7, 0, 0, 3200, 0, 0, 0, 0},
+     WD_SPINNING},
+    {"one working GPU of eight",
+     {true, 8, 1, 0, 7, 0, 0, 3200, 0, 12, 12, 0},
+     WD_BUSY},
+    {"a lost GPU is a hang cause",
+     {true, 8, 7, 0, 0, 1, 0, 3200, 0, 12, 0, 0},
+     WD_GPU_LOST},
+    {"a MIG GPU leaves the pod unknown",
+     {true, 2, 0, 1, 0, 0, 1, 3200, 0, 12, 12, 0},
+     WD_UNKNOWN},
+    {"CPU below minCPU (a debugger)",
+     {true, 8, 0, 8, 0, 0, 0, 499, 0, 12, 12, 0},
      WD_CPU_IDLE},
     {"CPU exactly minCPU counts as busy CPU",
-     {true, 8, 0, 500, 1, 1, 0},
+     {true, 8, 0, 8, 0, 0, 0, 500, 0, 1, 1, 0},
      WD_IDLE},
-    {"sockets all moving", {true, 8, 0, 3200, 12, 0, 0}, WD_SOCKETS_OK},
-    {"no TCP sockets at all", {true, 8, 0, 3200, 0, 0, 0}, WD_SOCKETS_OK},
-    {"NVML did not answer", {false, 0, 0, 3200, 12, 12, 0}, WD_UNKNOWN},
+    {"checkpoint write: idle GPUs, I/O moving",
+     {true, 8, 0, 8, 0, 0, 0, 3200, WD_IO_MOVING_BPS, 12, 12, 0},
+     WD_IO_MOVING},
+    {"I/O just below the threshold is no progress",
+     {true, 8, 0, 8, 0, 0, 0, 3200, WD_IO_MOVING_BPS - 1, 12, 12, 0},
+     WD_IDLE},
+    {"spinning GPUs while writing",
+     {true, 8, 0, 0, 8, 0, 0, 3200, 50LL << 20, 0, 0, 0},
+     WD_IO_MOVING},
+    {"sockets all moving",
+     {true, 8, 0, 8, 0, 0, 0, 3200, 0, 12, 0, 0},
+     WD_SOCKETS_OK},
+    {"no TCP sockets at all",
+     {true, 8, 0, 8, 0, 0, 0, 3200, 0, 0, 0, 0},
+     WD_SOCKETS_OK},
+    {"NVML did not answer",
+     {false, 0, 0, 0, 0, 0, 0, 3200, 0, 12, 12, 0},
+     WD_UNKNOWN},
     {"no GPU runs the pod's processes",
-     {true, 0, 0, 3200, 12, 12, 0},
+     {true, 0, 0, 0, 0, 0, 0, 3200, 0, 12, 12, 0},
      WD_UNKNOWN},
 };
 
@@ -48,8 +246,9 @@ test_judge(void)
     }
 }
 
-/* Feeds a string of verdicts (I idle, B busy, U unknown, C cpu-idle) and
- * returns the 1-based periods where the rule fired, as digits. */
+/* Feeds a string of verdicts (I idle, S spinning, L gpu-lost, B busy, U
+ * unknown, C cpu-idle, O io-moving) and returns the 1-based periods where
+ * the rule fired, as letters. */
 static void
 run(const char *seq, int n, char *fired)
 {
@@ -61,8 +260,11 @@ run(const char *seq, int n, char *fired)
     s.idle_periods = n;
     for (size_t i = 0; seq[i] != '\0'; i++) {
         enum wd_verdict v = seq[i] == 'I'   ? WD_IDLE
+                            : seq[i] == 'S' ? WD_SPINNING
+                            : seq[i] == 'L' ? WD_GPU_LOST
                             : seq[i] == 'B' ? WD_BUSY
                             : seq[i] == 'U' ? WD_UNKNOWN
+                            : seq[i] == 'O' ? WD_IO_MOVING
                                             : WD_CPU_IDLE;
 
         if (wd_rule_step(&r, &s, v))
@@ -88,8 +290,14 @@ test_step(void)
     CHECK_STR(f, "ek"); /* and again after a recovery */
     run("IIUII", 3, f);
     CHECK_STR(f, ""); /* an unknown period is not idle */
+    run("IIOII", 3, f);
+    CHECK_STR(f, ""); /* nor is one with I/O */
     run("ICIII", 3, f);
     CHECK_STR(f, "e");
+    run("SSS", 3, f);
+    CHECK_STR(f, "c"); /* spinning periods count */
+    run("ISL", 3, f);
+    CHECK_STR(f, "c"); /* and mix with idle and lost ones */
     run("I", 1, f);
     CHECK_STR(f, "a");
 }
@@ -97,6 +305,7 @@ test_step(void)
 int
 main(void)
 {
+    test_gpu();
     test_judge();
     test_step();
     return harness_finish();

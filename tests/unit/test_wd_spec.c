@@ -34,7 +34,7 @@ static const struct ok_case ok_cases[] = {
     {"grace=0s,term=0ms", 60000, 5, 500, WD_ACTION_REPORT, 0, "", 0, 0},
     {"idle=1000,period=60m", 3600000, 1000, 500, WD_ACTION_REPORT, 0, "",
      120000, 30000},
-    {"period=50ms,,", 50, 5, 500, WD_ACTION_REPORT, 0, "", 120000, 30000},
+    {"period=200ms,,", 200, 5, 500, WD_ACTION_REPORT, 0, "", 120000, 30000},
     {"file=", 60000, 5, 500, WD_ACTION_REPORT, 0, "", 120000, 30000},
 };
 
@@ -47,7 +47,7 @@ static const struct bad_case bad_cases[] = {
     {"period=60", "needs a unit"},
     {"period=1h", "needs a unit"},
     {"period=-1s", "whole number"},
-    {"period=49ms", "period must be between 50ms and 3600000ms"},
+    {"period=199ms", "period must be between 200ms and 3600000ms"},
     {"period=61m", "period must be between"},
     {"period=99999999999999999999s", "too large"},
     {"idle=0", "idle must be between 1 and 1000"},

@@ -32,6 +32,7 @@ if [ "${1:-}" = --case ]; then
     }
     UID_A=aaaaaaaa-0000-4000-8000-00000000000a
     UID_B=bbbbbbbb-0000-4000-8000-00000000000b
+    UID_C=cccccccc-0000-4000-8000-00000000000c
 
     # job NAME UID SPEC ARGS...: starts a rank of pod UID (its identity
     # stands in for the cgroup, --pod-from-env); SPEC "" = not opted in.
@@ -53,14 +54,25 @@ if [ "${1:-}" = --case ]; then
     }
     gpus() { printf '%s\n' "$@" >"$T/nvml.new" && mv "$T/nvml.new" "$T/nvml"; }
     # agent DURATION_MS ARGS...: runs the agent in the background.
+    # PFE: --pod-from-env (the test flag) unless set to "".
+    PFE=--pod-from-env
     agent() {
         local ms=$1
         shift
         FAKE_NVML_SCRIPT="$T/nvml" "$WATCHDOG" --nvml "$FAKE_NVML" \
-            --scan 50ms --metrics-addr off --api-server off --pod-from-env \
+            --scan 50ms --metrics-addr off --api-server off $PFE \
             --termination-log "" -v --run-for "${ms}ms" "$@" \
             >"$T/agent.log" 2>"$T/agent.err" &
         AGENT=$!
+    }
+    # no_hang CASE-VERDICTS: no hang line, no action, the job untouched,
+    # and every period's verdict is one of the JSON array given.
+    no_hang() {
+        [ "$(ev hang | jq length)" = 0 ] && ok || bad "hang reported: $(ev hang .message)"
+        [ "$(ev action | jq length)" = 0 ] && ok || bad "acted: $(ev action)"
+        jq -e -s --argjson want "$1" '[.[] | select(.event == "period") | .verdict] |
+            length >= 4 and all(. as $v | $want | index($v) != null)' "$T/agent.log" >/dev/null && ok ||
+            bad "verdicts $(ev period .verdict), want only $1"
     }
     agent_wait() {
         wait "$AGENT"
@@ -236,14 +248,17 @@ if [ "${1:-}" = --case ]; then
         done
         gpus "gpu 0 $PID_a"
         agent_wait
-        # k: the 1-based period that was busy; idle before it, none hung.
+        # The busy stretch: the period with the switch and, as utilisation
+        # is sampled over the whole period, at most the one after it; idle
+        # before it, none hung.
         jq -e -s '[.[] | select(.event == "period" or .event == "hang")] as $l |
             ($l | map(.event) | index("hang")) as $h |
             ($l | map(.verdict) | index("busy")) as $b |
-            $b != null and $h != null and $b < $h and $b <= 3 and
+            ($l | map(.verdict) | rindex("busy")) as $e |
+            $b != null and $h != null and $e < $h and $b <= 3 and $e - $b <= 1 and
             ($l[0:$b] | map(.idle_periods) | max >= 1) and
             $l[$b].idle_periods == 0 and
-            ($l[$b + 1:$h] | length == 5 and all(.verdict == "idle")) and
+            ($l[$e + 1:$h] | length == 5 and all(.verdict == "idle")) and
             $l[$h].idle_periods == 5' "$T/agent.log" >/dev/null && ok ||
             bad "periods: $(ev period '[.verdict, .idle_periods]' | jq -c .)"
         ;;
@@ -329,7 +344,10 @@ if [ "${1:-}" = --case ]; then
         job a "$UID_A" "period=1500ms,idle=1,mincpu=0.02,action=restart,file=$T/ckpt-file,grace=300ms" \
             --spin --close-wait
         gpus "gpu 0 $PID_a"
-        agent 2400
+        # One walk of /proc at the start only: a later walk would see the
+        # job gone and drop it, which would leave the start-time check
+        # before the signal untested.
+        agent 2400 --scan 5s
         wait_for hang 1 || bad "no hang"
         old=$PID_a
         kill -9 "$old"
@@ -338,7 +356,7 @@ if [ "${1:-}" = --case ]; then
         "$WD_JOB" --log "$T/imp.log" --spin &
         imp=$!
         if [ "$imp" != "$old" ]; then
-            echo "SKIP: $CASE: the kernel gave PID $imp, not $old (ns_last_pid)"
+            echo "SKIP pid-reuse (the kernel gave PID $imp, not $old through ns_last_pid)"
             kill "$imp"
             agent_wait
             exit 77
@@ -429,6 +447,439 @@ if [ "${1:-}" = --case ]; then
             bad "periods: $(ev period '[.verdict, .idle_periods]' | jq -c .)"
         [ -n "$(sig_at a USR1)" ] && ok || bad "no SIGUSR1"
         ;;
+    spin-hang)
+        # The common NCCL hang: a rank waits inside a collective, its kernel
+        # spins. About 100 % utilisation at idle power, no memory traffic,
+        # no NVLink or PCIe bytes (NVIDIA/nccl #968, #537, #1289). No TCP
+        # socket at all, as over InfiniBand: the GPU signals are the proof.
+        job a "$UID_A" "$RESTART" --spin --catch-usr1 "$T/ckpt"
+        gpus "gpu util=100 power=60 limit=400 mem=0 nvlink=0 pcie=0 $PID_a"
+        agent 2400
+        agent_wait
+        w=$(first_mono watch)
+        h=$(first_mono hang)
+        within "spinning hang after watch (ms)" "$((${h:-0} - w))" $((3 * P)) $((4 * P + P / 2))
+        [ "$(ev hang .cause | jq -c .)" = '["spinning"]' ] && ok || bad "hang cause: $(ev hang .cause)"
+        jq -e -s '[.[] | select(.event == "hang")][0].message |
+            test("^NCCLHang: 1/1 GPUs spinning 3x200ms \\(utilisation 100%, power 1[456]% of limit, memory 0%, links still\\), CPU [0-9.]+ cores, no I/O")' \
+            "$T/agent.log" >/dev/null && ok || bad "hang message: $(ev hang .message)"
+        # Each signal's own verdict is in the period line.
+        jq -e -s '[.[] | select(.event == "period")][0:3] | length == 3 and
+            all(.verdict == "spinning" and .cpu == "busy" and .io == "still" and
+                .sockets == 0 and (.gpu | length == 1) and
+                (.gpu[0] | .verdict == "spinning" and .util == "high" and
+                 .power == "near-idle" and .memory == "idle" and .links == "still"))' \
+            "$T/agent.log" >/dev/null && ok || bad "period lines: $(ev period '[.verdict, .gpu]' | jq -c .)"
+        [ -n "$(sig_at a USR1)" ] && ok || bad "no checkpoint request"
+        ;;
+    healthy-100)
+        # A job at 100 % that draws power, reads memory and moves bytes over
+        # NVLink and PCIe: working, however long it runs. It also holds a
+        # CLOSE_WAIT socket (an HTTP pool), which alone proves nothing.
+        job a "$UID_A" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
+        gpus "gpu util=100 power=320 limit=400 mem=45 nvlink=2000 pcie=200 $PID_a"
+        agent 1600
+        agent_wait
+        no_hang '["busy"]'
+        jq -e -s '[.[] | select(.event == "period") | .gpu[0]] | all(.verdict == "working" and
+            .util == "high" and .power == "working" and .memory == "working" and .links == "moving")' \
+            "$T/agent.log" >/dev/null && ok || bad "GPU lines: $(ev period .gpu | jq -c .)"
+        [ ! -s "$T/a.log" ] && alive "$PID_a" && ok || bad "the job was signalled"
+        ;;
+    links-moving)
+        # 100 % at its own idle power with no memory traffic, but NVLink
+        # bytes moving: a communication-bound step, not a spin. Left alone.
+        job a "$UID_A" "$RESTART" --spin --catch-usr1 "$T/ckpt"
+        gpus "gpu util=100 power=60 limit=400 mem=0 nvlink=500 pcie=0 $PID_a"
+        agent 1600
+        agent_wait
+        no_hang '["busy"]'
+        jq -e -s '[.[] | select(.event == "period") | .gpu[0]] | all(.verdict == "working" and
+            .power == "near-idle" and .links == "moving")' "$T/agent.log" >/dev/null && ok ||
+            bad "GPU lines: $(ev period .gpu | jq -c .)"
+        ;;
+    ckpt-write)
+        # GPUs idle, CPU busy, a CLOSE_WAIT socket, but the job writes a
+        # checkpoint (or loads data): its I/O moves, so it is left alone.
+        job a "$UID_A" "$RESTART" --spin --close-wait --write "$T/big" --catch-usr1 "$T/ckpt"
+        gpus "gpu 0 $PID_a"
+        agent 1600
+        agent_wait
+        no_hang '["io-moving"]'
+        [ ! -s "$T/a.log" ] && alive "$PID_a" && ok || bad "the job was signalled"
+        ;;
+    spin-writing)
+        # The spinning signature while the job writes (a rank that saves
+        # while its peers wait): the I/O is progress, left alone.
+        job a "$UID_A" "$RESTART" --spin --write "$T/big" --catch-usr1 "$T/ckpt"
+        gpus "gpu util=100 power=60 limit=400 mem=0 nvlink=0 pcie=0 $PID_a"
+        agent 1600
+        agent_wait
+        no_hang '["io-moving"]'
+        ;;
+    lost-mig)
+        # Four GPUs: 0 runs pod A, hung (idle); 1 is in MIG mode under pod
+        # B; 2 runs pod C and falls off the bus after a while; 3 is lost
+        # from the start with nothing on it. A is judged and hangs on time,
+        # B stays unknown, C's lost GPU is reported as its hang cause, and
+        # NVML as a whole stays up.
+        spec="period=${P}ms,idle=3,mincpu=0.02"
+        job a "$UID_A" "$spec" --spin --close-wait
+        # B and C need no CPU: their verdicts come from their GPUs alone.
+        job b "$UID_B" "$spec" --close-wait
+        job c "$UID_C" "$spec" --close-wait
+        gpus "gpu 0 $PID_a" "gpu 0 state=mig $PID_b" "gpu 100 $PID_c" "gpu 0 state=lost"
+        agent 3600
+        for _ in $(seq 300); do
+            [ "$(grep '"event":"period"' "$T/agent.log" | grep -c "$UID_C")" -ge 3 ] && break
+            sleep 0.01
+        done
+        gpus "gpu 0 $PID_a" "gpu 0 state=mig $PID_b" "gpu 100 state=lost $PID_c" "gpu 0 state=lost"
+        agent_wait
+        [ "$(ev nvml .state | jq -c .)" = '["up"]' ] && ok || bad "NVML lines: $(ev nvml)"
+        wa=$(first_mono watch ".pod_uid == \"$UID_A\"")
+        ha=$(first_mono hang ".pod_uid == \"$UID_A\"")
+        # On time: on pod A's own third period line, and within a bound
+        # that a node-wide stall (the old rule's blind spot) would exceed.
+        within "pod A hang after watch (ms)" "$((${ha:-0} - ${wa:-0}))" $((3 * P)) $((3 * P + 1500))
+        jq -e -s --arg u "$UID_A" '[.[] | select((.event == "period" or .event == "hang") and .pod_uid == $u)] |
+            (map(.event) | index("hang")) as $h | $h == 3 and (.[0:3] | map(.verdict) == ["idle", "idle", "idle"])' \
+            "$T/agent.log" >/dev/null && ok || bad "pod A periods: $(ev period "select(.pod_uid == \"$UID_A\") | .verdict")"
+        [ "$(ev hang "select(.pod_uid == \"$UID_A\") | .cause" | jq -c unique)" = '["idle"]' ] && ok ||
+            bad "pod A hangs: $(ev hang "select(.pod_uid == \"$UID_A\")")"
+        jq -e -s --arg u "$UID_B" '[.[] | select(.event == "period" and .pod_uid == $u)] |
+            length >= 5 and all(.verdict == "unknown" and .gpus_unjudged == 1 and
+                (.gpu[0] | .gpu == 1 and .verdict == "unjudged" and (.nvml | startswith("NOT_SUPPORTED"))))' \
+            "$T/agent.log" >/dev/null && ok || bad "pod B periods: $(ev period "select(.pod_uid == \"$UID_B\") | [.verdict, .gpu]" | jq -c .)"
+        [ "$(ev hang "select(.pod_uid == \"$UID_B\")" | jq length)" = 0 ] && ok || bad "pod B reported"
+        jq -e -s --arg u "$UID_C" '[.[] | select(.event == "hang" and .pod_uid == $u)] |
+            length == 1 and .[0].cause == "gpu-lost" and
+            (.[0].message | startswith("NCCLHang: GPU 2 lost 3x200ms (NVML_ERROR_GPU_IS_LOST"))' \
+            "$T/agent.log" >/dev/null && ok || bad "pod C hang: $(ev hang "select(.pod_uid == \"$UID_C\")")"
+        jq -e -s --arg u "$UID_C" '[.[] | select(.event == "period" and .pod_uid == $u) | .verdict] |
+            .[0:3] == ["busy", "busy", "busy"] and (.[-1] == "gpu-lost")' \
+            "$T/agent.log" >/dev/null && ok || bad "pod C verdicts: $(ev period "select(.pod_uid == \"$UID_C\") | .verdict")"
+        ;;
+    bad-spec)
+        # A malformed opt-in is logged once as bad-spec and never watched.
+        job a "$UID_A" "period=banana,idle=3" --spin --close-wait --catch-usr1 "$T/ckpt"
+        gpus "gpu 0 $PID_a"
+        agent 800
+        agent_wait
+        jq -e -s --argjson p "$PID_a" '[.[] | select(.event == "bad-spec")] |
+            length == 1 and .[0].pid == $p and (.[0].error | test("period"))' \
+            "$T/agent.log" >/dev/null && ok || bad "bad-spec lines: $(ev bad-spec)"
+        [ "$(ev watch | jq length)" = 0 ] && ok || bad "watched: $(ev watch)"
+        [ ! -s "$T/a.log" ] && alive "$PID_a" && ok || bad "the job was signalled"
+        # Below the minimum period (200 ms): refused, by the agent and by
+        # `policy lint` alike (one bound in watchdog/wdspec.h).
+        "$WATCHDOG" --check-spec "period=150ms" >/dev/null 2>&1 && bad "period=150ms accepted" || ok
+        ;;
+    burst)
+        # Utilisation is judged over the whole period, not one NVML window:
+        # a 1 s period, no NVML read in between (one walk of /proc at the
+        # start), and the GPU works for 400 ms in the middle of period 1.
+        # Period 1 is busy; the hang comes 2 idle periods after it.
+        job a "$UID_A" "period=1000ms,idle=2,mincpu=0.02" --spin --close-wait
+        gpus "gpu 0 $PID_a"
+        agent 3800 --scan 10s
+        wait_for watch 1 || bad "not watched"
+        sleep 0.3
+        # No link traffic in the burst: only the utilisation samples can
+        # tell that the GPU worked.
+        gpus "gpu 100 nvlink=0 pcie=0 $PID_a"
+        sleep 0.4
+        gpus "gpu 0 $PID_a"
+        agent_wait
+        [ "$(ev period .verdict | jq -c '.[0:3]')" = '["busy","idle","idle"]' ] && ok ||
+            bad "verdicts $(ev period .verdict), want busy, idle, idle"
+        [ "$(ev hang .idle_periods | jq -c .)" = '[2]' ] && ok || bad "hangs: $(ev hang)"
+        ;;
+    not-a-pod)
+        # The agent as it runs on a node (no --pod-from-env): the pod comes
+        # from the cgroup path alone. Rank a lives in a kubelet-style cgroup
+        # (cgroupfs driver: kubepods/besteffort/pod<uid>/<container id>);
+        # rank b, opted in too, lives in a cgroup that names no pod, and its
+        # env's pod UID is not believed.
+        CG=/sys/fs/cgroup/pids
+        cid=$(printf '%064x' $$)
+        dir="$CG/kubepods/besteffort/pod$UID_A/$cid"
+        if ! mkdir -p "$dir" 2>/dev/null; then
+            echo "SKIP not-a-pod (cannot create a cgroup under $CG)"
+            exit 77
+        fi
+        job a "$UID_B" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
+        echo "$PID_a" >"$dir/cgroup.procs" || bad "cannot move rank a into $dir"
+        job b "$UID_B" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt-b"
+        gpus "gpu 0 $PID_a $PID_b"
+        PFE=
+        agent 1400
+        agent_wait
+        kill -9 "$PID_a" "$PID_b"
+        wait "$PID_a" "$PID_b" 2>/dev/null
+        for _ in $(seq 50); do rmdir "$dir" 2>/dev/null && break; sleep 0.02; done
+        rmdir "$CG/kubepods/besteffort/pod$UID_A" 2>/dev/null
+        jq -e -s --argjson p "$PID_a" --arg u "$UID_A" --arg c "$cid" '[.[] | select(.event == "watch")] |
+            length == 1 and .[0].pid == $p and .[0].pod_uid == $u and .[0].container == $c' \
+            "$T/agent.log" >/dev/null && ok || bad "watch lines: $(ev watch)"
+        jq -e -s --argjson p "$PID_b" '[.[] | select(.event == "not-a-pod")] |
+            length == 1 and .[0].pid == $p' "$T/agent.log" >/dev/null && ok ||
+            bad "not-a-pod lines: $(ev not-a-pod)"
+        [ "$(ev hang .pod_uid | jq -c .)" = "[\"$UID_A\"]" ] && ok || bad "hangs: $(ev hang)"
+        ;;
+    fifo)
+        # A tenant turns the paths the agent writes into FIFOs: the
+        # checkpoint file of pod A and the termination log. The agent opens
+        # neither (an O_PATH look and fstat first), and pod B, hung at the
+        # same time, is acted on as if nothing happened; /healthz answers
+        # throughout.
+        mkfifo "$T/ckpt-fifo" "$T/termfifo"
+        job a "$UID_A" "period=${P}ms,idle=3,mincpu=0.02,action=restart,file=$T/ckpt-fifo,grace=600ms,term=400ms" \
+            --spin --close-wait
+        job b "$UID_B" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
+        gpus "gpu 0 $PID_a" "gpu 0 $PID_b"
+        agent 2400 --termination-log "$T/termfifo" --metrics-addr 127.0.0.1 \
+            --metrics-port 0 --port-file "$T/port"
+        for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.02; done
+        wait_for hang 1 || bad "no hang"
+        for _ in 1 2 3; do
+            curl -sf --max-time 1 "http://127.0.0.1:$(cat "$T/port")/healthz" >/dev/null && ok ||
+                bad "/healthz did not answer within 1 s"
+            sleep 0.1
+        done
+        agent_wait
+        jq -e -s '[.[] | select(.event == "action" and .action == "checkpoint-file")] |
+            length == 1 and .[0].result == "refused: not a regular file"' "$T/agent.log" >/dev/null && ok ||
+            bad "checkpoint-file lines: $(ev action 'select(.action == "checkpoint-file")')"
+        jq -e -s '[.[] | select(.event == "action" and .action == "hang-report")] |
+            length == 2 and all(.result == "refused: not a regular file")' "$T/agent.log" >/dev/null && ok ||
+            bad "hang-report lines: $(ev action 'select(.action == "hang-report")')"
+        wb=$(first_mono watch ".pod_uid == \"$UID_B\"")
+        hb=$(first_mono hang ".pod_uid == \"$UID_B\"")
+        # A blocked open would hold the loop for as long as the FIFO has no
+        # reader; the writes cost at most their 500 ms limit each.
+        within "pod B hang after watch (ms)" "$((${hb:-0} - ${wb:-0}))" $((3 * P)) $((3 * P + 1500))
+        u=$(sig_at b USR1)
+        within "pod B SIGUSR1 after its hang (ms)" "$((${u:-0} - ${hb:-0}))" 0 150
+        [ -p "$T/ckpt-fifo" ] && [ -p "$T/termfifo" ] && ok || bad "a FIFO was replaced"
+        ;;
+    metrics-flood)
+        # 80 idle connections (more than the server holds at once) and one
+        # client that never reads its answer:
+        # /healthz still answers at once, and the decision loop detects a
+        # hang on time (the server has its own thread, non-blocking, with a
+        # deadline per connection).
+        job a "$UID_A" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
+        gpus "gpu 0 $PID_a"
+        agent 2400 --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
+        for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.02; done
+        python3 "$HERE/flood.py" "$(cat "$T/port")" 80 "$T/flood.ready" &
+        FLOOD=$!
+        for _ in $(seq 200); do [ -f "$T/flood.ready" ] && break; sleep 0.01; done
+        [ -f "$T/flood.ready" ] && ok || bad "the flood did not connect"
+        for _ in 1 2 3; do
+            curl -sf --max-time 1 "http://127.0.0.1:$(cat "$T/port")/healthz" >/dev/null && ok ||
+                bad "/healthz did not answer within 1 s under the flood"
+            curl -sf --max-time 1 "http://127.0.0.1:$(cat "$T/port")/metrics" | grep -q "^ncclguard_watchdog_nvml_up 1$" && ok ||
+                bad "/metrics did not answer within 1 s under the flood"
+        done
+        agent_wait
+        kill "$FLOOD"
+        w=$(first_mono watch)
+        h=$(first_mono hang)
+        within "hang after watch under the flood (ms)" "$((${h:-0} - ${w:-0}))" $((3 * P)) $((5 * P))
+        ;;
+    churn)
+        # A pod whose opted-in processes come and go (a child every 5 ms,
+        # each living 20 ms): the table of watched processes holds the live
+        # ones only, not every process ever seen.
+        job a "$UID_A" "$RESTART" --spin --churn 5
+        gpus "gpu 100 $PID_a"
+        agent 3000 --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
+        sleep 2.5
+        curl -sf --max-time 2 "http://127.0.0.1:$(cat "$T/port")/metrics" >"$T/metrics" || bad "no /metrics"
+        agent_wait
+        seen=$(ev watch | jq length)
+        [ "$seen" -ge 50 ] && ok || bad "only $seen processes were watched: no churn to prune"
+        n=$(awk '$1 == "ncclguard_watchdog_watched_processes" {print $2}' "$T/metrics")
+        [ -n "$n" ] && [ "$n" -le 30 ] && ok || bad "watched_processes = ${n:-missing} after $seen came and went"
+        ;;
+    events-limit)
+        # A pod that hangs, recovers and hangs again every few periods
+        # (report mode, idle=1): each hang is logged, but the same cause is
+        # posted as an Event once, and the repeats are counted.
+        echo tok >"$T/token"
+        python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" &
+        API=$!
+        for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
+        job a "$UID_A" "period=${P}ms,idle=1,mincpu=0.02" --spin --close-wait
+        gpus "gpu 0 $PID_a"
+        agent 2600 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+            --token-file "$T/token" --node-name node-7
+        for k in 1 2 3 4 5; do
+            wait_for hang "$k" || break
+            gpus "gpu 100 $PID_a"
+            wait_for recovered "$k" || break
+            gpus "gpu 0 $PID_a"
+        done
+        agent_wait
+        kill "$API"
+        n=$(ev hang | jq length)
+        [ "$n" -ge 3 ] && ok || bad "only $n hangs: the flapping did not happen"
+        [ "$(grep -c . "$T/requests" 2>/dev/null)" = 1 ] && ok || bad "Event POSTs: $(cat "$T/requests" 2>&1 | wc -l), want 1"
+        [ "$(ev event 'select(.result | startswith("deduplicated"))' | jq length)" = $((n - 1)) ] && ok ||
+            bad "event lines: $(ev event .result)"
+        ;;
+    identity)
+        # On a node (no --pod-from-env) the pod's name and namespace come
+        # from the API, by the UID in the cgroup path; the env is not
+        # believed. Rank a says it is kube-system/coredns; the API says its
+        # UID is ml/trainer-0. Rank b's UID is not on this node: no Event.
+        CG=/sys/fs/cgroup/pids
+        da="$CG/kubepods/burstable/pod$UID_A/$(printf '%064x' 1$$)"
+        db="$CG/kubepods/burstable/pod$UID_B/$(printf '%064x' 2$$)"
+        if ! mkdir -p "$da" "$db" 2>/dev/null; then
+            echo "SKIP identity (cannot create a cgroup under $CG)"
+            exit 77
+        fi
+        # RAS too: rank a's NCCL_RAS_ADDR names a host elsewhere
+        # (192.0.2.1, TEST-NET-1); the agent takes only the port from it and
+        # asks the pod's own IP, which the API gives.
+        echo tok >"$T/token"
+        printf '{"kind":"PodList","apiVersion":"v1","items":[{"metadata":{"name":"trainer-0","namespace":"ml","uid":"%s"},"status":{"podIP":"127.0.0.1"}}]}\n' \
+            "$UID_A" >"$T/pods.json"
+        python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" "$T/pods.json" &
+        API=$!
+        python3 "$HERE/fake_ras.py" "$T/port.ras" "$T/ras.cmds" &
+        RAS=$!
+        for _ in $(seq 200); do [ -s "$T/port.api" ] && [ -s "$T/port.ras" ] && break; sleep 0.02; done
+        env NCCLGUARD_WATCHDOG="period=${P}ms,idle=2,mincpu=0.02" NCCLGUARD_POD_NAME=coredns \
+            NCCLGUARD_POD_NAMESPACE=kube-system NCCL_RAS_ADDR="192.0.2.1:$(cat "$T/port.ras")" \
+            "$WD_JOB" --log "$T/a.log" --spin --close-wait &
+        PID_a=$!
+        echo "$PID_a" >"$da/cgroup.procs"
+        env NCCLGUARD_WATCHDOG="period=${P}ms,idle=2,mincpu=0.02" NCCLGUARD_POD_NAME=coredns \
+            NCCLGUARD_POD_NAMESPACE=kube-system "$WD_JOB" --log "$T/b.log" --spin --close-wait &
+        PID_b=$!
+        echo "$PID_b" >"$db/cgroup.procs"
+        gpus "gpu 0 $PID_a" "gpu 0 $PID_b"
+        PFE=
+        agent 2500 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+            --token-file "$T/token" --node-name node-7
+        agent_wait
+        kill "$API" "$RAS" 2>/dev/null
+        kill -9 "$PID_a" "$PID_b"
+        wait "$PID_a" "$PID_b" 2>/dev/null
+        for d in "$da" "$db"; do
+            for _ in $(seq 50); do rmdir "$d" 2>/dev/null && break; sleep 0.02; done
+            rmdir "$(dirname "$d")" 2>/dev/null
+        done
+        jq -e -s --arg u "$UID_A" 'length == 1 and .[0].path == "/api/v1/namespaces/ml/events" and
+            .[0].body.involvedObject.name == "trainer-0" and .[0].body.involvedObject.namespace == "ml" and
+            .[0].body.involvedObject.uid == $u and
+            (.[0].body.message | test("; RAS: rank 3 on node-b \\(pid 4242\\) missing"))' "$T/requests" >/dev/null && ok ||
+            bad "Event POSTs: $(cat "$T/requests" 2>&1)"
+        grep -q 'kube-system' "$T/requests" && bad "an Event went to kube-system" || ok
+        grep -qx '/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-7' "$T/requests.get" && ok ||
+            bad "pod list GETs: $(cat "$T/requests.get" 2>&1)"
+        jq -e -s --arg u "$UID_B" '[.[] | select(.event == "event" and .pod_uid == $u)] |
+            length >= 1 and all(.result | startswith("not-sent: the API lists no pod"))' \
+            "$T/agent.log" >/dev/null && ok || bad "pod B event lines: $(ev event)"
+        ;;
+    shm)
+        # Pod A's /dev/shm (a 1 MiB tmpfs, as the kubelet mounts a
+        # memory-backed emptyDir) filled to 95 % by a segment it maps, plus
+        # a segment nothing maps: the use is a metric, one Event goes out
+        # at 90 % (not one per period), and the left-behind segment is
+        # reported. Pod B at 50 %: no Event. Both jobs work (busy GPUs).
+        echo tok >"$T/token"
+        python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" &
+        API=$!
+        for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
+        job a "$UID_A" "period=${P}ms,idle=3,mincpu=0.02" --shm-fill 95 --shm-orphan
+        job b "$UID_B" "period=${P}ms,idle=3,mincpu=0.02" --shm-fill 50
+        gpus "gpu 100 $PID_a" "gpu 100 $PID_b"
+        agent 1800 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+            --token-file "$T/token" --node-name node-7 \
+            --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
+        wait_for period 8 || bad "no eighth period"
+        curl -sf --max-time 2 "http://127.0.0.1:$(cat "$T/port")/metrics" >"$T/metrics" || bad "no /metrics"
+        agent_wait
+        kill "$API"
+        jq -e --arg u "$UID_A" -s 'length == 1 and .[0].body.reason == "NCCLShmNearlyFull" and
+            .[0].body.involvedObject.uid == $u and
+            (.[0].body.message | test("^NCCLShmNearlyFull: /dev/shm 9[5-9]% full \\([0-9]+ of 1024 KiB\\)"))' \
+            "$T/requests" >/dev/null && ok || bad "Event POSTs: $(cat "$T/requests" 2>&1)"
+        used=$(awk -v u="$UID_A" 'index($0, "ncclguard_watchdog_shm_bytes{") == 1 && index($0, u) && /kind="used"/ {print $2}' "$T/metrics")
+        size=$(awk -v u="$UID_A" 'index($0, "ncclguard_watchdog_shm_bytes{") == 1 && index($0, u) && /kind="size"/ {print $2}' "$T/metrics")
+        [ "${size:-0}" = 1048576 ] && [ "$(( ${used:-0} * 100 / 1048576 ))" -ge 95 ] && ok ||
+            bad "shm metric for pod A: used ${used:-missing} size ${size:-missing}"
+        grep -q "ncclguard_watchdog_shm_orphan_segments{.*$UID_A\"} 1\$" "$T/metrics" && ok ||
+            bad "orphan metric: $(grep orphan "$T/metrics")"
+        jq -e -s --arg u "$UID_A" '[.[] | select(.event == "shm-orphan")] |
+            length == 1 and .[0].pod_uid == $u and .[0].segment == "nccl-orphan"' \
+            "$T/agent.log" >/dev/null && ok || bad "shm-orphan lines: $(ev shm-orphan)"
+        ;;
+    ras)
+        # A hang in a job whose NCCL runs RAS (NCCL_RAS_ADDR set): the agent
+        # asks RAS, in NCCL's own client protocol, and the Event names the
+        # missing rank and the one behind.
+        echo tok >"$T/token"
+        python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" &
+        API=$!
+        python3 "$HERE/fake_ras.py" "$T/port.ras" "$T/ras.cmds" &
+        RAS=$!
+        for _ in $(seq 200); do [ -s "$T/port.api" ] && [ -s "$T/port.ras" ] && break; sleep 0.02; done
+        NCCL_RAS_ADDR="127.0.0.1:$(cat "$T/port.ras")" \
+            job a "$UID_A" "period=${P}ms,idle=2,mincpu=0.02" --spin --close-wait
+        gpus "gpu 0 $PID_a"
+        agent 1500 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+            --token-file "$T/token" --node-name node-7
+        agent_wait
+        kill "$API" "$RAS"
+        [ "$(tr '\n' '|' <"$T/ras.cmds" 2>/dev/null)" = "CLIENT PROTOCOL 2|TIMEOUT 1|SET FORMAT json|STATUS|" ] && ok ||
+            bad "RAS commands: $(cat "$T/ras.cmds" 2>&1)"
+        jq -e -s 'length == 1 and (.[0].body.message |
+            test("; RAS: rank 3 on node-b \\(pid 4242\\) missing \\(unresponsive\\); RAS: rank 1 on node-a \\(pid 101\\) behind \\(41 of 42 collectives\\)"))' \
+            "$T/requests" >/dev/null && ok || bad "Event: $(jq -c .body.message "$T/requests" 2>&1)"
+        [ "$(ev ras .result | jq -c .)" = '["answered"]' ] && ok || bad "ras lines: $(ev ras)"
+        ;;
+    flight-recorder)
+        # Two ranks run PyTorch's flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE
+        # and TORCH_NCCL_DEBUG_INFO_PIPE_FILE set; the stand-in answers on
+        # its FIFO as ProcessGroupNCCL does). On the hang the agent writes
+        # to each rank's pipe, waits for the dumps, then posts the Event
+        # saying where they are; the SIGTERM waits for the dumps too.
+        echo tok >"$T/token"
+        python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" &
+        API=$!
+        for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
+        spec="period=${P}ms,idle=2,mincpu=0.02,action=restart,term=400ms"
+        export TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DEBUG_INFO_PIPE_FILE="$T/fr_pipe_" \
+            TORCH_NCCL_DEBUG_INFO_TEMP_FILE="$T/fr_dump_"
+        RANK=0 job a "$UID_A" "$spec" --spin --close-wait --flight-recorder
+        RANK=1 job b "$UID_A" "$spec" --spin --close-wait --flight-recorder
+        unset TORCH_NCCL_TRACE_BUFFER_SIZE TORCH_NCCL_DEBUG_INFO_PIPE_FILE TORCH_NCCL_DEBUG_INFO_TEMP_FILE
+        gpus "gpu 0 $PID_a $PID_b"
+        agent 3000 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+            --token-file "$T/token" --node-name node-7
+        agent_wait
+        kill "$API"
+        [ -p "$T/fr_pipe_0.pipe" ] && [ -p "$T/fr_pipe_1.pipe" ] && ok || bad "the stand-in made no FIFOs"
+        jq -e -s '[.[] | select(.event == "action" and .action == "flight-recorder")] |
+            length == 2 and all(.result == "written")' "$T/agent.log" >/dev/null && ok ||
+            bad "flight-recorder lines: $(ev action 'select(.action == "flight-recorder")')"
+        [ -s "$T/fr_dump_0" ] && [ -s "$T/fr_dump_1" ] && ok || bad "no dumps"
+        jq -e -s --arg d "$T/fr_dump_" 'length == 1 and (.[0].body.message |
+            endswith("; flight recorder: dumped to " + $d + "0, " + $d + "1"))' \
+            "$T/requests" >/dev/null && ok || bad "Event: $(jq -c .body.message "$T/requests" 2>&1)"
+        for r in a b; do
+            d=$(sig_at $r FRDUMP)
+            t=$(sig_at $r TERM)
+            [ -n "$d" ] && [ -n "$t" ] && [ "$t" -ge "$d" ] && ok ||
+                bad "rank $r: dump at ${d:-never}, SIGTERM at ${t:-never}"
+        done
+        ;;
     *)
         echo "unknown case $CASE"
         exit 2
@@ -439,7 +890,9 @@ if [ "${1:-}" = --case ]; then
 fi
 
 # ---- the runner --------------------------------------------------------------
-CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e"
+CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
+spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig bad-spec not-a-pod
+fifo metrics-flood churn events-limit identity burst shm ras flight-recorder"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
@@ -459,7 +912,7 @@ skip=0
 for c in $CASES; do
     mkdir -p "$TMP/$c"
     if [ "$ISOLATE" = "timeout -s KILL 60" ] && [ "$c" = pid-reuse ]; then
-        echo "SKIP: pid-reuse (needs a private PID namespace)"
+        echo "SKIP pid-reuse (needs a private PID namespace)"
         skip=$((skip + 1))
         continue
     fi

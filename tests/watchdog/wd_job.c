@@ -4,18 +4,43 @@
  *
  *   wd_job --log FILE [--spin] [--close-wait] [--catch-usr1 CKPT]
  *          [--ignore-term] [--exit-after MS] [--ready FILE]
+ *          [--write FILE] [--churn MS] [--shm-fill PCT] [--shm-orphan]
+ *          [--flight-recorder]
  *
  * --catch-usr1 CKPT  on SIGUSR1 write CKPT (a checkpoint stand-in)
  * --ignore-term      log SIGTERM but keep running (SIGKILL must follow)
- * --ready FILE       written once the sockets are set up */
+ * --ready FILE       written once the sockets are set up
+ * --write FILE       keeps writing FILE, 1 MiB at a time over the same
+ *                    bytes (a checkpoint being written, a cache filled)
+ * --churn MS         every MS ms forks a child that lives 20 ms (process
+ *                    churn: workers, shell-outs)
+ * --shm-fill PCT     in a mount namespace of its own, mounts a 1 MiB tmpfs
+ *                    on /dev/shm (as the kubelet mounts a memory-backed
+ *                    emptyDir) and fills PCT of it with a segment it maps,
+ *                    as NCCL maps its nccl-* segments
+ * --shm-orphan       also leaves a segment there that nothing maps, dated a
+ *                    minute back (a process that died without cleaning)
+ * --flight-recorder  answers as PyTorch's ProcessGroupNCCL does (its
+ *                    DumpPipe and heartbeat monitor): with
+ *                    TORCH_NCCL_TRACE_BUFFER_SIZE > 0, makes the FIFO
+ *                    $TORCH_NCCL_DEBUG_INFO_PIPE_FILE$RANK.pipe, opens it
+ *                    O_RDONLY | O_NONBLOCK, looks at it every 100 ms, and
+ *                    when something was written, writes its trace to
+ *                    $TORCH_NCCL_DEBUG_INFO_TEMP_FILE$RANK and logs FRDUMP */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,6 +110,82 @@ on_term_ignored(int sig)
     log_sig("TERM");
 }
 
+static int fr_fd = -1;
+static char fr_dump[512];
+
+static int
+fr_setup(void)
+{
+    const char *size = getenv("TORCH_NCCL_TRACE_BUFFER_SIZE");
+    const char *stem = getenv("TORCH_NCCL_DEBUG_INFO_PIPE_FILE");
+    const char *rank = getenv("RANK");
+    const char *tmp = getenv("TORCH_NCCL_DEBUG_INFO_TEMP_FILE");
+    char pipe[512];
+
+    if (size == NULL || atoi(size) <= 0 || stem == NULL || rank == NULL)
+        return -1;
+    snprintf(pipe, sizeof(pipe), "%s%s.pipe", stem, rank);
+    snprintf(fr_dump, sizeof(fr_dump), "%s%s",
+             tmp ? tmp : "/tmp/nccl_trace_rank_", rank);
+    if ((unlink(pipe) != 0 && errno != ENOENT) || mkfifo(pipe, 0666) != 0)
+        return -1;
+    fr_fd = open(pipe, O_RDONLY | O_NONBLOCK);
+    return fr_fd >= 0 ? 0 : -1;
+}
+
+/* One look at the pipe; a dump when something was written. */
+static void
+fr_poll(void)
+{
+    char buf[128];
+    int fd;
+
+    if (fr_fd < 0 || read(fr_fd, buf, sizeof(buf)) <= 0)
+        return;
+    usleep(200000); /* the trace takes a while to write */
+    fd = open(fr_dump, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, "{\"entries\": []}\n", 16) != 16)
+        _exit(3);
+    close(fd);
+    log_sig("FRDUMP");
+}
+
+/* The /dev/shm of a pod: a small tmpfs, filled to pct with a mapped
+ * segment, and maybe one segment left behind. */
+static int
+shm_setup(int pct, int orphan)
+{
+    size_t size = (size_t)pct * (1 << 20) / 100;
+    struct timespec ts[2];
+    char *p;
+    int fd;
+
+    if (unshare(CLONE_NEWNS) != 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m") != 0)
+        return -1;
+    fd = open("/dev/shm/nccl-fill", O_RDWR | O_CREAT, 0600);
+    if (fd < 0 || ftruncate(fd, (off_t)size) != 0)
+        return -1;
+    p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return -1;
+    memset(p, 1, size); /* the pages count once touched */
+    close(fd);
+    if (!orphan)
+        return 0;
+    fd = open("/dev/shm/nccl-orphan", O_WRONLY | O_CREAT, 0600);
+    if (fd < 0 || write(fd, p, 4096) != 4096)
+        return -1;
+    clock_gettime(CLOCK_REALTIME, &ts[0]);
+    ts[0].tv_sec -= 60;
+    ts[1] = ts[0];
+    if (futimens(fd, ts) != 0)
+        return -1;
+    close(fd);
+    return 0;
+}
+
 /* A connected socket whose peer has closed: it sits in CLOSE_WAIT until we
  * close it, which we never do. */
 static int
@@ -114,9 +215,12 @@ close_wait_socket(void)
 int
 main(int argc, char **argv)
 {
-    int spin = 0, cw = 0, ignore_term = 0;
-    long long exit_after = -1, t0 = mono_ms();
+    int spin = 0, cw = 0, ignore_term = 0, wfd = -1, shm_pct = -1, orphan = 0,
+        fr = 0;
+    long long last_fr = 0;
+    long long exit_after = -1, t0 = mono_ms(), churn = -1, last_fork = 0;
     const char *ready = NULL;
+    static char chunk[1 << 20];
     struct sigaction sa;
 
     for (int i = 1; i < argc; i++) {
@@ -134,6 +238,16 @@ main(int argc, char **argv)
             exit_after = strtoll(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--ready") == 0 && i + 1 < argc)
             ready = argv[++i];
+        else if (strcmp(argv[i], "--write") == 0 && i + 1 < argc)
+            wfd = open(argv[++i], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        else if (strcmp(argv[i], "--churn") == 0 && i + 1 < argc)
+            churn = strtoll(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--shm-fill") == 0 && i + 1 < argc)
+            shm_pct = (int)strtol(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--shm-orphan") == 0)
+            orphan = 1;
+        else if (strcmp(argv[i], "--flight-recorder") == 0)
+            fr = 1;
         else {
             fprintf(stderr, "wd_job: bad argument %s\n", argv[i]);
             return 2;
@@ -150,6 +264,14 @@ main(int argc, char **argv)
     }
     sa.sa_handler = ignore_term ? on_term_ignored : on_term;
     sigaction(SIGTERM, &sa, NULL);
+    if (shm_pct >= 0 && shm_setup(shm_pct, orphan) != 0) {
+        perror("wd_job: /dev/shm");
+        return 1;
+    }
+    if (fr && fr_setup() != 0) {
+        perror("wd_job: flight recorder");
+        return 1;
+    }
     if (cw && close_wait_socket() < 0) {
         perror("wd_job: close-wait socket");
         return 1;
@@ -163,6 +285,25 @@ main(int argc, char **argv)
     while (!term_exit) {
         if (exit_after >= 0 && mono_ms() - t0 >= exit_after)
             return 0;
+        if (wfd >= 0 && pwrite(wfd, chunk, sizeof(chunk), 0) < 0)
+            return 3;
+        if (fr && mono_ms() - last_fr >= 100) {
+            fr_poll();
+            last_fr = mono_ms();
+        }
+        if (churn >= 0) {
+            while (waitpid(-1, NULL, WNOHANG) > 0)
+                ;
+            if (mono_ms() - last_fork >= churn) {
+                pid_t c = fork();
+
+                if (c == 0) {
+                    usleep(20000);
+                    _exit(0);
+                }
+                last_fork = mono_ms();
+            }
+        }
         if (spin) {
             for (volatile long k = 0; k < 200000; k++)
                 ;
