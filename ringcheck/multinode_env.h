@@ -12,6 +12,10 @@
 #define MN_ENV_POD_IP "POD_IP"                /* downward API status.podIP */
 #define MN_ENV_LEADER "NCCLGUARD_LEADER_ADDR" /* policy-templated leader */
 #define MN_ENV_NNODES "NCCLGUARD_NNODES"      /* policy-templated node count */
+/* HMAC-SHA256 of the job id under the webhook's key, hex: the same on
+ * every pod of the job, proven (not sent) in the rendezvous. Set on the
+ * ring-check init container only. */
+#define MN_ENV_JOB_TOKEN "NCCLGUARD_JOB_TOKEN"
 
 /* Default rendezvous port of the cross-node check (TCP, on node rank 0). */
 #define MN_DEFAULT_PORT 29450

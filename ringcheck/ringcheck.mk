@@ -37,7 +37,7 @@ RC_LIBDIRS := $(sort $(RC_CUDART_DIR) $(RC_NCCL_DIR))
 # RUNPATH, not RPATH, so that LD_LIBRARY_PATH (the test double) wins.
 RC_CUDA_LIBS := $(addprefix -L,$(RC_LIBDIRS)) -Wl,--enable-new-dtags \
 	$(addprefix -Wl$(RC_COMMA)-rpath$(RC_COMMA),$(filter-out /usr/lib/%,$\
-	$(RC_LIBDIRS))) -lcudart -l:libnccl.so.2
+	$(RC_LIBDIRS))) -lcudart -l:libnccl.so.2 -lcrypto
 
 RC_FAKES = $(BUILD)/fakes/libcudart.so.13 $(BUILD)/fakes/libnccl.so.2
 DEB_PKGS += jq

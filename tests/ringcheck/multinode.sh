@@ -259,7 +259,7 @@ ip netns exec "$P-3" bash -c \
     "exec 3<>/dev/tcp/10.77.0.1/$PORT; printf 'GET / HTTP/1.1\r\nHost: x\r\n\r\n' >&3; sleep 0.2" \
     2>/dev/null
 ip netns exec "$P-3" bash -c \
-    "exec 3<>/dev/tcp/10.77.0.1/$PORT; printf 'NCGR\001\001\000\000\377\377\377\377' >&3; sleep 0.2" \
+    "exec 3<>/dev/tcp/10.77.0.1/$PORT; printf 'NCGR\002\001\000\000\377\377\377\377' >&3; sleep 0.2" \
     2>/dev/null
 pod 1 2 -- --multi-node-timeout 6
 expect_rc 0 0; expect_rc 1 0
