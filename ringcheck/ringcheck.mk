@@ -71,11 +71,23 @@ $(BUILD)/fakes/libnccl.so.2: tests/fakes/fake_nccl.c tests/fakes/fake.h \
 		tests/fakes/fake_nccl.c tests/fakes/fake_net.c \
 		-L$(BUILD)/fakes -l:libcudart.so.13 -lpthread
 
-check-ringcheck: ringcheck
+# A stranger on the rendezvous port, for the cross-node tests.
+$(BUILD)/tests/rdv-client: $(BUILD)/obj/tests/ringcheck/rdv_client.o \
+		$(BUILD)/obj/ringcheck/rendezvous.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ -lcrypto
+
+check-ringcheck: ringcheck $(BUILD)/tests/rdv-client
 	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
 	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" \
 		tests/ringcheck/run.sh
+	$(MAKE) --no-print-directory check-ringcheck-multinode
+
+# The cross-node cases alone (network namespaces; needs root).
+.PHONY: check-ringcheck-multinode
+check-ringcheck-multinode: ringcheck $(BUILD)/tests/rdv-client
 	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+	RDV_CLIENT=$(abspath $(BUILD))/tests/rdv-client \
 	FAKES=$(abspath $(BUILD))/fakes tests/ringcheck/multinode.sh
 else
 ringcheck:
@@ -87,6 +99,10 @@ ringcheck:
 check-ringcheck:
 	@echo "SKIP check-ringcheck (no CUDA runtime or NCCL found, so neither" \
 		"the ring check nor its test double is built; see make ringcheck)"
+
+check-ringcheck-multinode:
+	@echo "SKIP check-ringcheck-multinode (no CUDA runtime or NCCL found," \
+		"so neither the ring check nor its test double is built)"
 endif
 
 CHECKS += check-ringcheck

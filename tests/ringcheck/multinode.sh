@@ -5,7 +5,8 @@
 # network mode (a real TCP exchange between the namespaces). One fault per
 # case; every pod must give its verdict within its cross-node deadline + 1 s.
 #
-#   RINGCHECK=path/to/ncclguard-ringcheck FAKES=dir multinode.sh
+#   RINGCHECK=path/to/ncclguard-ringcheck FAKES=dir RDV_CLIENT=rdv-client \
+#       multinode.sh
 #
 # Names resolve through /etc/netns/NS/hosts, which `ip netns exec` mounts
 # over /etc/hosts in that namespace; the late-DNS case writes it mid-run.
@@ -13,6 +14,7 @@ set -u
 
 : "${RINGCHECK:?set RINGCHECK to the binary}"
 : "${FAKES:?set FAKES to the folder with the test double}"
+: "${RDV_CLIENT:?set RDV_CLIENT to the rendezvous test client (rdv-client)}"
 
 P=ncg-mn-$$
 SW=$P-sw
@@ -295,6 +297,178 @@ for i in 0 1 2; do
     expect_json $i '.ringcheck == "fallback" and .cure == "NCCL_IB_DISABLE=1"'
 done
 expect_out 0 'round [0-9]+: nodes 0,1,2 \(6 ranks\) with NCCL_IB_DISABLE=1: pass'
+
+CASE="a follower killed in round 1: the round is void, no cure"
+# Before: round 1 failed, the diagnosis reran on node 0 alone, "passed"
+# with NCCL_IB_DISABLE=1 and wrote that cure.
+pod 0 2 -- --multi-node-timeout 20 --on-failure fallback
+pod 1 2 FAKENCCL_CROSS_HANG_INIT=1 -- --multi-node-timeout 20 --on-failure fallback
+wait_for 1 'round 1: ranks'
+sleep 0.5
+{ kill -9 "$PID1"; waitpod 1; } 2>/dev/null
+expect_rc 0 3
+expect_json 0 '.ringcheck == "fail" and .cure == null and .multinode.status == "fail" and .multinode.left == [1]'
+expect_json 0 '.multinode.message | test("node 1 \\(pod-1\\) left during round 1")'
+grep -q 'NCCL_IB_DISABLE' "$TMP/conf.0" 2>/dev/null &&
+    bad "pod 0: a cure was written after a node left" || ok
+
+CASE="a follower killed during the diagnosis: aborted, no cure, one verdict"
+pod 0 3 -- --multi-node-timeout 30 --on-failure fallback
+pod 1 3 -- --multi-node-timeout 30 --on-failure fallback
+pod 2 3 FAKENCCL_CROSS_HANG_INIT=1 -- --multi-node-timeout 30 --on-failure fallback
+wait_for 2 'round 2: ranks'
+sleep 0.3
+{ kill -9 "$PID2"; waitpod 2; } 2>/dev/null
+expect_rc 0 4; expect_rc 1 4
+expect_json 0 '.cure == null and .multinode.left == [2] and (.multinode.diagnosis | test("aborted: node 2 \\(pod-2\\) left during round 2"))'
+expect_json 1 '.ringcheck == "fail" and .cure == null and (.multinode.message | test("node 2 \\(pod-2\\) left during diagnosis round 2"))'
+for i in 0 1; do
+    grep -q 'NCCL_IB_DISABLE' "$TMP/conf.$i" 2>/dev/null &&
+        bad "pod $i: a cure was written after a node left" || ok
+done
+
+CASE="an init container that restarts rejoins"
+# Before: the leader kept the dead connection and rejected the new
+# process ("node rank 1 has already joined").
+pod 0 3 -- --multi-node-timeout 15
+pod 1 3 -- --multi-node-timeout 15
+wait_for 0 'node 1 joined from'
+{ kill -9 "$PID1"; waitpod 1; } 2>/dev/null
+wait_for 0 "node 1's connection from 10\.77\.0\.2 closed before the rounds"
+pod 1 3 -- --multi-node-timeout 15
+pod 2 3 -- --multi-node-timeout 15
+expect_rc 0 0; expect_rc 1 0; expect_rc 2 0
+expect_json 0 '.multinode.status == "pass" and .multinode.world == 6'
+[ "$(grep -c 'node 1 joined from' "$TMP/out.0")" -eq 2 ] && ok ||
+    bad "pod 0: node 1 did not join twice"
+
+CASE="a second process for a joined rank replaces the stale connection"
+pod 0 3 -- --multi-node-timeout 15
+pod 1 3 -- --multi-node-timeout 15
+wait_for 0 'node 1 joined from'
+pod 3 3 LWS_WORKER_INDEX=1 -- --multi-node-timeout 15
+wait_for 0 'node 1 rejoined from 10\.77\.0\.4; its earlier connection from 10\.77\.0\.2 is replaced'
+pod 2 3 -- --multi-node-timeout 15
+expect_rc 0 0; expect_rc 3 0; expect_rc 2 0
+expect_json 0 '.multinode.status == "pass" and .multinode.world == 6'
+expect_json 3 '.multinode.status == "pass" and .multinode.node_rank == 1'
+waitpod 1
+
+CASE="a pod that cured itself does not fail the healthy ones"
+# Node 1's GPUs pass only with NCCL_P2P_DISABLE=1 (its single-pod phases
+# run on the double's shared-memory transport, where that fault lives).
+# Before: node 1 sent its raw failure, node 0 exited 3 and the job never
+# started. Now every pod runs the rounds with node 1's cure and ends with
+# the same verdict and the same fallback file.
+pod 0 3 -- --multi-node-timeout 15 --on-failure fallback
+pod 1 3 FAKENCCL_NET=0 FAKENCCL_P2P_BROKEN=0,1 -- --multi-node-timeout 15 --on-failure fallback
+pod 2 3 -- --multi-node-timeout 15 --on-failure fallback
+expect_rc 0 0; expect_rc 1 0; expect_rc 2 0
+for i in 0 1 2; do
+    expect_json $i '.ringcheck == "fallback" and .cure == "NCCL_P2P_DISABLE=1" and .multinode.status == "fallback"'
+    grep -qx 'NCCL_P2P_DISABLE=1' "$TMP/conf.$i" 2>/dev/null && ok ||
+        bad "pod $i: fallback file lacks NCCL_P2P_DISABLE=1"
+done
+expect_out 0 'node 1 joined from .*its own check passes only with NCCL_P2P_DISABLE=1'
+expect_out 0 'round 1: nodes 0,1,2 \(6 ranks\) with NCCL_P2P_DISABLE=1: pass'
+
+CASE="a cured pod in a job whose ring fails takes the job's failure"
+pod 0 2 -- --multi-node-timeout 10 --on-failure fallback --no-diagnose
+pod 1 2 FAKENCCL_NET=0 FAKENCCL_P2P_BROKEN=0,1 FAKENCCL_CROSS_FAIL_UNLESS=NCCL_IB_DISABLE=1 -- \
+    --multi-node-timeout 10 --on-failure fallback --no-diagnose
+expect_rc 0 3; expect_rc 1 3
+expect_json 1 '.ringcheck == "fail" and .cure == null and .multinode.status == "fail"'
+
+CASE="one deadline for the job: a follower that started first stays for the verdict"
+# Node 1 starts 9 s before node 0. Before, it left at its own deadline, in
+# the middle of the diagnosis; now it takes node 0's deadline and gets the
+# job's verdict like everyone else.
+pod 1 3 -- --multi-node-timeout 20
+wait_for 1 'joining node rank 0'
+sleep 9
+pod 0 3 -- --multi-node-timeout 20
+pod 2 3 FAKENCCL_CROSS_HANG_INIT=1 -- --multi-node-timeout 20
+expect_rc 0 4; expect_rc 2 4
+waitpod 1
+[ "$RC" -eq 4 ] && ok || bad "pod 1: exit $RC, want 4"
+expect_out 1 "the job's deadline from node rank 0: 1[0-9]\.[0-9] s left"
+expect_json 0 '.multinode.left == [] and (.multinode.diagnosis | test("aborted") | not)'
+expect_json 1 '.multinode.message | test("^the ring over 3 nodes \\(6 ranks\\) failed")'
+expect_out 0 'round 2: nodes 0,1,2 \(6 ranks\) with NCCL_IB_DISABLE=1'
+
+CASE="twenty idle connections do not delay a real node"
+# Before: HELLOs were read one at a time with 2 s each, so the real node
+# waited 40 s behind the idle ones, past the 8 s deadline.
+pod 0 2 -- --multi-node-timeout 8
+wait_for 0 'listening on port'
+ip netns exec "$P-3" bash -c \
+    "for i in \$(seq 20); do exec {fd}<>/dev/tcp/10.77.0.1/$PORT; done; sleep 9" \
+    2>/dev/null &
+IDLE=$!
+sleep 0.5
+pod 1 2 -- --multi-node-timeout 8
+expect_rc 0 0; expect_rc 1 0
+expect_json 0 '.multinode.status == "pass"'
+expect_out 0 'dropped a connection from 10\.77\.0\.4: (no HELLO within its time budget|the gathering ended)'
+kill "$IDLE" 2>/dev/null
+wait "$IDLE" 2>/dev/null
+
+CASE="strangers: a prefix of the job id, an empty id, impossible GPU counts"
+pod 0 3 -- --multi-node-timeout 10
+wait_for 0 'listening on port'
+stranger() { # EXPECTED-REGEX ARGS...: a client from pod 3's namespace
+    local want=$1 got
+    shift
+    got=$(ip netns exec "$P-3" "$RDV_CLIENT" 10.77.0.1 $PORT "$@" 2>&1)
+    echo "$got" | grep -qE -- "$want" && ok || bad "stranger $*: got '$got', want /$want/"
+}
+stranger '^REJECT: job id "job-uid" is not this job' job-uid 2 2
+stranger '^REJECT: job id "job-uid-10" is not this job' job-uid-10 2 2
+stranger '^REJECT: the HELLO has an empty job id' "" 2 2
+stranger '^REJECT: node rank 2 claims 0 GPUs' job-uid-1 2 0
+stranger '^REJECT: node rank 2 claims 2147483647 GPUs' job-uid-1 2 2147483647
+stranger '^REJECT: node rank 3 is outside 1\.\.2' job-uid-1 3 2
+pod 1 3 -- --multi-node-timeout 10
+pod 2 3 -- --multi-node-timeout 10
+expect_rc 0 0; expect_rc 1 0; expect_rc 2 0
+expect_json 0 '.multinode.status == "pass" and .multinode.world == 6'
+
+CASE="a job token: only pods that hold it join"
+TOK=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff
+BAD=ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100
+pod 0 2 NCCLGUARD_JOB_TOKEN=$TOK -- --multi-node-timeout 10
+wait_for 0 'listening on port'
+stranger "^REJECT: node rank 1 does not hold this job's token" job-uid-1 1 2
+stranger "^REJECT: node rank 1 does not hold this job's token" job-uid-1 1 2 $BAD
+pod 1 2 NCCLGUARD_JOB_TOKEN=$TOK -- --multi-node-timeout 10
+expect_rc 0 0; expect_rc 1 0
+expect_json 0 '.multinode.status == "pass" and (.multinode.nodes | length) == 2'
+# The real binary with the right job id but another token is a stranger.
+pod 0 2 NCCLGUARD_JOB_TOKEN=$TOK -- --multi-node-timeout 6
+pod 1 2 NCCLGUARD_JOB_TOKEN=$BAD -- --multi-node-timeout 6 --on-missing fail
+expect_rc 1 9
+expect_out 1 "rejected us: node rank 1 does not hold this job's token"
+waitpod 0
+
+CASE="mixed GPU counts: 2 and 3 GPUs make a world of 5"
+pod 0 2 -- --multi-node-timeout 10
+pod 1 2 FAKECUDA_DEVICES=3 -- --multi-node-timeout 10
+expect_rc 0 0; expect_rc 1 0
+expect_json 0 '.multinode.world == 5 and ([.multinode.nodes[].gpus] == [2,3])'
+expect_out 1 'round 1: ranks 2-4 of 5'
+
+CASE="no NCCLGUARD_JOB_ID: the leader's address and node count identify the job"
+pod 0 2 NCCLGUARD_JOB_ID= -- --multi-node-timeout 10
+pod 1 2 NCCLGUARD_JOB_ID= -- --multi-node-timeout 10
+expect_rc 0 0; expect_rc 1 0
+expect_json 0 '.multinode.status == "pass" and .multinode.job == "leader.test/2"'
+expect_json 1 '.multinode.job == "leader.test/2"'
+
+CASE="--min-busbw-net: the cross-node threshold of its own"
+pod 0 2 -- --multi-node-timeout 10 --min-busbw-net 100000 --no-diagnose
+pod 1 2 -- --multi-node-timeout 10 --min-busbw-net 100000 --no-diagnose
+expect_rc 0 8; expect_rc 1 8
+expect_json 0 '.multinode.message | test("across nodes is below --min-busbw-net 100000")'
 
 echo "multinode: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
