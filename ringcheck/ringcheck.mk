@@ -83,10 +83,16 @@ check-ringcheck: ringcheck $(BUILD)/tests/rdv-client
 		tests/ringcheck/run.sh
 	$(MAKE) --no-print-directory check-ringcheck-multinode
 
-# The cross-node cases alone (network namespaces; needs root).
+# The cross-node cases alone (network namespaces; needs root), or only
+# those whose name contains WORD: make check-ringcheck-mn-WORD.
 .PHONY: check-ringcheck-multinode
 check-ringcheck-multinode: ringcheck $(BUILD)/tests/rdv-client
 	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+	RDV_CLIENT=$(abspath $(BUILD))/tests/rdv-client \
+	FAKES=$(abspath $(BUILD))/fakes tests/ringcheck/multinode.sh
+
+check-ringcheck-mn-%: ringcheck $(BUILD)/tests/rdv-client
+	MN_ONLY='$*' RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
 	RDV_CLIENT=$(abspath $(BUILD))/tests/rdv-client \
 	FAKES=$(abspath $(BUILD))/fakes tests/ringcheck/multinode.sh
 else
@@ -102,6 +108,10 @@ check-ringcheck:
 
 check-ringcheck-multinode:
 	@echo "SKIP check-ringcheck-multinode (no CUDA runtime or NCCL found," \
+		"so neither the ring check nor its test double is built)"
+
+check-ringcheck-mn-%:
+	@echo "SKIP check-ringcheck-mn-$* (no CUDA runtime or NCCL found," \
 		"so neither the ring check nor its test double is built)"
 endif
 
