@@ -62,16 +62,17 @@ static const struct mn_setting {
 
 #define MN_NSETTINGS (sizeof(mn_settings) / sizeof(mn_settings[0]))
 
-/* What a pod's own fallback cure turns off, for the fallback file's
- * comment on the pods that did not need it themselves. */
+/* The cures a pod's own fallback can find (check.c's settings), and what
+ * each turns off, for the fallback file's comment on the pods that did
+ * not need it themselves. A HELLO's cure must be one of these: every node
+ * runs with it, so a node may not choose any variable it likes. */
 static const struct {
-    const char *name, *transport;
+    const char *setting, *transport;
 } mn_cure_transports[] = {
-    {"NCCL_P2P_DISABLE", "P2P/IPC"},
-    {"NCCL_SHM_DISABLE", "SHM"},
-    {"NCCL_NVLS_ENABLE", "NVLS"},
-    {"NCCL_IB_DISABLE", "NET/IB"},
-    {"NCCL_NET_GDR_LEVEL", "GPUDirect RDMA"},
+    {"NCCL_P2P_DISABLE=1", "P2P/IPC"},
+    {"NCCL_SHM_DISABLE=1", "SHM"},
+    {"NCCL_NVLS_ENABLE=0", "NVLS"},
+    {"NCCL_CUMEM_ENABLE=0", "cuMem"},
 };
 
 struct mn_node {
@@ -296,6 +297,17 @@ local_transport(char *buf, size_t len)
              ib > 0 && env_is("NCCL_NET_GDR_LEVEL", "LOC") ? " (GDR off)" : "");
 }
 
+/* What setting turns off, or NULL when it is no known cure. */
+static const char *
+cure_transport(const char *setting)
+{
+    for (size_t i = 0;
+         i < sizeof(mn_cure_transports) / sizeof(mn_cure_transports[0]); i++)
+        if (strcmp(setting, mn_cure_transports[i].setting) == 0)
+            return mn_cure_transports[i].transport;
+    return NULL;
+}
+
 /* The single-pod check failed but its own fallback will cure it: the
  * fallback file gets r->cure and the pod exits 0 (check.c, finish). */
 static int
@@ -308,21 +320,7 @@ local_cured(const struct rc_report *r)
         strlen(r->cure) >= RDV_SETTING_MAX)
         return 0;
     snprintf(name, sizeof(name), "%.*s", (int)(eq - r->cure), r->cure);
-    return getenv(name) == NULL;
-}
-
-static const char *
-cure_transport(const char *setting)
-{
-    for (size_t i = 0;
-         i < sizeof(mn_cure_transports) / sizeof(mn_cure_transports[0]); i++) {
-        size_t n = strlen(mn_cure_transports[i].name);
-
-        if (strncmp(setting, mn_cure_transports[i].name, n) == 0 &&
-            setting[n] == '=')
-            return mn_cure_transports[i].transport;
-    }
-    return "";
+    return getenv(name) == NULL && cure_transport(r->cure) != NULL;
 }
 
 static void
@@ -891,11 +889,10 @@ judge_hello(const struct mn *mn, const struct rdv_msg *m,
         snprintf(reason, len,
                  "node rank %ld claims %u GPUs; a pod has %d to %d", k,
                  h->ngpus, RINGCHECK_MIN_GPUS, RINGCHECK_MAX_GPUS);
-    else if (h->cure[0] != '\0' && strchr(h->cure, '=') == NULL)
+    else if (h->cure[0] != '\0' && cure_transport(h->cure) == NULL)
         snprintf(reason, len,
-                 "node rank %ld sent a cure that is not "
-                 "NAME=VALUE",
-                 k);
+                 "node rank %ld sent \"%.48s\", which is no fallback cure", k,
+                 h->cure);
     else if (mn->m.token[0] != '\0' &&
              (rdv_proof(mn->m.token, nonce, h->job, h->node_rank, want) != 0 ||
               !rdv_proof_equal(want, h->proof)))

@@ -12,7 +12,7 @@ ARG UBUNTU=ubuntu24.04
 FROM nvidia/cuda:${CUDA_VERSION}-devel-${UBUNTU} AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      gcc libc6-dev make \
+      gcc libc6-dev make libssl-dev \
  && rm -rf /var/lib/apt/lists/*
 # The devel image installs NCCL (libnccl-dev) under /usr; the Makefile looks
 # for it under CUDA_HOME, so link it there.
@@ -34,6 +34,11 @@ FROM nvidia/cuda:${CUDA_VERSION}-runtime-${UBUNTU}
 RUN ldconfig -p | grep -q 'libnccl\.so\.2 ' \
  || (apt-get update \
      && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libnccl2 \
+     && rm -rf /var/lib/apt/lists/*)
+# The rendezvous proves the job token with OpenSSL's HMAC (libcrypto).
+RUN ldconfig -p | grep -q 'libcrypto\.so\.3 ' \
+ || (apt-get update \
+     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libssl3t64 \
      && rm -rf /var/lib/apt/lists/*)
 COPY --from=build /out/ncclguard-ringcheck /usr/local/bin/ncclguard-ringcheck
 USER 65532:65532

@@ -472,6 +472,9 @@ case_20() {
     stranger '^REJECT: node rank 2 claims 0 GPUs' job-uid-1 2 0
     stranger '^REJECT: node rank 2 claims 2147483647 GPUs' job-uid-1 2 2147483647
     stranger '^REJECT: node rank 3 is outside 1\.\.2' job-uid-1 3 2
+    # A node's cure runs on every node: only the fallback's own settings.
+    stranger '^REJECT: node rank 2 sent "NCCL_SOCKET_IFNAME=lo", which is no fallback cure' \
+        job-uid-1 2 2 - NCCL_SOCKET_IFNAME=lo
     pod 1 3 -- --multi-node-timeout 10
     pod 2 3 -- --multi-node-timeout 10
     expect_rc 0 0; expect_rc 1 0; expect_rc 2 0

@@ -3,8 +3,9 @@
  * (any job id, node rank, GPU count, token), and prints what the leader
  * answered.
  *
- *   rdv-client HOST PORT JOB RANK NGPUS [TOKEN]
+ *   rdv-client HOST PORT JOB RANK NGPUS [TOKEN|- [CURE]]
  *
+ * A CURE is sent as a pod's own fallback cure, with a failed local check.
  * Prints "REJECT: reason", "RUN world W offset O", "CLOSED: why" or
  * "TIMEOUT", and exits 0 when the leader answered at all, 2 on a usage or
  * connection error. */
@@ -39,10 +40,11 @@ main(int argc, char **argv)
     double t0 = rdv_now();
     int fd, r;
 
-    if (argc < 6 || argc > 7 || parse_u32(argv[2], &port) != 0 ||
+    if (argc < 6 || argc > 8 || parse_u32(argv[2], &port) != 0 ||
         parse_u32(argv[4], &rank) != 0 || parse_u32(argv[5], &ngpus) != 0 ||
         strlen(argv[3]) >= RDV_JOB_MAX) {
-        fprintf(stderr, "usage: rdv-client HOST PORT JOB RANK NGPUS [TOKEN]\n");
+        fprintf(stderr, "usage: rdv-client HOST PORT JOB RANK NGPUS "
+                        "[TOKEN|- [CURE]]\n");
         return 2;
     }
     fd = rdv_connect(argv[1], (int)port, t0 + 5, NULL, err, sizeof(err));
@@ -62,8 +64,13 @@ main(int argc, char **argv)
     h.u.hello.ngpus = ngpus;
     snprintf(h.u.hello.host, sizeof(h.u.hello.host), "stranger");
     snprintf(h.u.hello.transport, sizeof(h.u.hello.transport), "NET/Socket");
-    if (argc == 7 && rdv_proof(argv[6], m.u.challenge.nonce, argv[3], rank,
-                               h.u.hello.proof) != 0) {
+    if (argc == 8) {
+        h.u.hello.local_code = 3;
+        snprintf(h.u.hello.cure, sizeof(h.u.hello.cure), "%.48s", argv[7]);
+    }
+    if (argc >= 7 && strcmp(argv[6], "-") != 0 &&
+        rdv_proof(argv[6], m.u.challenge.nonce, argv[3], rank,
+                  h.u.hello.proof) != 0) {
         fprintf(stderr, "rdv-client: cannot compute the proof\n");
         return 2;
     }
