@@ -314,6 +314,7 @@ static const char *const ringcheck_keys[] = {"enabled",
                                              "mode",
                                              "onFailure",
                                              "minBusBandwidthGBps",
+                                             "minNetBusBandwidthGBps",
                                              "allowOptOut",
                                              "resources",
                                              "minGPUs",
@@ -1018,6 +1019,9 @@ parse_ringcheck(struct loader *L, const struct ynode *n, struct settings *s)
     if ((v = ynode_get(n, "minBusBandwidthGBps")) != NULL)
         get_number(L, v, "ringCheck.minBusBandwidthGBps",
                    &s->ringcheck.min_busbw_gbps);
+    if ((v = ynode_get(n, "minNetBusBandwidthGBps")) != NULL)
+        get_number(L, v, "ringCheck.minNetBusBandwidthGBps",
+                   &s->ringcheck.min_net_busbw_gbps);
     if ((v = ynode_get(n, "allowOptOut")) != NULL)
         get_bool(L, v, "ringCheck.allowOptOut", &s->ringcheck.allow_opt_out);
     parse_ringcheck_multinode(L, n, s);

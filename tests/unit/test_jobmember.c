@@ -261,6 +261,44 @@ test_token(void)
     json_decref(lws);
 }
 
+/* ringCheck.minNetBusBandwidthGBps reaches the check as --min-busbw-net,
+ * for pods that join a multi-node check only. */
+static void
+test_min_busbw_net(void)
+{
+    struct policy *p =
+        fixture_policy(POLICY_HEAD "defaults:\n  ringCheck:\n"
+                                   "    minNetBusBandwidthGBps: 25\n");
+    static const char *const pods[2] = {
+        "{'metadata':{'name':'w','labels':{"
+        "'leaderworkerset.sigs.k8s.io/name':'v'}},'spec':{'containers':[{"
+        "'name':'c','env':[{'name':'LWS_LEADER_ADDRESS','value':'v-0.v'},"
+        "{'name':'LWS_GROUP_SIZE','value':'2'},{'name':'LWS_WORKER_INDEX',"
+        "'value':'1'}],'resources':{'limits':{'nvidia.com/gpu':8}}}]}}",
+        "{'metadata':{'name':'s'},'spec':{'containers':[{'name':'c',"
+        "'resources':{'limits':{'nvidia.com/gpu':8}}}]}}",
+    };
+
+    for (int i = 0; i < 2; i++) {
+        json_t *pod = J(pods[i]);
+        struct mutate_result r;
+        char *text;
+
+        CHECK_INT(mutate_pod(pod, "ml", p, NULL, &r), 0);
+        text = json_dumps(r.patch, JSON_COMPACT);
+        CHECK(text != NULL);
+        if (text != NULL) {
+            CHECK((strstr(text, "\"--min-busbw-net\",\"25\"") != NULL) ==
+                  (i == 0));
+            CHECK(strstr(text, "--multi-node") != NULL || i == 1);
+        }
+        free(text);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+    policy_free(p);
+}
+
 int
 main(void)
 {
@@ -269,6 +307,7 @@ main(void)
     test_gang_without_leader();
     test_gang_dry_run();
     test_token();
+    test_min_busbw_net();
     policy_free(pol);
     return harness_finish();
 }
