@@ -14,8 +14,9 @@
  *   u8      message type (enum rdv_type)
  *   u16     zero
  *   u32     payload length, at most RDV_MAX_PAYLOAD
- * Integers are big-endian. In the payload, each field is a u32 or a string
- * (u16 length, then that many bytes, no NUL, at most the field's size).
+ * Integers are big-endian. In the payload, each field is a u32, a string
+ * (u16 length, then that many bytes, no NUL, at most the field's size) or
+ * a fixed number of raw bytes (the unique id, the nonce, the proof).
  * The payload must be consumed exactly; anything else is garbage and the
  * peer is treated as gone.
  */
