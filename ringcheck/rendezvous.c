@@ -497,7 +497,7 @@ rdv_token_valid(const char *s)
 {
     size_t n = 0;
 
-    for (; s[n] != '\0' && n <= RDV_TOKEN_HEX; n++)
+    for (; n <= RDV_TOKEN_HEX && s[n] != '\0'; n++)
         if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
             return 0;
     return n == RDV_TOKEN_HEX;
