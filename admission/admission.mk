@@ -4,6 +4,8 @@
 LIB_SRCS += admission/mutate.c admission/patch.c admission/review.c \
 	admission/jsonmem.c admission/jobmember.c admission/jsonwrite.c
 UNIT_TESTS += patch patch_check mutate review jsonmem
+# Multi-node job membership: gangs and the job token.
+UNIT_TESTS += jobmember
 # Every argument list the webhook injects goes through the ring check's own
 # parser (it needs no CUDA).
 $(BUILD)/tests/test_mutate: $(BUILD)/obj/ringcheck/opts.o

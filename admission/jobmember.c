@@ -2,8 +2,12 @@
  * the ring check needs to meet the job's other pods. */
 #include "admission/jobmember.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Template references one variable may hold (NCCLGUARD_T0..). */
@@ -158,6 +162,128 @@ pytorchjob_alone(struct jobmember *out)
     found(out, MN_NONE, "%s", JM_PYTORCHJOB_WHY);
 }
 
+/* The controlling owner's reference, or NULL. */
+static const json_t *
+owner_ref(const json_t *pod)
+{
+    size_t i;
+    json_t *o;
+
+    json_array_foreach(
+        json_object_get(json_object_get(pod, "metadata"), "ownerReferences"), i,
+        o)
+    {
+        if (json_is_true(json_object_get(o, "controller")))
+            return o;
+    }
+    return NULL;
+}
+
+/* A name fit for a DNS label or an identity: 1 to 253 of [a-z0-9.-]. */
+static bool
+dns_ok(const char *s)
+{
+    size_t n = 0;
+
+    if (s == NULL)
+        return false;
+    for (; s[n] != '\0'; n++)
+        if (!((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= '0' && s[n] <= '9') ||
+              s[n] == '-' || s[n] == '.'))
+            return false;
+    return n > 0 && n <= 253;
+}
+
+/*
+ * Whether pod belongs to a gang, and which: into out->gang. Reads, in
+ * order, the 1.36 schedulingGroup, the 1.35 workloadRef, Volcano's and
+ * KAI's annotations. Returns the source's name for the note, or NULL.
+ */
+static const char *
+gang_of(const json_t *pod, struct jobmember *out)
+{
+    const json_t *spec = json_object_get(pod, "spec");
+    const json_t *ann = meta_map(pod, "annotations");
+    const json_t *sg = json_object_get(spec, "schedulingGroup");
+    const json_t *wr = json_object_get(spec, "workloadRef");
+    const char *v;
+
+    if (dns_ok(v = str_get(sg, "podGroupName"))) {
+        snprintf(out->gang, sizeof(out->gang), "podgroup:%s", v);
+        return "spec.schedulingGroup";
+    }
+    if (dns_ok(v = str_get(wr, "name"))) {
+        const char *g = str_get(wr, "podGroup");
+        const char *key = str_get(wr, "podGroupReplicaKey");
+
+        /* Each replica key is a gang of its own. */
+        snprintf(out->gang, sizeof(out->gang), "workload:%s/%.60s%s%.60s", v,
+                 dns_ok(g) ? g : "", dns_ok(key) ? "/" : "",
+                 dns_ok(key) ? key : "");
+        return "spec.workloadRef";
+    }
+    if (dns_ok(v = str_get(ann, JM_VOLCANO_GROUP)) ||
+        dns_ok(v = str_get(ann, JM_VOLCANO_GROUP2))) {
+        snprintf(out->gang, sizeof(out->gang), "volcano:%s", v);
+        return "Volcano PodGroup annotation";
+    }
+    if (dns_ok(v = str_get(ann, JM_KAI_GROUP))) {
+        snprintf(out->gang, sizeof(out->gang), "kai:%s", v);
+        return "KAI PodGroup annotation";
+    }
+    return NULL;
+}
+
+/*
+ * A gang member: its node rank's label and node rank 0's name, from the
+ * pod, or in a dry run from the workload (an Indexed Job, a StatefulSet)
+ * that stands in for what its controller adds.
+ */
+static void
+detect_gang(const json_t *pod, const json_t *workload, const char *src,
+            struct jobmember *out)
+{
+    const json_t *labels = meta_map(pod, "labels");
+    const json_t *wspec = json_object_get(workload, "spec");
+    const char *wkind = str_get(workload, "kind");
+    const char *owner = str_get(owner_ref(pod), "name");
+    const char *sub = str_get(json_object_get(pod, "spec"), "subdomain");
+
+    if (str_get(labels, JM_JOB_INDEX) != NULL)
+        out->rank_label = JM_JOB_INDEX;
+    else if (str_get(labels, JM_STS_INDEX) != NULL)
+        out->rank_label = JM_STS_INDEX;
+    else if (wkind != NULL && strcmp(wkind, "Job") == 0 &&
+             group_is(workload, "batch") &&
+             str_get(wspec, "completionMode") != NULL &&
+             strcmp(str_get(wspec, "completionMode"), "Indexed") == 0)
+        out->rank_label = JM_JOB_INDEX;
+    else if (wkind != NULL && strcmp(wkind, "StatefulSet") == 0 &&
+             group_is(workload, "apps"))
+        out->rank_label = JM_STS_INDEX;
+    if (out->rank_label == NULL) {
+        found(out, MN_NONE,
+              "gang (%s) without a node rank: only Indexed Job and "
+              "StatefulSet pods carry an index label, so the check stays "
+              "single-pod",
+              src);
+        out->gang[0] = '\0';
+        return;
+    }
+    if (workload != NULL) {
+        owner = str_get(json_object_get(workload, "metadata"), "name");
+        if (strcmp(out->rank_label, JM_STS_INDEX) == 0)
+            sub = str_get(wspec, "serviceName");
+    }
+    /* Indexed Job pods are named OWNER-INDEX and StatefulSet pods
+     * OWNER-ORDINAL as hostnames under their subdomain (the headless
+     * Service), so node rank 0 is OWNER-0.SUBDOMAIN. */
+    if (dns_ok(owner) && dns_ok(sub))
+        snprintf(out->leader, sizeof(out->leader), "%.120s-0.%.120s", owner,
+                 sub);
+    found(out, MN_GANG, "gang from %s", src);
+}
+
 /* A dry run sees a template, not the pod the operator creates: the
  * workload's kind stands in for the operator's labels. It also sees the
  * whole job, so it can tell when node rank 0's pod would run no check
@@ -245,6 +371,7 @@ jobmember_detect(const json_t *pod, const json_t *gpu_ctr,
 {
     const json_t *labels = meta_map(pod, "labels");
     const char *kf_op = str_get(labels, JM_KF_OPERATOR);
+    const char *gang;
 
     memset(out, 0, sizeof(*out));
     if (str_get(labels, JM_LWS_NAME) != NULL) {
@@ -273,6 +400,9 @@ jobmember_detect(const json_t *pod, const json_t *gpu_ctr,
         found(out, MN_JOBSET, "label %s", JM_JOBSET_NAME);
     } else if (str_get(labels, JM_VOLCANO_JOB) != NULL) {
         found(out, MN_VOLCANO, "label %s", JM_VOLCANO_JOB);
+    } else if ((gang = gang_of(pod, out)) != NULL) {
+        /* After the operators that say each pod's rank themselves. */
+        detect_gang(pod, workload, gang, out);
     } else if (str_get(labels, "ray.io/cluster") != NULL) {
         found(out, MN_NONE, "%s pods stay single-pod", "RayCluster");
     } else if (workload != NULL) {
@@ -331,17 +461,7 @@ add_label_ref(json_t *env, const char *name, const char *key)
 static const char *
 owner_uid(const json_t *pod)
 {
-    size_t i;
-    json_t *o;
-
-    json_array_foreach(
-        json_object_get(json_object_get(pod, "metadata"), "ownerReferences"), i,
-        o)
-    {
-        if (json_is_true(json_object_get(o, "controller")))
-            return str_get(o, "uid");
-    }
-    return NULL;
+    return str_get(owner_ref(pod), "uid");
 }
 
 /*
@@ -372,10 +492,84 @@ add_job_id(const struct jobmember *m, const json_t *pod, json_t *env)
         if (uid != NULL)
             return add_value(env, MN_ENV_JOB_ID, uid);
         return add_label_ref(env, MN_ENV_JOB_ID, JM_VOLCANO_JOB);
+    case MN_GANG:
+        return add_value(env, MN_ENV_JOB_ID, m->gang);
     case MN_NONE:
         break;
     }
     return 0;
+}
+
+/*
+ * The value NCCLGUARD_JOB_ID will have, when the webhook knows it now and
+ * every pod of the job gets the same: a literal, or a label that the job's
+ * controller sets when it creates the pods. NULL otherwise: LWS's group
+ * key is set by LWS's own pod webhook, which may run after this one, so a
+ * token over it would differ between the leader and its workers.
+ */
+static const char *
+job_id_value(const struct jobmember *m, const json_t *pod)
+{
+    const json_t *labels = meta_map(pod, "labels");
+    const char *uid = owner_uid(pod);
+
+    switch (m->kind) {
+    case MN_TORCHRUN:
+    case MN_JOBSET:
+        return str_get(labels, JM_JOBSET_UID);
+    case MN_PYTORCHJOB:
+        return uid != NULL ? uid : str_get(labels, JM_KF_JOB_NAME);
+    case MN_VOLCANO:
+        return uid != NULL ? uid : str_get(labels, JM_VOLCANO_JOB);
+    case MN_GANG:
+        return m->gang;
+    case MN_LWS:
+    case MN_NONE:
+        break;
+    }
+    return NULL;
+}
+
+int
+jobmember_token(const unsigned char *key, size_t keylen, const char *job,
+                char *out)
+{
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+
+    if (HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)job,
+             strlen(job), mac, &n) == NULL ||
+        n != 32)
+        return -1;
+    for (unsigned int i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", mac[i]);
+    OPENSSL_cleanse(mac, sizeof(mac));
+    return 0;
+}
+
+/* NCCLGUARD_JOB_TOKEN when the webhook has a key and knows the job id.
+ * Returns 0, -1 on allocation failure, 1 with why for a key too short. */
+static int
+add_job_token(const struct jobmember *m, const json_t *pod, json_t *env,
+              char *why, size_t why_len)
+{
+    const char *key = getenv(JM_TOKEN_KEY_ENV);
+    const char *job = job_id_value(m, pod);
+    char tok[65];
+    int rc;
+
+    if (key == NULL || *key == '\0' || job == NULL || *job == '\0')
+        return 0;
+    if (strlen(key) < JM_TOKEN_KEY_MIN) {
+        snprintf(why, why_len, "%s is shorter than %d bytes", JM_TOKEN_KEY_ENV,
+                 JM_TOKEN_KEY_MIN);
+        return 1;
+    }
+    if (jobmember_token((const unsigned char *)key, strlen(key), job, tok) != 0)
+        return -1;
+    rc = add_value(env, MN_ENV_JOB_TOKEN, tok);
+    OPENSSL_cleanse(tok, sizeof(tok));
+    return rc != 0 ? -1 : 0;
 }
 
 struct render {
@@ -530,14 +724,31 @@ jobmember_env(const struct jobmember *m, const json_t *pod,
     if (add_field(env, MN_ENV_POD_IP, "status.podIP") != 0 ||
         add_job_id(m, pod, env) != 0)
         return -1;
-    if (m->kind != MN_JOBSET && m->kind != MN_VOLCANO)
+    rc = add_job_token(m, pod, env, why, why_len);
+    if (rc != 0)
+        return rc;
+    if (m->kind == MN_GANG &&
+        add_label_ref(env, MN_ENV_NODE_RANK, m->rank_label) != 0)
+        return -1;
+    if (m->kind != MN_JOBSET && m->kind != MN_VOLCANO && m->kind != MN_GANG)
         return 0;
     memset(&r, 0, sizeof(r));
     r.env = env;
     r.nodes_hint = m->nodes_hint;
-    leader = s->ringcheck.leader_address != NULL ? s->ringcheck.leader_address
-             : m->leader_from_master             ? "{env:MASTER_ADDR}"
-                                                 : leader_default(m->kind);
+    if (s->ringcheck.leader_address != NULL)
+        leader = s->ringcheck.leader_address;
+    else if (m->kind == MN_GANG && m->leader[0] != '\0')
+        leader = m->leader; /* a DNS name: no template braces */
+    else if (m->kind == MN_GANG) {
+        snprintf(why, why_len,
+                 "the gang's pods have no spec.subdomain (a headless Service "
+                 "naming node rank 0) and the policy sets no "
+                 "ringCheck.leaderAddress");
+        return 1;
+    } else if (m->leader_from_master)
+        leader = "{env:MASTER_ADDR}";
+    else
+        leader = leader_default(m->kind);
     rc = render(&r, "ringCheck.leaderAddress", leader, pod, why, why_len);
     if (rc != 0)
         return rc;

@@ -22,6 +22,27 @@
 #define JM_KF_OPERATOR "training.kubeflow.org/operator-name"
 #define JM_VOLCANO_JOB "volcano.sh/job-name"
 #define JM_VOLCANO_TASK "volcano.sh/task-spec"
+/* Gangs. Kubernetes 1.35 links a pod to a pod group of a Workload with
+ * spec.workloadRef {name, podGroup, podGroupReplicaKey}; 1.36 replaced it
+ * with spec.schedulingGroup.podGroupName, naming a PodGroup
+ * (scheduling.k8s.io; kubernetes.io/docs/concepts/workloads/pods/
+ * workload-reference and .../pods/scheduling-group). Volcano's scheduler
+ * reads the PodGroup from an annotation (volcano-sh/apis,
+ * pkg/apis/scheduling/v1beta1: KubeGroupNameAnnotationKey and
+ * VolcanoGroupNameAnnotationKey); KAI's from "pod-group-name"
+ * (NVIDIA/KAI-Scheduler, pkg/common/constants). A gang says who belongs
+ * together, not each pod's rank: that comes from the index label of an
+ * Indexed Job's pods (batch.kubernetes.io/job-completion-index) or a
+ * StatefulSet's (apps.kubernetes.io/pod-index). */
+#define JM_VOLCANO_GROUP "scheduling.k8s.io/group-name"
+#define JM_VOLCANO_GROUP2 "scheduling.volcano.sh/group-name"
+#define JM_KAI_GROUP "pod-group-name"
+#define JM_JOB_INDEX "batch.kubernetes.io/job-completion-index"
+#define JM_STS_INDEX "apps.kubernetes.io/pod-index"
+/* The webhook's key for the job tokens (NCCLGUARD_JOB_TOKEN), in its own
+ * environment, from a Secret; at least JM_TOKEN_KEY_MIN bytes. */
+#define JM_TOKEN_KEY_ENV "NCCLGUARD_JOB_TOKEN_KEY"
+#define JM_TOKEN_KEY_MIN 32
 #define JM_NODES_ANNOTATION "ncclguard.io/nodes"
 #define JM_NODES_DEFAULT "{annotation:" JM_NODES_ANNOTATION "}"
 
@@ -38,7 +59,23 @@ struct jobmember {
      * of replicas x parallelism), for the warning that asks for
      * ncclguard.io/nodes; 0 when unknown (the server sees only the pod). */
     long long nodes_hint;
+    /* MN_GANG: the gang's identity ("podgroup:NAME", ...), the label its
+     * node rank comes from, and node rank 0's name when the pod says it
+     * (OWNER-0.SUBDOMAIN), else "" */
+    char gang[300];
+    const char *rank_label;
+    char leader[300];
 };
+
+/*
+ * The job token the ring check proves in its rendezvous: HMAC-SHA256 of
+ * job (the NCCLGUARD_JOB_ID value) under key, as 64 lower-case hex digits
+ * into out (at least 65 bytes). Every pod of one job gets the same token,
+ * and nobody without the key can make one. Returns 0, -1 when OpenSSL
+ * fails. Thread-safe.
+ */
+int jobmember_token(const unsigned char *key, size_t keylen, const char *job,
+                    char *out) __attribute__((warn_unused_result));
 
 /*
  * Decides whether pod (a Pod, or a pod template as the dry run sees it)
@@ -63,7 +100,10 @@ bool jobmember_owns(const char *name);
  * container needs beyond the copied workload env: POD_IP, NCCLGUARD_JOB_ID
  * and, for plain JobSet and Volcano pods, NCCLGUARD_LEADER_ADDR and
  * NCCLGUARD_NNODES rendered from the policy's templates (s), after the
- * NCCLGUARD_T<n> downward-API variables the templates read. On a return
+ * NCCLGUARD_T<n> downward-API variables the templates read; for a gang
+ * also NCCLGUARD_NODE_RANK. When the webhook's environment holds a key
+ * (JM_TOKEN_KEY_ENV) and the job id's value is known at admission, also
+ * NCCLGUARD_JOB_TOKEN. On a return
  * other than 0, env may hold part of them: discard it. Returns 0; -1 on
  * allocation failure; 1 when the pod cannot join (a template names an
  * ncclguard.io annotation the pod lacks), with the reason in why.

@@ -1701,7 +1701,8 @@ ringcheck_decide(struct plan *p)
         return 0;
     }
     if ((size_t)s->ringcheck.bandwidth_bytes > RINGCHECK_MAX_BW_BYTES ||
-        s->ringcheck.min_busbw_gbps > RINGCHECK_MAX_BUSBW_GBPS) {
+        s->ringcheck.min_busbw_gbps > RINGCHECK_MAX_BUSBW_GBPS ||
+        s->ringcheck.min_net_busbw_gbps > RINGCHECK_MAX_BUSBW_GBPS) {
         warn(p->res, "ringCheck.bandwidthBytes or minBusBandwidthGBps is "
                      "beyond what the ring check accepts; not added");
         rc_note(p, "left out: policy values beyond the binary's bounds");
@@ -2107,6 +2108,7 @@ ringcheck_args(const struct plan *p)
         : s->ringcheck.on_no_cure == RINGCHECK_NOCURE_WARN ? "warn"
                                                            : NULL;
     char expect[32], timeout[32], bw[32], busbw[32], port[32], mn_timeout[32];
+    char busbw_net[32];
     json_t *args = json_array();
 
     if (args == NULL)
@@ -2119,6 +2121,8 @@ ringcheck_args(const struct plan *p)
     join(bw, sizeof(bw), i64_text(s->ringcheck.bandwidth_bytes, t),
          (char *)NULL);
     snprintf(busbw, sizeof(busbw), "%g", s->ringcheck.min_busbw_gbps);
+    snprintf(busbw_net, sizeof(busbw_net), "%g",
+             s->ringcheck.min_net_busbw_gbps);
     join(port, sizeof(port), i64_text(s->ringcheck.rendezvous_port, t),
          (char *)NULL);
     join(mn_timeout, sizeof(mn_timeout),
@@ -2136,6 +2140,8 @@ ringcheck_args(const struct plan *p)
         {"--multi-node-timeout", mn ? mn_timeout : NULL},
         {"--on-missing", mn ? on_missing : NULL},
         {"--on-no-cure=", fallback ? on_no_cure : NULL},
+        {"--min-busbw-net",
+         mn && s->ringcheck.min_net_busbw_gbps > 0 ? busbw_net : NULL},
     };
 
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {

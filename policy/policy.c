@@ -311,16 +311,25 @@ static const char *const shm_keys[] = {"enabled",  "perGPU",      "min", "max",
                                        "existing", "memoryLimit", NULL};
 static const char *const ipc_keys[] = {"capabilities", "hostIPC", "warnNonRoot",
                                        NULL};
-static const char *const ringcheck_keys[] = {
-    "enabled",        "image",
-    "timeoutSeconds", "bandwidthBytes",
-    "mode",           "onFailure",
-    "onNoCure",       "minBusBandwidthGBps",
-    "allowOptOut",    "resources",
-    "minGPUs",        "multiNode",
-    "rendezvousPort", "multiNodeTimeout",
-    "onMissing",      "leaderAddress",
-    "nodes",          NULL};
+static const char *const ringcheck_keys[] = {"enabled",
+                                             "image",
+                                             "timeoutSeconds",
+                                             "bandwidthBytes",
+                                             "mode",
+                                             "onFailure",
+                                             "onNoCure",
+                                             "minBusBandwidthGBps",
+                                             "minNetBusBandwidthGBps",
+                                             "allowOptOut",
+                                             "resources",
+                                             "minGPUs",
+                                             "multiNode",
+                                             "rendezvousPort",
+                                             "multiNodeTimeout",
+                                             "onMissing",
+                                             "leaderAddress",
+                                             "nodes",
+                                             NULL};
 static const char *const resources_keys[] = {"cpu", "memory", "cpuLimit",
                                              "memoryLimit", NULL};
 static const char *const debug_keys[] = {"allowAnnotation", "level", "subsys",
@@ -1056,6 +1065,9 @@ parse_ringcheck(struct loader *L, const struct ynode *n, struct settings *s)
     if ((v = ynode_get(n, "minBusBandwidthGBps")) != NULL)
         get_number(L, v, "ringCheck.minBusBandwidthGBps",
                    &s->ringcheck.min_busbw_gbps);
+    if ((v = ynode_get(n, "minNetBusBandwidthGBps")) != NULL)
+        get_number(L, v, "ringCheck.minNetBusBandwidthGBps",
+                   &s->ringcheck.min_net_busbw_gbps);
     if ((v = ynode_get(n, "allowOptOut")) != NULL)
         get_bool(L, v, "ringCheck.allowOptOut", &s->ringcheck.allow_opt_out);
     parse_ringcheck_multinode(L, n, s);

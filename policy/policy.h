@@ -117,6 +117,8 @@ struct settings {
         int rendezvous_port;    /* TCP, on node rank 0's pod */
         int multi_node_timeout; /* seconds, cross-node deadline */
         enum ringcheck_on_missing on_missing;
+        /* --min-busbw-net, GB/s across nodes; 0 = no threshold */
+        double min_net_busbw_gbps;
         char *leader_address; /* template; NULL: the operator's default */
         char *nodes;          /* template of the node count */
     } ringcheck;

@@ -19,7 +19,11 @@
 #define RINGCHECK_DEFAULT_MN_TIMEOUT_S 120
 /* Pods (nodes) in one job's check. */
 #define RINGCHECK_MAX_NODES 64
-/* --min-busbw: GB/s. */
+/* Ranks in one cross-node communicator: every node at its most GPUs. A
+ * node's claim of its GPU count is checked against RINGCHECK_MIN_GPUS and
+ * RINGCHECK_MAX_GPUS, so the sum never overflows. */
+#define RINGCHECK_MAX_WORLD (RINGCHECK_MAX_NODES * RINGCHECK_MAX_GPUS)
+/* --min-busbw and --min-busbw-net: GB/s. */
 #define RINGCHECK_MAX_BUSBW_GBPS 1000000
 
 #endif

@@ -22,14 +22,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* A connection that has not said HELLO within this long is dropped, so a
- * silent stranger cannot hold the leader. */
+/* A connection that has not said HELLO within this long is dropped. Every
+ * connection has its own budget (one frame, this long), and the leader
+ * reads them all in one poll loop, so idle strangers cannot delay a real
+ * node. */
 #define MN_HELLO_TIMEOUT_S 2.0
+/* Connections the leader reads HELLOs from at once; more wait in the
+ * listen backlog until a slot frees. */
+#define MN_MAX_PENDING 32
 /* Short messages on an established connection. */
 #define MN_SEND_TIMEOUT_S 2.0
+/* The leader keeps this much of the job deadline for the verdicts. */
+#define MN_VERDICT_RESERVE_S 0.5
+/* A follower waits for the verdict this long past the job deadline (the
+ * leader sends it by the deadline plus 0.2 s). */
+#define MN_FOLLOWER_GRACE_S 0.5
+/* Phases of one round (init, correctness, bandwidth, teardown): a round
+ * never gets more than this many phase timeouts. */
+#define MN_ROUND_PHASES 4
+/* leader_round: the round lacked a participant. */
+#define MN_VOID (-2)
 
 /* The transport settings the diagnosis tries across nodes, in order. */
 static const struct mn_setting {
@@ -45,6 +61,19 @@ static const struct mn_setting {
 };
 
 #define MN_NSETTINGS (sizeof(mn_settings) / sizeof(mn_settings[0]))
+
+/* The cures a pod's own fallback can find (check.c's settings), and what
+ * each turns off, for the fallback file's comment on the pods that did
+ * not need it themselves. A HELLO's cure must be one of these: every node
+ * runs with it, so a node may not choose any variable it likes. */
+static const struct {
+    const char *setting, *transport;
+} mn_cure_transports[] = {
+    {"NCCL_P2P_DISABLE=1", "P2P/IPC"},
+    {"NCCL_SHM_DISABLE=1", "SHM"},
+    {"NCCL_NVLS_ENABLE=0", "NVLS"},
+    {"NCCL_CUMEM_ENABLE=0", "cuMem"},
+};
 
 struct mn_node {
     int joined;
@@ -65,6 +94,13 @@ struct mn {
     double t0, deadline;
     struct mn_node node[RINGCHECK_MAX_NODES];
     int fd; /* a follower's connection to the leader; -1 */
+    /* the current round's budget (both sides) */
+    double round_deadline, round_phase_s;
+    /* the setting a pod's own fallback needed, which every node uses */
+    char base_cure[RDV_SETTING_MAX];
+    /* a node that left during a round (-1 none), and the round */
+    int left_node;
+    unsigned left_round;
     /* the current round (leader) */
     unsigned round;
     int part[RINGCHECK_MAX_NODES];
@@ -130,6 +166,7 @@ mn_membership(struct mn_member *m, char *why, size_t whylen)
         const char *nn = getenv(v->nnodes);
         const char *rk = getenv(v->rank);
         const char *job = getenv(MN_ENV_JOB_ID);
+        const char *token = getenv(MN_ENV_JOB_TOKEN);
         long nnodes, rank;
 
         if (rk == NULL || nn == NULL)
@@ -165,6 +202,15 @@ mn_membership(struct mn_member *m, char *why, size_t whylen)
             snprintf(m->job, sizeof(m->job), "%.128s", job);
         else
             snprintf(m->job, sizeof(m->job), "%.100s/%ld", m->leader, nnodes);
+        if (token != NULL && *token != '\0') {
+            if (!rdv_token_valid(token)) {
+                snprintf(why, whylen,
+                         "%s is set but is not %d lower-case hex digits",
+                         MN_ENV_JOB_TOKEN, RDV_TOKEN_HEX);
+                return -1;
+            }
+            snprintf(m->token, sizeof(m->token), "%s", token);
+        }
         return 1;
     }
     snprintf(why, whylen,
@@ -251,6 +297,32 @@ local_transport(char *buf, size_t len)
              ib > 0 && env_is("NCCL_NET_GDR_LEVEL", "LOC") ? " (GDR off)" : "");
 }
 
+/* What setting turns off, or NULL when it is no known cure. */
+static const char *
+cure_transport(const char *setting)
+{
+    for (size_t i = 0;
+         i < sizeof(mn_cure_transports) / sizeof(mn_cure_transports[0]); i++)
+        if (strcmp(setting, mn_cure_transports[i].setting) == 0)
+            return mn_cure_transports[i].transport;
+    return NULL;
+}
+
+/* The single-pod check failed but its own fallback will cure it: the
+ * fallback file gets r->cure and the pod exits 0 (check.c, finish). */
+static int
+local_cured(const struct rc_report *r)
+{
+    char name[RDV_SETTING_MAX];
+    const char *eq = strchr(r->cure, '=');
+
+    if (r->code == 0 || r->opts->on_failure != RC_FALLBACK || eq == NULL ||
+        strlen(r->cure) >= RDV_SETTING_MAX)
+        return 0;
+    snprintf(name, sizeof(name), "%.*s", (int)(eq - r->cure), r->cure);
+    return getenv(name) == NULL && cure_transport(r->cure) != NULL;
+}
+
 static void
 local_hello(struct mn *mn, struct rdv_hello *h)
 {
@@ -261,7 +333,12 @@ local_hello(struct mn *mn, struct rdv_hello *h)
     snprintf(h->job, sizeof(h->job), "%s", mn->m.job);
     h->node_rank = (uint32_t)mn->m.node_rank;
     h->ngpus = (uint32_t)r->ndev;
+    /* The outcome after this pod's own fallback: a failure that its cure
+     * fixes travels with the cure, so that the leader runs every node
+     * with it instead of failing the healthy pods. */
     h->local_code = r->code;
+    if (local_cured(r))
+        snprintf(h->cure, sizeof(h->cure), "%s", r->cure);
     if (gethostname(h->host, sizeof(h->host) - 1) != 0)
         snprintf(h->host, sizeof(h->host), "unknown");
     for (char *c = h->host; *c != '\0'; c++)
@@ -369,6 +446,7 @@ leader_on_id(void *ctx, const char *line)
     m.type = RDV_RUN;
     m.u.run.round = mn->round;
     m.u.run.world = (uint32_t)mn->world;
+    m.u.run.phase_ms = (uint32_t)(mn->round_phase_s * 1000);
     snprintf(m.u.run.setting, sizeof(m.u.run.setting), "%s",
              mn->setting != NULL ? mn->setting : "");
     if (unhex_id(line, m.u.run.id) != 0)
@@ -377,9 +455,12 @@ leader_on_id(void *ctx, const char *line)
         struct mn_node *n = &mn->node[mn->part[i]];
         double d = rdv_now() + MN_SEND_TIMEOUT_S;
 
+        double left = mn->round_deadline - rdv_now();
+
         if (mn->part[i] == 0 || n->gone || n->sent)
             continue;
         m.u.run.rank_offset = (uint32_t)n->offset;
+        m.u.run.left_ms = left > 0 ? (uint32_t)(left * 1000) : 0;
         if (rdv_send(n->fd, &m, d < mn->deadline ? d : mn->deadline, err,
                      sizeof(err)) != RDV_OK)
             node_gone(mn, mn->part[i], err);
@@ -412,10 +493,15 @@ judge_run(struct mn *mn, const struct rc_run *run, int world, double *busbw,
         snprintf(what, whatlen, "wrong results: %ld values differ", *wrong);
         return RC_EXIT_WRONG;
     }
-    if (mn->o->min_busbw > 0 && *busbw >= 0 && *busbw < mn->o->min_busbw) {
+    /* Across nodes the network sets the pace: a node's NVLink figure
+     * (--min-busbw) says nothing about it, so the cross-node rounds have
+     * their own threshold. */
+    if (mn->o->min_busbw_net > 0 && *busbw >= 0 &&
+        *busbw < mn->o->min_busbw_net) {
         snprintf(what, whatlen,
-                 "bus bandwidth %.2f GB/s is below --min-busbw %.2f GB/s",
-                 *busbw, mn->o->min_busbw);
+                 "bus bandwidth %.2f GB/s across nodes is below "
+                 "--min-busbw-net %.2f GB/s",
+                 *busbw, mn->o->min_busbw_net);
         return RC_EXIT_BANDWIDTH;
     }
     what[0] = '\0';
@@ -425,8 +511,8 @@ judge_run(struct mn *mn, const struct rc_run *run, int world, double *busbw,
 /* Runs this pod's part of a round: ranks offset.. of world. */
 static int
 run_local_part(struct mn *mn, int world, int offset, const char *id_line,
-               const char *setting, double *busbw, long *wrong, char *what,
-               size_t whatlen)
+               const char *setting, double phase_s, double deadline,
+               double *busbw, long *wrong, char *what, size_t whatlen)
 {
     const struct rc_report *r = mn->rep;
     struct sv_spec s;
@@ -442,8 +528,8 @@ run_local_part(struct mn *mn, int world, int offset, const char *id_line,
      * the whole job's time, and the bandwidth phase (--bw-bytes, results
      * checked) covers the large sizes and their protocols. */
     s.check_max_bytes = (size_t)1 << 20;
-    s.phase_timeout_s = mn->o->phase_timeout_s;
-    s.deadline = mn->deadline;
+    s.phase_timeout_s = phase_s;
+    s.deadline = deadline;
     s.label = "cross-node: ";
     s.world = world;
     s.rank_offset = offset;
@@ -464,31 +550,56 @@ run_local_part(struct mn *mn, int world, int offset, const char *id_line,
     return judge_run(mn, &mn->run_buf, world, busbw, wrong, what, whatlen);
 }
 
+/* A round's phase timeout: NCCL's bootstrap and its connection setup grow
+ * with the number of nodes, so the phase timeout grows with them too. */
+static double
+round_phase_timeout(const struct mn *mn, int nnodes)
+{
+    return mn->o->phase_timeout_s * (1.0 + (nnodes - 1) / 8.0);
+}
+
 /*
  * Leader: one round over the nodes in parts[0..np-1] (node 0 first) with
- * setting (or NULL). Returns the round's code; *failed is the first
+ * setting (or NULL), as one of rounds_left rounds that share what is left
+ * of the job deadline. Returns the round's code; -1 when no time is left;
+ * MN_VOID when a participant left (before or during the round), with
+ * *failed that node and what saying so. *failed is otherwise the first
  * failing node (-1 none).
  */
 static int
 leader_round(struct mn *mn, const int *parts, int np, const char *setting,
-             int *failed, char *what, size_t whatlen)
+             int rounds_left, int *failed, char *what, size_t whatlen)
 {
     char err[200], mywhat[RDV_TEXT_MAX];
-    double busbw;
+    double busbw, left, budget, pt, wait;
     long wrong;
     int code, off = 0;
 
     *failed = -1;
     what[0] = '\0';
-    if (mn->deadline - rdv_now() < 1.0)
+    for (int i = 0; i < np; i++)
+        if (mn->node[parts[i]].gone) {
+            *failed = parts[i];
+            snprintf(what, whatlen, "node %d (%s) left the job before round %u",
+                     parts[i], mn->node[parts[i]].h.host, mn->round + 1);
+            return MN_VOID;
+        }
+    left = mn->deadline - MN_VERDICT_RESERVE_S - rdv_now();
+    if (left < 1.0)
         return -1;
+    /* The rounds still to come share what is left; none gets more than
+     * its phases' timeouts. */
+    pt = round_phase_timeout(mn, np);
+    budget = left / (rounds_left > 0 ? rounds_left : 1);
+    if (budget > MN_ROUND_PHASES * pt)
+        budget = MN_ROUND_PHASES * pt;
+    mn->round_deadline = rdv_now() + budget;
+    mn->round_phase_s = pt < budget ? pt : budget;
     mn->round++;
     mn->npart = 0;
     for (int i = 0; i < np; i++) {
         struct mn_node *n = &mn->node[parts[i]];
 
-        if (n->gone)
-            continue;
         mn->part[mn->npart++] = parts[i];
         n->offset = off;
         n->sent = 0;
@@ -497,8 +608,9 @@ leader_round(struct mn *mn, const int *parts, int np, const char *setting,
     }
     mn->world = off;
     mn->setting = setting;
-    code = run_local_part(mn, mn->world, 0, NULL, setting, &busbw, &wrong,
-                          mywhat, sizeof(mywhat));
+    code = run_local_part(mn, mn->world, 0, NULL, setting, mn->round_phase_s,
+                          mn->round_deadline, &busbw, &wrong, mywhat,
+                          sizeof(mywhat));
     if (mn->round == 1) {
         mn->busbw = busbw;
         memcpy(&mn->table_rep, mn->rep, sizeof(mn->table_rep));
@@ -508,6 +620,10 @@ leader_round(struct mn *mn, const int *parts, int np, const char *setting,
     }
     mn->node[0].code = code;
     snprintf(mn->node[0].what, sizeof(mn->node[0].what), "%s", mywhat);
+    /* The others end their part by the same round deadline, then report. */
+    wait = mn->round_deadline + MN_SEND_TIMEOUT_S;
+    if (wait > mn->deadline)
+        wait = mn->deadline;
     for (int i = 1; i < mn->npart; i++) {
         struct mn_node *n = &mn->node[mn->part[i]];
         struct rdv_msg m;
@@ -520,7 +636,7 @@ leader_round(struct mn *mn, const int *parts, int np, const char *setting,
             continue;
         }
         for (;;) {
-            int r = rdv_recv(n->fd, &m, mn->deadline, err, sizeof(err));
+            int r = rdv_recv(n->fd, &m, wait, err, sizeof(err));
 
             if (r != RDV_OK) {
                 if (r == RDV_EPEER)
@@ -537,6 +653,18 @@ leader_round(struct mn *mn, const int *parts, int np, const char *setting,
             }
         }
     }
+    /* A round that lacks a participant proves nothing about the job: not
+     * a pass, and not a failure that a setting could cure. */
+    for (int i = 1; i < mn->npart; i++)
+        if (mn->node[mn->part[i]].gone) {
+            const struct mn_node *n = &mn->node[mn->part[i]];
+
+            *failed = mn->part[i];
+            snprintf(what, whatlen, "node %d (%s) left during round %u (%s)",
+                     mn->part[i], n->h.host, mn->round, n->what);
+            report_log("cross-node: round %u is void: %s", mn->round, what);
+            return MN_VOID;
+        }
     /* A node's failure echoes on the others: they time out, or see their
      * connections close. Name the node that failed first-hand: then one
      * that timed out; then any. */
@@ -571,36 +699,64 @@ leader_round(struct mn *mn, const int *parts, int np, const char *setting,
     return code;
 }
 
+/* A round was void: remember the node that left, and drop any cure. */
 static void
-leader_diagnose(struct mn *mn, int code0)
+note_left(struct mn *mn, int k, const char *what)
+{
+    if (mn->left_node < 0) {
+        mn->left_node = k;
+        mn->left_round = mn->round;
+    }
+    mn->cure[0] = mn->transport[0] = '\0';
+    buf_add(mn->diag, sizeof(mn->diag), "%saborted: %s, so no cure is written",
+            mn->diag[0] != '\0' ? "; " : "", what);
+}
+
+static void
+leader_diagnose(struct mn *mn)
 {
     char what[640];
     int failed;
     int n = mn->m.nnodes;
+    const char *base = mn->base_cure[0] != '\0' ? mn->base_cure : NULL;
+    int rounds_left = n > 2 ? n - 1 : 0, all[RINGCHECK_MAX_NODES];
+    int stop = 0;
 
     report_log("cross-node: diagnosis: rerunning with other settings and "
                "node pairs");
-    for (size_t i = 0; i < MN_NSETTINGS; i++) {
+    for (int j = 0; j < n; j++)
+        all[j] = j;
+    /* A pod's own cure is already on every node, and a round takes one
+     * setting: the transport settings are not tried on top of it. */
+    if (base != NULL)
+        report_log("cross-node: diagnosis: every node runs with %s (a pod's "
+                   "own fallback); other settings are not tried",
+                   base);
+    else
+        rounds_left += (int)MN_NSETTINGS;
+    for (size_t i = 0; i < MN_NSETTINGS && base == NULL && !stop; i++) {
         const struct mn_setting *s = &mn_settings[i];
         char name[40];
         const char *eq = strchr(s->setting, '=');
-        int all[RINGCHECK_MAX_NODES], k = 0, r;
+        int r;
 
         snprintf(name, sizeof(name), "%.*s", (int)(eq - s->setting),
                  s->setting);
         if (env_is(name, eq + 1)) {
             report_log("cross-node: diagnosis: %s is already set; skipped",
                        s->setting);
+            rounds_left--;
             continue;
         }
-        for (int j = 0; j < n; j++)
-            all[k++] = j;
-        r = leader_round(mn, all, k, s->setting, &failed, what, sizeof(what));
-        if (r < 0) {
+        r = leader_round(mn, all, n, s->setting, rounds_left--, &failed, what,
+                         sizeof(what));
+        if (r == MN_VOID) {
+            note_left(mn, failed, what);
+            stop = 1;
+        } else if (r < 0) {
             mn->diag_incomplete = 1;
-            break;
-        }
-        if (r == 0) {
+            stop = 1;
+        } else if (r == 0) {
             snprintf(mn->cure, sizeof(mn->cure), "%s", s->setting);
             snprintf(mn->transport, sizeof(mn->transport), "%s", s->transport);
             buf_add(mn->diag, sizeof(mn->diag), "passes with %s (%s)",
@@ -609,32 +765,35 @@ leader_diagnose(struct mn *mn, int code0)
                      "set %s on every node of this job (the fallback file "
                      "does that); %s",
                      s->setting, s->why);
+            rounds_left -= (int)(MN_NSETTINGS - 1 - i);
             break;
         }
     }
-    if (mn->cure[0] == '\0' && !mn->diag_incomplete)
+    if (mn->cure[0] == '\0' && !stop && base == NULL)
         buf_add(mn->diag, sizeof(mn->diag),
                 "neither NCCL_IB_DISABLE=1 nor NCCL_NET_GDR_LEVEL=LOC makes "
                 "it pass");
-    if (!mn->diag_incomplete && n > 2) {
+    if (!stop && n > 2) {
         char bad[120] = "";
 
-        for (int k = 1; k < n; k++) {
+        for (int k = 1; k < n && !stop; k++) {
             int pair[2] = {0, k};
-            int r =
-                leader_round(mn, pair, 2, NULL, &failed, what, sizeof(what));
+            int r = leader_round(mn, pair, 2, base, rounds_left--, &failed,
+                                 what, sizeof(what));
 
-            if (r < 0) {
+            if (r == MN_VOID) {
+                note_left(mn, failed, what);
+                stop = 1;
+            } else if (r < 0) {
                 mn->diag_incomplete = 1;
-                break;
-            }
-            if (r != 0)
+                stop = 1;
+            } else if (r != 0)
                 buf_add(bad, sizeof(bad), "%snode 0 - node %d",
                         bad[0] != '\0' ? ", " : "", k);
         }
         if (bad[0] != '\0')
             buf_add(mn->diag, sizeof(mn->diag), "; failing pairs: %s", bad);
-        else if (!mn->diag_incomplete)
+        else if (!stop)
             buf_add(mn->diag, sizeof(mn->diag),
                     "; every pair with node 0 passes alone");
     }
@@ -642,8 +801,18 @@ leader_diagnose(struct mn *mn, int code0)
         buf_add(mn->diag, sizeof(mn->diag),
                 "%sincomplete: the cross-node deadline came first",
                 mn->diag[0] != '\0' ? "; " : "");
+    if (mn->left_node >= 0) {
+        buf_add(mn->what, sizeof(mn->what),
+                "; node %d (%s) left during diagnosis round %u, so the "
+                "diagnosis was aborted and no cure is written",
+                mn->left_node, mn->node[mn->left_node].h.host, mn->left_round);
+        snprintf(mn->fix, sizeof(mn->fix),
+                 "node %d's pod stopped in the middle of the check (OOM kill, "
+                 "eviction, init-container restart): see its events and "
+                 "logs; the whole job must check again",
+                 mn->left_node);
+    }
     report_log("cross-node: diagnosis: %s", mn->diag);
-    (void)code0;
 }
 
 /* Leader: the interface names across nodes, before any round. */
@@ -683,75 +852,250 @@ leader_interface_notes(struct mn *mn)
         report_log("cross-node: warning: %s", mn->diag);
 }
 
-/* Leader: gathers the nodes until all joined or the deadline. */
+/* A connection that has not said HELLO yet. */
+struct mn_pending {
+    int fd;
+    double deadline; /* its own time budget */
+    char from[64];
+    unsigned char nonce[RDV_NONCE_BYTES];
+    struct rdv_reader rd; /* its own byte budget: one frame */
+};
+
+/* Leader: why the HELLO h from a connection that was sent nonce may not
+ * join, into reason (left "" when it may). */
+static void
+judge_hello(const struct mn *mn, const struct rdv_msg *m,
+            const unsigned char *nonce, char *reason, size_t len)
+{
+    const struct rdv_hello *h = &m->u.hello;
+    long k = (long)h->node_rank;
+    unsigned char want[RDV_PROOF_BYTES];
+
+    reason[0] = '\0';
+    if (m->type != RDV_HELLO)
+        snprintf(reason, len, "expected HELLO, got %s", rdv_type_name(m->type));
+    else if (h->job[0] == '\0')
+        snprintf(reason, len, "the HELLO has an empty job id");
+    else if (strcmp(h->job, mn->m.job) != 0) /* whole ids, not prefixes */
+        snprintf(reason, len, "job id \"%.128s\" is not this job's", h->job);
+    else if (k <= 0 || k >= mn->m.nnodes)
+        snprintf(reason, len, "node rank %ld is outside 1..%d", k,
+                 mn->m.nnodes - 1);
+    else if (h->ngpus > RINGCHECK_MAX_GPUS ||
+             (h->ngpus < RINGCHECK_MIN_GPUS &&
+              (h->local_code == 0 || h->cure[0] != '\0')))
+        /* A pod whose own check failed before it counted its GPUs says 0;
+         * one that takes part in the rounds has 1 to the limit. */
+        snprintf(reason, len,
+                 "node rank %ld claims %u GPUs; a pod has %d to %d", k,
+                 h->ngpus, RINGCHECK_MIN_GPUS, RINGCHECK_MAX_GPUS);
+    else if (h->cure[0] != '\0' && cure_transport(h->cure) == NULL)
+        snprintf(reason, len,
+                 "node rank %ld sent \"%.48s\", which is no fallback cure", k,
+                 h->cure);
+    else if (mn->m.token[0] != '\0' &&
+             (rdv_proof(mn->m.token, nonce, h->job, h->node_rank, want) != 0 ||
+              !rdv_proof_equal(want, h->proof)))
+        snprintf(reason, len,
+                 "node rank %ld does not hold this job's token (%s): a pod "
+                 "the webhook did not admit into this job",
+                 k, MN_ENV_JOB_TOKEN);
+}
+
+/* Leader: a HELLO arrived on pending connection p. Returns 1 when its
+ * node joined (the connection is then the node's), else 0 (closed). */
+static int
+leader_admit(struct mn *mn, struct mn_pending *p, const struct rdv_msg *m)
+{
+    struct rdv_msg rej;
+    char err[200];
+    int k = (int)m->u.hello.node_rank;
+    struct mn_node *n;
+    int was;
+
+    memset(&rej, 0, sizeof(rej));
+    rej.type = RDV_REJECT;
+    judge_hello(mn, m, p->nonce, rej.u.reject.reason,
+                sizeof(rej.u.reject.reason));
+    if (rej.u.reject.reason[0] != '\0') {
+        double d = rdv_now() + 0.5;
+
+        report_log("cross-node: rejected %s: %s", p->from, rej.u.reject.reason);
+        (void)!rdv_send(p->fd, &rej, d < mn->deadline ? d : mn->deadline, err,
+                        sizeof(err));
+        close(p->fd);
+        return 0;
+    }
+    n = &mn->node[k];
+    was = n->joined;
+    if (was) {
+        /* The kubelet restarts a failed init container: the newest process
+         * for a rank is the live one (and it proved the job's token when
+         * there is one). */
+        report_log("cross-node: node %d rejoined from %s; its earlier "
+                   "connection from %s is replaced",
+                   k, p->from, n->from);
+        if (n->fd >= 0)
+            close(n->fd);
+    }
+    n->joined = 1;
+    n->gone = 0;
+    n->fd = p->fd;
+    n->h = m->u.hello;
+    snprintf(n->from, sizeof(n->from), "%s", p->from);
+    report_log("cross-node: node %d joined from %s (%s, %u GPUs)%s%s", k,
+               p->from, m->u.hello.host, m->u.hello.ngpus,
+               m->u.hello.local_code == 0 ? ""
+               : m->u.hello.cure[0] != '\0'
+                   ? ", its own check passes only with "
+                   : ", its own check failed",
+               m->u.hello.local_code != 0 ? m->u.hello.cure : "");
+    return !was;
+}
+
+/* Leader: accepts one connection into p and sends it its CHALLENGE.
+ * Returns 1, 0 when there is none, -1 when it was dropped. */
+static int
+leader_accept(struct mn *mn, int lfd, struct mn_pending *p)
+{
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof(sa);
+    struct rdv_msg ch;
+    char err[200];
+    double left, d;
+    int c =
+        accept4(lfd, (struct sockaddr *)&sa, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+    if (c < 0)
+        return 0;
+    memset(p, 0, sizeof(*p));
+    p->fd = c;
+    snprintf(p->from, sizeof(p->from), "?");
+    getnameinfo((struct sockaddr *)&sa, sl, p->from, sizeof(p->from), NULL, 0,
+                NI_NUMERICHOST);
+    if (strncmp(p->from, "::ffff:", 7) == 0)
+        memmove(p->from, p->from + 7, strlen(p->from + 7) + 1);
+    p->deadline = rdv_now() + MN_HELLO_TIMEOUT_S;
+    memset(&ch, 0, sizeof(ch));
+    ch.type = RDV_CHALLENGE;
+    if (getrandom(p->nonce, sizeof(p->nonce), 0) != (ssize_t)sizeof(p->nonce)) {
+        report_log("cross-node: dropped a connection from %s: no random "
+                   "nonce: %s",
+                   p->from, strerror(errno));
+        close(c);
+        return -1;
+    }
+    memcpy(ch.u.challenge.nonce, p->nonce, sizeof(p->nonce));
+    /* The job's one deadline: every node ends by it, whenever it
+     * started. */
+    left = mn->deadline - rdv_now();
+    ch.u.challenge.left_ms = left > 0 ? (uint32_t)(left * 1000) : 0;
+    /* A fresh socket's buffer takes the small frame at once. */
+    d = rdv_now() + 0.2;
+    if (rdv_send(c, &ch, d, err, sizeof(err)) != RDV_OK) {
+        report_log("cross-node: dropped a connection from %s: %s", p->from,
+                   err);
+        close(c);
+        return -1;
+    }
+    return 1;
+}
+
+/*
+ * Leader: gathers the nodes until all joined or the deadline. One poll
+ * loop reads every connection at once, each within its own budget, and
+ * watches the joined ones: a node whose connection closes before the
+ * rounds may rejoin.
+ */
 static int
 leader_gather(struct mn *mn, int lfd)
 {
-    int joined = 1;
+    struct mn_pending pend[MN_MAX_PENDING];
+    int npend = 0, joined = 1;
 
     while (joined < mn->m.nnodes) {
-        double left = mn->deadline - rdv_now();
-        struct pollfd p = {lfd, POLLIN, 0};
-        struct sockaddr_storage sa;
-        socklen_t sl = sizeof(sa);
-        char from[64] = "?", err[200];
-        struct rdv_msg m, rej;
-        int c, k;
-        double d;
+        struct pollfd pfd[1 + MN_MAX_PENDING + RINGCHECK_MAX_NODES];
+        int who[RINGCHECK_MAX_NODES];
+        int nfd = 0, nwatch = 0, listening = npend < MN_MAX_PENDING;
+        double now = rdv_now(), wake = mn->deadline;
+        char err[200];
 
-        if (left <= 0)
+        if (now >= mn->deadline)
             break;
-        if (poll(&p, 1, (int)(left * 1000) + 1) <= 0)
-            continue;
-        c = accept4(lfd, (struct sockaddr *)&sa, &sl,
-                    SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (c < 0)
-            continue;
-        getnameinfo((struct sockaddr *)&sa, sl, from, sizeof(from), NULL, 0,
-                    NI_NUMERICHOST);
-        if (strncmp(from, "::ffff:", 7) == 0)
-            memmove(from, from + 7, strlen(from + 7) + 1);
-        d = rdv_now() + MN_HELLO_TIMEOUT_S;
-        if (rdv_recv(c, &m, d < mn->deadline ? d : mn->deadline, err,
-                     sizeof(err)) != RDV_OK) {
-            report_log("cross-node: dropped a connection from %s: %s", from,
-                       err);
-            close(c);
-            continue;
+        if (listening)
+            pfd[nfd++] = (struct pollfd){lfd, POLLIN, 0};
+        for (int i = 0; i < npend; i++) {
+            pfd[nfd++] = (struct pollfd){pend[i].fd, POLLIN, 0};
+            if (pend[i].deadline < wake)
+                wake = pend[i].deadline;
         }
-        memset(&rej, 0, sizeof(rej));
-        rej.type = RDV_REJECT;
-        k = (int)m.u.hello.node_rank;
-        if (m.type != RDV_HELLO)
-            snprintf(rej.u.reject.reason, sizeof(rej.u.reject.reason),
-                     "expected HELLO, got %s", rdv_type_name(m.type));
-        else if (strcmp(m.u.hello.job, mn->m.job) != 0)
-            snprintf(rej.u.reject.reason, sizeof(rej.u.reject.reason),
-                     "job id \"%.128s\" is not this job's", m.u.hello.job);
-        else if (k <= 0 || k >= mn->m.nnodes)
-            snprintf(rej.u.reject.reason, sizeof(rej.u.reject.reason),
-                     "node rank %d is outside 1..%d", k, mn->m.nnodes - 1);
-        else if (mn->node[k].joined)
-            snprintf(rej.u.reject.reason, sizeof(rej.u.reject.reason),
-                     "node rank %d has already joined from %s", k,
-                     mn->node[k].from);
-        if (rej.u.reject.reason[0] != '\0') {
-            report_log("cross-node: rejected %s: %s", from,
-                       rej.u.reject.reason);
-            d = rdv_now() + 0.5;
-            (void)!rdv_send(c, &rej, d < mn->deadline ? d : mn->deadline, err,
-                            sizeof(err));
-            close(c);
-            continue;
+        for (int k = 1; k < mn->m.nnodes; k++)
+            if (mn->node[k].joined && mn->node[k].fd >= 0) {
+                who[nwatch++] = k;
+                pfd[nfd++] = (struct pollfd){mn->node[k].fd, POLLIN, 0};
+            }
+        if (poll(pfd, (nfds_t)nfd, (int)((wake - now) * 1000) + 1) < 0 &&
+            errno != EINTR)
+            break;
+        now = rdv_now();
+        /* A joined node says nothing until its first RUN: input on its
+         * connection is its end (or garbage, the same). */
+        for (int w = 0; w < nwatch; w++) {
+            struct pollfd *q = &pfd[nfd - nwatch + w];
+            struct mn_node *n = &mn->node[who[w]];
+
+            if (q->revents == 0)
+                continue;
+            report_log("cross-node: node %d's connection from %s closed "
+                       "before the rounds; waiting for it to rejoin",
+                       who[w], n->from);
+            close(n->fd);
+            n->fd = -1;
+            n->joined = 0;
+            joined--;
         }
-        mn->node[k].joined = 1;
-        mn->node[k].fd = c;
-        mn->node[k].h = m.u.hello;
-        snprintf(mn->node[k].from, sizeof(mn->node[k].from), "%s", from);
-        joined++;
-        report_log("cross-node: node %d joined from %s (%s, %u GPUs)%s", k,
-                   from, m.u.hello.host, m.u.hello.ngpus,
-                   m.u.hello.local_code != 0 ? ", its own check failed" : "");
+        for (int i = 0, base = listening; i < npend;) {
+            struct pollfd *q = &pfd[base + i];
+            struct rdv_msg m;
+            int r = RDV_AGAIN;
+
+            if (q->fd == pend[i].fd && q->revents != 0)
+                r = rdv_reader_feed(&pend[i].rd, pend[i].fd, &m, err,
+                                    sizeof(err));
+            if (r == RDV_AGAIN && now < pend[i].deadline) {
+                i++;
+                continue;
+            }
+            if (r == RDV_OK)
+                joined += leader_admit(mn, &pend[i], &m);
+            else {
+                report_log("cross-node: dropped a connection from %s: %s",
+                           pend[i].from,
+                           r == RDV_AGAIN ? "no HELLO within its time budget"
+                                          : err);
+                close(pend[i].fd);
+            }
+            /* Keep the poll slots in step: the last pending one moves
+             * here, and so does its poll entry. */
+            pend[i] = pend[npend - 1];
+            pfd[base + i] = pfd[base + npend - 1];
+            npend--;
+        }
+        while (listening && (pfd[0].revents & POLLIN) &&
+               npend < MN_MAX_PENDING) {
+            int r = leader_accept(mn, lfd, &pend[npend]);
+
+            if (r == 0)
+                break;
+            if (r > 0)
+                npend++;
+        }
+    }
+    for (int i = 0; i < npend; i++) {
+        report_log("cross-node: dropped a connection from %s: the gathering "
+                   "ended",
+                   pend[i].from);
+        close(pend[i].fd);
     }
     return joined;
 }
@@ -791,7 +1135,8 @@ leader_main(struct mn *mn)
 {
     char err[200];
     int lfd = rdv_listen(mn->o->rendezvous_port, err, sizeof(err));
-    int joined, all[RINGCHECK_MAX_NODES], code, failed;
+    int joined, all[RINGCHECK_MAX_NODES], code, failed, cured = -1;
+    const char *base;
     char what[640];
 
     mn->node[0].joined = 1;
@@ -834,7 +1179,7 @@ leader_main(struct mn *mn)
         return;
     }
     for (int k = 0; k < mn->m.nnodes; k++)
-        if (mn->node[k].h.local_code != 0) {
+        if (mn->node[k].h.local_code != 0 && mn->node[k].h.cure[0] == '\0') {
             set_outcome(mn, mn->node[k].h.local_code, "fail",
                         "node %d (%s) failed its single-pod check (%s), so "
                         "the cross-node check did not run",
@@ -845,12 +1190,66 @@ leader_main(struct mn *mn)
             leader_send_verdicts(mn);
             return;
         }
+    /* A pod whose own fallback cured it: every node runs with its cure,
+     * and the job ends with it on every pod, or fails on every pod. */
+    for (int k = 0; k < mn->m.nnodes; k++) {
+        const struct rdv_hello *h = &mn->node[k].h;
+
+        if (h->cure[0] == '\0')
+            continue;
+        if (mn->base_cure[0] == '\0') {
+            snprintf(mn->base_cure, sizeof(mn->base_cure), "%s", h->cure);
+            cured = k;
+            report_log("cross-node: node %d (%s) passes its single-pod check "
+                       "only with %s: every node runs the rounds with it",
+                       k, h->host, h->cure);
+        } else if (strcmp(mn->base_cure, h->cure) != 0) {
+            set_outcome(mn, RC_EXIT_ENV, "fail",
+                        "node %d passes its single-pod check only with %s and "
+                        "node %d only with %s; the job's pods need one "
+                        "setting",
+                        cured, mn->base_cure, k, h->cure);
+            snprintf(mn->fix, sizeof(mn->fix),
+                     "set both on every node of the job, or drain the nodes "
+                     "whose GPUs need them (see each pod's ring-check log)");
+            leader_send_verdicts(mn);
+            return;
+        }
+    }
     leader_interface_notes(mn);
     for (int k = 0; k < mn->m.nnodes; k++)
         all[k] = k;
-    code =
-        leader_round(mn, all, mn->m.nnodes, NULL, &failed, what, sizeof(what));
-    if (code == 0) {
+    base = mn->base_cure[0] != '\0' ? mn->base_cure : NULL;
+    code = leader_round(mn, all, mn->m.nnodes, base, 1, &failed, what,
+                        sizeof(what));
+    if (code == MN_VOID) {
+        /* A node that drops out in round 1 fails the job: the ring never
+         * ran over all of it. */
+        note_left(mn, failed, what);
+        set_outcome(mn, RC_EXIT_NCCL, "fail",
+                    "the ring over %d nodes is void: %s; a ring without it "
+                    "proves nothing",
+                    mn->m.nnodes, what);
+        snprintf(mn->fix, sizeof(mn->fix),
+                 "node %d's pod stopped in the middle of the check (OOM kill, "
+                 "eviction, init-container restart): see its events and "
+                 "logs; the whole job must check again",
+                 failed);
+    } else if (code == 0 && base != NULL) {
+        set_outcome(mn, mn->node[cured].h.local_code, "fallback",
+                    "node %d (%s) passes only with %s; the ring over %d nodes "
+                    "(%d ranks) passed with it on every node, so every pod "
+                    "uses it",
+                    cured, mn->node[cured].h.host, base, mn->m.nnodes,
+                    mn->world1);
+        snprintf(mn->cure, sizeof(mn->cure), "%s", base);
+        snprintf(mn->transport, sizeof(mn->transport), "%s",
+                 cure_transport(base));
+        snprintf(mn->fix, sizeof(mn->fix),
+                 "node %d's GPUs need %s (see its ring-check log); every pod "
+                 "of the job writes it to its fallback file",
+                 cured, base);
+    } else if (code == 0) {
         set_outcome(mn, 0, "pass", "the ring over %d nodes (%d ranks) passed",
                     mn->m.nnodes, mn->world1);
     } else {
@@ -860,10 +1259,11 @@ leader_main(struct mn *mn)
                      "no time left for the cross-node ring");
         }
         set_outcome(mn, code, "fail",
-                    "the ring over %d nodes (%d ranks) failed: %s",
-                    mn->m.nnodes, mn->world1, what);
+                    "the ring over %d nodes (%d ranks) failed%s%s: %s",
+                    mn->m.nnodes, mn->world1, base != NULL ? " with " : "",
+                    base != NULL ? base : "", what);
         if (mn->o->diagnose || mn->o->on_failure == RC_FALLBACK)
-            leader_diagnose(mn, code);
+            leader_diagnose(mn);
         if (mn->fix[0] == '\0')
             snprintf(mn->fix, sizeof(mn->fix),
                      "check the network between the nodes (NCCL_DEBUG=INFO "
@@ -911,6 +1311,35 @@ follower_main(struct mn *mn)
         return;
     }
     report_log("cross-node: joined node rank 0 after %d attempts", attempts);
+    if (rdv_recv(mn->fd, &m, mn->deadline, err, sizeof(err)) != RDV_OK ||
+        m.type != RDV_CHALLENGE) {
+        set_outcome(mn, RC_EXIT_TIMEOUT, "missing",
+                    "node rank 0 sent no CHALLENGE: %s",
+                    m.type != RDV_CHALLENGE && err[0] == '\0' ? "another "
+                                                                "message"
+                                                              : err);
+        return;
+    }
+    {
+        /* The leader's deadline is the job's: adopt it, so that no node
+         * leaves in the middle of a round because it started earlier. It
+         * never stretches this pod's wait past its own timeout from now. */
+        double left = m.u.challenge.left_ms / 1000.0;
+
+        if (left > mn->o->multi_node_timeout_s)
+            left = mn->o->multi_node_timeout_s;
+        mn->deadline = rdv_now() + left;
+        report_log("cross-node: the job's deadline from node rank 0: %.1f s "
+                   "left",
+                   left);
+    }
+    if (mn->m.token[0] != '\0' &&
+        rdv_proof(mn->m.token, m.u.challenge.nonce, self.job, self.node_rank,
+                  self.proof) != 0) {
+        set_outcome(mn, RC_EXIT_INTERNAL, "fail",
+                    "cannot compute the job token's proof (OpenSSL)");
+        return;
+    }
     memset(&m, 0, sizeof(m));
     m.type = RDV_HELLO;
     m.u.hello = self;
@@ -921,7 +1350,9 @@ follower_main(struct mn *mn)
     }
     print_node_view(mn);
     for (;;) {
-        int r = rdv_recv(mn->fd, &m, mn->deadline, err, sizeof(err));
+        int r = rdv_recv(mn->fd, &m, mn->deadline + MN_FOLLOWER_GRACE_S, err,
+                         sizeof(err));
+        double phase_s, left_s;
         char line[2 * RDV_ID_BYTES + 8], what[RDV_TEXT_MAX];
         double busbw;
         long wrong;
@@ -975,7 +1406,7 @@ follower_main(struct mn *mn)
             return;
         }
         if (m.type != RDV_RUN || m.u.run.world < (uint32_t)mn->rep->ndev ||
-            m.u.run.world > WORKER_MAX_GPUS * RINGCHECK_MAX_NODES ||
+            m.u.run.world > RINGCHECK_MAX_WORLD ||
             m.u.run.rank_offset > m.u.run.world - (uint32_t)mn->rep->ndev) {
             set_outcome(mn, RC_EXIT_INTERNAL, "fail",
                         "node rank 0 sent an unexpected %s message",
@@ -988,9 +1419,17 @@ follower_main(struct mn *mn)
                    m.u.run.rank_offset + (uint32_t)mn->rep->ndev - 1,
                    m.u.run.world, m.u.run.setting[0] != '\0' ? " with " : "",
                    m.u.run.setting);
-        code = run_local_part(mn, (int)m.u.run.world, (int)m.u.run.rank_offset,
-                              line, m.u.run.setting, &busbw, &wrong, what,
-                              sizeof(what));
+        /* The leader's budget for this round, within the job's deadline. */
+        left_s = m.u.run.left_ms / 1000.0;
+        if (rdv_now() + left_s > mn->deadline)
+            left_s = mn->deadline - rdv_now();
+        phase_s = m.u.run.phase_ms / 1000.0;
+        if (phase_s <= 0 || phase_s > mn->o->multi_node_timeout_s)
+            phase_s = mn->o->phase_timeout_s;
+        code =
+            run_local_part(mn, (int)m.u.run.world, (int)m.u.run.rank_offset,
+                           line, m.u.run.setting, phase_s, rdv_now() + left_s,
+                           &busbw, &wrong, what, sizeof(what));
         if (m.u.run.round == 1) {
             mn->busbw = busbw;
             memcpy(&mn->table_rep, mn->rep, sizeof(mn->table_rep));
@@ -1059,7 +1498,10 @@ write_report(struct mn *mn)
     json_str(j, jl, mn->status);
     buf_add(j, jl, ",\"code\":%d,\"message\":", mn->code);
     json_str(j, jl, mn->what);
-    buf_add(j, jl, ",\"missing\":[%s],\"cure\":", mn->missing);
+    buf_add(j, jl, ",\"missing\":[%s],\"left\":[", mn->missing);
+    if (mn->left_node >= 0)
+        buf_add(j, jl, "%d", mn->left_node);
+    buf_add(j, jl, "],\"cure\":");
     if (mn->cure[0] != '\0')
         json_str(j, jl, mn->cure);
     else
@@ -1128,10 +1570,17 @@ apply_outcome(struct mn *mn)
         report_table(&mn->table_rep);
     }
     write_report(mn);
-    if (mn->code == 0 || r->code != 0)
-        return; /* a local failure keeps its own verdict */
+    if (mn->code == 0)
+        return;
+    /* A local failure that its own fallback does not cure keeps its own
+     * verdict; a cured one takes the job's, so that every pod ends the
+     * same way and with the same settings. */
+    if (r->code != 0 && !local_cured(r))
+        return;
     if (strcmp(mn->status, "missing") == 0 &&
         mn->o->on_missing == RC_MISSING_WARN) {
+        if (r->code != 0)
+            return; /* its own fallback stands */
         r->mn_warn = 1;
         r->nwarnings++;
         report_log("cross-node: warning: %s; --on-missing warn: the pod "
@@ -1169,6 +1618,7 @@ mn_check(struct rc_report *r)
     mn->o = r->opts;
     mn->fd = -1;
     mn->busbw = -1;
+    mn->left_node = -1;
     for (int k = 0; k < RINGCHECK_MAX_NODES; k++)
         mn->node[k].fd = -1;
     got = mn_membership(&mn->m, why, sizeof(why));

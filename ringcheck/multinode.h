@@ -17,7 +17,8 @@ struct mn_member {
     char leader[256];          /* node rank 0's address */
     int nnodes;
     int node_rank;
-    char job[129]; /* the job's identity */
+    char job[129];  /* the job's identity */
+    char token[65]; /* NCCLGUARD_JOB_TOKEN, or "" */
 };
 
 /*
@@ -25,7 +26,8 @@ struct mn_member {
  * operator first. Returns 1 and fills *m; 0 when no operator's variables
  * are set (a single pod), with the reason in why; -1 when they are set but
  * wrong (rank out of range, a count that is not a number), with a message
- * in why. Thread-safe as getenv is.
+ * in why (also when NCCLGUARD_JOB_TOKEN is set but not 64 hex digits).
+ * Thread-safe as getenv is.
  */
 int mn_membership(struct mn_member *m, char *why, size_t whylen)
     __attribute__((warn_unused_result));

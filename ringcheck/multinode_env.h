@@ -12,6 +12,12 @@
 #define MN_ENV_POD_IP "POD_IP"                /* downward API status.podIP */
 #define MN_ENV_LEADER "NCCLGUARD_LEADER_ADDR" /* policy-templated leader */
 #define MN_ENV_NNODES "NCCLGUARD_NNODES"      /* policy-templated node count */
+/* HMAC-SHA256 of the job id under the webhook's key, hex: the same on
+ * every pod of the job, proven (not sent) in the rendezvous. Set on the
+ * ring-check init container only. */
+#define MN_ENV_JOB_TOKEN "NCCLGUARD_JOB_TOKEN"
+/* A gang member's node rank, from the index label its controller sets. */
+#define MN_ENV_NODE_RANK "NCCLGUARD_NODE_RANK"
 
 /* Default rendezvous port of the cross-node check (TCP, on node rank 0). */
 #define MN_DEFAULT_PORT 29450
@@ -23,6 +29,7 @@ enum mn_kind {
     MN_PYTORCHJOB, /* training-operator v1 PyTorchJob */
     MN_JOBSET,     /* plain JobSet: completion index, policy-templated */
     MN_VOLCANO,    /* Volcano Job */
+    MN_GANG,       /* a gang: Workload/PodGroup, Volcano or KAI PodGroup */
 };
 
 /* One operator's variables. A NULL name means the operator sets none; the
@@ -47,6 +54,10 @@ static const struct mn_vars MN_VARS[] = {
      * (docs/mutate.md, multi-node). */
     {MN_PYTORCHJOB, "PyTorchJob", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE",
      "RANK"},
+    /* Before plain JobSet, whose variables it shares but for the rank: the
+     * webhook writes NCCLGUARD_NODE_RANK only for gang members. */
+    {MN_GANG, "gang (Workload/PodGroup)", MN_ENV_LEADER, NULL, MN_ENV_NNODES,
+     MN_ENV_NODE_RANK},
     {MN_JOBSET, "JobSet", MN_ENV_LEADER, NULL, MN_ENV_NNODES,
      "JOB_COMPLETION_INDEX"},
     {MN_VOLCANO, "Volcano", MN_ENV_LEADER, NULL, MN_ENV_NNODES,

@@ -24,7 +24,7 @@ rc_opts_usage(void *fp)
           "         [--diagnose|--no-diagnose] [--report FILE]\n"
           "         [--termination-log PATH] [--multi-node auto|off]\n"
           "         [--rendezvous-port N] [--multi-node-timeout SECONDS]\n"
-          "         [--on-missing warn|fail] [--help]\n"
+          "         [--on-missing warn|fail] [--min-busbw-net GBPS] [--help]\n"
           "\n"
           "Proves that NCCL works on this pod's GPUs before the workload "
           "starts.\n"
@@ -62,6 +62,8 @@ rc_opts_usage(void *fp)
           "  --on-missing warn|fail  pods missing at that deadline: warn "
           "(exit 0,\n"
           "                       default) or fail (exit 4)\n"
+          "  --min-busbw-net GBPS fail (exit 8) below this bus bandwidth "
+          "across nodes\n"
           "exit codes: 0 pass, 1 internal, 2 CUDA, 3 NCCL, 4 timeout/hang, "
           "6 usage,\n"
           "            7 wrong results, 8 bandwidth below threshold, 9 "
@@ -194,6 +196,18 @@ set_minbw(struct rc_opts *o, const char *arg)
         return -1;
     o->min_busbw = d;
     return 0;
+}
+
+static int
+set_minbw_net(struct rc_opts *o, const char *arg)
+{
+    double keep = o->min_busbw;
+    int rc = set_minbw(o, arg);
+
+    if (rc == 0)
+        o->min_busbw_net = o->min_busbw;
+    o->min_busbw = keep;
+    return rc;
 }
 
 static int
@@ -333,6 +347,8 @@ static const struct opt_def {
      "seconds from " RC_STR(RINGCHECK_MIN_MN_TIMEOUT_S) " to " RC_STR(
          RINGCHECK_MAX_MN_TIMEOUT_S)},
     {"on-missing", required_argument, set_onmissing, "warn or fail"},
+    {"min-busbw-net", required_argument, set_minbw_net,
+     "GB/s from 0 to " RC_STR(RINGCHECK_MAX_BUSBW_GBPS)},
 };
 
 #define NOPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
@@ -387,9 +403,10 @@ rc_opts_parse(int argc, char **argv, struct rc_opts *o, char *err,
         snprintf(err, errlen, "unexpected argument \"%s\"", argv[optind]);
         return -1;
     }
-    if (o->min_busbw > 0 && o->bw_bytes == 0) {
+    if ((o->min_busbw > 0 || o->min_busbw_net > 0) && o->bw_bytes == 0) {
         snprintf(err, errlen,
-                 "--min-busbw needs the bandwidth phase, but --bw-bytes is 0");
+                 "%s needs the bandwidth phase, but --bw-bytes is 0",
+                 o->min_busbw > 0 ? "--min-busbw" : "--min-busbw-net");
         return -1;
     }
     if (o->phase_timeout_s == 0) {

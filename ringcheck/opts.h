@@ -14,7 +14,8 @@ struct rc_opts {
     int group;              /* --mode group */
     size_t bw_bytes;        /* 0: skip the bandwidth phase */
     enum rc_on_failure on_failure;
-    double min_busbw; /* GB/s; 0: no threshold */
+    double min_busbw;     /* GB/s; 0: no threshold */
+    double min_busbw_net; /* the same across nodes (--min-busbw-net) */
     int diagnose;
     int help;
     const char *fallback_conf;

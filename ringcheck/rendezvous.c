@@ -8,6 +8,9 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -44,6 +47,8 @@ rdv_type_name(enum rdv_type t)
         return "RESULT";
     case RDV_VERDICT:
         return "VERDICT";
+    case RDV_CHALLENGE:
+        return "CHALLENGE";
     }
     return "unknown";
 }
@@ -115,6 +120,8 @@ rdv_encode(const struct rdv_msg *m, unsigned char *buf, size_t len)
         enc_str(&e, m->u.hello.iface, RDV_IFACE_MAX);
         enc_str(&e, m->u.hello.addr, RDV_ADDR_MAX);
         enc_str(&e, m->u.hello.transport, RDV_WORD_MAX);
+        enc_str(&e, m->u.hello.cure, RDV_SETTING_MAX);
+        enc_bytes(&e, m->u.hello.proof, RDV_PROOF_BYTES);
         break;
     case RDV_REJECT:
         enc_str(&e, m->u.reject.reason, RDV_TEXT_MAX);
@@ -123,6 +130,8 @@ rdv_encode(const struct rdv_msg *m, unsigned char *buf, size_t len)
         enc_u32(&e, m->u.run.round);
         enc_u32(&e, m->u.run.world);
         enc_u32(&e, m->u.run.rank_offset);
+        enc_u32(&e, m->u.run.phase_ms);
+        enc_u32(&e, m->u.run.left_ms);
         enc_str(&e, m->u.run.setting, RDV_SETTING_MAX);
         enc_bytes(&e, m->u.run.id, RDV_ID_BYTES);
         break;
@@ -139,6 +148,10 @@ rdv_encode(const struct rdv_msg *m, unsigned char *buf, size_t len)
         enc_str(&e, m->u.verdict.cure, RDV_SETTING_MAX);
         enc_str(&e, m->u.verdict.transport, RDV_WORD_MAX);
         enc_str(&e, m->u.verdict.what, RDV_TEXT_MAX);
+        break;
+    case RDV_CHALLENGE:
+        enc_bytes(&e, m->u.challenge.nonce, RDV_NONCE_BYTES);
+        enc_u32(&e, m->u.challenge.left_ms);
         break;
     default:
         e.bad = 1;
@@ -171,7 +184,7 @@ rdv_decode_header(const unsigned char *hdr, enum rdv_type *type, uint32_t *plen,
                  RDV_VERSION);
         return RDV_EPEER;
     }
-    if (hdr[5] < RDV_HELLO || hdr[5] > RDV_VERDICT || hdr[6] != 0 ||
+    if (hdr[5] < RDV_HELLO || hdr[5] > RDV_CHALLENGE || hdr[6] != 0 ||
         hdr[7] != 0) {
         snprintf(err, errlen, "unknown rendezvous message type %u", hdr[5]);
         return RDV_EPEER;
@@ -239,6 +252,19 @@ dec_str(struct dec *d, char *out, size_t field_size, const char *field)
     d->off += 2 + n;
 }
 
+static void
+dec_bytes(struct dec *d, unsigned char *out, size_t n, const char *field)
+{
+    if (d->bad != NULL)
+        return;
+    if (d->len - d->off < n) {
+        d->bad = field;
+        return;
+    }
+    memcpy(out, d->p + d->off, n);
+    d->off += n;
+}
+
 int
 rdv_decode_payload(enum rdv_type type, const unsigned char *p, size_t len,
                    struct rdv_msg *m, char *err, size_t errlen)
@@ -257,6 +283,8 @@ rdv_decode_payload(enum rdv_type type, const unsigned char *p, size_t len,
         dec_str(&d, m->u.hello.iface, RDV_IFACE_MAX, "interface");
         dec_str(&d, m->u.hello.addr, RDV_ADDR_MAX, "address");
         dec_str(&d, m->u.hello.transport, RDV_WORD_MAX, "transport");
+        dec_str(&d, m->u.hello.cure, RDV_SETTING_MAX, "cure");
+        dec_bytes(&d, m->u.hello.proof, RDV_PROOF_BYTES, "proof");
         break;
     case RDV_REJECT:
         dec_str(&d, m->u.reject.reason, RDV_TEXT_MAX, "reason");
@@ -265,13 +293,10 @@ rdv_decode_payload(enum rdv_type type, const unsigned char *p, size_t len,
         m->u.run.round = dec_u32(&d, "round");
         m->u.run.world = dec_u32(&d, "world size");
         m->u.run.rank_offset = dec_u32(&d, "rank offset");
+        m->u.run.phase_ms = dec_u32(&d, "phase timeout");
+        m->u.run.left_ms = dec_u32(&d, "round deadline");
         dec_str(&d, m->u.run.setting, RDV_SETTING_MAX, "setting");
-        if (d.bad == NULL && d.len - d.off < RDV_ID_BYTES)
-            d.bad = "unique id";
-        if (d.bad == NULL) {
-            memcpy(m->u.run.id, d.p + d.off, RDV_ID_BYTES);
-            d.off += RDV_ID_BYTES;
-        }
+        dec_bytes(&d, m->u.run.id, RDV_ID_BYTES, "unique id");
         break;
     case RDV_RESULT:
         m->u.result.round = dec_u32(&d, "round");
@@ -286,6 +311,10 @@ rdv_decode_payload(enum rdv_type type, const unsigned char *p, size_t len,
         dec_str(&d, m->u.verdict.cure, RDV_SETTING_MAX, "cure");
         dec_str(&d, m->u.verdict.transport, RDV_WORD_MAX, "transport");
         dec_str(&d, m->u.verdict.what, RDV_TEXT_MAX, "message");
+        break;
+    case RDV_CHALLENGE:
+        dec_bytes(&d, m->u.challenge.nonce, RDV_NONCE_BYTES, "nonce");
+        m->u.challenge.left_ms = dec_u32(&d, "deadline");
         break;
     default:
         snprintf(err, errlen, "unknown rendezvous message type %d", type);
@@ -415,6 +444,96 @@ rdv_recv(int fd, struct rdv_msg *m, double deadline, char *err, size_t errlen)
         return r;
     }
     return rdv_decode_payload(type, payload, plen, m, err, errlen);
+}
+
+int
+rdv_reader_feed(struct rdv_reader *r, int fd, struct rdv_msg *m, char *err,
+                size_t errlen)
+{
+    for (;;) {
+        /* The header first; its length then says how much more. */
+        size_t want = r->need == 0 ? RDV_HEADER_LEN : r->need;
+        ssize_t n;
+
+        if (r->got == want) {
+            int rc;
+
+            if (r->need == 0) {
+                uint32_t plen;
+
+                rc = rdv_decode_header(r->buf, &r->type, &plen, err, errlen);
+                if (rc != RDV_OK)
+                    return rc;
+                r->need = RDV_HEADER_LEN + plen;
+                if (plen > 0)
+                    continue;
+            }
+            rc = rdv_decode_payload(r->type, r->buf + RDV_HEADER_LEN,
+                                    r->need - RDV_HEADER_LEN, m, err, errlen);
+            r->got = r->need = 0;
+            return rc;
+        }
+        n = recv(fd, r->buf + r->got, want - r->got, 0);
+        if (n > 0) {
+            r->got += (size_t)n;
+            continue;
+        }
+        if (n == 0) {
+            snprintf(err, errlen, "connection closed%s",
+                     r->got > 0 ? " in the middle of a message" : "");
+            return RDV_EPEER;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return RDV_AGAIN;
+        snprintf(err, errlen, "connection failed: %s", strerror(errno));
+        return RDV_EPEER;
+    }
+}
+
+int
+rdv_token_valid(const char *s)
+{
+    size_t n = 0;
+
+    for (; n <= RDV_TOKEN_HEX && s[n] != '\0'; n++)
+        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+            return 0;
+    return n == RDV_TOKEN_HEX;
+}
+
+int
+rdv_proof(const char *token, const unsigned char *nonce, const char *job,
+          uint32_t node_rank, unsigned char *out)
+{
+    /* The context string keeps a proof for this protocol from being
+     * mistaken for any other use of the token. */
+    static const char ctx[] = "ncclguard-rendezvous-v2";
+    unsigned char msg[sizeof(ctx) + RDV_NONCE_BYTES + RDV_JOB_MAX + 4];
+    size_t n = 0, jl = strnlen(job, RDV_JOB_MAX - 1);
+    unsigned int outlen = 0;
+    unsigned char *r;
+
+    memcpy(msg, ctx, sizeof(ctx)); /* with its NUL */
+    n += sizeof(ctx);
+    memcpy(msg + n, nonce, RDV_NONCE_BYTES);
+    n += RDV_NONCE_BYTES;
+    memcpy(msg + n, job, jl);
+    n += jl;
+    msg[n++] = '\0';
+    msg[n++] = (unsigned char)(node_rank >> 24);
+    msg[n++] = (unsigned char)(node_rank >> 16);
+    msg[n++] = (unsigned char)(node_rank >> 8);
+    msg[n++] = (unsigned char)node_rank;
+    r = HMAC(EVP_sha256(), token, (int)strlen(token), msg, n, out, &outlen);
+    return r != NULL && outlen == RDV_PROOF_BYTES ? 0 : -1;
+}
+
+int
+rdv_proof_equal(const unsigned char *a, const unsigned char *b)
+{
+    return CRYPTO_memcmp(a, b, RDV_PROOF_BYTES) == 0;
 }
 
 static int

@@ -14,16 +14,23 @@
  *   u8      message type (enum rdv_type)
  *   u16     zero
  *   u32     payload length, at most RDV_MAX_PAYLOAD
- * Integers are big-endian. In the payload, each field is a u32 or a string
- * (u16 length, then that many bytes, no NUL, at most the field's size).
+ * Integers are big-endian. In the payload, each field is a u32, a string
+ * (u16 length, then that many bytes, no NUL, at most the field's size) or
+ * a fixed number of raw bytes (the unique id, the nonce, the proof).
  * The payload must be consumed exactly; anything else is garbage and the
  * peer is treated as gone.
  */
 #define RDV_MAGIC "NCGR"
-#define RDV_VERSION 1
+/* Version 2 added CHALLENGE, the HELLO's cure and proof, and the RUN's
+ * budgets. */
+#define RDV_VERSION 2
 #define RDV_HEADER_LEN 12
 #define RDV_MAX_PAYLOAD 2048
 #define RDV_ID_BYTES 128 /* NCCL_UNIQUE_ID_BYTES */
+#define RDV_NONCE_BYTES 16
+#define RDV_PROOF_BYTES 32 /* HMAC-SHA256 */
+/* The job token: 64 lower-case hex digits (NCCLGUARD_JOB_TOKEN). */
+#define RDV_TOKEN_HEX 64
 
 /* Field sizes, with room for the NUL. */
 #define RDV_JOB_MAX 129
@@ -35,22 +42,35 @@
 #define RDV_TEXT_MAX 512
 
 enum rdv_type {
-    RDV_HELLO = 1,   /* node -> leader: who I am */
-    RDV_REJECT = 2,  /* leader -> node: you may not join, and why */
-    RDV_RUN = 3,     /* leader -> node: run one cross-node round */
-    RDV_RESULT = 4,  /* node -> leader: how the round went here */
-    RDV_VERDICT = 5, /* leader -> node: the job-wide verdict; the end */
+    RDV_HELLO = 1,     /* node -> leader: who I am */
+    RDV_REJECT = 2,    /* leader -> node: you may not join, and why */
+    RDV_RUN = 3,       /* leader -> node: run one cross-node round */
+    RDV_RESULT = 4,    /* node -> leader: how the round went here */
+    RDV_VERDICT = 5,   /* leader -> node: the job-wide verdict; the end */
+    RDV_CHALLENGE = 6, /* leader -> node, on connect: a nonce to prove the
+                          job token with, and the job's deadline */
+};
+
+struct rdv_challenge {
+    unsigned char nonce[RDV_NONCE_BYTES];
+    uint32_t left_ms; /* the job's deadline, from now */
 };
 
 struct rdv_hello {
     char job[RDV_JOB_MAX]; /* the job's identity; must match the leader's */
     uint32_t node_rank;
     uint32_t ngpus;     /* local GPUs (NCCL ranks) */
-    int32_t local_code; /* the single-pod check's exit code class */
+    int32_t local_code; /* the single-pod check's failure after its own
+                           fallback: 0 when it passed, or passed with
+                           cure */
     char host[RDV_HOST_MAX];
-    char iface[RDV_IFACE_MAX];    /* interface NCCL picks here, or "" */
-    char addr[RDV_ADDR_MAX];      /* its address */
-    char transport[RDV_WORD_MAX]; /* "NET/IB", "NET/Socket" */
+    char iface[RDV_IFACE_MAX];            /* interface NCCL picks here, or "" */
+    char addr[RDV_ADDR_MAX];              /* its address */
+    char transport[RDV_WORD_MAX];         /* "NET/IB", "NET/Socket" */
+    char cure[RDV_SETTING_MAX];           /* the setting this pod's own fallback
+                                             needs, or "" */
+    unsigned char proof[RDV_PROOF_BYTES]; /* rdv_proof(); zeros without a
+                                             token */
 };
 
 struct rdv_reject {
@@ -61,6 +81,8 @@ struct rdv_run {
     uint32_t round;
     uint32_t world;                 /* ranks in the round's communicator */
     uint32_t rank_offset;           /* this node's first rank */
+    uint32_t phase_ms;              /* each phase's timeout in this round */
+    uint32_t left_ms;               /* the round's deadline, from now */
     char setting[RDV_SETTING_MAX];  /* "NAME=VALUE" to apply, or "" */
     unsigned char id[RDV_ID_BYTES]; /* the NCCL unique id */
 };
@@ -89,12 +111,13 @@ struct rdv_msg {
         struct rdv_run run;
         struct rdv_result result;
         struct rdv_verdict verdict;
+        struct rdv_challenge challenge;
     } u;
 };
 
 /* What a failed call saw: a lower-case message and whether the peer was
  * merely slow (RDV_ETIME) or gone or lying (RDV_EPEER). */
-enum { RDV_OK = 0, RDV_EPEER = -1, RDV_ETIME = -2 };
+enum { RDV_OK = 0, RDV_EPEER = -1, RDV_ETIME = -2, RDV_AGAIN = 1 };
 
 /* Seconds on the monotonic clock (the supervisor's clock). */
 double rdv_now(void);
@@ -166,6 +189,46 @@ int rdv_listen(int port, char *err, size_t errlen)
  */
 int rdv_connect(const char *host, int port, double deadline, int *attempts,
                 char *err, size_t errlen) __attribute__((warn_unused_result));
+
+/*
+ * One frame read in pieces from a non-blocking socket, so that one poll
+ * loop can serve many connections: each connection gets its own reader,
+ * bounded to one frame. Embedded, no heap.
+ */
+struct rdv_reader {
+    unsigned char buf[RDV_HEADER_LEN + RDV_MAX_PAYLOAD];
+    size_t got;         /* bytes in buf */
+    size_t need;        /* bytes of the whole frame once the header is in */
+    enum rdv_type type; /* valid once got >= RDV_HEADER_LEN */
+};
+
+/*
+ * Reads what fd has now, never more than the frame still needs. Returns
+ * RDV_OK with the message in *m (the reader is then reset for the next
+ * frame), RDV_AGAIN when the frame is not complete yet, or RDV_EPEER with
+ * a message in err (closed, garbage). Not thread-safe per reader.
+ */
+int rdv_reader_feed(struct rdv_reader *r, int fd, struct rdv_msg *m, char *err,
+                    size_t errlen) __attribute__((warn_unused_result));
+
+/*
+ * Whether s is a job token: RDV_TOKEN_HEX lower-case hex digits.
+ * Thread-safe.
+ */
+int rdv_token_valid(const char *s);
+
+/*
+ * The proof that a node holds the job's token (RDV_TOKEN_HEX hex digits,
+ * as the webhook wrote it): HMAC-SHA256 under the token of a context
+ * string, the leader's nonce, the job id and the node rank. Returns 0, or
+ * -1 when OpenSSL fails. Thread-safe.
+ */
+int rdv_proof(const char *token, const unsigned char *nonce, const char *job,
+              uint32_t node_rank, unsigned char *out)
+    __attribute__((warn_unused_result));
+
+/* Compares two proofs in constant time; 1 when equal. Thread-safe. */
+int rdv_proof_equal(const unsigned char *a, const unsigned char *b);
 
 /* The name of a message type ("HELLO"), never NULL. */
 const char *rdv_type_name(enum rdv_type t);

@@ -37,7 +37,7 @@ RC_LIBDIRS := $(sort $(RC_CUDART_DIR) $(RC_NCCL_DIR))
 # RUNPATH, not RPATH, so that LD_LIBRARY_PATH (the test double) wins.
 RC_CUDA_LIBS := $(addprefix -L,$(RC_LIBDIRS)) -Wl,--enable-new-dtags \
 	$(addprefix -Wl$(RC_COMMA)-rpath$(RC_COMMA),$(filter-out /usr/lib/%,$\
-	$(RC_LIBDIRS))) -lcudart -l:libnccl.so.2
+	$(RC_LIBDIRS))) -lcudart -l:libnccl.so.2 -lcrypto
 
 RC_FAKES = $(BUILD)/fakes/libcudart.so.13 $(BUILD)/fakes/libnccl.so.2
 DEB_PKGS += jq
@@ -71,11 +71,29 @@ $(BUILD)/fakes/libnccl.so.2: tests/fakes/fake_nccl.c tests/fakes/fake.h \
 		tests/fakes/fake_nccl.c tests/fakes/fake_net.c \
 		-L$(BUILD)/fakes -l:libcudart.so.13 -lpthread
 
-check-ringcheck: ringcheck
+# A stranger on the rendezvous port, for the cross-node tests.
+$(BUILD)/tests/rdv-client: $(BUILD)/obj/tests/ringcheck/rdv_client.o \
+		$(BUILD)/obj/ringcheck/rendezvous.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ -lcrypto
+
+check-ringcheck: ringcheck $(BUILD)/tests/rdv-client
 	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
 	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" \
 		tests/ringcheck/run.sh
+	$(MAKE) --no-print-directory check-ringcheck-multinode
+
+# The cross-node cases alone (network namespaces; needs root), or only
+# those whose name contains WORD: make check-ringcheck-mn-WORD.
+.PHONY: check-ringcheck-multinode
+check-ringcheck-multinode: ringcheck $(BUILD)/tests/rdv-client
 	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+	RDV_CLIENT=$(abspath $(BUILD))/tests/rdv-client \
+	FAKES=$(abspath $(BUILD))/fakes tests/ringcheck/multinode.sh
+
+check-ringcheck-mn-%: ringcheck $(BUILD)/tests/rdv-client
+	MN_ONLY='$*' RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+	RDV_CLIENT=$(abspath $(BUILD))/tests/rdv-client \
 	FAKES=$(abspath $(BUILD))/fakes tests/ringcheck/multinode.sh
 else
 ringcheck:
@@ -87,6 +105,14 @@ ringcheck:
 check-ringcheck:
 	@echo "SKIP check-ringcheck (no CUDA runtime or NCCL found, so neither" \
 		"the ring check nor its test double is built; see make ringcheck)"
+
+check-ringcheck-multinode:
+	@echo "SKIP check-ringcheck-multinode (no CUDA runtime or NCCL found," \
+		"so neither the ring check nor its test double is built)"
+
+check-ringcheck-mn-%:
+	@echo "SKIP check-ringcheck-mn-$* (no CUDA runtime or NCCL found," \
+		"so neither the ring check nor its test double is built)"
 endif
 
 CHECKS += check-ringcheck

@@ -33,7 +33,7 @@ RUN cuda_mm=$(echo "$CUDA_VERSION" | cut -d. -f1,2) \
  && apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       --allow-change-held-packages --allow-downgrades \
-      gcc libc6-dev make \
+      gcc libc6-dev make libssl-dev \
       "libnccl2=${NCCL_VERSION}+cuda${cuda_mm}" \
       "libnccl-dev=${NCCL_VERSION}+cuda${cuda_mm}" \
  && rm -rf /var/lib/apt/lists/*
@@ -61,6 +61,11 @@ RUN cuda_mm=$(echo "$CUDA_VERSION" | cut -d. -f1,2) \
       --allow-change-held-packages --allow-downgrades \
       "libnccl2=${NCCL_VERSION}+cuda${cuda_mm}" \
  && rm -rf /var/lib/apt/lists/*
+# The rendezvous proves the job token with OpenSSL's HMAC (libcrypto).
+RUN ldconfig -p | grep -q 'libcrypto\.so\.3 ' \
+ || (apt-get update \
+     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libssl3t64 \
+     && rm -rf /var/lib/apt/lists/*)
 COPY --from=build /out/ncclguard-ringcheck /usr/local/bin/ncclguard-ringcheck
 # The CUDA images carry NVIDIA_REQUIRE_CUDA, which makes the NVIDIA
 # container toolkit refuse to start the container on a driver older than

@@ -5,7 +5,8 @@
 # network mode (a real TCP exchange between the namespaces). One fault per
 # case; every pod must give its verdict within its cross-node deadline + 1 s.
 #
-#   RINGCHECK=path/to/ncclguard-ringcheck FAKES=dir multinode.sh
+#   RINGCHECK=path/to/ncclguard-ringcheck FAKES=dir RDV_CLIENT=rdv-client \
+#       multinode.sh
 #
 # Names resolve through /etc/netns/NS/hosts, which `ip netns exec` mounts
 # over /etc/hosts in that namespace; the late-DNS case writes it mid-run.
@@ -13,6 +14,7 @@ set -u
 
 : "${RINGCHECK:?set RINGCHECK to the binary}"
 : "${FAKES:?set FAKES to the folder with the test double}"
+: "${RDV_CLIENT:?set RDV_CLIENT to the rendezvous test client (rdv-client)}"
 
 P=ncg-mn-$$
 SW=$P-sw
@@ -166,135 +168,377 @@ expect_in_time() {
         bad "pod $1: verdict after ${took} ms, deadline + 1 s is ${max} ms"
 }
 
+# stranger EXPECTED-REGEX JOB RANK NGPUS [TOKEN]: the test client speaks to
+# node rank 0 from pod 3's namespace; its answer must match.
+stranger() {
+    local want=$1 got
+    shift
+    got=$(ip netns exec "$P-3" "$RDV_CLIENT" 10.77.0.1 $PORT "$@" 2>&1)
+    echo "$got" | grep -qE -- "$want" && ok || bad "stranger $*: got '$got', want /$want/"
+}
+
 # ---------------------------------------------------------------- cases
-CASE="three pods pass"
-pod 0 3 -- --multi-node-timeout 10
-pod 1 3 -- --multi-node-timeout 10
-pod 2 3 -- --multi-node-timeout 10
-expect_rc 0 0; expect_rc 1 0; expect_rc 2 0
-expect_json 0 '.multinode.status == "pass" and .multinode.world == 6 and .multinode.job_wide and (.multinode.nodes | length) == 3'
-expect_json 0 '[.multinode.nodes[].interface] == ["eth0","eth0","eth0"]'
-expect_json 2 '.multinode.status == "pass" and .multinode.node_rank == 2'
-expect_out 0 'node 2  pod-2 .*eth0 10\.77\.0\.3'
-expect_tl 0 'cross-node \(job-wide verdict\): pass'
-expect_tl 1 'cross-node: pass'
+case_0() {
+    CASE="three pods pass"
+    pod 0 3 -- --multi-node-timeout 10
+    pod 1 3 -- --multi-node-timeout 10
+    pod 2 3 -- --multi-node-timeout 10
+    expect_rc 0 0; expect_rc 1 0; expect_rc 2 0
+    expect_json 0 '.multinode.status == "pass" and .multinode.world == 6 and .multinode.job_wide and (.multinode.nodes | length) == 3'
+    expect_json 0 '[.multinode.nodes[].interface] == ["eth0","eth0","eth0"]'
+    expect_json 2 '.multinode.status == "pass" and .multinode.node_rank == 2'
+    expect_out 0 'node 2  pod-2 .*eth0 10\.77\.0\.3'
+    expect_tl 0 'cross-node \(job-wide verdict\): pass'
+    expect_tl 1 'cross-node: pass'
+}
 
-CASE="leader name resolves late"
-hosts_drop_leader 1
-pod 1 2 -- --multi-node-timeout 8
-wait_for 1 'joining node rank 0'
-sleep 0.5
-pod 0 2 -- --multi-node-timeout 8
-sleep 0.3
-hosts_add_leader 1
-expect_rc 0 0; expect_rc 1 0
-expect_out 1 'joined node rank 0 after [2-9][0-9]* attempts'
-expect_json 1 '.multinode.status == "pass"'
+case_1() {
+    CASE="leader name resolves late"
+    hosts_drop_leader 1
+    pod 1 2 -- --multi-node-timeout 8
+    wait_for 1 'joining node rank 0'
+    sleep 0.5
+    pod 0 2 -- --multi-node-timeout 8
+    sleep 0.3
+    hosts_add_leader 1
+    expect_rc 0 0; expect_rc 1 0
+    expect_out 1 'joined node rank 0 after [2-9][0-9]* attempts'
+    expect_json 1 '.multinode.status == "pass"'
+}
 
-CASE="leader name never resolves, on-missing warn and fail"
-hosts_drop_leader 1
-hosts_drop_leader 2
-pod 1 3 -- --multi-node-timeout 2
-pod 2 3 -- --multi-node-timeout 2 --on-missing fail
-expect_rc 1 0; expect_rc 2 4
-expect_json 1 '.ringcheck == "warn" and .multinode.status == "missing"'
-expect_out 1 'name leader.test does not resolve'
-expect_tl 2 'name leader.test does not resolve'
-expect_tl 2 'publishNotReadyAddresses'
-hosts_add_leader 1
-hosts_add_leader 2
+case_2() {
+    CASE="leader name never resolves, on-missing warn and fail"
+    hosts_drop_leader 1
+    hosts_drop_leader 2
+    pod 1 3 -- --multi-node-timeout 2
+    pod 2 3 -- --multi-node-timeout 2 --on-missing fail
+    expect_rc 1 0; expect_rc 2 4
+    expect_json 1 '.ringcheck == "warn" and .multinode.status == "missing"'
+    expect_out 1 'name leader.test does not resolve'
+    expect_tl 2 'name leader.test does not resolve'
+    expect_tl 2 'publishNotReadyAddresses'
+    hosts_add_leader 1
+    hosts_add_leader 2
+}
 
-CASE="connection refused until the deadline"
-pod 1 2 -- --multi-node-timeout 2
-expect_rc 1 0
-expect_out 1 'connection to 10\.77\.0\.1 port [0-9]+ refused'
+case_3() {
+    CASE="connection refused until the deadline"
+    pod 1 2 -- --multi-node-timeout 2
+    expect_rc 1 0
+    expect_out 1 'connection to 10\.77\.0\.1 port [0-9]+ refused'
+}
 
-CASE="a peer never arrives"
-pod 0 3 -- --multi-node-timeout 2
-pod 1 3 -- --multi-node-timeout 4
-expect_rc 0 0; expect_rc 1 0
-expect_json 0 '.multinode.status == "missing" and .multinode.missing == [2] and .ringcheck == "warn"'
-expect_tl 0 'missing node ranks: 2'
-expect_json 1 '.multinode.status == "missing"'
-pod 0 3 -- --multi-node-timeout 2 --on-missing fail
-expect_rc 0 4
-expect_json 0 '.code == 4 and .phase_name == "cross-node"'
+case_4() {
+    CASE="a peer never arrives"
+    pod 0 3 -- --multi-node-timeout 2
+    pod 1 3 -- --multi-node-timeout 4
+    expect_rc 0 0; expect_rc 1 0
+    expect_json 0 '.multinode.status == "missing" and .multinode.missing == [2] and .ringcheck == "warn"'
+    expect_tl 0 'missing node ranks: 2'
+    expect_json 1 '.multinode.status == "missing"'
+    pod 0 3 -- --multi-node-timeout 2 --on-missing fail
+    expect_rc 0 4
+    expect_json 0 '.code == 4 and .phase_name == "cross-node"'
+}
 
-CASE="a peer dies mid-collective"
-pod 0 3 -- --multi-node-timeout 10
-pod 1 3 -- --multi-node-timeout 10
-pod 2 3 FAKENCCL_CROSS_CRASH=1 -- --multi-node-timeout 10 --no-diagnose
-expect_rc 0 3; expect_rc 1 3; expect_rc 2 3
-expect_json 0 '.multinode.status == "fail" and (.message | test("node [0-9]"))'
-expect_out 0 'connection closed by remote peer|crashed'
-expect_tl 1 'cross-node: fail'
+case_5() {
+    CASE="a peer dies mid-collective"
+    pod 0 3 -- --multi-node-timeout 10
+    pod 1 3 -- --multi-node-timeout 10
+    pod 2 3 FAKENCCL_CROSS_CRASH=1 -- --multi-node-timeout 10 --no-diagnose
+    expect_rc 0 3; expect_rc 1 3; expect_rc 2 3
+    expect_json 0 '.multinode.status == "fail" and (.message | test("node [0-9]"))'
+    expect_out 0 'connection closed by remote peer|crashed'
+    expect_tl 1 'cross-node: fail'
+}
 
-CASE="one node's init hangs"
-# Five rounds, four of them stopped by the phase timeout.
-pod 0 3 -- --multi-node-timeout 25
-pod 1 3 -- --multi-node-timeout 25
-pod 2 3 FAKENCCL_CROSS_HANG_INIT=1 -- --multi-node-timeout 25
-expect_rc 0 4; expect_rc 1 4; expect_rc 2 4
-expect_json 0 '.multinode.diagnosis | test("failing pairs: node 0 - node 2$|failing pairs: node 0 - node 2;")'
-expect_tl 0 'phase 3 \(nccl-init\) did not finish'
+case_6() {
+    CASE="one node's init hangs"
+    # Five rounds, four of them stopped by the phase timeout.
+    pod 0 3 -- --multi-node-timeout 25
+    pod 1 3 -- --multi-node-timeout 25
+    pod 2 3 FAKENCCL_CROSS_HANG_INIT=1 -- --multi-node-timeout 25
+    expect_rc 0 4; expect_rc 1 4; expect_rc 2 4
+    expect_json 0 '.multinode.diagnosis | test("failing pairs: node 0 - node 2$|failing pairs: node 0 - node 2;")'
+    expect_tl 0 'phase 3 \(nccl-init\) did not finish'
+}
 
-CASE="a stranger with another job id"
-# Node 0 waits through the stranger's whole attempt (up to its 6 s) and
-# then for node 1, so its own deadline is generous: on a loaded 2-core
-# machine 6 s was not always enough. A pass returns as soon as both join.
-pod 0 2 -- --multi-node-timeout 30
-pod 2 2 NCCLGUARD_JOB_ID=other-job LWS_WORKER_INDEX=1 -- --multi-node-timeout 6
-waitpod 2
-[ "$RC" -ne 0 ] && ok || bad "the stranger passed"
-expect_out 2 'rejected us: job id "other-job" is not this job'
-pod 1 2 -- --multi-node-timeout 30
-expect_rc 0 0; expect_rc 1 0
-expect_out 0 'rejected 10\.77\.0\.3: job id'
-expect_json 0 '.multinode.status == "pass" and (.multinode.nodes | length) == 2'
+case_7() {
+    CASE="a stranger with another job id"
+    # Node 0 waits through the stranger's whole attempt (up to its 6 s) and
+    # then for node 1, so its own deadline is generous: on a loaded 2-core
+    # machine 6 s was not always enough. A pass returns as soon as both join.
+    pod 0 2 -- --multi-node-timeout 30
+    pod 2 2 NCCLGUARD_JOB_ID=other-job LWS_WORKER_INDEX=1 -- --multi-node-timeout 6
+    waitpod 2
+    [ "$RC" -ne 0 ] && ok || bad "the stranger passed"
+    expect_out 2 'rejected us: job id "other-job" is not this job'
+    pod 1 2 -- --multi-node-timeout 30
+    expect_rc 0 0; expect_rc 1 0
+    expect_out 0 'rejected 10\.77\.0\.3: job id'
+    expect_json 0 '.multinode.status == "pass" and (.multinode.nodes | length) == 2'
+}
 
-CASE="garbage on the port"
-pod 0 2 -- --multi-node-timeout 6
-wait_for 0 'listening on port'
-ip netns exec "$P-3" bash -c \
-    "exec 3<>/dev/tcp/10.77.0.1/$PORT; printf 'GET / HTTP/1.1\r\nHost: x\r\n\r\n' >&3; sleep 0.2" \
-    2>/dev/null
-ip netns exec "$P-3" bash -c \
-    "exec 3<>/dev/tcp/10.77.0.1/$PORT; printf 'NCGR\001\001\000\000\377\377\377\377' >&3; sleep 0.2" \
-    2>/dev/null
-pod 1 2 -- --multi-node-timeout 6
-expect_rc 0 0; expect_rc 1 0
-expect_out 0 'dropped a connection from 10\.77\.0\.4: not a ncclguard rendezvous frame'
-expect_out 0 'dropped a connection from 10\.77\.0\.4: rendezvous payload of 4294967295 bytes'
+case_8() {
+    CASE="garbage on the port"
+    pod 0 2 -- --multi-node-timeout 6
+    wait_for 0 'listening on port'
+    ip netns exec "$P-3" bash -c \
+        "exec 3<>/dev/tcp/10.77.0.1/$PORT; printf 'GET / HTTP/1.1\r\nHost: x\r\n\r\n' >&3; sleep 0.2" \
+        2>/dev/null
+    ip netns exec "$P-3" bash -c \
+        "exec 3<>/dev/tcp/10.77.0.1/$PORT; printf 'NCGR\002\001\000\000\377\377\377\377' >&3; sleep 0.2" \
+        2>/dev/null
+    pod 1 2 -- --multi-node-timeout 6
+    expect_rc 0 0; expect_rc 1 0
+    expect_out 0 'dropped a connection from 10\.77\.0\.4: not a ncclguard rendezvous frame'
+    expect_out 0 'dropped a connection from 10\.77\.0\.4: rendezvous payload of 4294967295 bytes'
+}
 
-CASE="NCCL_SOCKET_IFNAME names an interface one pod lacks"
-pod 0 2 NCCL_SOCKET_IFNAME==eth0 -- --multi-node-timeout 6
-pod 1 2 NCCL_SOCKET_IFNAME==ib0 -- --multi-node-timeout 6
-expect_rc 0 3; expect_rc 1 3
-expect_out 1 'NCCL_SOCKET_IFNAME==ib0: no interface|no socket interface found matching NCCL_SOCKET_IFNAME==ib0'
-expect_json 0 '.multinode.message | test("node 1 .* failed its single-pod check")'
-expect_json 1 '(.multinode.nodes[0].interface == "") and (.multinode.nodes[0].interfaces_present | test("eth0"))'
-expect_tl 0 'node 1: pod-1, [0-9]+ GPUs, no interface; has lo, eth0'
+case_9() {
+    CASE="NCCL_SOCKET_IFNAME names an interface one pod lacks"
+    pod 0 2 NCCL_SOCKET_IFNAME==eth0 -- --multi-node-timeout 6
+    pod 1 2 NCCL_SOCKET_IFNAME==ib0 -- --multi-node-timeout 6
+    expect_rc 0 3; expect_rc 1 3
+    expect_out 1 'NCCL_SOCKET_IFNAME==ib0: no interface|no socket interface found matching NCCL_SOCKET_IFNAME==ib0'
+    expect_json 0 '.multinode.message | test("node 1 .* failed its single-pod check")'
+    expect_json 1 '(.multinode.nodes[0].interface == "") and (.multinode.nodes[0].interfaces_present | test("eth0"))'
+    expect_tl 0 'node 1: pod-1, [0-9]+ GPUs, no interface; has lo, eth0'
+}
 
-CASE="a pod that picks docker0 cannot reach the others"
-pod 0 2 -- --multi-node-timeout 8 --no-diagnose
-pod 1 2 NCCL_SOCKET_IFNAME=docker FAKENCCL_CONNECT_RETRY_S=1 -- \
-    --multi-node-timeout 8 --no-diagnose
-expect_rc 0 3; expect_rc 1 3
-expect_json 0 '.multinode.diagnosis | test("node 1 \\(pod-1\\) uses docker0, a container bridge")'
-expect_json 0 '.multinode.diagnosis | test("interfaces differ")'
+case_10() {
+    CASE="a pod that picks docker0 cannot reach the others"
+    pod 0 2 -- --multi-node-timeout 8 --no-diagnose
+    pod 1 2 NCCL_SOCKET_IFNAME=docker FAKENCCL_CONNECT_RETRY_S=1 -- \
+        --multi-node-timeout 8 --no-diagnose
+    expect_rc 0 3; expect_rc 1 3
+    expect_json 0 '.multinode.diagnosis | test("node 1 \\(pod-1\\) uses docker0, a container bridge")'
+    expect_json 0 '.multinode.diagnosis | test("interfaces differ")'
+}
 
-CASE="the network transport fails, NCCL_IB_DISABLE=1 cures it, fallback on every pod"
-for i in 0 1 2; do
-    pod $i 3 FAKENCCL_CROSS_FAIL_UNLESS=NCCL_IB_DISABLE=1 -- \
-        --multi-node-timeout 10 --on-failure fallback
+case_11() {
+    CASE="the network transport fails, NCCL_IB_DISABLE=1 cures it, fallback on every pod"
+    for i in 0 1 2; do
+        pod $i 3 FAKENCCL_CROSS_FAIL_UNLESS=NCCL_IB_DISABLE=1 -- \
+            --multi-node-timeout 10 --on-failure fallback
+    done
+    expect_rc 0 0; expect_rc 1 0; expect_rc 2 0
+    for i in 0 1 2; do
+        grep -qx 'NCCL_IB_DISABLE=1' "$TMP/conf.$i" 2>/dev/null && ok ||
+            bad "pod $i: fallback file lacks NCCL_IB_DISABLE=1"
+        expect_json $i '.ringcheck == "fallback" and .cure == "NCCL_IB_DISABLE=1"'
+    done
+    expect_out 0 'round [0-9]+: nodes 0,1,2 \(6 ranks\) with NCCL_IB_DISABLE=1: pass'
+}
+
+case_12() {
+    CASE="a follower killed in round 1: the round is void, no cure"
+    # Before: round 1 failed, the diagnosis reran on node 0 alone, "passed"
+    # with NCCL_IB_DISABLE=1 and wrote that cure.
+    pod 0 2 -- --multi-node-timeout 20 --on-failure fallback
+    pod 1 2 FAKENCCL_CROSS_HANG_INIT=1 -- --multi-node-timeout 20 --on-failure fallback
+    wait_for 1 'round 1: ranks'
+    sleep 0.5
+    { kill -9 "$PID1"; waitpod 1; } 2>/dev/null
+    expect_rc 0 3
+    expect_json 0 '.ringcheck == "fail" and .cure == null and .multinode.status == "fail" and .multinode.left == [1]'
+    expect_json 0 '.multinode.message | test("node 1 \\(pod-1\\) left during round 1")'
+    grep -q 'NCCL_IB_DISABLE' "$TMP/conf.0" 2>/dev/null &&
+        bad "pod 0: a cure was written after a node left" || ok
+}
+
+case_13() {
+    CASE="a follower killed during the diagnosis: aborted, no cure, one verdict"
+    pod 0 3 -- --multi-node-timeout 30 --on-failure fallback
+    pod 1 3 -- --multi-node-timeout 30 --on-failure fallback
+    pod 2 3 FAKENCCL_CROSS_HANG_INIT=1 -- --multi-node-timeout 30 --on-failure fallback
+    wait_for 2 'round 2: ranks'
+    sleep 0.3
+    { kill -9 "$PID2"; waitpod 2; } 2>/dev/null
+    expect_rc 0 4; expect_rc 1 4
+    expect_json 0 '.cure == null and .multinode.left == [2] and (.multinode.diagnosis | test("aborted: node 2 \\(pod-2\\) left during round 2"))'
+    expect_json 1 '.ringcheck == "fail" and .cure == null and (.multinode.message | test("node 2 \\(pod-2\\) left during diagnosis round 2"))'
+    for i in 0 1; do
+        grep -q 'NCCL_IB_DISABLE' "$TMP/conf.$i" 2>/dev/null &&
+            bad "pod $i: a cure was written after a node left" || ok
+    done
+}
+
+case_14() {
+    CASE="an init container that restarts rejoins"
+    # Before: the leader kept the dead connection and rejected the new
+    # process ("node rank 1 has already joined").
+    pod 0 3 -- --multi-node-timeout 15
+    pod 1 3 -- --multi-node-timeout 15
+    wait_for 0 'node 1 joined from'
+    { kill -9 "$PID1"; waitpod 1; } 2>/dev/null
+    wait_for 0 "node 1's connection from 10\.77\.0\.2 closed before the rounds"
+    pod 1 3 -- --multi-node-timeout 15
+    pod 2 3 -- --multi-node-timeout 15
+    expect_rc 0 0; expect_rc 1 0; expect_rc 2 0
+    expect_json 0 '.multinode.status == "pass" and .multinode.world == 6'
+    [ "$(grep -c 'node 1 joined from' "$TMP/out.0")" -eq 2 ] && ok ||
+        bad "pod 0: node 1 did not join twice"
+}
+
+case_15() {
+    CASE="a second process for a joined rank replaces the stale connection"
+    pod 0 3 -- --multi-node-timeout 15
+    pod 1 3 -- --multi-node-timeout 15
+    wait_for 0 'node 1 joined from'
+    pod 3 3 LWS_WORKER_INDEX=1 -- --multi-node-timeout 15
+    wait_for 0 'node 1 rejoined from 10\.77\.0\.4; its earlier connection from 10\.77\.0\.2 is replaced'
+    pod 2 3 -- --multi-node-timeout 15
+    expect_rc 0 0; expect_rc 3 0; expect_rc 2 0
+    expect_json 0 '.multinode.status == "pass" and .multinode.world == 6'
+    expect_json 3 '.multinode.status == "pass" and .multinode.node_rank == 1'
+    waitpod 1
+}
+
+case_16() {
+    CASE="a pod that cured itself does not fail the healthy ones"
+    # Node 1's GPUs pass only with NCCL_P2P_DISABLE=1 (its single-pod phases
+    # run on the double's shared-memory transport, where that fault lives).
+    # Before: node 1 sent its raw failure, node 0 exited 3 and the job never
+    # started. Now every pod runs the rounds with node 1's cure and ends with
+    # the same verdict and the same fallback file.
+    pod 0 3 -- --multi-node-timeout 15 --on-failure fallback
+    pod 1 3 FAKENCCL_NET=0 FAKENCCL_P2P_BROKEN=0,1 -- --multi-node-timeout 15 --on-failure fallback
+    pod 2 3 -- --multi-node-timeout 15 --on-failure fallback
+    expect_rc 0 0; expect_rc 1 0; expect_rc 2 0
+    for i in 0 1 2; do
+        expect_json $i '.ringcheck == "fallback" and .cure == "NCCL_P2P_DISABLE=1" and .multinode.status == "fallback"'
+        grep -qx 'NCCL_P2P_DISABLE=1' "$TMP/conf.$i" 2>/dev/null && ok ||
+            bad "pod $i: fallback file lacks NCCL_P2P_DISABLE=1"
+    done
+    expect_out 0 'node 1 joined from .*its own check passes only with NCCL_P2P_DISABLE=1'
+    expect_out 0 'round 1: nodes 0,1,2 \(6 ranks\) with NCCL_P2P_DISABLE=1: pass'
+}
+
+case_17() {
+    CASE="a cured pod in a job whose ring fails takes the job's failure"
+    pod 0 2 -- --multi-node-timeout 10 --on-failure fallback --no-diagnose
+    pod 1 2 FAKENCCL_NET=0 FAKENCCL_P2P_BROKEN=0,1 FAKENCCL_CROSS_FAIL_UNLESS=NCCL_IB_DISABLE=1 -- \
+        --multi-node-timeout 10 --on-failure fallback --no-diagnose
+    expect_rc 0 3; expect_rc 1 3
+    expect_json 1 '.ringcheck == "fail" and .cure == null and .multinode.status == "fail"'
+}
+
+case_18() {
+    CASE="one deadline for the job: a follower that started first stays for the verdict"
+    # Node 1 starts 9 s before node 0. Before, it left at its own deadline, in
+    # the middle of the diagnosis; now it takes node 0's deadline and gets the
+    # job's verdict like everyone else.
+    pod 1 3 -- --multi-node-timeout 20
+    wait_for 1 'joining node rank 0'
+    sleep 9
+    pod 0 3 -- --multi-node-timeout 20
+    pod 2 3 FAKENCCL_CROSS_HANG_INIT=1 -- --multi-node-timeout 20
+    expect_rc 0 4; expect_rc 2 4
+    waitpod 1
+    [ "$RC" -eq 4 ] && ok || bad "pod 1: exit $RC, want 4"
+    expect_out 1 "the job's deadline from node rank 0: 1[0-9]\.[0-9] s left"
+    expect_json 0 '.multinode.left == [] and (.multinode.diagnosis | test("aborted") | not)'
+    expect_json 1 '.multinode.message | test("^the ring over 3 nodes \\(6 ranks\\) failed")'
+    expect_out 0 'round 2: nodes 0,1,2 \(6 ranks\) with NCCL_IB_DISABLE=1'
+}
+
+case_19() {
+    CASE="twenty idle connections do not delay a real node"
+    # Before: HELLOs were read one at a time with 2 s each, so the real node
+    # waited 40 s behind the idle ones, past the 8 s deadline.
+    pod 0 2 -- --multi-node-timeout 8
+    wait_for 0 'listening on port'
+    ip netns exec "$P-3" bash -c \
+        "for i in \$(seq 20); do exec {fd}<>/dev/tcp/10.77.0.1/$PORT; done; sleep 9" \
+        2>/dev/null &
+    IDLE=$!
+    sleep 0.5
+    pod 1 2 -- --multi-node-timeout 8
+    expect_rc 0 0; expect_rc 1 0
+    expect_json 0 '.multinode.status == "pass"'
+    expect_out 0 'dropped a connection from 10\.77\.0\.4: (no HELLO within its time budget|the gathering ended)'
+    kill "$IDLE" 2>/dev/null
+    wait "$IDLE" 2>/dev/null
+}
+
+case_20() {
+    CASE="strangers: a prefix of the job id, an empty id, impossible GPU counts"
+    pod 0 3 -- --multi-node-timeout 10
+    wait_for 0 'listening on port'
+    stranger '^REJECT: job id "job-uid" is not this job' job-uid 2 2
+    stranger '^REJECT: job id "job-uid-10" is not this job' job-uid-10 2 2
+    stranger '^REJECT: the HELLO has an empty job id' "" 2 2
+    stranger '^REJECT: node rank 2 claims 0 GPUs' job-uid-1 2 0
+    stranger '^REJECT: node rank 2 claims 2147483647 GPUs' job-uid-1 2 2147483647
+    stranger '^REJECT: node rank 3 is outside 1\.\.2' job-uid-1 3 2
+    # A node's cure runs on every node: only the fallback's own settings.
+    stranger '^REJECT: node rank 2 sent "NCCL_SOCKET_IFNAME=lo", which is no fallback cure' \
+        job-uid-1 2 2 - NCCL_SOCKET_IFNAME=lo
+    pod 1 3 -- --multi-node-timeout 10
+    pod 2 3 -- --multi-node-timeout 10
+    expect_rc 0 0; expect_rc 1 0; expect_rc 2 0
+    expect_json 0 '.multinode.status == "pass" and .multinode.world == 6'
+}
+
+case_21() {
+    CASE="a job token: only pods that hold it join"
+    TOK=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff
+    BAD=ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100
+    pod 0 2 NCCLGUARD_JOB_TOKEN=$TOK -- --multi-node-timeout 10
+    wait_for 0 'listening on port'
+    stranger "^REJECT: node rank 1 does not hold this job's token" job-uid-1 1 2
+    stranger "^REJECT: node rank 1 does not hold this job's token" job-uid-1 1 2 $BAD
+    pod 1 2 NCCLGUARD_JOB_TOKEN=$TOK -- --multi-node-timeout 10
+    expect_rc 0 0; expect_rc 1 0
+    expect_json 0 '.multinode.status == "pass" and (.multinode.nodes | length) == 2'
+    # The real binary with the right job id but another token is a stranger.
+    pod 0 2 NCCLGUARD_JOB_TOKEN=$TOK -- --multi-node-timeout 6
+    pod 1 2 NCCLGUARD_JOB_TOKEN=$BAD -- --multi-node-timeout 6 --on-missing fail
+    expect_rc 1 9
+    expect_out 1 "rejected us: node rank 1 does not hold this job's token"
+    waitpod 0
+}
+
+case_22() {
+    CASE="mixed GPU counts: 2 and 3 GPUs make a world of 5"
+    pod 0 2 -- --multi-node-timeout 10
+    pod 1 2 FAKECUDA_DEVICES=3 -- --multi-node-timeout 10
+    expect_rc 0 0; expect_rc 1 0
+    expect_json 0 '.multinode.world == 5 and ([.multinode.nodes[].gpus] == [2,3])'
+    expect_out 1 'round 1: ranks 2-4 of 5'
+}
+
+case_23() {
+    CASE="no NCCLGUARD_JOB_ID: the leader's address and node count identify the job"
+    pod 0 2 NCCLGUARD_JOB_ID= -- --multi-node-timeout 10
+    pod 1 2 NCCLGUARD_JOB_ID= -- --multi-node-timeout 10
+    expect_rc 0 0; expect_rc 1 0
+    expect_json 0 '.multinode.status == "pass" and .multinode.job == "leader.test/2"'
+    expect_json 1 '.multinode.job == "leader.test/2"'
+}
+
+case_24() {
+    CASE="--min-busbw-net: the cross-node threshold of its own"
+    pod 0 2 -- --multi-node-timeout 10 --min-busbw-net 100000 --no-diagnose
+    pod 1 2 -- --multi-node-timeout 10 --min-busbw-net 100000 --no-diagnose
+    expect_rc 0 8; expect_rc 1 8
+    expect_json 0 '.multinode.message | test("across nodes is below --min-busbw-net 100000")'
+}
+
+# MN_ONLY=WORD runs only the cases whose name contains WORD (make
+# check-ringcheck-mn-WORD), so that one behaviour is checked in seconds.
+ran=0
+for fn in $(declare -F | awk '$3 ~ /^case_[0-9]+$/ { print $3 }' | sort -t_ -k2 -n); do
+    name=$(declare -f "$fn" | sed -n 's/^ *CASE="\([^"]*\)".*/\1/p' | head -1)
+    if [ -n "${MN_ONLY:-}" ] && [[ $name != *"$MN_ONLY"* ]]; then continue; fi
+    "$fn"
+    ran=$((ran + 1))
 done
-expect_rc 0 0; expect_rc 1 0; expect_rc 2 0
-for i in 0 1 2; do
-    grep -qx 'NCCL_IB_DISABLE=1' "$TMP/conf.$i" 2>/dev/null && ok ||
-        bad "pod $i: fallback file lacks NCCL_IB_DISABLE=1"
-    expect_json $i '.ringcheck == "fallback" and .cure == "NCCL_IB_DISABLE=1"'
-done
-expect_out 0 'round [0-9]+: nodes 0,1,2 \(6 ranks\) with NCCL_IB_DISABLE=1: pass'
+if [ "$ran" -eq 0 ]; then
+    echo "FAIL: no case matches MN_ONLY=${MN_ONLY:-}"
+    fail=$((fail + 1))
+fi
 
 echo "multinode: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

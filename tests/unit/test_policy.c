@@ -91,6 +91,7 @@ test_defaults(void)
     CHECK_INT(s->ringcheck.rendezvous_port, 29450);
     CHECK_INT(s->ringcheck.multi_node_timeout, 300);
     CHECK_INT(s->ringcheck.on_missing, RINGCHECK_MISSING_WARN);
+    CHECK(s->ringcheck.min_net_busbw_gbps == 0);
     CHECK(s->ringcheck.leader_address == NULL);
     CHECK_STR(s->ringcheck.nodes, "{annotation:ncclguard.io/nodes}");
     CHECK_INT(s->n_extra_env, 0);
@@ -716,6 +717,9 @@ settings_same(const struct settings *a, const struct settings *b)
     SAME_INT(ringcheck.rendezvous_port);
     SAME_INT(ringcheck.multi_node_timeout);
     SAME_INT(ringcheck.on_missing);
+    same_int("ringcheck.min_net_busbw_gbps (x1000)",
+             (long long)(a->ringcheck.min_net_busbw_gbps * 1000),
+             (long long)(b->ringcheck.min_net_busbw_gbps * 1000));
     SAME_STR(ringcheck.leader_address);
     SAME_STR(ringcheck.nodes);
     SAME_INT(n_extra_env);

@@ -30,6 +30,9 @@ sample(enum rdv_type t)
         snprintf(m.u.hello.iface, sizeof(m.u.hello.iface), "ib0");
         snprintf(m.u.hello.addr, sizeof(m.u.hello.addr), "10.0.0.3");
         snprintf(m.u.hello.transport, sizeof(m.u.hello.transport), "NET/IB");
+        snprintf(m.u.hello.cure, sizeof(m.u.hello.cure), "NCCL_P2P_DISABLE=1");
+        for (int i = 0; i < RDV_PROOF_BYTES; i++)
+            m.u.hello.proof[i] = (unsigned char)(255 - i);
         break;
     case RDV_REJECT:
         snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "no");
@@ -38,6 +41,8 @@ sample(enum rdv_type t)
         m.u.run.round = 2;
         m.u.run.world = 16;
         m.u.run.rank_offset = 8;
+        m.u.run.phase_ms = 3750;
+        m.u.run.left_ms = 15000;
         snprintf(m.u.run.setting, sizeof(m.u.run.setting), "NCCL_IB_DISABLE=1");
         for (int i = 0; i < RDV_ID_BYTES; i++)
             m.u.run.id[i] = (unsigned char)(i * 7);
@@ -58,6 +63,11 @@ sample(enum rdv_type t)
                  "GPUDirect RDMA");
         snprintf(m.u.verdict.what, sizeof(m.u.verdict.what), "node 2 absent");
         break;
+    case RDV_CHALLENGE:
+        for (int i = 0; i < RDV_NONCE_BYTES; i++)
+            m.u.challenge.nonce[i] = (unsigned char)(i * 13 + 1);
+        m.u.challenge.left_ms = 119500;
+        break;
     }
     return m;
 }
@@ -66,7 +76,7 @@ sample(enum rdv_type t)
 static void
 test_roundtrip(void)
 {
-    for (int t = RDV_HELLO; t <= RDV_VERDICT; t++) {
+    for (int t = RDV_HELLO; t <= RDV_CHALLENGE; t++) {
         struct rdv_msg in = sample((enum rdv_type)t), out;
         unsigned char buf[RDV_HEADER_LEN + RDV_MAX_PAYLOAD];
         size_t n = rdv_encode(&in, buf, sizeof(buf));
@@ -104,19 +114,22 @@ test_header(void)
         int want;
         const char *msg;
     } cases[] = {
-        {{'N', 'C', 'G', 'R', 1, 1, 0, 0, 0, 0, 0, 4}, RDV_OK, ""},
+        {{'N', 'C', 'G', 'R', 2, 1, 0, 0, 0, 0, 0, 4}, RDV_OK, ""},
         {{'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P', '/', '1'},
          RDV_EPEER,
          "bad magic"},
-        {{'N', 'C', 'G', 'R', 2, 1, 0, 0, 0, 0, 0, 4}, RDV_EPEER, "version 2"},
-        {{'N', 'C', 'G', 'R', 1, 0, 0, 0, 0, 0, 0, 4}, RDV_EPEER, "type 0"},
-        {{'N', 'C', 'G', 'R', 1, 6, 0, 0, 0, 0, 0, 4}, RDV_EPEER, "type 6"},
-        {{'N', 'C', 'G', 'R', 1, 1, 0, 1, 0, 0, 0, 4}, RDV_EPEER, "type 1"},
-        {{'N', 'C', 'G', 'R', 1, 1, 0, 0, 0, 0, 8, 1}, RDV_EPEER, "2049 bytes"},
-        {{'N', 'C', 'G', 'R', 1, 1, 0, 0, 0xff, 0xff, 0xff, 0xff},
+        /* Version 1 had no CHALLENGE and no proof: refused by name. */
+        {{'N', 'C', 'G', 'R', 1, 1, 0, 0, 0, 0, 0, 4}, RDV_EPEER, "version 1"},
+        {{'N', 'C', 'G', 'R', 3, 1, 0, 0, 0, 0, 0, 4}, RDV_EPEER, "version 3"},
+        {{'N', 'C', 'G', 'R', 2, 0, 0, 0, 0, 0, 0, 4}, RDV_EPEER, "type 0"},
+        {{'N', 'C', 'G', 'R', 2, 6, 0, 0, 0, 0, 0, 4}, RDV_OK, ""},
+        {{'N', 'C', 'G', 'R', 2, 7, 0, 0, 0, 0, 0, 4}, RDV_EPEER, "type 7"},
+        {{'N', 'C', 'G', 'R', 2, 1, 0, 1, 0, 0, 0, 4}, RDV_EPEER, "type 1"},
+        {{'N', 'C', 'G', 'R', 2, 1, 0, 0, 0, 0, 8, 1}, RDV_EPEER, "2049 bytes"},
+        {{'N', 'C', 'G', 'R', 2, 1, 0, 0, 0xff, 0xff, 0xff, 0xff},
          RDV_EPEER,
          "4294967295 bytes"},
-        {{'N', 'C', 'G', 'R', 1, 5, 0, 0, 0, 0, 8, 0}, RDV_OK, ""},
+        {{'N', 'C', 'G', 'R', 2, 5, 0, 0, 0, 0, 8, 0}, RDV_OK, ""},
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -287,9 +300,104 @@ test_connect_refused(void)
     CHECK(rdv_now() - t0 < 1.0);
 }
 
+/* One reader per connection: a frame that comes a byte at a time is
+ * assembled without blocking, two frames back to back come apart, and a
+ * close in the middle is the peer's end. */
+static void
+test_reader(void)
+{
+    int sv[2];
+    unsigned char buf[RDV_HEADER_LEN + RDV_MAX_PAYLOAD];
+    struct rdv_msg in = sample(RDV_HELLO), in2 = sample(RDV_CHALLENGE), out;
+    struct rdv_reader rd;
+    char err[200];
+    size_t n;
+    int r = RDV_AGAIN;
+
+    CHECK_INT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    fcntl(sv[1], F_SETFL, O_NONBLOCK);
+    memset(&rd, 0, sizeof(rd));
+    CHECK_INT(rdv_reader_feed(&rd, sv[1], &out, err, sizeof(err)), RDV_AGAIN);
+    n = rdv_encode(&in, buf, sizeof(buf));
+    CHECK(n > RDV_HEADER_LEN);
+    for (size_t i = 0; i < n; i++) {
+        CHECK_INT(r, RDV_AGAIN);
+        CHECK(write(sv[0], buf + i, 1) == 1);
+        r = rdv_reader_feed(&rd, sv[1], &out, err, sizeof(err));
+    }
+    CHECK_INT(r, RDV_OK);
+    CHECK(memcmp(&in, &out, sizeof(in)) == 0);
+    /* Two frames in one write: the reader takes one frame at a time. */
+    n = rdv_encode(&in2, buf, sizeof(buf));
+    CHECK(write(sv[0], buf, n) == (ssize_t)n);
+    n = rdv_encode(&in, buf, sizeof(buf));
+    CHECK(write(sv[0], buf, n) == (ssize_t)n);
+    CHECK_INT(rdv_reader_feed(&rd, sv[1], &out, err, sizeof(err)), RDV_OK);
+    CHECK(memcmp(&in2, &out, sizeof(in2)) == 0);
+    CHECK_INT(rdv_reader_feed(&rd, sv[1], &out, err, sizeof(err)), RDV_OK);
+    CHECK(memcmp(&in, &out, sizeof(in)) == 0);
+    /* Garbage is refused as soon as the header is in. */
+    CHECK(write(sv[0], "GET / HTTP/1.1\r\n", 16) == 16);
+    CHECK_INT(rdv_reader_feed(&rd, sv[1], &out, err, sizeof(err)), RDV_EPEER);
+    CHECK(strstr(err, "bad magic") != NULL);
+    close(sv[0]);
+    close(sv[1]);
+    /* Half a frame, then the close. */
+    CHECK_INT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    fcntl(sv[1], F_SETFL, O_NONBLOCK);
+    memset(&rd, 0, sizeof(rd));
+    CHECK(write(sv[0], buf, n / 2) == (ssize_t)(n / 2));
+    CHECK_INT(rdv_reader_feed(&rd, sv[1], &out, err, sizeof(err)), RDV_AGAIN);
+    close(sv[0]);
+    CHECK_INT(rdv_reader_feed(&rd, sv[1], &out, err, sizeof(err)), RDV_EPEER);
+    CHECK(strstr(err, "in the middle of a message") != NULL);
+    close(sv[1]);
+}
+
+/* The job token's proof: the same inputs give the same proof, and each
+ * input changes it; tokens are checked for their form. */
+static void
+test_proof(void)
+{
+    static const char tok[] =
+        "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    static const char tok2[] =
+        "10112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    unsigned char nonce[RDV_NONCE_BYTES], nonce2[RDV_NONCE_BYTES];
+    unsigned char a[RDV_PROOF_BYTES], b[RDV_PROOF_BYTES];
+
+    memset(nonce, 7, sizeof(nonce));
+    memcpy(nonce2, nonce, sizeof(nonce));
+    nonce2[15] ^= 1;
+    CHECK(rdv_token_valid(tok));
+    CHECK(!rdv_token_valid(""));
+    CHECK(!rdv_token_valid("00112233"));
+    CHECK(!rdv_token_valid(
+        "00112233445566778899AABBCCDDEEFF00112233445566778899aabbccddeeff"));
+    CHECK(!rdv_token_valid(
+        "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff0"));
+    CHECK_INT(rdv_proof(tok, nonce, "job-1", 1, a), 0);
+    CHECK_INT(rdv_proof(tok, nonce, "job-1", 1, b), 0);
+    CHECK(rdv_proof_equal(a, b));
+    CHECK_INT(rdv_proof(tok2, nonce, "job-1", 1, b), 0);
+    CHECK(!rdv_proof_equal(a, b));
+    CHECK_INT(rdv_proof(tok, nonce2, "job-1", 1, b), 0);
+    CHECK(!rdv_proof_equal(a, b));
+    CHECK_INT(rdv_proof(tok, nonce, "job-12", 1, b), 0);
+    CHECK(!rdv_proof_equal(a, b));
+    CHECK_INT(rdv_proof(tok, nonce, "job-1", 2, b), 0);
+    CHECK(!rdv_proof_equal(a, b));
+    /* One bit differs, anywhere: not equal. */
+    memcpy(b, a, sizeof(a));
+    b[RDV_PROOF_BYTES - 1] ^= 0x80;
+    CHECK(!rdv_proof_equal(a, b));
+}
+
 int
 main(void)
 {
+    test_reader();
+    test_proof();
     test_roundtrip();
     test_header();
     test_bad_strings();
