@@ -121,6 +121,15 @@ preflight_env(struct check *ck)
     report_log("phase 0 preflight: %d NCCL variables checked against the "
                "NCCL %s catalog",
                n, ncclenv_catalog_version());
+    if (getenv("NCCL_COMM_ID") != NULL) {
+        report_log("phase 0 preflight: warning: NCCL_COMM_ID=%s is set in "
+                   "the pod: every NCCL unique id then carries that one "
+                   "address, so the checks of the job's other pods would "
+                   "collide; the check's workers run without it (the "
+                   "workload still gets it)",
+                   getenv("NCCL_COMM_ID"));
+        ck->rep.nwarnings++;
+    }
 }
 
 static size_t
@@ -284,6 +293,95 @@ sv_spec_base(struct check *ck, struct sv_spec *s, enum sv_kind kind)
     s->label = "";
 }
 
+/* The oldest driver branch that a CUDA runtime major version runs on, with
+ * minor version compatibility (CUDA Toolkit release notes, "CUDA Toolkit
+ * and Minimum Required Driver Version for CUDA Minor Version
+ * Compatibility": 13.x needs 580 or newer, 12.x 525.60.13, 11.x 450.80.02). */
+static const char *
+driver_needed(int runtime)
+{
+    switch (runtime / 1000) {
+    case 11:
+        return "450.80.02";
+    case 12:
+        return "525.60.13";
+    case 13:
+        return "580";
+    default:
+        return NULL;
+    }
+}
+
+/* The device root: $RINGCHECK_DEVROOT (for tests) or "/dev". */
+static const char *
+dev_root(void)
+{
+    const char *v = getenv("RINGCHECK_DEVROOT");
+
+    return v != NULL && v[0] != '\0' ? v : "/dev";
+}
+
+static int
+dev_exists(const char *name)
+{
+    char path[512];
+
+    snprintf(path, sizeof(path), "%s/%s", dev_root(), name);
+    return access(path, F_OK) == 0;
+}
+
+/*
+ * After CUDA found no usable GPU: is this "the check cannot run here" (the
+ * image does not fit the node) rather than "the node is bad"? Writes the
+ * reason into ck->rep.cannot_run, or leaves it empty.
+ */
+static void
+classify_cannot_run(struct check *ck)
+{
+    const struct rc_run *p = &ck->rep.pre;
+    char *why = ck->rep.cannot_run;
+    size_t len = sizeof(ck->rep.cannot_run);
+    const char *need = driver_needed(p->cuda_runtime);
+
+    why[0] = '\0';
+    if (!dev_exists("nvidiactl") && dev_exists("kfd")) {
+        snprintf(why, len,
+                 "this node's GPU is not an NVIDIA one (%s/kfd, the AMD "
+                 "ROCm driver, is present and %s/nvidiactl is not): the "
+                 "NCCL check is for NVIDIA GPUs",
+                 dev_root(), dev_root());
+    } else if (p->cuda_driver > 0 && p->cuda_runtime > 0 &&
+               p->cuda_driver < p->cuda_runtime) {
+        snprintf(why, len,
+                 "the NVIDIA driver is too old for the check's image: the "
+                 "driver supports CUDA %d.%d, the image's CUDA runtime is "
+                 "%d.%d and needs driver %s or newer; use the image built "
+                 "for this node's driver (see docs/deploy.md)",
+                 p->cuda_driver / 1000, p->cuda_driver % 1000 / 10,
+                 p->cuda_runtime / 1000, p->cuda_runtime % 1000 / 10,
+                 need != NULL ? need : "a newer one");
+    } else if (p->cuda_driver == 0 &&
+               (strstr(ck->rep.what, "cudaErrorInsufficientDriver") != NULL ||
+                strstr(ck->rep.what, "cudaErrorStubLibrary") != NULL)) {
+        snprintf(why, len,
+                 "no NVIDIA driver is loaded in this container (the CUDA "
+                 "runtime finds no driver%s): the pod does not run with the "
+                 "NVIDIA container runtime, or the node has no NVIDIA GPU",
+                 dev_exists("nvidiactl") ? ""
+                                         : ", and there is no /dev/nvidiactl");
+    } else if (strstr(ck->rep.what, "cudaErrorSystemDriverMismatch") != NULL ||
+               strstr(ck->rep.what, "cudaErrorCompatNotSupportedOnDevice") !=
+                   NULL ||
+               strstr(ck->rep.what, "cudaErrorCallRequiresNewerDriver") !=
+                   NULL) {
+        snprintf(why, len,
+                 "the CUDA libraries in the check's image do not match the "
+                 "node's driver (%.200s); use the image built for this "
+                 "node's driver (see docs/deploy.md)",
+                 ck->rep.what);
+    }
+}
+
 static int
 check_preflight(struct check *ck)
 {
@@ -299,6 +397,10 @@ check_preflight(struct check *ck)
     if (sv_run(&s, p) != 0) {
         take_run_failure(ck, p);
         if (ck->rep.code == RC_EXIT_ENV)
+            classify_cannot_run(ck);
+        if (ck->rep.cannot_run[0] != '\0')
+            set_fix(ck, "the check cannot run here: %s", ck->rep.cannot_run);
+        else if (ck->rep.code == RC_EXIT_ENV)
             set_fix(ck, "run the pod on a GPU node with the NVIDIA driver, "
                         "request its GPUs (nvidia.com/gpu) and use the NVIDIA "
                         "container runtime");
@@ -858,6 +960,31 @@ finish(struct check *ck, double t0, int ring_ran)
             ck->rep.result = "warn";
             ck->rep.exit_code = 0;
         }
+        if (ck->rep.cannot_run[0] != '\0' && o->on_failure != RC_FAIL) {
+            /* Not a verdict on the node: never the reason a pod cannot
+             * start, unless the policy says onFailure: fail. */
+            ck->rep.result = "cannot-run";
+            ck->rep.exit_code = 0;
+            report_log("WARNING: the check cannot run here, so it did not "
+                       "judge this node: %s; the pod starts without the "
+                       "check (--on-failure fail would block it)",
+                       ck->rep.cannot_run);
+        } else if (o->on_failure == RC_FALLBACK && !ck->rep.fallback_written &&
+                   ck->rep.cure[0] == '\0' && o->on_no_cure == RC_NOCURE_WARN) {
+            ck->rep.result = "warn";
+            ck->rep.exit_code = 0;
+            ck->rep.no_cure_warn = 1;
+            /* A file from an earlier run would still cure what it cured
+             * then: the workload gets the pod's own settings only. */
+            if (unlink(o->fallback_conf) != 0 && errno != ENOENT)
+                report_log("fallback: warning: cannot remove %s: %s",
+                           o->fallback_conf, strerror(errno));
+            report_log("warning: fallback: no cure (%s); --on-no-cure warn: "
+                       "the pod starts with its own settings",
+                       ck->rep.diag_note[0] != '\0'
+                           ? ck->rep.diag_note
+                           : "no diagnosis ran for this failure");
+        }
     } else if (ck->rep.mn_warn) {
         ck->rep.result = "warn";
     } else if (o->on_failure == RC_FALLBACK) {
@@ -927,13 +1054,16 @@ check_run(const struct rc_opts *o)
     ck->rep.pre.phase = -1;
     ck->rep.check_max_bytes = WORKER_CHECK_MAX_BYTES;
     ck->deadline = t0 + o->timeout_s;
-    report_log("ncclguard-ringcheck: expect %d GPUs, mode %s, timeout %.1f "
-               "s, phase timeout %.1f s, bandwidth size %zu B, on failure %s",
-               o->expect_gpus, o->group ? "group" : "process", o->timeout_s,
-               o->phase_timeout_s, o->bw_bytes,
-               o->on_failure == RC_FAIL   ? "fail"
-               : o->on_failure == RC_WARN ? "warn"
-                                          : "fallback");
+    report_log(
+        "ncclguard-ringcheck: expect %d GPUs, mode %s, timeout %.1f "
+        "s, phase timeout %.1f s, bandwidth size %zu B, on failure %s, on no "
+        "cure %s",
+        o->expect_gpus, o->group ? "group" : "process", o->timeout_s,
+        o->phase_timeout_s, o->bw_bytes,
+        o->on_failure == RC_FAIL   ? "fail"
+        : o->on_failure == RC_WARN ? "warn"
+                                   : "fallback",
+        o->on_no_cure == RC_NOCURE_WARN ? "warn" : "fail");
     if (check_preflight(ck) != 0 || check_devices(ck) != 0)
         goto done;
     ring_ran = 1;

@@ -44,6 +44,8 @@ report_code_name(int code)
         return "bandwidth below the threshold";
     case 9:
         return "environment";
+    case 10:
+        return "transport other than expected";
     default:
         return "unknown";
     }
@@ -280,6 +282,11 @@ report_json(const struct rc_report *r, char *buf, size_t len)
     out_json_str_or_null(&o, r->warn);
     out_add(&o, ",\"fix\":");
     out_json_str_or_null(&o, r->fix);
+    out_add(&o, ",\"cannot_run\":");
+    out_json_str_or_null(&o, r->cannot_run);
+    out_add(&o, ",\"on_no_cure\":\"%s\",\"no_cure_warn\":%s",
+            r->opts->on_no_cure == RC_NOCURE_WARN ? "warn" : "fail",
+            r->no_cure_warn ? "true" : "false");
     out_add(&o, ",\"out_of_bounds\":%ld", r->wrong_total);
     if (r->busbw >= 0)
         out_add(&o, ",\"bw_bytes\":%zu,\"algbw_gbps\":%.3f,\"busbw_gbps\":%.3f",
@@ -326,6 +333,9 @@ report_verdict(const struct rc_report *r, char *buf, size_t len)
                 "ncclguard-ringcheck: FALLBACK: the pod starts with %s "
                 "(written to %s)\n",
                 r->cure, r->opts->fallback_conf);
+    else if (strcmp(r->result, "cannot-run") == 0)
+        out_add(&o, "ncclguard-ringcheck: WARNING: the check cannot run here "
+                    "(the pod starts anyway; this node was not judged)\n");
     else if (strcmp(r->result, "warn") == 0)
         out_add(&o, "ncclguard-ringcheck: WARNING (the pod starts anyway)\n");
     out_add(&o, "ncclguard-ringcheck %s: %s (exit %d) in phase %d (%s)\n",
@@ -333,6 +343,8 @@ report_verdict(const struct rc_report *r, char *buf, size_t len)
             report_code_name(r->code), r->code, r->phase,
             report_phase_name(r->phase));
     out_add(&o, "what: %s\n", r->what);
+    if (r->cannot_run[0] != '\0')
+        out_add(&o, "cannot run: %s\n", r->cannot_run);
     if (r->gpus[0] != '\0')
         out_add(&o, "gpus: %s\n", r->gpus);
     if (r->transport[0] != '\0')

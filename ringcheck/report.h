@@ -90,7 +90,8 @@ struct rc_report {
     int pair[2];        /* failing pair by device index; -1 unknown */
     char diag_note[400];
     /* outcome */
-    const char *result; /* "pass", "fail", "warn", "fallback" */
+    const char *result; /* "pass", "fail", "warn", "fallback",
+                           "cannot-run" */
     int exit_code;
     int fallback_written;
     double busbw, algbw; /* bandwidth phase, GB/s; < 0 not measured */
@@ -100,6 +101,12 @@ struct rc_report {
     char mn_json[4096]; /* one JSON object, or "" */
     char mn_text[1536]; /* lines for the verdict, or "" */
     int mn_warn;        /* --on-missing warn fired: the result is "warn" */
+    /* "the check cannot run here" (no driver, a driver older than the
+     * runtime, CUDA and NCCL that do not match, a GPU of another vendor),
+     * as opposed to "the node is bad": why, or "" */
+    char cannot_run[400];
+    int no_cure_warn; /* --on-no-cure warn let a fallback without cure
+                         start the pod */
 };
 
 /* Name of phase p ("preflight", ..., "teardown"). Never NULL. */

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +63,14 @@
  *   FAKENCCL_NET=1             ranks exchange data over TCP (fake_net.c) on
  *                              the interface NCCL_SOCKET_IFNAME selects, so
  *                              a communicator can span network namespaces
+ * NCCL's own variables that the double honours:
+ *   NCCL_COMM_ID=HOST:PORT     every unique id carries this one address
+ *                              (bootstrapGetUniqueId in src/bootstrap.cc,
+ *                              NCCL 2.28), so all checks that see it share
+ *                              one id; rank 0 then binds HOST:PORT for the
+ *                              bootstrap root (ncclCommInitRankDev in
+ *                              src/init.cc), which fails, as in NCCL, when
+ *                              the address is not this host's or is taken
  * Faults on communicators with more ranks than this process sees GPUs
  * (those that span pods):
  *   FAKENCCL_CROSS_HANG_INIT=1 init never completes
@@ -126,6 +136,7 @@ struct ncclComm {
     unsigned char *netbuf; /* nranks * CHUNK */
     int cross;             /* spans pods: more ranks than local GPUs */
     int cross_crash, cross_fail;
+    int root_fd; /* NCCL_COMM_ID: rank 0's bootstrap root socket */
 };
 
 /* The calling thread's open group (ncclGroupStart/End), as in NCCL. */
@@ -534,6 +545,61 @@ do_init_net(struct ncclComm *c)
     return ncclSuccess;
 }
 
+/*
+ * NCCL_COMM_ID: rank 0 starts the bootstrap root on that address before it
+ * bootstraps (src/init.cc, NCCL 2.28: bootstrapCreateRoot with idFromEnv).
+ * The double binds and listens there as the root does; a host that is not
+ * this machine's, or a port that is taken, fails the init with NCCL's
+ * system error. 0, or -1 after the WARN line.
+ */
+static int
+comm_id_root(struct ncclComm *c)
+{
+    const char *v = getenv("NCCL_COMM_ID");
+    char host[128], port[16];
+    const char *colon;
+    struct addrinfo hints, *ai = NULL;
+    int fd = -1, one = 1, rc;
+
+    c->root_fd = -1;
+    if (v == NULL || *v == '\0')
+        return 0;
+    colon = strrchr(v, ':');
+    if (colon == NULL || colon == v || (size_t)(colon - v) >= sizeof(host)) {
+        warn_line(c, "Invalid NCCL_COMM_ID, please use format: <ipv4>:<port> "
+                     "or [<ipv6>]:<port> or <hostname>:<port>");
+        return -1;
+    }
+    snprintf(host, sizeof(host), "%.*s", (int)(colon - v), v);
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = '\0';
+    }
+    snprintf(port, sizeof(port), "%s", colon + 1);
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_socktype = SOCK_STREAM;
+    rc = getaddrinfo(host, port, &hints, &ai);
+    if (rc == 0)
+        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (rc != 0 || fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+        listen(fd, 16) != 0) {
+        warn_line(c,
+                  "socket.cc: ncclSocketListen: bind failed for "
+                  "NCCL_COMM_ID %s: %s",
+                  v, rc != 0 ? gai_strerror(rc) : strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        if (ai != NULL)
+            freeaddrinfo(ai);
+        return -1;
+    }
+    freeaddrinfo(ai);
+    c->root_fd = fd;
+    return 0;
+}
+
 static int
 do_init(struct ncclComm *c)
 {
@@ -545,6 +611,8 @@ do_init(struct ncclComm *c)
 
     if (fakenet_is_net_id(c->path))
         return do_init_net(c);
+    if (c->rank == 0 && comm_id_root(c) != 0)
+        return ncclSystemError;
 
     c->shlen = sizeof(struct shared) + 2 * (size_t)c->nranks * CHUNK;
     fd = open(c->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -696,8 +764,23 @@ ncclGetUniqueId(ncclUniqueId *id)
         return ncclInvalidUsage;
     }
 
-    clock_gettime(CLOCK_REALTIME, &ts);
     memset(id, 0, sizeof(*id));
+    if (getenv("NCCL_COMM_ID") != NULL && *getenv("NCCL_COMM_ID") != '\0') {
+        /* Every id names the same address (bootstrap.cc): one shared
+         * file for every check that sees this variable. */
+        char name[64];
+        size_t k = 0;
+
+        for (const char *p = getenv("NCCL_COMM_ID"); *p && k + 1 < sizeof(name);
+             p++)
+            name[k++] =
+                (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ? *p : '_';
+        name[k] = '\0';
+        snprintf(id->internal, sizeof(id->internal), "%s/fakenccl-commid-%s",
+                 dir != NULL && *dir != '\0' ? dir : "/dev/shm", name);
+        return ncclSuccess;
+    }
+    clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(id->internal, sizeof(id->internal), "%s/fakenccl-%d-%d-%ld",
              dir != NULL && *dir != '\0' ? dir : "/dev/shm", (int)getpid(),
              atomic_fetch_add(&counter, 1), (long)ts.tv_nsec);
@@ -719,6 +802,7 @@ ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
         return ncclSystemError;
     c->rank = rank;
     c->nranks = nranks;
+    c->root_fd = -1;
     c->dev = fakecuda_current_device();
     c->blocking = config == NULL || config->blocking != 0;
     snprintf(c->path, sizeof(c->path), "%.*s", (int)sizeof(id.internal),
@@ -962,6 +1046,8 @@ comm_free(ncclComm_t c)
     } else if (c->sh != NULL) {
         munmap(c->sh, c->shlen);
     }
+    if (c->root_fd >= 0)
+        close(c->root_fd);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c);

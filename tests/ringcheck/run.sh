@@ -160,6 +160,33 @@ run FAKECUDA_DRIVER=missing -- --expect-gpus 2 --timeout 20
 expect_rc 9
 expect_out 'CUDA driver version is insufficient'
 
+CASE="cannot run here: a driver older than the runtime, named, exit 0 unless --on-failure fail"
+run FAKECUDA_DRIVER_VERSION=12040 -- --expect-gpus 2 --timeout 20 \
+    --on-failure fallback --fallback-conf "$CONF"
+expect_rc 0
+expect_within 1000
+expect_out 'WARNING: the check cannot run here, so it did not judge this node'
+expect_json '.ringcheck == "cannot-run" and .exit == 0 and .code == 9 and (.cannot_run | test("supports CUDA 12.4.*needs driver 580 or newer"))'
+expect_tl 'WARNING: the check cannot run here'
+expect_tl '^cannot run: the NVIDIA driver is too old'
+run FAKECUDA_DRIVER_VERSION=12040 -- --expect-gpus 2 --timeout 20 --on-failure fail
+expect_rc 9
+expect_json '.ringcheck == "fail" and .exit == 9 and (.cannot_run | test("580"))'
+
+CASE="cannot run here: no driver, and an AMD GPU, told apart from a bad node"
+run FAKECUDA_DRIVER=missing -- --expect-gpus 2 --timeout 20 --on-failure warn
+expect_rc 0
+expect_json '.ringcheck == "cannot-run" and (.cannot_run | test("no NVIDIA driver"))'
+mkdir -p "$TMP/dev"; touch "$TMP/dev/kfd"
+run FAKECUDA_DRIVER=missing RINGCHECK_DEVROOT="$TMP/dev" -- --expect-gpus 2 \
+    --timeout 20 --on-failure fallback --fallback-conf "$CONF"
+expect_rc 0
+expect_json '.ringcheck == "cannot-run" and (.cannot_run | test("not an NVIDIA one.*kfd"))'
+# A bad node is judged: no device behind a working driver stays exit 9.
+run FAKECUDA_DEVICES=0 -- --expect-gpus 2 --timeout 20 --on-failure warn
+expect_rc 0
+expect_json '.ringcheck == "warn" and .cannot_run == null'
+
 CASE="GPU count mismatch"
 run FAKECUDA_DEVICES=2 -- --expect-gpus 4 --timeout 20
 expect_rc 9
@@ -252,6 +279,21 @@ run FAKECUDA_DEVICES=2 FAKENCCL_WRONG=0 -- --expect-gpus 2 --timeout 20 \
 expect_rc 7
 expect_json '.ringcheck == "fail" and .exit == 7 and .ranks == "0" and .fallback_conf == null'
 [ ! -e "$CONF" ] && ok || bad "fallback file written although nothing passed"
+
+CASE="fallback with no cure: --on-no-cure fail (the default) and warn"
+run FAKECUDA_DEVICES=2 FAKENCCL_WRONG=0 -- --expect-gpus 2 --timeout 20 \
+    --on-failure fallback --fallback-conf "$CONF" --on-no-cure fail
+expect_rc 7
+expect_json '.ringcheck == "fail" and .on_no_cure == "fail" and .no_cure_warn == false'
+run FAKECUDA_DEVICES=2 FAKENCCL_WRONG=0 -- --expect-gpus 2 --timeout 20 \
+    --on-failure fallback --fallback-conf "$CONF" --on-no-cure=warn
+expect_rc 0
+[ ! -e "$CONF" ] && ok || bad "a fallback file was written without a cure"
+expect_out 'warning: fallback: no cure \(no single setting made it pass.*--on-no-cure warn'
+expect_json '.ringcheck == "warn" and .exit == 0 and .code == 7 and .no_cure_warn == true and .fallback_conf == null'
+expect_tl 'WARNING \(the pod starts anyway\)'
+"$RINGCHECK" --on-no-cure maybe >"$OUT" 2>&1; RC=$?
+expect_rc 6; expect_out '--on-no-cure: expected fail or warn, got "maybe"'
 
 CASE="broken P2P between two of four GPUs, fallback"
 run FAKECUDA_DEVICES=4 FAKENCCL_P2P_BROKEN=1,2 -- --expect-gpus 4 \
@@ -500,6 +542,17 @@ run FAKECUDA_DEVICES=2 RINGCHECK_SYSFS="$TMP/nosys" NCCL_IB_HCA=mlx5_0 -- \
     --expect-gpus 2 --timeout 20
 expect_rc 3
 expect_tl 'this pod has: none'
+
+CASE="regression: NCCL_COMM_ID from the pod is not passed to the workers"
+# With NCCL_COMM_ID every unique id carries that one address and rank 0
+# binds it (bootstrap.cc, init.cc): on any pod but the one that owns the
+# address the init fails. The check makes its own ids.
+run FAKECUDA_DEVICES=2 NCCL_COMM_ID=192.0.2.1:29500 -- --expect-gpus 2 \
+    --timeout 20 --no-diagnose
+expect_rc 0
+expect_out 'phase 0 preflight: warning: NCCL_COMM_ID=192.0.2.1:29500 is set'
+expect_json '.ringcheck == "pass" and .warnings >= 1'
+expect_no_out 'bind failed'
 
 CASE="topology: PCIe paths through the CPU are warned about"
 # GPU 0 (18:00.0) and GPU 1 (19:00.0) under two root complexes on two NUMA
