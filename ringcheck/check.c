@@ -574,6 +574,10 @@ run_busbw(const struct rc_run *run, int n, double *algbw)
 
             if (algbw != NULL)
                 *algbw = a;
+            /* nccl-tests' AllReduceGetBw: a factor of 2(n-1)/n, so 0 with
+             * one rank (no bus traffic), not algbw. */
+            if (n <= 1)
+                return 0;
             return n > 1 ? a * 2.0 * (n - 1) / n : a;
         }
     }

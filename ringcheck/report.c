@@ -111,11 +111,13 @@ report_topology(const struct rc_report *r)
     fflush(stdout);
 }
 
+/* nccl-tests' factors (src/all_reduce.cu, all_gather.cu, broadcast.cu):
+ * 2(n-1)/n and (n-1)/n are 0 with one rank. */
 static double
 row_busbw_factor(const struct rc_row *row, int n)
 {
     if (n <= 1)
-        return 1.0;
+        return strcmp(row->op, "broadcast") == 0 ? 1.0 : 0.0;
     if (strcmp(row->op, "allreduce") == 0)
         return 2.0 * (n - 1) / n;
     if (strcmp(row->op, "allgather") == 0)

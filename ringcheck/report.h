@@ -27,7 +27,10 @@ struct rc_row {
     size_t bytes;
     size_t count;
     int root;
-    double time_us;                 /* slowest rank */
+    double time_us;                 /* averaged over the ranks, as
+                                       nccl-tests reports it */
+    double time_sum;                /* of the ranks' times */
+    int ntimes;                     /* ranks that reported one */
     long wrong;                     /* all ranks together */
     unsigned long long wrong_ranks; /* bit r: rank r saw wrong values */
     int bad_rank;      /* the lowest rank with wrong values; -1 none */

@@ -93,7 +93,8 @@ CHECKS += check-ringcheck
 
 # Unit tests of the ring check's libc-only modules (no CUDA needed): the
 # worker protocol and the network preflight.
-RC_UNIT_BINS = $(BUILD)/tests/test_rcproto $(BUILD)/tests/test_rcnetcheck
+RC_UNIT_BINS = $(BUILD)/tests/test_rcproto $(BUILD)/tests/test_rcnetcheck \
+	$(BUILD)/tests/test_rcpattern
 
 $(BUILD)/tests/test_rcproto: $(BUILD)/obj/tests/unit/test_rcproto.o \
 		$(BUILD)/obj/ringcheck/proto.o
@@ -102,6 +103,10 @@ $(BUILD)/tests/test_rcproto: $(BUILD)/obj/tests/unit/test_rcproto.o \
 
 $(BUILD)/tests/test_rcnetcheck: $(BUILD)/obj/tests/unit/test_rcnetcheck.o \
 		$(BUILD)/obj/ringcheck/netcheck.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^
+
+$(BUILD)/tests/test_rcpattern: $(BUILD)/obj/tests/unit/test_rcpattern.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^
 

@@ -429,6 +429,17 @@ row_wrong(struct rc_row *row, int rank, long wrong, long long first)
     }
 }
 
+/* Adds one rank's time to a row: the row shows the average over the
+ * ranks, as nccl-tests' default (-m average, "Allreduce(args, &deltaSec,
+ * average)" in src/common.cu). */
+static void
+row_time(struct rc_row *row, double us)
+{
+    row->time_sum += us;
+    row->ntimes++;
+    row->time_us = row->time_sum / row->ntimes;
+}
+
 static void
 sv_forward_id(struct sv_state *st, const struct sv_worker *from,
               const struct proto_msg *m)
@@ -527,8 +538,7 @@ sv_event(struct sv_state *st, struct sv_worker *w, const char *line)
             break;
         row->count = m.u.result.count;
         row->root = m.u.result.root;
-        if (m.u.result.time_us > row->time_us)
-            row->time_us = m.u.result.time_us;
+        row_time(row, m.u.result.time_us);
         row_wrong(row, m.u.result.rank, m.u.result.wrong, m.u.result.first);
         break;
     case 'B':
@@ -537,8 +547,7 @@ sv_event(struct sv_state *st, struct sv_worker *w, const char *line)
             break;
         row->count = m.u.bw.bytes / 4;
         row->root = -1;
-        if (m.u.bw.time_us > row->time_us)
-            row->time_us = m.u.bw.time_us;
+        row_time(row, m.u.bw.time_us);
         row_wrong(row, m.u.bw.rank, m.u.bw.wrong, m.u.bw.first);
         break;
     case 'S':

@@ -2,6 +2,7 @@
  * reported to the supervisor as events, every wait interruptible. */
 #include "ringcheck/worker.h"
 
+#include "ringcheck/pattern.h"
 #include "ringcheck/proto.h"
 
 #include <cuda_runtime_api.h>
@@ -780,12 +781,6 @@ ring_issue(struct ring *r, enum coll kind, size_t count, ncclDataType_t type,
 }
 
 static int32_t
-pattern_reduce(int rank, size_t i)
-{
-    return (int32_t)((rank + 1) * (int)((i % 997) + 1));
-}
-
-static int32_t
 pattern_gather(int rank, size_t i)
 {
     return (int32_t)(rank * 100003 + (int)i);
@@ -833,7 +828,7 @@ ring_check(struct ring *r, enum coll kind, size_t bytes)
         int rank = w->first_rank + l;
 
         for (size_t i = 0; i < count; i++)
-            h[i] = kind == COLL_ALLREDUCE   ? pattern_reduce(rank, i)
+            h[i] = kind == COLL_ALLREDUCE   ? rc_check_value(rank, i)
                    : kind == COLL_ALLGATHER ? pattern_gather(rank, i)
                    : rank == 0              ? pattern_bcast(i)
                                             : -1;
@@ -852,7 +847,7 @@ ring_check(struct ring *r, enum coll kind, size_t bytes)
             int32_t want;
 
             if (kind == COLL_ALLREDUCE)
-                want = (int32_t)(n * (n + 1) / 2 * (long long)((i % 997) + 1));
+                want = rc_check_sum(n, i);
             else if (kind == COLL_ALLGATHER)
                 want = pattern_gather((int)(i / count), i % count);
             else
@@ -868,21 +863,9 @@ ring_check(struct ring *r, enum coll kind, size_t bytes)
     }
 }
 
-/*
- * The bandwidth phase's data, as nccl-tests checks it: rank r holds
- * (r + 1) * (i % BW_PERIOD + 1) at element i, so every sum is a small
- * integer that float32 holds exactly (at most 528 x 61 for 32 ranks).
- * BW_PERIOD is prime, so that a misplaced chunk of a power-of-two size
- * shows.
- */
-#define BW_PERIOD 61
-#define BW_BLOCK ((size_t)BW_PERIOD * 4096) /* elements uploaded once */
-
-static float
-bw_value(int rank, size_t i)
-{
-    return (float)((rank + 1) * (int)(i % BW_PERIOD + 1));
-}
+/* The bandwidth phase's data (see pattern.h); uploaded once in blocks of
+ * this many elements, then doubled on the device. */
+#define BW_BLOCK ((size_t)RC_BW_PERIOD * 4096)
 
 /* Fills rank l's send buffer with its pattern: one block from the host,
  * then doubling device-to-device copies, all on its stream. */
@@ -896,14 +879,14 @@ ring_bw_fill(struct ring *r, int l, size_t count)
     cudaError_t e = cudaSetDevice(r->w->dev[l]);
 
     if (block * 4 > r->host_bytes)
-        block = r->host_bytes / 4 / BW_PERIOD * BW_PERIOD;
+        block = r->host_bytes / 4 / RC_BW_PERIOD * RC_BW_PERIOD;
     for (size_t i = 0; i < block; i++)
-        h[i] = bw_value(r->w->first_rank + l, i);
+        h[i] = rc_bw_value(r->w->first_rank + l, i);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(d, h, block * 4, cudaMemcpyHostToDevice,
                             r->stream[l]);
     /* Each copy doubles the filled prefix; its length stays a multiple of
-     * BW_PERIOD, so the pattern continues. */
+     * RC_BW_PERIOD, so the pattern continues. */
     for (have = block; e == cudaSuccess && have < count;) {
         size_t n = have < count - have ? have : count - have;
 
@@ -933,8 +916,7 @@ ring_bw_verify(struct ring *r, int l, size_t count, long long *first)
 
         ring_download(r, l, base * 4, m * 4);
         for (size_t i = 0; i < m; i++) {
-            float want = (float)(n * (n + 1) / 2 *
-                                 (long long)((base + i) % BW_PERIOD + 1));
+            float want = rc_bw_sum(n, base + i);
 
             if (h[i] != want) {
                 if (*first < 0)
@@ -955,15 +937,16 @@ ring_bandwidth(struct ring *r)
 
     for (int l = 0; l < w->nlocal; l++)
         ring_bw_fill(r, l, count);
-    for (int i = 0; i < WORKER_BW_WARMUP; i++)
-        ring_issue(r, COLL_ALLREDUCE, count, ncclFloat32, 1);
+    /* As nccl-tests: the warm-ups back to back, waited for, then the timed
+     * iterations back to back and one wait (src/common.cu, TimeTest and
+     * BenchTime). The iterations of each go in one group, as nccl-tests'
+     * -a (agg_iters) puts them: in NCCL 2.28 every non-blocking
+     * ncclGroupEnd starts a thread (src/group.cc), and one group per
+     * iteration would time that thread at small sizes, not the ring. */
+    ring_issue(r, COLL_ALLREDUCE, count, ncclFloat32, WORKER_BW_WARMUP);
     ring_wait(r, "ncclAllReduce (warm-up)");
-    /* One group per iteration, as nccl-tests runs them; the launch wait in
-     * ring_issue yields instead of sleeping, so small sizes are timed
-     * right. */
     t0 = now_s();
-    for (int i = 0; i < WORKER_BW_ITERS; i++)
-        ring_issue(r, COLL_ALLREDUCE, count, ncclFloat32, 1);
+    ring_issue(r, COLL_ALLREDUCE, count, ncclFloat32, WORKER_BW_ITERS);
     ring_wait(r, "ncclAllReduce (timed)");
     us = (now_s() - t0) * 1e6 / WORKER_BW_ITERS;
     for (int l = 0; l < w->nlocal; l++) {

@@ -128,7 +128,8 @@ struct ncclComm {
     int hang_init, hang_coll, wrong, crash, p2p_mode;
     int wrong_type; /* 0 int32, 1 float, 2 all */
     int launch_fail, asyncerr_fail;
-    int launched;   /* groups launched */
+    atomic_int launched; /* groups launched */
+    atomic_int launching; /* non-blocking group launches still running */
     int ok_answers; /* ncclSuccess answers since the first launch */
     double busbw;
     /* network mode */
@@ -198,6 +199,9 @@ static ncclResult_t
 comm_status(struct ncclComm *c)
 {
     int st = atomic_load(&c->status);
+
+    if (st == ncclSuccess && atomic_load(&c->launching) > 0)
+        return ncclInProgress;
 
     if (st == ncclSuccess && now_s() < c->ready_at)
         return ncclInProgress;
@@ -890,7 +894,7 @@ launch(ncclComm_t c, const struct op *op)
     c->qtail++;
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
-    c->launched++;
+    atomic_fetch_add(&c->launched, 1);
     if (!c->blocking)
         c->ready_at = now_s() + env_double("FAKENCCL_LAUNCH_US", 20) / 1e6;
     return ncclSuccess;
@@ -972,6 +976,70 @@ ncclGroupStart(void)
     return ncclSuccess;
 }
 
+/* A non-blocking group's launch, on a thread of its own. */
+struct group_job {
+    int n;
+    struct group_item item[GROUP_MAX];
+};
+
+static void *
+group_job_main(void *arg)
+{
+    struct group_job *job = arg;
+
+    for (int i = 0; i < job->n; i++)
+        if (job->item[i].is_op)
+            launch(job->item[i].c, &job->item[i].op);
+    for (int i = 0; i < job->n; i++)
+        atomic_fetch_sub(&job->item[i].c->launching, 1);
+    free(job);
+    return NULL;
+}
+
+/*
+ * NCCL 2.28 launches a non-blocking group on a new thread at every
+ * ncclGroupEnd (pthread_create in ncclGroupEndInternal, src/group.cc) and
+ * returns ncclInProgress; the communicators stay in progress until that
+ * thread is done, and a launch error shows in ncclCommGetAsyncError. The
+ * double does the same. 1 when the group went to a thread, 0 when it has
+ * blocking communicators or nothing to launch, -1 when no thread could be
+ * started (ncclSystemError).
+ */
+static int
+group_launch_async(void)
+{
+    struct group_job *job;
+    pthread_attr_t attr;
+    pthread_t t;
+    int ops = 0, rc;
+
+    for (int i = 0; i < group_n; i++) {
+        if (group_q[i].c->blocking)
+            return 0;
+        ops += group_q[i].is_op;
+    }
+    if (ops == 0)
+        return 0;
+    job = malloc(sizeof(*job));
+    if (job == NULL)
+        return -1;
+    job->n = group_n;
+    memcpy(job->item, group_q, sizeof(group_q[0]) * (size_t)group_n);
+    for (int i = 0; i < group_n; i++)
+        atomic_fetch_add(&group_q[i].c->launching, 1);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&t, &attr, group_job_main, job);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        for (int i = 0; i < group_n; i++)
+            atomic_fetch_sub(&group_q[i].c->launching, 1);
+        free(job);
+        return -1;
+    }
+    return 1;
+}
+
 /* Launches the group's work. The first launch error is returned; with any
  * non-blocking communicator still in progress the answer is
  * ncclInProgress, as NCCL's background launch gives. */
@@ -987,6 +1055,14 @@ ncclGroupEnd(void)
         return ncclSuccess;
     if (group_overflow)
         first = ncclInvalidUsage;
+    if (first == ncclSuccess) {
+        int r = group_launch_async();
+
+        if (r != 0) {
+            group_n = 0;
+            return r > 0 ? ncclInProgress : ncclSystemError;
+        }
+    }
     for (int i = 0; i < group_n; i++) {
         if (group_q[i].is_op) {
             ncclResult_t r = launch(group_q[i].c, &group_q[i].op);
@@ -1038,6 +1114,10 @@ ncclCommFinalize(ncclComm_t comm)
 static void
 comm_free(ncclComm_t c)
 {
+    /* A group launch thread still holds c: let it finish (it never
+     * blocks). */
+    while (atomic_load(&c->launching) > 0)
+        nap();
     pthread_join(c->thread, NULL);
     if (fakenet_is_net_id(c->path)) {
         fakenet_close(c->net);
