@@ -6,7 +6,7 @@
 RC_SRCS := ringcheck/main.c ringcheck/opts.c ringcheck/proto.c \
 	ringcheck/worker.c ringcheck/supervisor.c ringcheck/check.c \
 	ringcheck/report.c ringcheck/netcheck.c ringcheck/topo.c \
-	ringcheck/rendezvous.c ringcheck/multinode.c
+	ringcheck/rendezvous.c ringcheck/multinode.c ringcheck/nccllog.c
 RC_OBJS = $(RC_SRCS:%.c=$(BUILD)/obj/%.o)
 # The NCCL catalog is libc-only: link its object alone, not the library
 # (which needs jansson, libyaml, ...).
@@ -94,7 +94,7 @@ CHECKS += check-ringcheck
 # Unit tests of the ring check's libc-only modules (no CUDA needed): the
 # worker protocol and the network preflight.
 RC_UNIT_BINS = $(BUILD)/tests/test_rcproto $(BUILD)/tests/test_rcnetcheck \
-	$(BUILD)/tests/test_rcpattern
+	$(BUILD)/tests/test_rcpattern $(BUILD)/tests/test_rcnccllog
 
 $(BUILD)/tests/test_rcproto: $(BUILD)/obj/tests/unit/test_rcproto.o \
 		$(BUILD)/obj/ringcheck/proto.o
@@ -103,6 +103,11 @@ $(BUILD)/tests/test_rcproto: $(BUILD)/obj/tests/unit/test_rcproto.o \
 
 $(BUILD)/tests/test_rcnetcheck: $(BUILD)/obj/tests/unit/test_rcnetcheck.o \
 		$(BUILD)/obj/ringcheck/netcheck.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^
+
+$(BUILD)/tests/test_rcnccllog: $(BUILD)/obj/tests/unit/test_rcnccllog.o \
+		$(BUILD)/obj/ringcheck/nccllog.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^
 
