@@ -43,6 +43,14 @@ static const struct setting {
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
+/* Index of NCCL_NVLS_ENABLE=0 in settings. */
+#define SETTING_NVLS 2
+
+/* A diagnosis rerun's phase timeout: a tenth of --timeout, at least
+ * DIAG_PHASE_MIN_S and three times the longest phase the first ring run
+ * finished, at most --phase-timeout. A rerun that hangs then costs a few
+ * seconds, not a full phase, so the settings after it are still tried. */
+#define DIAG_PHASE_MIN_S 3.0
 
 /* One run of the check: what it found, a ck->scratch run for the devices phase
  * and the diagnosis, and the deadline. Passed to every step. */
@@ -657,6 +665,75 @@ ranks_to_gpus(struct check *ck, const char *ranks, const int *dev, int ndev,
     }
 }
 
+/*
+ * What NCCL chose for the ring that passed, from its INFO log: told, and
+ * held against --expect-transport. A ring that works over another
+ * transport than expected fails with its own exit code (10); without an
+ * expectation, a pod whose GPUs talk over the network is warned about:
+ * that is the silent fallback no busbw figure explains.
+ */
+static void
+check_transport(struct check *ck)
+{
+    const struct rc_opts *o = ck->rep.opts;
+    const struct nccllog *l = &ck->rep.ring.nl;
+    static unsigned char nv[NCCLLOG_MAX_LOCAL][NCCLLOG_MAX_LOCAL];
+    char summary[400], why[400];
+    int expect = o->expect.intra[0] != '\0' || o->expect.inter[0] != '\0';
+    int w;
+
+    if (!ck->rep.ring.nl_read || l->lines == 0) {
+        report_log("phase 3 nccl-init: %swhat NCCL chose is unknown: %s",
+                   expect ? "warning: " : "",
+                   ck->rep.ring.nl_note[0] != '\0' ? ck->rep.ring.nl_note
+                                                   : "NCCL wrote no INFO log");
+        ck->rep.nwarnings += expect;
+        return;
+    }
+    nccllog_summary(l, 0, ck->rep.ndev, summary, sizeof(summary));
+    report_log("phase 3 nccl-init: NCCL chose: %s", summary);
+    memset(nv, 0, sizeof(nv));
+    for (int i = 0; i < ck->rep.ndev && i < NCCLLOG_MAX_LOCAL; i++)
+        for (int j = 0; j < ck->rep.ndev && j < NCCLLOG_MAX_LOCAL; j++)
+            nv[i][j] =
+                strcmp(ck->rep.link[ck->rep.dev[i]][ck->rep.dev[j]], "NV") == 0;
+    if (expect) {
+        if (nccllog_expect(l, o->expect.intra, o->expect.inter,
+                           (const unsigned char(*)[NCCLLOG_MAX_LOCAL])nv,
+                           ck->rep.ndev, 0, why, sizeof(why)) != 0) {
+            set_failure(ck, RC_EXIT_TRANSPORT, 3, "%s", why);
+            set_fix(ck, "NCCL fell back from the transport the policy expects. "
+                        "Within a pod P2P needs peer access between the GPUs "
+                        "(PCIe ACS or the IOMMU can block it; see the GPU pair "
+                        "matrix), and NCCL_P2P_DISABLE, NCCL_P2P_LEVEL or "
+                        "NCCL_SHM_DISABLE must not rule it out; across pods IB "
+                        "needs the RDMA devices (/dev/infiniband) and GPU "
+                        "Direct RDMA the nvidia-peermem module or dma-buf");
+            return;
+        }
+        report_log("phase 3 nccl-init: the transport is as expected "
+                   "(--expect-transport%s%s%s%s)",
+                   o->expect.intra[0] != '\0' ? " intra=" : "", o->expect.intra,
+                   o->expect.inter[0] != '\0' ? " inter=" : "",
+                   o->expect.inter);
+        return;
+    }
+    w = nccllog_worst(l, 0);
+    if (w >= NL_NET_IB_GDR && ck->rep.ndev > 1) {
+        char where[64];
+
+        snprintf(where, sizeof(where), "%s%s%s", nccllog_class_name(w),
+                 w == NL_NET_SOCKET && l->socket_if[0] != '\0' ? " on " : "",
+                 w == NL_NET_SOCKET ? l->socket_if : "");
+        report_log("phase 3 nccl-init: warning: the ring works but over %s "
+                   "between this pod's own GPUs: NCCL found neither P2P nor "
+                   "SHM usable (a silent fallback; --expect-transport "
+                   "intra=p2p makes it a failure)",
+                   where);
+        ck->rep.nwarnings++;
+    }
+}
+
 static void
 check_ring_result(struct check *ck)
 {
@@ -668,8 +745,10 @@ check_ring_result(struct check *ck)
     ck->rep.wrong_total = run_wrong(g, &wr, first, sizeof(first), &wrong_phase);
     ck->rep.busbw = run_busbw(g, ck->rep.ndev, &ck->rep.algbw);
     code = judge(ck, g, ck->rep.ndev, 1);
-    if (code == 0)
+    if (code == 0) {
+        check_transport(ck);
         return;
+    }
     if (g->code != 0) {
         take_run_failure(ck, g);
     } else if (code == RC_EXIT_WRONG) {
@@ -698,6 +777,43 @@ check_ring_result(struct check *ck)
     }
 }
 
+static double
+diag_phase_timeout(const struct check *ck)
+{
+    const struct rc_opts *o = ck->rep.opts;
+    double t = o->timeout_s / 10;
+
+    if (t < DIAG_PHASE_MIN_S)
+        t = DIAG_PHASE_MIN_S;
+    for (int p = 0; p < 8; p++)
+        if (3 * ck->rep.ring.phase_s[p] > t)
+            t = 3 * ck->rep.ring.phase_s[p];
+    return t < o->phase_timeout_s ? t : o->phase_timeout_s;
+}
+
+/*
+ * Whether the GPUs are likely on an NVSwitch, where NCCL uses NVLink SHARP
+ * (NVLS): compute capability 9.0 or newer (NVLS needs Hopper or later,
+ * NCCL 2.17 release notes) and NVLink between every pair. NVLS does not
+ * depend on NCCL_P2P_DISABLE, so on such nodes it is tried first.
+ */
+static int
+likely_nvswitch(const struct check *ck)
+{
+    const struct rc_report *r = &ck->rep;
+
+    if (r->ndev < 2)
+        return 0;
+    for (int i = 0; i < r->ndev; i++) {
+        if (r->pre.gpu[r->dev[i]].cc_major < 9)
+            return 0;
+        for (int j = 0; j < r->ndev; j++)
+            if (i != j && strcmp(r->link[r->dev[i]][r->dev[j]], "NV") != 0)
+                return 0;
+    }
+    return 1;
+}
+
 /* One diagnostic run on devs with one override; 1 passes, 0 fails,
  * -1 ran out of time. */
 static int
@@ -711,6 +827,7 @@ try_run(struct check *ck, const int *devs, int n, const struct setting *set,
     if (ck->deadline - sv_now() < 0.5)
         return -1;
     sv_spec_base(ck, &s, SV_RING);
+    s.phase_timeout_s = diag_phase_timeout(ck);
     s.ndev = n;
     memcpy(s.dev, devs, sizeof(int) * (size_t)n);
     s.bw_bytes = check_bw ? ck->rep.bw_bytes : 0;
@@ -790,10 +907,23 @@ diagnose(struct check *ck)
     size_t n = 0;
     int r;
 
+    size_t order[NSETTINGS];
+    int nvs = likely_nvswitch(ck);
+
     ck->rep.diag_ran = 1;
-    report_log("diagnosis: rerunning in fresh workers to find what fails");
+    for (size_t i = 0, k = 0; i < NSETTINGS; i++)
+        if (!nvs || i != SETTING_NVLS)
+            order[nvs + k++] = i;
+    if (nvs)
+        order[0] = SETTING_NVLS;
+    report_log("diagnosis: rerunning in fresh workers to find what fails "
+               "(phase timeout %.1f s per rerun%s)",
+               diag_phase_timeout(ck),
+               nvs ? "; NVSwitch node (sm90+, NVLink between all GPUs): "
+                     "NVLS first"
+                   : "");
     for (size_t i = 0; i < NSETTINGS; i++) {
-        const struct setting *s = &settings[i];
+        const struct setting *s = &settings[order[i]];
 
         if (env_is(s->name, s->value)) {
             report_log("diagnosis: %s=%s is already set; skipped", s->name,
@@ -1095,6 +1225,9 @@ check_run(const struct rc_opts *o)
         report_log("diagnosis: skipped: %s", ck->rep.ring.unreaped > 0
                                                  ? "a worker cannot be reaped"
                                                  : "the check was stopped");
+    else if (ck->rep.code == RC_EXIT_TRANSPORT)
+        report_log("diagnosis: skipped: the ring works; only its transport "
+                   "is not the expected one");
     else if (ck->rep.phase >= 3 && !ck->rep.ring.overall_timeout &&
              (o->diagnose || o->on_failure == RC_FALLBACK))
         diagnose(ck);

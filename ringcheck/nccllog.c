@@ -229,8 +229,7 @@ nccllog_expect(const struct nccllog *l, const char *intra, const char *inter,
     char where[64];
 
     why[0] = '\0';
-    if (intra != NULL && intra[0] != '\0' &&
-        (w = nccllog_worst(l, 0)) >= 0) {
+    if (intra != NULL && intra[0] != '\0' && (w = nccllog_worst(l, 0)) >= 0) {
         int limit = strcmp(intra, "shm") == 0   ? NL_SHM
                     : strcmp(intra, "net") == 0 ? NL_NCLASSES
                                                 : NL_P2P;
@@ -263,8 +262,7 @@ nccllog_expect(const struct nccllog *l, const char *intra, const char *inter,
                         return -1;
                     }
     }
-    if (inter != NULL && inter[0] != '\0' &&
-        (w = nccllog_worst(l, 1)) >= 0) {
+    if (inter != NULL && inter[0] != '\0' && (w = nccllog_worst(l, 1)) >= 0) {
         int limit = strcmp(inter, "ib-gdr") == 0 ? NL_NET_IB_GDR
                     : strcmp(inter, "ib") == 0   ? NL_NET_IB
                                                  : NL_NCLASSES;

@@ -12,12 +12,12 @@
 
 /* Transport classes, best first within each kind of path. */
 enum nccllog_class {
-    NL_P2P = 0,     /* "via P2P/..." (CUMEM, IPC, direct pointer, ...) */
-    NL_SHM,         /* "via SHM/..." */
-    NL_NET_IB_GDR,  /* "via NET/IB/N/GDRDMA" */
-    NL_NET_IB,      /* "via NET/IB/N" */
-    NL_NET_OTHER,   /* "via NET/<plugin>/N" other than IB and Socket */
-    NL_NET_SOCKET,  /* "via NET/Socket/N" */
+    NL_P2P = 0,    /* "via P2P/..." (CUMEM, IPC, direct pointer, ...) */
+    NL_SHM,        /* "via SHM/..." */
+    NL_NET_IB_GDR, /* "via NET/IB/N/GDRDMA" */
+    NL_NET_IB,     /* "via NET/IB/N" */
+    NL_NET_OTHER,  /* "via NET/<plugin>/N" other than IB and Socket */
+    NL_NET_SOCKET, /* "via NET/Socket/N" */
     NL_NCLASSES
 };
 
@@ -79,9 +79,8 @@ const char *nccllog_class_name(int cls);
  */
 int nccllog_expect(const struct nccllog *l, const char *intra,
                    const char *inter,
-                   const unsigned char (*nv)[NCCLLOG_MAX_LOCAL], int n,
-                   int lo, char *why, size_t len)
-    __attribute__((warn_unused_result));
+                   const unsigned char (*nv)[NCCLLOG_MAX_LOCAL], int n, int lo,
+                   char *why, size_t len) __attribute__((warn_unused_result));
 
 /* One line for people: "intra P2P/CUMEM (4 connections), inter none;
  * ring 0: 0 1 2 3; NVLS no; CollNet no". */

@@ -172,7 +172,13 @@ report_table(const struct rc_report *r)
     }
     printf("# Out of bounds values : %ld %s\n", r->wrong_total,
            r->wrong_total == 0 ? "OK" : "FAILED");
-    printf("# Avg bus bandwidth    : %g \n#\n", timed > 0 ? sum / timed : 0.0);
+    printf("# Avg bus bandwidth    : %g \n", timed > 0 ? sum / timed : 0.0);
+    {
+        char t[400];
+
+        nccllog_summary(&g->nl, 0, n, t, sizeof(t));
+        printf("# NCCL transport       : %s\n#\n", t);
+    }
     fflush(stdout);
 }
 
@@ -303,6 +309,21 @@ report_json(const struct rc_report *r, char *buf, size_t len)
     out_add(&o, ",\"fallback_conf\":");
     out_json_str_or_null(&o,
                          r->fallback_written ? r->opts->fallback_conf : NULL);
+    {
+        static char t[2048];
+
+        nccllog_json(&r->ring.nl, 0, r->ndev, t, sizeof(t));
+        out_add(&o, ",\"nccl_transport\":%s", t);
+    }
+    if (r->opts->expect.intra[0] != '\0' || r->opts->expect.inter[0] != '\0') {
+        out_add(&o, ",\"expect_transport\":{\"intra\":");
+        out_json_str_or_null(&o, r->opts->expect.intra);
+        out_add(&o, ",\"inter\":");
+        out_json_str_or_null(&o, r->opts->expect.inter);
+        out_add(&o, "}");
+    } else {
+        out_add(&o, ",\"expect_transport\":null");
+    }
     out_add(&o, ",\"multinode\":%s",
             r->mn_json[0] != '\0' ? r->mn_json : "null");
     out_add(&o, ",\"warnings\":%d,\"elapsed_s\":%.3f}", r->nwarnings,
@@ -326,6 +347,12 @@ report_verdict(const struct rc_report *r, char *buf, size_t len)
         if (r->busbw >= 0)
             out_add(&o, ", busbw %.2f GB/s at %zu B", r->busbw, r->bw_bytes);
         out_add(&o, "; NCCL %s, CUDA runtime %s, driver %s\n", v, rt, drv);
+        if (r->ring.nl.lines > 0) {
+            char t[400];
+
+            nccllog_summary(&r->ring.nl, 0, r->ndev, t, sizeof(t));
+            out_add(&o, "nccl transport: %s\n", t);
+        }
         if (r->mn_text[0] != '\0')
             out_add(&o, "%s", r->mn_text);
         return;
@@ -352,6 +379,12 @@ report_verdict(const struct rc_report *r, char *buf, size_t len)
     if (r->transport[0] != '\0')
         out_add(&o, "transport: %s\n", r->transport);
     out_add(&o, "nccl: %s (CUDA runtime %s, driver %s)\n", v, rt, drv);
+    if (r->ring.nl.lines > 0) {
+        char t[400];
+
+        nccllog_summary(&r->ring.nl, 0, r->ndev, t, sizeof(t));
+        out_add(&o, "nccl transport: %s\n", t);
+    }
     if (r->warn[0] != '\0')
         out_add(&o, "nccl warn: %s\n", r->warn);
     if (r->diag_note[0] != '\0')

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "ringcheck/nccllog.h"
 #include "ringcheck/opts.h"
 #include "ringcheck/worker.h"
 
@@ -18,6 +19,7 @@ struct rc_gpu {
     char name[64];
     unsigned long total_mib;
     unsigned long free_mib; /* 0 until the device phase ran */
+    int cc_major, cc_minor; /* compute capability; 0 unknown */
 };
 
 /* One line of the nccl-tests table. */
@@ -61,6 +63,12 @@ struct rc_run {
     /* ring */
     struct rc_row rows[RC_MAX_ROWS];
     int nrows;
+    /* how long each phase took, seconds (phases that ended; 0 others) */
+    double phase_s[8];
+    /* what NCCL chose, from its INFO log (ring runs) */
+    struct nccllog nl;
+    int nl_read;       /* the log files were read */
+    char nl_note[160]; /* why not, when they were not */
 };
 
 /* The whole check. */

@@ -204,6 +204,11 @@ worker_preflight_main(int evfd)
         snprintf(m.u.gpu.uuid, sizeof(m.u.gpu.uuid), "%s", uuid);
         snprintf(m.u.gpu.name, sizeof(m.u.gpu.name), "%.60s", p.name);
         send_or_exit(evfd, &m, NULL, NULL);
+        m = (struct proto_msg){.kind = 'C'};
+        m.u.cc.dev = d;
+        m.u.cc.major = p.major;
+        m.u.cc.minor = p.minor;
+        send_or_exit(evfd, &m, NULL, NULL);
     }
     send_phase(evfd, 0, 0);
     send_simple(evfd, 'X');
@@ -1006,7 +1011,7 @@ worker_ring_main(const struct worker_ring *w)
     memset(&r, 0, sizeof(r));
     r.w = w;
     /* NCCL prints nothing unless asked; the supervisor needs its WARN
-     * lines for the verdict. A user's own NCCL_DEBUG wins. */
+     * lines for the verdict (it sets INFO into a file where it can). */
     setenv("NCCL_DEBUG", "WARN", 0);
     /* NCCL_COMM_ID fixes the address of every unique id and makes rank 0
      * bind it (src/bootstrap.cc, src/init.cc): the check's own ids must

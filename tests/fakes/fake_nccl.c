@@ -5,8 +5,11 @@
 
 #include <nccl.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <sched.h>
@@ -71,6 +74,29 @@
  *                              bootstrap root (ncclCommInitRankDev in
  *                              src/init.cc), which fails, as in NCCL, when
  *                              the address is not this host's or is taken
+ *   NCCL_DEBUG=WARN|INFO, NCCL_DEBUG_SUBSYS, NCCL_DEBUG_FILE
+ *                              where and what the double logs, as
+ *                              src/debug.cc reads them: WARN lines, and at
+ *                              INFO the lines of NCCL 2.28 that say what it
+ *                              chose (rings, trees, the transport of each
+ *                              channel, NVLS); %h and %p in the file name
+ *                              become the host name and the pid
+ *   NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1, NCCL_CUMEM_ENABLE=0,
+ *   NCCL_NVLS_ENABLE=0          the transports chosen, in NCCL's order
+ *                              (P2P, then SHM, then the network)
+ * What NCCL chooses (INFO lines only; the data path is the same):
+ *   FAKENCCL_FALLBACK=shm|socket  P2P is silently unusable between the
+ *                              GPUs (as when NCCL's P2P check finds no
+ *                              peer access): NCCL takes SHM, or with
+ *                              "socket" the network, without an error
+ *   FAKENCCL_NET_TRANSPORT=socket|ib|ib-gdr  the network between nodes
+ *                              (default socket)
+ *   FAKENCCL_CHANNELS=N        channels (default 2)
+ *   FAKECUDA_MULTICAST=1       the GPUs are on an NVSwitch with multicast:
+ *                              NVLS is used unless NCCL_NVLS_ENABLE=0
+ *   FAKENCCL_NVLS_HANG=1       with NVLS in use, the first collective
+ *                              never completes (a broken NVSwitch fabric);
+ *                              NCCL_P2P_DISABLE does not change that
  * Faults on communicators with more ranks than this process sees GPUs
  * (those that span pods):
  *   FAKENCCL_CROSS_HANG_INIT=1 init never completes
@@ -90,6 +116,7 @@ struct shared {
     atomic_int joined;
     int nranks;
     int dev[MAXR];
+    int pid[MAXR];
     atomic_ulong arrived[2];
     atomic_ulong done[2];
     /* then 2 slots x nranks x CHUNK bytes */
@@ -128,9 +155,9 @@ struct ncclComm {
     int hang_init, hang_coll, wrong, crash, p2p_mode;
     int wrong_type; /* 0 int32, 1 float, 2 all */
     int launch_fail, asyncerr_fail;
-    atomic_int launched; /* groups launched */
+    atomic_int launched;  /* groups launched */
     atomic_int launching; /* non-blocking group launches still running */
-    int ok_answers; /* ncclSuccess answers since the first launch */
+    int ok_answers;       /* ncclSuccess answers since the first launch */
     double busbw;
     /* network mode */
     struct fakenet *net;
@@ -254,11 +281,126 @@ make_unkillable(void)
     close(sync[0]);
 }
 
+/* NCCL's debug output (src/debug.cc): the level from NCCL_DEBUG, the
+ * subsystems from NCCL_DEBUG_SUBSYS (default INIT, BOOTSTRAP and ENV; "^"
+ * inverts; ALL), the file from NCCL_DEBUG_FILE, else stdout. */
+enum { SUB_INIT = 1, SUB_GRAPH = 2, SUB_NET = 4, SUB_NVLS = 8, SUB_ENV = 16 };
+
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static FILE *log_file;
+
+static int
+log_level(void)
+{
+    const char *d = getenv("NCCL_DEBUG");
+
+    if (d == NULL || strcasecmp(d, "VERSION") == 0 ||
+        strcasecmp(d, "NONE") == 0)
+        return 0;
+    if (strcasecmp(d, "INFO") == 0 || strcasecmp(d, "TRACE") == 0)
+        return 2;
+    return 1;
+}
+
+static int
+log_subsys_on(int mask)
+{
+    const char *v = getenv("NCCL_DEBUG_SUBSYS");
+    static const struct {
+        const char *name;
+        int bit;
+    } subs[] = {{"INIT", SUB_INIT}, {"GRAPH", SUB_GRAPH}, {"NET", SUB_NET},
+                {"NVLS", SUB_NVLS}, {"ENV", SUB_ENV},     {"ALL", ~0}};
+    int invert = 0, on = 0;
+    char buf[256];
+
+    if (v == NULL)
+        return (mask & (SUB_INIT | SUB_ENV)) != 0;
+    if (*v == '^') {
+        invert = 1;
+        v++;
+    }
+    snprintf(buf, sizeof(buf), "%s", v);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t != NULL;
+         t = strtok_r(NULL, ",", &save))
+        for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
+            if (strcasecmp(t, subs[i].name) == 0)
+                on |= subs[i].bit;
+    return invert ? (mask & ~on) != 0 : (mask & on) != 0;
+}
+
+/* The log stream, opened once per process; NULL when it cannot be. */
+static FILE *
+log_stream(void)
+{
+    const char *f = getenv("NCCL_DEBUG_FILE");
+    char path[512], host[64] = "host";
+    size_t k = 0;
+
+    if (log_file != NULL)
+        return log_file;
+    if (f == NULL || *f == '\0')
+        return log_file = stdout;
+    gethostname(host, sizeof(host) - 1);
+    for (; *f != '\0' && k + 1 < sizeof(path); f++) {
+        if (f[0] == '%' && f[1] == 'h') {
+            k += (size_t)snprintf(path + k, sizeof(path) - k, "%s", host);
+            f++;
+        } else if (f[0] == '%' && f[1] == 'p') {
+            k += (size_t)snprintf(path + k, sizeof(path) - k, "%d",
+                                  (int)getpid());
+            f++;
+        } else {
+            path[k++] = *f;
+        }
+        if (k >= sizeof(path))
+            k = sizeof(path) - 1;
+    }
+    path[k] = '\0';
+    log_file = fopen(path, "we");
+    if (log_file == NULL)
+        log_file = stdout;
+    return log_file;
+}
+
+static void
+log_write(int dev, const char *level, const char *msg)
+{
+    char host[64] = "host";
+    FILE *out;
+
+    gethostname(host, sizeof(host) - 1);
+    pthread_mutex_lock(&log_mu);
+    out = log_stream();
+    fprintf(out, "%s:%d:%d [%d] NCCL %s %s\n", host, (int)getpid(),
+            (int)gettid(), dev, level, msg);
+    fflush(out);
+    pthread_mutex_unlock(&log_mu);
+}
+
+static void info_line(struct ncclComm *c, int sub, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+info_line(struct ncclComm *c, int sub, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    if (log_level() < 2 || !log_subsys_on(sub))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    log_write(c->dev, "INFO", msg);
+}
+
+static void warn_line(struct ncclComm *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 static void
 warn_line(struct ncclComm *c, const char *fmt, ...)
 {
-    const char *dbg = getenv("NCCL_DEBUG");
-    char host[64] = "host";
     char msg[200];
     va_list ap;
 
@@ -266,13 +408,9 @@ warn_line(struct ncclComm *c, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     snprintf(c->last_error, sizeof(c->last_error), "%s", msg);
-    if (dbg == NULL || strcasecmp(dbg, "VERSION") == 0 ||
-        strcasecmp(dbg, "NONE") == 0)
+    if (log_level() < 1)
         return;
-    gethostname(host, sizeof(host) - 1);
-    printf("%s:%d:%d [%d] NCCL WARN %s\n", host, (int)getpid(), (int)gettid(),
-           c->dev, msg);
-    fflush(stdout);
+    log_write(c->dev, "WARN", msg);
 }
 
 static void
@@ -634,6 +772,7 @@ do_init(struct ncclComm *c)
     }
     c->sh->nranks = c->nranks;
     c->sh->dev[c->rank] = c->dev;
+    c->sh->pid[c->rank] = (int)getpid();
     atomic_fetch_add(&c->sh->joined, 1);
     if (c->hang_init) {
         wait_abort(c);
@@ -667,11 +806,188 @@ do_init(struct ncclComm *c)
     return ncclSuccess;
 }
 
+static int
+env_set_to(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+
+    return v != NULL && strcmp(v, value) == 0;
+}
+
+/* The interface NCCL's socket transport would use: NCCL_SOCKET_IFNAME's
+ * first match, else the first running interface that is not lo, docker or
+ * virbr, else lo (src/misc/socket.cc, ncclFindInterfaces). */
+static void
+socket_if(char *name, size_t nlen, char *addr, size_t alen)
+{
+    const char *want = getenv("NCCL_SOCKET_IFNAME");
+    struct ifaddrs *ifs, *i;
+
+    snprintf(name, nlen, "lo");
+    snprintf(addr, alen, "127.0.0.1");
+    if (getifaddrs(&ifs) != 0)
+        return;
+    for (int pass = 0; pass < 2; pass++)
+        for (i = ifs; i != NULL; i = i->ifa_next) {
+            int skip;
+
+            if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
+                !(i->ifa_flags & IFF_RUNNING))
+                continue;
+            if (want != NULL && *want != '\0' && *want != '^')
+                skip = strncmp(i->ifa_name, want + (*want == '='),
+                               strcspn(want + (*want == '='), ",:")) != 0;
+            else
+                skip = pass == 0 && (strncmp(i->ifa_name, "lo", 2) == 0 ||
+                                     strncmp(i->ifa_name, "docker", 6) == 0 ||
+                                     strncmp(i->ifa_name, "virbr", 5) == 0);
+            if (skip)
+                continue;
+            snprintf(name, nlen, "%s", i->ifa_name);
+            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr,
+                      addr, (socklen_t)alen);
+            freeifaddrs(ifs);
+            return;
+        }
+    freeifaddrs(ifs);
+}
+
+/*
+ * The INFO lines NCCL 2.28 writes once a communicator is set up, in its
+ * formats: "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d
+ * MNNVL %d" (src/init.cc), "NVLS multicast support is %savailable on dev
+ * %d (NVLS_NCHANNELS %d)" and "NVLS comm %p headRank ..." (nvls.cc),
+ * "Channel %02d/%02d : 0 1 ..." (graph/rings.cc, rank 0), "Ring %02d : %d
+ * -> %d -> %d" and "Trees [c] d/d/d->rank->up" (init.cc), one channel line
+ * per ring neighbour: "via P2P/direct pointer" in one process, "via
+ * P2P/CUMEM" or "via P2P/IPC" across processes (p2p.cc), "via
+ * SHM/direct/direct" (shm.cc), "[send] via NET/Socket/0" and "[receive]
+ * ..." with "NET/IB/0/GDRDMA" for IB with GPU Direct RDMA (net.cc), after
+ * "NET/Socket : Using [0]IF:ADDR<0>" (net_socket.cc) or "NET/IB : Using
+ * [0]mlx5_0:1/IB ..." (net_ib.cc), then "Connected all rings ..." and
+ * "Connected all trees" (transport/generic.cc). Also decides NVLS, which
+ * FAKENCCL_NVLS_HANG makes hang.
+ */
+static void
+log_choices(struct ncclComm *c)
+{
+    int n = c->nranks, r = c->rank;
+    int g = fakecuda_device_count() > 0 ? fakecuda_device_count() : 1;
+    int nnodes = c->cross ? (n + g - 1) / g : 1;
+    int local = c->cross ? g : n;
+    int nch = (int)env_double("FAKENCCL_CHANNELS", 2);
+    int nvls = env_set_to("FAKECUDA_MULTICAST", "1") &&
+               !env_set_to("NCCL_NVLS_ENABLE", "0") && local > 1;
+    const char *fb = getenv("FAKENCCL_FALLBACK");
+    const char *nt = getenv("FAKENCCL_NET_TRANSPORT");
+    int p2p =
+        !env_set_to("NCCL_P2P_DISABLE", "1") && (fb == NULL || *fb == '\0');
+    int shm = !env_set_to("NCCL_SHM_DISABLE", "1") &&
+              !(fb != NULL && strcmp(fb, "socket") == 0);
+    int ib = nt != NULL && strncmp(nt, "ib", 2) == 0;
+    int gdr = nt != NULL && strcmp(nt, "ib-gdr") == 0;
+    int net_said = 0, next = (r + 1) % n, prev = (r + n - 1) % n;
+    char ifname[32], ifaddr[64], line[512];
+    size_t k = 0;
+
+    if (nch < 1 || nch > 32)
+        nch = 2;
+    if (nvls && env_set_to("FAKENCCL_NVLS_HANG", "1"))
+        c->hang_coll = 1;
+    info_line(c, SUB_INIT,
+              "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d "
+              "MNNVL 0",
+              (void *)c, r, n, nnodes, local, c->cross ? r % g : r);
+    info_line(c, SUB_INIT,
+              "NVLS multicast support is %savailable on dev %d "
+              "(NVLS_NCHANNELS %d)",
+              nvls ? "" : "not ", c->dev, nvls ? 16 : 0);
+    if (nvls)
+        info_line(c, SUB_INIT | SUB_NVLS,
+                  "NVLS comm %p headRank %d nHeads %d nvlsRanks %d buffSize "
+                  "1048576 nvlsPerRankSize 201326592 nvlsTotalSize "
+                  "1610612736",
+                  (void *)c, r % local, local, local);
+    for (int ch = 0; ch < nch && r == 0; ch++) {
+        k = (size_t)snprintf(line, sizeof(line), "Channel %02d/%02d :", ch,
+                             nch);
+        for (int i = 0; i < n && k < sizeof(line); i++)
+            k += (size_t)snprintf(line + k, sizeof(line) - k, " %d", i);
+        info_line(c, SUB_GRAPH, "%s", line);
+    }
+    k = 0;
+    line[0] = '\0';
+    for (int ch = 0; ch < nch; ch++) {
+        info_line(c, SUB_GRAPH, "Ring %02d : %d -> %d -> %d", ch, prev, r,
+                  next);
+        if (k < sizeof(line))
+            k += (size_t)snprintf(line + k, sizeof(line) - k,
+                                  " [%d] %d/-1/-1->%d->%d", ch,
+                                  r + 1 < n ? r + 1 : -1, r, r - 1);
+    }
+    info_line(c, SUB_INIT, "Trees%s", line);
+    for (int ch = 0; ch < nch && n > 1; ch++) {
+        int same = c->cross ? r / g == next / g : 1;
+        int pdev = c->sh != NULL && !c->cross && c->net == NULL
+                       ? c->sh->dev[next]
+                       : next % g;
+        int sdev = c->sh != NULL && !c->cross && c->net == NULL
+                       ? c->sh->dev[prev]
+                       : prev % g;
+        int same_pid = c->net == NULL && c->sh != NULL &&
+                       c->sh->pid[next] == (int)getpid();
+
+        if (same && p2p) {
+            info_line(c, SUB_INIT, "Channel %02d/0 : %d[%d] -> %d[%d] via %s",
+                      ch, r, c->dev, next, pdev,
+                      same_pid ? "P2P/direct pointer"
+                      : env_set_to("NCCL_CUMEM_ENABLE", "0") ? "P2P/IPC"
+                                                             : "P2P/CUMEM");
+            continue;
+        }
+        if (same && shm) {
+            info_line(c, SUB_INIT,
+                      "Channel %02d : %d[%d] -> %d[%d] via SHM/direct/direct",
+                      ch, r, c->dev, next, pdev);
+            continue;
+        }
+        if (!net_said) {
+            int use_ib = ib && !same;
+
+            socket_if(ifname, sizeof(ifname), ifaddr, sizeof(ifaddr));
+            if (use_ib)
+                info_line(c, SUB_INIT | SUB_NET,
+                          "NET/IB : Using [0]mlx5_0:1/IB ; OOB %s:%s<0>",
+                          ifname, ifaddr);
+            else
+                info_line(c, SUB_INIT | SUB_NET,
+                          "NET/Socket : Using [0]%s:%s<0>", ifname, ifaddr);
+            info_line(c, SUB_INIT, "Using network %s",
+                      use_ib ? "IB" : "Socket");
+            net_said = 1;
+        }
+        info_line(c, SUB_INIT | SUB_NET,
+                  "Channel %02d/0 : %d[%d] -> %d[%d] [send] via NET/%s/0%s", ch,
+                  r, c->dev, next, pdev, ib && !same ? "IB" : "Socket",
+                  gdr && !same ? "/GDRDMA" : "");
+        info_line(c, SUB_INIT | SUB_NET,
+                  "Channel %02d/0 : %d[%d] -> %d[%d] [receive] via NET/%s/0%s",
+                  ch, prev, sdev, r, c->dev, ib && !same ? "IB" : "Socket",
+                  gdr && !same ? "/GDRDMA" : "");
+    }
+    info_line(c, SUB_INIT, "Connected all rings, use ring PXN 0 GDR %d",
+              gdr ? 1 : 0);
+    info_line(c, SUB_INIT, "Connected all trees");
+}
+
 static void *
 progress(void *arg)
 {
     struct ncclComm *c = arg;
     int r = do_init(c);
+
+    if (r == ncclSuccess)
+        log_choices(c);
 
     if (r == ncclSuccess)
         sleep_through(env_double("FAKENCCL_INIT_DELAY_MS", 5) / 1e3);

@@ -257,6 +257,30 @@ expect_out 'diagnosis: GPUs 2,3: timeout or hang \(second half\)'
 expect_json '.exit == 4 and .phase == 4 and .gpu_pair == [2,3] and .cure == null'
 expect_tl 'gpus: pair GPU 2 \(00000000:1A:00.0\) - GPU 3 \(00000000:1B:00.0\)'
 
+CASE="regression: on an NVSwitch node (sm90+, NVLink everywhere) NVLS is tried first"
+# NVLS does not depend on NCCL_P2P_DISABLE: tried last, the P2P and SHM
+# reruns each hung for a phase before it.
+run FAKECUDA_DEVICES=4 FAKECUDA_MULTICAST=1 FAKENCCL_NVLS_HANG=1 -- \
+    --expect-gpus 4 --timeout 30 --phase-timeout 4 --no-diagnose \
+    --on-failure fallback --fallback-conf "$CONF"
+expect_rc 0
+expect_out 'NVSwitch node \(sm90\+, NVLink between all GPUs\): NVLS first'
+first=$(grep -m1 -oE 'diagnosis: GPUs [0-9,]+ with NCCL_[A-Z_]+=[0-9]' "$OUT")
+case "$first" in *NCCL_NVLS_ENABLE=0) ok ;; *) bad "first rerun: $first" ;; esac
+expect_json '.ringcheck == "fallback" and .cure == "NCCL_NVLS_ENABLE=0" and .transport == "NVLS"'
+
+CASE="regression: every diagnosis rerun has a short phase timeout of its own"
+# Without NVSwitch the order is P2P, SHM, NVLS. With the check's 6 s phase
+# timeout per rerun the two hanging reruns took 13 s and NVLS was never
+# reached before the 18 s deadline; with 3 s each it is.
+run FAKECUDA_DEVICES=2 FAKECUDA_MULTICAST=1 FAKECUDA_LINK=pcie \
+    FAKENCCL_NVLS_HANG=1 -- --expect-gpus 2 --timeout 18 --phase-timeout 6
+expect_rc 4
+expect_out 'diagnosis: rerunning in fresh workers to find what fails \(phase timeout 3.0 s per rerun\)'
+expect_out 'diagnosis: GPUs 0,1 with NCCL_SHM_DISABLE=1: timeout or hang'
+expect_json '.exit == 4 and .cure == "NCCL_NVLS_ENABLE=0"'
+expect_within 18800
+
 CASE="the bandwidth size is cut when GPU memory is short"
 run FAKECUDA_DEVICES=2 FAKECUDA_MEM_MIB=520 -- --expect-gpus 2 --timeout 20 \
     --bw-bytes 1Gi
@@ -562,6 +586,48 @@ expect_rc 0
 expect_out 'phase 0 preflight: warning: NCCL_COMM_ID=192.0.2.1:29500 is set'
 expect_json '.ringcheck == "pass" and .warnings >= 1'
 expect_no_out 'bind failed'
+
+CASE="what NCCL chose: the INFO log per rank, parsed into rings and channel transports"
+run FAKECUDA_DEVICES=2 -- --expect-gpus 2 --timeout 20
+expect_rc 0
+expect_out 'phase 3 nccl-init: NCCL chose: intra P2P/CUMEM \(4 channel lines\), inter none; 2 channels; ring 0: 0 1; NVLS no'
+expect_out '^# NCCL transport       : intra P2P/CUMEM'
+expect_json '.nccl_transport.intra == "P2P" and .nccl_transport.p2p == "P2P/CUMEM" and .nccl_transport.channels == 2 and .nccl_transport.ring0 == [0,1] and .nccl_transport.intra_counts.p2p == 4'
+expect_tl '^nccl transport: intra P2P/CUMEM'
+# NCCL's INFO lines go to the per-rank files, not to the check's output.
+expect_no_out 'NCCL INFO'
+ls -d /dev/shm/ncclguard-nccl.* "${TMPDIR:-/tmp}"/ncclguard-nccl.* >/dev/null 2>&1 \
+    && bad "the NCCL log folder was left behind" || ok
+run FAKECUDA_DEVICES=3 -- --expect-gpus 3 --mode group --timeout 20
+expect_json '.nccl_transport.p2p == "P2P/direct pointer" and .nccl_transport.ring0 == [0,1,2]'
+run FAKECUDA_DEVICES=2 NCCL_P2P_DISABLE=1 -- --expect-gpus 2 --timeout 20
+expect_json '.nccl_transport.intra == "SHM"'
+run FAKECUDA_DEVICES=2 NCCL_DEBUG=INFO -- --expect-gpus 2 --timeout 20
+expect_out '\[rank 0\] .* NCCL INFO Ring 00 : 1 -> 0 -> 1'
+
+CASE="a silent fallback to sockets: warned about, and its own failure with --expect-transport"
+run FAKECUDA_DEVICES=2 FAKENCCL_FALLBACK=socket -- --expect-gpus 2 --timeout 20
+expect_rc 0
+expect_out 'warning: the ring works but over NET/Socket on [a-z0-9]+ between this pod.s own GPUs'
+expect_json '.ringcheck == "pass" and .nccl_transport.intra == "NET/Socket" and .warnings >= 1'
+run FAKECUDA_DEVICES=2 FAKENCCL_FALLBACK=socket -- --expect-gpus 2 --timeout 20 \
+    --expect-transport intra=p2p --on-failure fallback --fallback-conf "$CONF"
+expect_rc 10
+expect_out 'diagnosis: skipped: the ring works'
+expect_json '.exit == 10 and .code_name == "transport other than expected" and .phase == 3 and .expect_transport.intra == "p2p" and (.message | test("the ring works but over NET/Socket on [a-z0-9]+ between ranks 0 and 1, not P2P"))'
+expect_tl 'transport other than expected \(exit 10\) in phase 3'
+run FAKECUDA_DEVICES=2 FAKENCCL_FALLBACK=shm -- --expect-gpus 2 --timeout 20 \
+    --expect-transport intra=shm
+expect_rc 0
+run FAKECUDA_DEVICES=2 FAKECUDA_LINK=pcie -- --expect-gpus 2 --timeout 20 \
+    --expect-transport intra=nvlink
+expect_rc 10
+expect_tl 'over P2P through PCIe between ranks 0 and 1, not NVLink'
+run FAKECUDA_DEVICES=2 -- --expect-gpus 2 --timeout 20 --expect-transport intra=nvlink,inter=ib-gdr
+expect_rc 0
+expect_out 'the transport is as expected \(--expect-transport intra=nvlink inter=ib-gdr\)'
+"$RINGCHECK" --expect-transport intra=ib >"$OUT" 2>&1; RC=$?
+expect_rc 6; expect_out '--expect-transport: expected intra=p2p'
 
 CASE="topology: PCIe paths through the CPU are warned about"
 # GPU 0 (18:00.0) and GPU 1 (19:00.0) under two root complexes on two NUMA

@@ -52,8 +52,7 @@ test_p2p_ring(void)
     CHECK_INT(nccllog_expect(&l, "p2p", "", NULL, 2, 0, buf, sizeof(buf)), 0);
     /* NVLink asked, the pair has none: P2P through PCIe. */
     memset(nv, 0, sizeof(nv));
-    CHECK_INT(nccllog_expect(&l, "nvlink", "", nv, 2, 0, buf, sizeof(buf)),
-              -1);
+    CHECK_INT(nccllog_expect(&l, "nvlink", "", nv, 2, 0, buf, sizeof(buf)), -1);
     CHECK(strstr(buf, "not NVLink") != NULL);
     nv[0][1] = nv[1][0] = 1;
     CHECK_INT(nccllog_expect(&l, "nvlink", "", nv, 2, 0, buf, sizeof(buf)), 0);
@@ -91,8 +90,7 @@ test_socket_fallback(void)
                       "ranks 0 and 1, not P2P") != NULL);
     CHECK_INT(nccllog_expect(&l, "shm", NULL, NULL, 2, 0, buf, sizeof(buf)),
               -1);
-    CHECK_INT(nccllog_expect(&l, "net", NULL, NULL, 2, 0, buf, sizeof(buf)),
-              0);
+    CHECK_INT(nccllog_expect(&l, "net", NULL, NULL, 2, 0, buf, sizeof(buf)), 0);
     CHECK_INT(nccllog_expect(&l, "", "", NULL, 2, 0, buf, sizeof(buf)), 0);
 }
 
