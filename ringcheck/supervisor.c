@@ -922,6 +922,7 @@ sv_describe_stop(struct sv_state *st)
 {
     struct rc_run *o = st->out;
     char stuck[160] = "", killed[160] = "", aborted[160] = "";
+    char termed[160] = "";
     int nstuck = 0;
 
     for (int i = 0; i < st->nw; i++) {
@@ -938,7 +939,10 @@ sv_describe_stop(struct sv_state *st)
             WIFSIGNALED(w->status) &&
             (WTERMSIG(w->status) == SIGKILL || WTERMSIG(w->status) == SIGTERM))
             for (int l = 0; l < w->nlocal; l++)
-                ranks_append(killed, sizeof(killed), w->first_rank + l);
+                ranks_append(WTERMSIG(w->status) == SIGKILL ? killed : termed,
+                             WTERMSIG(w->status) == SIGKILL ? sizeof(killed)
+                                                            : sizeof(termed),
+                             w->first_rank + l);
         if (w->aborted)
             for (int l = 0; l < w->nlocal; l++)
                 ranks_append(aborted, sizeof(aborted), w->first_rank + l);
@@ -963,10 +967,15 @@ sv_describe_stop(struct sv_state *st)
     }
     if (aborted[0] != '\0' && st->s->kind == SV_RING)
         what_add(o, "; ranks %s aborted their communicators", aborted);
+    if (termed[0] != '\0')
+        what_add(o,
+                 "; ranks %s did not abort in time and were killed (abort "
+                 "grace %.2f s): they ended on SIGTERM",
+                 termed, st->abort_grace);
     if (killed[0] != '\0')
         what_add(o,
                  "; ranks %s did not abort in time and were killed (abort "
-                 "grace %.2f s)",
+                 "grace %.2f s): they needed SIGKILL",
                  killed, st->abort_grace);
 }
 

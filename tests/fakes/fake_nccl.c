@@ -44,6 +44,10 @@
  *   FAKENCCL_ABORT_HANG=1      ncclCommAbort never returns
  *   FAKENCCL_ABORT_S=X         ncclCommAbort takes X seconds per
  *                              communicator (default 0), signals or not
+ *   FAKENCCL_TERM_S=X          the process takes X seconds to end after
+ *                              SIGTERM (a CUDA process ends only once the
+ *                              driver has torn down its contexts), then
+ *                              ends on SIGTERM
  *   FAKENCCL_INIT_DELAY_MS=N   a communicator becomes ready N ms after all
  *                              ranks joined (default 5)
  *   FAKENCCL_LAUNCH_US=N       a non-blocking group's launch finishes N us
@@ -1107,6 +1111,20 @@ ncclGetUniqueId(ncclUniqueId *id)
     return ncclSuccess;
 }
 
+static void
+slow_term(int sig)
+{
+    struct timespec ts;
+    double d = env_double("FAKENCCL_TERM_S", 0);
+
+    ts.tv_sec = (time_t)d;
+    ts.tv_nsec = (long)((d - (double)ts.tv_sec) * 1e9);
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 ncclResult_t
 ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
                        ncclConfig_t *config)
@@ -1146,6 +1164,8 @@ ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
     if (env_dev_match("FAKENCCL_UNKILLABLE", c->dev))
         make_unkillable();
     c->crash = env_dev_match("FAKENCCL_CRASH", c->dev);
+    if (env_double("FAKENCCL_TERM_S", 0) > 0)
+        signal(SIGTERM, slow_term);
     c->busbw = bw != NULL ? strtod(bw, NULL) : 0;
     atomic_store(&c->status, ncclInProgress);
     pthread_mutex_init(&c->mu, NULL);

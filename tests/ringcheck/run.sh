@@ -238,6 +238,20 @@ expect_rc 4
 expect_within 4000
 expect_tl 'did not abort in time and were killed'
 
+CASE="regression: SIGTERM comes early enough for its grace, in group mode with 8 GPUs"
+# One process owns 8 communicators: an abort grace of 4.5 s, longer than a
+# 4 s deadline leaves. The stop's SIGTERM must still come SV_TERM_GRACE_S
+# + SV_KILL_WAIT_S before deadline + 0.8 s; each worker takes 50 ms to end
+# on SIGTERM (as a CUDA process does while the driver tears it down), so
+# only a SIGTERM that comes too late needs SIGKILL.
+run FAKECUDA_DEVICES=8 FAKENCCL_HANG_COLL=1 FAKENCCL_ABORT_HANG=1 \
+    FAKENCCL_TERM_S=0.05 -- --expect-gpus 8 --mode group --timeout 4 \
+    --no-diagnose
+expect_rc 4
+expect_within 5300
+expect_tl 'abort grace 4.50 s\): they ended on SIGTERM'
+expect_no_out 'needed SIGKILL'
+
 CASE="the whole check's deadline bounds the diagnosis"
 run FAKECUDA_DEVICES=2 FAKENCCL_HANG_COLL=1 -- --expect-gpus 2 --timeout 3 \
     --phase-timeout 1
