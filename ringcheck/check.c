@@ -301,6 +301,62 @@ sv_spec_base(struct check *ck, struct sv_spec *s, enum sv_kind kind)
     s->label = "";
 }
 
+/*
+ * Why fewer devices are visible than requested, when the GPUs are shared:
+ * "mig" when the device list names MIG instances ("MIG-..."), which CUDA
+ * enumerates one per process at most (NVIDIA MIG user guide, "CUDA device
+ * enumeration"); "time-slicing" when it names one GPU several times (the
+ * device plugin's time-sliced replicas, "GPU-...::N" or repeated UUIDs, are
+ * one device to CUDA). "" otherwise. Reads NVIDIA_VISIBLE_DEVICES, then
+ * CUDA_VISIBLE_DEVICES.
+ */
+static const char *
+gpu_sharing(int visible, int expected, const char **list)
+{
+    static const char *const vars[] = {"NVIDIA_VISIBLE_DEVICES",
+                                       "CUDA_VISIBLE_DEVICES"};
+
+    for (size_t v = 0; v < 2; v++) {
+        const char *val = getenv(vars[v]);
+        char ids[32][96];
+        int n = 0, distinct = 0, mig = 0, replica = 0;
+
+        if (val == NULL || *val == '\0')
+            continue;
+        *list = vars[v];
+        for (const char *p = val; *p != '\0' && n < 32;) {
+            size_t len = strcspn(p, ",");
+            size_t idlen = len;
+            const char *rep = memchr(p, ':', len);
+
+            if (rep != NULL && (size_t)(rep - p) + 1 < len && rep[1] == ':') {
+                idlen = (size_t)(rep - p);
+                replica = 1;
+            }
+            snprintf(ids[n], sizeof(ids[0]), "%.*s",
+                     (int)(idlen < 95 ? idlen : 95), p);
+            mig |= strncmp(ids[n], "MIG-", 4) == 0;
+            distinct++;
+            for (int k = 0; k < n; k++)
+                if (strcmp(ids[k], ids[n]) == 0) {
+                    distinct--;
+                    replica = 1;
+                    break;
+                }
+            n++;
+            p += len;
+            if (*p == ',')
+                p++;
+        }
+        if (mig && visible < expected)
+            return "mig";
+        if (replica && distinct <= visible && visible < expected)
+            return "time-slicing";
+        return "";
+    }
+    return "";
+}
+
 /* The oldest driver branch that a CUDA runtime major version runs on, with
  * minor version compatibility (CUDA Toolkit release notes, "CUDA Toolkit
  * and Minimum Required Driver Version for CUDA Minor Version
@@ -429,7 +485,29 @@ check_preflight(struct check *ck)
                 "with the NVIDIA container runtime");
         return -1;
     }
-    if (o->expect_gpus > 0 && p->ngpus != o->expect_gpus) {
+    if (o->expect_gpus > 0 && p->ngpus > 0 && p->ngpus < o->expect_gpus) {
+        const char *list = "NVIDIA_VISIBLE_DEVICES";
+        const char *sh = gpu_sharing(p->ngpus, o->expect_gpus, &list);
+
+        if (sh[0] != '\0') {
+            snprintf(ck->rep.sharing, sizeof(ck->rep.sharing), "%s", sh);
+            report_log("phase 0 preflight: warning: %d GPUs requested, %d "
+                       "visible: %s names %s, and %s; NCCL cannot run "
+                       "across them, so the check runs on the %d device%s "
+                       "CUDA sees, not on %d",
+                       o->expect_gpus, p->ngpus, list,
+                       strcmp(sh, "mig") == 0
+                           ? "MIG instances"
+                           : "time-sliced replicas of one GPU",
+                       strcmp(sh, "mig") == 0
+                           ? "CUDA enumerates one MIG instance per process"
+                           : "replicas of one GPU are one CUDA device",
+                       p->ngpus, p->ngpus == 1 ? "" : "s", o->expect_gpus);
+            ck->rep.nwarnings++;
+        }
+    }
+    if (o->expect_gpus > 0 && p->ngpus != o->expect_gpus &&
+        ck->rep.sharing[0] == '\0') {
         set_failure(ck, RC_EXIT_ENV, 0,
                     "GPU count mismatch: %d visible, %d expected", p->ngpus,
                     o->expect_gpus);

@@ -290,6 +290,8 @@ report_json(const struct rc_report *r, char *buf, size_t len)
     out_json_str_or_null(&o, r->warn);
     out_add(&o, ",\"fix\":");
     out_json_str_or_null(&o, r->fix);
+    out_add(&o, ",\"gpu_sharing\":");
+    out_json_str_or_null(&o, r->sharing);
     out_add(&o, ",\"cannot_run\":");
     out_json_str_or_null(&o, r->cannot_run);
     out_add(&o, ",\"on_no_cure\":\"%s\",\"no_cure_warn\":%s",
@@ -353,6 +355,11 @@ report_verdict(const struct rc_report *r, char *buf, size_t len)
             nccllog_summary(&r->ring.nl, 0, r->ndev, t, sizeof(t));
             out_add(&o, "nccl transport: %s\n", t);
         }
+        if (r->sharing[0] != '\0')
+            out_add(&o,
+                    "gpu sharing: %s: %d requested, %d visible; NCCL ran on "
+                    "the visible ones only\n",
+                    r->sharing, r->opts->expect_gpus, r->ndev);
         if (r->mn_text[0] != '\0')
             out_add(&o, "%s", r->mn_text);
         return;

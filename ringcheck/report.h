@@ -116,6 +116,9 @@ struct rc_report {
      * runtime, CUDA and NCCL that do not match, a GPU of another vendor),
      * as opposed to "the node is bad": why, or "" */
     char cannot_run[400];
+    /* the GPUs are shared: "mig" or "time-slicing" (fewer devices than
+     * requested, as such GPUs enumerate), or "" */
+    char sharing[16];
     int no_cure_warn; /* --on-no-cure warn let a fallback without cure
                          start the pod */
 };

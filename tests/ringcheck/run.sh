@@ -193,6 +193,26 @@ expect_rc 9
 expect_tl 'GPU count mismatch: 2 visible, 4 expected'
 expect_json '.exit == 9 and .gpus == 2 and .expected_gpus == 4'
 
+CASE="MIG and time-slicing: one device for several requested is said so, not exit 9"
+run FAKECUDA_DEVICES=1 NVIDIA_VISIBLE_DEVICES=MIG-4f8c2a1e-6b1d-5e2f-9a3c-1d2e3f4a5b6c,MIG-5a9d3b2f-7c2e-6f30-ab4d-2e3f4a5b6c7d \
+    -- --expect-gpus 2 --timeout 20
+expect_rc 0
+expect_out 'warning: 2 GPUs requested, 1 visible: NVIDIA_VISIBLE_DEVICES names MIG instances, and CUDA enumerates one MIG instance per process'
+expect_json '.ringcheck == "pass" and .gpu_sharing == "mig" and .gpus == 1 and .warnings >= 1'
+expect_tl '^gpu sharing: mig: 2 requested, 1 visible'
+run FAKECUDA_DEVICES=1 NVIDIA_VISIBLE_DEVICES=GPU-8e1f0c3a::0,GPU-8e1f0c3a::1 \
+    -- --expect-gpus 2 --timeout 20
+expect_rc 0
+expect_json '.gpu_sharing == "time-slicing"'
+run FAKECUDA_DEVICES=1 CUDA_VISIBLE_DEVICES=GPU-8e1f0c3a,GPU-8e1f0c3a \
+    -- --expect-gpus 2 --timeout 20
+expect_json '.gpu_sharing == "time-slicing"'
+# Two different GPUs named and one seen: the node is wrong, exit 9.
+run FAKECUDA_DEVICES=1 NVIDIA_VISIBLE_DEVICES=GPU-8e1f0c3a,GPU-77aa01b2 \
+    -- --expect-gpus 2 --timeout 20
+expect_rc 9
+expect_json '.gpu_sharing == null'
+
 CASE="duplicate devices"
 run FAKECUDA_DEVICES=2 FAKECUDA_DUPLICATE=0,1 -- --expect-gpus 2 --timeout 20
 expect_rc 9
