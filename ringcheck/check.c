@@ -12,11 +12,14 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <net/if.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -205,25 +208,27 @@ preflight_shm(struct check *ck, int ndev)
     return 0;
 }
 
+static const char *dev_root(void);
+
 static void
 preflight_memlock(struct check *ck)
 {
     struct rlimit rl;
-    DIR *d;
-    struct dirent *de;
     int ib = 0;
-    char path[512];
+    char why[700];
 
     if (env_is("NCCL_IB_DISABLE", "1"))
         return;
-    snprintf(path, sizeof(path), "%s/class/infiniband", netcheck_sysfs_root());
-    d = opendir(path);
-    if (d == NULL)
-        return;
-    while ((de = readdir(d)) != NULL)
-        if (de->d_name[0] != '.')
-            ib++;
-    closedir(d);
+    /* IB is there only when the pod has the verbs devices too: sysfs
+     * shows the host's HCAs in any pod. */
+    ib =
+        netcheck_ib_usable(netcheck_sysfs_root(), dev_root(), why, sizeof(why));
+    if (ib == 0 && strstr(why, "uverbs") != NULL) {
+        report_log("phase 0 preflight: warning: InfiniBand is not usable "
+                   "here: %s; NCCL falls back to its socket transport",
+                   why);
+        ck->rep.nwarnings++;
+    }
     if (ib == 0 || getrlimit(RLIMIT_MEMLOCK, &rl) != 0)
         return;
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < ((rlim_t)64 << 20)) {
@@ -252,6 +257,27 @@ preflight_net(struct check *ck)
     const char *hca = getenv("NCCL_IB_HCA");
     char err[900];
 
+    {
+        static struct netcheck_if ifs[NETCHECK_MAX_NAMES];
+        const char *fam = getenv("NCCL_SOCKET_FAMILY");
+        int n = netcheck_if_list(ifs, NETCHECK_MAX_NAMES);
+        int k = n > 0 ? netcheck_pick(ifs, n, ifname,
+                                      fam == NULL                    ? 0
+                                      : strcmp(fam, "AF_INET") == 0  ? AF_INET
+                                      : strcmp(fam, "AF_INET6") == 0 ? AF_INET6
+                                                                     : 0)
+                      : -1;
+
+        if (k >= 0)
+            report_log("phase 0 preflight: NCCL's bootstrap and socket "
+                       "interface: %s (%s)",
+                       ifs[k].name, ifs[k].addr);
+        else if (ifname == NULL || ifname[0] == '\0') {
+            report_log("phase 0 preflight: warning: no running interface "
+                       "with an IPv4 or IPv6 address that NCCL can use");
+            ck->rep.nwarnings++;
+        }
+    }
     if (ifname != NULL && ifname[0] != '\0') {
         if (netcheck_interfaces(&have) != 0) {
             report_log("phase 0 preflight: warning: cannot list the network "
@@ -812,6 +838,40 @@ check_transport(struct check *ck)
     }
 }
 
+/* The address the unique id carries is the one every other rank connects
+ * to: it must be one of this pod's running interfaces. */
+static void
+check_id_addr(struct check *ck)
+{
+    static struct netcheck_if ifs[NETCHECK_MAX_NAMES];
+    const char *a = ck->rep.ring.id_addr;
+    char host[72];
+    const char *colon;
+    int n;
+
+    if (a[0] == '\0')
+        return;
+    colon = strrchr(a, ':');
+    snprintf(host, sizeof(host), "%.*s",
+             (int)(colon != NULL ? colon - a : (ptrdiff_t)strlen(a)), a);
+    if (host[0] == '[') {
+        memmove(host, host + 1, strlen(host));
+        host[strcspn(host, "]")] = '\0';
+    }
+    n = netcheck_if_list(ifs, NETCHECK_MAX_NAMES);
+    for (int i = 0; i < n; i++)
+        if (strcmp(ifs[i].addr, host) == 0 && (ifs[i].flags & IFF_RUNNING)) {
+            report_log("phase 3 nccl-init: the unique id carries %s (%s)", a,
+                       ifs[i].name);
+            return;
+        }
+    report_log("phase 3 nccl-init: warning: the unique id carries %s, which "
+               "is not an address of this pod's running interfaces: the "
+               "other ranks could not reach its bootstrap root",
+               a);
+    ck->rep.nwarnings++;
+}
+
 static void
 check_ring_result(struct check *ck)
 {
@@ -822,6 +882,7 @@ check_ring_result(struct check *ck)
 
     ck->rep.wrong_total = run_wrong(g, &wr, first, sizeof(first), &wrong_phase);
     ck->rep.busbw = run_busbw(g, ck->rep.ndev, &ck->rep.algbw);
+    check_id_addr(ck);
     code = judge(ck, g, ck->rep.ndev, 1);
     if (code == 0) {
         check_transport(ck);

@@ -290,6 +290,8 @@ report_json(const struct rc_report *r, char *buf, size_t len)
     out_json_str_or_null(&o, r->warn);
     out_add(&o, ",\"fix\":");
     out_json_str_or_null(&o, r->fix);
+    out_add(&o, ",\"id_addr\":");
+    out_json_str_or_null(&o, r->ring.id_addr);
     out_add(&o, ",\"gpu_sharing\":");
     out_json_str_or_null(&o, r->sharing);
     out_add(&o, ",\"cannot_run\":");

@@ -68,6 +68,7 @@ struct rc_run {
     /* what NCCL chose, from its INFO log (ring runs) */
     struct nccllog nl;
     int nl_read;       /* the log files were read */
+    char id_addr[72];  /* the address the unique id carries, or "" */
     char nl_note[160]; /* why not, when they were not */
 };
 

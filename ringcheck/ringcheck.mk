@@ -40,7 +40,7 @@ RC_CUDA_LIBS := $(addprefix -L,$(RC_LIBDIRS)) -Wl,--enable-new-dtags \
 	$(RC_LIBDIRS))) -lcudart -l:libnccl.so.2
 
 RC_FAKES = $(BUILD)/fakes/libcudart.so.13 $(BUILD)/fakes/libnccl.so.2
-DEB_PKGS += jq
+DEB_PKGS += jq shellcheck
 
 .PHONY: ringcheck check-ringcheck
 all: ringcheck
@@ -71,7 +71,7 @@ $(BUILD)/fakes/libnccl.so.2: tests/fakes/fake_nccl.c tests/fakes/fake.h \
 		tests/fakes/fake_nccl.c tests/fakes/fake_net.c \
 		-L$(BUILD)/fakes -l:libcudart.so.13 -lpthread
 
-check-ringcheck: ringcheck
+check-ringcheck: ringcheck check-gpu-smoke-lint
 	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
 	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" \
 		tests/ringcheck/run.sh
@@ -90,6 +90,21 @@ check-ringcheck:
 endif
 
 CHECKS += check-ringcheck
+
+# The first run on real GPUs: about three minutes on a machine with NVIDIA
+# GPUs (see docs/ringcheck.md); prints SKIP elsewhere. Not part of make
+# test, which has no GPU; its script is linted there.
+.PHONY: gpu-smoke check-gpu-smoke-lint
+gpu-smoke: ringcheck
+	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+		tests/ringcheck/gpu-smoke.sh
+
+check-gpu-smoke-lint:
+	bash -n tests/ringcheck/gpu-smoke.sh
+	@if command -v shellcheck >/dev/null; then \
+		shellcheck tests/ringcheck/gpu-smoke.sh && \
+		echo "gpu-smoke.sh: bash -n and shellcheck clean"; \
+	else echo "SKIP shellcheck of gpu-smoke.sh (shellcheck not installed)"; fi
 
 # Unit tests of the ring check's libc-only modules (no CUDA needed): the
 # worker protocol and the network preflight.

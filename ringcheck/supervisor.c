@@ -2,6 +2,7 @@
  * the deadlines and stops stuck workers. */
 #include "ringcheck/supervisor.h"
 
+#include "ringcheck/netcheck.h"
 #include "ringcheck/proto.h"
 
 #include <dirent.h>
@@ -31,6 +32,7 @@ struct sv_worker {
     int phase_done; /* last phase ended; -1 */
     int finished;   /* sent X */
     int aborted;    /* sent A */
+    double abort_s; /* from the abort request to A */
     int escalated;  /* still alive when SIGTERM went out */
     int reaped;
     int unreaped;   /* given up on after SIGKILL */
@@ -532,7 +534,21 @@ sv_event(struct sv_state *st, struct sv_worker *w, const char *line)
         o->atomics[a][b] = (signed char)m.u.topo.atomics;
         o->topo_done = 1;
         break;
-    case 'U':
+    case 'U': {
+        unsigned char id[PROTO_UID_HEX / 2];
+        size_t n = strlen(m.u.uid.hex) / 2;
+
+        for (size_t i = 0; i < n && i < sizeof(id); i++) {
+            unsigned v = 0;
+
+            if (sscanf(m.u.uid.hex + 2 * i, "%2x", &v) != 1)
+                v = 0;
+            id[i] = (unsigned char)v;
+        }
+        if (n > sizeof(id) ||
+            netcheck_id_addr(id, n, o->id_addr, sizeof(o->id_addr)) != 0)
+            o->id_addr[0] = '\0';
+    }
         sv_forward_id(st, w, &m);
         if (st->s->on_id != NULL) {
             char idline[PROTO_LINE_MAX];
@@ -576,6 +592,8 @@ sv_event(struct sv_state *st, struct sv_worker *w, const char *line)
         break;
     case 'A':
         w->aborted = 1;
+        if (st->stop_stage != 0)
+            w->abort_s = sv_now() - st->stop_at;
         break;
     case 'E':
         if (m.u.error.ranks[0] != '\0')
@@ -924,6 +942,7 @@ sv_describe_stop(struct sv_state *st)
     char stuck[160] = "", killed[160] = "", aborted[160] = "";
     char termed[160] = "";
     int nstuck = 0;
+    double abort_max = 0;
 
     for (int i = 0; i < st->nw; i++) {
         const struct sv_worker *w = &st->w[i];
@@ -943,9 +962,12 @@ sv_describe_stop(struct sv_state *st)
                              WTERMSIG(w->status) == SIGKILL ? sizeof(killed)
                                                             : sizeof(termed),
                              w->first_rank + l);
-        if (w->aborted)
+        if (w->aborted) {
             for (int l = 0; l < w->nlocal; l++)
                 ranks_append(aborted, sizeof(aborted), w->first_rank + l);
+            if (w->abort_s > abort_max)
+                abort_max = w->abort_s;
+        }
     }
     if (o->code == RC_EXIT_TIMEOUT && nstuck > 0)
         snprintf(o->ranks, sizeof(o->ranks), "%s", stuck);
@@ -966,7 +988,10 @@ sv_describe_stop(struct sv_state *st)
                      w->stuck_dev_what);
     }
     if (aborted[0] != '\0' && st->s->kind == SV_RING)
-        what_add(o, "; ranks %s aborted their communicators", aborted);
+        what_add(o,
+                 "; ranks %s aborted their communicators (in %.2f s at most, "
+                 "abort grace %.2f s)",
+                 aborted, abort_max, st->abort_grace);
     if (termed[0] != '\0')
         what_add(o,
                  "; ranks %s did not abort in time and were killed (abort "

@@ -1068,6 +1068,30 @@ ncclGetLastError(ncclComm_t comm)
     return comm != NULL ? comm->last_error : "";
 }
 
+/*
+ * The id's first bytes are NCCL's ncclBootstrapHandle (src/include/
+ * bootstrap.h): a 64-bit magic and the bootstrap root's address, the
+ * interface ncclFindInterfaces picks (socket.cc) and a port. The double's
+ * shared file name follows at ID_PATH_OFF.
+ */
+#define ID_MAGIC "fakeNCCL"
+#define ID_PATH_OFF 40
+
+static void
+id_handle(ncclUniqueId *id)
+{
+    struct sockaddr_in sin;
+    char ifname[32], addr[64];
+
+    socket_if(ifname, sizeof(ifname), addr, sizeof(addr));
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((unsigned short)(40000 + getpid() % 20000));
+    inet_pton(AF_INET, addr, &sin.sin_addr);
+    memcpy(id->internal, ID_MAGIC, 8);
+    memcpy(id->internal + 8, &sin, sizeof(sin));
+}
+
 ncclResult_t
 ncclGetUniqueId(ncclUniqueId *id)
 {
@@ -1105,7 +1129,9 @@ ncclGetUniqueId(ncclUniqueId *id)
         return ncclSuccess;
     }
     clock_gettime(CLOCK_REALTIME, &ts);
-    snprintf(id->internal, sizeof(id->internal), "%s/fakenccl-%d-%d-%ld",
+    id_handle(id);
+    snprintf(id->internal + ID_PATH_OFF, sizeof(id->internal) - ID_PATH_OFF,
+             "%s/fakenccl-%d-%d-%ld",
              dir != NULL && *dir != '\0' ? dir : "/dev/shm", (int)getpid(),
              atomic_fetch_add(&counter, 1), (long)ts.tv_nsec);
     return ncclSuccess;
@@ -1143,8 +1169,13 @@ ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
     c->root_fd = -1;
     c->dev = fakecuda_current_device();
     c->blocking = config == NULL || config->blocking != 0;
-    snprintf(c->path, sizeof(c->path), "%.*s", (int)sizeof(id.internal),
-             id.internal);
+    if (memcmp(id.internal, ID_MAGIC, 8) == 0)
+        snprintf(c->path, sizeof(c->path), "%.*s",
+                 (int)sizeof(id.internal) - ID_PATH_OFF,
+                 id.internal + ID_PATH_OFF);
+    else
+        snprintf(c->path, sizeof(c->path), "%.*s", (int)sizeof(id.internal),
+                 id.internal);
     c->hang_init = env_dev_match("FAKENCCL_HANG_INIT", c->dev);
     c->hang_coll = env_dev_match("FAKENCCL_HANG_COLL", c->dev);
     {

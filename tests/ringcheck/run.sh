@@ -628,6 +628,10 @@ expect_out 'phase 3 nccl-init: NCCL chose: intra P2P/CUMEM \(4 channel lines\), 
 expect_out '^# NCCL transport       : intra P2P/CUMEM'
 expect_json '.nccl_transport.intra == "P2P" and .nccl_transport.p2p == "P2P/CUMEM" and .nccl_transport.channels == 2 and .nccl_transport.ring0 == [0,1] and .nccl_transport.intra_counts.p2p == 4'
 expect_tl '^nccl transport: intra P2P/CUMEM'
+# The interface NCCL picks, and the address the unique id carries.
+expect_out "phase 0 preflight: NCCL's bootstrap and socket interface: [a-z0-9]+ \\("
+expect_out 'phase 3 nccl-init: the unique id carries [0-9a-f.:]+:[0-9]+ \([a-z0-9]+\)'
+expect_json '.id_addr | test(":[0-9]+$")'
 # NCCL's INFO lines go to the per-rank files, not to the check's output.
 expect_no_out 'NCCL INFO'
 ls -d /dev/shm/ncclguard-nccl.* "${TMPDIR:-/tmp}"/ncclguard-nccl.* >/dev/null 2>&1 \
@@ -662,6 +666,21 @@ expect_rc 0
 expect_out 'the transport is as expected \(--expect-transport intra=nvlink inter=ib-gdr\)'
 "$RINGCHECK" --expect-transport intra=ib >"$OUT" 2>&1; RC=$?
 expect_rc 6; expect_out '--expect-transport: expected intra=p2p'
+
+CASE="regression: IB counts only when the pod has /dev/infiniband/uverbs* too"
+# /sys/class/infiniband shows the host's HCAs in any pod.
+mkdir -p "$TMP/dev-noib" "$TMP/dev-ib/infiniband"
+touch "$TMP/dev-ib/infiniband/uverbs0"
+run FAKECUDA_DEVICES=2 RINGCHECK_SYSFS="$SYS" RINGCHECK_DEVROOT="$TMP/dev-noib" \
+    -- --expect-gpus 2 --timeout 20
+expect_rc 0
+expect_out 'warning: InfiniBand is not usable here: .*class/infiniband lists mlx5_0, mlx5_1, but this pod has no .*/infiniband/uverbs\* device'
+expect_no_out 'InfiniBand (is )?enabled'
+run FAKECUDA_DEVICES=2 RINGCHECK_SYSFS="$SYS" RINGCHECK_DEVROOT="$TMP/dev-ib" \
+    -- --expect-gpus 2 --timeout 20
+expect_rc 0
+expect_out 'InfiniBand (is )?enabled \(2 devices\)'
+expect_no_out 'not usable'
 
 CASE="topology: PCIe paths through the CPU are warned about"
 # GPU 0 (18:00.0) and GPU 1 (19:00.0) under two root complexes on two NUMA
