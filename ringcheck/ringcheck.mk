@@ -91,6 +91,19 @@ endif
 
 CHECKS += check-ringcheck
 
+# The check's CPU time and peak memory in a cgroup of its own, and a pass
+# under a 100m and a 250m CPU quota (docs/ringcheck.md, Resources).
+.PHONY: check-ringcheck-resources
+ifneq ($(RC_HAVE_CUDA),)
+check-ringcheck-resources: ringcheck
+	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+	FAKES=$(abspath $(BUILD))/fakes tests/ringcheck/resources.sh
+else
+check-ringcheck-resources:
+	@echo "SKIP check-ringcheck-resources (no CUDA runtime or NCCL found)"
+endif
+CHECKS += check-ringcheck-resources
+
 # The first run on real GPUs: about three minutes on a machine with NVIDIA
 # GPUs (see docs/ringcheck.md); prints SKIP elsewhere. Not part of make
 # test, which has no GPU; its script is linted there.
@@ -101,8 +114,10 @@ gpu-smoke: ringcheck
 
 check-gpu-smoke-lint:
 	bash -n tests/ringcheck/gpu-smoke.sh
+	bash -n tests/ringcheck/resources.sh
 	@if command -v shellcheck >/dev/null; then \
-		shellcheck tests/ringcheck/gpu-smoke.sh && \
+		shellcheck tests/ringcheck/gpu-smoke.sh \
+			tests/ringcheck/resources.sh && \
 		echo "gpu-smoke.sh: bash -n and shellcheck clean"; \
 	else echo "SKIP shellcheck of gpu-smoke.sh (shellcheck not installed)"; fi
 
