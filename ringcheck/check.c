@@ -532,8 +532,9 @@ check_preflight(struct check *ck)
             ck->rep.nwarnings++;
         }
     }
-    if (o->expect_gpus > 0 && p->ngpus != o->expect_gpus &&
-        ck->rep.sharing[0] == '\0') {
+    if (ck->rep.sharing[0] != '\0') {
+        /* told above: not a mismatch */
+    } else if (o->expect_gpus > 0 && p->ngpus != o->expect_gpus) {
         set_failure(ck, RC_EXIT_ENV, 0,
                     "GPU count mismatch: %d visible, %d expected", p->ngpus,
                     o->expect_gpus);
@@ -688,7 +689,7 @@ run_busbw(const struct rc_run *run, int n, double *algbw)
                 *algbw = a;
             /* nccl-tests' AllReduceGetBw: a factor of 2(n-1)/n, so 0 with
              * one rank (no bus traffic), not algbw. */
-            if (n <= 1)
+            if (n < 2)
                 return 0;
             return n > 1 ? a * 2.0 * (n - 1) / n : a;
         }

@@ -39,10 +39,17 @@ RC_CUDA_LIBS := $(addprefix -L,$(RC_LIBDIRS)) -Wl,--enable-new-dtags \
 	$(addprefix -Wl$(RC_COMMA)-rpath$(RC_COMMA),$(filter-out /usr/lib/%,$\
 	$(RC_LIBDIRS))) -lcudart -l:libnccl.so.2
 
-RC_FAKES = $(BUILD)/fakes/libcudart.so.13 $(BUILD)/fakes/libnccl.so.2
+# The CUDA runtime's major version (12 or 13), from its header: the
+# double's soname and symbol version follow it, as the real library's do
+# (libcudart.so.12 with CUDA 12, libcudart.so.13 with CUDA 13).
+RC_CUDA_MAJOR := $(shell sed -n 's/^\#define CUDART_VERSION *\([0-9]*\).*/\1/p' \
+	$(CUDA_HOME)/include/cuda_runtime_api.h 2>/dev/null | \
+	awk '{ print int($$1 / 1000) }')
+RC_CUDART_SO := libcudart.so.$(RC_CUDA_MAJOR)
+RC_FAKES = $(BUILD)/fakes/$(RC_CUDART_SO) $(BUILD)/fakes/libnccl.so.2
 DEB_PKGS += jq shellcheck
 
-.PHONY: ringcheck check-ringcheck
+.PHONY: ringcheck check-ringcheck check-ringcheck-fast
 all: ringcheck
 
 ifneq ($(RC_HAVE_CUDA),)
@@ -55,21 +62,23 @@ $(BUILD)/ncclguard-ringcheck: $(RC_OBJS) $(RC_NCCLENV_OBJ)
 
 # The test double: shared libraries with the real sonames. The runtime's
 # symbols carry its version node, as the real library's do.
-$(BUILD)/fakes/libcudart.so.13: tests/fakes/fake_cudart.c tests/fakes/fake.h \
+$(BUILD)/fakes/$(RC_CUDART_SO): tests/fakes/fake_cudart.c tests/fakes/fake.h \
 		tests/fakes/libcudart.map
 	@mkdir -p $(dir $@)
+	sed 's/^libcudart\.so\.[0-9]* {/$(RC_CUDART_SO) {/' \
+		tests/fakes/libcudart.map >$(BUILD)/fakes/libcudart.map
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -fPIC -shared \
-		$(RC_CUDA_CFLAGS) -Itests/fakes -Wl,-soname,libcudart.so.13 \
-		-Wl,--version-script=tests/fakes/libcudart.map -o $@ $<
+		$(RC_CUDA_CFLAGS) -Itests/fakes -Wl,-soname,$(RC_CUDART_SO) \
+		-Wl,--version-script=$(BUILD)/fakes/libcudart.map -o $@ $<
 
 $(BUILD)/fakes/libnccl.so.2: tests/fakes/fake_nccl.c tests/fakes/fake.h \
 		tests/fakes/fake_net.c tests/fakes/fake_net.h \
-		tests/fakes/libnccl.map $(BUILD)/fakes/libcudart.so.13
+		tests/fakes/libnccl.map $(BUILD)/fakes/$(RC_CUDART_SO)
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -fPIC -shared \
 		$(RC_CUDA_CFLAGS) -Itests/fakes -Wl,-soname,libnccl.so.2 \
 		-Wl,--version-script=tests/fakes/libnccl.map -o $@ \
 		tests/fakes/fake_nccl.c tests/fakes/fake_net.c \
-		-L$(BUILD)/fakes -l:libcudart.so.13 -lpthread
+		-L$(BUILD)/fakes -l:$(RC_CUDART_SO) -lpthread
 
 check-ringcheck: ringcheck check-gpu-smoke-lint
 	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
@@ -77,6 +86,13 @@ check-ringcheck: ringcheck check-gpu-smoke-lint
 		tests/ringcheck/run.sh
 	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
 	FAKES=$(abspath $(BUILD))/fakes tests/ringcheck/multinode.sh
+
+# The single-pod cases only, stopping at the first failure: what make
+# mutants runs for the ring check's own rules.
+check-ringcheck-fast: ringcheck
+	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" RINGCHECK_FAILFAST=1 \
+		tests/ringcheck/run.sh
 else
 ringcheck:
 	@echo "SKIP ncclguard-ringcheck build ($(BUILD)/ncclguard-ringcheck" \
@@ -84,8 +100,8 @@ ringcheck:
 		"include/cuda_runtime_api.h and lib64/libcudart.so, and NCCL 2" \
 		"(nccl.h, libnccl.so.2) in NCCL_HOME, CUDA_HOME or the system)"
 
-check-ringcheck:
-	@echo "SKIP check-ringcheck (no CUDA runtime or NCCL found, so neither" \
+check-ringcheck check-ringcheck-fast:
+	@echo "SKIP $@ (no CUDA runtime or NCCL found, so neither" \
 		"the ring check nor its test double is built; see make ringcheck)"
 endif
 

@@ -8,6 +8,18 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+/* The API this file uses: non-blocking communicators with
+ * ncclCommInitRankConfig, ncclCommFinalize and ncclGetLastError (NCCL
+ * 2.14), the CUDA error codes of CUDA 11.1 and later. It builds against the
+ * headers of CUDA 12 and 13 alike. */
+#if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#error                                                                         \
+    "ncclguard-ringcheck needs NCCL 2.14 or newer (non-blocking communicators)"
+#endif
+#if !defined(CUDART_VERSION) || CUDART_VERSION < 11010
+#error "ncclguard-ringcheck needs the CUDA 11.1 runtime or newer"
+#endif
+
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>

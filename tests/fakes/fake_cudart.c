@@ -1,4 +1,5 @@
-/* A test double for the CUDA runtime (libcudart.so.13): N simulated GPUs in
+/* A test double for the CUDA runtime (libcudart.so.13, or .12 when built
+ * against CUDA 12's headers): N simulated GPUs in
  * host memory. */
 #include "fake.h"
 

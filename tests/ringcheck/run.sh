@@ -3,6 +3,7 @@
 # CUDA/NCCL test double (tests/fakes), one injected fault per case.
 #
 #   RINGCHECK=path/to/ncclguard-ringcheck FAKES=dir/with/fake/libs run.sh
+# RINGCHECK_FAILFAST=1 stops at the first failure (make mutants).
 set -u
 
 : "${RINGCHECK:?set RINGCHECK to the binary}"
@@ -26,6 +27,8 @@ bad() {
     echo "---- output of $CASE"
     sed -e 's/^/    /' "$OUT" | tail -40
     echo "----"
+    # make mutants: the first failure is enough.
+    if [ -n "${RINGCHECK_FAILFAST:-}" ]; then exit 1; fi
 }
 
 # rc ENV... -- ARGS...: runs the binary against the double with ENV.
