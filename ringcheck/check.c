@@ -1357,6 +1357,25 @@ check_run(const struct rc_opts *o)
     }
     report_log("phase %d %s: FAILED: %s", ck->rep.phase,
                report_phase_name(ck->rep.phase), ck->rep.what);
+    /* NCCL built for a newer CUDA than the driver runs fails its first
+     * CUDA call with cudaErrorInsufficientDriver (35): the image, not the
+     * node. */
+    if (ck->rep.phase == 3 &&
+        (strstr(ck->rep.warn, "driver version is insufficient") != NULL ||
+         strstr(ck->rep.what, "driver version is insufficient") != NULL)) {
+        snprintf(ck->rep.cannot_run, sizeof(ck->rep.cannot_run),
+                 "the image's NCCL needs a newer CUDA driver than this "
+                 "node's (driver CUDA %d.%d, runtime %d.%d): NCCL and CUDA in "
+                 "the image do not match the node; use the image built for "
+                 "this node's driver (see docs/deploy.md)",
+                 ck->rep.pre.cuda_driver / 1000,
+                 ck->rep.pre.cuda_driver % 1000 / 10,
+                 ck->rep.pre.cuda_runtime / 1000,
+                 ck->rep.pre.cuda_runtime % 1000 / 10);
+        set_fix(ck, "the check cannot run here: %s", ck->rep.cannot_run);
+        report_log("diagnosis: skipped: the check cannot run here");
+        goto done;
+    }
     /* No diagnosis when a worker could not be reaped (its GPU is wedged:
      * more runs would only wedge more processes) or the pod is being
      * stopped. */

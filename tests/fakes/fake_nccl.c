@@ -44,6 +44,12 @@
  *   FAKENCCL_ABORT_HANG=1      ncclCommAbort never returns
  *   FAKENCCL_ABORT_S=X         ncclCommAbort takes X seconds per
  *                              communicator (default 0), signals or not
+ *   FAKENCCL_CUDA_MISMATCH=1   NCCL was built for a newer CUDA than the
+ *                              driver runs: init fails with NCCL's
+ *                              CUDACHECK line "Cuda failure 35 'CUDA
+ *                              driver version is insufficient for CUDA
+ *                              runtime version'" (src/include/checks.h)
+ *                              and ncclUnhandledCudaError
  *   FAKENCCL_TERM_S=X          the process takes X seconds to end after
  *                              SIGTERM (a CUDA process ends only once the
  *                              driver has torn down its contexts), then
@@ -746,6 +752,8 @@ comm_id_root(struct ncclComm *c)
     return 0;
 }
 
+static int env_set_to(const char *name, const char *value);
+
 static int
 do_init(struct ncclComm *c)
 {
@@ -755,6 +763,11 @@ do_init(struct ncclComm *c)
     int a = -1, b = -1;
     char mode[16] = "error";
 
+    if (env_set_to("FAKENCCL_CUDA_MISMATCH", "1")) {
+        warn_line(c, "Cuda failure 35 'CUDA driver version is insufficient "
+                     "for CUDA runtime version'");
+        return ncclUnhandledCudaError;
+    }
     if (fakenet_is_net_id(c->path))
         return do_init_net(c);
     if (c->rank == 0 && comm_id_root(c) != 0)

@@ -190,6 +190,13 @@ run FAKECUDA_DEVICES=0 -- --expect-gpus 2 --timeout 20 --on-failure warn
 expect_rc 0
 expect_json '.ringcheck == "warn" and .cannot_run == null'
 
+CASE="cannot run here: NCCL built for a newer CUDA than the driver"
+run FAKECUDA_DEVICES=2 FAKENCCL_CUDA_MISMATCH=1 -- --expect-gpus 2 \
+    --timeout 20 --on-failure fallback --fallback-conf "$CONF"
+expect_rc 0
+expect_out 'diagnosis: skipped: the check cannot run here'
+expect_json '.ringcheck == "cannot-run" and .code == 3 and .phase == 3 and (.cannot_run | test("NCCL and CUDA in the image do not match"))'
+
 CASE="GPU count mismatch"
 run FAKECUDA_DEVICES=2 -- --expect-gpus 4 --timeout 20
 expect_rc 9
