@@ -816,6 +816,13 @@ check_transport(struct check *ck)
                         "Direct RDMA the nvidia-peermem module or dma-buf");
             return;
         }
+        if ((o->expect.intra[0] == '\0' || nccllog_worst(l, 0) < 0) &&
+            (o->expect.inter[0] == '\0' || nccllog_worst(l, 1) < 0)) {
+            report_log("phase 3 nccl-init: --expect-transport: nothing to "
+                       "judge (no channel of that kind: one GPU, or no "
+                       "other pod in this run)");
+            return;
+        }
         report_log("phase 3 nccl-init: the transport is as expected "
                    "(--expect-transport%s%s%s%s)",
                    o->expect.intra[0] != '\0' ? " intra=" : "", o->expect.intra,

@@ -555,6 +555,18 @@ for try in 1 2 3; do
 done
 [ "$best" -eq 1 ] && ok || bad "algbw at 4 KiB stayed at or below 0.05 GB/s in 3 runs: $line"
 
+CASE="regression: the timed iterations are one group, not one non-blocking group end each"
+# Each non-blocking ncclGroupEnd starts a launch thread in NCCL 2.28
+# (src/group.cc); the double's launch then takes FAKENCCL_LAUNCH_US. At
+# 2 ms per launch, one group per iteration costs at least 2000 us per
+# iteration; the 20 iterations in one group pay it once (about 100 us each).
+run FAKECUDA_DEVICES=1 FAKENCCL_LAUNCH_US=2000 -- --expect-gpus 1 --timeout 20 \
+    --bw-bytes 4Ki
+expect_rc 0
+us=$(awk '/allreduce \(bandwidth\)$/ { print int($6) }' "$OUT")
+[ -n "$us" ] && [ "$us" -lt 1500 ] && ok ||
+    bad "a timed iteration took ${us:-?} us, at least one launch (2000 us) each"
+
 CASE="busbw is 0 with one rank, as nccl-tests reports it"
 run FAKECUDA_DEVICES=1 -- --expect-gpus 1 --timeout 20
 expect_rc 0
