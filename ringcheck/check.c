@@ -12,11 +12,14 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <net/if.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -43,6 +46,14 @@ static const struct setting {
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
+/* Index of NCCL_NVLS_ENABLE=0 in settings. */
+#define SETTING_NVLS 2
+
+/* A diagnosis rerun's phase timeout: a tenth of --timeout, at least
+ * DIAG_PHASE_MIN_S and three times the longest phase the first ring run
+ * finished, at most --phase-timeout. A rerun that hangs then costs a few
+ * seconds, not a full phase, so the settings after it are still tried. */
+#define DIAG_PHASE_MIN_S 3.0
 
 /* One run of the check: what it found, a ck->scratch run for the devices phase
  * and the diagnosis, and the deadline. Passed to every step. */
@@ -121,6 +132,15 @@ preflight_env(struct check *ck)
     report_log("phase 0 preflight: %d NCCL variables checked against the "
                "NCCL %s catalog",
                n, ncclenv_catalog_version());
+    if (getenv("NCCL_COMM_ID") != NULL) {
+        report_log("phase 0 preflight: warning: NCCL_COMM_ID=%s is set in "
+                   "the pod: every NCCL unique id then carries that one "
+                   "address, so the checks of the job's other pods would "
+                   "collide; the check's workers run without it (the "
+                   "workload still gets it)",
+                   getenv("NCCL_COMM_ID"));
+        ck->rep.nwarnings++;
+    }
 }
 
 static size_t
@@ -188,25 +208,27 @@ preflight_shm(struct check *ck, int ndev)
     return 0;
 }
 
+static const char *dev_root(void);
+
 static void
 preflight_memlock(struct check *ck)
 {
     struct rlimit rl;
-    DIR *d;
-    struct dirent *de;
     int ib = 0;
-    char path[512];
+    char why[700];
 
     if (env_is("NCCL_IB_DISABLE", "1"))
         return;
-    snprintf(path, sizeof(path), "%s/class/infiniband", netcheck_sysfs_root());
-    d = opendir(path);
-    if (d == NULL)
-        return;
-    while ((de = readdir(d)) != NULL)
-        if (de->d_name[0] != '.')
-            ib++;
-    closedir(d);
+    /* IB is there only when the pod has the verbs devices too: sysfs
+     * shows the host's HCAs in any pod. */
+    ib =
+        netcheck_ib_usable(netcheck_sysfs_root(), dev_root(), why, sizeof(why));
+    if (ib == 0 && strstr(why, "uverbs") != NULL) {
+        report_log("phase 0 preflight: warning: InfiniBand is not usable "
+                   "here: %s; NCCL falls back to its socket transport",
+                   why);
+        ck->rep.nwarnings++;
+    }
     if (ib == 0 || getrlimit(RLIMIT_MEMLOCK, &rl) != 0)
         return;
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < ((rlim_t)64 << 20)) {
@@ -235,6 +257,27 @@ preflight_net(struct check *ck)
     const char *hca = getenv("NCCL_IB_HCA");
     char err[900];
 
+    {
+        static struct netcheck_if ifs[NETCHECK_MAX_NAMES];
+        const char *fam = getenv("NCCL_SOCKET_FAMILY");
+        int n = netcheck_if_list(ifs, NETCHECK_MAX_NAMES);
+        int k = n > 0 ? netcheck_pick(ifs, n, ifname,
+                                      fam == NULL                    ? 0
+                                      : strcmp(fam, "AF_INET") == 0  ? AF_INET
+                                      : strcmp(fam, "AF_INET6") == 0 ? AF_INET6
+                                                                     : 0)
+                      : -1;
+
+        if (k >= 0)
+            report_log("phase 0 preflight: NCCL's bootstrap and socket "
+                       "interface: %s (%s)",
+                       ifs[k].name, ifs[k].addr);
+        else if (ifname == NULL || ifname[0] == '\0') {
+            report_log("phase 0 preflight: warning: no running interface "
+                       "with an IPv4 or IPv6 address that NCCL can use");
+            ck->rep.nwarnings++;
+        }
+    }
     if (ifname != NULL && ifname[0] != '\0') {
         if (netcheck_interfaces(&have) != 0) {
             report_log("phase 0 preflight: warning: cannot list the network "
@@ -284,6 +327,151 @@ sv_spec_base(struct check *ck, struct sv_spec *s, enum sv_kind kind)
     s->label = "";
 }
 
+/*
+ * Why fewer devices are visible than requested, when the GPUs are shared:
+ * "mig" when the device list names MIG instances ("MIG-..."), which CUDA
+ * enumerates one per process at most (NVIDIA MIG user guide, "CUDA device
+ * enumeration"); "time-slicing" when it names one GPU several times (the
+ * device plugin's time-sliced replicas, "GPU-...::N" or repeated UUIDs, are
+ * one device to CUDA). "" otherwise. Reads NVIDIA_VISIBLE_DEVICES, then
+ * CUDA_VISIBLE_DEVICES.
+ */
+static const char *
+gpu_sharing(int visible, int expected, const char **list)
+{
+    static const char *const vars[] = {"NVIDIA_VISIBLE_DEVICES",
+                                       "CUDA_VISIBLE_DEVICES"};
+
+    for (size_t v = 0; v < 2; v++) {
+        const char *val = getenv(vars[v]);
+        char ids[32][96];
+        int n = 0, distinct = 0, mig = 0, replica = 0;
+
+        if (val == NULL || *val == '\0')
+            continue;
+        *list = vars[v];
+        for (const char *p = val; *p != '\0' && n < 32;) {
+            size_t len = strcspn(p, ",");
+            size_t idlen = len;
+            const char *rep = memchr(p, ':', len);
+
+            if (rep != NULL && (size_t)(rep - p) + 1 < len && rep[1] == ':') {
+                idlen = (size_t)(rep - p);
+                replica = 1;
+            }
+            snprintf(ids[n], sizeof(ids[0]), "%.*s",
+                     (int)(idlen < 95 ? idlen : 95), p);
+            mig |= strncmp(ids[n], "MIG-", 4) == 0;
+            distinct++;
+            for (int k = 0; k < n; k++)
+                if (strcmp(ids[k], ids[n]) == 0) {
+                    distinct--;
+                    replica = 1;
+                    break;
+                }
+            n++;
+            p += len;
+            if (*p == ',')
+                p++;
+        }
+        if (mig && visible < expected)
+            return "mig";
+        if (replica && distinct <= visible && visible < expected)
+            return "time-slicing";
+        return "";
+    }
+    return "";
+}
+
+/* The oldest driver branch that a CUDA runtime major version runs on, with
+ * minor version compatibility (CUDA Toolkit release notes, "CUDA Toolkit
+ * and Minimum Required Driver Version for CUDA Minor Version
+ * Compatibility": 13.x needs 580 or newer, 12.x 525.60.13, 11.x 450.80.02). */
+static const char *
+driver_needed(int runtime)
+{
+    switch (runtime / 1000) {
+    case 11:
+        return "450.80.02";
+    case 12:
+        return "525.60.13";
+    case 13:
+        return "580";
+    default:
+        return NULL;
+    }
+}
+
+/* The device root: $RINGCHECK_DEVROOT (for tests) or "/dev". */
+static const char *
+dev_root(void)
+{
+    const char *v = getenv("RINGCHECK_DEVROOT");
+
+    return v != NULL && v[0] != '\0' ? v : "/dev";
+}
+
+static int
+dev_exists(const char *name)
+{
+    char path[512];
+
+    snprintf(path, sizeof(path), "%s/%s", dev_root(), name);
+    return access(path, F_OK) == 0;
+}
+
+/*
+ * After CUDA found no usable GPU: is this "the check cannot run here" (the
+ * image does not fit the node) rather than "the node is bad"? Writes the
+ * reason into ck->rep.cannot_run, or leaves it empty.
+ */
+static void
+classify_cannot_run(struct check *ck)
+{
+    const struct rc_run *p = &ck->rep.pre;
+    char *why = ck->rep.cannot_run;
+    size_t len = sizeof(ck->rep.cannot_run);
+    const char *need = driver_needed(p->cuda_runtime);
+
+    why[0] = '\0';
+    if (!dev_exists("nvidiactl") && dev_exists("kfd")) {
+        snprintf(why, len,
+                 "this node's GPU is not an NVIDIA one (%s/kfd, the AMD "
+                 "ROCm driver, is present and %s/nvidiactl is not): the "
+                 "NCCL check is for NVIDIA GPUs",
+                 dev_root(), dev_root());
+    } else if (p->cuda_driver > 0 && p->cuda_runtime > 0 &&
+               p->cuda_driver < p->cuda_runtime) {
+        snprintf(why, len,
+                 "the NVIDIA driver is too old for the check's image: the "
+                 "driver supports CUDA %d.%d, the image's CUDA runtime is "
+                 "%d.%d and needs driver %s or newer; use the image built "
+                 "for this node's driver (see docs/deploy.md)",
+                 p->cuda_driver / 1000, p->cuda_driver % 1000 / 10,
+                 p->cuda_runtime / 1000, p->cuda_runtime % 1000 / 10,
+                 need != NULL ? need : "a newer one");
+    } else if (p->cuda_driver == 0 &&
+               (strstr(ck->rep.what, "cudaErrorInsufficientDriver") != NULL ||
+                strstr(ck->rep.what, "cudaErrorStubLibrary") != NULL)) {
+        snprintf(why, len,
+                 "no NVIDIA driver is loaded in this container (the CUDA "
+                 "runtime finds no driver%s): the pod does not run with the "
+                 "NVIDIA container runtime, or the node has no NVIDIA GPU",
+                 dev_exists("nvidiactl") ? ""
+                                         : ", and there is no /dev/nvidiactl");
+    } else if (strstr(ck->rep.what, "cudaErrorSystemDriverMismatch") != NULL ||
+               strstr(ck->rep.what, "cudaErrorCompatNotSupportedOnDevice") !=
+                   NULL ||
+               strstr(ck->rep.what, "cudaErrorCallRequiresNewerDriver") !=
+                   NULL) {
+        snprintf(why, len,
+                 "the CUDA libraries in the check's image do not match the "
+                 "node's driver (%.200s); use the image built for this "
+                 "node's driver (see docs/deploy.md)",
+                 ck->rep.what);
+    }
+}
+
 static int
 check_preflight(struct check *ck)
 {
@@ -299,6 +487,10 @@ check_preflight(struct check *ck)
     if (sv_run(&s, p) != 0) {
         take_run_failure(ck, p);
         if (ck->rep.code == RC_EXIT_ENV)
+            classify_cannot_run(ck);
+        if (ck->rep.cannot_run[0] != '\0')
+            set_fix(ck, "the check cannot run here: %s", ck->rep.cannot_run);
+        else if (ck->rep.code == RC_EXIT_ENV)
             set_fix(ck, "run the pod on a GPU node with the NVIDIA driver, "
                         "request its GPUs (nvidia.com/gpu) and use the NVIDIA "
                         "container runtime");
@@ -319,7 +511,30 @@ check_preflight(struct check *ck)
                 "with the NVIDIA container runtime");
         return -1;
     }
-    if (o->expect_gpus > 0 && p->ngpus != o->expect_gpus) {
+    if (o->expect_gpus > 0 && p->ngpus > 0 && p->ngpus < o->expect_gpus) {
+        const char *list = "NVIDIA_VISIBLE_DEVICES";
+        const char *sh = gpu_sharing(p->ngpus, o->expect_gpus, &list);
+
+        if (sh[0] != '\0') {
+            snprintf(ck->rep.sharing, sizeof(ck->rep.sharing), "%s", sh);
+            report_log("phase 0 preflight: warning: %d GPUs requested, %d "
+                       "visible: %s names %s, and %s; NCCL cannot run "
+                       "across them, so the check runs on the %d device%s "
+                       "CUDA sees, not on %d",
+                       o->expect_gpus, p->ngpus, list,
+                       strcmp(sh, "mig") == 0
+                           ? "MIG instances"
+                           : "time-sliced replicas of one GPU",
+                       strcmp(sh, "mig") == 0
+                           ? "CUDA enumerates one MIG instance per process"
+                           : "replicas of one GPU are one CUDA device",
+                       p->ngpus, p->ngpus == 1 ? "" : "s", o->expect_gpus);
+            ck->rep.nwarnings++;
+        }
+    }
+    if (ck->rep.sharing[0] != '\0') {
+        /* told above: not a mismatch */
+    } else if (o->expect_gpus > 0 && p->ngpus != o->expect_gpus) {
         set_failure(ck, RC_EXIT_ENV, 0,
                     "GPU count mismatch: %d visible, %d expected", p->ngpus,
                     o->expect_gpus);
@@ -472,6 +687,10 @@ run_busbw(const struct rc_run *run, int n, double *algbw)
 
             if (algbw != NULL)
                 *algbw = a;
+            /* nccl-tests' AllReduceGetBw: a factor of 2(n-1)/n, so 0 with
+             * one rank (no bus traffic), not algbw. */
+            if (n < 2)
+                return 0;
             return n > 1 ? a * 2.0 * (n - 1) / n : a;
         }
     }
@@ -551,6 +770,116 @@ ranks_to_gpus(struct check *ck, const char *ranks, const int *dev, int ndev,
     }
 }
 
+/*
+ * What NCCL chose for the ring that passed, from its INFO log: told, and
+ * held against --expect-transport. A ring that works over another
+ * transport than expected fails with its own exit code (10); without an
+ * expectation, a pod whose GPUs talk over the network is warned about:
+ * that is the silent fallback no busbw figure explains.
+ */
+static void
+check_transport(struct check *ck)
+{
+    const struct rc_opts *o = ck->rep.opts;
+    const struct nccllog *l = &ck->rep.ring.nl;
+    static unsigned char nv[NCCLLOG_MAX_LOCAL][NCCLLOG_MAX_LOCAL];
+    char summary[400], why[400];
+    int expect = o->expect.intra[0] != '\0' || o->expect.inter[0] != '\0';
+    int w;
+
+    if (!ck->rep.ring.nl_read || l->lines == 0) {
+        report_log("phase 3 nccl-init: %swhat NCCL chose is unknown: %s",
+                   expect ? "warning: " : "",
+                   ck->rep.ring.nl_note[0] != '\0' ? ck->rep.ring.nl_note
+                                                   : "NCCL wrote no INFO log");
+        ck->rep.nwarnings += expect;
+        return;
+    }
+    nccllog_summary(l, 0, ck->rep.ndev, summary, sizeof(summary));
+    report_log("phase 3 nccl-init: NCCL chose: %s", summary);
+    memset(nv, 0, sizeof(nv));
+    for (int i = 0; i < ck->rep.ndev && i < NCCLLOG_MAX_LOCAL; i++)
+        for (int j = 0; j < ck->rep.ndev && j < NCCLLOG_MAX_LOCAL; j++)
+            nv[i][j] =
+                strcmp(ck->rep.link[ck->rep.dev[i]][ck->rep.dev[j]], "NV") == 0;
+    if (expect) {
+        if (nccllog_expect(l, o->expect.intra, o->expect.inter,
+                           (const unsigned char(*)[NCCLLOG_MAX_LOCAL])nv,
+                           ck->rep.ndev, 0, why, sizeof(why)) != 0) {
+            set_failure(ck, RC_EXIT_TRANSPORT, 3, "%s", why);
+            set_fix(ck, "NCCL fell back from the transport the policy expects. "
+                        "Within a pod P2P needs peer access between the GPUs "
+                        "(PCIe ACS or the IOMMU can block it; see the GPU pair "
+                        "matrix), and NCCL_P2P_DISABLE, NCCL_P2P_LEVEL or "
+                        "NCCL_SHM_DISABLE must not rule it out; across pods IB "
+                        "needs the RDMA devices (/dev/infiniband) and GPU "
+                        "Direct RDMA the nvidia-peermem module or dma-buf");
+            return;
+        }
+        if ((o->expect.intra[0] == '\0' || nccllog_worst(l, 0) < 0) &&
+            (o->expect.inter[0] == '\0' || nccllog_worst(l, 1) < 0)) {
+            report_log("phase 3 nccl-init: --expect-transport: nothing to "
+                       "judge (no channel of that kind: one GPU, or no "
+                       "other pod in this run)");
+            return;
+        }
+        report_log("phase 3 nccl-init: the transport is as expected "
+                   "(--expect-transport%s%s%s%s)",
+                   o->expect.intra[0] != '\0' ? " intra=" : "", o->expect.intra,
+                   o->expect.inter[0] != '\0' ? " inter=" : "",
+                   o->expect.inter);
+        return;
+    }
+    w = nccllog_worst(l, 0);
+    if (w >= NL_NET_IB_GDR && ck->rep.ndev > 1) {
+        char where[64];
+
+        snprintf(where, sizeof(where), "%s%s%s", nccllog_class_name(w),
+                 w == NL_NET_SOCKET && l->socket_if[0] != '\0' ? " on " : "",
+                 w == NL_NET_SOCKET ? l->socket_if : "");
+        report_log("phase 3 nccl-init: warning: the ring works but over %s "
+                   "between this pod's own GPUs: NCCL found neither P2P nor "
+                   "SHM usable (a silent fallback; --expect-transport "
+                   "intra=p2p makes it a failure)",
+                   where);
+        ck->rep.nwarnings++;
+    }
+}
+
+/* The address the unique id carries is the one every other rank connects
+ * to: it must be one of this pod's running interfaces. */
+static void
+check_id_addr(struct check *ck)
+{
+    static struct netcheck_if ifs[NETCHECK_MAX_NAMES];
+    const char *a = ck->rep.ring.id_addr;
+    char host[72];
+    const char *colon;
+    int n;
+
+    if (a[0] == '\0')
+        return;
+    colon = strrchr(a, ':');
+    snprintf(host, sizeof(host), "%.*s",
+             (int)(colon != NULL ? colon - a : (ptrdiff_t)strlen(a)), a);
+    if (host[0] == '[') {
+        memmove(host, host + 1, strlen(host));
+        host[strcspn(host, "]")] = '\0';
+    }
+    n = netcheck_if_list(ifs, NETCHECK_MAX_NAMES);
+    for (int i = 0; i < n; i++)
+        if (strcmp(ifs[i].addr, host) == 0 && (ifs[i].flags & IFF_RUNNING)) {
+            report_log("phase 3 nccl-init: the unique id carries %s (%s)", a,
+                       ifs[i].name);
+            return;
+        }
+    report_log("phase 3 nccl-init: warning: the unique id carries %s, which "
+               "is not an address of this pod's running interfaces: the "
+               "other ranks could not reach its bootstrap root",
+               a);
+    ck->rep.nwarnings++;
+}
+
 static void
 check_ring_result(struct check *ck)
 {
@@ -561,9 +890,12 @@ check_ring_result(struct check *ck)
 
     ck->rep.wrong_total = run_wrong(g, &wr, first, sizeof(first), &wrong_phase);
     ck->rep.busbw = run_busbw(g, ck->rep.ndev, &ck->rep.algbw);
+    check_id_addr(ck);
     code = judge(ck, g, ck->rep.ndev, 1);
-    if (code == 0)
+    if (code == 0) {
+        check_transport(ck);
         return;
+    }
     if (g->code != 0) {
         take_run_failure(ck, g);
     } else if (code == RC_EXIT_WRONG) {
@@ -592,6 +924,43 @@ check_ring_result(struct check *ck)
     }
 }
 
+static double
+diag_phase_timeout(const struct check *ck)
+{
+    const struct rc_opts *o = ck->rep.opts;
+    double t = o->timeout_s / 10;
+
+    if (t < DIAG_PHASE_MIN_S)
+        t = DIAG_PHASE_MIN_S;
+    for (int p = 0; p < 8; p++)
+        if (3 * ck->rep.ring.phase_s[p] > t)
+            t = 3 * ck->rep.ring.phase_s[p];
+    return t < o->phase_timeout_s ? t : o->phase_timeout_s;
+}
+
+/*
+ * Whether the GPUs are likely on an NVSwitch, where NCCL uses NVLink SHARP
+ * (NVLS): compute capability 9.0 or newer (NVLS needs Hopper or later,
+ * NCCL 2.17 release notes) and NVLink between every pair. NVLS does not
+ * depend on NCCL_P2P_DISABLE, so on such nodes it is tried first.
+ */
+static int
+likely_nvswitch(const struct check *ck)
+{
+    const struct rc_report *r = &ck->rep;
+
+    if (r->ndev < 2)
+        return 0;
+    for (int i = 0; i < r->ndev; i++) {
+        if (r->pre.gpu[r->dev[i]].cc_major < 9)
+            return 0;
+        for (int j = 0; j < r->ndev; j++)
+            if (i != j && strcmp(r->link[r->dev[i]][r->dev[j]], "NV") != 0)
+                return 0;
+    }
+    return 1;
+}
+
 /* One diagnostic run on devs with one override; 1 passes, 0 fails,
  * -1 ran out of time. */
 static int
@@ -605,6 +974,7 @@ try_run(struct check *ck, const int *devs, int n, const struct setting *set,
     if (ck->deadline - sv_now() < 0.5)
         return -1;
     sv_spec_base(ck, &s, SV_RING);
+    s.phase_timeout_s = diag_phase_timeout(ck);
     s.ndev = n;
     memcpy(s.dev, devs, sizeof(int) * (size_t)n);
     s.bw_bytes = check_bw ? ck->rep.bw_bytes : 0;
@@ -684,10 +1054,23 @@ diagnose(struct check *ck)
     size_t n = 0;
     int r;
 
+    size_t order[NSETTINGS];
+    int nvs = likely_nvswitch(ck);
+
     ck->rep.diag_ran = 1;
-    report_log("diagnosis: rerunning in fresh workers to find what fails");
+    for (size_t i = 0, k = 0; i < NSETTINGS; i++)
+        if (!nvs || i != SETTING_NVLS)
+            order[nvs + k++] = i;
+    if (nvs)
+        order[0] = SETTING_NVLS;
+    report_log("diagnosis: rerunning in fresh workers to find what fails "
+               "(phase timeout %.1f s per rerun%s)",
+               diag_phase_timeout(ck),
+               nvs ? "; NVSwitch node (sm90+, NVLink between all GPUs): "
+                     "NVLS first"
+                   : "");
     for (size_t i = 0; i < NSETTINGS; i++) {
-        const struct setting *s = &settings[i];
+        const struct setting *s = &settings[order[i]];
 
         if (env_is(s->name, s->value)) {
             report_log("diagnosis: %s=%s is already set; skipped", s->name,
@@ -858,6 +1241,31 @@ finish(struct check *ck, double t0, int ring_ran)
             ck->rep.result = "warn";
             ck->rep.exit_code = 0;
         }
+        if (ck->rep.cannot_run[0] != '\0' && o->on_failure != RC_FAIL) {
+            /* Not a verdict on the node: never the reason a pod cannot
+             * start, unless the policy says onFailure: fail. */
+            ck->rep.result = "cannot-run";
+            ck->rep.exit_code = 0;
+            report_log("WARNING: the check cannot run here, so it did not "
+                       "judge this node: %s; the pod starts without the "
+                       "check (--on-failure fail would block it)",
+                       ck->rep.cannot_run);
+        } else if (o->on_failure == RC_FALLBACK && !ck->rep.fallback_written &&
+                   ck->rep.cure[0] == '\0' && o->on_no_cure == RC_NOCURE_WARN) {
+            ck->rep.result = "warn";
+            ck->rep.exit_code = 0;
+            ck->rep.no_cure_warn = 1;
+            /* A file from an earlier run would still cure what it cured
+             * then: the workload gets the pod's own settings only. */
+            if (unlink(o->fallback_conf) != 0 && errno != ENOENT)
+                report_log("fallback: warning: cannot remove %s: %s",
+                           o->fallback_conf, strerror(errno));
+            report_log("warning: fallback: no cure (%s); --on-no-cure warn: "
+                       "the pod starts with its own settings",
+                       ck->rep.diag_note[0] != '\0'
+                           ? ck->rep.diag_note
+                           : "no diagnosis ran for this failure");
+        }
     } else if (ck->rep.mn_warn) {
         ck->rep.result = "warn";
     } else if (o->on_failure == RC_FALLBACK) {
@@ -927,13 +1335,16 @@ check_run(const struct rc_opts *o)
     ck->rep.pre.phase = -1;
     ck->rep.check_max_bytes = WORKER_CHECK_MAX_BYTES;
     ck->deadline = t0 + o->timeout_s;
-    report_log("ncclguard-ringcheck: expect %d GPUs, mode %s, timeout %.1f "
-               "s, phase timeout %.1f s, bandwidth size %zu B, on failure %s",
-               o->expect_gpus, o->group ? "group" : "process", o->timeout_s,
-               o->phase_timeout_s, o->bw_bytes,
-               o->on_failure == RC_FAIL   ? "fail"
-               : o->on_failure == RC_WARN ? "warn"
-                                          : "fallback");
+    report_log(
+        "ncclguard-ringcheck: expect %d GPUs, mode %s, timeout %.1f "
+        "s, phase timeout %.1f s, bandwidth size %zu B, on failure %s, on no "
+        "cure %s",
+        o->expect_gpus, o->group ? "group" : "process", o->timeout_s,
+        o->phase_timeout_s, o->bw_bytes,
+        o->on_failure == RC_FAIL   ? "fail"
+        : o->on_failure == RC_WARN ? "warn"
+                                   : "fallback",
+        o->on_no_cure == RC_NOCURE_WARN ? "warn" : "fail");
     if (check_preflight(ck) != 0 || check_devices(ck) != 0)
         goto done;
     ring_ran = 1;
@@ -953,6 +1364,25 @@ check_run(const struct rc_opts *o)
     }
     report_log("phase %d %s: FAILED: %s", ck->rep.phase,
                report_phase_name(ck->rep.phase), ck->rep.what);
+    /* NCCL built for a newer CUDA than the driver runs fails its first
+     * CUDA call with cudaErrorInsufficientDriver (35): the image, not the
+     * node. */
+    if (ck->rep.phase == 3 &&
+        (strstr(ck->rep.warn, "driver version is insufficient") != NULL ||
+         strstr(ck->rep.what, "driver version is insufficient") != NULL)) {
+        snprintf(ck->rep.cannot_run, sizeof(ck->rep.cannot_run),
+                 "the image's NCCL needs a newer CUDA driver than this "
+                 "node's (driver CUDA %d.%d, runtime %d.%d): NCCL and CUDA in "
+                 "the image do not match the node; use the image built for "
+                 "this node's driver (see docs/deploy.md)",
+                 ck->rep.pre.cuda_driver / 1000,
+                 ck->rep.pre.cuda_driver % 1000 / 10,
+                 ck->rep.pre.cuda_runtime / 1000,
+                 ck->rep.pre.cuda_runtime % 1000 / 10);
+        set_fix(ck, "the check cannot run here: %s", ck->rep.cannot_run);
+        report_log("diagnosis: skipped: the check cannot run here");
+        goto done;
+    }
     /* No diagnosis when a worker could not be reaped (its GPU is wedged:
      * more runs would only wedge more processes) or the pod is being
      * stopped. */
@@ -961,6 +1391,9 @@ check_run(const struct rc_opts *o)
         report_log("diagnosis: skipped: %s", ck->rep.ring.unreaped > 0
                                                  ? "a worker cannot be reaped"
                                                  : "the check was stopped");
+    else if (ck->rep.code == RC_EXIT_TRANSPORT)
+        report_log("diagnosis: skipped: the ring works; only its transport "
+                   "is not the expected one");
     else if (ck->rep.phase >= 3 && !ck->rep.ring.overall_timeout &&
              (o->diagnose || o->on_failure == RC_FALLBACK))
         diagnose(ck);

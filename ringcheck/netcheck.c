@@ -2,9 +2,11 @@
  * namespace and sysfs, with NCCL's own list syntax. */
 #include "ringcheck/netcheck.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,10 +53,20 @@ netcheck_interfaces(struct netcheck_names *out)
     out->n = 0;
     if (getifaddrs(&ifa) != 0)
         return -1;
-    for (i = ifa; i != NULL; i = i->ifa_next)
-        if (i->ifa_addr != NULL && (i->ifa_addr->sa_family == AF_INET ||
-                                    i->ifa_addr->sa_family == AF_INET6))
-            names_add(out, i->ifa_name);
+    for (i = ifa; i != NULL; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || (i->ifa_addr->sa_family != AF_INET &&
+                                    i->ifa_addr->sa_family != AF_INET6))
+            continue;
+        /* NCCL: "Only consider running interfaces", and never ::1. */
+        if (!(i->ifa_flags & IFF_RUNNING))
+            continue;
+        if (i->ifa_addr->sa_family == AF_INET6 &&
+            IN6_IS_ADDR_LOOPBACK(
+                &((const struct sockaddr_in6 *)(const void *)i->ifa_addr)
+                     ->sin6_addr))
+            continue;
+        names_add(out, i->ifa_name);
+    }
     freeifaddrs(ifa);
     names_sort(out);
     return 0;
@@ -256,4 +268,138 @@ netcheck_hca(const char *spec, const char *sysfs_root,
         }
     }
     return 0;
+}
+
+int
+netcheck_if_list(struct netcheck_if *out, int max)
+{
+    struct ifaddrs *ifa, *i;
+    int n = 0;
+
+    if (getifaddrs(&ifa) != 0)
+        return -1;
+    for (i = ifa; i != NULL && n < max; i = i->ifa_next) {
+        const void *a;
+        int fam;
+
+        if (i->ifa_addr == NULL)
+            continue;
+        fam = i->ifa_addr->sa_family;
+        if (fam != AF_INET && fam != AF_INET6)
+            continue;
+        memset(&out[n], 0, sizeof(out[n]));
+        snprintf(out[n].name, sizeof(out[n].name), "%s", i->ifa_name);
+        out[n].family = fam;
+        out[n].flags = i->ifa_flags;
+        if (fam == AF_INET) {
+            a = &((const struct sockaddr_in *)(const void *)i->ifa_addr)
+                     ->sin_addr;
+        } else {
+            a = &((const struct sockaddr_in6 *)(const void *)i->ifa_addr)
+                     ->sin6_addr;
+            out[n].loopback6 = IN6_IS_ADDR_LOOPBACK((const struct in6_addr *)a);
+        }
+        if (inet_ntop(fam, a, out[n].addr, sizeof(out[n].addr)) == NULL)
+            out[n].addr[0] = '\0';
+        n++;
+    }
+    freeifaddrs(ifa);
+    return n;
+}
+
+int
+netcheck_pick(const struct netcheck_if *ifs, int n, const char *ifname,
+              int family)
+{
+    static const char *const order[] = {"ib", "^docker,lo,virbr", "docker",
+                                        "lo", "virbr"};
+    int user = ifname != NULL && strlen(ifname) > 1;
+    size_t steps = user ? 1 : sizeof(order) / sizeof(order[0]);
+
+    for (size_t k = 0; k < steps; k++) {
+        const char *spec = user ? ifname : order[k];
+
+        for (int i = 0; i < n; i++) {
+            if (!(ifs[i].flags & IFF_RUNNING) || ifs[i].loopback6)
+                continue;
+            if (family != 0 && ifs[i].family != family)
+                continue;
+            if (netcheck_ifname_match(ifs[i].name, spec))
+                return i;
+        }
+    }
+    return -1;
+}
+
+int
+netcheck_ib_usable(const char *sysfs_root, const char *dev_root, char *why,
+                   size_t whylen)
+{
+    struct netcheck_names hcas;
+    char path[512], list[512];
+    DIR *d;
+    struct dirent *de;
+    int verbs = 0;
+
+    netcheck_hcas(sysfs_root, &hcas);
+    if (hcas.n == 0) {
+        if (why != NULL)
+            snprintf(why, whylen, "no HCA in %s/class/infiniband", sysfs_root);
+        return 0;
+    }
+    snprintf(path, sizeof(path), "%s/infiniband", dev_root);
+    d = opendir(path);
+    if (d != NULL) {
+        while ((de = readdir(d)) != NULL)
+            verbs += strncmp(de->d_name, "uverbs", 6) == 0;
+        closedir(d);
+    }
+    if (verbs > 0)
+        return hcas.n;
+    if (why != NULL) {
+        names_join(&hcas, list, sizeof(list));
+        snprintf(why, whylen,
+                 "%s/class/infiniband lists %s, but this pod has no "
+                 "%s/infiniband/uverbs* device: the HCAs are the host's, not "
+                 "given to the pod (the RDMA device plugin's resource)",
+                 sysfs_root, list, dev_root);
+    }
+    return 0;
+}
+
+int
+netcheck_id_addr(const unsigned char *id, size_t len, char *out, size_t outlen)
+{
+    /* The handle: uint64_t magic, then the sockaddr, whose family comes
+     * first in host order. */
+    unsigned short family;
+    char a[INET6_ADDRSTRLEN];
+    unsigned port;
+
+    if (len < 8 + sizeof(struct sockaddr_in6))
+        return -1;
+    memcpy(&family, id + 8, sizeof(family));
+    if (family == AF_INET) {
+        struct sockaddr_in sin;
+
+        memcpy(&sin, id + 8, sizeof(sin));
+        port = ntohs(sin.sin_port);
+        if (inet_ntop(AF_INET, &sin.sin_addr, a, sizeof(a)) == NULL ||
+            port == 0)
+            return -1;
+        snprintf(out, outlen, "%s:%u", a, port);
+        return 0;
+    }
+    if (family == AF_INET6) {
+        struct sockaddr_in6 sin6;
+
+        memcpy(&sin6, id + 8, sizeof(sin6));
+        port = ntohs(sin6.sin6_port);
+        if (inet_ntop(AF_INET6, &sin6.sin6_addr, a, sizeof(a)) == NULL ||
+            port == 0)
+            return -1;
+        snprintf(out, outlen, "[%s]:%u", a, port);
+        return 0;
+    }
+    return -1;
 }

@@ -18,11 +18,57 @@ struct netcheck_names {
 /* The sysfs root: $RINGCHECK_SYSFS (for tests) or "/sys". Never NULL. */
 const char *netcheck_sysfs_root(void);
 
-/* The interfaces of this network namespace that have an IPv4 or IPv6
- * address, the ones NCCL's socket code considers (getifaddrs). Returns 0,
- * or -1 with errno when getifaddrs fails. */
+/* The interfaces of this network namespace that NCCL's socket code
+ * considers (findInterfaces in src/misc/socket.cc, NCCL 2.28): running
+ * (IFF_RUNNING), with an IPv4 or IPv6 address that is not IPv6 loopback.
+ * Returns 0, or -1 with errno when getifaddrs fails. */
 int netcheck_interfaces(struct netcheck_names *out)
     __attribute__((warn_unused_result));
+
+/* One address of one interface, as getifaddrs gives it. */
+struct netcheck_if {
+    char name[NETCHECK_NAME_LEN];
+    int family;         /* AF_INET or AF_INET6 */
+    unsigned int flags; /* IFF_* */
+    int loopback6;      /* the IPv6 loopback address ::1 */
+    char addr[64];      /* numeric */
+};
+
+/* This namespace's addresses, at most max, in getifaddrs' order. Returns
+ * the count, or -1 with errno. */
+int netcheck_if_list(struct netcheck_if *out, int max)
+    __attribute__((warn_unused_result));
+
+/*
+ * The interface NCCL's bootstrap and socket transport pick from ifs, as
+ * ncclFindInterfaces does (src/misc/socket.cc, NCCL 2.28): NCCL_SOCKET_IFNAME
+ * (ifname, when longer than one character) alone; else "ib" first, then
+ * anything but docker, lo and virbr, then docker, then lo, then virbr. Only
+ * running interfaces count, IPv6 as well as IPv4 (family: AF_INET or
+ * AF_INET6 as NCCL_SOCKET_FAMILY forces it, or 0), never IPv6 loopback.
+ * Returns the index into ifs, or -1 when none fits. Thread-safe.
+ */
+int netcheck_pick(const struct netcheck_if *ifs, int n, const char *ifname,
+                  int family);
+
+/*
+ * Whether NCCL's IB transport can use this pod's HCAs: they are listed in
+ * SYSFS/class/infiniband (the host's, even in a pod without them) and the
+ * pod has their verbs devices, DEVROOT/infiniband/uverbs*. Returns the HCA
+ * count when both, 0 with the reason in why (may be NULL) when not.
+ */
+int netcheck_ib_usable(const char *sysfs_root, const char *dev_root, char *why,
+                       size_t whylen);
+
+/*
+ * The address an NCCL unique id carries: NCCL's ncclBootstrapHandle (src/
+ * include/bootstrap.h) is a 64-bit magic and then the root's socket address
+ * (union ncclSocketAddress, an IPv4 or IPv6 sockaddr). Writes "ADDR:PORT"
+ * ("[ADDR]:PORT" for IPv6) into out and returns 0, or -1 when the bytes
+ * hold no such address. Thread-safe.
+ */
+int netcheck_id_addr(const unsigned char *id, size_t len, char *out,
+                     size_t outlen) __attribute__((warn_unused_result));
 
 /* The HCAs under SYSFS/class/infiniband; none when the folder is absent. */
 void netcheck_hcas(const char *sysfs_root, struct netcheck_names *out);

@@ -24,7 +24,9 @@ rc_opts_usage(void *fp)
           "         [--diagnose|--no-diagnose] [--report FILE]\n"
           "         [--termination-log PATH] [--multi-node auto|off]\n"
           "         [--rendezvous-port N] [--multi-node-timeout SECONDS]\n"
-          "         [--on-missing warn|fail] [--min-busbw-net GBPS] [--help]\n"
+          "         [--on-missing warn|fail] [--min-busbw-net GBPS]\n"
+          "         [--on-no-cure fail|warn]\n"
+          "         [--expect-transport intra=WORD,inter=WORD] [--help]\n"
           "\n"
           "Proves that NCCL works on this pod's GPUs before the workload "
           "starts.\n"
@@ -64,10 +66,22 @@ rc_opts_usage(void *fp)
           "                       default) or fail (exit 4)\n"
           "  --min-busbw-net GBPS fail (exit 8) below this bus bandwidth "
           "across nodes\n"
+          "  --on-no-cure fail|warn  under --on-failure fallback, when no "
+          "single\n"
+          "                       setting passes or the deadline comes first: "
+          "fail\n"
+          "                       (default, the failure's exit code) or warn "
+          "(exit 0)\n"
+          "  --expect-transport intra=p2p|nvlink|shm|net,inter=ib-gdr|ib|"
+          "socket|net\n"
+          "                       what NCCL must choose within the pod and "
+          "across\n"
+          "                       pods; anything else fails (exit 10)\n"
           "exit codes: 0 pass, 1 internal, 2 CUDA, 3 NCCL, 4 timeout/hang, "
           "6 usage,\n"
           "            7 wrong results, 8 bandwidth below threshold, 9 "
-          "environment\n",
+          "environment,\n"
+          "            10 transport other than expected\n",
           f);
 }
 
@@ -311,6 +325,51 @@ set_onmissing(struct rc_opts *o, const char *arg)
     return 0;
 }
 
+static int
+set_onnocure(struct rc_opts *o, const char *arg)
+{
+    if (strcmp(arg, "warn") != 0 && strcmp(arg, "fail") != 0)
+        return -1;
+    o->on_no_cure = strcmp(arg, "warn") == 0 ? RC_NOCURE_WARN : RC_NOCURE_FAIL;
+    return 0;
+}
+
+/* "intra=WORD,inter=WORD", either part alone, each at most once. */
+static int
+set_expect_transport(struct rc_opts *o, const char *arg)
+{
+    static const char *const intra[] = {"p2p", "nvlink", "shm", "net"};
+    static const char *const inter[] = {"ib-gdr", "ib", "socket", "net"};
+    const char *p = arg;
+
+    memset(&o->expect, 0, sizeof(o->expect));
+    while (*p != '\0') {
+        size_t len = strcspn(p, ",");
+        int is_intra = strncmp(p, "intra=", 6) == 0;
+        const char *const *words = is_intra ? intra : inter;
+        char *dst = is_intra ? o->expect.intra : o->expect.inter;
+        const size_t klen = 6; /* "intra=" and "inter=" */
+        int found = 0;
+
+        if (!is_intra && strncmp(p, "inter=", 6) != 0)
+            return -1;
+        if (dst[0] != '\0' || len < klen)
+            return -1;
+        for (size_t i = 0; i < 4; i++)
+            if (len - klen == strlen(words[i]) &&
+                strncmp(p + klen, words[i], len - klen) == 0) {
+                snprintf(dst, sizeof(o->expect.intra), "%s", words[i]);
+                found = 1;
+            }
+        if (!found)
+            return -1;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return o->expect.intra[0] != '\0' || o->expect.inter[0] != '\0' ? 0 : -1;
+}
+
 /* The options: name, whether it takes a value, its setter, and what a
  * valid value is (for the error message). */
 static const struct opt_def {
@@ -349,6 +408,10 @@ static const struct opt_def {
     {"on-missing", required_argument, set_onmissing, "warn or fail"},
     {"min-busbw-net", required_argument, set_minbw_net,
      "GB/s from 0 to " RC_STR(RINGCHECK_MAX_BUSBW_GBPS)},
+    {"on-no-cure", required_argument, set_onnocure, "fail or warn"},
+    {"expect-transport", required_argument, set_expect_transport,
+     "intra=p2p|nvlink|shm|net and/or inter=ib-gdr|ib|socket|net, comma "
+     "separated"},
 };
 
 #define NOPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))

@@ -6,6 +6,16 @@
 
 enum rc_on_failure { RC_FAIL = 0, RC_WARN, RC_FALLBACK };
 enum rc_on_missing { RC_MISSING_WARN = 0, RC_MISSING_FAIL };
+/* --on-no-cure: a failure under --on-failure fallback that no single
+ * setting cures (or whose deadline came first). */
+enum rc_on_no_cure { RC_NOCURE_FAIL = 0, RC_NOCURE_WARN };
+
+/* --expect-transport: what NCCL must have chosen. Words as in
+ * rc_opts_usage; "" for no expectation. */
+struct rc_expect {
+    char intra[8]; /* "p2p", "nvlink", "shm", "net" or "" */
+    char inter[8]; /* "ib-gdr", "ib", "socket", "net" or "" */
+};
 
 struct rc_opts {
     int expect_gpus;        /* 0: whatever is visible */
@@ -27,6 +37,8 @@ struct rc_opts {
     int rendezvous_port;         /* TCP port on node rank 0 */
     double multi_node_timeout_s; /* rendezvous and cross-node rounds */
     enum rc_on_missing on_missing;
+    enum rc_on_no_cure on_no_cure;
+    struct rc_expect expect;
 };
 
 /*

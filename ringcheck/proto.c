@@ -52,6 +52,10 @@ proto_encode(const struct proto_msg *m, char *buf, size_t len)
     case 'F':
         n = snprintf(buf, len, "F %d %lu", m->u.free.dev, m->u.free.free_mib);
         break;
+    case 'C':
+        n = snprintf(buf, len, "C %d %d %d", m->u.cc.dev, m->u.cc.major,
+                     m->u.cc.minor);
+        break;
     case 'T':
         n = snprintf(buf, len, "T %d %d %d %d %d", m->u.topo.dev,
                      m->u.topo.peer, m->u.topo.access, m->u.topo.perf,
@@ -147,6 +151,12 @@ proto_parse(const char *line, struct proto_msg *m)
     case 'F':
         return sscanf(line, "F %d %lu%n", &m->u.free.dev, &m->u.free.free_mib,
                       &off) == 2 &&
+                       line[off] == '\0'
+                   ? 0
+                   : -1;
+    case 'C':
+        return sscanf(line, "C %d %d %d%n", &m->u.cc.dev, &m->u.cc.major,
+                      &m->u.cc.minor, &off) == 3 &&
                        line[off] == '\0'
                    ? 0
                    : -1;

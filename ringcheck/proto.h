@@ -13,6 +13,7 @@
  *   N COUNT                      visible devices
  *   G DEV TOTAL_MIB BUSID UUID NAME...
  *   F DEV FREE_MIB               free memory after the device phase
+ *   C DEV MAJOR MINOR            compute capability
  *   T DEV PEER ACCESS PERFRANK ATOMICS   one cell of the peer matrix
  *   U HEX                        the NCCL unique id (rank 0, process mode)
  *   R RANK OP TYPE BYTES COUNT ROOT TIME_US WRONG FIRST   one checked
@@ -56,6 +57,9 @@ struct proto_msg {
             int dev;
             unsigned long free_mib;
         } free;
+        struct {
+            int dev, major, minor;
+        } cc;
         struct {
             int dev, peer, access, perf, atomics;
         } topo;

@@ -44,6 +44,8 @@ report_code_name(int code)
         return "bandwidth below the threshold";
     case 9:
         return "environment";
+    case 10:
+        return "transport other than expected";
     default:
         return "unknown";
     }
@@ -109,11 +111,13 @@ report_topology(const struct rc_report *r)
     fflush(stdout);
 }
 
+/* nccl-tests' factors (src/all_reduce.cu, all_gather.cu, broadcast.cu):
+ * 2(n-1)/n and (n-1)/n are 0 with one rank. */
 static double
 row_busbw_factor(const struct rc_row *row, int n)
 {
     if (n <= 1)
-        return 1.0;
+        return strcmp(row->op, "broadcast") == 0 ? 1.0 : 0.0;
     if (strcmp(row->op, "allreduce") == 0)
         return 2.0 * (n - 1) / n;
     if (strcmp(row->op, "allgather") == 0)
@@ -168,7 +172,13 @@ report_table(const struct rc_report *r)
     }
     printf("# Out of bounds values : %ld %s\n", r->wrong_total,
            r->wrong_total == 0 ? "OK" : "FAILED");
-    printf("# Avg bus bandwidth    : %g \n#\n", timed > 0 ? sum / timed : 0.0);
+    printf("# Avg bus bandwidth    : %g \n", timed > 0 ? sum / timed : 0.0);
+    {
+        char t[400];
+
+        nccllog_summary(&g->nl, 0, n, t, sizeof(t));
+        printf("# NCCL transport       : %s\n#\n", t);
+    }
     fflush(stdout);
 }
 
@@ -280,6 +290,15 @@ report_json(const struct rc_report *r, char *buf, size_t len)
     out_json_str_or_null(&o, r->warn);
     out_add(&o, ",\"fix\":");
     out_json_str_or_null(&o, r->fix);
+    out_add(&o, ",\"id_addr\":");
+    out_json_str_or_null(&o, r->ring.id_addr);
+    out_add(&o, ",\"gpu_sharing\":");
+    out_json_str_or_null(&o, r->sharing);
+    out_add(&o, ",\"cannot_run\":");
+    out_json_str_or_null(&o, r->cannot_run);
+    out_add(&o, ",\"on_no_cure\":\"%s\",\"no_cure_warn\":%s",
+            r->opts->on_no_cure == RC_NOCURE_WARN ? "warn" : "fail",
+            r->no_cure_warn ? "true" : "false");
     out_add(&o, ",\"out_of_bounds\":%ld", r->wrong_total);
     if (r->busbw >= 0)
         out_add(&o, ",\"bw_bytes\":%zu,\"algbw_gbps\":%.3f,\"busbw_gbps\":%.3f",
@@ -294,6 +313,21 @@ report_json(const struct rc_report *r, char *buf, size_t len)
     out_add(&o, ",\"fallback_conf\":");
     out_json_str_or_null(&o,
                          r->fallback_written ? r->opts->fallback_conf : NULL);
+    {
+        static char t[2048];
+
+        nccllog_json(&r->ring.nl, 0, r->ndev, t, sizeof(t));
+        out_add(&o, ",\"nccl_transport\":%s", t);
+    }
+    if (r->opts->expect.intra[0] != '\0' || r->opts->expect.inter[0] != '\0') {
+        out_add(&o, ",\"expect_transport\":{\"intra\":");
+        out_json_str_or_null(&o, r->opts->expect.intra);
+        out_add(&o, ",\"inter\":");
+        out_json_str_or_null(&o, r->opts->expect.inter);
+        out_add(&o, "}");
+    } else {
+        out_add(&o, ",\"expect_transport\":null");
+    }
     out_add(&o, ",\"multinode\":%s",
             r->mn_json[0] != '\0' ? r->mn_json : "null");
     out_add(&o, ",\"warnings\":%d,\"elapsed_s\":%.3f}", r->nwarnings,
@@ -317,6 +351,17 @@ report_verdict(const struct rc_report *r, char *buf, size_t len)
         if (r->busbw >= 0)
             out_add(&o, ", busbw %.2f GB/s at %zu B", r->busbw, r->bw_bytes);
         out_add(&o, "; NCCL %s, CUDA runtime %s, driver %s\n", v, rt, drv);
+        if (r->ring.nl.lines > 0) {
+            char t[400];
+
+            nccllog_summary(&r->ring.nl, 0, r->ndev, t, sizeof(t));
+            out_add(&o, "nccl transport: %s\n", t);
+        }
+        if (r->sharing[0] != '\0')
+            out_add(&o,
+                    "gpu sharing: %s: %d requested, %d visible; NCCL ran on "
+                    "the visible ones only\n",
+                    r->sharing, r->opts->expect_gpus, r->ndev);
         if (r->mn_text[0] != '\0')
             out_add(&o, "%s", r->mn_text);
         return;
@@ -326,6 +371,9 @@ report_verdict(const struct rc_report *r, char *buf, size_t len)
                 "ncclguard-ringcheck: FALLBACK: the pod starts with %s "
                 "(written to %s)\n",
                 r->cure, r->opts->fallback_conf);
+    else if (strcmp(r->result, "cannot-run") == 0)
+        out_add(&o, "ncclguard-ringcheck: WARNING: the check cannot run here "
+                    "(the pod starts anyway; this node was not judged)\n");
     else if (strcmp(r->result, "warn") == 0)
         out_add(&o, "ncclguard-ringcheck: WARNING (the pod starts anyway)\n");
     out_add(&o, "ncclguard-ringcheck %s: %s (exit %d) in phase %d (%s)\n",
@@ -333,11 +381,19 @@ report_verdict(const struct rc_report *r, char *buf, size_t len)
             report_code_name(r->code), r->code, r->phase,
             report_phase_name(r->phase));
     out_add(&o, "what: %s\n", r->what);
+    if (r->cannot_run[0] != '\0')
+        out_add(&o, "cannot run: %s\n", r->cannot_run);
     if (r->gpus[0] != '\0')
         out_add(&o, "gpus: %s\n", r->gpus);
     if (r->transport[0] != '\0')
         out_add(&o, "transport: %s\n", r->transport);
     out_add(&o, "nccl: %s (CUDA runtime %s, driver %s)\n", v, rt, drv);
+    if (r->ring.nl.lines > 0) {
+        char t[400];
+
+        nccllog_summary(&r->ring.nl, 0, r->ndev, t, sizeof(t));
+        out_add(&o, "nccl transport: %s\n", t);
+    }
     if (r->warn[0] != '\0')
         out_add(&o, "nccl warn: %s\n", r->warn);
     if (r->diag_note[0] != '\0')

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "ringcheck/nccllog.h"
 #include "ringcheck/opts.h"
 #include "ringcheck/worker.h"
 
@@ -18,6 +19,7 @@ struct rc_gpu {
     char name[64];
     unsigned long total_mib;
     unsigned long free_mib; /* 0 until the device phase ran */
+    int cc_major, cc_minor; /* compute capability; 0 unknown */
 };
 
 /* One line of the nccl-tests table. */
@@ -27,7 +29,10 @@ struct rc_row {
     size_t bytes;
     size_t count;
     int root;
-    double time_us;                 /* slowest rank */
+    double time_us;                 /* averaged over the ranks, as
+                                       nccl-tests reports it */
+    double time_sum;                /* of the ranks' times */
+    int ntimes;                     /* ranks that reported one */
     long wrong;                     /* all ranks together */
     unsigned long long wrong_ranks; /* bit r: rank r saw wrong values */
     int bad_rank;      /* the lowest rank with wrong values; -1 none */
@@ -58,6 +63,13 @@ struct rc_run {
     /* ring */
     struct rc_row rows[RC_MAX_ROWS];
     int nrows;
+    /* how long each phase took, seconds (phases that ended; 0 others) */
+    double phase_s[8];
+    /* what NCCL chose, from its INFO log (ring runs) */
+    struct nccllog nl;
+    int nl_read;       /* the log files were read */
+    char id_addr[72];  /* the address the unique id carries, or "" */
+    char nl_note[160]; /* why not, when they were not */
 };
 
 /* The whole check. */
@@ -90,7 +102,8 @@ struct rc_report {
     int pair[2];        /* failing pair by device index; -1 unknown */
     char diag_note[400];
     /* outcome */
-    const char *result; /* "pass", "fail", "warn", "fallback" */
+    const char *result; /* "pass", "fail", "warn", "fallback",
+                           "cannot-run" */
     int exit_code;
     int fallback_written;
     double busbw, algbw; /* bandwidth phase, GB/s; < 0 not measured */
@@ -100,6 +113,15 @@ struct rc_report {
     char mn_json[4096]; /* one JSON object, or "" */
     char mn_text[1536]; /* lines for the verdict, or "" */
     int mn_warn;        /* --on-missing warn fired: the result is "warn" */
+    /* "the check cannot run here" (no driver, a driver older than the
+     * runtime, CUDA and NCCL that do not match, a GPU of another vendor),
+     * as opposed to "the node is bad": why, or "" */
+    char cannot_run[400];
+    /* the GPUs are shared: "mig" or "time-slicing" (fewer devices than
+     * requested, as such GPUs enumerate), or "" */
+    char sharing[16];
+    int no_cure_warn; /* --on-no-cure warn let a fallback without cure
+                         start the pod */
 };
 
 /* Name of phase p ("preflight", ..., "teardown"). Never NULL. */

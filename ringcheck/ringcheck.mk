@@ -6,7 +6,7 @@
 RC_SRCS := ringcheck/main.c ringcheck/opts.c ringcheck/proto.c \
 	ringcheck/worker.c ringcheck/supervisor.c ringcheck/check.c \
 	ringcheck/report.c ringcheck/netcheck.c ringcheck/topo.c \
-	ringcheck/rendezvous.c ringcheck/multinode.c
+	ringcheck/rendezvous.c ringcheck/multinode.c ringcheck/nccllog.c
 RC_OBJS = $(RC_SRCS:%.c=$(BUILD)/obj/%.o)
 # The NCCL catalog is libc-only: link its object alone, not the library
 # (which needs jansson, libyaml, ...).
@@ -39,10 +39,17 @@ RC_CUDA_LIBS := $(addprefix -L,$(RC_LIBDIRS)) -Wl,--enable-new-dtags \
 	$(addprefix -Wl$(RC_COMMA)-rpath$(RC_COMMA),$(filter-out /usr/lib/%,$\
 	$(RC_LIBDIRS))) -lcudart -l:libnccl.so.2 -lcrypto
 
-RC_FAKES = $(BUILD)/fakes/libcudart.so.13 $(BUILD)/fakes/libnccl.so.2
-DEB_PKGS += jq
+# The CUDA runtime's major version (12 or 13), from its header: the
+# double's soname and symbol version follow it, as the real library's do
+# (libcudart.so.12 with CUDA 12, libcudart.so.13 with CUDA 13).
+RC_CUDA_MAJOR := $(shell sed -n 's/^\#define CUDART_VERSION *\([0-9]*\).*/\1/p' \
+	$(CUDA_HOME)/include/cuda_runtime_api.h 2>/dev/null | \
+	awk '{ print int($$1 / 1000) }')
+RC_CUDART_SO := libcudart.so.$(RC_CUDA_MAJOR)
+RC_FAKES = $(BUILD)/fakes/$(RC_CUDART_SO) $(BUILD)/fakes/libnccl.so.2
+DEB_PKGS += jq shellcheck
 
-.PHONY: ringcheck check-ringcheck
+.PHONY: ringcheck check-ringcheck check-ringcheck-fast
 all: ringcheck
 
 ifneq ($(RC_HAVE_CUDA),)
@@ -55,21 +62,23 @@ $(BUILD)/ncclguard-ringcheck: $(RC_OBJS) $(RC_NCCLENV_OBJ)
 
 # The test double: shared libraries with the real sonames. The runtime's
 # symbols carry its version node, as the real library's do.
-$(BUILD)/fakes/libcudart.so.13: tests/fakes/fake_cudart.c tests/fakes/fake.h \
+$(BUILD)/fakes/$(RC_CUDART_SO): tests/fakes/fake_cudart.c tests/fakes/fake.h \
 		tests/fakes/libcudart.map
 	@mkdir -p $(dir $@)
+	sed 's/^libcudart\.so\.[0-9]* {/$(RC_CUDART_SO) {/' \
+		tests/fakes/libcudart.map >$(BUILD)/fakes/libcudart.map
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -fPIC -shared \
-		$(RC_CUDA_CFLAGS) -Itests/fakes -Wl,-soname,libcudart.so.13 \
-		-Wl,--version-script=tests/fakes/libcudart.map -o $@ $<
+		$(RC_CUDA_CFLAGS) -Itests/fakes -Wl,-soname,$(RC_CUDART_SO) \
+		-Wl,--version-script=$(BUILD)/fakes/libcudart.map -o $@ $<
 
 $(BUILD)/fakes/libnccl.so.2: tests/fakes/fake_nccl.c tests/fakes/fake.h \
 		tests/fakes/fake_net.c tests/fakes/fake_net.h \
-		tests/fakes/libnccl.map $(BUILD)/fakes/libcudart.so.13
+		tests/fakes/libnccl.map $(BUILD)/fakes/$(RC_CUDART_SO)
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -fPIC -shared \
 		$(RC_CUDA_CFLAGS) -Itests/fakes -Wl,-soname,libnccl.so.2 \
 		-Wl,--version-script=tests/fakes/libnccl.map -o $@ \
 		tests/fakes/fake_nccl.c tests/fakes/fake_net.c \
-		-L$(BUILD)/fakes -l:libcudart.so.13 -lpthread
+		-L$(BUILD)/fakes -l:$(RC_CUDART_SO) -lpthread
 
 # A stranger on the rendezvous port, for the cross-node tests.
 $(BUILD)/tests/rdv-client: $(BUILD)/obj/tests/ringcheck/rdv_client.o \
@@ -77,7 +86,7 @@ $(BUILD)/tests/rdv-client: $(BUILD)/obj/tests/ringcheck/rdv_client.o \
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ -lcrypto
 
-check-ringcheck: ringcheck $(BUILD)/tests/rdv-client
+check-ringcheck: ringcheck check-gpu-smoke-lint $(BUILD)/tests/rdv-client
 	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
 	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" \
 		tests/ringcheck/run.sh
@@ -95,6 +104,13 @@ check-ringcheck-mn-%: ringcheck $(BUILD)/tests/rdv-client
 	MN_ONLY='$*' RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
 	RDV_CLIENT=$(abspath $(BUILD))/tests/rdv-client \
 	FAKES=$(abspath $(BUILD))/fakes tests/ringcheck/multinode.sh
+
+# The single-pod cases only, stopping at the first failure: what make
+# mutants runs for the ring check's own rules.
+check-ringcheck-fast: ringcheck
+	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" RINGCHECK_FAILFAST=1 \
+		tests/ringcheck/run.sh
 else
 ringcheck:
 	@echo "SKIP ncclguard-ringcheck build ($(BUILD)/ncclguard-ringcheck" \
@@ -102,8 +118,8 @@ ringcheck:
 		"include/cuda_runtime_api.h and lib64/libcudart.so, and NCCL 2" \
 		"(nccl.h, libnccl.so.2) in NCCL_HOME, CUDA_HOME or the system)"
 
-check-ringcheck:
-	@echo "SKIP check-ringcheck (no CUDA runtime or NCCL found, so neither" \
+check-ringcheck check-ringcheck-fast:
+	@echo "SKIP $@ (no CUDA runtime or NCCL found, so neither" \
 		"the ring check nor its test double is built; see make ringcheck)"
 
 check-ringcheck-multinode:
@@ -117,9 +133,40 @@ endif
 
 CHECKS += check-ringcheck
 
+# The check's CPU time and peak memory in a cgroup of its own, and a pass
+# under a 100m and a 250m CPU quota (docs/ringcheck.md, Resources).
+.PHONY: check-ringcheck-resources
+ifneq ($(RC_HAVE_CUDA),)
+check-ringcheck-resources: ringcheck
+	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+	FAKES=$(abspath $(BUILD))/fakes tests/ringcheck/resources.sh
+else
+check-ringcheck-resources:
+	@echo "SKIP check-ringcheck-resources (no CUDA runtime or NCCL found)"
+endif
+CHECKS += check-ringcheck-resources
+
+# The first run on real GPUs: about three minutes on a machine with NVIDIA
+# GPUs (see docs/ringcheck.md); prints SKIP elsewhere. Not part of make
+# test, which has no GPU; its script is linted there.
+.PHONY: gpu-smoke check-gpu-smoke-lint
+gpu-smoke: ringcheck
+	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+		tests/ringcheck/gpu-smoke.sh
+
+check-gpu-smoke-lint:
+	bash -n tests/ringcheck/gpu-smoke.sh
+	bash -n tests/ringcheck/resources.sh
+	@if command -v shellcheck >/dev/null; then \
+		shellcheck tests/ringcheck/gpu-smoke.sh \
+			tests/ringcheck/resources.sh && \
+		echo "gpu-smoke.sh: bash -n and shellcheck clean"; \
+	else echo "SKIP shellcheck of gpu-smoke.sh (shellcheck not installed)"; fi
+
 # Unit tests of the ring check's libc-only modules (no CUDA needed): the
 # worker protocol and the network preflight.
-RC_UNIT_BINS = $(BUILD)/tests/test_rcproto $(BUILD)/tests/test_rcnetcheck
+RC_UNIT_BINS = $(BUILD)/tests/test_rcproto $(BUILD)/tests/test_rcnetcheck \
+	$(BUILD)/tests/test_rcpattern $(BUILD)/tests/test_rcnccllog
 
 $(BUILD)/tests/test_rcproto: $(BUILD)/obj/tests/unit/test_rcproto.o \
 		$(BUILD)/obj/ringcheck/proto.o
@@ -128,6 +175,15 @@ $(BUILD)/tests/test_rcproto: $(BUILD)/obj/tests/unit/test_rcproto.o \
 
 $(BUILD)/tests/test_rcnetcheck: $(BUILD)/obj/tests/unit/test_rcnetcheck.o \
 		$(BUILD)/obj/ringcheck/netcheck.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^
+
+$(BUILD)/tests/test_rcnccllog: $(BUILD)/obj/tests/unit/test_rcnccllog.o \
+		$(BUILD)/obj/ringcheck/nccllog.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^
+
+$(BUILD)/tests/test_rcpattern: $(BUILD)/obj/tests/unit/test_rcpattern.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^
 

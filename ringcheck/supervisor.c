@@ -2,8 +2,10 @@
  * the deadlines and stops stuck workers. */
 #include "ringcheck/supervisor.h"
 
+#include "ringcheck/netcheck.h"
 #include "ringcheck/proto.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +32,7 @@ struct sv_worker {
     int phase_done; /* last phase ended; -1 */
     int finished;   /* sent X */
     int aborted;    /* sent A */
+    double abort_s; /* from the abort request to A */
     int escalated;  /* still alive when SIGTERM went out */
     int reaped;
     int unreaped;   /* given up on after SIGKILL */
@@ -53,6 +57,7 @@ struct sv_state {
     double abort_grace;
     double hard; /* give up on unreaped workers by then */
     int failed;
+    char logdir[200]; /* NCCL_DEBUG_FILE folder of ring runs; "" none */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -429,6 +434,17 @@ row_wrong(struct rc_row *row, int rank, long wrong, long long first)
     }
 }
 
+/* Adds one rank's time to a row: the row shows the average over the
+ * ranks, as nccl-tests' default (-m average, "Allreduce(args, &deltaSec,
+ * average)" in src/common.cu). */
+static void
+row_time(struct rc_row *row, double us)
+{
+    row->time_sum += us;
+    row->ntimes++;
+    row->time_us = row->time_sum / row->ntimes;
+}
+
 static void
 sv_forward_id(struct sv_state *st, const struct sv_worker *from,
               const struct proto_msg *m)
@@ -474,6 +490,9 @@ sv_event(struct sv_state *st, struct sv_worker *w, const char *line)
                 st->phase_start[a] = sv_now();
         } else {
             w->phase_done = a;
+            if (st->phase_start[a] >= 0 &&
+                sv_now() - st->phase_start[a] > o->phase_s[a])
+                o->phase_s[a] = sv_now() - st->phase_start[a];
         }
         break;
     case 'V':
@@ -494,6 +513,12 @@ sv_event(struct sv_state *st, struct sv_worker *w, const char *line)
         snprintf(o->gpu[a].uuid, sizeof(o->gpu[a].uuid), "%s", m.u.gpu.uuid);
         snprintf(o->gpu[a].name, sizeof(o->gpu[a].name), "%s", m.u.gpu.name);
         break;
+    case 'C':
+        if (m.u.cc.dev >= 0 && m.u.cc.dev < WORKER_MAX_GPUS) {
+            o->gpu[m.u.cc.dev].cc_major = m.u.cc.major;
+            o->gpu[m.u.cc.dev].cc_minor = m.u.cc.minor;
+        }
+        break;
     case 'F':
         if (m.u.free.dev >= 0 && m.u.free.dev < WORKER_MAX_GPUS)
             o->gpu[m.u.free.dev].free_mib = m.u.free.free_mib;
@@ -509,7 +534,21 @@ sv_event(struct sv_state *st, struct sv_worker *w, const char *line)
         o->atomics[a][b] = (signed char)m.u.topo.atomics;
         o->topo_done = 1;
         break;
-    case 'U':
+    case 'U': {
+        unsigned char id[PROTO_UID_HEX / 2];
+        size_t n = strlen(m.u.uid.hex) / 2;
+
+        for (size_t i = 0; i < n && i < sizeof(id); i++) {
+            unsigned v = 0;
+
+            if (sscanf(m.u.uid.hex + 2 * i, "%2x", &v) != 1)
+                v = 0;
+            id[i] = (unsigned char)v;
+        }
+        if (n > sizeof(id) ||
+            netcheck_id_addr(id, n, o->id_addr, sizeof(o->id_addr)) != 0)
+            o->id_addr[0] = '\0';
+    }
         sv_forward_id(st, w, &m);
         if (st->s->on_id != NULL) {
             char idline[PROTO_LINE_MAX];
@@ -527,8 +566,7 @@ sv_event(struct sv_state *st, struct sv_worker *w, const char *line)
             break;
         row->count = m.u.result.count;
         row->root = m.u.result.root;
-        if (m.u.result.time_us > row->time_us)
-            row->time_us = m.u.result.time_us;
+        row_time(row, m.u.result.time_us);
         row_wrong(row, m.u.result.rank, m.u.result.wrong, m.u.result.first);
         break;
     case 'B':
@@ -537,8 +575,7 @@ sv_event(struct sv_state *st, struct sv_worker *w, const char *line)
             break;
         row->count = m.u.bw.bytes / 4;
         row->root = -1;
-        if (m.u.bw.time_us > row->time_us)
-            row->time_us = m.u.bw.time_us;
+        row_time(row, m.u.bw.time_us);
         row_wrong(row, m.u.bw.rank, m.u.bw.wrong, m.u.bw.first);
         break;
     case 'S':
@@ -555,6 +592,8 @@ sv_event(struct sv_state *st, struct sv_worker *w, const char *line)
         break;
     case 'A':
         w->aborted = 1;
+        if (st->stop_stage != 0)
+            w->abort_s = sv_now() - st->stop_at;
         break;
     case 'E':
         if (m.u.error.ranks[0] != '\0')
@@ -693,6 +732,111 @@ sv_close_fd(int *fd)
     }
 }
 
+/* Whether the pod asked to see NCCL's INFO lines itself. */
+static int
+sv_user_info(void)
+{
+    const char *d = getenv("NCCL_DEBUG");
+
+    return d != NULL &&
+           (strcasecmp(d, "INFO") == 0 || strcasecmp(d, "TRACE") == 0);
+}
+
+/*
+ * A ring worker logs NCCL at INFO into a file of its own: the subsystems
+ * whose lines say what NCCL chose (INIT: the channels' transports, NVLS,
+ * CollNet, the network; GRAPH: the rings; NET: the interfaces), and WARN,
+ * which NCCL writes to the same file (src/debug.cc). The pod's own
+ * NCCL_DEBUG* apply to the workload, not to the check's workers; a pod
+ * that asked for INFO sees the lines in the check's output.
+ */
+static void
+sv_log_env(const struct sv_state *st, int first_rank)
+{
+    char path[256];
+
+    snprintf(path, sizeof(path), "%s/nccl.%d.log", st->logdir, first_rank);
+    setenv("NCCL_DEBUG", "INFO", 1);
+    setenv("NCCL_DEBUG_SUBSYS", "INIT,GRAPH,NET", 1);
+    setenv("NCCL_DEBUG_FILE", path, 1);
+}
+
+/* A private folder for the NCCL logs: $TMPDIR, /dev/shm (the pod's
+ * memory-backed volume, writable under a read-only root), /tmp. */
+static void
+sv_logdir_make(struct sv_state *st)
+{
+    const char *bases[] = {getenv("TMPDIR"), "/dev/shm", "/tmp"};
+
+    st->logdir[0] = '\0';
+    for (size_t i = 0; i < sizeof(bases) / sizeof(bases[0]); i++) {
+        if (bases[i] == NULL || bases[i][0] == '\0')
+            continue;
+        snprintf(st->logdir, sizeof(st->logdir), "%s/ncclguard-nccl.XXXXXX",
+                 bases[i]);
+        if (mkdtemp(st->logdir) != NULL)
+            return;
+    }
+    st->logdir[0] = '\0';
+    snprintf(st->out->nl_note, sizeof(st->out->nl_note),
+             "no folder for NCCL's log (TMPDIR, /dev/shm and /tmp are not "
+             "writable)");
+}
+
+static void sv_log_line(struct sv_state *st, const struct sv_worker *w,
+                        const char *line);
+
+/* Reads what NCCL logged for worker w (bounded), forwards its WARN lines
+ * (all lines when the pod asked for INFO) and parses the rest. */
+static void
+sv_log_read(struct sv_state *st, const struct sv_worker *w)
+{
+    char path[256], line[PROTO_LINE_MAX];
+    long total = 0;
+    int user = sv_user_info();
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/nccl.%d.log", st->logdir, w->first_rank);
+    f = fopen(path, "re");
+    if (f == NULL)
+        return;
+    st->out->nl_read = 1;
+    while (fgets(line, sizeof(line), f) != NULL && total < (8L << 20)) {
+        total += (long)strlen(line);
+        line[strcspn(line, "\n")] = '\0';
+        if (strstr(line, "NCCL WARN") != NULL || user)
+            sv_log_line(st, w, line);
+        nccllog_line(&st->out->nl, line, st->s->rank_offset, st->s->ndev);
+    }
+    fclose(f);
+    unlink(path);
+}
+
+static void
+sv_logdir_done(struct sv_state *st)
+{
+    DIR *d;
+    struct dirent *de;
+    char path[512];
+
+    if (st->logdir[0] == '\0')
+        return;
+    for (int i = 0; i < st->nw; i++)
+        sv_log_read(st, &st->w[i]);
+    /* Anything else there (a worker's own files) goes too. */
+    d = opendir(st->logdir);
+    if (d != NULL) {
+        while ((de = readdir(d)) != NULL)
+            if (de->d_name[0] != '.') {
+                snprintf(path, sizeof(path), "%s/%s", st->logdir, de->d_name);
+                unlink(path);
+            }
+        closedir(d);
+    }
+    rmdir(st->logdir);
+    st->logdir[0] = '\0';
+}
+
 static int
 sv_spawn(struct sv_state *st, int i, int first_rank, int nlocal)
 {
@@ -738,6 +882,8 @@ sv_spawn(struct sv_state *st, int i, int first_rank, int nlocal)
         setvbuf(stdout, NULL, _IOLBF, 0);
         if (s->env_name != NULL)
             setenv(s->env_name, s->env_value, 1);
+        if (s->kind == SV_RING && st->logdir[0] != '\0')
+            sv_log_env(st, first_rank);
         if (s->kind == SV_PREFLIGHT)
             worker_preflight_main(ev[1]);
         if (s->kind == SV_DEVICES)
@@ -794,7 +940,9 @@ sv_describe_stop(struct sv_state *st)
 {
     struct rc_run *o = st->out;
     char stuck[160] = "", killed[160] = "", aborted[160] = "";
+    char termed[160] = "";
     int nstuck = 0;
+    double abort_max = 0;
 
     for (int i = 0; i < st->nw; i++) {
         const struct sv_worker *w = &st->w[i];
@@ -810,10 +958,16 @@ sv_describe_stop(struct sv_state *st)
             WIFSIGNALED(w->status) &&
             (WTERMSIG(w->status) == SIGKILL || WTERMSIG(w->status) == SIGTERM))
             for (int l = 0; l < w->nlocal; l++)
-                ranks_append(killed, sizeof(killed), w->first_rank + l);
-        if (w->aborted)
+                ranks_append(WTERMSIG(w->status) == SIGKILL ? killed : termed,
+                             WTERMSIG(w->status) == SIGKILL ? sizeof(killed)
+                                                            : sizeof(termed),
+                             w->first_rank + l);
+        if (w->aborted) {
             for (int l = 0; l < w->nlocal; l++)
                 ranks_append(aborted, sizeof(aborted), w->first_rank + l);
+            if (w->abort_s > abort_max)
+                abort_max = w->abort_s;
+        }
     }
     if (o->code == RC_EXIT_TIMEOUT && nstuck > 0)
         snprintf(o->ranks, sizeof(o->ranks), "%s", stuck);
@@ -834,11 +988,19 @@ sv_describe_stop(struct sv_state *st)
                      w->stuck_dev_what);
     }
     if (aborted[0] != '\0' && st->s->kind == SV_RING)
-        what_add(o, "; ranks %s aborted their communicators", aborted);
+        what_add(o,
+                 "; ranks %s aborted their communicators (in %.2f s at most, "
+                 "abort grace %.2f s)",
+                 aborted, abort_max, st->abort_grace);
+    if (termed[0] != '\0')
+        what_add(o,
+                 "; ranks %s did not abort in time and were killed (abort "
+                 "grace %.2f s): they ended on SIGTERM",
+                 termed, st->abort_grace);
     if (killed[0] != '\0')
         what_add(o,
                  "; ranks %s did not abort in time and were killed (abort "
-                 "grace %.2f s)",
+                 "grace %.2f s): they needed SIGKILL",
                  killed, st->abort_grace);
 }
 
@@ -943,6 +1105,9 @@ sv_run(const struct sv_spec *s, struct rc_run *out)
         maxlocal = s->ndev;
     st->abort_grace = sv_abort_grace(maxlocal);
     st->hard = s->deadline + SV_OVERRUN_S;
+    nccllog_init(&out->nl);
+    if (s->kind == SV_RING)
+        sv_logdir_make(st);
     if (s->kind == SV_RING && !s->group) {
         st->nw = s->ndev;
         for (int i = 0; i < s->ndev; i++)
@@ -975,6 +1140,7 @@ sv_run(const struct sv_spec *s, struct rc_run *out)
                 sv_fail(st, RC_EXIT_INTERNAL, -1, "", "a worker vanished");
             }
     }
+    sv_logdir_done(st);
     if (st->stop_stage != 0)
         sv_describe_stop(st);
     free(st);

@@ -2,10 +2,23 @@
  * reported to the supervisor as events, every wait interruptible. */
 #include "ringcheck/worker.h"
 
+#include "ringcheck/pattern.h"
 #include "ringcheck/proto.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+
+/* The API this file uses: non-blocking communicators with
+ * ncclCommInitRankConfig, ncclCommFinalize and ncclGetLastError (NCCL
+ * 2.14), the CUDA error codes of CUDA 11.1 and later. It builds against the
+ * headers of CUDA 12 and 13 alike. */
+#if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#error                                                                         \
+    "ncclguard-ringcheck needs NCCL 2.14 or newer (non-blocking communicators)"
+#endif
+#if !defined(CUDART_VERSION) || CUDART_VERSION < 11010
+#error "ncclguard-ringcheck needs the CUDA 11.1 runtime or newer"
+#endif
 
 #include <errno.h>
 #include <sched.h>
@@ -202,6 +215,11 @@ worker_preflight_main(int evfd)
         snprintf(m.u.gpu.busid, sizeof(m.u.gpu.busid), "%.31s", bus);
         snprintf(m.u.gpu.uuid, sizeof(m.u.gpu.uuid), "%s", uuid);
         snprintf(m.u.gpu.name, sizeof(m.u.gpu.name), "%.60s", p.name);
+        send_or_exit(evfd, &m, NULL, NULL);
+        m = (struct proto_msg){.kind = 'C'};
+        m.u.cc.dev = d;
+        m.u.cc.major = p.major;
+        m.u.cc.minor = p.minor;
         send_or_exit(evfd, &m, NULL, NULL);
     }
     send_phase(evfd, 0, 0);
@@ -583,8 +601,8 @@ ring_get_id(struct ring *r, ncclUniqueId *id)
 
         if (res != ncclSuccess)
             ring_nccl_fail(r, 0, res, "ncclGetUniqueId");
-        if (w->nlocal == w->nranks)
-            return;
+        /* Sent also when no other process needs it: the supervisor
+         * checks the address it carries. */
         m = (struct proto_msg){.kind = 'U'};
         for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++)
             snprintf(m.u.uid.hex + 2 * i, 3, "%02x",
@@ -780,12 +798,6 @@ ring_issue(struct ring *r, enum coll kind, size_t count, ncclDataType_t type,
 }
 
 static int32_t
-pattern_reduce(int rank, size_t i)
-{
-    return (int32_t)((rank + 1) * (int)((i % 997) + 1));
-}
-
-static int32_t
 pattern_gather(int rank, size_t i)
 {
     return (int32_t)(rank * 100003 + (int)i);
@@ -833,7 +845,7 @@ ring_check(struct ring *r, enum coll kind, size_t bytes)
         int rank = w->first_rank + l;
 
         for (size_t i = 0; i < count; i++)
-            h[i] = kind == COLL_ALLREDUCE   ? pattern_reduce(rank, i)
+            h[i] = kind == COLL_ALLREDUCE   ? rc_check_value(rank, i)
                    : kind == COLL_ALLGATHER ? pattern_gather(rank, i)
                    : rank == 0              ? pattern_bcast(i)
                                             : -1;
@@ -852,7 +864,7 @@ ring_check(struct ring *r, enum coll kind, size_t bytes)
             int32_t want;
 
             if (kind == COLL_ALLREDUCE)
-                want = (int32_t)(n * (n + 1) / 2 * (long long)((i % 997) + 1));
+                want = rc_check_sum(n, i);
             else if (kind == COLL_ALLGATHER)
                 want = pattern_gather((int)(i / count), i % count);
             else
@@ -868,21 +880,9 @@ ring_check(struct ring *r, enum coll kind, size_t bytes)
     }
 }
 
-/*
- * The bandwidth phase's data, as nccl-tests checks it: rank r holds
- * (r + 1) * (i % BW_PERIOD + 1) at element i, so every sum is a small
- * integer that float32 holds exactly (at most 528 x 61 for 32 ranks).
- * BW_PERIOD is prime, so that a misplaced chunk of a power-of-two size
- * shows.
- */
-#define BW_PERIOD 61
-#define BW_BLOCK ((size_t)BW_PERIOD * 4096) /* elements uploaded once */
-
-static float
-bw_value(int rank, size_t i)
-{
-    return (float)((rank + 1) * (int)(i % BW_PERIOD + 1));
-}
+/* The bandwidth phase's data (see pattern.h); uploaded once in blocks of
+ * this many elements, then doubled on the device. */
+#define BW_BLOCK ((size_t)RC_BW_PERIOD * 4096)
 
 /* Fills rank l's send buffer with its pattern: one block from the host,
  * then doubling device-to-device copies, all on its stream. */
@@ -896,14 +896,14 @@ ring_bw_fill(struct ring *r, int l, size_t count)
     cudaError_t e = cudaSetDevice(r->w->dev[l]);
 
     if (block * 4 > r->host_bytes)
-        block = r->host_bytes / 4 / BW_PERIOD * BW_PERIOD;
+        block = r->host_bytes / 4 / RC_BW_PERIOD * RC_BW_PERIOD;
     for (size_t i = 0; i < block; i++)
-        h[i] = bw_value(r->w->first_rank + l, i);
+        h[i] = rc_bw_value(r->w->first_rank + l, i);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(d, h, block * 4, cudaMemcpyHostToDevice,
                             r->stream[l]);
     /* Each copy doubles the filled prefix; its length stays a multiple of
-     * BW_PERIOD, so the pattern continues. */
+     * RC_BW_PERIOD, so the pattern continues. */
     for (have = block; e == cudaSuccess && have < count;) {
         size_t n = have < count - have ? have : count - have;
 
@@ -933,8 +933,7 @@ ring_bw_verify(struct ring *r, int l, size_t count, long long *first)
 
         ring_download(r, l, base * 4, m * 4);
         for (size_t i = 0; i < m; i++) {
-            float want = (float)(n * (n + 1) / 2 *
-                                 (long long)((base + i) % BW_PERIOD + 1));
+            float want = rc_bw_sum(n, base + i);
 
             if (h[i] != want) {
                 if (*first < 0)
@@ -955,15 +954,16 @@ ring_bandwidth(struct ring *r)
 
     for (int l = 0; l < w->nlocal; l++)
         ring_bw_fill(r, l, count);
-    for (int i = 0; i < WORKER_BW_WARMUP; i++)
-        ring_issue(r, COLL_ALLREDUCE, count, ncclFloat32, 1);
+    /* As nccl-tests: the warm-ups back to back, waited for, then the timed
+     * iterations back to back and one wait (src/common.cu, TimeTest and
+     * BenchTime). The iterations of each go in one group, as nccl-tests'
+     * -a (agg_iters) puts them: in NCCL 2.28 every non-blocking
+     * ncclGroupEnd starts a thread (src/group.cc), and one group per
+     * iteration would time that thread at small sizes, not the ring. */
+    ring_issue(r, COLL_ALLREDUCE, count, ncclFloat32, WORKER_BW_WARMUP);
     ring_wait(r, "ncclAllReduce (warm-up)");
-    /* One group per iteration, as nccl-tests runs them; the launch wait in
-     * ring_issue yields instead of sleeping, so small sizes are timed
-     * right. */
     t0 = now_s();
-    for (int i = 0; i < WORKER_BW_ITERS; i++)
-        ring_issue(r, COLL_ALLREDUCE, count, ncclFloat32, 1);
+    ring_issue(r, COLL_ALLREDUCE, count, ncclFloat32, WORKER_BW_ITERS);
     ring_wait(r, "ncclAllReduce (timed)");
     us = (now_s() - t0) * 1e6 / WORKER_BW_ITERS;
     for (int l = 0; l < w->nlocal; l++) {
@@ -1023,8 +1023,13 @@ worker_ring_main(const struct worker_ring *w)
     memset(&r, 0, sizeof(r));
     r.w = w;
     /* NCCL prints nothing unless asked; the supervisor needs its WARN
-     * lines for the verdict. A user's own NCCL_DEBUG wins. */
+     * lines for the verdict (it sets INFO into a file where it can). */
     setenv("NCCL_DEBUG", "WARN", 0);
+    /* NCCL_COMM_ID fixes the address of every unique id and makes rank 0
+     * bind it (src/bootstrap.cc, src/init.cc): the check's own ids must
+     * not all point at the pod that the variable names. The workload
+     * still gets it (check.c warns). */
+    unsetenv("NCCL_COMM_ID");
 
     ring_phase(&r, 1, 3);
     ring_init(&r);

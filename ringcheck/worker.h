@@ -19,7 +19,9 @@ enum {
     RC_EXIT_USAGE = 6,
     RC_EXIT_WRONG = 7,
     RC_EXIT_BANDWIDTH = 8,
-    RC_EXIT_ENV = 9
+    RC_EXIT_ENV = 9,
+    RC_EXIT_TRANSPORT = 10 /* ours: NCCL chose another transport than
+                              --expect-transport names */
 };
 
 /* Sizes of the correctness phase: AllReduce at 8 B, 4 KiB, 1 MiB and,

@@ -1,4 +1,5 @@
-/* A test double for the CUDA runtime (libcudart.so.13): N simulated GPUs in
+/* A test double for the CUDA runtime (libcudart.so.13, or .12 when built
+ * against CUDA 12's headers): N simulated GPUs in
  * host memory. */
 #include "fake.h"
 
@@ -17,6 +18,13 @@
  *   FAKECUDA_DEVICES=N        number of simulated GPUs (default 2; 0 = none)
  *   FAKECUDA_DRIVER=missing   no driver: every call fails as on a host
  *                             without the NVIDIA driver
+ *   FAKECUDA_DRIVER_VERSION=N the CUDA version the driver supports
+ *                             (cudaDriverGetVersion, default the
+ *                             runtime's); below the runtime's version
+ *                             every call fails with
+ *                             cudaErrorInsufficientDriver, as the CUDA
+ *                             runtime API documents for a driver older
+ *                             than the runtime
  *   FAKECUDA_DUPLICATE=A,B    device B reports device A's PCI id and UUID
  *   FAKECUDA_MEM_MIB=N        memory per device (default 81920)
  *   FAKECUDA_HANG=D[,copy]    GPU D stops completing work, as a wedged GPU
@@ -99,10 +107,25 @@ identity_of(int dev)
     return dev;
 }
 
+static int
+driver_version(void)
+{
+    const char *v = getenv("FAKECUDA_DRIVER_VERSION");
+    char *end;
+    long l;
+
+    if (driver_missing())
+        return 0;
+    if (v == NULL || *v == '\0')
+        return CUDART_VERSION;
+    l = strtol(v, &end, 10);
+    return *end == '\0' && l > 0 && l < 100000 ? (int)l : CUDART_VERSION;
+}
+
 static cudaError_t
 check_init(void)
 {
-    if (driver_missing())
+    if (driver_missing() || driver_version() < CUDART_VERSION)
         return cudaErrorInsufficientDriver;
     if (fakecuda_device_count() == 0)
         return cudaErrorNoDevice;
@@ -201,14 +224,14 @@ cudaGetDeviceCount(int *count)
 cudaError_t
 cudaDriverGetVersion(int *v)
 {
-    *v = driver_missing() ? 0 : 13000;
+    *v = driver_version();
     return cudaSuccess;
 }
 
 cudaError_t
 cudaRuntimeGetVersion(int *v)
 {
-    *v = 13000;
+    *v = CUDART_VERSION;
     return cudaSuccess;
 }
 

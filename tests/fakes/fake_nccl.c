@@ -5,8 +5,12 @@
 
 #include <nccl.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -19,6 +23,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +44,16 @@
  *   FAKENCCL_ABORT_HANG=1      ncclCommAbort never returns
  *   FAKENCCL_ABORT_S=X         ncclCommAbort takes X seconds per
  *                              communicator (default 0), signals or not
+ *   FAKENCCL_CUDA_MISMATCH=1   NCCL was built for a newer CUDA than the
+ *                              driver runs: init fails with NCCL's
+ *                              CUDACHECK line "Cuda failure 35 'CUDA
+ *                              driver version is insufficient for CUDA
+ *                              runtime version'" (src/include/checks.h)
+ *                              and ncclUnhandledCudaError
+ *   FAKENCCL_TERM_S=X          the process takes X seconds to end after
+ *                              SIGTERM (a CUDA process ends only once the
+ *                              driver has torn down its contexts), then
+ *                              ends on SIGTERM
  *   FAKENCCL_INIT_DELAY_MS=N   a communicator becomes ready N ms after all
  *                              ranks joined (default 5)
  *   FAKENCCL_LAUNCH_US=N       a non-blocking group's launch finishes N us
@@ -61,6 +76,37 @@
  *   FAKENCCL_NET=1             ranks exchange data over TCP (fake_net.c) on
  *                              the interface NCCL_SOCKET_IFNAME selects, so
  *                              a communicator can span network namespaces
+ * NCCL's own variables that the double honours:
+ *   NCCL_COMM_ID=HOST:PORT     every unique id carries this one address
+ *                              (bootstrapGetUniqueId in src/bootstrap.cc,
+ *                              NCCL 2.28), so all checks that see it share
+ *                              one id; rank 0 then binds HOST:PORT for the
+ *                              bootstrap root (ncclCommInitRankDev in
+ *                              src/init.cc), which fails, as in NCCL, when
+ *                              the address is not this host's or is taken
+ *   NCCL_DEBUG=WARN|INFO, NCCL_DEBUG_SUBSYS, NCCL_DEBUG_FILE
+ *                              where and what the double logs, as
+ *                              src/debug.cc reads them: WARN lines, and at
+ *                              INFO the lines of NCCL 2.28 that say what it
+ *                              chose (rings, trees, the transport of each
+ *                              channel, NVLS); %h and %p in the file name
+ *                              become the host name and the pid
+ *   NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1, NCCL_CUMEM_ENABLE=0,
+ *   NCCL_NVLS_ENABLE=0          the transports chosen, in NCCL's order
+ *                              (P2P, then SHM, then the network)
+ * What NCCL chooses (INFO lines only; the data path is the same):
+ *   FAKENCCL_FALLBACK=shm|socket  P2P is silently unusable between the
+ *                              GPUs (as when NCCL's P2P check finds no
+ *                              peer access): NCCL takes SHM, or with
+ *                              "socket" the network, without an error
+ *   FAKENCCL_NET_TRANSPORT=socket|ib|ib-gdr  the network between nodes
+ *                              (default socket)
+ *   FAKENCCL_CHANNELS=N        channels (default 2)
+ *   FAKECUDA_MULTICAST=1       the GPUs are on an NVSwitch with multicast:
+ *                              NVLS is used unless NCCL_NVLS_ENABLE=0
+ *   FAKENCCL_NVLS_HANG=1       with NVLS in use, the first collective
+ *                              never completes (a broken NVSwitch fabric);
+ *                              NCCL_P2P_DISABLE does not change that
  * Faults on communicators with more ranks than this process sees GPUs
  * (those that span pods):
  *   FAKENCCL_CROSS_HANG_INIT=1 init never completes
@@ -80,6 +126,7 @@ struct shared {
     atomic_int joined;
     int nranks;
     int dev[MAXR];
+    int pid[MAXR];
     atomic_ulong arrived[2];
     atomic_ulong done[2];
     /* then 2 slots x nranks x CHUNK bytes */
@@ -118,14 +165,16 @@ struct ncclComm {
     int hang_init, hang_coll, wrong, crash, p2p_mode;
     int wrong_type; /* 0 int32, 1 float, 2 all */
     int launch_fail, asyncerr_fail;
-    int launched;   /* groups launched */
-    int ok_answers; /* ncclSuccess answers since the first launch */
+    atomic_int launched;  /* groups launched */
+    atomic_int launching; /* non-blocking group launches still running */
+    int ok_answers;       /* ncclSuccess answers since the first launch */
     double busbw;
     /* network mode */
     struct fakenet *net;
     unsigned char *netbuf; /* nranks * CHUNK */
     int cross;             /* spans pods: more ranks than local GPUs */
     int cross_crash, cross_fail;
+    int root_fd; /* NCCL_COMM_ID: rank 0's bootstrap root socket */
 };
 
 /* The calling thread's open group (ncclGroupStart/End), as in NCCL. */
@@ -188,6 +237,9 @@ comm_status(struct ncclComm *c)
 {
     int st = atomic_load(&c->status);
 
+    if (st == ncclSuccess && atomic_load(&c->launching) > 0)
+        return ncclInProgress;
+
     if (st == ncclSuccess && now_s() < c->ready_at)
         return ncclInProgress;
     return (ncclResult_t)st;
@@ -239,11 +291,126 @@ make_unkillable(void)
     close(sync[0]);
 }
 
+/* NCCL's debug output (src/debug.cc): the level from NCCL_DEBUG, the
+ * subsystems from NCCL_DEBUG_SUBSYS (default INIT, BOOTSTRAP and ENV; "^"
+ * inverts; ALL), the file from NCCL_DEBUG_FILE, else stdout. */
+enum { SUB_INIT = 1, SUB_GRAPH = 2, SUB_NET = 4, SUB_NVLS = 8, SUB_ENV = 16 };
+
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static FILE *log_file;
+
+static int
+log_level(void)
+{
+    const char *d = getenv("NCCL_DEBUG");
+
+    if (d == NULL || strcasecmp(d, "VERSION") == 0 ||
+        strcasecmp(d, "NONE") == 0)
+        return 0;
+    if (strcasecmp(d, "INFO") == 0 || strcasecmp(d, "TRACE") == 0)
+        return 2;
+    return 1;
+}
+
+static int
+log_subsys_on(int mask)
+{
+    const char *v = getenv("NCCL_DEBUG_SUBSYS");
+    static const struct {
+        const char *name;
+        int bit;
+    } subs[] = {{"INIT", SUB_INIT}, {"GRAPH", SUB_GRAPH}, {"NET", SUB_NET},
+                {"NVLS", SUB_NVLS}, {"ENV", SUB_ENV},     {"ALL", ~0}};
+    int invert = 0, on = 0;
+    char buf[256];
+
+    if (v == NULL)
+        return (mask & (SUB_INIT | SUB_ENV)) != 0;
+    if (*v == '^') {
+        invert = 1;
+        v++;
+    }
+    snprintf(buf, sizeof(buf), "%s", v);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t != NULL;
+         t = strtok_r(NULL, ",", &save))
+        for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
+            if (strcasecmp(t, subs[i].name) == 0)
+                on |= subs[i].bit;
+    return invert ? (mask & ~on) != 0 : (mask & on) != 0;
+}
+
+/* The log stream, opened once per process; NULL when it cannot be. */
+static FILE *
+log_stream(void)
+{
+    const char *f = getenv("NCCL_DEBUG_FILE");
+    char path[512], host[64] = "host";
+    size_t k = 0;
+
+    if (log_file != NULL)
+        return log_file;
+    if (f == NULL || *f == '\0')
+        return log_file = stdout;
+    gethostname(host, sizeof(host) - 1);
+    for (; *f != '\0' && k + 1 < sizeof(path); f++) {
+        if (f[0] == '%' && f[1] == 'h') {
+            k += (size_t)snprintf(path + k, sizeof(path) - k, "%s", host);
+            f++;
+        } else if (f[0] == '%' && f[1] == 'p') {
+            k += (size_t)snprintf(path + k, sizeof(path) - k, "%d",
+                                  (int)getpid());
+            f++;
+        } else {
+            path[k++] = *f;
+        }
+        if (k >= sizeof(path))
+            k = sizeof(path) - 1;
+    }
+    path[k] = '\0';
+    log_file = fopen(path, "we");
+    if (log_file == NULL)
+        log_file = stdout;
+    return log_file;
+}
+
+static void
+log_write(int dev, const char *level, const char *msg)
+{
+    char host[64] = "host";
+    FILE *out;
+
+    gethostname(host, sizeof(host) - 1);
+    pthread_mutex_lock(&log_mu);
+    out = log_stream();
+    fprintf(out, "%s:%d:%d [%d] NCCL %s %s\n", host, (int)getpid(),
+            (int)gettid(), dev, level, msg);
+    fflush(out);
+    pthread_mutex_unlock(&log_mu);
+}
+
+static void info_line(struct ncclComm *c, int sub, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+info_line(struct ncclComm *c, int sub, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    if (log_level() < 2 || !log_subsys_on(sub))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    log_write(c->dev, "INFO", msg);
+}
+
+static void warn_line(struct ncclComm *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 static void
 warn_line(struct ncclComm *c, const char *fmt, ...)
 {
-    const char *dbg = getenv("NCCL_DEBUG");
-    char host[64] = "host";
     char msg[200];
     va_list ap;
 
@@ -251,13 +418,9 @@ warn_line(struct ncclComm *c, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     snprintf(c->last_error, sizeof(c->last_error), "%s", msg);
-    if (dbg == NULL || strcasecmp(dbg, "VERSION") == 0 ||
-        strcasecmp(dbg, "NONE") == 0)
+    if (log_level() < 1)
         return;
-    gethostname(host, sizeof(host) - 1);
-    printf("%s:%d:%d [%d] NCCL WARN %s\n", host, (int)getpid(), (int)gettid(),
-           c->dev, msg);
-    fflush(stdout);
+    log_write(c->dev, "WARN", msg);
 }
 
 static void
@@ -534,6 +697,63 @@ do_init_net(struct ncclComm *c)
     return ncclSuccess;
 }
 
+/*
+ * NCCL_COMM_ID: rank 0 starts the bootstrap root on that address before it
+ * bootstraps (src/init.cc, NCCL 2.28: bootstrapCreateRoot with idFromEnv).
+ * The double binds and listens there as the root does; a host that is not
+ * this machine's, or a port that is taken, fails the init with NCCL's
+ * system error. 0, or -1 after the WARN line.
+ */
+static int
+comm_id_root(struct ncclComm *c)
+{
+    const char *v = getenv("NCCL_COMM_ID");
+    char host[128], port[16];
+    const char *colon;
+    struct addrinfo hints, *ai = NULL;
+    int fd = -1, one = 1, rc;
+
+    c->root_fd = -1;
+    if (v == NULL || *v == '\0')
+        return 0;
+    colon = strrchr(v, ':');
+    if (colon == NULL || colon == v || (size_t)(colon - v) >= sizeof(host)) {
+        warn_line(c, "Invalid NCCL_COMM_ID, please use format: <ipv4>:<port> "
+                     "or [<ipv6>]:<port> or <hostname>:<port>");
+        return -1;
+    }
+    snprintf(host, sizeof(host), "%.*s", (int)(colon - v), v);
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = '\0';
+    }
+    snprintf(port, sizeof(port), "%s", colon + 1);
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_socktype = SOCK_STREAM;
+    rc = getaddrinfo(host, port, &hints, &ai);
+    if (rc == 0)
+        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (rc != 0 || fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+        listen(fd, 16) != 0) {
+        warn_line(c,
+                  "socket.cc: ncclSocketListen: bind failed for "
+                  "NCCL_COMM_ID %s: %s",
+                  v, rc != 0 ? gai_strerror(rc) : strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        if (ai != NULL)
+            freeaddrinfo(ai);
+        return -1;
+    }
+    freeaddrinfo(ai);
+    c->root_fd = fd;
+    return 0;
+}
+
+static int env_set_to(const char *name, const char *value);
+
 static int
 do_init(struct ncclComm *c)
 {
@@ -543,8 +763,15 @@ do_init(struct ncclComm *c)
     int a = -1, b = -1;
     char mode[16] = "error";
 
+    if (env_set_to("FAKENCCL_CUDA_MISMATCH", "1")) {
+        warn_line(c, "Cuda failure 35 'CUDA driver version is insufficient "
+                     "for CUDA runtime version'");
+        return ncclUnhandledCudaError;
+    }
     if (fakenet_is_net_id(c->path))
         return do_init_net(c);
+    if (c->rank == 0 && comm_id_root(c) != 0)
+        return ncclSystemError;
 
     c->shlen = sizeof(struct shared) + 2 * (size_t)c->nranks * CHUNK;
     fd = open(c->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -562,6 +789,7 @@ do_init(struct ncclComm *c)
     }
     c->sh->nranks = c->nranks;
     c->sh->dev[c->rank] = c->dev;
+    c->sh->pid[c->rank] = (int)getpid();
     atomic_fetch_add(&c->sh->joined, 1);
     if (c->hang_init) {
         wait_abort(c);
@@ -595,11 +823,188 @@ do_init(struct ncclComm *c)
     return ncclSuccess;
 }
 
+static int
+env_set_to(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+
+    return v != NULL && strcmp(v, value) == 0;
+}
+
+/* The interface NCCL's socket transport would use: NCCL_SOCKET_IFNAME's
+ * first match, else the first running interface that is not lo, docker or
+ * virbr, else lo (src/misc/socket.cc, ncclFindInterfaces). */
+static void
+socket_if(char *name, size_t nlen, char *addr, size_t alen)
+{
+    const char *want = getenv("NCCL_SOCKET_IFNAME");
+    struct ifaddrs *ifs, *i;
+
+    snprintf(name, nlen, "lo");
+    snprintf(addr, alen, "127.0.0.1");
+    if (getifaddrs(&ifs) != 0)
+        return;
+    for (int pass = 0; pass < 2; pass++)
+        for (i = ifs; i != NULL; i = i->ifa_next) {
+            int skip;
+
+            if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
+                !(i->ifa_flags & IFF_RUNNING))
+                continue;
+            if (want != NULL && *want != '\0' && *want != '^')
+                skip = strncmp(i->ifa_name, want + (*want == '='),
+                               strcspn(want + (*want == '='), ",:")) != 0;
+            else
+                skip = pass == 0 && (strncmp(i->ifa_name, "lo", 2) == 0 ||
+                                     strncmp(i->ifa_name, "docker", 6) == 0 ||
+                                     strncmp(i->ifa_name, "virbr", 5) == 0);
+            if (skip)
+                continue;
+            snprintf(name, nlen, "%s", i->ifa_name);
+            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr,
+                      addr, (socklen_t)alen);
+            freeifaddrs(ifs);
+            return;
+        }
+    freeifaddrs(ifs);
+}
+
+/*
+ * The INFO lines NCCL 2.28 writes once a communicator is set up, in its
+ * formats: "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d
+ * MNNVL %d" (src/init.cc), "NVLS multicast support is %savailable on dev
+ * %d (NVLS_NCHANNELS %d)" and "NVLS comm %p headRank ..." (nvls.cc),
+ * "Channel %02d/%02d : 0 1 ..." (graph/rings.cc, rank 0), "Ring %02d : %d
+ * -> %d -> %d" and "Trees [c] d/d/d->rank->up" (init.cc), one channel line
+ * per ring neighbour: "via P2P/direct pointer" in one process, "via
+ * P2P/CUMEM" or "via P2P/IPC" across processes (p2p.cc), "via
+ * SHM/direct/direct" (shm.cc), "[send] via NET/Socket/0" and "[receive]
+ * ..." with "NET/IB/0/GDRDMA" for IB with GPU Direct RDMA (net.cc), after
+ * "NET/Socket : Using [0]IF:ADDR<0>" (net_socket.cc) or "NET/IB : Using
+ * [0]mlx5_0:1/IB ..." (net_ib.cc), then "Connected all rings ..." and
+ * "Connected all trees" (transport/generic.cc). Also decides NVLS, which
+ * FAKENCCL_NVLS_HANG makes hang.
+ */
+static void
+log_choices(struct ncclComm *c)
+{
+    int n = c->nranks, r = c->rank;
+    int g = fakecuda_device_count() > 0 ? fakecuda_device_count() : 1;
+    int nnodes = c->cross ? (n + g - 1) / g : 1;
+    int local = c->cross ? g : n;
+    int nch = (int)env_double("FAKENCCL_CHANNELS", 2);
+    int nvls = env_set_to("FAKECUDA_MULTICAST", "1") &&
+               !env_set_to("NCCL_NVLS_ENABLE", "0") && local > 1;
+    const char *fb = getenv("FAKENCCL_FALLBACK");
+    const char *nt = getenv("FAKENCCL_NET_TRANSPORT");
+    int p2p =
+        !env_set_to("NCCL_P2P_DISABLE", "1") && (fb == NULL || *fb == '\0');
+    int shm = !env_set_to("NCCL_SHM_DISABLE", "1") &&
+              !(fb != NULL && strcmp(fb, "socket") == 0);
+    int ib = nt != NULL && strncmp(nt, "ib", 2) == 0;
+    int gdr = nt != NULL && strcmp(nt, "ib-gdr") == 0;
+    int net_said = 0, next = (r + 1) % n, prev = (r + n - 1) % n;
+    char ifname[32], ifaddr[64], line[512];
+    size_t k = 0;
+
+    if (nch < 1 || nch > 32)
+        nch = 2;
+    if (nvls && env_set_to("FAKENCCL_NVLS_HANG", "1"))
+        c->hang_coll = 1;
+    info_line(c, SUB_INIT,
+              "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d "
+              "MNNVL 0",
+              (void *)c, r, n, nnodes, local, c->cross ? r % g : r);
+    info_line(c, SUB_INIT,
+              "NVLS multicast support is %savailable on dev %d "
+              "(NVLS_NCHANNELS %d)",
+              nvls ? "" : "not ", c->dev, nvls ? 16 : 0);
+    if (nvls)
+        info_line(c, SUB_INIT | SUB_NVLS,
+                  "NVLS comm %p headRank %d nHeads %d nvlsRanks %d buffSize "
+                  "1048576 nvlsPerRankSize 201326592 nvlsTotalSize "
+                  "1610612736",
+                  (void *)c, r % local, local, local);
+    for (int ch = 0; ch < nch && r == 0; ch++) {
+        k = (size_t)snprintf(line, sizeof(line), "Channel %02d/%02d :", ch,
+                             nch);
+        for (int i = 0; i < n && k < sizeof(line); i++)
+            k += (size_t)snprintf(line + k, sizeof(line) - k, " %d", i);
+        info_line(c, SUB_GRAPH, "%s", line);
+    }
+    k = 0;
+    line[0] = '\0';
+    for (int ch = 0; ch < nch; ch++) {
+        info_line(c, SUB_GRAPH, "Ring %02d : %d -> %d -> %d", ch, prev, r,
+                  next);
+        if (k < sizeof(line))
+            k += (size_t)snprintf(line + k, sizeof(line) - k,
+                                  " [%d] %d/-1/-1->%d->%d", ch,
+                                  r + 1 < n ? r + 1 : -1, r, r - 1);
+    }
+    info_line(c, SUB_INIT, "Trees%s", line);
+    for (int ch = 0; ch < nch && n > 1; ch++) {
+        int same = c->cross ? r / g == next / g : 1;
+        int pdev = c->sh != NULL && !c->cross && c->net == NULL
+                       ? c->sh->dev[next]
+                       : next % g;
+        int sdev = c->sh != NULL && !c->cross && c->net == NULL
+                       ? c->sh->dev[prev]
+                       : prev % g;
+        int same_pid = c->net == NULL && c->sh != NULL &&
+                       c->sh->pid[next] == (int)getpid();
+
+        if (same && p2p) {
+            info_line(c, SUB_INIT, "Channel %02d/0 : %d[%d] -> %d[%d] via %s",
+                      ch, r, c->dev, next, pdev,
+                      same_pid ? "P2P/direct pointer"
+                      : env_set_to("NCCL_CUMEM_ENABLE", "0") ? "P2P/IPC"
+                                                             : "P2P/CUMEM");
+            continue;
+        }
+        if (same && shm) {
+            info_line(c, SUB_INIT,
+                      "Channel %02d : %d[%d] -> %d[%d] via SHM/direct/direct",
+                      ch, r, c->dev, next, pdev);
+            continue;
+        }
+        if (!net_said) {
+            int use_ib = ib && !same;
+
+            socket_if(ifname, sizeof(ifname), ifaddr, sizeof(ifaddr));
+            if (use_ib)
+                info_line(c, SUB_INIT | SUB_NET,
+                          "NET/IB : Using [0]mlx5_0:1/IB ; OOB %s:%s<0>",
+                          ifname, ifaddr);
+            else
+                info_line(c, SUB_INIT | SUB_NET,
+                          "NET/Socket : Using [0]%s:%s<0>", ifname, ifaddr);
+            info_line(c, SUB_INIT, "Using network %s",
+                      use_ib ? "IB" : "Socket");
+            net_said = 1;
+        }
+        info_line(c, SUB_INIT | SUB_NET,
+                  "Channel %02d/0 : %d[%d] -> %d[%d] [send] via NET/%s/0%s", ch,
+                  r, c->dev, next, pdev, ib && !same ? "IB" : "Socket",
+                  gdr && !same ? "/GDRDMA" : "");
+        info_line(c, SUB_INIT | SUB_NET,
+                  "Channel %02d/0 : %d[%d] -> %d[%d] [receive] via NET/%s/0%s",
+                  ch, prev, sdev, r, c->dev, ib && !same ? "IB" : "Socket",
+                  gdr && !same ? "/GDRDMA" : "");
+    }
+    info_line(c, SUB_INIT, "Connected all rings, use ring PXN 0 GDR %d",
+              gdr ? 1 : 0);
+    info_line(c, SUB_INIT, "Connected all trees");
+}
+
 static void *
 progress(void *arg)
 {
     struct ncclComm *c = arg;
     int r = do_init(c);
+
+    if (r == ncclSuccess)
+        log_choices(c);
 
     if (r == ncclSuccess)
         sleep_through(env_double("FAKENCCL_INIT_DELAY_MS", 5) / 1e3);
@@ -676,6 +1081,30 @@ ncclGetLastError(ncclComm_t comm)
     return comm != NULL ? comm->last_error : "";
 }
 
+/*
+ * The id's first bytes are NCCL's ncclBootstrapHandle (src/include/
+ * bootstrap.h): a 64-bit magic and the bootstrap root's address, the
+ * interface ncclFindInterfaces picks (socket.cc) and a port. The double's
+ * shared file name follows at ID_PATH_OFF.
+ */
+#define ID_MAGIC "fakeNCCL"
+#define ID_PATH_OFF 40
+
+static void
+id_handle(ncclUniqueId *id)
+{
+    struct sockaddr_in sin;
+    char ifname[32], addr[64];
+
+    socket_if(ifname, sizeof(ifname), addr, sizeof(addr));
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons((unsigned short)(40000 + getpid() % 20000));
+    inet_pton(AF_INET, addr, &sin.sin_addr);
+    memcpy(id->internal, ID_MAGIC, 8);
+    memcpy(id->internal + 8, &sin, sizeof(sin));
+}
+
 ncclResult_t
 ncclGetUniqueId(ncclUniqueId *id)
 {
@@ -696,12 +1125,43 @@ ncclGetUniqueId(ncclUniqueId *id)
         return ncclInvalidUsage;
     }
 
-    clock_gettime(CLOCK_REALTIME, &ts);
     memset(id, 0, sizeof(*id));
-    snprintf(id->internal, sizeof(id->internal), "%s/fakenccl-%d-%d-%ld",
+    if (getenv("NCCL_COMM_ID") != NULL && *getenv("NCCL_COMM_ID") != '\0') {
+        /* Every id names the same address (bootstrap.cc): one shared
+         * file for every check that sees this variable. */
+        char name[64];
+        size_t k = 0;
+
+        for (const char *p = getenv("NCCL_COMM_ID"); *p && k + 1 < sizeof(name);
+             p++)
+            name[k++] =
+                (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ? *p : '_';
+        name[k] = '\0';
+        snprintf(id->internal, sizeof(id->internal), "%s/fakenccl-commid-%s",
+                 dir != NULL && *dir != '\0' ? dir : "/dev/shm", name);
+        return ncclSuccess;
+    }
+    clock_gettime(CLOCK_REALTIME, &ts);
+    id_handle(id);
+    snprintf(id->internal + ID_PATH_OFF, sizeof(id->internal) - ID_PATH_OFF,
+             "%s/fakenccl-%d-%d-%ld",
              dir != NULL && *dir != '\0' ? dir : "/dev/shm", (int)getpid(),
              atomic_fetch_add(&counter, 1), (long)ts.tv_nsec);
     return ncclSuccess;
+}
+
+static void
+slow_term(int sig)
+{
+    struct timespec ts;
+    double d = env_double("FAKENCCL_TERM_S", 0);
+
+    ts.tv_sec = (time_t)d;
+    ts.tv_nsec = (long)((d - (double)ts.tv_sec) * 1e9);
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 ncclResult_t
@@ -719,10 +1179,16 @@ ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
         return ncclSystemError;
     c->rank = rank;
     c->nranks = nranks;
+    c->root_fd = -1;
     c->dev = fakecuda_current_device();
     c->blocking = config == NULL || config->blocking != 0;
-    snprintf(c->path, sizeof(c->path), "%.*s", (int)sizeof(id.internal),
-             id.internal);
+    if (memcmp(id.internal, ID_MAGIC, 8) == 0)
+        snprintf(c->path, sizeof(c->path), "%.*s",
+                 (int)sizeof(id.internal) - ID_PATH_OFF,
+                 id.internal + ID_PATH_OFF);
+    else
+        snprintf(c->path, sizeof(c->path), "%.*s", (int)sizeof(id.internal),
+                 id.internal);
     c->hang_init = env_dev_match("FAKENCCL_HANG_INIT", c->dev);
     c->hang_coll = env_dev_match("FAKENCCL_HANG_COLL", c->dev);
     {
@@ -742,6 +1208,8 @@ ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
     if (env_dev_match("FAKENCCL_UNKILLABLE", c->dev))
         make_unkillable();
     c->crash = env_dev_match("FAKENCCL_CRASH", c->dev);
+    if (env_double("FAKENCCL_TERM_S", 0) > 0)
+        signal(SIGTERM, slow_term);
     c->busbw = bw != NULL ? strtod(bw, NULL) : 0;
     atomic_store(&c->status, ncclInProgress);
     pthread_mutex_init(&c->mu, NULL);
@@ -806,7 +1274,7 @@ launch(ncclComm_t c, const struct op *op)
     c->qtail++;
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
-    c->launched++;
+    atomic_fetch_add(&c->launched, 1);
     if (!c->blocking)
         c->ready_at = now_s() + env_double("FAKENCCL_LAUNCH_US", 20) / 1e6;
     return ncclSuccess;
@@ -888,6 +1356,70 @@ ncclGroupStart(void)
     return ncclSuccess;
 }
 
+/* A non-blocking group's launch, on a thread of its own. */
+struct group_job {
+    int n;
+    struct group_item item[GROUP_MAX];
+};
+
+static void *
+group_job_main(void *arg)
+{
+    struct group_job *job = arg;
+
+    for (int i = 0; i < job->n; i++)
+        if (job->item[i].is_op)
+            launch(job->item[i].c, &job->item[i].op);
+    for (int i = 0; i < job->n; i++)
+        atomic_fetch_sub(&job->item[i].c->launching, 1);
+    free(job);
+    return NULL;
+}
+
+/*
+ * NCCL 2.28 launches a non-blocking group on a new thread at every
+ * ncclGroupEnd (pthread_create in ncclGroupEndInternal, src/group.cc) and
+ * returns ncclInProgress; the communicators stay in progress until that
+ * thread is done, and a launch error shows in ncclCommGetAsyncError. The
+ * double does the same. 1 when the group went to a thread, 0 when it has
+ * blocking communicators or nothing to launch, -1 when no thread could be
+ * started (ncclSystemError).
+ */
+static int
+group_launch_async(void)
+{
+    struct group_job *job;
+    pthread_attr_t attr;
+    pthread_t t;
+    int ops = 0, rc;
+
+    for (int i = 0; i < group_n; i++) {
+        if (group_q[i].c->blocking)
+            return 0;
+        ops += group_q[i].is_op;
+    }
+    if (ops == 0)
+        return 0;
+    job = malloc(sizeof(*job));
+    if (job == NULL)
+        return -1;
+    job->n = group_n;
+    memcpy(job->item, group_q, sizeof(group_q[0]) * (size_t)group_n);
+    for (int i = 0; i < group_n; i++)
+        atomic_fetch_add(&group_q[i].c->launching, 1);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&t, &attr, group_job_main, job);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        for (int i = 0; i < group_n; i++)
+            atomic_fetch_sub(&group_q[i].c->launching, 1);
+        free(job);
+        return -1;
+    }
+    return 1;
+}
+
 /* Launches the group's work. The first launch error is returned; with any
  * non-blocking communicator still in progress the answer is
  * ncclInProgress, as NCCL's background launch gives. */
@@ -903,6 +1435,14 @@ ncclGroupEnd(void)
         return ncclSuccess;
     if (group_overflow)
         first = ncclInvalidUsage;
+    if (first == ncclSuccess) {
+        int r = group_launch_async();
+
+        if (r != 0) {
+            group_n = 0;
+            return r > 0 ? ncclInProgress : ncclSystemError;
+        }
+    }
     for (int i = 0; i < group_n; i++) {
         if (group_q[i].is_op) {
             ncclResult_t r = launch(group_q[i].c, &group_q[i].op);
@@ -954,6 +1494,10 @@ ncclCommFinalize(ncclComm_t comm)
 static void
 comm_free(ncclComm_t c)
 {
+    /* A group launch thread still holds c: let it finish (it never
+     * blocks). */
+    while (atomic_load(&c->launching) > 0)
+        nap();
     pthread_join(c->thread, NULL);
     if (fakenet_is_net_id(c->path)) {
         fakenet_close(c->net);
@@ -962,6 +1506,8 @@ comm_free(ncclComm_t c)
     } else if (c->sh != NULL) {
         munmap(c->sh, c->shlen);
     }
+    if (c->root_fd >= 0)
+        close(c->root_fd);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c);

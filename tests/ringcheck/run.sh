@@ -3,6 +3,7 @@
 # CUDA/NCCL test double (tests/fakes), one injected fault per case.
 #
 #   RINGCHECK=path/to/ncclguard-ringcheck FAKES=dir/with/fake/libs run.sh
+# RINGCHECK_FAILFAST=1 stops at the first failure (make mutants).
 set -u
 
 : "${RINGCHECK:?set RINGCHECK to the binary}"
@@ -26,6 +27,8 @@ bad() {
     echo "---- output of $CASE"
     sed -e 's/^/    /' "$OUT" | tail -40
     echo "----"
+    # make mutants: the first failure is enough.
+    if [ -n "${RINGCHECK_FAILFAST:-}" ]; then exit 1; fi
 }
 
 # rc ENV... -- ARGS...: runs the binary against the double with ENV.
@@ -160,11 +163,65 @@ run FAKECUDA_DRIVER=missing -- --expect-gpus 2 --timeout 20
 expect_rc 9
 expect_out 'CUDA driver version is insufficient'
 
+CASE="cannot run here: a driver older than the runtime, named, exit 0 unless --on-failure fail"
+run FAKECUDA_DRIVER_VERSION=12040 -- --expect-gpus 2 --timeout 20 \
+    --on-failure fallback --fallback-conf "$CONF"
+expect_rc 0
+expect_within 1000
+expect_out 'WARNING: the check cannot run here, so it did not judge this node'
+expect_json '.ringcheck == "cannot-run" and .exit == 0 and .code == 9 and (.cannot_run | test("supports CUDA 12.4.*needs driver 580 or newer"))'
+expect_tl 'WARNING: the check cannot run here'
+expect_tl '^cannot run: the NVIDIA driver is too old'
+run FAKECUDA_DRIVER_VERSION=12040 -- --expect-gpus 2 --timeout 20 --on-failure fail
+expect_rc 9
+expect_json '.ringcheck == "fail" and .exit == 9 and (.cannot_run | test("580"))'
+
+CASE="cannot run here: no driver, and an AMD GPU, told apart from a bad node"
+run FAKECUDA_DRIVER=missing -- --expect-gpus 2 --timeout 20 --on-failure warn
+expect_rc 0
+expect_json '.ringcheck == "cannot-run" and (.cannot_run | test("no NVIDIA driver"))'
+mkdir -p "$TMP/dev"; touch "$TMP/dev/kfd"
+run FAKECUDA_DRIVER=missing RINGCHECK_DEVROOT="$TMP/dev" -- --expect-gpus 2 \
+    --timeout 20 --on-failure fallback --fallback-conf "$CONF"
+expect_rc 0
+expect_json '.ringcheck == "cannot-run" and (.cannot_run | test("not an NVIDIA one.*kfd"))'
+# A bad node is judged: no device behind a working driver stays exit 9.
+run FAKECUDA_DEVICES=0 -- --expect-gpus 2 --timeout 20 --on-failure warn
+expect_rc 0
+expect_json '.ringcheck == "warn" and .cannot_run == null'
+
+CASE="cannot run here: NCCL built for a newer CUDA than the driver"
+run FAKECUDA_DEVICES=2 FAKENCCL_CUDA_MISMATCH=1 -- --expect-gpus 2 \
+    --timeout 20 --on-failure fallback --fallback-conf "$CONF"
+expect_rc 0
+expect_out 'diagnosis: skipped: the check cannot run here'
+expect_json '.ringcheck == "cannot-run" and .code == 3 and .phase == 3 and (.cannot_run | test("NCCL and CUDA in the image do not match"))'
+
 CASE="GPU count mismatch"
 run FAKECUDA_DEVICES=2 -- --expect-gpus 4 --timeout 20
 expect_rc 9
 expect_tl 'GPU count mismatch: 2 visible, 4 expected'
 expect_json '.exit == 9 and .gpus == 2 and .expected_gpus == 4'
+
+CASE="MIG and time-slicing: one device for several requested is said so, not exit 9"
+run FAKECUDA_DEVICES=1 NVIDIA_VISIBLE_DEVICES=MIG-4f8c2a1e-6b1d-5e2f-9a3c-1d2e3f4a5b6c,MIG-5a9d3b2f-7c2e-6f30-ab4d-2e3f4a5b6c7d \
+    -- --expect-gpus 2 --timeout 20
+expect_rc 0
+expect_out 'warning: 2 GPUs requested, 1 visible: NVIDIA_VISIBLE_DEVICES names MIG instances, and CUDA enumerates one MIG instance per process'
+expect_json '.ringcheck == "pass" and .gpu_sharing == "mig" and .gpus == 1 and .warnings >= 1'
+expect_tl '^gpu sharing: mig: 2 requested, 1 visible'
+run FAKECUDA_DEVICES=1 NVIDIA_VISIBLE_DEVICES=GPU-8e1f0c3a::0,GPU-8e1f0c3a::1 \
+    -- --expect-gpus 2 --timeout 20
+expect_rc 0
+expect_json '.gpu_sharing == "time-slicing"'
+run FAKECUDA_DEVICES=1 CUDA_VISIBLE_DEVICES=GPU-8e1f0c3a,GPU-8e1f0c3a \
+    -- --expect-gpus 2 --timeout 20
+expect_json '.gpu_sharing == "time-slicing"'
+# Two different GPUs named and one seen: the node is wrong, exit 9.
+run FAKECUDA_DEVICES=1 NVIDIA_VISIBLE_DEVICES=GPU-8e1f0c3a,GPU-77aa01b2 \
+    -- --expect-gpus 2 --timeout 20
+expect_rc 9
+expect_json '.gpu_sharing == null'
 
 CASE="duplicate devices"
 run FAKECUDA_DEVICES=2 FAKECUDA_DUPLICATE=0,1 -- --expect-gpus 2 --timeout 20
@@ -211,6 +268,20 @@ expect_rc 4
 expect_within 4000
 expect_tl 'did not abort in time and were killed'
 
+CASE="regression: SIGTERM comes early enough for its grace, in group mode with 8 GPUs"
+# One process owns 8 communicators: an abort grace of 4.5 s, longer than a
+# 4 s deadline leaves. The stop's SIGTERM must still come SV_TERM_GRACE_S
+# + SV_KILL_WAIT_S before deadline + 0.8 s; each worker takes 50 ms to end
+# on SIGTERM (as a CUDA process does while the driver tears it down), so
+# only a SIGTERM that comes too late needs SIGKILL.
+run FAKECUDA_DEVICES=8 FAKENCCL_HANG_COLL=1 FAKENCCL_ABORT_HANG=1 \
+    FAKENCCL_TERM_S=0.05 -- --expect-gpus 8 --mode group --timeout 4 \
+    --no-diagnose
+expect_rc 4
+expect_within 5300
+expect_tl 'abort grace 4.50 s\): they ended on SIGTERM'
+expect_no_out 'needed SIGKILL'
+
 CASE="the whole check's deadline bounds the diagnosis"
 run FAKECUDA_DEVICES=2 FAKENCCL_HANG_COLL=1 -- --expect-gpus 2 --timeout 3 \
     --phase-timeout 1
@@ -229,6 +300,30 @@ expect_out 'diagnosis: GPUs 0,1: pass \(first half\)'
 expect_out 'diagnosis: GPUs 2,3: timeout or hang \(second half\)'
 expect_json '.exit == 4 and .phase == 4 and .gpu_pair == [2,3] and .cure == null'
 expect_tl 'gpus: pair GPU 2 \(00000000:1A:00.0\) - GPU 3 \(00000000:1B:00.0\)'
+
+CASE="regression: on an NVSwitch node (sm90+, NVLink everywhere) NVLS is tried first"
+# NVLS does not depend on NCCL_P2P_DISABLE: tried last, the P2P and SHM
+# reruns each hung for a phase before it.
+run FAKECUDA_DEVICES=4 FAKECUDA_MULTICAST=1 FAKENCCL_NVLS_HANG=1 -- \
+    --expect-gpus 4 --timeout 30 --phase-timeout 4 --no-diagnose \
+    --on-failure fallback --fallback-conf "$CONF"
+expect_rc 0
+expect_out 'NVSwitch node \(sm90\+, NVLink between all GPUs\): NVLS first'
+first=$(grep -m1 -oE 'diagnosis: GPUs [0-9,]+ with NCCL_[A-Z_]+=[0-9]' "$OUT")
+case "$first" in *NCCL_NVLS_ENABLE=0) ok ;; *) bad "first rerun: $first" ;; esac
+expect_json '.ringcheck == "fallback" and .cure == "NCCL_NVLS_ENABLE=0" and .transport == "NVLS"'
+
+CASE="regression: every diagnosis rerun has a short phase timeout of its own"
+# Without NVSwitch the order is P2P, SHM, NVLS. With the check's 6 s phase
+# timeout per rerun the two hanging reruns took 13 s and NVLS was never
+# reached before the 18 s deadline; with 3 s each it is.
+run FAKECUDA_DEVICES=2 FAKECUDA_MULTICAST=1 FAKECUDA_LINK=pcie \
+    FAKENCCL_NVLS_HANG=1 -- --expect-gpus 2 --timeout 18 --phase-timeout 6
+expect_rc 4
+expect_out 'diagnosis: rerunning in fresh workers to find what fails \(phase timeout 3.0 s per rerun\)'
+expect_out 'diagnosis: GPUs 0,1 with NCCL_SHM_DISABLE=1: timeout or hang'
+expect_json '.exit == 4 and .cure == "NCCL_NVLS_ENABLE=0"'
+expect_within 18800
 
 CASE="the bandwidth size is cut when GPU memory is short"
 run FAKECUDA_DEVICES=2 FAKECUDA_MEM_MIB=520 -- --expect-gpus 2 --timeout 20 \
@@ -252,6 +347,21 @@ run FAKECUDA_DEVICES=2 FAKENCCL_WRONG=0 -- --expect-gpus 2 --timeout 20 \
 expect_rc 7
 expect_json '.ringcheck == "fail" and .exit == 7 and .ranks == "0" and .fallback_conf == null'
 [ ! -e "$CONF" ] && ok || bad "fallback file written although nothing passed"
+
+CASE="fallback with no cure: --on-no-cure fail (the default) and warn"
+run FAKECUDA_DEVICES=2 FAKENCCL_WRONG=0 -- --expect-gpus 2 --timeout 20 \
+    --on-failure fallback --fallback-conf "$CONF" --on-no-cure fail
+expect_rc 7
+expect_json '.ringcheck == "fail" and .on_no_cure == "fail" and .no_cure_warn == false'
+run FAKECUDA_DEVICES=2 FAKENCCL_WRONG=0 -- --expect-gpus 2 --timeout 20 \
+    --on-failure fallback --fallback-conf "$CONF" --on-no-cure=warn
+expect_rc 0
+[ ! -e "$CONF" ] && ok || bad "a fallback file was written without a cure"
+expect_out 'warning: fallback: no cure \(no single setting made it pass.*--on-no-cure warn'
+expect_json '.ringcheck == "warn" and .exit == 0 and .code == 7 and .no_cure_warn == true and .fallback_conf == null'
+expect_tl 'WARNING \(the pod starts anyway\)'
+"$RINGCHECK" --on-no-cure maybe >"$OUT" 2>&1; RC=$?
+expect_rc 6; expect_out '--on-no-cure: expected fail or warn, got "maybe"'
 
 CASE="broken P2P between two of four GPUs, fallback"
 run FAKECUDA_DEVICES=4 FAKENCCL_P2P_BROKEN=1,2 -- --expect-gpus 4 \
@@ -431,7 +541,10 @@ expect_no_out 'did not abort'
 CASE="regression: no sleep between timed iterations (small sizes are not under-reported)"
 # One GPU, 4 KiB: each iteration is a launch of about 20 us in the double.
 # A 100 us sleep per iteration caps algbw at 0.041 GB/s; a busy machine can
-# slow one run, so the best of three counts.
+# slow one run, so the best of three counts. Also: the double starts a
+# thread at every non-blocking ncclGroupEnd, as NCCL 2.28 does
+# (src/group.cc); one group per timed iteration measured that thread (about
+# 0.005 GB/s here), so the iterations go in one group.
 best=0
 for try in 1 2 3; do
     run FAKECUDA_DEVICES=1 -- --expect-gpus 1 --timeout 20 --bw-bytes 4Ki
@@ -441,6 +554,24 @@ for try in 1 2 3; do
     fi
 done
 [ "$best" -eq 1 ] && ok || bad "algbw at 4 KiB stayed at or below 0.05 GB/s in 3 runs: $line"
+
+CASE="regression: the timed iterations are one group, not one non-blocking group end each"
+# Each non-blocking ncclGroupEnd starts a launch thread in NCCL 2.28
+# (src/group.cc); the double's launch then takes FAKENCCL_LAUNCH_US. At
+# 2 ms per launch, one group per iteration costs at least 2000 us per
+# iteration; the 20 iterations in one group pay it once (about 100 us each).
+run FAKECUDA_DEVICES=1 FAKENCCL_LAUNCH_US=2000 -- --expect-gpus 1 --timeout 20 \
+    --bw-bytes 4Ki
+expect_rc 0
+us=$(awk '/allreduce \(bandwidth\)$/ { print int($6) }' "$OUT")
+[ -n "$us" ] && [ "$us" -lt 1500 ] && ok ||
+    bad "a timed iteration took ${us:-?} us, at least one launch (2000 us) each"
+
+CASE="busbw is 0 with one rank, as nccl-tests reports it"
+run FAKECUDA_DEVICES=1 -- --expect-gpus 1 --timeout 20
+expect_rc 0
+expect_json '.busbw_gbps == 0 and .algbw_gbps > 0'
+expect_out '^# Avg bus bandwidth    : 0 $'
 
 CASE="regression: a failing ncclCommGetAsyncError is not reported as \"no error\""
 run FAKECUDA_DEVICES=2 FAKENCCL_ASYNCERR_FAIL=1 -- --expect-gpus 2 \
@@ -500,6 +631,78 @@ run FAKECUDA_DEVICES=2 RINGCHECK_SYSFS="$TMP/nosys" NCCL_IB_HCA=mlx5_0 -- \
     --expect-gpus 2 --timeout 20
 expect_rc 3
 expect_tl 'this pod has: none'
+
+CASE="regression: NCCL_COMM_ID from the pod is not passed to the workers"
+# With NCCL_COMM_ID every unique id carries that one address and rank 0
+# binds it (bootstrap.cc, init.cc): on any pod but the one that owns the
+# address the init fails. The check makes its own ids.
+run FAKECUDA_DEVICES=2 NCCL_COMM_ID=192.0.2.1:29500 -- --expect-gpus 2 \
+    --timeout 20 --no-diagnose
+expect_rc 0
+expect_out 'phase 0 preflight: warning: NCCL_COMM_ID=192.0.2.1:29500 is set'
+expect_json '.ringcheck == "pass" and .warnings >= 1'
+expect_no_out 'bind failed'
+
+CASE="what NCCL chose: the INFO log per rank, parsed into rings and channel transports"
+run FAKECUDA_DEVICES=2 -- --expect-gpus 2 --timeout 20
+expect_rc 0
+expect_out 'phase 3 nccl-init: NCCL chose: intra P2P/CUMEM \(4 channel lines\), inter none; 2 channels; ring 0: 0 1; NVLS no'
+expect_out '^# NCCL transport       : intra P2P/CUMEM'
+expect_json '.nccl_transport.intra == "P2P" and .nccl_transport.p2p == "P2P/CUMEM" and .nccl_transport.channels == 2 and .nccl_transport.ring0 == [0,1] and .nccl_transport.intra_counts.p2p == 4'
+expect_tl '^nccl transport: intra P2P/CUMEM'
+# The interface NCCL picks, and the address the unique id carries.
+expect_out "phase 0 preflight: NCCL's bootstrap and socket interface: [a-z0-9]+ \\("
+expect_out 'phase 3 nccl-init: the unique id carries [0-9a-f.:]+:[0-9]+ \([a-z0-9]+\)'
+expect_json '.id_addr | test(":[0-9]+$")'
+# NCCL's INFO lines go to the per-rank files, not to the check's output.
+expect_no_out 'NCCL INFO'
+ls -d /dev/shm/ncclguard-nccl.* "${TMPDIR:-/tmp}"/ncclguard-nccl.* >/dev/null 2>&1 \
+    && bad "the NCCL log folder was left behind" || ok
+run FAKECUDA_DEVICES=3 -- --expect-gpus 3 --mode group --timeout 20
+expect_json '.nccl_transport.p2p == "P2P/direct pointer" and .nccl_transport.ring0 == [0,1,2]'
+run FAKECUDA_DEVICES=2 NCCL_P2P_DISABLE=1 -- --expect-gpus 2 --timeout 20
+expect_json '.nccl_transport.intra == "SHM"'
+run FAKECUDA_DEVICES=2 NCCL_DEBUG=INFO -- --expect-gpus 2 --timeout 20
+expect_out '\[rank 0\] .* NCCL INFO Ring 00 : 1 -> 0 -> 1'
+
+CASE="a silent fallback to sockets: warned about, and its own failure with --expect-transport"
+run FAKECUDA_DEVICES=2 FAKENCCL_FALLBACK=socket -- --expect-gpus 2 --timeout 20
+expect_rc 0
+expect_out 'warning: the ring works but over NET/Socket on [a-z0-9]+ between this pod.s own GPUs'
+expect_json '.ringcheck == "pass" and .nccl_transport.intra == "NET/Socket" and .warnings >= 1'
+run FAKECUDA_DEVICES=2 FAKENCCL_FALLBACK=socket -- --expect-gpus 2 --timeout 20 \
+    --expect-transport intra=p2p --on-failure fallback --fallback-conf "$CONF"
+expect_rc 10
+expect_out 'diagnosis: skipped: the ring works'
+expect_json '.exit == 10 and .code_name == "transport other than expected" and .phase == 3 and .expect_transport.intra == "p2p" and (.message | test("the ring works but over NET/Socket on [a-z0-9]+ between ranks 0 and 1, not P2P"))'
+expect_tl 'transport other than expected \(exit 10\) in phase 3'
+run FAKECUDA_DEVICES=2 FAKENCCL_FALLBACK=shm -- --expect-gpus 2 --timeout 20 \
+    --expect-transport intra=shm
+expect_rc 0
+run FAKECUDA_DEVICES=2 FAKECUDA_LINK=pcie -- --expect-gpus 2 --timeout 20 \
+    --expect-transport intra=nvlink
+expect_rc 10
+expect_tl 'over P2P through PCIe between ranks 0 and 1, not NVLink'
+run FAKECUDA_DEVICES=2 -- --expect-gpus 2 --timeout 20 --expect-transport intra=nvlink,inter=ib-gdr
+expect_rc 0
+expect_out 'the transport is as expected \(--expect-transport intra=nvlink inter=ib-gdr\)'
+"$RINGCHECK" --expect-transport intra=ib >"$OUT" 2>&1; RC=$?
+expect_rc 6; expect_out '--expect-transport: expected intra=p2p'
+
+CASE="regression: IB counts only when the pod has /dev/infiniband/uverbs* too"
+# /sys/class/infiniband shows the host's HCAs in any pod.
+mkdir -p "$TMP/dev-noib" "$TMP/dev-ib/infiniband"
+touch "$TMP/dev-ib/infiniband/uverbs0"
+run FAKECUDA_DEVICES=2 RINGCHECK_SYSFS="$SYS" RINGCHECK_DEVROOT="$TMP/dev-noib" \
+    -- --expect-gpus 2 --timeout 20
+expect_rc 0
+expect_out 'warning: InfiniBand is not usable here: .*class/infiniband lists mlx5_0, mlx5_1, but this pod has no .*/infiniband/uverbs\* device'
+expect_no_out 'InfiniBand (is )?enabled'
+run FAKECUDA_DEVICES=2 RINGCHECK_SYSFS="$SYS" RINGCHECK_DEVROOT="$TMP/dev-ib" \
+    -- --expect-gpus 2 --timeout 20
+expect_rc 0
+expect_out 'InfiniBand (is )?enabled \(2 devices\)'
+expect_no_out 'not usable'
 
 CASE="topology: PCIe paths through the CPU are warned about"
 # GPU 0 (18:00.0) and GPU 1 (19:00.0) under two root complexes on two NUMA

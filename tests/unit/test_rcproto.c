@@ -65,6 +65,13 @@ test_each_message(void)
     roundtrip(&m, "F 1 81000", &b);
     CHECK_INT(b.u.free.free_mib, 81000);
 
+    m = (struct proto_msg){.kind = 'C'};
+    m.u.cc.dev = 2;
+    m.u.cc.major = 9;
+    m.u.cc.minor = 0;
+    roundtrip(&m, "C 2 9 0", &b);
+    CHECK_INT(b.u.cc.major, 9);
+
     m = (struct proto_msg){.kind = 'T'};
     m.u.topo.dev = 0;
     m.u.topo.peer = 1;
