@@ -50,3 +50,17 @@ check-watchdog: watchdog $(BUILD)/ncclguard
 		tests/watchdog/run.sh
 
 CHECKS += check-watchdog
+
+# --- node loop (docs/nodeloop.md): classification, node state, the API
+# client, and its checks against a fake API server (tests/nodeloop).
+NL_SRCS := watchdog/nodeclass.c watchdog/nodestate.c watchdog/kube.c \
+	watchdog/nodeloop.c
+$(BUILD)/ncclguard-watchdog: $(NL_SRCS:%.c=$(BUILD)/obj/%.o)
+WD_LIBS += -lpthread
+.PHONY: check-nodeloop
+check-nodeloop: watchdog ringcheck
+	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \
+	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" \
+		tests/nodeloop/run.sh
+CHECKS += check-nodeloop
