@@ -1167,9 +1167,23 @@ dur(const char *name, const char *v, int64_t *out, int zero_ok)
     struct ng_error e;
     int64_t ms;
 
+    size_t len = strlen(v);
+
     if (zero_ok && strcmp(v, "0") == 0) {
         *out = 0;
         return 0;
+    }
+    /* Hours too: quarantine windows and expiries are long. */
+    if (len > 1 && v[len - 1] == 'h') {
+        char *end;
+        long long h;
+
+        errno = 0;
+        h = strtoll(v, &end, 10);
+        if (errno == 0 && end == v + len - 1 && h > 0 && h <= 24 * 365) {
+            *out = h * 3600 * 1000;
+            return 0;
+        }
     }
     if (wd_duration_parse(v, strlen(v), &ms, &e) != 0 || ms <= 0) {
         fprintf(stderr, "ncclguard-watchdog node-loop: --%s: %s\n", name,
