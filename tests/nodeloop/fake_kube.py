@@ -27,7 +27,8 @@ api-concepts/) describe it:
 Control endpoints for the test script, under /fake/: POST /fake/pod (create
 or replace a pod: ADDED or MODIFIED), POST /fake/node (store a Node),
 POST /fake/drop (cut every open watch mid-stream, without the final chunk,
-and hold new watches for `hold` seconds), POST /fake/compact (every older
+hold new watches for `hold` seconds, then cut the next one after half a
+chunk), POST /fake/compact (every older
 resourceVersion is gone: 410), GET /fake/state (nodes, pods, events,
 patches, request counts).
 
@@ -213,6 +214,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         with LOCK:
             gen = STATE["drop_gen"]
+            if STATE.get("drop_pending"):
+                # The cut a dropped connection leaves: half a chunk, then
+                # nothing.
+                STATE["drop_pending"] = False
+                self.wfile.write(b"40\r\n{\"type\": \"ADD")
+                self.wfile.flush()
+                self.close_connection = True
+                return
             if since < STATE["compacted"]:
                 self.chunk({"type": "ERROR", "object": status(
                     410, "Expired", "too old resource version: %d (%d)" %
@@ -302,6 +311,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.send_json(200, obj)
             elif u.path == "/fake/drop":
                 STATE["drop_gen"] += 1
+                STATE["drop_pending"] = True
                 STATE["hold_until"] = time.time() + float(obj.get("hold", 0))
                 LOCK.notify_all()
                 self.send_json(200, {})
