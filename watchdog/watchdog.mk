@@ -58,7 +58,16 @@ NL_SRCS := watchdog/nodeclass.c watchdog/nodestate.c watchdog/kube.c \
 $(BUILD)/ncclguard-watchdog: $(NL_SRCS:%.c=$(BUILD)/obj/%.o)
 WD_LIBS += -lpthread
 .PHONY: check-nodeloop
-check-nodeloop: watchdog ringcheck
+DEB_PKGS += nodejs npm
+# The CEL evaluator that checks the ValidatingAdmissionPolicies
+# (tests/nodeloop/vap.cjs), from the npm registry into the build folder; a
+# failed install is a SKIP there, not a build failure.
+NL_CEL := $(BUILD)/npm/node_modules/@bufbuild/cel/package.json
+$(NL_CEL):
+	-npm install --silent --no-audit --no-fund --prefix $(BUILD)/npm \
+		@bufbuild/cel@0.6.1
+check-nodeloop: watchdog ringcheck $(NL_CEL)
+	CEL_MODULES=$(abspath $(BUILD))/npm/node_modules \
 	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \
 	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
 	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" \

@@ -24,6 +24,7 @@ cleanup() {
     [ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null
     [ -n "$FAKE_PID" ] && kill "$FAKE_PID" 2>/dev/null
     wait 2>/dev/null
+    if [ -n "${NODELOOP_KEEP:-}" ]; then cp "$TMP"/patches.jsonl "$TMP"/validation-pod.json "$TMP"/vap.json "$NODELOOP_KEEP"/ 2>/dev/null; fi
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -346,6 +347,7 @@ gone b
 VP="[.pods[] | select(.metadata.namespace == \"$NS\")]"
 expect "$VP | length == 1 and (.[0].spec.nodeName == \"gpu-1\") and (.[0].spec.containers[0].resources.limits[\"nvidia.com/gpu\"] == \"8\") and (.[0].spec.tolerations[0].key == \"ncclguard.io/nccl-unhealthy\") and (.[0].spec.containers[0].image == \"rc:test\") and (.[0].spec.restartPolicy == \"Never\")" 15
 VNAME=$(state | jq -r "$VP | .[0].metadata.name")
+state | jq "$VP | .[0]" >"$TMP/validation-pod.json"
 api POST /fake/pod "$(state | jq -c --rawfile m "$TMP/msg/pass8.tl" "$VP | .[0] | .status = {phase: \"Succeeded\", containerStatuses: [{name: \"ringcheck\", restartCount: 0, state: {terminated: {exitCode: 0, reason: \"Completed\", message: \$m, finishedAt: \"2026-12-01T00:00:00Z\"}}}]}")" >/dev/null
 expect "($TAINT | length) == 0 and $COND.status == \"True\""
 expect "$(nev NCCLValidationPassed) == 1"
@@ -472,6 +474,44 @@ done <"$PATCHES"
 
 CASE="lastTransitionTime changes only with the status"
 state | jq -e "$COND.lastTransitionTime <= $COND.lastHeartbeatTime" >/dev/null && ok || bad "transition after heartbeat"
+
+# ---- 4. the ValidatingAdmissionPolicies, evaluated ----------------------
+CASE="the admission policies allow the agent's requests and nothing more"
+if ! command -v node >/dev/null; then
+    echo "SKIP the admission policies' CEL (node is not installed)"
+elif [ ! -d "${CEL_MODULES:-}/@bufbuild/cel" ]; then
+    echo "SKIP the admission policies' CEL (no @bufbuild/cel under CEL_MODULES: npm install failed)"
+else
+    mkdir -p "$TMP/k"
+    cat >"$TMP/k/kustomization.yaml" <<EOK
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [$(realpath --relative-to="$TMP/k" "$HERE/../../deploy/overlays/self-signed")]
+components: [$(realpath --relative-to="$TMP/k" "$HERE/../../deploy/components/watchdog"), $(realpath --relative-to="$TMP/k" "$HERE/../../deploy/components/node-health")]
+EOK
+    if kubectl kustomize "$TMP/k" | yq -s '[.[] | select(.kind == "ValidatingAdmissionPolicy")]' >"$TMP/vap.json" 2>"$TMP/kerr"; then
+        ok
+        out=$(node "$HERE/vap.cjs" "$TMP/vap.json" "$PATCHES" "$TMP/validation-pod.json" 2>&1)
+        echo "$out" | grep -v '^vap:'
+        p=$(echo "$out" | sed -n 's/^vap: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+        if [ -n "$p" ]; then
+            pass=$((pass + ${p% *}))
+            fail=$((fail + ${p#* }))
+        else
+            bad "vap.cjs: $out"
+        fi
+    else
+        bad "kubectl kustomize: $(cat "$TMP/kerr")"
+    fi
+fi
+
+# ---- 5. the alerts read only what the agent exports ----------------------
+CASE="every metric in the node loop's PrometheusRule is exported"
+names=$(yq -r '.spec.groups[].rules[].expr' "$HERE/../../deploy/components/node-health/prometheusrule.yaml" | grep -oE 'ncclguard_[a-z_]+' | sort -u)
+[ -n "$names" ] && ok || bad "no metric names in the rule"
+for m in $names; do
+    if grep -q "^$m{" "$TMP/metrics" 2>/dev/null; then ok; else bad "$m is not exported"; fi
+done
 
 stop_agent
 stop_fake
