@@ -384,8 +384,10 @@ patch_send(struct nl *nl, const char *path, const char *type, json_t *patch,
 }
 
 /* Writes the condition through nodes/status, as Node Problem Detector
- * does: a strategic-merge patch of status.conditions, whose merge key is
- * type, so other conditions are left alone. */
+ * does (SetConditions and generatePatch in node-problem-detector's
+ * pkg/exporters/k8sexporter/problemclient/problem_client.go): a
+ * strategic-merge patch of status.conditions, whose merge key is type, so
+ * the kubelet's conditions are left alone. */
 static int
 condition_write(struct nl *nl, const struct nodeview *v)
 {

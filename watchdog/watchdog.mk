@@ -73,3 +73,12 @@ check-nodeloop: watchdog ringcheck $(NL_CEL)
 	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" \
 		tests/nodeloop/run.sh
 CHECKS += check-nodeloop
+# Some cases alone, by tag (tests/nodeloop/run.sh): for example
+# make check-nodeloop-classify, make check-nodeloop-quarantine+validation+vap.
+check-nodeloop-%: watchdog ringcheck $(NL_CEL)
+	NODELOOP_CASES="$(subst +, ,$*)" \
+	CEL_MODULES=$(abspath $(BUILD))/npm/node_modules \
+	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \
+	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" \
+		tests/nodeloop/run.sh
