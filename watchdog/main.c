@@ -7,6 +7,7 @@
 
 #include "watchdog/agent.h"
 #include "watchdog/event.h"
+#include "watchdog/nodeloop.h"
 #include "watchdog/wdspec.h"
 
 static void
@@ -82,6 +83,9 @@ main(int argc, char **argv)
     const char *env;
     int c, rc;
 
+    /* The node loop (docs/nodeloop.md) is a mode of its own. */
+    if (argc > 1 && strcmp(argv[1], "node-loop") == 0)
+        return nodeloop_main(argc - 1, argv + 1);
     wd_options_defaults(&o);
     if ((env = getenv("NCCLGUARD_NVML_LIBRARY")) != NULL && env[0] != '\0')
         o.nvml_path = env;

@@ -60,3 +60,35 @@ check-watchdog-%: watchdog $(BUILD)/ncclguard
 		tests/watchdog/run.sh $*
 
 CHECKS += check-watchdog
+
+# --- node loop (docs/nodeloop.md): classification, node state, the API
+# client, and its checks against a fake API server (tests/nodeloop).
+NL_SRCS := watchdog/nodeclass.c watchdog/nodestate.c watchdog/kube.c \
+	watchdog/nodeloop.c
+$(BUILD)/ncclguard-watchdog: $(NL_SRCS:%.c=$(BUILD)/obj/%.o)
+WD_LIBS += -lpthread
+.PHONY: check-nodeloop
+DEB_PKGS += nodejs npm
+# The CEL evaluator that checks the ValidatingAdmissionPolicies
+# (tests/nodeloop/vap.cjs), from the npm registry into the build folder; a
+# failed install is a SKIP there, not a build failure.
+NL_CEL := $(BUILD)/npm/node_modules/@bufbuild/cel/package.json
+$(NL_CEL):
+	-npm install --silent --no-audit --no-fund --prefix $(BUILD)/npm \
+		@bufbuild/cel@0.6.1
+check-nodeloop: watchdog ringcheck $(NL_CEL)
+	CEL_MODULES=$(abspath $(BUILD))/npm/node_modules \
+	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \
+	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" \
+		tests/nodeloop/run.sh
+CHECKS += check-nodeloop
+# Some cases alone, by tag (tests/nodeloop/run.sh): for example
+# make check-nodeloop-classify, make check-nodeloop-quarantine+validation+vap.
+check-nodeloop-%: watchdog ringcheck $(NL_CEL)
+	NODELOOP_CASES="$(subst +, ,$*)" \
+	CEL_MODULES=$(abspath $(BUILD))/npm/node_modules \
+	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \
+	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" \
+		tests/nodeloop/run.sh

@@ -1,0 +1,546 @@
+#!/usr/bin/env bash
+# The node loop (docs/nodeloop.md) end to end, without a cluster: real
+# termination messages from the ring check against its CUDA/NCCL test
+# double, classified by the agent; then the real agent (`ncclguard-watchdog
+# node-loop`) against a fake API server (fake_kube.py) that applies every
+# patch with `kubectl patch --local`. Each case checks the Node, its
+# Events, the pods' Events and the metrics.
+#
+#   WATCHDOG=... RINGCHECK=... FAKES=... run.sh
+set -u
+
+: "${WATCHDOG:?set WATCHDOG to build/ncclguard-watchdog}"
+: "${RINGCHECK:?set RINGCHECK to build/ncclguard-ringcheck}"
+: "${FAKES:?set FAKES to the folder with the test double}"
+HERE=$(cd "$(dirname "$0")" && pwd)
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/nodeloop-test.XXXXXX")
+pass=0
+fail=0
+CASE=setup
+AGENT_PID=
+FAKE_PID=
+
+cleanup() {
+    [ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null
+    [ -n "$FAKE_PID" ] && kill "$FAKE_PID" 2>/dev/null
+    wait 2>/dev/null
+    if [ -n "${NODELOOP_KEEP:-}" ]; then cp "$TMP"/patches.jsonl "$TMP"/validation-pod.json "$TMP"/vap.json "$NODELOOP_KEEP"/ 2>/dev/null; fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+ok() { pass=$((pass + 1)); }
+bad() {
+    fail=$((fail + 1))
+    echo "FAIL: $CASE: $*"
+    if [ -f "$TMP/agent.log" ]; then
+        echo "---- agent log (last 15 lines)"
+        tail -15 "$TMP/agent.log" | sed 's/^/    /'
+    fi
+}
+
+# NODELOOP_CASES="tag ...": run only the cases with these tags (make
+# check-nodeloop-TAG+TAG; tests/mutants uses them); empty: every case.
+want() { [ -z "${NODELOOP_CASES:-}" ] || [[ " $NODELOOP_CASES " == *" $1 "* ]]; }
+SKIPPING=0
+
+for tool in jq kubectl python3 curl; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "SKIP node loop checks ($tool is not installed)"
+        echo "0 passed, 0 failed"
+        exit 0
+    fi
+done
+if [ ! -x "$RINGCHECK" ]; then
+    echo "SKIP node loop checks (no ncclguard-ringcheck: CUDA and NCCL were not found at build time)"
+    echo "0 passed, 0 failed"
+    exit 0
+fi
+
+# ---- 1. real termination messages, classified --------------------------
+mkdir -p "$TMP/msg" "$TMP/shm"
+# msg NAME ENV... -- ARGS...: runs the check against the double and keeps
+# its termination message and exit code.
+msg() {
+    local name=$1 envs=()
+    shift
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    timeout -k 2 60 env LD_LIBRARY_PATH="$FAKES" LD_BIND_NOW=1 \
+        FAKENCCL_DIR="$TMP/shm" NCCL_BUFFSIZE=1048576 "${envs[@]}" \
+        "$RINGCHECK" --termination-log "$TMP/msg/$name.tl" --bw-bytes 1Mi \
+        "$@" >"$TMP/msg/$name.out" 2>&1
+    echo $? >"$TMP/msg/$name.rc"
+    [ -f "$TMP/msg/$name.tl" ] || : >"$TMP/msg/$name.tl"
+}
+# classified NAME JQ: the agent's classification of that message.
+classified() {
+    local out
+    out=$("$WATCHDOG" node-loop --classify "$(cat "$TMP/msg/$1.rc")" \
+        "$TMP/msg/$1.tl")
+    if printf '%s\n' "$out" | jq -e "$2" >/dev/null 2>&1; then ok; else
+        bad "$1: classification $out fails $2"
+        sed 's/^/    /' "$TMP/msg/$1.tl"
+    fi
+}
+
+CASE="classification of real ring-check verdicts"
+if want classify; then
+msg pass FAKECUDA_DEVICES=2 -- --expect-gpus 2 --timeout 20
+msg pass8 FAKECUDA_DEVICES=8 -- --expect-gpus 8 --timeout 20
+msg p2p_fallback FAKECUDA_DEVICES=4 FAKENCCL_P2P_BROKEN=1,2 -- \
+    --expect-gpus 4 --timeout 20 --phase-timeout 3 --on-failure fallback \
+    --fallback-conf "$TMP/nccl.conf"
+msg p2p_fail FAKECUDA_DEVICES=2 FAKENCCL_P2P_BROKEN=0,1 -- --expect-gpus 2 \
+    --timeout 20 --mode group
+msg p2p_warn FAKECUDA_DEVICES=2 FAKENCCL_P2P_BROKEN=0,1,hang -- \
+    --expect-gpus 2 --timeout 20 --phase-timeout 2 --on-failure warn
+msg wrong FAKECUDA_DEVICES=2 FAKENCCL_WRONG=1 -- --expect-gpus 2 --timeout 20
+msg pair_hang FAKECUDA_DEVICES=4 FAKENCCL_HANG_COLL=3 NCCL_P2P_DISABLE=1 \
+    NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 NCCL_CUMEM_ENABLE=0 -- \
+    --expect-gpus 4 --timeout 20 --phase-timeout 1
+msg ifname FAKECUDA_DEVICES=2 NCCL_SOCKET_IFNAME=net9 -- --expect-gpus 2 \
+    --timeout 20
+msg nodev FAKECUDA_DEVICES=0 -- --expect-gpus 2 --timeout 20
+msg mismatch FAKECUDA_DEVICES=2 -- --expect-gpus 4 --timeout 20
+msg dup FAKECUDA_DEVICES=2 FAKECUDA_DUPLICATE=0,1 -- --expect-gpus 2 \
+    --timeout 20
+msg shm FAKECUDA_DEVICES=2 NCCL_BUFFSIZE=1099511627776 -- --expect-gpus 2 \
+    --timeout 20
+msg hang_nodiag FAKECUDA_DEVICES=2 FAKENCCL_HANG_INIT=0 -- --expect-gpus 2 \
+    --timeout 20 --phase-timeout 2 --no-diagnose
+msg slow FAKECUDA_DEVICES=2 FAKENCCL_BUSBW_GBPS=0.5 -- --expect-gpus 2 \
+    --timeout 20 --min-busbw 5 --no-diagnose
+msg crash FAKECUDA_DEVICES=2 FAKENCCL_CRASH=1 -- --expect-gpus 2 \
+    --timeout 20 --phase-timeout 2 --no-diagnose
+msg usage -- --mode ring
+
+classified pass '.verdict == "pass" and .class == "none"'
+classified p2p_fallback '.verdict == "fallback" and .class == "node" and .reason == "P2PBroken" and .cure == "NCCL_P2P_DISABLE=1" and .code == 3 and .phase == 4'
+classified p2p_fail '.verdict == "fail" and .class == "node" and .reason == "P2PBroken"'
+classified p2p_warn '.verdict == "warn" and .class == "node" and .reason == "P2PBroken" and .code == 4'
+classified wrong '.verdict == "fail" and .class == "node" and .reason == "WrongResults" and .code == 7'
+classified pair_hang '.verdict == "fail" and .class == "node" and .reason == "GPUPairFails" and .code == 4'
+classified ifname '.verdict == "fail" and .class == "job" and .reason == "SocketIfnameMissing"'
+classified nodev '.class == "node" and .reason == "NoGPUOrDriver" and .code == 9'
+classified mismatch '.class == "node" and .reason == "GPUCountMismatch"'
+classified dup '.class == "node" and .reason == "DuplicateGPUs"'
+classified shm '.class == "job" and .reason == "ShmTooSmall"'
+classified hang_nodiag '.verdict == "fail" and .class == "unknown" and .code == 4'
+classified slow '.class == "unknown" and .reason == "BandwidthLow" and .code == 8'
+classified crash '.class == "unknown" and .code == 3'
+classified usage '.verdict == "cannot-run" and .class == "job" and .reason == "UsageError"'
+# The node agent's own hang report (watchdog/agent.c writes it into the
+# container's termination message): shown, never held against the node.
+printf 'ncclguard-watchdog: NCCLHang: 2/2 GPUs idle 5x60s, CPU 1.0 cores, 1 sockets CLOSE_WAIT, 0 queues stuck; no checkpoint configured; SIGTERM now\npod ml/t uid u\n' >"$TMP/msg/hang.tl"
+echo 0 >"$TMP/msg/hang.rc"
+classified hang '.verdict == "hang" and .class == "unknown"'
+# Killed without a message (OOM, eviction): no verdict.
+: >"$TMP/msg/killed.tl"
+echo 137 >"$TMP/msg/killed.rc"
+classified killed '.verdict == "cannot-run" and .class == "unknown"'
+fi
+
+# ---- 2. the loop against a fake API server -----------------------------
+NODE=gpu-1
+NS=ncclguard-watchdog
+PORT=0
+PATCHES=$TMP/patches.jsonl
+
+api() { [ "$SKIPPING" = 1 ] && return 0; curl -sS -X "$1" "http://127.0.0.1:$PORT$2" ${3:+-H 'Content-Type: application/json' --data-binary "$3"}; }
+state() { api GET /fake/state; }
+
+start_fake() {
+    [ "$SKIPPING" = 1 ] && return 0
+    rm -f "$TMP/port"
+    python3 "$HERE/fake_kube.py" "$TMP/port" "$PATCHES" 2>"$TMP/fake.err" &
+    FAKE_PID=$!
+    for _ in $(seq 100); do [ -f "$TMP/port" ] && break; sleep 0.05; done
+    PORT=$(cat "$TMP/port")
+}
+stop_fake() {
+    [ -n "$FAKE_PID" ] && kill "$FAKE_PID" 2>/dev/null
+    wait "$FAKE_PID" 2>/dev/null
+    FAKE_PID=
+}
+
+# node NAME GPUS TAINTED: a GPU Node as the kubelet reports it (Ready
+# condition, allocatable GPUs, another taint that must survive).
+node() {
+    [ "$SKIPPING" = 1 ] && return 0
+    local taints='[{"key":"nvidia.com/gpu","value":"present","effect":"NoSchedule"}]'
+    [ "$3" = 1 ] && taints='[{"key":"nvidia.com/gpu","value":"present","effect":"NoSchedule"},{"key":"ncclguard.io/nccl-unhealthy","value":"node","effect":"NoSchedule"}]'
+    api POST /fake/node "$(jq -nc --arg n "$1" --arg g "$2" --argjson t "$taints" '{
+        apiVersion: "v1", kind: "Node",
+        metadata: {name: $n, uid: ("uid-" + $n),
+                   labels: {"kubernetes.io/hostname": $n,
+                            "nvidia.com/gpu.present": "true"}},
+        spec: {taints: $t},
+        status: {allocatable: {cpu: "64", "nvidia.com/gpu": $g},
+                 conditions: [{type: "Ready", status: "True",
+                               reason: "KubeletReady",
+                               message: "kubelet is posting ready status",
+                               lastHeartbeatTime: "2026-12-01T00:00:00Z",
+                               lastTransitionTime: "2026-12-01T00:00:00Z"}]}}')" >/dev/null
+}
+
+# cluster N_GPU_NODES N_TAINTED: gpu-1 plus others, some tainted already.
+cluster() {
+    node "$NODE" 8 0
+    for i in $(seq 2 "$1"); do
+        node "gpu-$i" 8 "$([ "$i" -le $(($2 + 1)) ] && echo 1 || echo 0)"
+    done
+}
+
+# pod NAME MSG [RESTARTS [LASTMSG]]: a GPU pod on gpu-1 whose ring check
+# ended with message MSG (and before that, LASTMSG).
+pod() {
+    [ "$SKIPPING" = 1 ] && return 0
+    local name=$1 m=$2 restarts=${3:-0} last=${4:-}
+    local now
+    now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    api POST /fake/pod "$(jq -nc --arg n "$name" --arg node "$NODE" \
+        --arg now "$now" --argjson rc "$restarts" \
+        --rawfile msg "$TMP/msg/$m.tl" --argjson ex "$(cat "$TMP/msg/$m.rc")" \
+        --arg last "$last" \
+        --rawfile lmsg "$TMP/msg/${last:-$m}.tl" \
+        --argjson lex "$(cat "$TMP/msg/${last:-$m}.rc")" '{
+        apiVersion: "v1", kind: "Pod",
+        metadata: {name: $n, namespace: "ml", uid: ("uid-" + $n)},
+        spec: {nodeName: $node,
+               initContainers: [{name: "ncclguard-ringcheck", image: "rc",
+                                 resources: {limits: {"nvidia.com/gpu": "4"}}}],
+               containers: [{name: "train", image: "t",
+                             resources: {limits: {"nvidia.com/gpu": "4"}}}]},
+        status: {phase: "Pending",
+                 initContainerStatuses: [{name: "ncclguard-ringcheck",
+                     restartCount: $rc, ready: false,
+                     state: {terminated: {exitCode: $ex,
+                         reason: (if $ex == 0 then "Completed" else "Error" end),
+                         message: $msg, startedAt: $now, finishedAt: $now}},
+                     lastState: (if $last == "" then {} else {terminated: {
+                         exitCode: $lex, reason: "Error", message: $lmsg,
+                         startedAt: $now, finishedAt: $now}} end)}]}}')" >/dev/null
+}
+
+# gone NAME: the pod ends (its GPUs are free again).
+gone() { [ "$SKIPPING" = 1 ] && return 0; api DELETE "/api/v1/namespaces/ml/pods/$1" >/dev/null; }
+
+agent() {
+    [ "$SKIPPING" = 1 ] && return 0
+    "$WATCHDOG" node-loop --api-server "http://127.0.0.1:$PORT" \
+        --node-name "$NODE" --namespace "$NS" --image rc:test \
+        --watch-timeout 1s --tick 200ms --heartbeat 1h \
+        --metrics-file "$TMP/metrics" "$@" >>"$TMP/agent.log" 2>&1 &
+    AGENT_PID=$!
+}
+stop_agent() {
+    [ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null
+    wait "$AGENT_PID" 2>/dev/null
+    AGENT_PID=
+}
+
+# wait_for JQ [SECONDS]: polls the fake's state until JQ holds.
+wait_for() {
+    [ "$SKIPPING" = 1 ] && return 0
+    local t=$((${2:-20} * 10))
+    for _ in $(seq "$t"); do
+        state | jq -e "$1" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    return 1
+}
+expect() {
+    [ "$SKIPPING" = 1 ] && return 0
+    if wait_for "$1" "${2:-20}"; then ok; else
+        bad "never true: $1"
+        state | jq -c "{node: .nodes[\"$NODE\"] | {taints: .spec.taints, ann: .metadata.annotations, cond: [.status.conditions[] | select(.type == \"NCCLHealthy\")]}, events: [.events[] | .reason]}" 2>/dev/null | cut -c1-1500
+    fi
+}
+# expect_stays JQ SECONDS: JQ still holds after SECONDS.
+expect_stays() {
+    [ "$SKIPPING" = 1 ] && return 0
+    sleep "$2"
+    if state | jq -e "$1" >/dev/null 2>&1; then ok; else bad "no longer true: $1"; fi
+}
+expect_metric() {
+    [ "$SKIPPING" = 1 ] && return 0
+    if grep -qE "$1" "$TMP/metrics" 2>/dev/null; then ok; else
+        bad "metrics lack /$1/"
+    fi
+}
+
+N='.nodes["gpu-1"]'
+COND="[$N.status.conditions[] | select(.type == \"NCCLHealthy\")][0]"
+TAINT="[$N.spec.taints[]? | select(.key == \"ncclguard.io/nccl-unhealthy\")]"
+ST="($N.metadata.annotations[\"ncclguard.io/nccl-state\"] // \"{}\" | fromjson)"
+nev() { echo "([.events[] | select(.reason == \"$1\")] | length)"; }
+
+# new_case NAME: a fresh fake API server and cluster for each case.
+new_case() {
+    CASE=$2
+    stop_agent
+    stop_fake
+    SKIPPING=0
+    want "$1" || SKIPPING=1
+    : >"$TMP/agent.log"
+    rm -f "$TMP/metrics"
+    start_fake
+}
+
+new_case quarantine "two node-class failures from different pods taint in quarantine mode"
+cluster 10 0
+agent --mode quarantine --threshold 2 --cooldown 1h
+expect "$COND.status == \"True\" and $COND.reason == \"NCCLChecksPass\""
+# Two verdicts from ONE pod (a restart) are not two pods.
+pod a p2p_fail 1 wrong
+expect "$ST.evidence | length == 2"
+expect "$COND.reason == \"NCCLFailuresSeen\""
+expect_stays "($TAINT | length) == 0" 1
+pod b p2p_fallback
+expect "$TAINT == [{key: \"ncclguard.io/nccl-unhealthy\", value: \"node\", effect: \"NoSchedule\"}]"
+expect "$COND.status == \"False\" and $COND.reason == \"NCCLQuarantined\""
+expect "$N.spec.taints | map(.key) | index(\"nvidia.com/gpu\") != null"
+expect "[$N.status.conditions[] | select(.type == \"Ready\")] | length == 1"
+expect "$(nev NCCLQuarantined) == 1"
+expect "[.events[] | select(.involvedObject.kind == \"Node\" and .involvedObject.name == \"gpu-1\")] | length >= 1"
+# Every verdict is an Event on its pod: a's two failures, b's fallback.
+expect "[.events[] | select(.involvedObject.name == \"a\" and .reason == \"NCCLRingCheckFailed\")] | length == 2"
+expect "[.events[] | select(.involvedObject.name == \"b\" and .reason == \"NCCLRingCheckFallback\" and (.message | test(\"NCCL_P2P_DISABLE=1\")))] | length == 1"
+expect "[.patches[].patch | .. | objects | select(.effect? == \"NoExecute\")] | length == 0"
+expect_metric 'ncclguard_node_state\{node="gpu-1",state="quarantined"\} 1'
+expect_metric 'ncclguard_node_verdicts_total\{node="gpu-1",verdict="fallback",class="node"\} 1'
+expect_metric 'ncclguard_node_taints_total\{node="gpu-1",action="applied"\} 1'
+
+new_case observe "observe mode only sets the condition"
+cluster 10 0
+agent --mode observe --threshold 2
+pod a p2p_fail
+pod b wrong
+expect "$COND.status == \"False\" and $COND.reason == \"NCCLNodeUnhealthy\""
+expect "$(nev NCCLNodeUnhealthy) == 1"
+expect_stays "($TAINT | length) == 0" 1
+
+new_case job "job-class failures never count"
+cluster 10 0
+agent --mode quarantine --threshold 2
+pod a ifname
+pod b shm
+pod c usage
+pod d hang_nodiag
+expect "[.events[] | select(.involvedObject.kind == \"Pod\")] | length == 4"
+expect_stays "($TAINT | length) == 0 and $COND.reason == \"NCCLChecksPass\" and ($ST.evidence | length) == 0" 1
+expect_metric 'ncclguard_node_verdicts_total\{node="gpu-1",verdict="fail",class="job"\} 2'
+expect_metric 'ncclguard_node_verdicts_total\{node="gpu-1",verdict="cannot-run",class="job"\} 1'
+
+new_case breaker "the breaker holds at the share"
+# 10 GPU nodes, one tainted already: a second is 20 % > 10 %.
+cluster 10 1
+agent --mode quarantine --threshold 2 --max-share 10
+pod a p2p_fail
+pod b wrong
+expect "$COND.status == \"False\" and $COND.reason == \"NCCLQuarantineWithheld\""
+expect "$(nev NCCLQuarantineWithheld) == 1"
+expect_stays "($TAINT | length) == 0" 1
+expect_metric 'ncclguard_node_breaker_open\{node="gpu-1"\} 1'
+expect_metric 'ncclguard_node_taints_total\{node="gpu-1",action="withheld"\} 1'
+
+new_case breaker "the breaker lets the first node of ten through (10 % is not more than 10 %)"
+cluster 10 0
+agent --mode quarantine --threshold 2 --max-share 10
+pod a p2p_fail
+pod b wrong
+expect "($TAINT | length) == 1"
+
+new_case validation "a passing validation pod lifts the taint"
+cluster 10 0
+agent --mode quarantine --threshold 2 --cooldown 1s
+pod a p2p_fail
+pod b wrong
+expect "($TAINT | length) == 1"
+# The GPUs are busy (a and b still hold them): no validation pod yet.
+expect_stays "[.pods[] | select(.metadata.namespace == \"$NS\")] | length == 0" 2
+gone a
+gone b
+VP="[.pods[] | select(.metadata.namespace == \"$NS\")]"
+expect "$VP | length == 1 and (.[0].spec.nodeName == \"gpu-1\") and (.[0].spec.containers[0].resources.limits[\"nvidia.com/gpu\"] == \"8\") and (.[0].spec.tolerations[0].key == \"ncclguard.io/nccl-unhealthy\") and (.[0].spec.containers[0].image == \"rc:test\") and (.[0].spec.restartPolicy == \"Never\")" 15
+VNAME=$(state | jq -r "$VP | .[0].metadata.name")
+state | jq "$VP | .[0]" >"$TMP/validation-pod.json"
+api POST /fake/pod "$(state | jq -c --rawfile m "$TMP/msg/pass8.tl" "$VP | .[0] | .status = {phase: \"Succeeded\", containerStatuses: [{name: \"ringcheck\", restartCount: 0, state: {terminated: {exitCode: 0, reason: \"Completed\", message: \$m, finishedAt: \"2026-12-01T00:00:00Z\"}}}]}")" >/dev/null
+expect "($TAINT | length) == 0 and $COND.status == \"True\""
+expect "$(nev NCCLValidationPassed) == 1"
+expect "[.pods[] | select(.metadata.name == \"$VNAME\")] | length == 0"
+expect_metric 'ncclguard_node_validations_total\{node="gpu-1",result="pass"\} 1'
+
+new_case validation "a failing validation pod keeps the taint, with a longer cooldown"
+cluster 10 0
+agent --mode quarantine --threshold 2 --cooldown 1s --cooldown-max 1h
+pod a p2p_fail
+pod b wrong
+gone a
+gone b
+VP="[.pods[] | select(.metadata.namespace == \"$NS\")]"
+expect "$VP | length == 1" 15
+api POST /fake/pod "$(state | jq -c --rawfile m "$TMP/msg/p2p_fail.tl" "$VP | .[0] | .status = {phase: \"Failed\", containerStatuses: [{name: \"ringcheck\", restartCount: 0, state: {terminated: {exitCode: 3, reason: \"Error\", message: \$m, finishedAt: \"2026-12-01T00:00:00Z\"}}}]}")" >/dev/null
+expect "$(nev NCCLValidationFailed) == 1"
+expect "$ST.fails == 1 and ($ST.nextCheck - $ST.quarantinedAt) >= 2000"
+expect "($TAINT | length) == 1 and $COND.reason == \"NCCLQuarantined\""
+expect_metric 'ncclguard_node_validations_total\{node="gpu-1",result="fail"\} 1'
+# The next try comes after the doubled cooldown (2 s).
+expect "$VP | length == 1" 15
+
+new_case expiry "the quarantine expires"
+cluster 10 0
+agent --mode quarantine --threshold 2 --cooldown 1h --expiry 3s
+pod a p2p_fail
+pod b wrong
+expect "($TAINT | length) == 1"
+expect "($TAINT | length) == 0 and $COND.status == \"True\"" 15
+expect "$(nev NCCLQuarantineExpired) == 1"
+
+new_case byhand "a taint removed with kubectl alone is respected"
+cluster 10 0
+agent --mode quarantine --threshold 2 --cooldown 1h
+pod a p2p_fail
+pod b wrong
+expect "($TAINT | length) == 1"
+# What `kubectl taint nodes gpu-1 ncclguard.io/nccl-unhealthy-` sends.
+[ "$SKIPPING" = 1 ] || curl -sS -X PATCH \
+    -H 'Content-Type: application/json-patch+json' \
+    "http://127.0.0.1:$PORT/api/v1/nodes/$NODE" --data-binary \
+    "$(state | jq -c "[{op: \"replace\", path: \"/spec/taints\", value: [$N.spec.taints[] | select(.key != \"ncclguard.io/nccl-unhealthy\")]}]")" >/dev/null
+expect "$(nev NCCLQuarantineLiftedByHand) == 1 and $COND.status == \"True\" and $ST.state == \"healthy\""
+expect_stays "($TAINT | length) == 0" 1
+
+new_case restart "an agent restart keeps its state (it lives in the API)"
+cluster 10 0
+agent --mode quarantine --threshold 2 --cooldown 1h
+pod a p2p_fail
+expect "$ST.evidence | length == 1"
+stop_agent
+agent --mode quarantine --threshold 2 --cooldown 1h
+# The relist sees pod a again: it counts once, and its Event is not
+# posted twice.
+expect_stays "($ST.evidence | length) == 1 and ([.events[] | select(.involvedObject.name == \"a\")] | length) == 1" 2
+pod b wrong
+expect "($TAINT | length) == 1"
+stop_agent
+agent --mode quarantine --threshold 2 --cooldown 1h
+expect_stays "($TAINT | length) == 1 and $ST.state == \"quarantined\"" 2
+expect_metric 'ncclguard_node_state\{node="gpu-1",state="quarantined"\} 1'
+
+new_case watch "a watch drop loses no evidence (resumed, not relisted)"
+cluster 10 0
+agent --mode quarantine --threshold 2 --cooldown 1h
+pod a p2p_fail
+expect "$ST.evidence | length == 1"
+LISTS=$(state | jq .lists)
+api POST /fake/drop '{"hold": 1.5}' >/dev/null
+sleep 0.3
+pod b wrong
+expect "($TAINT | length) == 1"
+expect ".lists == $LISTS"
+expect_metric 'ncclguard_node_watch_restarts_total\{node="gpu-1",why="dropped"\} [1-9]'
+
+new_case watch "a 410 Gone relists and still sees every pod"
+cluster 10 0
+agent --mode quarantine --threshold 2 --cooldown 1h
+pod a p2p_fail
+expect "$ST.evidence | length == 1"
+LISTS=$(state | jq .lists)
+api POST /fake/drop '{"hold": 1.0}' >/dev/null
+sleep 0.3
+pod b wrong
+api POST /fake/compact '{}' >/dev/null
+expect "($TAINT | length) == 1"
+expect ".lists > $LISTS"
+expect_metric 'ncclguard_node_watch_restarts_total\{node="gpu-1",why="gone"\} [1-9]'
+
+# ---- 3. every patch the agent sent, replayed on its Node ---------------
+CASE="every patch applies to a real Node manifest with kubectl patch --local"
+stop_agent
+SKIPPING=0
+n=0
+want replay &&
+while IFS= read -r rec; do
+    n=$((n + 1))
+    printf '%s\n' "$rec" | jq .before >"$TMP/before.json"
+    type=$(printf '%s\n' "$rec" | jq -r .type)
+    case $type in
+    application/json-patch+json) t=json ;;
+    application/strategic-merge-patch+json) t=strategic ;;
+    *) t=merge ;;
+    esac
+    p=$(printf '%s\n' "$rec" | jq -c .patch)
+    path=$(printf '%s\n' "$rec" | jq -r .path)
+    if ! kubectl patch --local -f "$TMP/before.json" --type "$t" -p "$p" \
+        -o json >"$TMP/after.json" 2>"$TMP/kerr"; then
+        bad "patch $n ($path) does not apply: $(cat "$TMP/kerr")"
+        continue
+    fi
+    # Our own patches touch only the condition, the state annotation and
+    # the taint list; the test's by-hand kubectl patch is the one exception
+    # (it changes taints only).
+    if [ "$path" = "/api/v1/nodes/$NODE/status" ]; then
+        printf '%s\n' "$rec" | jq -e '.patch | keys == ["status"] and (.status | keys == ["conditions"]) and (.status.conditions | length == 1) and (.status.conditions[0] | keys == ["lastHeartbeatTime","lastTransitionTime","message","reason","status","type"]) and .status.conditions[0].type == "NCCLHealthy"' >/dev/null && ok || bad "status patch $n: $p"
+        printf '%s\n' "$rec" | jq -e --slurpfile a "$TMP/after.json" '.after.status == $a[0].status' >/dev/null && ok || bad "status patch $n: another result than the fake's"
+        jq -e '[.status.conditions[] | select(.type == "Ready")] | length == 1' "$TMP/after.json" >/dev/null && ok || bad "status patch $n lost the Ready condition"
+    else
+        printf '%s\n' "$rec" | jq -e '.patch | type == "array" and all(.[]; .path == "/metadata/resourceVersion" or .path == "/metadata/annotations" or .path == "/metadata/annotations/ncclguard.io~1nccl-state" or .path == "/spec/taints")' >/dev/null && ok || bad "node patch $n touches more: $p"
+        printf '%s\n' "$rec" | jq -e --slurpfile a "$TMP/after.json" '.after.spec == $a[0].spec and .after.metadata.annotations == $a[0].metadata.annotations' >/dev/null && ok || bad "node patch $n: another result than the fake's"
+        jq -e '[.spec.taints[]? | select(.key == "nvidia.com/gpu")] | length == 1' "$TMP/after.json" >/dev/null && ok || bad "node patch $n lost another taint"
+        jq -e '[.spec.taints[]? | select(.effect == "NoExecute")] | length == 0' "$TMP/after.json" >/dev/null && ok || bad "node patch $n adds NoExecute"
+    fi
+done <"$PATCHES"
+want replay && { [ "$n" -gt 5 ] && ok || bad "only $n patches recorded"; }
+
+CASE="lastTransitionTime changes only with the status"
+if want replay; then
+    state | jq -e "$COND.lastTransitionTime <= $COND.lastHeartbeatTime" >/dev/null && ok || bad "transition after heartbeat"
+fi
+
+# ---- 4. the ValidatingAdmissionPolicies, evaluated ----------------------
+CASE="the admission policies allow the agent's requests and nothing more"
+if ! want vap; then
+    :
+elif ! command -v node >/dev/null; then
+    echo "SKIP the admission policies' CEL (node is not installed)"
+elif [ ! -d "${CEL_MODULES:-}/@bufbuild/cel" ]; then
+    echo "SKIP the admission policies' CEL (no @bufbuild/cel under CEL_MODULES: npm install failed)"
+else
+    mkdir -p "$TMP/k"
+    cat >"$TMP/k/kustomization.yaml" <<EOK
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [$(realpath --relative-to="$TMP/k" "$HERE/../../deploy/overlays/self-signed")]
+components: [$(realpath --relative-to="$TMP/k" "$HERE/../../deploy/components/watchdog"), $(realpath --relative-to="$TMP/k" "$HERE/../../deploy/components/node-health")]
+EOK
+    if kubectl kustomize "$TMP/k" | yq -s '[.[] | select(.kind == "ValidatingAdmissionPolicy")]' >"$TMP/vap.json" 2>"$TMP/kerr"; then
+        ok
+        out=$(node "$HERE/vap.cjs" "$TMP/vap.json" "$PATCHES" "$TMP/validation-pod.json" 2>&1)
+        echo "$out" | grep -v '^vap:'
+        p=$(echo "$out" | sed -n 's/^vap: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+        if [ -n "$p" ]; then
+            pass=$((pass + ${p% *}))
+            fail=$((fail + ${p#* }))
+        else
+            bad "vap.cjs: $out"
+        fi
+    else
+        bad "kubectl kustomize: $(cat "$TMP/kerr")"
+    fi
+fi
+
+# ---- 5. the alerts read only what the agent exports ----------------------
+CASE="every metric in the node loop's PrometheusRule is exported"
+want alerts &&
+names=$(yq -r '.spec.groups[].rules[].expr' "$HERE/../../deploy/components/node-health/prometheusrule.yaml" | grep -oE 'ncclguard_[a-z_]+' | sort -u)
+want alerts && { [ -n "$names" ] && ok || bad "no metric names in the rule"; }
+want alerts && for m in $names; do
+    if grep -q "^$m{" "$TMP/metrics" 2>/dev/null; then ok; else bad "$m is not exported"; fi
+done
+
+stop_agent
+stop_fake
+echo "nodeloop: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

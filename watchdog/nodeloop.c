@@ -1,0 +1,1472 @@
+/* The node loop: list and watch this node's pods, turn each ring-check
+ * verdict into an Event, a metric and node evidence, and keep the Node's
+ * condition, state annotation and taint (docs/nodeloop.md). */
+#include "watchdog/nodeloop.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "watchdog/kube.h"
+#include "watchdog/nodeclass.h"
+#include "watchdog/nodestate.h"
+#include "watchdog/wdspec.h"
+
+#define NL_MAX_PODS 1024
+#define NL_SEEN 2048
+#define NL_TAINT_KEY "ncclguard.io/nccl-unhealthy"
+#define NL_STATE_ANN "ncclguard.io/nccl-state"
+#define NL_COND "NCCLHealthy"
+#define NL_RINGCHECK "ncclguard-ringcheck"
+#define NL_VALIDATION_LABEL "ncclguard.io/validation-for"
+
+struct nl_opts {
+    struct kube_client kc;
+    const char *node, *ns, *image, *gpu_resource, *gpu_selector;
+    const char *metrics_file;
+    int metrics_port;
+    int metrics_fd; /* the listening socket, -1 none */
+    const char *port_file;
+    struct nq_policy pol;
+    long watch_s;
+    int64_t run_ms, heartbeat_ms, tick_ms;
+    int validation_timeout_s;
+};
+
+struct podrec {
+    char uid[64];
+    int gpus;
+    int active;
+};
+
+struct nl {
+    struct nl_opts *o;
+    struct nq_node st;
+    char rv[64];
+    int need_list;
+    struct podrec pods[NL_MAX_PODS];
+    int npods;
+    char seen[NL_SEEN][96];
+    int nseen, seen_next;
+    int64_t last_tick_ms, last_cond_ms;
+    /* metrics, under mu */
+    pthread_mutex_t mu;
+    long verdicts[7][5];
+    long taints_applied, taints_lifted, taints_withheld;
+    long validations_pass, validations_fail;
+    long watch_dropped, watch_gone, api_errors, events_posted;
+    char metrics[16384];
+};
+
+static int64_t
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+rfc3339(int64_t ms, char *buf, size_t n)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+
+    gmtime_r(&t, &tm);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* "2026-12-01T21:40:25Z" (optionally with fractions) -> ms; -1 bad. */
+static int64_t
+parse_time(const char *s)
+{
+    struct tm tm;
+    const char *end;
+
+    if (s == NULL)
+        return -1;
+    memset(&tm, 0, sizeof(tm));
+    end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (end == NULL)
+        return -1;
+    return (int64_t)timegm(&tm) * 1000;
+}
+
+static void
+logj(const char *what, json_t *fields)
+{
+    char ts[32];
+    char *text;
+
+    rfc3339(now_ms(), ts, sizeof(ts));
+    if (fields == NULL)
+        fields = json_object();
+    json_object_set_new(fields, "ts", json_string(ts));
+    json_object_set_new(fields, "event", json_string(what));
+    text = json_dumps(fields, JSON_COMPACT | JSON_SORT_KEYS);
+    if (text != NULL) {
+        printf("%s\n", text);
+        fflush(stdout);
+        free(text);
+    }
+    json_decref(fields);
+}
+
+/* --- metrics ------------------------------------------------------------ */
+
+static void
+metrics_render(struct nl *nl)
+{
+    char *b = nl->metrics;
+    size_t n = sizeof(nl->metrics), k = 0;
+    const char *node = nl->o->node;
+
+#define ADD(...)                                                               \
+    do {                                                                       \
+        int w_ = snprintf(b + k, n - k, __VA_ARGS__);                          \
+        if (w_ > 0 && (size_t)w_ < n - k)                                      \
+            k += (size_t)w_;                                                   \
+    } while (0)
+    ADD("# HELP ncclguard_node_verdicts_total Ring-check and agent verdicts "
+        "on this node, by verdict and class.\n"
+        "# TYPE ncclguard_node_verdicts_total counter\n");
+    for (int v = 0; v < 7; v++)
+        for (int c = 0; c < 5; c++)
+            if (nl->verdicts[v][c] > 0)
+                ADD("ncclguard_node_verdicts_total{node=\"%s\",verdict=\"%s\","
+                    "class=\"%s\"} %ld\n",
+                    node, nc_verdict_name((enum nc_verdict)v),
+                    nc_class_name((enum nc_class)c), nl->verdicts[v][c]);
+    ADD("# HELP ncclguard_node_state 1 for the node's NCCL state.\n"
+        "# TYPE ncclguard_node_state gauge\n");
+    for (int s = NQ_HEALTHY; s <= NQ_QUARANTINED; s++)
+        ADD("ncclguard_node_state{node=\"%s\",state=\"%s\"} %d\n", node,
+            nq_kind_name((enum nq_kind)s), nl->st.kind == (enum nq_kind)s);
+    ADD("# HELP ncclguard_node_evidence Counted verdicts in the window.\n"
+        "# TYPE ncclguard_node_evidence gauge\n"
+        "ncclguard_node_evidence{node=\"%s\"} %d\n",
+        node, nl->st.nev);
+    ADD("# HELP ncclguard_node_taints_total Taints applied, lifted, or "
+        "withheld by the circuit breaker.\n"
+        "# TYPE ncclguard_node_taints_total counter\n"
+        "ncclguard_node_taints_total{node=\"%s\",action=\"applied\"} %ld\n"
+        "ncclguard_node_taints_total{node=\"%s\",action=\"lifted\"} %ld\n"
+        "ncclguard_node_taints_total{node=\"%s\",action=\"withheld\"} %ld\n",
+        node, nl->taints_applied, node, nl->taints_lifted, node,
+        nl->taints_withheld);
+    ADD("# HELP ncclguard_node_breaker_open 1 while the breaker holds this "
+        "node's taint.\n"
+        "# TYPE ncclguard_node_breaker_open gauge\n"
+        "ncclguard_node_breaker_open{node=\"%s\"} %d\n",
+        node, nl->st.kind == NQ_WITHHELD);
+    ADD("# TYPE ncclguard_node_validations_total counter\n"
+        "ncclguard_node_validations_total{node=\"%s\",result=\"pass\"} %ld\n"
+        "ncclguard_node_validations_total{node=\"%s\",result=\"fail\"} %ld\n",
+        node, nl->validations_pass, node, nl->validations_fail);
+    ADD("# TYPE ncclguard_node_watch_restarts_total counter\n"
+        "ncclguard_node_watch_restarts_total{node=\"%s\",why=\"dropped\"} "
+        "%ld\n"
+        "ncclguard_node_watch_restarts_total{node=\"%s\",why=\"gone\"} %ld\n",
+        node, nl->watch_dropped, node, nl->watch_gone);
+    ADD("# TYPE ncclguard_node_api_errors_total counter\n"
+        "ncclguard_node_api_errors_total{node=\"%s\"} %ld\n"
+        "# TYPE ncclguard_node_events_total counter\n"
+        "ncclguard_node_events_total{node=\"%s\"} %ld\n",
+        node, nl->api_errors, node, nl->events_posted);
+#undef ADD
+}
+
+/* Renders the metrics and, with --metrics-file, writes them through a
+ * temporary file and rename (readers never see half a file). */
+static void
+metrics_publish(struct nl *nl)
+{
+    char tmp[512];
+    FILE *f;
+
+    pthread_mutex_lock(&nl->mu);
+    metrics_render(nl);
+    pthread_mutex_unlock(&nl->mu);
+    if (nl->o->metrics_file == NULL)
+        return;
+    snprintf(tmp, sizeof(tmp), "%s.tmp", nl->o->metrics_file);
+    if ((f = fopen(tmp, "w")) == NULL)
+        return;
+    fputs(nl->metrics, f);
+    if (fclose(f) == 0)
+        rename(tmp, nl->o->metrics_file);
+}
+
+static void *
+metrics_serve(void *arg)
+{
+    struct nl *nl = arg;
+
+    for (;;) {
+        char req[1024], hdr[160];
+        int c = accept(nl->o->metrics_fd, NULL, NULL);
+        size_t len;
+
+        if (c < 0) {
+            if (errno == EINTR)
+                continue;
+            return NULL;
+        }
+        (void)!read(c, req, sizeof(req));
+        pthread_mutex_lock(&nl->mu);
+        len = strlen(nl->metrics);
+        snprintf(hdr, sizeof(hdr),
+                 "HTTP/1.1 200 OK\r\nContent-Type: text/plain; "
+                 "version=0.0.4\r\nContent-Length: %zu\r\nConnection: "
+                 "close\r\n\r\n",
+                 len);
+        (void)!write(c, hdr, strlen(hdr));
+        (void)!write(c, nl->metrics, len);
+        pthread_mutex_unlock(&nl->mu);
+        close(c);
+    }
+}
+
+/* --- Node reads and writes ---------------------------------------------- */
+
+struct nodeview {
+    json_t *obj; /* the Node, owned */
+    const char *rv;
+    const char *uid;
+    const char *state_ann; /* or NULL */
+    int tainted;
+    int gpus; /* allocatable */
+    const char *cond_status, *cond_ltt;
+};
+
+static void
+nodeview_release(struct nodeview *v)
+{
+    json_decref(v->obj);
+    memset(v, 0, sizeof(*v));
+}
+
+static int
+quantity_int(json_t *q)
+{
+    if (json_is_integer(q))
+        return (int)json_integer_value(q);
+    if (json_is_string(q)) {
+        char *end;
+        long v = strtol(json_string_value(q), &end, 10);
+
+        if (*end == '\0' && v >= 0 && v < 100000)
+            return (int)v;
+    }
+    return 0;
+}
+
+static int
+node_get(struct nl *nl, struct nodeview *v)
+{
+    char path[512], why[300];
+    struct kube_buf b = {0};
+    json_t *taints, *t, *conds, *c;
+    size_t i;
+    long code;
+
+    memset(v, 0, sizeof(*v));
+    snprintf(path, sizeof(path), "/api/v1/nodes/%s", nl->o->node);
+    code =
+        kube_request(&nl->o->kc, "GET", path, NULL, NULL, &b, why, sizeof(why));
+    if (code != 200) {
+        nl->api_errors++;
+        logj("api-error", json_pack("{s:s,s:I,s:s}", "path", path, "status",
+                                    (json_int_t)code, "why",
+                                    code < 0 ? why
+                                    : b.data ? b.data
+                                             : ""));
+        kube_buf_release(&b);
+        return -1;
+    }
+    v->obj = json_loadb(b.data, b.len, 0, NULL);
+    kube_buf_release(&b);
+    if (!json_is_object(v->obj)) {
+        nodeview_release(v);
+        return -1;
+    }
+    v->rv = json_string_value(json_object_get(
+        json_object_get(v->obj, "metadata"), "resourceVersion"));
+    v->uid = json_string_value(
+        json_object_get(json_object_get(v->obj, "metadata"), "uid"));
+    v->state_ann = json_string_value(json_object_get(
+        json_object_get(json_object_get(v->obj, "metadata"), "annotations"),
+        NL_STATE_ANN));
+    taints = json_object_get(json_object_get(v->obj, "spec"), "taints");
+    json_array_foreach(taints, i, t)
+    {
+        const char *k = json_string_value(json_object_get(t, "key"));
+
+        if (k != NULL && strcmp(k, NL_TAINT_KEY) == 0)
+            v->tainted = 1;
+    }
+    v->gpus = quantity_int(json_object_get(
+        json_object_get(json_object_get(v->obj, "status"), "allocatable"),
+        nl->o->gpu_resource));
+    conds = json_object_get(json_object_get(v->obj, "status"), "conditions");
+    json_array_foreach(conds, i, c)
+    {
+        const char *type = json_string_value(json_object_get(c, "type"));
+
+        if (type != NULL && strcmp(type, NL_COND) == 0) {
+            v->cond_status = json_string_value(json_object_get(c, "status"));
+            v->cond_ltt =
+                json_string_value(json_object_get(c, "lastTransitionTime"));
+        }
+    }
+    return v->rv != NULL ? 0 : -1;
+}
+
+/* The Node's taints with ours added (want) or removed (!want). */
+static json_t *
+taints_wanted(json_t *node, int want, enum nc_class cls)
+{
+    json_t *out = json_array(), *t;
+    json_t *have = json_object_get(json_object_get(node, "spec"), "taints");
+    size_t i;
+
+    json_array_foreach(have, i, t)
+    {
+        const char *k = json_string_value(json_object_get(t, "key"));
+
+        if (k == NULL || strcmp(k, NL_TAINT_KEY) != 0)
+            json_array_append(out, t);
+    }
+    /* NoSchedule only: running pods stay; never NoExecute. */
+    if (want)
+        json_array_append_new(
+            out, json_pack("{s:s,s:s,s:s}", "key", NL_TAINT_KEY, "value",
+                           nc_class_name(cls), "effect", "NoSchedule"));
+    return out;
+}
+
+static int
+patch_send(struct nl *nl, const char *path, const char *type, json_t *patch,
+           long *code_out)
+{
+    char why[300];
+    struct kube_buf b = {0};
+    char *body = json_dumps(patch, JSON_COMPACT);
+    long code;
+
+    if (body == NULL)
+        return -1;
+    code = kube_request(&nl->o->kc, "PATCH", path, type, body, &b, why,
+                        sizeof(why));
+    *code_out = code;
+    if (code != 200) {
+        nl->api_errors++;
+        logj("api-error",
+             json_pack("{s:s,s:I,s:s,s:s}", "path", path, "status",
+                       (json_int_t)code, "why", code < 0 ? why : "", "answer",
+                       b.data != NULL ? b.data : ""));
+    }
+    free(body);
+    kube_buf_release(&b);
+    return code == 200 ? 0 : -1;
+}
+
+/* Writes the condition through nodes/status, as Node Problem Detector
+ * does (SetConditions and generatePatch in node-problem-detector's
+ * pkg/exporters/k8sexporter/problemclient/problem_client.go): a
+ * strategic-merge patch of status.conditions, whose merge key is type, so
+ * the kubelet's conditions are left alone. */
+static int
+condition_write(struct nl *nl, const struct nodeview *v)
+{
+    const char *status;
+    char reason[64], msg[400], now[32], path[512];
+    const char *ltt;
+    json_t *patch;
+    long code;
+    int rc;
+
+    nq_condition(&nl->st, &nl->o->pol, &status, reason, sizeof(reason), msg,
+                 sizeof(msg));
+    rfc3339(now_ms(), now, sizeof(now));
+    ltt = v->cond_status != NULL && strcmp(v->cond_status, status) == 0 &&
+                  v->cond_ltt != NULL
+              ? v->cond_ltt
+              : now;
+    patch = json_pack("{s:{s:[{s:s,s:s,s:s,s:s,s:s,s:s}]}}", "status",
+                      "conditions", "type", NL_COND, "status", status, "reason",
+                      reason, "message", msg, "lastHeartbeatTime", now,
+                      "lastTransitionTime", ltt);
+    snprintf(path, sizeof(path), "/api/v1/nodes/%s/status", nl->o->node);
+    rc = patch_send(nl, path, "application/strategic-merge-patch+json", patch,
+                    &code);
+    json_decref(patch);
+    if (rc == 0)
+        nl->last_cond_ms = now_ms();
+    return rc;
+}
+
+/* Writes the state annotation and the taint that the state implies in one
+ * JSON patch whose first operation tests the resourceVersion: a Node
+ * changed in between (another controller's taint) fails the test, and the
+ * write is redone on a fresh read, so no other taint is ever lost. */
+static int
+node_write(struct nl *nl)
+{
+    char state[8192], path[512];
+    int tries;
+
+    if (nq_encode(&nl->st, state, sizeof(state)) != 0)
+        return -1;
+    snprintf(path, sizeof(path), "/api/v1/nodes/%s", nl->o->node);
+    for (tries = 0; tries < 4; tries++) {
+        struct nodeview v;
+        json_t *ops, *taints, *ann;
+        long code;
+        int rc, want = nl->st.kind == NQ_QUARANTINED;
+
+        if (node_get(nl, &v) != 0)
+            return -1;
+        ops = json_array();
+        json_array_append_new(
+            ops, json_pack("{s:s,s:s,s:s}", "op", "test", "path",
+                           "/metadata/resourceVersion", "value", v.rv));
+        ann =
+            json_object_get(json_object_get(v.obj, "metadata"), "annotations");
+        if (!json_is_object(ann))
+            json_array_append_new(
+                ops, json_pack("{s:s,s:s,s:{}}", "op", "add", "path",
+                               "/metadata/annotations", "value"));
+        json_array_append_new(
+            ops, json_pack("{s:s,s:s,s:s}", "op", "add", "path",
+                           "/metadata/annotations/ncclguard.io~1nccl-state",
+                           "value", state));
+        if (want != v.tainted) {
+            taints = taints_wanted(v.obj, want, nl->st.cls);
+            json_array_append_new(
+                ops, json_pack("{s:s,s:s,s:o}", "op",
+                               json_object_get(json_object_get(v.obj, "spec"),
+                                               "taints") != NULL
+                                   ? "replace"
+                                   : "add",
+                               "path", "/spec/taints", "value", taints));
+        }
+        rc = patch_send(nl, path, "application/json-patch+json", ops, &code);
+        json_decref(ops);
+        if (rc == 0) {
+            rc = condition_write(nl, &v);
+            nodeview_release(&v);
+            return rc;
+        }
+        nodeview_release(&v);
+        if (code != 409 && code != 422)
+            return -1;
+    }
+    return -1;
+}
+
+/* --- Events ------------------------------------------------------------- */
+
+/* Event names are DNS subdomains: lower-case the parts we make up. */
+static void
+post_event(struct nl *nl, const char *ns, const char *name, const char *kind,
+           const char *obj_name, const char *obj_ns, const char *uid,
+           int warning, const char *reason, const char *msg)
+{
+    char path[512], why[300], now[32];
+    struct kube_buf b = {0};
+    json_t *ev, *inv;
+    char *body;
+    long code;
+
+    rfc3339(now_ms(), now, sizeof(now));
+    inv = json_pack("{s:s,s:s,s:s}", "apiVersion", "v1", "kind", kind, "name",
+                    obj_name);
+    if (obj_ns != NULL)
+        json_object_set_new(inv, "namespace", json_string(obj_ns));
+    if (uid != NULL)
+        json_object_set_new(inv, "uid", json_string(uid));
+    ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:o,s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s,"
+                   "s:i,s:s,s:s}",
+                   "apiVersion", "v1", "kind", "Event", "metadata", "name",
+                   name, "namespace", ns, "involvedObject", inv, "reason",
+                   reason, "message", msg, "type",
+                   warning ? "Warning" : "Normal", "source", "component",
+                   "ncclguard-node-loop", "host", nl->o->node, "firstTimestamp",
+                   now, "lastTimestamp", now, "count", 1, "reportingComponent",
+                   "ncclguard.io/node-loop", "reportingInstance", nl->o->node);
+    body = json_dumps(ev, JSON_COMPACT);
+    json_decref(ev);
+    if (body == NULL)
+        return;
+    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
+    code = kube_request(&nl->o->kc, "POST", path, "application/json", body, &b,
+                        why, sizeof(why));
+    free(body);
+    /* 409: the same verdict was already posted (a relist, a restart). */
+    if (code == 201 || code == 200)
+        nl->events_posted++;
+    else if (code != 409) {
+        nl->api_errors++;
+        logj("api-error", json_pack("{s:s,s:I,s:s}", "path", path, "status",
+                                    (json_int_t)code, "why", why));
+    }
+    kube_buf_release(&b);
+}
+
+static void
+node_event(struct nl *nl, const struct nq_actions *a)
+{
+    char name[300];
+
+    if (a->event_reason[0] == '\0')
+        return;
+    snprintf(name, sizeof(name), "%s.ncclguard.%llx", nl->o->node,
+             (unsigned long long)now_ms());
+    post_event(nl, "default", name, "Node", nl->o->node, NULL, NULL,
+               a->event_warning, a->event_reason, a->event_msg);
+    logj("node-event", json_pack("{s:s,s:s}", "reason", a->event_reason,
+                                 "message", a->event_msg));
+}
+
+/* --- the breaker's count ------------------------------------------------ */
+
+static void
+cluster_count(struct nl *nl, struct nq_cluster *c)
+{
+    char path[700], why[300], *esc;
+    struct kube_buf b = {0};
+    json_t *list, *items, *n;
+    size_t i;
+    long code;
+
+    c->gpu_nodes = 0;
+    c->tainted = 0;
+    esc = curl_easy_escape(NULL, nl->o->gpu_selector, 0);
+    snprintf(path, sizeof(path), "/api/v1/nodes?labelSelector=%s",
+             esc != NULL ? esc : "");
+    curl_free(esc);
+    code =
+        kube_request(&nl->o->kc, "GET", path, NULL, NULL, &b, why, sizeof(why));
+    if (code != 200) {
+        /* Unknown size: the breaker holds (gpu_nodes 0 taints nothing). */
+        nl->api_errors++;
+        kube_buf_release(&b);
+        return;
+    }
+    list = json_loadb(b.data, b.len, 0, NULL);
+    kube_buf_release(&b);
+    items = json_object_get(list, "items");
+    json_array_foreach(items, i, n)
+    {
+        const char *name = json_string_value(
+            json_object_get(json_object_get(n, "metadata"), "name"));
+        json_t *t,
+            *taints = json_object_get(json_object_get(n, "spec"), "taints");
+        size_t j;
+
+        c->gpu_nodes++;
+        if (name != NULL && strcmp(name, nl->o->node) == 0)
+            continue;
+        json_array_foreach(taints, j, t)
+        {
+            const char *k = json_string_value(json_object_get(t, "key"));
+
+            if (k != NULL && strcmp(k, NL_TAINT_KEY) == 0) {
+                c->tainted++;
+                break;
+            }
+        }
+    }
+    json_decref(list);
+}
+
+/* --- applying decisions ------------------------------------------------- */
+
+static void
+apply(struct nl *nl, const struct nq_actions *a)
+{
+    pthread_mutex_lock(&nl->mu);
+    if (a->taint > 0)
+        nl->taints_applied++;
+    if (a->taint < 0)
+        nl->taints_lifted++;
+    if (a->withheld)
+        nl->taints_withheld++;
+    pthread_mutex_unlock(&nl->mu);
+    if (a->changed || a->taint != 0)
+        node_write(nl);
+    node_event(nl, a);
+    if (a->changed)
+        logj("state",
+             json_pack("{s:s,s:s,s:i}", "state", nq_kind_name(nl->st.kind),
+                       "class", nc_class_name(nl->st.cls), "evidence",
+                       nl->st.nev));
+    metrics_publish(nl);
+}
+
+/* --- pods ---------------------------------------------------------------- */
+
+static int
+seen_add(struct nl *nl, const char *key)
+{
+    for (int i = 0; i < nl->nseen; i++)
+        if (strcmp(nl->seen[i], key) == 0)
+            return 1;
+    snprintf(nl->seen[nl->seen_next], sizeof(nl->seen[0]), "%s", key);
+    nl->seen_next = (nl->seen_next + 1) % NL_SEEN;
+    if (nl->nseen < NL_SEEN)
+        nl->nseen++;
+    return 0;
+}
+
+static int
+pod_gpus(struct nl *nl, json_t *spec)
+{
+    int total = 0, init_max = 0;
+    json_t *c;
+    size_t i;
+
+    json_array_foreach(json_object_get(spec, "containers"), i, c)
+    {
+        json_t *r = json_object_get(c, "resources");
+        json_t *q =
+            json_object_get(json_object_get(r, "limits"), nl->o->gpu_resource);
+
+        if (q == NULL)
+            q = json_object_get(json_object_get(r, "requests"),
+                                nl->o->gpu_resource);
+        total += quantity_int(q);
+    }
+    json_array_foreach(json_object_get(spec, "initContainers"), i, c)
+    {
+        json_t *r = json_object_get(c, "resources");
+        int g = quantity_int(
+            json_object_get(json_object_get(r, "limits"), nl->o->gpu_resource));
+
+        if (g > init_max)
+            init_max = g;
+    }
+    return total > init_max ? total : init_max;
+}
+
+static void
+cache_update(struct nl *nl, const char *uid, int gpus, int active, int gone)
+{
+    int i;
+
+    for (i = 0; i < nl->npods; i++)
+        if (strcmp(nl->pods[i].uid, uid) == 0)
+            break;
+    if (gone) {
+        if (i < nl->npods)
+            nl->pods[i] = nl->pods[--nl->npods];
+        return;
+    }
+    if (i == nl->npods) {
+        if (nl->npods == NL_MAX_PODS)
+            return;
+        nl->npods++;
+        snprintf(nl->pods[i].uid, sizeof(nl->pods[i].uid), "%s", uid);
+    }
+    nl->pods[i].gpus = gpus;
+    nl->pods[i].active = active;
+}
+
+static int
+gpus_in_use(const struct nl *nl)
+{
+    int n = 0;
+
+    for (int i = 0; i < nl->npods; i++)
+        if (nl->pods[i].active)
+            n += nl->pods[i].gpus;
+    return n;
+}
+
+struct podid {
+    const char *ns, *name, *uid;
+};
+
+static const char *const verdict_reasons[] = {
+    "NCCLRingCheckPassed", "NCCLRingCheckFallback",  "NCCLRingCheckWarning",
+    "NCCLRingCheckFailed", "NCCLRingCheckCannotRun", "NCCLHang",
+    "NCCLGPULost"};
+
+/* One terminated container: classify, show, count. */
+static void
+terminated(struct nl *nl, const struct podid *p, const char *container,
+           long restart, json_t *term, int ringcheck)
+{
+    char key[96], ev_name[400], podref[160], msg[700];
+    const char *text = json_string_value(json_object_get(term, "message"));
+    int exit_code = (int)json_integer_value(json_object_get(term, "exitCode"));
+    int64_t at =
+        parse_time(json_string_value(json_object_get(term, "finishedAt")));
+    struct nc_result r;
+
+    snprintf(key, sizeof(key), "%.40s/%.40s/%ld", p->uid, container, restart);
+    if (ringcheck)
+        nc_classify_ringcheck(exit_code, text, text ? strlen(text) : 0, &r);
+    else if (text == NULL ||
+             nc_classify_hang_report(text, strlen(text), &r) != 0)
+        return;
+    if (seen_add(nl, key))
+        return;
+    pthread_mutex_lock(&nl->mu);
+    nl->verdicts[r.verdict][r.cls]++;
+    pthread_mutex_unlock(&nl->mu);
+    snprintf(podref, sizeof(podref), "%s/%s", p->ns, p->name);
+    logj("verdict",
+         json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:i,s:s}", "pod", podref,
+                   "container", container, "restart", (json_int_t)restart,
+                   "verdict", nc_verdict_name(r.verdict), "class",
+                   nc_class_name(r.cls), "reason", r.reason, "exit", exit_code,
+                   "summary", r.summary));
+    /* A name made of the verdict's key: posting it again after a relist
+     * or an agent restart answers 409, so each verdict is one Event. */
+    snprintf(ev_name, sizeof(ev_name), "%.200s.ncclguard.%.40s.%.40s.%ld",
+             p->name, p->uid, container, restart);
+    snprintf(msg, sizeof(msg), "%s", r.summary);
+    post_event(nl, p->ns, ev_name, "Pod", p->name, p->ns, p->uid,
+               r.verdict != NC_VERDICT_PASS, verdict_reasons[r.verdict], msg);
+    if (r.cls == NC_CLASS_NODE || r.cls == NC_CLASS_PAIR) {
+        struct nq_evidence ev;
+        struct nq_cluster c = {0, 0};
+        struct nq_actions a;
+
+        memset(&ev, 0, sizeof(ev));
+        snprintf(ev.key, sizeof(ev.key), "%s", key);
+        snprintf(ev.pod, sizeof(ev.pod), "%s", podref);
+        ev.cls = r.cls;
+        snprintf(ev.reason, sizeof(ev.reason), "%s", r.reason);
+        ev.at_ms = at > 0 ? at : now_ms();
+        if (nl->o->pol.mode == NQ_QUARANTINE)
+            cluster_count(nl, &c);
+        nq_add(&nl->st, &nl->o->pol, &ev, now_ms(), &c, &a);
+        if (a.counted || a.changed)
+            apply(nl, &a);
+    }
+    metrics_publish(nl);
+}
+
+static void
+statuses(struct nl *nl, const struct podid *p, json_t *list, int ringcheck)
+{
+    json_t *cs;
+    size_t i;
+
+    json_array_foreach(list, i, cs)
+    {
+        const char *name = json_string_value(json_object_get(cs, "name"));
+        long rc = (long)json_integer_value(json_object_get(cs, "restartCount"));
+        json_t *t = json_object_get(json_object_get(cs, "state"), "terminated");
+        json_t *lt =
+            json_object_get(json_object_get(cs, "lastState"), "terminated");
+
+        if (name == NULL)
+            continue;
+        if (ringcheck && strcmp(name, NL_RINGCHECK) != 0)
+            continue;
+        if (lt != NULL && rc > 0)
+            terminated(nl, p, name, rc - 1, lt, ringcheck);
+        if (t != NULL)
+            terminated(nl, p, name, rc, t, ringcheck);
+    }
+}
+
+static void
+pod_delete(struct nl *nl, const char *ns, const char *name)
+{
+    char path[512], why[300];
+    struct kube_buf b = {0};
+
+    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
+    if (kube_request(&nl->o->kc, "DELETE", path, NULL, NULL, &b, why,
+                     sizeof(why)) /
+            100 !=
+        2)
+        nl->api_errors++;
+    kube_buf_release(&b);
+}
+
+/* Our own validation pod changed. */
+static void
+validation_pod(struct nl *nl, const struct podid *p, json_t *status)
+{
+    const char *phase = json_string_value(json_object_get(status, "phase"));
+    json_t *cs, *term = NULL;
+    struct nc_result r;
+    struct nq_actions a;
+    size_t i;
+    int passed, exit_code = -1;
+    const char *text = NULL;
+
+    json_array_foreach(json_object_get(status, "containerStatuses"), i, cs)
+    {
+        json_t *t = json_object_get(json_object_get(cs, "state"), "terminated");
+
+        if (t != NULL)
+            term = t;
+    }
+    if (strcmp(p->name, nl->st.validation) != 0) {
+        /* A leftover from an earlier try: it decides nothing. */
+        if (term != NULL ||
+            (phase != NULL &&
+             (strcmp(phase, "Failed") == 0 || strcmp(phase, "Succeeded") == 0)))
+            pod_delete(nl, p->ns, p->name);
+        return;
+    }
+    if (term == NULL && (phase == NULL || (strcmp(phase, "Failed") != 0 &&
+                                           strcmp(phase, "Succeeded") != 0)))
+        return;
+    if (term != NULL) {
+        exit_code = (int)json_integer_value(json_object_get(term, "exitCode"));
+        text = json_string_value(json_object_get(term, "message"));
+    }
+    nc_classify_ringcheck(exit_code, text, text != NULL ? strlen(text) : 0, &r);
+    passed = exit_code == 0 && r.verdict == NC_VERDICT_PASS;
+    pthread_mutex_lock(&nl->mu);
+    if (passed)
+        nl->validations_pass++;
+    else
+        nl->validations_fail++;
+    pthread_mutex_unlock(&nl->mu);
+    logj("validation", json_pack("{s:s,s:b,s:s}", "pod", p->name, "passed",
+                                 passed, "summary", r.summary));
+    nq_validated(&nl->st, &nl->o->pol, passed, r.summary, now_ms(), &a);
+    apply(nl, &a);
+    pod_delete(nl, p->ns, p->name);
+}
+
+static void
+pod_seen(struct nl *nl, json_t *pod, int gone)
+{
+    json_t *meta = json_object_get(pod, "metadata");
+    json_t *status = json_object_get(pod, "status");
+    const char *phase = json_string_value(json_object_get(status, "phase"));
+    const char *vfor = json_string_value(
+        json_object_get(json_object_get(meta, "labels"), NL_VALIDATION_LABEL));
+    struct podid p = {json_string_value(json_object_get(meta, "namespace")),
+                      json_string_value(json_object_get(meta, "name")),
+                      json_string_value(json_object_get(meta, "uid"))};
+
+    if (p.ns == NULL || p.name == NULL || p.uid == NULL)
+        return;
+    cache_update(nl, p.uid, pod_gpus(nl, json_object_get(pod, "spec")),
+                 phase == NULL || (strcmp(phase, "Succeeded") != 0 &&
+                                   strcmp(phase, "Failed") != 0),
+                 gone);
+    if (gone)
+        return;
+    if (vfor != NULL && strcmp(vfor, nl->o->node) == 0 &&
+        strcmp(p.ns, nl->o->ns) == 0) {
+        validation_pod(nl, &p, status);
+        return;
+    }
+    statuses(nl, &p, json_object_get(status, "initContainerStatuses"), 1);
+    statuses(nl, &p, json_object_get(status, "containerStatuses"), 0);
+}
+
+/* --- validation --------------------------------------------------------- */
+
+static void
+validation_start(struct nl *nl, int gpus)
+{
+    char name[160], path[512], why[300], g[16], tmo[16];
+    struct kube_buf b = {0};
+    json_t *pod;
+    char *body;
+    long code;
+
+    snprintf(name, sizeof(name), "ncclguard-validate-%.100s-%lld", nl->o->node,
+             (long long)(now_ms() / 1000));
+    snprintf(g, sizeof(g), "%d", gpus);
+    snprintf(tmo, sizeof(tmo), "%d", nl->o->validation_timeout_s);
+    /* Pinned by nodeName (no scheduler), tolerating our own taint; all the
+     * node's GPUs; the webhook told to leave it alone (its own check is
+     * the pod). */
+    pod = json_pack(
+        "{s:s,s:s,s:{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s}},"
+        "s:{s:s,s:s,s:[{s:s,s:s,s:s}],s:[{s:s,s:s,s:[s,s,s,s,s,s],"
+        "s:{s:{s:s}},s:s,s:{s:b,s:b,s:{s:[s]}}}]}}",
+        "apiVersion", "v1", "kind", "Pod", "metadata", "name", name,
+        "namespace", nl->o->ns, "labels", "app.kubernetes.io/name", "ncclguard",
+        "app.kubernetes.io/component", "node-validation", NL_VALIDATION_LABEL,
+        nl->o->node, "annotations", "ncclguard.io/ring-check", "false", "spec",
+        "nodeName", nl->o->node, "restartPolicy", "Never", "tolerations", "key",
+        NL_TAINT_KEY, "operator", "Exists", "effect", "NoSchedule",
+        "containers", "name", "ringcheck", "image", nl->o->image, "args",
+        "--expect-gpus", g, "--timeout", tmo, "--on-failure", "fail",
+        "resources", "limits", nl->o->gpu_resource, g,
+        "terminationMessagePolicy", "File", "securityContext",
+        "allowPrivilegeEscalation", 0, "runAsNonRoot", 1, "capabilities",
+        "drop", "ALL");
+    body = json_dumps(pod, JSON_COMPACT);
+    json_decref(pod);
+    if (body == NULL)
+        return;
+    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", nl->o->ns);
+    code = kube_request(&nl->o->kc, "POST", path, "application/json", body, &b,
+                        why, sizeof(why));
+    free(body);
+    kube_buf_release(&b);
+    if (code != 201) {
+        nl->api_errors++;
+        logj("api-error", json_pack("{s:s,s:I,s:s}", "path", path, "status",
+                                    (json_int_t)code, "why", why));
+        return;
+    }
+    snprintf(nl->st.validation, sizeof(nl->st.validation), "%s", name);
+    logj("validation-start", json_pack("{s:s,s:i}", "pod", name, "gpus", gpus));
+}
+
+static void
+tick(struct nl *nl)
+{
+    struct nodeview v;
+    struct nq_cluster c = {0, 0};
+    struct nq_actions a;
+
+    nl->last_tick_ms = now_ms();
+    if (node_get(nl, &v) != 0)
+        return;
+    if (nl->o->pol.mode == NQ_QUARANTINE && nl->st.kind != NQ_QUARANTINED)
+        cluster_count(nl, &c);
+    nq_tick(&nl->st, &nl->o->pol, now_ms(), v.tainted, &c, &a);
+    if (a.start_validation) {
+        int used = gpus_in_use(nl);
+
+        if (v.gpus > 0 && used == 0) {
+            validation_start(nl, v.gpus);
+            if (nl->st.validation[0] != '\0')
+                a.changed = 1;
+        }
+    }
+    if (a.changed || a.taint != 0 || a.event_reason[0] != '\0')
+        apply(nl, &a);
+    else if (now_ms() - nl->last_cond_ms >= nl->o->heartbeat_ms)
+        condition_write(nl, &v);
+    nodeview_release(&v);
+}
+
+/* --- list and watch ----------------------------------------------------- */
+
+static void
+selector_path(struct nl *nl, char *buf, size_t n, const char *extra)
+{
+    char *esc;
+    char sel[300];
+
+    snprintf(sel, sizeof(sel), "spec.nodeName=%s", nl->o->node);
+    esc = curl_easy_escape(NULL, sel, 0);
+    snprintf(buf, n, "/api/v1/pods?fieldSelector=%s%s", esc ? esc : "", extra);
+    curl_free(esc);
+}
+
+/* Lists the node's pods (in pages) and processes each one; sets nl->rv to
+ * the list's resourceVersion, where the watch starts. */
+static int
+list_pods(struct nl *nl)
+{
+    char path[1200], extra[700], why[300], cont[512] = "";
+
+    for (;;) {
+        struct kube_buf b = {0};
+        json_t *list, *items, *pod, *meta;
+        const char *rv, *next;
+        size_t i;
+        long code;
+
+        if (cont[0] != '\0') {
+            char *esc = curl_easy_escape(NULL, cont, 0);
+            snprintf(extra, sizeof(extra), "&limit=500&continue=%s",
+                     esc ? esc : "");
+            curl_free(esc);
+        } else
+            snprintf(extra, sizeof(extra), "&limit=500");
+        selector_path(nl, path, sizeof(path), extra);
+        code = kube_request(&nl->o->kc, "GET", path, NULL, NULL, &b, why,
+                            sizeof(why));
+        if (code != 200) {
+            nl->api_errors++;
+            logj("api-error",
+                 json_pack("{s:s,s:I,s:s}", "path", path, "status",
+                           (json_int_t)code, "why", code < 0 ? why : ""));
+            kube_buf_release(&b);
+            return -1;
+        }
+        list = json_loadb(b.data, b.len, 0, NULL);
+        kube_buf_release(&b);
+        items = json_object_get(list, "items");
+        json_array_foreach(items, i, pod) pod_seen(nl, pod, 0);
+        meta = json_object_get(list, "metadata");
+        rv = json_string_value(json_object_get(meta, "resourceVersion"));
+        next = json_string_value(json_object_get(meta, "continue"));
+        if (rv != NULL)
+            snprintf(nl->rv, sizeof(nl->rv), "%s", rv);
+        if (next != NULL && next[0] != '\0')
+            snprintf(cont, sizeof(cont), "%s", next);
+        else
+            cont[0] = '\0';
+        json_decref(list);
+        if (cont[0] == '\0')
+            break;
+    }
+    logj("listed",
+         json_pack("{s:s,s:i}", "resourceVersion", nl->rv, "pods", nl->npods));
+    return 0;
+}
+
+static int
+on_event(const char *line, size_t len, void *ud)
+{
+    struct nl *nl = ud;
+    json_t *ev = json_loadb(line, len, 0, NULL);
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    json_t *obj = json_object_get(ev, "object");
+    const char *rv = json_string_value(
+        json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    int stop = 0;
+
+    if (type == NULL) {
+        json_decref(ev);
+        return 0;
+    }
+    if (strcmp(type, "ERROR") == 0) {
+        /* 410 Gone: our resourceVersion was compacted away; relist. */
+        json_int_t code = json_integer_value(json_object_get(obj, "code"));
+
+        if (code == 410) {
+            nl->watch_gone++;
+            nl->need_list = 1;
+        }
+        logj("watch-error", json_pack("{s:I}", "code", code));
+        stop = 1;
+    } else {
+        if (strcmp(type, "BOOKMARK") != 0)
+            pod_seen(nl, obj, strcmp(type, "DELETED") == 0);
+        if (rv != NULL)
+            snprintf(nl->rv, sizeof(nl->rv), "%s", rv);
+    }
+    json_decref(ev);
+    if (!stop && now_ms() - nl->last_tick_ms >= nl->o->tick_ms)
+        tick(nl);
+    return stop;
+}
+
+static int
+run(struct nl *nl)
+{
+    int64_t end = nl->o->run_ms > 0 ? now_ms() + nl->o->run_ms : 0;
+    struct nodeview v;
+    struct ng_error e;
+
+    /* The state lives on the Node: a restarted agent reads it back. */
+    while (node_get(nl, &v) != 0) {
+        if (end > 0 && now_ms() >= end)
+            return 1;
+        sleep(1);
+    }
+    if (v.state_ann != NULL &&
+        nq_decode(v.state_ann, strlen(v.state_ann), &nl->st, &e) != 0)
+        logj("bad-state", json_pack("{s:s}", "why", e.msg));
+    logj("start",
+         json_pack("{s:s,s:s,s:s,s:i}", "node", nl->o->node, "mode",
+                   nl->o->pol.mode == NQ_QUARANTINE ? "quarantine" : "observe",
+                   "state", nq_kind_name(nl->st.kind), "evidence", nl->st.nev));
+    condition_write(nl, &v);
+    nodeview_release(&v);
+    metrics_publish(nl);
+    nl->need_list = 1;
+    while (end == 0 || now_ms() < end) {
+        char path[1200], extra[300], why[300];
+        long code, budget;
+
+        if (nl->need_list) {
+            if (list_pods(nl) != 0) {
+                sleep(1);
+                continue;
+            }
+            nl->need_list = 0;
+        }
+        tick(nl);
+        snprintf(extra, sizeof(extra),
+                 "&watch=1&allowWatchBookmarks=true&resourceVersion=%s"
+                 "&timeoutSeconds=%ld",
+                 nl->rv, nl->o->watch_s);
+        selector_path(nl, path, sizeof(path), extra);
+        budget = nl->o->watch_s * 1000 + 5000;
+        if (end > 0 && end - now_ms() < budget)
+            budget = (long)(end - now_ms()) > 0 ? (long)(end - now_ms()) : 1;
+        code = kube_watch(&nl->o->kc, path, budget, on_event, nl, why,
+                          sizeof(why));
+        if (code == 410) {
+            nl->watch_gone++;
+            nl->need_list = 1;
+        } else if (code < 0 && !(end > 0 && now_ms() >= end)) {
+            /* A dropped stream: resume from the last resourceVersion seen
+             * (events or bookmarks); nothing is relisted. */
+            nl->watch_dropped++;
+            logj("watch-dropped",
+                 json_pack("{s:s,s:s}", "why", why, "resourceVersion", nl->rv));
+            usleep(200 * 1000);
+        } else if (code != 200 && code > 0) {
+            nl->need_list = 1;
+            sleep(1);
+        }
+        metrics_publish(nl);
+    }
+    return 0;
+}
+
+/* --- options ------------------------------------------------------------ */
+
+static void
+usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ncclguard-watchdog node-loop [options]\n"
+            "  --api-server URL       default from KUBERNETES_SERVICE_HOST\n"
+            "  --token-file PATH      service-account token\n"
+            "  --ca-file PATH         CA bundle for the API server\n"
+            "  --node-name NAME       this node (env NODE_NAME)\n"
+            "  --namespace NS         where validation pods go (env "
+            "POD_NAMESPACE)\n"
+            "  --image IMAGE          the ring-check image for validation\n"
+            "  --gpu-resource NAME    default nvidia.com/gpu\n"
+            "  --gpu-nodes SELECTOR   label selector of GPU nodes (breaker)\n"
+            "  --mode observe|quarantine\n"
+            "  --threshold K          counted verdicts (from >= 2 pods)\n"
+            "  --window D --cooldown D --cooldown-max D --expiry D (0 never)\n"
+            "  --max-share PERCENT    breaker share of GPU nodes (10)\n"
+            "  --watch-timeout D      server-side watch timeout (5m)\n"
+            "  --tick D               periodic step at most this often (10s)\n"
+            "  --heartbeat D          condition heartbeat (5m)\n"
+            "  --validation-timeout S ring-check --timeout (120)\n"
+            "  --metrics-port N       serve /metrics on 0.0.0.0:N (0 off)\n"
+            "  --metrics-file PATH    also write the metrics there\n"
+            "  --run-for D            stop after this long (tests)\n"
+            "  --classify EXIT FILE   classify a termination message, print\n"
+            "                         the result as JSON, exit\n");
+}
+
+static int
+dur(const char *name, const char *v, int64_t *out, int zero_ok)
+{
+    struct ng_error e;
+    int64_t ms;
+
+    size_t len = strlen(v);
+
+    if (zero_ok && strcmp(v, "0") == 0) {
+        *out = 0;
+        return 0;
+    }
+    /* Hours too: quarantine windows and expiries are long. */
+    if (len > 1 && v[len - 1] == 'h') {
+        char *end;
+        long long h;
+
+        errno = 0;
+        h = strtoll(v, &end, 10);
+        if (errno == 0 && end == v + len - 1 && h > 0 && h <= 24 * 365) {
+            *out = h * 3600 * 1000;
+            return 0;
+        }
+    }
+    if (wd_duration_parse(v, strlen(v), &ms, &e) != 0 || ms <= 0) {
+        fprintf(stderr, "ncclguard-watchdog node-loop: --%s: %s\n", name,
+                ms <= 0 ? "must be positive" : e.msg);
+        return -1;
+    }
+    *out = ms;
+    return 0;
+}
+
+static int
+classify_file(const char *exit_s, const char *path)
+{
+    char buf[8192];
+    struct nc_result r;
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    size_t n;
+    char *end;
+    long ex = strtol(exit_s, &end, 10);
+    json_t *o;
+    char *text;
+
+    if (*end != '\0' || f == NULL) {
+        fprintf(stderr, "ncclguard-watchdog node-loop: --classify: bad exit "
+                        "code or unreadable file\n");
+        return 2;
+    }
+    n = fread(buf, 1, sizeof(buf), f);
+    if (f != stdin)
+        fclose(f);
+    if (nc_classify_hang_report(buf, n, &r) != 0)
+        nc_classify_ringcheck((int)ex, buf, n, &r);
+    o = json_pack("{s:s,s:s,s:s,s:i,s:i,s:s,s:s}", "verdict",
+                  nc_verdict_name(r.verdict), "class", nc_class_name(r.cls),
+                  "reason", r.reason, "code", r.code, "phase", r.phase, "cure",
+                  r.cure, "summary", r.summary);
+    text = json_dumps(o, JSON_COMPACT);
+    printf("%s\n", text);
+    free(text);
+    json_decref(o);
+    return 0;
+}
+
+static int
+metrics_listen(struct nl_opts *o)
+{
+    struct sockaddr_in a;
+    socklen_t al = sizeof(a);
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+    if (s < 0)
+        return -1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)o->metrics_port);
+    if (bind(s, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(s, 16) != 0) {
+        close(s);
+        return -1;
+    }
+    if (o->port_file != NULL &&
+        getsockname(s, (struct sockaddr *)&a, &al) == 0) {
+        FILE *f = fopen(o->port_file, "w");
+        if (f != NULL) {
+            fprintf(f, "%d\n", ntohs(a.sin_port));
+            fclose(f);
+        }
+    }
+    return s;
+}
+
+int
+nodeloop_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"api-server", required_argument, NULL, 'A'},
+        {"token-file", required_argument, NULL, 'T'},
+        {"ca-file", required_argument, NULL, 'C'},
+        {"node-name", required_argument, NULL, 'N'},
+        {"namespace", required_argument, NULL, 'n'},
+        {"image", required_argument, NULL, 'i'},
+        {"gpu-resource", required_argument, NULL, 'g'},
+        {"gpu-nodes", required_argument, NULL, 'G'},
+        {"mode", required_argument, NULL, 'm'},
+        {"threshold", required_argument, NULL, 'k'},
+        {"window", required_argument, NULL, 'w'},
+        {"cooldown", required_argument, NULL, 'c'},
+        {"cooldown-max", required_argument, NULL, 'x'},
+        {"expiry", required_argument, NULL, 'e'},
+        {"max-share", required_argument, NULL, 's'},
+        {"watch-timeout", required_argument, NULL, 'W'},
+        {"tick", required_argument, NULL, 't'},
+        {"heartbeat", required_argument, NULL, 'H'},
+        {"validation-timeout", required_argument, NULL, 'V'},
+        {"metrics-port", required_argument, NULL, 'P'},
+        {"metrics-file", required_argument, NULL, 'M'},
+        {"port-file", required_argument, NULL, 'f'},
+        {"run-for", required_argument, NULL, 'R'},
+        {"classify", required_argument, NULL, 'K'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    static struct nl nl;
+    static struct nl_opts o;
+    static char api[300];
+    int64_t ms;
+    int c, rc;
+
+    memset(&o, 0, sizeof(o));
+    nq_policy_defaults(&o.pol);
+    o.kc.timeout_ms = 10000;
+    o.node = getenv("NODE_NAME");
+    o.ns = getenv("POD_NAMESPACE");
+    o.image = "ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0";
+    o.gpu_resource = "nvidia.com/gpu";
+    o.gpu_selector = "nvidia.com/gpu.present=true";
+    o.watch_s = 300;
+    o.tick_ms = 10000;
+    o.heartbeat_ms = 300000;
+    o.validation_timeout_s = 120;
+    if (getenv("KUBERNETES_SERVICE_HOST") != NULL &&
+        getenv("KUBERNETES_SERVICE_PORT") != NULL) {
+        const char *h = getenv("KUBERNETES_SERVICE_HOST");
+
+        snprintf(api, sizeof(api),
+                 strchr(h, ':') ? "https://[%s]:%s" : "https://%s:%s", h,
+                 getenv("KUBERNETES_SERVICE_PORT"));
+        o.kc.api_server = api;
+        o.kc.token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+        o.kc.ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+    }
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        char *end;
+        double d;
+        long v;
+
+        switch (c) {
+        case 'A':
+            o.kc.api_server = optarg;
+            break;
+        case 'T':
+            o.kc.token_file = optarg;
+            break;
+        case 'C':
+            o.kc.ca_file = optarg;
+            break;
+        case 'N':
+            o.node = optarg;
+            break;
+        case 'n':
+            o.ns = optarg;
+            break;
+        case 'i':
+            o.image = optarg;
+            break;
+        case 'g':
+            o.gpu_resource = optarg;
+            break;
+        case 'G':
+            o.gpu_selector = optarg;
+            break;
+        case 'm':
+            if (strcmp(optarg, "observe") == 0)
+                o.pol.mode = NQ_OBSERVE;
+            else if (strcmp(optarg, "quarantine") == 0)
+                o.pol.mode = NQ_QUARANTINE;
+            else {
+                fprintf(stderr, "ncclguard-watchdog node-loop: --mode: "
+                                "expected observe or quarantine\n");
+                return 2;
+            }
+            break;
+        case 'k':
+        case 'V':
+        case 'P':
+            errno = 0;
+            v = strtol(optarg, &end, 10);
+            if (errno != 0 || *end != '\0' || v < (c == 'P' ? 0 : 1) ||
+                v > (c == 'P' ? 65535 : 3600)) {
+                fprintf(stderr,
+                        "ncclguard-watchdog node-loop: bad number \"%s\"\n",
+                        optarg);
+                return 2;
+            }
+            if (c == 'k')
+                o.pol.threshold = (int)v;
+            else if (c == 'V')
+                o.validation_timeout_s = (int)v;
+            else
+                o.metrics_port = (int)v;
+            break;
+        case 'w':
+            if (dur("window", optarg, &o.pol.window_ms, 0) != 0)
+                return 2;
+            break;
+        case 'c':
+            if (dur("cooldown", optarg, &o.pol.cooldown_ms, 0) != 0)
+                return 2;
+            break;
+        case 'x':
+            if (dur("cooldown-max", optarg, &o.pol.cooldown_max_ms, 0) != 0)
+                return 2;
+            break;
+        case 'e':
+            if (dur("expiry", optarg, &o.pol.expiry_ms, 1) != 0)
+                return 2;
+            break;
+        case 's':
+            d = strtod(optarg, &end);
+            if (*end != '\0' || !(d >= 0 && d <= 100)) {
+                fprintf(stderr, "ncclguard-watchdog node-loop: --max-share: "
+                                "a percentage 0-100\n");
+                return 2;
+            }
+            o.pol.max_share_permille = (int)(d * 10 + 0.5);
+            break;
+        case 'W':
+            if (dur("watch-timeout", optarg, &ms, 0) != 0)
+                return 2;
+            o.watch_s = ms / 1000 > 0 ? (long)(ms / 1000) : 1;
+            break;
+        case 't':
+            if (dur("tick", optarg, &o.tick_ms, 0) != 0)
+                return 2;
+            break;
+        case 'H':
+            if (dur("heartbeat", optarg, &o.heartbeat_ms, 0) != 0)
+                return 2;
+            break;
+        case 'M':
+            o.metrics_file = optarg;
+            break;
+        case 'f':
+            o.port_file = optarg;
+            break;
+        case 'R':
+            if (dur("run-for", optarg, &o.run_ms, 0) != 0)
+                return 2;
+            break;
+        case 'K':
+            if (optind >= argc) {
+                fprintf(stderr, "ncclguard-watchdog node-loop: --classify "
+                                "EXIT FILE\n");
+                return 2;
+            }
+            return classify_file(optarg, argv[optind]);
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (o.node == NULL || o.node[0] == '\0' || o.kc.api_server == NULL ||
+        o.ns == NULL || o.ns[0] == '\0') {
+        fprintf(stderr, "ncclguard-watchdog node-loop: needs --node-name, "
+                        "--namespace and an API server\n");
+        return 1;
+    }
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return 1;
+    memset(&nl, 0, sizeof(nl));
+    nl.o = &o;
+    nq_node_init(&nl.st);
+    pthread_mutex_init(&nl.mu, NULL);
+    if (o.metrics_port > 0 || o.port_file != NULL) {
+        pthread_t th;
+        int s = metrics_listen(&o);
+
+        if (s < 0) {
+            fprintf(stderr, "ncclguard-watchdog node-loop: cannot listen on "
+                            "the metrics port\n");
+            curl_global_cleanup();
+            return 1;
+        }
+        o.metrics_fd = s;
+        if (pthread_create(&th, NULL, metrics_serve, &nl) == 0)
+            pthread_detach(th);
+    }
+    rc = run(&nl);
+    curl_global_cleanup();
+    return rc;
+}
