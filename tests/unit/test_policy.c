@@ -675,7 +675,7 @@ static void
 settings_same(const struct settings *a, const struct settings *b)
 {
 #if UINTPTR_MAX == UINT64_MAX
-    _Static_assert(sizeof(struct settings) == 336,
+    _Static_assert(sizeof(struct settings) == 344,
                    "struct settings changed: compare the new field in "
                    "settings_same() and spell it in policy/default.yaml");
 #endif
