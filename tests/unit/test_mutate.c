@@ -2412,101 +2412,6 @@ test_shm_path_spellings(void)
         CHECK_STR(
             str_at(patched, "/spec/containers/0/volumeMounts/1/mountPath"),
             "/dev/shm");
-/*
- * Regression: only native sidecars run beside the ring check, so only
- * their requests are added to its own against pod-level spec.resources;
- * an ordinary init container has finished by then. Pod-level memory 4Gi
- * with an ordinary 3Gi init container still holds the 2Gi check; a
- * native sidecar of 3Gi does not.
- */
-static void
-test_pod_level_ordinary_init(void)
-{
-    static const struct {
-        const char *restart; /* the init container's restartPolicy member */
-        bool rc;             /* the ring check is added */
-    } cases[] = {
-        {"", true},
-        {"'restartPolicy':'OnFailure',", true},
-        {"'restartPolicy':'Always',", false},
-    };
-
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char buf[1024];
-        json_t *pod, *patched, *inits;
-        struct mutate_result r;
-        bool has_rc;
-
-        snprintf(buf, sizeof(buf),
-                 "{'metadata':{'name':'p'},'spec':{'resources':{'requests':{"
-                 "'memory':'4Gi'}},'initContainers':[{'name':'fetch',"
-                 "'image':'x',%s'resources':{'requests':{'memory':'3Gi'}}}],"
-                 "'containers':[{'name':'c','image':'x','resources':{"
-                 "'requests':{'memory':'1Gi'},'limits':{'nvidia.com/gpu':4}}"
-                 "}]}}",
-                 cases[i].restart);
-        pod = J(buf);
-        patched = run(pol_default, pod, "ml", &r);
-        inits = patch_pointer_get(patched, "/spec/initContainers");
-        has_rc = json_array_size(inits) == 2;
-        if (has_rc != cases[i].rc)
-            fprintf(stderr, "init container {%s}: ring check %s\n",
-                    cases[i].restart, has_rc ? "added" : "left out");
-        CHECK(has_rc == cases[i].rc);
-        CHECK_INT(r.status, MUTATE_PATCHED);
-        CHECK(cases[i].rc ==
-              !warnings_have(r.warnings, "ring check not added"));
-        json_decref(patched);
-        mutate_result_release(&r);
-        json_decref(pod);
-    }
-}
-
-/*
- * Mount paths are equal when they differ only by trailing slashes: a
- * mount at "/dev/shm/" is the pod's /dev/shm, one at "/dev" (a prefix of
- * it) or "/dev/shm0" is not, and the pod still gets its own.
- */
-static void
-test_mount_path_equal(void)
-{
-    static const struct {
-        const char *path;
-        bool is_shm;
-    } cases[] = {
-        {"/dev/shm/", true}, {"/dev/shm", true},   {"/dev", false},
-        {"/dev/", false},    {"/dev/shm0", false},
-    };
-
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char buf[1024];
-        json_t *pod, *patched, *mounts, *m;
-        struct mutate_result r;
-        size_t k, at_shm = 0, want;
-
-        snprintf(buf, sizeof(buf),
-                 "{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'v',"
-                 "'emptyDir':{'medium':'Memory'}}],'containers':[{'name':'c',"
-                 "'image':'x','volumeMounts':[{'name':'v','mountPath':'%s'}],"
-                 "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
-                 cases[i].path);
-        pod = J(buf);
-        patched = run(pol_default, pod, "ml", &r);
-        mounts = patch_pointer_get(patched, "/spec/containers/0/volumeMounts");
-        json_array_foreach(mounts, k, m)
-        {
-            const char *mp = json_string_value(json_object_get(m, "mountPath"));
-
-            at_shm += mp != NULL && strcmp(mp, "/dev/shm") == 0;
-        }
-        /* The pod's own counts as /dev/shm (and stays as written); else
-         * the plan adds one at exactly /dev/shm. */
-        want = cases[i].is_shm ? strcmp(cases[i].path, "/dev/shm") == 0 : 1;
-        if (at_shm != want)
-            fprintf(stderr, "mount at %s: %zu mounts at /dev/shm\n",
-                    cases[i].path, at_shm);
-        CHECK_INT(at_shm, want);
-        CHECK_INT(json_array_size(mounts) >= 1, 1);
         json_decref(patched);
         mutate_result_release(&r);
         json_decref(pod);
@@ -2537,38 +2442,6 @@ test_object_not_pod(void)
         CHECK_INT(r.status, MUTATE_SKIPPED);
         CHECK_INT(json_array_size(r.patch), 0);
         CHECK(warnings_have(r.warnings, "not a v1 Pod; left unchanged"));
-/*
- * An init container is a ring check of ours only by its exact name, or
- * the name with a "-N" suffix (N from 1, digits only), and its first
- * argument: "ncclguard-ringcheckx" and "ncclguard-ringcheck-0" with the
- * check's first argument are the pod's own containers, and the pod still
- * gets its check.
- */
-static void
-test_ringcheck_name_exact(void)
-{
-    static const char *const names[] = {"ncclguard-ringcheckx",
-                                        "ncclguard-ringcheck-0",
-                                        "ncclguard-ringcheck-1x"};
-
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        char buf[1024];
-        json_t *pod, *patched, *inits;
-        struct mutate_result r;
-
-        snprintf(buf, sizeof(buf),
-                 "{'metadata':{'name':'p'},'spec':{'initContainers':[{'name':"
-                 "'%s','image':'x','args':['--expect-gpus','4']}],"
-                 "'containers':[{'name':'c','image':'x','resources':{"
-                 "'limits':{'nvidia.com/gpu':4}}}]}}",
-                 names[i]);
-        pod = J(buf);
-        patched = run(pol_default, pod, "ml", &r);
-        inits = patch_pointer_get(patched, "/spec/initContainers");
-        if (json_array_size(inits) != 2)
-            fprintf(stderr, "init container %s taken for the check\n",
-                    names[i]);
-        CHECK_INT(json_array_size(inits), 2);
         json_decref(patched);
         mutate_result_release(&r);
         json_decref(pod);
@@ -2826,6 +2699,145 @@ test_ipc_lock_warning_silenced(void)
         policy_free(pol);
     }
     json_decref(pod);
+}
+
+/*
+ * Regression: only native sidecars run beside the ring check, so only
+ * their requests are added to its own against pod-level spec.resources;
+ * an ordinary init container has finished by then. Pod-level memory 4Gi
+ * with an ordinary 3Gi init container still holds the 2Gi check; a
+ * native sidecar of 3Gi does not.
+ */
+static void
+test_pod_level_ordinary_init(void)
+{
+    static const struct {
+        const char *restart; /* the init container's restartPolicy member */
+        bool rc;             /* the ring check is added */
+    } cases[] = {
+        {"", true},
+        {"'restartPolicy':'OnFailure',", true},
+        {"'restartPolicy':'Always',", false},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[1024];
+        json_t *pod, *patched, *inits;
+        struct mutate_result r;
+        bool has_rc;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'resources':{'requests':{"
+                 "'memory':'4Gi'}},'initContainers':[{'name':'fetch',"
+                 "'image':'x',%s'resources':{'requests':{'memory':'3Gi'}}}],"
+                 "'containers':[{'name':'c','image':'x','resources':{"
+                 "'requests':{'memory':'1Gi'},'limits':{'nvidia.com/gpu':4}}"
+                 "}]}}",
+                 cases[i].restart);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        inits = patch_pointer_get(patched, "/spec/initContainers");
+        has_rc = json_array_size(inits) == 2;
+        if (has_rc != cases[i].rc)
+            fprintf(stderr, "init container {%s}: ring check %s\n",
+                    cases[i].restart, has_rc ? "added" : "left out");
+        CHECK(has_rc == cases[i].rc);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        CHECK(cases[i].rc ==
+              !warnings_have(r.warnings, "ring check not added"));
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/*
+ * Mount paths are equal when they differ only by trailing slashes: a
+ * mount at "/dev/shm/" is the pod's /dev/shm, one at "/dev" (a prefix of
+ * it) or "/dev/shm0" is not, and the pod still gets its own.
+ */
+static void
+test_mount_path_equal(void)
+{
+    static const struct {
+        const char *path;
+        bool is_shm;
+    } cases[] = {
+        {"/dev/shm/", true}, {"/dev/shm", true},   {"/dev", false},
+        {"/dev/", false},    {"/dev/shm0", false},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[1024];
+        json_t *pod, *patched, *mounts, *m;
+        struct mutate_result r;
+        size_t k, at_shm = 0, want;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'v',"
+                 "'emptyDir':{'medium':'Memory'}}],'containers':[{'name':'c',"
+                 "'image':'x','volumeMounts':[{'name':'v','mountPath':'%s'}],"
+                 "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
+                 cases[i].path);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        mounts = patch_pointer_get(patched, "/spec/containers/0/volumeMounts");
+        json_array_foreach(mounts, k, m)
+        {
+            const char *mp = json_string_value(json_object_get(m, "mountPath"));
+
+            at_shm += mp != NULL && strcmp(mp, "/dev/shm") == 0;
+        }
+        /* The pod's own counts as /dev/shm (and stays as written); else
+         * the plan adds one at exactly /dev/shm. */
+        want = cases[i].is_shm ? strcmp(cases[i].path, "/dev/shm") == 0 : 1;
+        if (at_shm != want)
+            fprintf(stderr, "mount at %s: %zu mounts at /dev/shm\n",
+                    cases[i].path, at_shm);
+        CHECK_INT(at_shm, want);
+        CHECK_INT(json_array_size(mounts) >= 1, 1);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/*
+ * An init container is a ring check of ours only by its exact name, or
+ * the name with a "-N" suffix (N from 1, digits only), and its first
+ * argument: "ncclguard-ringcheckx" and "ncclguard-ringcheck-0" with the
+ * check's first argument are the pod's own containers, and the pod still
+ * gets its check.
+ */
+static void
+test_ringcheck_name_exact(void)
+{
+    static const char *const names[] = {"ncclguard-ringcheckx",
+                                        "ncclguard-ringcheck-0",
+                                        "ncclguard-ringcheck-1x"};
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char buf[1024];
+        json_t *pod, *patched, *inits;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'initContainers':[{'name':"
+                 "'%s','image':'x','args':['--expect-gpus','4']}],"
+                 "'containers':[{'name':'c','image':'x','resources':{"
+                 "'limits':{'nvidia.com/gpu':4}}}]}}",
+                 names[i]);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        inits = patch_pointer_get(patched, "/spec/initContainers");
+        if (json_array_size(inits) != 2)
+            fprintf(stderr, "init container %s taken for the check\n",
+                    names[i]);
+        CHECK_INT(json_array_size(inits), 2);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
 }
 
 /* A GPU count above 2^20 per container, written as a string, is refused
