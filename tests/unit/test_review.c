@@ -1328,6 +1328,8 @@ test_object_kind_not_pod(void)
     json_decref(resp);
     review_outcome_release(&out);
     free(body);
+}
+
 /*
  * Regression: an AdmissionReview whose uid is the empty string, or not a
  * string, gets 400, even for a GPU pod that would otherwise be patched:
