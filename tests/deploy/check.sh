@@ -182,9 +182,11 @@ for o in ss cm user; do
         $D.spec.template.spec.automountServiceAccountToken == false and
         ([.[] | select(.kind == \"RoleBinding\" or .kind == \"ClusterRoleBinding\") |
           .subjects[] | select(.name == \$sa)] | length == 0)"
-    check "$o: NCCL profile ConfigMap with NCCL_ variables" "$J" '
+    check "$o: NCCL profile ConfigMap with NCCL_ variables and its marker" "$J" '
         [.[] | select(.kind == "ConfigMap" and .metadata.name == "nccl-production-profile")] |
-        length >= 1 and all(.data | length > 0 and (keys | all(startswith("NCCL_"))))'
+        length >= 1 and all(.data | length > 1 and
+            .NCCLGUARD_PROFILE == "nccl-production-profile" and
+            (del(.NCCLGUARD_PROFILE) | keys | all(startswith("NCCL_"))))'
 done
 
 # --- network policy, priority, Kubernetes version -------------------------
