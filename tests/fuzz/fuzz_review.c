@@ -144,6 +144,21 @@ ignore_of(const json_t *req)
     return NULL;
 }
 
+/* Whether the decoder alone refuses the body for its depth cap, which
+ * review_handle() then retries without the parts the view never reads. */
+static bool
+deep_unread(const uint8_t *data, size_t size)
+{
+    struct fastjson_error err;
+    json_t *v = fastjson_decode((const char *)data, size, &review_shape, &err);
+
+    if (v != NULL) {
+        json_decref(v);
+        return false;
+    }
+    return err.depth;
+}
+
 /*
  * The fast decoder against jansson's: both refuse the same documents (but
  * for the depth cap, 1024 here and 2048 in jansson), and the plan on the
@@ -158,10 +173,14 @@ check_same_as_full(const uint8_t *data, size_t size,
         json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
     json_t *req, *pod;
     struct mutate_result res;
+    struct mutate_options full_opts = opts;
     char *text;
 
     if (root == NULL) {
-        if (out->http_status != 400) {
+        /* The decoder bounds the parts its view never reads by size, not
+         * depth (review.c, unread_blank()): past its depth cap, what is
+         * inside them does not matter. */
+        if (out->http_status != 400 && !deep_unread(data, size)) {
             fprintf(stderr, "jansson refuses a body the decoder took\n");
             abort();
         }
@@ -181,9 +200,11 @@ check_same_as_full(const uint8_t *data, size_t size,
         json_decref(root);
         return;
     }
+    /* As review_handle() does: the body's size stands for the pod's. */
+    full_opts.object_bytes = size;
     FUZZ_ASSERT(mutate_pod(pod,
                            json_string_value(json_object_get(req, "namespace")),
-                           pol, &opts, &res) == 0);
+                           pol, &full_opts, &res) == 0);
     FUZZ_ASSERT(res.status == out->mutation.status);
     FUZZ_ASSERT(res.gpus == out->mutation.gpus);
     FUZZ_ASSERT(strcmp(res.rule, out->mutation.rule) == 0);
