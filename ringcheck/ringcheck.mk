@@ -81,6 +81,9 @@ $(BUILD)/fakes/libnccl.so.2: tests/fakes/fake_nccl.c tests/fakes/fake.h \
 		-L$(BUILD)/fakes -l:$(RC_CUDART_SO) -lpthread
 
 check-ringcheck: ringcheck check-gpu-smoke-lint
+	GPU_SMOKE_DOUBLE=$(abspath $(BUILD))/fakes \
+	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+		tests/ringcheck/gpu-smoke.sh
 	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
 	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" \
 		tests/ringcheck/run.sh
