@@ -87,6 +87,9 @@ $(BUILD)/tests/rdv-client: $(BUILD)/obj/tests/ringcheck/rdv_client.o \
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ -lcrypto
 
 check-ringcheck: ringcheck check-gpu-smoke-lint $(BUILD)/tests/rdv-client
+	GPU_SMOKE_DOUBLE=$(abspath $(BUILD))/fakes \
+	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+		tests/ringcheck/gpu-smoke.sh
 	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
 	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" \
 		tests/ringcheck/run.sh
