@@ -5,6 +5,7 @@
 #include "policy/ncclenv.h"
 #include "ringcheck/multinode.h"
 #include "ringcheck/netcheck.h"
+#include "ringcheck/profile_marker.h"
 #include "ringcheck/report.h"
 #include "ringcheck/supervisor.h"
 #include "ringcheck/topo.h"
@@ -101,6 +102,8 @@ take_run_failure(struct check *ck, const struct rc_run *run)
     snprintf(ck->rep.warn, sizeof(ck->rep.warn), "%s", run->warn);
 }
 
+static void preflight_profile(struct check *ck);
+
 /* Phase 0, without CUDA: the NCCL_* variables against the catalog. */
 static void
 preflight_env(struct check *ck)
@@ -132,6 +135,7 @@ preflight_env(struct check *ck)
     report_log("phase 0 preflight: %d NCCL variables checked against the "
                "NCCL %s catalog",
                n, ncclenv_catalog_version());
+    preflight_profile(ck);
     if (getenv("NCCL_COMM_ID") != NULL) {
         report_log("phase 0 preflight: warning: NCCL_COMM_ID=%s is set in "
                    "the pod: every NCCL unique id then carries that one "
@@ -139,6 +143,38 @@ preflight_env(struct check *ck)
                    "collide; the check's workers run without it (the "
                    "workload still gets it)",
                    getenv("NCCL_COMM_ID"));
+        ck->rep.nwarnings++;
+    }
+}
+
+/*
+ * Phase 0: whether the platform's NCCL profile reached this pod. The webhook
+ * sets PROFILE_EXPECTED_ENV on the check to the profile's name, and the
+ * profile ConfigMap carries PROFILE_MARKER_KEY with that name; envFrom is
+ * optional, so a namespace without the ConfigMap starts the pod without the
+ * platform's NCCL settings and nothing else says so.
+ */
+static void
+preflight_profile(struct check *ck)
+{
+    const char *want = getenv(PROFILE_EXPECTED_ENV);
+    const char *got = getenv(PROFILE_MARKER_KEY);
+
+    if (want == NULL || *want == '\0')
+        return;
+    if (got == NULL) {
+        report_log("phase 0 preflight: warning: the NCCL profile %s did not "
+                   "reach this pod (no %s): the ConfigMap %s is missing in "
+                   "this namespace, so the workload starts without the "
+                   "platform's NCCL settings; copy it here "
+                   "(deploy/components/nccl-profile)",
+                   want, PROFILE_MARKER_KEY, want);
+        ck->rep.nwarnings++;
+    } else if (strcmp(got, want) != 0) {
+        report_log("phase 0 preflight: warning: %s=%s, but the policy "
+                   "expects the NCCL profile %s: the ConfigMap in this "
+                   "namespace is another one, or its %s key is wrong",
+                   PROFILE_MARKER_KEY, got, want, PROFILE_MARKER_KEY);
         ck->rep.nwarnings++;
     }
 }

@@ -643,6 +643,21 @@ expect_out 'phase 0 preflight: warning: NCCL_COMM_ID=192.0.2.1:29500 is set'
 expect_json '.ringcheck == "pass" and .warnings >= 1'
 expect_no_out 'bind failed'
 
+CASE="the NCCL profile that did not reach the pod is named (envFrom is optional)"
+run FAKECUDA_DEVICES=2 NCCLGUARD_PROFILE_EXPECTED=nccl-production-profile -- \
+    --expect-gpus 2 --timeout 20 --no-diagnose
+expect_rc 0
+expect_out 'phase 0 preflight: warning: the NCCL profile nccl-production-profile did not reach this pod'
+expect_json '.ringcheck == "pass" and .warnings >= 1'
+run FAKECUDA_DEVICES=2 NCCLGUARD_PROFILE_EXPECTED=nccl-production-profile \
+    NCCLGUARD_PROFILE=nccl-dev-profile -- --expect-gpus 2 --timeout 20 --no-diagnose
+expect_rc 0
+expect_out 'NCCLGUARD_PROFILE=nccl-dev-profile, but the policy expects the NCCL profile nccl-production-profile'
+run FAKECUDA_DEVICES=2 NCCLGUARD_PROFILE_EXPECTED=nccl-production-profile \
+    NCCLGUARD_PROFILE=nccl-production-profile -- --expect-gpus 2 --timeout 20 --no-diagnose
+expect_rc 0
+expect_no_out 'NCCL profile'
+
 CASE="what NCCL chose: the INFO log per rank, parsed into rings and channel transports"
 run FAKECUDA_DEVICES=2 -- --expect-gpus 2 --timeout 20
 expect_rc 0
