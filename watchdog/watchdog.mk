@@ -68,12 +68,17 @@ NL_SRCS := watchdog/nodeclass.c watchdog/nodestate.c watchdog/kube.c \
 $(BUILD)/ncclguard-watchdog: $(NL_SRCS:%.c=$(BUILD)/obj/%.o)
 WD_LIBS += -lpthread
 .PHONY: check-nodeloop
-DEB_PKGS += nodejs npm
+# nodejs only: some machines' nodejs package ships npm itself and conflicts
+# with Debian's npm package, so npm is installed below only when missing.
+DEB_PKGS += nodejs
 # The CEL evaluator that checks the ValidatingAdmissionPolicies
 # (tests/nodeloop/vap.cjs), from the npm registry into the build folder; a
 # failed install is a SKIP there, not a build failure.
 NL_CEL := $(BUILD)/npm/node_modules/@bufbuild/cel/package.json
 $(NL_CEL):
+	@command -v npm >/dev/null || { sudo=""; [ "$$(id -u)" -eq 0 ] || \
+		sudo=sudo; DEBIAN_FRONTEND=noninteractive $$sudo apt-get install \
+		-y -q --no-install-recommends npm; } || true
 	-npm install --silent --no-audit --no-fund --prefix $(BUILD)/npm \
 		@bufbuild/cel@0.6.1
 check-nodeloop: watchdog ringcheck $(NL_CEL)
