@@ -225,37 +225,29 @@ int
 mn_pick_interface(char *name, size_t namelen, char *addr, size_t addrlen,
                   char *have, size_t havelen)
 {
-    /* NCCL's documented default order: "ib" first, lo and docker* only
-     * when nothing else exists (docs.nvidia.com/deeplearning/nccl,
-     * Environment Variables, NCCL_SOCKET_IFNAME). */
-    static const char *const order[] = {"ib", "^docker,lo", "docker", "lo"};
-    const char *user = getenv("NCCL_SOCKET_IFNAME");
-    struct ifaddrs *ifs;
-    int found = 0;
+    /* The one NCCL itself picks (netcheck_pick follows ncclFindInterfaces,
+     * src/misc/socket.cc): running interfaces only, IPv6 as well as IPv4,
+     * virbr last; NCCL_SOCKET_FAMILY narrows the family. */
+    static struct netcheck_if ifs[NETCHECK_MAX_NAMES];
+    const char *fam = getenv("NCCL_SOCKET_FAMILY");
+    int family = fam == NULL                    ? 0
+                 : strcmp(fam, "AF_INET") == 0  ? AF_INET
+                 : strcmp(fam, "AF_INET6") == 0 ? AF_INET6
+                                                : 0;
+    int n = netcheck_if_list(ifs, NETCHECK_MAX_NAMES);
+    int k = n > 0 ? netcheck_pick(ifs, n, getenv("NCCL_SOCKET_IFNAME"), family)
+                  : -1;
 
     name[0] = addr[0] = have[0] = '\0';
-    if (getifaddrs(&ifs) != 0)
-        return 0;
-    for (size_t k = 0; k < (user != NULL ? 1 : 4) && !found; k++) {
-        const char *want = user != NULL ? user : order[k];
-
-        for (struct ifaddrs *i = ifs; i != NULL && !found; i = i->ifa_next) {
-            if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
-                !(i->ifa_flags & IFF_UP) ||
-                !netcheck_ifname_match(i->ifa_name, want))
-                continue;
-            snprintf(name, namelen, "%s", i->ifa_name);
-            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr,
-                      addr, (socklen_t)addrlen);
-            found = 1;
-        }
-    }
-    for (struct ifaddrs *i = ifs; i != NULL; i = i->ifa_next)
-        if (i->ifa_addr != NULL && i->ifa_addr->sa_family == AF_INET)
+    for (int i = 0; i < n; i++)
+        if (i == 0 || strcmp(ifs[i].name, ifs[i - 1].name) != 0)
             buf_add(have, havelen, "%s%s", have[0] != '\0' ? ", " : "",
-                    i->ifa_name);
-    freeifaddrs(ifs);
-    return found;
+                    ifs[i].name);
+    if (k < 0)
+        return 0;
+    snprintf(name, namelen, "%s", ifs[k].name);
+    snprintf(addr, addrlen, "%s", ifs[k].addr);
+    return 1;
 }
 
 int

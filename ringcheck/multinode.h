@@ -33,11 +33,11 @@ int mn_membership(struct mn_member *m, char *why, size_t whylen)
     __attribute__((warn_unused_result));
 
 /*
- * The IPv4 interface NCCL picks for its sockets in this network
- * namespace: NCCL_SOCKET_IFNAME's prefix, "=" exact and "^" exclude forms
- * when set; else ib*, then anything but docker* and lo, then docker*, then
- * lo. Returns 1 with its name and address, or 0 with every interface's
- * name in have ("lo, eth0"). Thread-safe.
+ * The interface NCCL picks for its sockets in this network namespace, as
+ * netcheck_pick() does (running interfaces, IPv4 or IPv6, as
+ * NCCL_SOCKET_IFNAME and NCCL_SOCKET_FAMILY say). Returns 1 with its name
+ * and address, or 0; have gets every interface's name ("lo, eth0") either
+ * way. Not thread-safe (a static table).
  */
 int mn_pick_interface(char *name, size_t namelen, char *addr, size_t addrlen,
                       char *have, size_t havelen);
