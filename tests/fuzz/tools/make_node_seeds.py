@@ -346,3 +346,117 @@ put("nodeclass", "utf8-cure", "0ncclguard-ringcheck: FALLBACK: the pod "
 put("nodeclass", "numbers", "3ncclguard-ringcheck FAILED: x (exit 99999) in "
     "phase 99999 (z)\n")
 put("nodeclass", "long", "3" + fail(3, "nccl-error", 4, "ring", "w" * 5000))
+
+# --- nodeloop --------------------------------------------------------------
+
+
+def nc(name):
+    """A termination message of the nodeclass seeds: (exit code, text)."""
+    with open(os.path.join(ROOT, "nodeclass", name), "rb") as f:
+        raw = f.read()
+    c = raw[0]
+    code = c - 48 if 48 <= c <= 57 else (c if c < 128 else c - 256)
+    return code, raw[1:].decode("utf-8", "replace")
+
+
+def pod(name, msg, restarts=0, last=None, phase="Pending", ns="ml",
+        node="gpu-1", labels=None, main=None, gpus="4"):
+    code, text = nc(msg)
+    st = {"name": "ncclguard-ringcheck", "restartCount": restarts,
+          "ready": False,
+          "state": {"terminated": {
+              "exitCode": code, "reason": "Error", "message": text,
+              "startedAt": "2026-12-01T21:40:25Z",
+              "finishedAt": "2026-12-01T21:40:29Z"}},
+          "lastState": {}}
+    if last is not None:
+        lcode, ltext = nc(last)
+        st["lastState"] = {"terminated": {
+            "exitCode": lcode, "reason": "Error", "message": ltext,
+            "finishedAt": "2026-12-01T21:39:00.123456Z"}}
+    status = {"phase": phase, "initContainerStatuses": [st]}
+    if main is not None:
+        mcode, mtext = nc(main)
+        status["containerStatuses"] = [{
+            "name": "train", "restartCount": 0,
+            "state": {"terminated": {"exitCode": 143, "message": mtext,
+                                     "finishedAt": "2026-12-01T22:00:00Z"}}}]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns,
+                         "uid": "uid-" + name, "resourceVersion": "12",
+                         "labels": labels or {}},
+            "spec": {"nodeName": node,
+                     "initContainers": [{
+                         "name": "ncclguard-ringcheck", "image": "rc",
+                         "resources": {"limits": {"nvidia.com/gpu": gpus}}}],
+                     "containers": [{
+                         "name": "train", "image": "t",
+                         "resources": {"limits": {"nvidia.com/gpu": gpus}}}]},
+            "status": status}
+
+
+def ev(typ, obj):
+    return json.dumps({"type": typ, "object": obj}) + "\n"
+
+
+BOOKMARK = ev("BOOKMARK", {"kind": "Pod", "apiVersion": "v1",
+                           "metadata": {"resourceVersion": "40"}})
+GONE = ev("ERROR", {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                    "status": "Failure", "message": "too old resource "
+                    "version: 1 (5)", "reason": "Expired", "code": 410})
+put("nodeloop", "pass", ev("ADDED", pod("p1", "pass", phase="Running")))
+put("nodeloop", "two-node-verdicts", ev("ADDED", pod("a", "p2p-fail")) +
+    ev("MODIFIED", pod("b", "wrong")) + BOOKMARK)
+put("nodeloop", "quarantine", "Q\n" + ev("ADDED", pod("a", "nodev")) +
+    ev("ADDED", pod("b", "mismatch", restarts=1, last="dup")) +
+    ev("DELETED", pod("a", "nodev")))
+put("nodeloop", "restarts", ev("MODIFIED", pod("r", "p2p-fallback",
+                                                restarts=2, last="p2p-warn")))
+put("nodeloop", "job-class", ev("ADDED", pod("j", "ifname")) +
+    ev("ADDED", pod("k", "usage")) + ev("ADDED", pod("l", "killed")))
+put("nodeloop", "hang-main", ev("MODIFIED", pod("h", "pass", phase="Failed",
+                                                 main="hang-report")))
+put("nodeloop", "cross-node", ev("ADDED", pod("x", "cross-node")) +
+    ev("ADDED", pod("y", "cross-node-peer")))
+put("nodeloop", "utf8", ev("ADDED", pod("u", "utf8-what")) +
+    ev("ADDED", pod("v", "utf8-cure")))
+put("nodeloop", "gone", ev("ADDED", pod("a", "nodev")) + GONE)
+put("nodeloop", "list", "L " + json.dumps({
+    "kind": "PodList", "apiVersion": "v1",
+    "metadata": {"resourceVersion": "33", "continue": "abc"},
+    "items": [pod("l1", "pass", phase="Succeeded"), pod("l2", "slow"),
+              pod("l3", "pair-hang")]}) + "\n" + BOOKMARK)
+put("nodeloop", "node-tainted", "N " + json.dumps({
+    "apiVersion": "v1", "kind": "Node",
+    "metadata": {"name": "gpu-1", "uid": "u", "resourceVersion": "9",
+                 "annotations": {"other": "x"}},
+    "spec": {"taints": [{"key": "ncclguard.io/nccl-unhealthy",
+                         "value": "node", "effect": "NoSchedule"}]},
+    "status": {"allocatable": {"nvidia.com/gpu": 8},
+               "conditions": [{"type": "NCCLHealthy", "status": "False",
+                               "lastTransitionTime":
+                               "2026-12-01T00:00:00Z"}]}}) + "\n" +
+    "C " + json.dumps({"items": [
+        {"metadata": {"name": "gpu-%d" % i},
+         "spec": {"taints": [{"key": "ncclguard.io/nccl-unhealthy"}]}}
+        for i in range(1, 5)]}) + "\nQ\n" + ev("ADDED", pod("t", "wrong")))
+STATE = {"v": 1, "state": "quarantined", "class": "node",
+         "since": 1764625225000, "quarantinedAt": 1764625225000,
+         "nextCheck": 1, "fails": 0, "validation": "",
+         "evidence": [{"key": "uid-a/ncclguard-ringcheck/0", "pod": "ml/a",
+                       "class": "node", "reason": "P2PBroken",
+                       "at": 1764625225000}]}
+put("nodeloop", "state-validation", "Q\nS " + json.dumps(STATE) + "\n" +
+    BOOKMARK + ev("MODIFIED", pod(
+        "ncclguard-validate-gpu-1-1", "pass", ns="ncclguard-watchdog",
+        phase="Succeeded",
+        labels={"ncclguard.io/validation-for": "gpu-1"})))
+put("nodeloop", "state-bad", "S " + json.dumps(dict(STATE, fails=5000)) +
+    "\nS {\"v\":1}\nS [1]\nS " + json.dumps(dict(
+        STATE, evidence=[STATE["evidence"][0]] * 40)) + "\n")
+put("nodeloop", "gpu-counts", ev("ADDED", pod("g", "nodev", gpus="99999")) +
+    ev("ADDED", pod("h", "nodev", gpus="-3")) +
+    ev("ADDED", pod("i", "nodev", gpus="2x")))
+put("nodeloop", "odd-events", "\n{}\n[]\n{\"type\":1}\n{\"type\":\"ADDED\"}\n"
+    "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"n\"}}}\n"
+    "{\"type\":\"ERROR\",\"object\":{\"code\":500}}\nnot json\n")
