@@ -460,3 +460,12 @@ put("nodeloop", "gpu-counts", ev("ADDED", pod("g", "nodev", gpus="99999")) +
 put("nodeloop", "odd-events", "\n{}\n[]\n{\"type\":1}\n{\"type\":\"ADDED\"}\n"
     "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"n\"}}}\n"
     "{\"type\":\"ERROR\",\"object\":{\"code\":500}}\nnot json\n")
+# GPU counts as JSON numbers, two INT_MAX containers per pod: the sum
+# overflowed an int before the counts were bounded.
+BIG = {"limits": {"nvidia.com/gpu": 2147483647}}
+put("nodeloop", "gpu-overflow", "".join(ev("ADDED", {
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": n, "namespace": "ml", "uid": "uid-" + n},
+    "spec": {"containers": [{"name": "a", "resources": BIG},
+                            {"name": "b", "resources": BIG}]},
+    "status": {"phase": "Running"}}) for n in ("o", "o2")))
