@@ -338,7 +338,13 @@ node_get(struct nl *nl, struct nodeview *v)
                 json_string_value(json_object_get(c, "lastTransitionTime"));
         }
     }
-    return v->rv != NULL ? 0 : -1;
+    if (v->rv == NULL) {
+        /* No resourceVersion to write against: callers see a failed read
+         * and own nothing. */
+        nodeview_release(v);
+        return -1;
+    }
+    return 0;
 }
 
 /* The Node's taints with ours added (want) or removed (!want). */

@@ -469,3 +469,8 @@ put("nodeloop", "gpu-overflow", "".join(ev("ADDED", {
     "spec": {"containers": [{"name": "a", "resources": BIG},
                             {"name": "b", "resources": BIG}]},
     "status": {"phase": "Running"}}) for n in ("o", "o2")))
+# A Node without a resourceVersion: node_get failed and leaked it.
+put("nodeloop", "node-no-rv", "N " + json.dumps({
+    "apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-1"},
+    "spec": {"taints": [{"key": "nvidia.com/gpu"}]},
+    "status": {"allocatable": {"nvidia.com/gpu": "8"}}}) + "\n" + BOOKMARK)
