@@ -821,7 +821,7 @@ run_case(struct run *run, const char *file, const json_t *c, size_t idx,
     const char *ns = jstr(c, "namespace");
     json_t *inputs = NULL, *actual = NULL, *expected = NULL;
     struct workload_report *reps = NULL;
-    struct mutate_options opt = {NULL};
+    struct mutate_options opt = {0};
     char label[300], path[4096];
     size_t n = 0;
     const json_t *v;

@@ -365,6 +365,41 @@ nccllog_summary(const struct nccllog *l, int lo, int n, char *buf, size_t len)
         l->collnet ? "yes" : "no");
 }
 
+/* The length of the well-formed UTF-8 sequence at s (RFC 3629 section 4:
+ * no overlong forms, no surrogates, nothing above U+10FFFF), or 0. */
+static int
+utf8_seq(const unsigned char *s)
+{
+    unsigned char lo = 0x80, hi = 0xbf;
+    int n;
+
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        n = 2;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        n = 3;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        n = 4;
+    else
+        return 0;
+    if (s[0] == 0xe0)
+        lo = 0xa0;
+    else if (s[0] == 0xed)
+        hi = 0x9f;
+    else if (s[0] == 0xf0)
+        lo = 0x90;
+    else if (s[0] == 0xf4)
+        hi = 0x8f;
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (int i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return n;
+}
+
+/* A JSON string of s. What NCCL logged is bytes: a name cut to its field,
+ * or not UTF-8 at all, would make the whole report invalid JSON, so each
+ * byte that starts no whole UTF-8 sequence becomes U+FFFD. */
 static void
 json_str(char *buf, size_t len, size_t *k, const char *s)
 {
@@ -373,13 +408,24 @@ json_str(char *buf, size_t len, size_t *k, const char *s)
         return;
     }
     add(buf, len, k, "\"");
-    for (; *s != '\0'; s++)
-        if (*s == '"' || *s == '\\')
-            add(buf, len, k, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            add(buf, len, k, "\\u%04x", (unsigned char)*s);
-        else
-            add(buf, len, k, "%c", *s);
+    while (*s != '\0') {
+        unsigned char c = (unsigned char)*s;
+        int n;
+
+        if (c == '"' || c == '\\')
+            add(buf, len, k, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            add(buf, len, k, "\\u%04x", c);
+        else if (c < 0x80)
+            add(buf, len, k, "%c", c);
+        else if ((n = utf8_seq((const unsigned char *)s)) > 0) {
+            add(buf, len, k, "%.*s", n, s);
+            s += n;
+            continue;
+        } else
+            add(buf, len, k, "\\ufffd");
+        s++;
+    }
     add(buf, len, k, "\"");
 }
 

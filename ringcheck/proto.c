@@ -255,12 +255,31 @@ proto_read(int fd, struct proto_buf *b)
         ssize_t r;
 
         if (b->len == sizeof(b->data)) {
-            /* A line longer than the buffer: keep its start, drop the
-             * rest by ending it here. */
+            /* Full of whole lines (a burst): the caller takes them first.
+             * Overwriting the last byte here would cut a line in two. */
+            if (memchr(b->data, '\n', b->len) != NULL)
+                return 1;
+            /* One line longer than the buffer: keep its start, end it
+             * here, and drop the rest of it as it arrives. */
             b->data[sizeof(b->data) - 1] = '\n';
+            b->skip = 1;
             return 1;
         }
         r = read(fd, b->data + b->len, sizeof(b->data) - b->len);
+        if (r > 0 && b->skip) {
+            /* Still inside the cut line: drop it up to its newline. */
+            char *start = b->data + b->len;
+            char *nl = memchr(start, '\n', (size_t)r);
+            size_t rest;
+
+            if (nl == NULL)
+                continue;
+            rest = (size_t)(start + r - (nl + 1));
+            memmove(start, nl + 1, rest);
+            b->skip = 0;
+            b->len += rest;
+            continue;
+        }
         if (r > 0) {
             b->len += (size_t)r;
             continue;

@@ -127,12 +127,15 @@ int proto_send(int fd, const struct proto_msg *m)
 struct proto_buf {
     char data[PROTO_LINE_MAX * 4];
     size_t len;
+    int skip; /* a line longer than data was cut: drop up to its newline */
 };
 
 /*
- * Reads what fd has now into b (fd is non-blocking). Returns 1 while the
- * pipe is open, 0 at end of file, -1 on error. Lines longer than
- * PROTO_LINE_MAX are cut. Not thread-safe per buffer.
+ * Reads what fd has now into b (fd is non-blocking), stopping while b is
+ * full of complete lines (take them with proto_next, then read again).
+ * Returns 1 while the pipe is open, 0 at end of file, -1 on error. Lines
+ * longer than PROTO_LINE_MAX are cut; the rest of such a line is dropped,
+ * never taken for a line of its own. Not thread-safe per buffer.
  */
 int proto_read(int fd, struct proto_buf *b);
 

@@ -196,6 +196,21 @@ static const struct rule rules[] = {
     {-1, -1, -1, F_ANY, "", NC_CLASS_UNKNOWN, "Unclassified"},
 };
 
+/* The longest prefix of t, at most max bytes, that does not end inside a
+ * UTF-8 sequence: the summary and the cure go into Event and annotation
+ * JSON, which a cut character would make the API client refuse. */
+static size_t
+utf8_prefix(struct text t, size_t max)
+{
+    size_t k = max;
+
+    if (t.n <= max)
+        return t.n;
+    while (k > 0 && ((unsigned char)t.p[k] & 0xc0) == 0x80)
+        k--;
+    return k;
+}
+
 static void
 set_summary(struct nc_result *out, struct text what)
 {
@@ -208,7 +223,7 @@ set_summary(struct nc_result *out, struct text what)
                       ", starts with %s", out->cure);
     if (what.n > 0 && n > 0 && (size_t)n < sizeof(out->summary))
         snprintf(out->summary + n, sizeof(out->summary) - (size_t)n, ": %.*s",
-                 (int)(what.n > 200 ? 200 : what.n), what.p);
+                 (int)utf8_prefix(what, 200), what.p);
 }
 
 static void
@@ -227,8 +242,7 @@ nc_classify_ringcheck(int exit_code, const char *msg, size_t len,
     int code = -1, phase = -1;
 
     result_init(out);
-    if (m.n > NC_MSG_MAX)
-        m.n = NC_MSG_MAX;
+    m.n = utf8_prefix(m, NC_MSG_MAX);
     head = m;
     if (starts(head, "ncclguard-ringcheck passed:") && exit_code == 0) {
         out->verdict = NC_VERDICT_PASS;
@@ -262,7 +276,8 @@ nc_classify_ringcheck(int exit_code, const char *msg, size_t len,
             e++;
         cure.p = head.p + k;
         cure.n = e - k;
-        snprintf(out->cure, sizeof(out->cure), "%.*s", (int)cure.n, cure.p);
+        snprintf(out->cure, sizeof(out->cure), "%.*s",
+                 (int)utf8_prefix(cure, sizeof(out->cure) - 1), cure.p);
     } else if (starts(head, "ncclguard-ringcheck: WARNING")) {
         out->verdict = NC_VERDICT_WARN;
     } else {

@@ -258,16 +258,23 @@ nodeview_release(struct nodeview *v)
     memset(v, 0, sizeof(*v));
 }
 
+/* A GPU count: 0 .. NL_GPUS_MAX - 1, else 0 (the same bound for a JSON
+ * number as for a string). */
+#define NL_GPUS_MAX 100000
+
 static int
 quantity_int(json_t *q)
 {
-    if (json_is_integer(q))
-        return (int)json_integer_value(q);
+    if (json_is_integer(q)) {
+        json_int_t v = json_integer_value(q);
+
+        return v >= 0 && v < NL_GPUS_MAX ? (int)v : 0;
+    }
     if (json_is_string(q)) {
         char *end;
         long v = strtol(json_string_value(q), &end, 10);
 
-        if (*end == '\0' && v >= 0 && v < 100000)
+        if (*end == '\0' && v >= 0 && v < NL_GPUS_MAX)
             return (int)v;
     }
     return 0;
@@ -331,7 +338,13 @@ node_get(struct nl *nl, struct nodeview *v)
                 json_string_value(json_object_get(c, "lastTransitionTime"));
         }
     }
-    return v->rv != NULL ? 0 : -1;
+    if (v->rv == NULL) {
+        /* No resourceVersion to write against: callers see a failed read
+         * and own nothing. */
+        nodeview_release(v);
+        return -1;
+    }
+    return 0;
 }
 
 /* The Node's taints with ours added (want) or removed (!want). */
@@ -648,7 +661,11 @@ pod_gpus(struct nl *nl, json_t *spec)
         if (q == NULL)
             q = json_object_get(json_object_get(r, "requests"),
                                 nl->o->gpu_resource);
+        /* Saturated: a pod of many containers cannot overflow the sum
+         * (nor gpus_in_use, over at most NL_MAX_PODS pods). */
         total += quantity_int(q);
+        if (total > NL_GPUS_MAX)
+            total = NL_GPUS_MAX;
     }
     json_array_foreach(json_object_get(spec, "initContainers"), i, c)
     {

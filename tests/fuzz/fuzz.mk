@@ -18,6 +18,27 @@ fuzz_needs_wdspec := watchdog/wdspec.c
 FUZZ_TARGETS := $(foreach t,$(FUZZ_ALL),$(if $(filter-out \
 	$(LIB_SRCS),$(fuzz_needs_$(t))),,$(t)))
 
+# Targets of modules that are not in the library (the node agent's, the
+# ring check's): each links its modules' objects, listed in fuzz_objs_X,
+# and is built once those sources are in the tree.
+FUZZ_OBJ_ALL := ras nccllog rcproto rendezvous nodeclass nodeloop
+fuzz_objs_ras := watchdog/ras.c
+fuzz_objs_nccllog := ringcheck/nccllog.c
+fuzz_objs_rcproto := ringcheck/proto.c
+fuzz_objs_rendezvous := ringcheck/rendezvous.c
+fuzz_objs_nodeclass := watchdog/nodeclass.c
+# fuzz_nodeloop.c includes watchdog/nodeloop.c itself (its list and watch
+# decoding is file-local) and answers its API requests in place of kube.c.
+fuzz_objs_nodeloop := watchdog/nodeclass.c watchdog/nodestate.c
+fuzz_libs_rendezvous := -lcrypto
+fuzz_libs_nodeloop := $(shell pkg-config --libs libcurl 2>/dev/null)
+FUZZ_OBJ_TARGETS := $(foreach t,$(FUZZ_OBJ_ALL),$(if $(filter-out \
+	$(wildcard $(fuzz_objs_$(t)) tests/fuzz/fuzz_$(t).c),$\
+	$(fuzz_objs_$(t)) tests/fuzz/fuzz_$(t).c),,$(t)))
+$(foreach t,$(FUZZ_OBJ_TARGETS),$(eval $$(BUILD)/fuzz/replay_$(t) \
+	$$(BUILD)/fuzz/fuzz_$(t): $(fuzz_objs_$(t):%.c=$$(BUILD)/obj/%.o)))
+FUZZ_TARGETS += $(FUZZ_OBJ_TARGETS)
+
 # Extra seed directories replayed and fuzzed along with corpus/X/.
 fuzz_seeds_yaml := tests/data/corpus/manifests
 fuzz_seeds_review := tests/bad-inputs
@@ -32,12 +53,14 @@ REPLAY_BINS = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)
 $(BUILD)/fuzz/replay_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o \
 		$(BUILD)/obj/tests/fuzz/replay.o $(BUILD)/libncclguard.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $(filter %.o,$^) $(filter %.a,$^) \
+		$(LDLIBS) $(fuzz_libs_$*)
 
 # libFuzzer binaries: only inside `make fuzz`, where SAN has fuzzer-no-link.
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/libncclguard.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(SAN) -fsanitize=fuzzer -o $@ $(filter %.o,$^) \
+		$(filter %.a,$^) $(LDLIBS) $(fuzz_libs_$*)
 
 # One target's replay: seeds and regression inputs, under $(SAN) if any.
 fuzz_replay_one = $(BUILD)/fuzz/replay_$(1) tests/fuzz/corpus/$(1) \
