@@ -2292,6 +2292,102 @@ test_capability_not_string(void)
     policy_free(pol);
 }
 
+/* Whether container c of patched (an array member path) has env name. */
+static bool
+ctr_env_has(json_t *patched, const char *ctr_path, const char *name)
+{
+    char path[128];
+    const json_t *env, *e;
+    size_t i;
+
+    snprintf(path, sizeof(path), "%s/env", ctr_path);
+    env = patch_pointer_get(patched, path);
+    json_array_foreach(env, i, e)
+    {
+        const char *n = json_string_value(json_object_get(e, "name"));
+
+        if (n != NULL && strcmp(n, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * The watchdog's spec goes to the containers that run with the pod's GPUs
+ * (app containers and native sidecars with GPUs), with the pod's name,
+ * namespace and uid, and the checkpoint file's folder mounted from one
+ * emptyDir; not to an ordinary init container, nor to a container without
+ * GPUs.
+ */
+static void
+test_watchdog_env(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD "defaults:\n"
+                    "  watchdog:\n"
+                    "    enabled: true\n"
+                    "    checkpoint: {signal: SIGUSR1, file: /ckpt/now}\n");
+    json_t *pod =
+        J("{'metadata':{'name':'p'},'spec':{'initContainers':[{'name':'fetch',"
+          "'image':'x','resources':{'limits':{'nvidia.com/gpu':2}}},{'name':"
+          "'side','image':'x','restartPolicy':'Always','resources':{'limits':{"
+          "'nvidia.com/gpu':1}}}],'containers':[{'name':'a','image':'x',"
+          "'resources':{'limits':{'nvidia.com/gpu':2}}},{'name':'b','image':"
+          "'x'}]}}");
+    static const struct {
+        const char *path;
+        bool watched;
+    } ctrs[] = {
+        {"/spec/initContainers/0", false},
+        {"/spec/initContainers/1", true},
+        {"/spec/containers/0", true},
+        {"/spec/containers/1", false},
+    };
+    json_t *patched, *vols, *v;
+    struct mutate_result r;
+    size_t i, wd_vols = 0;
+
+    patched = run(pol, pod, "ml", &r);
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    for (i = 0; i < sizeof(ctrs) / sizeof(ctrs[0]); i++) {
+        char mpath[128];
+        bool mounted = false;
+        const json_t *mounts, *m;
+        size_t k;
+
+        if (ctr_env_has(patched, ctrs[i].path, "NCCLGUARD_WATCHDOG") !=
+            ctrs[i].watched)
+            fprintf(stderr, "watchdog env in %s: %s\n", ctrs[i].path,
+                    ctrs[i].watched ? "missing" : "unexpected");
+        CHECK(ctr_env_has(patched, ctrs[i].path, "NCCLGUARD_WATCHDOG") ==
+              ctrs[i].watched);
+        CHECK(ctr_env_has(patched, ctrs[i].path, "NCCLGUARD_POD_UID") ==
+              ctrs[i].watched);
+        snprintf(mpath, sizeof(mpath), "%s/volumeMounts", ctrs[i].path);
+        mounts = patch_pointer_get(patched, mpath);
+        json_array_foreach(mounts, k, m)
+        {
+            const char *mp = json_string_value(json_object_get(m, "mountPath"));
+
+            mounted |= mp != NULL && strcmp(mp, "/ckpt") == 0;
+        }
+        CHECK(mounted == ctrs[i].watched);
+    }
+    vols = patch_pointer_get(patched, "/spec/volumes");
+    json_array_foreach(vols, i, v)
+    {
+        const char *n = json_string_value(json_object_get(v, "name"));
+
+        wd_vols += n != NULL && strcmp(n, "ncclguard-watchdog") == 0;
+    }
+    CHECK_INT(wd_vols, 1);
+    CHECK(json_array_size(r.injected) > 0);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
 int
 main(void)
 {
@@ -2323,6 +2419,7 @@ main(void)
     test_ringcheck_name_exact();
     test_gpu_count_too_many();
     test_capability_not_string();
+    test_watchdog_env();
     test_pod_level_memory_raise();
     test_emit_order();
     policy_free(pol_default);
