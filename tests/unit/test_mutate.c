@@ -2388,6 +2388,64 @@ test_watchdog_env(void)
     policy_free(pol);
 }
 
+/*
+ * A pod whose GPUs come from a DRA claim: the annotation's count makes it
+ * a GPU pod of that many GPUs; a count that is not one is warned about
+ * and the pod left alone. And a pod reviewed without a namespace is
+ * handled as one in no system namespace.
+ */
+static void
+test_dra_claim_count(void)
+{
+    static const struct {
+        const char *count;
+        int64_t gpus;
+        bool patched;
+    } cases[] = {
+        {"8", 8, true},
+        {"abc", 0, false},
+        {"0", 0, false},
+    };
+    struct mutate_options opt = {.own_namespace = "ncclguard"};
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[1024];
+        json_t *pod;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p','annotations':{"
+                 "'ncclguard.io/claim-gpus':'%s'}},'spec':{'containers':[{"
+                 "'name':'t','image':'x','resources':{'claims':[{'name':"
+                 "'gpus'}]}}],'resourceClaims':[{'name':'gpus',"
+                 "'resourceClaimTemplateName':'eight'}]}}",
+                 cases[i].count);
+        pod = J(buf);
+        CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+        if ((r.status == MUTATE_PATCHED) != cases[i].patched)
+            fprintf(stderr, "claim-gpus %s: status %d\n", cases[i].count,
+                    (int)r.status);
+        CHECK((r.status == MUTATE_PATCHED) == cases[i].patched);
+        if (cases[i].patched)
+            CHECK_INT(r.gpus, cases[i].gpus);
+        else
+            CHECK_INT(json_array_size(r.patch), 0);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+    {
+        json_t *pod = J("{'metadata':{'name':'p'},'spec':{'containers':[{"
+                        "'name':'c','image':'x','resources':{'limits':{"
+                        "'nvidia.com/gpu':1}}}]}}");
+        struct mutate_result r;
+
+        CHECK_INT(mutate_pod(pod, NULL, pol_default, &opt, &r), 0);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
 int
 main(void)
 {
@@ -2420,6 +2478,7 @@ main(void)
     test_gpu_count_too_many();
     test_capability_not_string();
     test_watchdog_env();
+    test_dra_claim_count();
     test_pod_level_memory_raise();
     test_emit_order();
     policy_free(pol_default);
