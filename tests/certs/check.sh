@@ -89,6 +89,8 @@ expect 0 "rotated cert verifies" openssl verify -CAfile "$T/ca.before" "$D/tls.c
 expect 0 "create --ca-dir" "$NCCLGUARD" certs create --service ncclguard \
     --namespace gpu-system --out "$T/other" --ca-dir "$D"
 cmp -s "$D/ca.crt" "$T/other/ca.crt" && ok || bad "--ca-dir did not copy ca.crt"
+cmp -s "$D/ca.key" "$T/other/ca.key" && ok || bad "--ca-dir did not copy ca.key"
+[ "$(mode "$T/other/ca.key")" = 600 ] && ok || bad "copied ca.key mode $(mode "$T/other/ca.key")"
 expect 0 "verify --ca-dir cert" openssl verify -CAfile "$D/ca.crt" "$T/other/tls.crt"
 
 # A CA made elsewhere (openssl req -x509) is reused as it is.
