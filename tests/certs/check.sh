@@ -184,6 +184,11 @@ cp "$D/ca.crt" "$T/halfca/ca.crt"
 expect 1 "create with ca.crt only" "$NCCLGUARD" certs create --service s \
     --namespace n --out "$T/halfca"
 has "$T/err" "but not" "ca.crt without ca.key message"
+mkdir -p "$T/halfkey"
+cp "$D/ca.key" "$T/halfkey/ca.key"
+expect 1 "create with ca.key only" "$NCCLGUARD" certs create --service s \
+    --namespace n --out "$T/halfkey"
+has "$T/err" "halfkey/ca.key but not $T/halfkey/ca.crt" "ca.key without ca.crt message"
 mkdir -p "$T/mismatch"
 cp "$D/ca.crt" "$T/mismatch/ca.crt"
 cp "$T/rsa/ca.key" "$T/mismatch/ca.key"
