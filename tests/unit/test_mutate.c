@@ -2430,6 +2430,8 @@ test_dra_claim_count(void)
             CHECK_INT(r.gpus, cases[i].gpus);
         else
             CHECK_INT(json_array_size(r.patch), 0);
+        if (strcmp(cases[i].count, "abc") == 0)
+            CHECK(strstr(r.reason, "bad ncclguard.io/claim-gpus") != NULL);
         mutate_result_release(&r);
         json_decref(pod);
     }
