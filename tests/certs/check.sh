@@ -57,6 +57,9 @@ has "$T/text" "DNS:*.example.org" "wildcard --san"
 sans=$(grep -A1 'X509v3 Subject Alternative Name' "$T/text" | tail -n 1 | sed 's/^ *//')
 [ "$sans" = "DNS:ncclguard, DNS:ncclguard.gpu-system, DNS:ncclguard.gpu-system.svc, DNS:ncclguard.gpu-system.svc.cluster.local, DNS:localhost, IP Address:127.0.0.1, IP Address:2001:DB8:0:0:0:0:0:1, DNS:*.example.org" ] &&
     ok || bad "SAN list: $sans"
+expect 0 "inspect the new leaf" "$NCCLGUARD" certs inspect "$D/tls.crt"
+has "$T/out" "SANs:        DNS:ncclguard, DNS:ncclguard.gpu-system, DNS:ncclguard.gpu-system.svc, DNS:ncclguard.gpu-system.svc.cluster.local, DNS:localhost, IP:127.0.0.1, IP:2001:db8::1, DNS:*.example.org" "inspect's SAN line"
+has "$T/out" "subject:     CN=ncclguard.gpu-system.svc" "inspect's subject line"
 has "$T/text" "X509v3 Subject Key Identifier" "subjectKeyIdentifier"
 has "$T/text" "X509v3 Authority Key Identifier" "authorityKeyIdentifier"
 has "$T/text" "TLS Web Server Authentication" "serverAuth EKU"
