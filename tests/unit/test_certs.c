@@ -286,7 +286,7 @@ static void
 test_create_bounds(const char *dir)
 {
     static const char *sans[CERTS_MAX_SANS + 1];
-    char san_text[CERTS_MAX_SANS + 1][16];
+    char san_text[CERTS_MAX_SANS + 1][24];
     struct certs_create_opts o = {
         .service = "svc",
         .ns = "ns",
