@@ -350,6 +350,64 @@ test_bundle_text(const char *dir)
     unlink(path);
 }
 
+/*
+ * certs_webhook_write() refuses what it would write wrongly: a bad
+ * service, namespace or empty caBundle, a GPU resource name past 253
+ * bytes; a name of exactly 253 bytes is fine. Nothing is written then.
+ */
+static void
+test_webhook_refusals(void)
+{
+    static char long_name[300];
+    const char *gpus[1] = {long_name};
+    struct certs_webhook_opts ok = {"ncclguard", "svc", "ns",
+                                    "TFMwdA==",  NULL,  0};
+    struct {
+        struct certs_webhook_opts o;
+        const char *msg;
+    } cases[] = {
+        {ok, "invalid service name 'A'"},
+        {ok, "invalid namespace 'a b'"},
+        {ok, "caBundle"},
+    };
+    FILE *null = fopen("/dev/null", "w");
+
+    if (null == NULL)
+        return;
+    cases[0].o.service = "A";
+    cases[1].o.ns = "a b";
+    cases[2].o.ca_bundle = "";
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct ng_error err = {0};
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+
+        if (f == NULL)
+            break;
+        CHECK_INT(certs_webhook_write(&cases[i].o, f, &err), -1);
+        fclose(f);
+        if (strstr(err.msg, cases[i].msg) == NULL)
+            fprintf(stderr, "webhook case %zu: '%s'\n", i, err.msg);
+        CHECK(strstr(err.msg, cases[i].msg) != NULL);
+        CHECK(len == 0);
+        free(buf);
+    }
+    memset(long_name, 'g', 253);
+    long_name[253] = '\0';
+    ok.gpu_resources = gpus;
+    ok.n_gpu_resources = 1;
+    {
+        struct ng_error err = {0};
+
+        CHECK_INT(certs_webhook_write(&ok, null, &err), 0);
+        long_name[253] = 'g';
+        long_name[254] = '\0';
+        CHECK_INT(certs_webhook_write(&ok, null, &err), -1);
+    }
+    fclose(null);
+}
+
 int
 main(void)
 {
@@ -368,6 +426,7 @@ main(void)
     test_create_bounds(sub);
     test_bundle_text(sub);
     test_webhook();
+    test_webhook_refusals();
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
