@@ -369,6 +369,7 @@ test_webhook_refusals(void)
         {ok, "invalid service name 'A'"},
         {ok, "invalid namespace 'a b'"},
         {ok, "caBundle"},
+        {ok, "invalid webhook configuration name 'a b'"},
     };
     FILE *null = fopen("/dev/null", "w");
 
@@ -377,6 +378,7 @@ test_webhook_refusals(void)
     cases[0].o.service = "A";
     cases[1].o.ns = "a b";
     cases[2].o.ca_bundle = "";
+    cases[3].o.name = "a b";
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct ng_error err = {0};
         char *buf = NULL;
