@@ -2444,6 +2444,15 @@ test_dra_claim_count(void)
         CHECK_INT(mutate_pod(pod, NULL, pol_default, &opt, &r), 0);
         CHECK_INT(r.status, MUTATE_PATCHED);
         mutate_result_release(&r);
+        /* Claims are read only for a pod whose resources name no GPU: a
+         * bad claim-gpus annotation on a pod with GPUs changes nothing. */
+        json_object_set_new(
+            json_object_get(pod, "metadata"), "annotations",
+            json_pack("{s:s}", "ncclguard.io/claim-gpus", "abc"));
+        CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        CHECK_INT(r.gpus, 1);
+        mutate_result_release(&r);
         json_decref(pod);
     }
 }
