@@ -57,6 +57,12 @@ has "$T/text" "DNS:*.example.org" "wildcard --san"
 sans=$(grep -A1 'X509v3 Subject Alternative Name' "$T/text" | tail -n 1 | sed 's/^ *//')
 [ "$sans" = "DNS:ncclguard, DNS:ncclguard.gpu-system, DNS:ncclguard.gpu-system.svc, DNS:ncclguard.gpu-system.svc.cluster.local, DNS:localhost, IP Address:127.0.0.1, IP Address:2001:DB8:0:0:0:0:0:1, DNS:*.example.org" ] &&
     ok || bad "SAN list: $sans"
+expect 0 "inspect the new leaf" "$NCCLGUARD" certs inspect "$D/tls.crt"
+has "$T/out" "SANs:        DNS:ncclguard, DNS:ncclguard.gpu-system, DNS:ncclguard.gpu-system.svc, DNS:ncclguard.gpu-system.svc.cluster.local, DNS:localhost, IP:127.0.0.1, IP:2001:db8::1, DNS:*.example.org" "inspect's SAN line"
+has "$T/out" "subject:     CN=ncclguard.gpu-system.svc" "inspect's subject line"
+grep -qx "EKU:         serverAuth" "$T/out" && ok || bad "inspect's EKU line: $(grep EKU "$T/out")"
+expect 0 "inspect the CA" "$NCCLGUARD" certs inspect "$D/ca.crt"
+[ "$(grep -c '^EKU:' "$T/out")" = 1 ] && ok || bad "inspect's CA EKU lines: $(grep EKU "$T/out")"
 has "$T/text" "X509v3 Subject Key Identifier" "subjectKeyIdentifier"
 has "$T/text" "X509v3 Authority Key Identifier" "authorityKeyIdentifier"
 has "$T/text" "TLS Web Server Authentication" "serverAuth EKU"
@@ -89,6 +95,8 @@ expect 0 "rotated cert verifies" openssl verify -CAfile "$T/ca.before" "$D/tls.c
 expect 0 "create --ca-dir" "$NCCLGUARD" certs create --service ncclguard \
     --namespace gpu-system --out "$T/other" --ca-dir "$D"
 cmp -s "$D/ca.crt" "$T/other/ca.crt" && ok || bad "--ca-dir did not copy ca.crt"
+cmp -s "$D/ca.key" "$T/other/ca.key" && ok || bad "--ca-dir did not copy ca.key"
+[ "$(mode "$T/other/ca.key")" = 600 ] && ok || bad "copied ca.key mode $(mode "$T/other/ca.key")"
 expect 0 "verify --ca-dir cert" openssl verify -CAfile "$D/ca.crt" "$T/other/tls.crt"
 
 # A CA made elsewhere (openssl req -x509) is reused as it is.
@@ -182,6 +190,11 @@ cp "$D/ca.crt" "$T/halfca/ca.crt"
 expect 1 "create with ca.crt only" "$NCCLGUARD" certs create --service s \
     --namespace n --out "$T/halfca"
 has "$T/err" "but not" "ca.crt without ca.key message"
+mkdir -p "$T/halfkey"
+cp "$D/ca.key" "$T/halfkey/ca.key"
+expect 1 "create with ca.key only" "$NCCLGUARD" certs create --service s \
+    --namespace n --out "$T/halfkey"
+has "$T/err" "halfkey/ca.key but not $T/halfkey/ca.crt" "ca.key without ca.crt message"
 mkdir -p "$T/mismatch"
 cp "$D/ca.crt" "$T/mismatch/ca.crt"
 cp "$T/rsa/ca.key" "$T/mismatch/ca.key"

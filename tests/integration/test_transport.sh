@@ -79,7 +79,8 @@ req cl-te "Content-Length: $n"$'\r\nTransfer-Encoding: chunked\r\n' "$CHUNK"
 req gzip-chunked $'Transfer-Encoding: gzip, chunked\r\n' "$CHUNK"
 req te-twice $'Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n' \
     "$CHUNK"
-for name in two-cl cl-te gzip-chunked te-twice; do
+req cl-sign "Content-Length: +$n"$'\r\n' "$REV"
+for name in two-cl cl-te gzip-chunked te-twice cl-sign; do
     out=$("$PEER" --port "$NG_PORT" --hold 3 send "$T/req.$name")
     ng_eq "framing $name: status" "$(field first_status "$out")" 400
     ng_check "framing $name: answered at once ($(field first_ms "$out") ms)" \

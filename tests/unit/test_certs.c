@@ -284,6 +284,7 @@ test_create_bad(const char *dir)
         {"svc", "ns", -1, 1, NULL, "invalid days -1"},
         {"svc", "ns", CERTS_MAX_DAYS + 1, 1, NULL, "invalid days"},
         {"svc", "ns", 1, 0, NULL, "invalid CA days 0"},
+        {"svc", "ns", 1, CERTS_MAX_DAYS + 1, NULL, "invalid CA days"},
         {"svc", "ns", 1, 1, "bad name", "invalid SAN 'bad name'"},
         {"svc", "ns", 1, 1, "300.1.1.1.", "invalid SAN"},
     };
@@ -392,6 +393,138 @@ test_webhook(void)
     CHECK(strstr(err.msg, "invalid namespace 'Bad_NS'") != NULL);
 }
 
+/*
+ * The bounds are inclusive: days and CA days of CERTS_MAX_DAYS and
+ * CERTS_MAX_SANS names are accepted, one more SAN is not.
+ */
+static void
+test_create_bounds(const char *dir)
+{
+    static const char *sans[CERTS_MAX_SANS + 1];
+    char san_text[CERTS_MAX_SANS + 1][24];
+    struct certs_create_opts o = {
+        .service = "svc",
+        .ns = "ns",
+        .out_dir = dir,
+        .days = CERTS_MAX_DAYS,
+        .ca_days = CERTS_MAX_DAYS,
+        .sans = sans,
+        .n_sans = CERTS_MAX_SANS,
+    };
+    struct certs_create_result r = {0};
+    struct ng_error err = {0};
+
+    for (int i = 0; i <= CERTS_MAX_SANS; i++) {
+        snprintf(san_text[i], sizeof(san_text[i]), "n%d.example", i);
+        sans[i] = san_text[i];
+    }
+    CHECK_INT(certs_create(&o, &r, &err), 0);
+    if (r.ca_bundle == NULL)
+        fprintf(stderr, "create at the bounds: %s\n", err.msg);
+    certs_create_result_release(&r);
+    o.n_sans = CERTS_MAX_SANS + 1;
+    CHECK_INT(certs_create(&o, &r, &err), -1);
+    CHECK(strstr(err.msg, "too many SANs") != NULL);
+}
+
+/*
+ * A caBundle file is base64 and nothing else (whitespace around it
+ * aside): '+', '/' and '=' are base64, '-' is not; an empty one has length
+ * 0. The words say which.
+ */
+static void
+test_bundle_text(const char *dir)
+{
+    static const struct {
+        const char *text, *msg;
+    } cases[] = {
+        {"ab+c", "does not decode into a PEM certificate"},
+        {"ab/c", "does not decode into a PEM certificate"},
+        {"abc=", "does not decode into a PEM certificate"},
+        {" \n\tabcd\n", "does not decode into a PEM certificate"},
+        {"ab-c", "unexpected character at byte 3"},
+        {"abc", "length 3 is not"},
+        {"   \n", "length 0 is not"},
+        {"", "length 0 is not"},
+    };
+    char path[128];
+
+    snprintf(path, sizeof(path), "%s.bundle", dir);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct ng_error err = {0};
+        char *b;
+
+        put(path, cases[i].text);
+        b = certs_ca_bundle_load(path, &err);
+        CHECK(b == NULL);
+        free(b);
+        if (strstr(err.msg, cases[i].msg) == NULL)
+            fprintf(stderr, "bundle '%s': %s\n", cases[i].text, err.msg);
+        CHECK(strstr(err.msg, cases[i].msg) != NULL);
+    }
+    unlink(path);
+}
+
+/*
+ * certs_webhook_write() refuses what it would write wrongly: a bad
+ * service, namespace or empty caBundle, a GPU resource name past 253
+ * bytes; a name of exactly 253 bytes is fine. Nothing is written then.
+ */
+static void
+test_webhook_refusals(void)
+{
+    static char long_name[300];
+    const char *gpus[1] = {long_name};
+    struct certs_webhook_opts ok = {"ncclguard", "svc", "ns",
+                                    "TFMwdA==",  NULL,  0};
+    struct {
+        struct certs_webhook_opts o;
+        const char *msg;
+    } cases[] = {
+        {ok, "invalid service name 'A'"},
+        {ok, "invalid namespace 'a b'"},
+        {ok, "caBundle"},
+        {ok, "invalid webhook configuration name 'a b'"},
+    };
+    FILE *null = fopen("/dev/null", "w");
+
+    if (null == NULL)
+        return;
+    cases[0].o.service = "A";
+    cases[1].o.ns = "a b";
+    cases[2].o.ca_bundle = "";
+    cases[3].o.name = "a b";
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct ng_error err = {0};
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+
+        if (f == NULL)
+            break;
+        CHECK_INT(certs_webhook_write(&cases[i].o, f, &err), -1);
+        fclose(f);
+        if (strstr(err.msg, cases[i].msg) == NULL)
+            fprintf(stderr, "webhook case %zu: '%s'\n", i, err.msg);
+        CHECK(strstr(err.msg, cases[i].msg) != NULL);
+        CHECK(len == 0);
+        free(buf);
+    }
+    memset(long_name, 'g', 253);
+    long_name[253] = '\0';
+    ok.gpu_resources = gpus;
+    ok.n_gpu_resources = 1;
+    {
+        struct ng_error err = {0};
+
+        CHECK_INT(certs_webhook_write(&ok, null, &err), 0);
+        long_name[253] = 'g';
+        long_name[254] = '\0';
+        CHECK_INT(certs_webhook_write(&ok, null, &err), -1);
+    }
+    fclose(null);
+}
+
 int
 main(void)
 {
@@ -406,7 +539,11 @@ main(void)
     test_create_inspect(sub);
     snprintf(sub, sizeof(sub), "%s/bad", dir);
     test_create_bad(sub);
+    snprintf(sub, sizeof(sub), "%s/bounds", dir);
+    test_create_bounds(sub);
+    test_bundle_text(sub);
     test_webhook();
+    test_webhook_refusals();
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);

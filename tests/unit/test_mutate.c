@@ -2903,6 +2903,171 @@ test_capability_not_string(void)
     policy_free(pol);
 }
 
+/* Whether container c of patched (an array member path) has env name. */
+static bool
+ctr_env_has(json_t *patched, const char *ctr_path, const char *name)
+{
+    char path[128];
+    const json_t *env, *e;
+    size_t i;
+
+    snprintf(path, sizeof(path), "%s/env", ctr_path);
+    env = patch_pointer_get(patched, path);
+    json_array_foreach(env, i, e)
+    {
+        const char *n = json_string_value(json_object_get(e, "name"));
+
+        if (n != NULL && strcmp(n, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * The watchdog's spec goes to the containers that run with the pod's GPUs
+ * (app containers and native sidecars with GPUs), with the pod's name,
+ * namespace and uid, and the checkpoint file's folder mounted from one
+ * emptyDir; not to an ordinary init container, nor to a container without
+ * GPUs.
+ */
+static void
+test_watchdog_env(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD "defaults:\n"
+                    "  watchdog:\n"
+                    "    enabled: true\n"
+                    "    checkpoint: {signal: SIGUSR1, file: /ckpt/now}\n");
+    json_t *pod =
+        J("{'metadata':{'name':'p'},'spec':{'initContainers':[{'name':'fetch',"
+          "'image':'x','resources':{'limits':{'nvidia.com/gpu':2}}},{'name':"
+          "'side','image':'x','restartPolicy':'Always','resources':{'limits':{"
+          "'nvidia.com/gpu':1}}}],'containers':[{'name':'a','image':'x',"
+          "'resources':{'limits':{'nvidia.com/gpu':2}}},{'name':'b','image':"
+          "'x'}]}}");
+    static const struct {
+        const char *path;
+        bool watched;
+    } ctrs[] = {
+        {"/spec/initContainers/0", false},
+        {"/spec/initContainers/1", true},
+        {"/spec/containers/0", true},
+        {"/spec/containers/1", false},
+    };
+    json_t *patched, *vols, *v;
+    struct mutate_result r;
+    size_t i, wd_vols = 0;
+
+    patched = run(pol, pod, "ml", &r);
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    for (i = 0; i < sizeof(ctrs) / sizeof(ctrs[0]); i++) {
+        char mpath[128];
+        bool mounted = false;
+        const json_t *mounts, *m;
+        size_t k;
+
+        if (ctr_env_has(patched, ctrs[i].path, "NCCLGUARD_WATCHDOG") !=
+            ctrs[i].watched)
+            fprintf(stderr, "watchdog env in %s: %s\n", ctrs[i].path,
+                    ctrs[i].watched ? "missing" : "unexpected");
+        CHECK(ctr_env_has(patched, ctrs[i].path, "NCCLGUARD_WATCHDOG") ==
+              ctrs[i].watched);
+        CHECK(ctr_env_has(patched, ctrs[i].path, "NCCLGUARD_POD_UID") ==
+              ctrs[i].watched);
+        snprintf(mpath, sizeof(mpath), "%s/volumeMounts", ctrs[i].path);
+        mounts = patch_pointer_get(patched, mpath);
+        json_array_foreach(mounts, k, m)
+        {
+            const char *mp = json_string_value(json_object_get(m, "mountPath"));
+
+            mounted |= mp != NULL && strcmp(mp, "/ckpt") == 0;
+        }
+        CHECK(mounted == ctrs[i].watched);
+    }
+    vols = patch_pointer_get(patched, "/spec/volumes");
+    json_array_foreach(vols, i, v)
+    {
+        const char *n = json_string_value(json_object_get(v, "name"));
+
+        wd_vols += n != NULL && strcmp(n, "ncclguard-watchdog") == 0;
+    }
+    CHECK_INT(wd_vols, 1);
+    CHECK(json_array_size(r.injected) > 0);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/*
+ * A pod whose GPUs come from a DRA claim: the annotation's count makes it
+ * a GPU pod of that many GPUs; a count that is not one is warned about
+ * and the pod left alone. And a pod reviewed without a namespace is
+ * handled as one in no system namespace.
+ */
+static void
+test_dra_claim_count(void)
+{
+    static const struct {
+        const char *count;
+        int64_t gpus;
+        bool patched;
+    } cases[] = {
+        {"8", 8, true},
+        {"abc", 0, false},
+        {"0", 0, false},
+    };
+    struct mutate_options opt = {.own_namespace = "ncclguard"};
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[1024];
+        json_t *pod;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p','annotations':{"
+                 "'ncclguard.io/claim-gpus':'%s'}},'spec':{'containers':[{"
+                 "'name':'t','image':'x','resources':{'claims':[{'name':"
+                 "'gpus'}]}}],'resourceClaims':[{'name':'gpus',"
+                 "'resourceClaimTemplateName':'eight'}]}}",
+                 cases[i].count);
+        pod = J(buf);
+        CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+        if ((r.status == MUTATE_PATCHED) != cases[i].patched)
+            fprintf(stderr, "claim-gpus %s: status %d\n", cases[i].count,
+                    (int)r.status);
+        CHECK((r.status == MUTATE_PATCHED) == cases[i].patched);
+        if (cases[i].patched)
+            CHECK_INT(r.gpus, cases[i].gpus);
+        else
+            CHECK_INT(json_array_size(r.patch), 0);
+        if (strcmp(cases[i].count, "abc") == 0)
+            CHECK(strstr(r.reason, "bad ncclguard.io/claim-gpus") != NULL);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+    {
+        json_t *pod = J("{'metadata':{'name':'p'},'spec':{'containers':[{"
+                        "'name':'c','image':'x','resources':{'limits':{"
+                        "'nvidia.com/gpu':1}}}]}}");
+        struct mutate_result r;
+
+        CHECK_INT(mutate_pod(pod, NULL, pol_default, &opt, &r), 0);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        mutate_result_release(&r);
+        /* Claims are read only for a pod whose resources name no GPU: a
+         * bad claim-gpus annotation on a pod with GPUs changes nothing. */
+        json_object_set_new(
+            json_object_get(pod, "metadata"), "annotations",
+            json_pack("{s:s}", "ncclguard.io/claim-gpus", "abc"));
+        CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        CHECK_INT(r.gpus, 1);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
 int
 main(void)
 {
@@ -2934,6 +3099,8 @@ main(void)
     test_ringcheck_name_exact();
     test_gpu_count_too_many();
     test_capability_not_string();
+    test_watchdog_env();
+    test_dra_claim_count();
     test_pod_level_memory_raise();
     test_emit_order();
     test_ringcheck_limits();
