@@ -71,8 +71,9 @@ CHECKS :=
 
 all: $(BUILD)/ncclguard
 
-include policy/policy.mk
 include base/base.mk
+include contract/contract.mk
+include policy/policy.mk
 include admission/admission.mk
 include cli/cli.mk
 include server/server.mk

@@ -10,7 +10,7 @@
 #include <jansson.h>
 
 #include "policy/policy.h"
-#include "ringcheck/multinode_env.h"
+#include "contract/multinode_env.h"
 
 /* Label keys and the annotation the detection and the env read. */
 #define JM_LWS_NAME "leaderworkerset.sigs.k8s.io/name"

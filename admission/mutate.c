@@ -17,9 +17,9 @@
 #include "admission/patch.h"
 #include "base/text.h"
 #include "policy/quantity.h"
-#include "ringcheck/limits.h"
-#include "ringcheck/profile_marker.h"
-#include "watchdog/wdspec.h"
+#include "contract/limits.h"
+#include "contract/profile_marker.h"
+#include "contract/wdspec.h"
 
 /* Bounds on what one pod may hold before we give up on it (no patch). */
 /* Containers: a pod past this is left unchanged with a warning (and so
@@ -1355,7 +1355,7 @@ env_add_field(struct ctr *c, const char *name, const char *field)
 
 /*
  * NCCLGUARD_WATCHDOG for each GPU container when the policy enables the
- * watchdog, written with the agent's own writer (watchdog/wdspec.c), with
+ * watchdog, written with the agent's own writer (contract/wdspec.c), with
  * the pod's termination grace as the SIGTERM -> SIGKILL delay; the pod's
  * name, namespace and UID through the Downward API, for the agent's
  * Events; and, when a checkpoint file is configured, an emptyDir mounted
@@ -1629,7 +1629,7 @@ ringcheck_fits_size(struct plan *p)
  * Decides whether the ring-check init container is added, before any
  * other part of the plan, so that nothing refers to a check that is left
  * out. The webhook never injects arguments ncclguard-ringcheck would
- * refuse (ringcheck/limits.h holds the bounds both sides use): such a pod
+ * refuse (contract/limits.h holds the bounds both sides use): such a pod
  * keeps its workload mutation and gets a warning saying how to fix it.
  * Returns -1 on allocation failure.
  */
@@ -1819,7 +1819,7 @@ on_failure_name(enum ringcheck_on_failure f)
  * Whether a variable of the workload container is one the check may need
  * by its name: NCCL's and CUDA's own (NCCL_*, CUDA_*), PyTorch's NCCL
  * settings (TORCH_NCCL_*), and the job operators' membership variables of
- * the shared table (ringcheck/multinode_env.h) the binary reads. Nothing
+ * the shared table (contract/multinode_env.h) the binary reads. Nothing
  * else of the workload's env goes into the check (tokens, credentials,
  * application settings).
  */
@@ -1950,7 +1950,7 @@ rcenv_from_wanted(const json_t *e)
  * The webhook cannot look (it has no API access); the check can: it gets
  * the name the policy expects (PROFILE_EXPECTED_ENV) and compares it
  * with the marker key the profile ConfigMap carries (PROFILE_MARKER_KEY,
- * ringcheck/profile_marker.h), which envFrom makes a variable. Returns
+ * contract/profile_marker.h), which envFrom makes a variable. Returns
  * 0, or -1 when out of memory.
  */
 static int

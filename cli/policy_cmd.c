@@ -8,10 +8,10 @@
 #include "base/file.h"
 #include "cli/policytest.h"
 #include "policy/diag.h"
-#include "policy/ncclenv.h"
+#include "contract/ncclenv.h"
 #include "policy/policy.h"
 #include "policy/ytree.h"
-#include "ringcheck/profile_marker.h"
+#include "contract/profile_marker.h"
 
 /* ConfigMap profiles are small; this bounds what lint reads. */
 #define PROFILE_MAX_BYTES (1024 * 1024)
@@ -112,7 +112,7 @@ lint_policy(const char *file, struct profile_names *pn, size_t *errors,
  * The profile's name and marker: metadata.name must be a name a policy
  * injects (else no pod ever loads this ConfigMap), and data should hold
  * PROFILE_MARKER_KEY with that name, so that the ring check can tell
- * that the profile reached the pod (ringcheck/profile_marker.h).
+ * that the profile reached the pod (contract/profile_marker.h).
  */
 static void
 lint_profile_name(const struct ynode *doc, const struct ynode *data,

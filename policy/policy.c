@@ -17,12 +17,12 @@
 #include "base/file.h"
 #include "base/text.h"
 #include "policy/match.h"
-#include "policy/ncclenv.h"
+#include "contract/ncclenv.h"
 #include "policy/quantity.h"
 #include "policy/ytree.h"
-#include "ringcheck/limits.h"
-#include "ringcheck/multinode_env.h"
-#include "watchdog/wdspec.h"
+#include "contract/limits.h"
+#include "contract/multinode_env.h"
+#include "contract/wdspec.h"
 
 /* Caps on what a policy file may contain. */
 #define POLICY_MAX_BYTES (1024 * 1024)
@@ -101,7 +101,7 @@ pool_strdup(struct policy *p, const char *s)
  * test_default_yaml_is_builtin() in tests/unit/test_policy.c fails when
  * they differ ---- */
 
-/* The watchdog's defaults are the agent's own (watchdog/wdspec.c), off. */
+/* The watchdog's defaults are the agent's own (contract/wdspec.c), off. */
 static void
 settings_builtin_watchdog(struct settings *s)
 {

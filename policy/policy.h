@@ -134,7 +134,7 @@ struct settings {
     } debug;
 
     /* The ncclguard-watchdog opt-in (NCCLGUARD_WATCHDOG in GPU
-     * containers); the fields mean what watchdog/wdspec.h says. */
+     * containers); the fields mean what contract/wdspec.h says. */
     struct {
         bool enabled;
         int64_t period_ms;     /* one observation period */

@@ -1,7 +1,7 @@
-# policy/: YAML rule engine, quantities, NCCL catalog, policy lint/test.
+# policy/: YAML rule engine, quantities, policy lint/test.
 LIB_SRCS += policy/diag.c policy/quantity.c policy/ytree.c \
-	policy/match.c policy/ncclenv.c policy/policy.c
-UNIT_TESTS += quantity policy match ncclenv
+	policy/match.c policy/policy.c
+UNIT_TESTS += quantity policy match
 
 # Golden outputs of `policy lint` on the broken policies in tests/policy/.
 .PHONY: check-policy-lint

@@ -2,10 +2,10 @@
  * failure with fresh workers, and decides and tells the outcome. */
 #include "ringcheck/check.h"
 
-#include "policy/ncclenv.h"
+#include "contract/ncclenv.h"
 #include "ringcheck/multinode.h"
 #include "ringcheck/netcheck.h"
-#include "ringcheck/profile_marker.h"
+#include "contract/profile_marker.h"
 #include "ringcheck/report.h"
 #include "ringcheck/supervisor.h"
 #include "ringcheck/topo.h"

@@ -3,7 +3,7 @@
  * failure across nodes, and sends every pod the job-wide verdict. */
 #include "ringcheck/multinode.h"
 
-#include "ringcheck/limits.h"
+#include "contract/limits.h"
 #include "ringcheck/netcheck.h"
 #include "ringcheck/rendezvous.h"
 #include "ringcheck/supervisor.h"

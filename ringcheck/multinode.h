@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "ringcheck/multinode_env.h"
+#include "contract/multinode_env.h"
 #include "ringcheck/report.h"
 
 /* This pod's place in its job, from the environment. */

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "ringcheck/limits.h"
+#include "contract/limits.h"
 
 #define NCCLLOG_MAX_LOCAL RINGCHECK_MAX_GPUS
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ringcheck/limits.h"
-#include "ringcheck/multinode_env.h"
+#include "contract/limits.h"
+#include "contract/multinode_env.h"
 
 void
 rc_opts_usage(void *fp)

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ringcheck/limits.h"
+#include "contract/limits.h"
 
 /* The largest communicator: every GPU of every node of one job. */
 #define RC_PATTERN_MAX_RANKS (RINGCHECK_MAX_NODES * RINGCHECK_MAX_GPUS)

@@ -10,7 +10,7 @@ RC_SRCS := ringcheck/main.c ringcheck/opts.c ringcheck/proto.c \
 RC_OBJS = $(RC_SRCS:%.c=$(BUILD)/obj/%.o)
 # The NCCL catalog is libc-only: link its object alone, not the library
 # (which needs jansson, libyaml, ...).
-RC_NCCLENV_OBJ = $(BUILD)/obj/policy/ncclenv.o
+RC_NCCLENV_OBJ = $(BUILD)/obj/contract/ncclenv.o
 
 # CUDA comes from CUDA_HOME; NCCL from NCCL_HOME, CUDA_HOME, or the system
 # (Debian/Ubuntu's libnccl-dev puts it in /usr/include and the multiarch

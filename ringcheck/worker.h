@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "ringcheck/limits.h"
+#include "contract/limits.h"
 
 #define WORKER_MAX_GPUS RINGCHECK_MAX_GPUS
 

@@ -31,7 +31,7 @@
 #include "watchdog/procfs.h"
 #include "watchdog/ras.h"
 #include "watchdog/rule.h"
-#include "watchdog/wdspec.h"
+#include "contract/wdspec.h"
 
 #define ENVIRON_MAX (256 * 1024)
 #define MAX_SOCKETS 4096

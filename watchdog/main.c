@@ -8,7 +8,7 @@
 #include "watchdog/agent.h"
 #include "watchdog/event.h"
 #include "watchdog/nodeloop.h"
-#include "watchdog/wdspec.h"
+#include "contract/wdspec.h"
 
 static void
 usage(FILE *f)

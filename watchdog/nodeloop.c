@@ -21,7 +21,7 @@
 #include "watchdog/kube.h"
 #include "watchdog/nodeclass.h"
 #include "watchdog/nodestate.h"
-#include "watchdog/wdspec.h"
+#include "contract/wdspec.h"
 
 #define NL_MAX_PODS 1024
 #define NL_SEEN 2048

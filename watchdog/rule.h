@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "watchdog/wdspec.h"
+#include "contract/wdspec.h"
 
 /* A spinning GPU: mean utilisation at least this over the period. */
 #define WD_UTIL_HIGH_PCT 80

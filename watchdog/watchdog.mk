@@ -5,10 +5,6 @@
 #   make watchdog          build $(BUILD)/ncclguard-watchdog and the fakes
 #   make check-watchdog    run tests/watchdog against real child processes
 #   make check-watchdog-spin-hang   one case alone (make mutants names these)
-#
-# wdspec.c (the NCCLGUARD_WATCHDOG format) is shared with the webhook, so it
-# goes into the library too.
-LIB_SRCS += watchdog/wdspec.c
 UNIT_TESTS += wd_spec wd_cgroup wd_procfs wd_rule wd_ras
 DEB_PKGS += libcurl4-openssl-dev python3
 
@@ -23,7 +19,7 @@ WD_TESTBINS = $(BUILD)/fakes/libnvidia-ml.so.1 $(BUILD)/tests/wd_job
 all: watchdog
 watchdog: $(BUILD)/ncclguard-watchdog $(WD_TESTBINS)
 
-$(BUILD)/ncclguard-watchdog: $(WD_OBJS) $(BUILD)/obj/watchdog/wdspec.o \
+$(BUILD)/ncclguard-watchdog: $(WD_OBJS) $(BUILD)/obj/contract/wdspec.o \
 		$(BUILD)/obj/base/error.o
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(WD_LIBS)
 

@@ -14,7 +14,7 @@ fuzz_needs_policy := policy/policy.c
 fuzz_needs_review := admission/review.c
 fuzz_needs_yaml := cli/yamljson.c cli/workload.c
 fuzz_needs_pem := server/tlspair.c
-fuzz_needs_wdspec := watchdog/wdspec.c
+fuzz_needs_wdspec := contract/wdspec.c
 FUZZ_TARGETS := $(foreach t,$(FUZZ_ALL),$(if $(filter-out \
 	$(LIB_SRCS),$(fuzz_needs_$(t))),,$(t)))
 

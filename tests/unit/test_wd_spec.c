@@ -1,10 +1,10 @@
-/* Unit tests for watchdog/wdspec.c: the NCCLGUARD_WATCHDOG format that the
+/* Unit tests for contract/wdspec.c: the NCCLGUARD_WATCHDOG format that the
  * webhook writes and the agent parses. */
 #include <signal.h>
 #include <string.h>
 
 #include "harness.h"
-#include "watchdog/wdspec.h"
+#include "contract/wdspec.h"
 
 struct ok_case {
     const char *in;

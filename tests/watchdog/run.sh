@@ -572,7 +572,7 @@ if [ "${1:-}" = --case ]; then
         [ "$(ev watch | jq length)" = 0 ] && ok || bad "watched: $(ev watch)"
         [ ! -s "$T/a.log" ] && alive "$PID_a" && ok || bad "the job was signalled"
         # Below the minimum period (200 ms): refused, by the agent and by
-        # `policy lint` alike (one bound in watchdog/wdspec.h).
+        # `policy lint` alike (one bound in contract/wdspec.h).
         "$WATCHDOG" --check-spec "period=150ms" >/dev/null 2>&1 && bad "period=150ms accepted" || ok
         ;;
     burst)

@@ -1,8 +1,8 @@
 /* NCCLGUARD_WATCHDOG: the opt-in the webhook writes into GPU containers and
  * the watchdog agent reads back from /proc/PID/environ. One module for both
  * sides, so the writer and the parser cannot drift. libc only. */
-#ifndef NCCLGUARD_WDSPEC_H
-#define NCCLGUARD_WDSPEC_H
+#ifndef NCCLGUARD_CONTRACT_WDSPEC_H
+#define NCCLGUARD_CONTRACT_WDSPEC_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,8 +1,8 @@
 /* Bounds on ncclguard-ringcheck's arguments, shared by the binary's parser
  * and the webhook that writes its arguments, so that the webhook never
  * injects a check the binary would refuse. */
-#ifndef NCCLGUARD_RINGCHECK_LIMITS_H
-#define NCCLGUARD_RINGCHECK_LIMITS_H
+#ifndef NCCLGUARD_CONTRACT_LIMITS_H
+#define NCCLGUARD_CONTRACT_LIMITS_H
 
 /* --expect-gpus: GPUs on one pod (one NCCL rank each). */
 #define RINGCHECK_MIN_GPUS 1

@@ -1,7 +1,7 @@
 /* The catalog of real NCCL environment variables and the checks made
  * against it, shared by `policy lint` and the ring check's preflight. */
-#ifndef NCCLGUARD_NCCLENV_H
-#define NCCLGUARD_NCCLENV_H
+#ifndef NCCLGUARD_CONTRACT_NCCLENV_H
+#define NCCLGUARD_CONTRACT_NCCLENV_H
 
 #include <stddef.h>
 

@@ -2,8 +2,8 @@
  * a marker key in the profile ConfigMap, shared by the webhook (which
  * writes the expected name), policy lint (which checks the ConfigMap) and
  * the ring check (which compares the two at start). */
-#ifndef NCCLGUARD_RINGCHECK_PROFILE_MARKER_H
-#define NCCLGUARD_RINGCHECK_PROFILE_MARKER_H
+#ifndef NCCLGUARD_CONTRACT_PROFILE_MARKER_H
+#define NCCLGUARD_CONTRACT_PROFILE_MARKER_H
 
 /* A data key of the profile ConfigMap whose value is the ConfigMap's own
  * name. envFrom turns it into a variable of every container that loads

@@ -1,6 +1,6 @@
-/* The NCCL environment catalog (policy/ncclenv.def) and the checks made
+/* The NCCL environment catalog (contract/ncclenv.def) and the checks made
  * against it. Depends on libc only: the ring check links it alone. */
-#include "policy/ncclenv.h"
+#include "contract/ncclenv.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -37,7 +37,7 @@ struct ncclenv_entry {
 
 static const struct ncclenv_entry catalog[] = {
 #define NCCLENV(name, kind, values, pinned) {#name, kind, values, pinned},
-#include "policy/ncclenv.def"
+#include "contract/ncclenv.def"
 #undef NCCLENV
 };
 

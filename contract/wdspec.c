@@ -1,6 +1,6 @@
 /* NCCLGUARD_WATCHDOG: defaults, parser and writer shared by the webhook and
  * the watchdog agent. */
-#include "watchdog/wdspec.h"
+#include "contract/wdspec.h"
 
 #include <errno.h>
 #include <signal.h>

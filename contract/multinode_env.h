@@ -2,8 +2,8 @@
  * a multi-node job, operator by operator. The webhook copies these into the
  * ring-check init container and the binary reads them, so both sides use
  * this one table. */
-#ifndef NCCLGUARD_RINGCHECK_MULTINODE_ENV_H
-#define NCCLGUARD_RINGCHECK_MULTINODE_ENV_H
+#ifndef NCCLGUARD_CONTRACT_MULTINODE_ENV_H
+#define NCCLGUARD_CONTRACT_MULTINODE_ENV_H
 
 #include <stddef.h>
 
