@@ -16,10 +16,10 @@
 #include "admission/jobmember.h"
 #include "admission/patch.h"
 #include "base/text.h"
-#include "policy/quantity.h"
 #include "contract/limits.h"
 #include "contract/profile_marker.h"
 #include "contract/wdspec.h"
+#include "policy/quantity.h"
 
 /* Bounds on what one pod may hold before we give up on it (no patch). */
 /* Containers: a pod past this is left unchanged with a warning (and so
@@ -1354,6 +1354,39 @@ env_add_field(struct ctr *c, const char *name, const char *field)
 }
 
 /*
+ * What lets the agent confirm a hang and name its culprit
+ * (docs/watchdog.md): NCCL's RAS (2.24+) listening on the pod's own IP,
+ * where the agent connects from the node, instead of the default
+ * localhost:28028 that only the pod reaches (NCCL_RAS_ADDR, NCCL's
+ * environment variables; the pod IP from the Downward API, status.podIP);
+ * and, when the watchdog has a folder of its own in the pod (the
+ * checkpoint file's), PyTorch's flight recorder: a trace buffer
+ * (TORCH_NCCL_TRACE_BUFFER_SIZE), the FIFO per rank that an outside
+ * process writes to ask for a dump (TORCH_NCCL_DEBUG_INFO_PIPE_FILE, the
+ * DumpPipe of ProcessGroupNCCL) and the dump's file stem
+ * (TORCH_NCCL_DEBUG_INFO_TEMP_FILE), both on that volume. A variable the
+ * pod sets itself wins: env_add() never replaces one.
+ */
+static int
+plan_watchdog_confirm(struct ctr *c, const char *dir)
+{
+    char path[WD_FILE_MAX + 64];
+    if (!env_has(c, "NCCL_RAS_ADDR") &&
+        (env_add_field(c, "NCCLGUARD_POD_IP", "status.podIP") != 0 ||
+         env_add(c, "NCCL_RAS_ADDR", "$(NCCLGUARD_POD_IP):28028") != 0))
+        return -1;
+    if (dir[0] == '\0' || strcmp(dir, "/") == 0)
+        return 0; /* no volume of the pod's to dump on */
+    if (env_add(c, "TORCH_NCCL_TRACE_BUFFER_SIZE", "2000") != 0)
+        return -1;
+    snprintf(path, sizeof(path), "%s/nccl_trace_pipe_", dir);
+    if (env_add(c, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE", path) != 0)
+        return -1;
+    snprintf(path, sizeof(path), "%s/nccl_trace_rank_", dir);
+    return env_add(c, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", path);
+}
+
+/*
  * NCCLGUARD_WATCHDOG for each GPU container when the policy enables the
  * watchdog, written with the agent's own writer (contract/wdspec.c), with
  * the pod's termination grace as the SIGTERM -> SIGKILL delay; the pod's
@@ -1407,7 +1440,8 @@ plan_watchdog(struct plan *p)
             env_add_field(c, "NCCLGUARD_POD_NAME", "metadata.name") != 0 ||
             env_add_field(c, "NCCLGUARD_POD_NAMESPACE", "metadata.namespace") !=
                 0 ||
-            env_add_field(c, "NCCLGUARD_POD_UID", "metadata.uid") != 0)
+            env_add_field(c, "NCCLGUARD_POD_UID", "metadata.uid") != 0 ||
+            plan_watchdog_confirm(c, dir) != 0)
             return -1;
         any = true;
         if (w.checkpoint_file[0] == '\0' || strcmp(dir, "/") == 0 ||

@@ -2924,6 +2924,26 @@ ctr_env_has(json_t *patched, const char *ctr_path, const char *name)
 }
 
 /*
+ * The value of the env entry NAME in the env array at ENV_PATH of patched,
+ * or NULL.
+ */
+static const char *
+env_value_at(json_t *patched, const char *env_path, const char *name)
+{
+    const json_t *env = patch_pointer_get(patched, env_path), *e;
+    size_t i;
+
+    json_array_foreach(env, i, e)
+    {
+        const char *n = json_string_value(json_object_get(e, "name"));
+
+        if (n != NULL && strcmp(n, name) == 0)
+            return json_string_value(json_object_get(e, "value"));
+    }
+    return NULL;
+}
+
+/*
  * The watchdog's spec goes to the containers that run with the pod's GPUs
  * (app containers and native sidecars with GPUs), with the pod's name,
  * namespace and uid, and the checkpoint file's folder mounted from one
@@ -2974,6 +2994,31 @@ test_watchdog_env(void)
               ctrs[i].watched);
         CHECK(ctr_env_has(patched, ctrs[i].path, "NCCLGUARD_POD_UID") ==
               ctrs[i].watched);
+        /* What confirms a hang (docs/watchdog.md): NCCL's RAS on the pod
+         * IP, and the flight recorder dumping into the watchdog's folder. */
+        CHECK(ctr_env_has(patched, ctrs[i].path, "NCCL_RAS_ADDR") ==
+              ctrs[i].watched);
+        CHECK(ctr_env_has(patched, ctrs[i].path, "NCCLGUARD_POD_IP") ==
+              ctrs[i].watched);
+        CHECK(ctr_env_has(patched, ctrs[i].path,
+                          "TORCH_NCCL_DEBUG_INFO_PIPE_FILE") ==
+              ctrs[i].watched);
+        if (ctrs[i].watched) {
+            char epath[160];
+
+            snprintf(epath, sizeof(epath), "%s/env", ctrs[i].path);
+            CHECK_STR(env_value_at(patched, epath, "NCCL_RAS_ADDR"),
+                      "$(NCCLGUARD_POD_IP):28028");
+            CHECK_STR(
+                env_value_at(patched, epath, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"),
+                "/ckpt/nccl_trace_pipe_");
+            CHECK_STR(
+                env_value_at(patched, epath, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"),
+                "/ckpt/nccl_trace_rank_");
+            CHECK_STR(
+                env_value_at(patched, epath, "TORCH_NCCL_TRACE_BUFFER_SIZE"),
+                "2000");
+        }
         snprintf(mpath, sizeof(mpath), "%s/volumeMounts", ctrs[i].path);
         mounts = patch_pointer_get(patched, mpath);
         json_array_foreach(mounts, k, m)
@@ -2993,6 +3038,19 @@ test_watchdog_env(void)
     }
     CHECK_INT(wd_vols, 1);
     CHECK(json_array_size(r.injected) > 0);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    /* The pod's own NCCL_RAS_ADDR wins, and then no pod IP is added. */
+    pod =
+        J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'a',"
+          "'image':'x','env':[{'name':'NCCL_RAS_ADDR','value':"
+          "'0.0.0.0:29000'}],'resources':{'limits':{'nvidia.com/gpu':2}}}]}}");
+    patched = run(pol, pod, "ml", &r);
+    CHECK_STR(env_value_at(patched, "/spec/containers/0/env", "NCCL_RAS_ADDR"),
+              "0.0.0.0:29000");
+    CHECK(!ctr_env_has(patched, "/spec/containers/0", "NCCLGUARD_POD_IP"));
     json_decref(patched);
     mutate_result_release(&r);
     json_decref(pod);
