@@ -9,8 +9,8 @@
 
 #include <jansson.h>
 
-#include "policy/policy.h"
 #include "contract/multinode_env.h"
+#include "policy/policy.h"
 
 /* Label keys and the annotation the detection and the env read. */
 #define JM_LWS_NAME "leaderworkerset.sigs.k8s.io/name"

@@ -7,11 +7,11 @@
 
 #include "base/file.h"
 #include "cli/policytest.h"
-#include "policy/diag.h"
 #include "contract/ncclenv.h"
+#include "contract/profile_marker.h"
+#include "policy/diag.h"
 #include "policy/policy.h"
 #include "policy/ytree.h"
-#include "contract/profile_marker.h"
 
 /* ConfigMap profiles are small; this bounds what lint reads. */
 #define PROFILE_MAX_BYTES (1024 * 1024)

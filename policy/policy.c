@@ -16,13 +16,13 @@
 
 #include "base/file.h"
 #include "base/text.h"
-#include "policy/match.h"
-#include "contract/ncclenv.h"
-#include "policy/quantity.h"
-#include "policy/ytree.h"
 #include "contract/limits.h"
 #include "contract/multinode_env.h"
+#include "contract/ncclenv.h"
 #include "contract/wdspec.h"
+#include "policy/match.h"
+#include "policy/quantity.h"
+#include "policy/ytree.h"
 
 /* Caps on what a policy file may contain. */
 #define POLICY_MAX_BYTES (1024 * 1024)

@@ -3,9 +3,9 @@
 #include "ringcheck/check.h"
 
 #include "contract/ncclenv.h"
+#include "contract/profile_marker.h"
 #include "ringcheck/multinode.h"
 #include "ringcheck/netcheck.h"
-#include "contract/profile_marker.h"
 #include "ringcheck/report.h"
 #include "ringcheck/supervisor.h"
 #include "ringcheck/topo.h"

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "contract/wdspec.h"
 #include "watchdog/cgroup.h"
 #include "watchdog/event.h"
 #include "watchdog/mserver.h"
@@ -31,7 +32,6 @@
 #include "watchdog/procfs.h"
 #include "watchdog/ras.h"
 #include "watchdog/rule.h"
-#include "contract/wdspec.h"
 
 #define ENVIRON_MAX (256 * 1024)
 #define MAX_SOCKETS 4096

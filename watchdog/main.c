@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "contract/wdspec.h"
 #include "watchdog/agent.h"
 #include "watchdog/event.h"
 #include "watchdog/nodeloop.h"
-#include "contract/wdspec.h"
 
 static void
 usage(FILE *f)

@@ -1,8 +1,8 @@
 /* Unit tests for contract/ncclenv.c: the NCCL 2.28 catalog and its checks. */
 #include <string.h>
 
-#include "harness.h"
 #include "contract/ncclenv.h"
+#include "harness.h"
 
 struct env_case {
     const char *name;

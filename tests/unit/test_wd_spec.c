@@ -3,8 +3,8 @@
 #include <signal.h>
 #include <string.h>
 
-#include "harness.h"
 #include "contract/wdspec.h"
+#include "harness.h"
 
 struct ok_case {
     const char *in;
