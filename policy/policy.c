@@ -168,7 +168,7 @@ settings_builtin(struct policy *p, struct settings *s)
     s->ringcheck.on_failure = RINGCHECK_FALLBACK;
     s->ringcheck.min_busbw_gbps = 0;
     s->ringcheck.allow_opt_out = true;
-    s->ringcheck.cpu_request = pool_strdup(p, "100m");
+    s->ringcheck.cpu_request = pool_strdup(p, "250m");
     s->ringcheck.memory_request = pool_strdup(p, "2Gi");
     s->ringcheck.cpu_limit = pool_strdup(p, "2");
     s->ringcheck.memory_limit = pool_strdup(p, "4Gi");

@@ -673,7 +673,7 @@ test_ringcheck(void)
         "FallbackToLogsOnError");
     CHECK_STR(str_at(rc, "/resources/limits/nvidia.com~1gpu"), "8");
     CHECK_STR(str_at(rc, "/resources/requests/nvidia.com~1gpu"), "8");
-    CHECK_STR(str_at(rc, "/resources/requests/cpu"), "100m");
+    CHECK_STR(str_at(rc, "/resources/requests/cpu"), "250m");
     CHECK_STR(str_at(rc, "/resources/requests/memory"), "2Gi");
     CHECK_STR(str_at(rc, "/resources/limits/cpu"), "2");
     CHECK_STR(str_at(rc, "/resources/limits/memory"), "4Gi");
@@ -720,7 +720,7 @@ test_ringcheck(void)
         json_array_size(patch_pointer_get(patched, "/spec/containers/0/env")),
         1);
     rc = ringcheck_of(patched, NULL);
-    CHECK_STR(str_at(rc, "/resources/limits/cpu"), "100m");
+    CHECK_STR(str_at(rc, "/resources/limits/cpu"), "250m");
     CHECK_STR(str_at(rc, "/resources/limits/memory"), "2Gi");
     CHECK(patch_pointer_get(rc, "/securityContext/runAsNonRoot") == NULL);
     json_decref(patched);
@@ -1989,10 +1989,10 @@ test_pod_level_resources(void)
         {"memory: sidecar 3Gi + check 2Gi > 4Gi",
          "{'requests':{'memory':'4Gi'}}", "{'requests':{'memory':'3Gi'}}",
          false, "ring check not added: its memory request 2Gi (+3Gi"},
-        {"cpu: limits stand for requests, 950m + 100m > 1",
+        {"cpu: limits stand for requests, 950m + 250m > 1",
          "{'limits':{'cpu':'1'}}", "{'limits':{'cpu':'950m'}}", false,
          "exceeds spec.resources cpu 1000m"},
-        {"exactly full", "{'requests':{'cpu':'1050m'}}",
+        {"exactly full", "{'requests':{'cpu':'1200m'}}",
          "{'requests':{'cpu':'950m'}}", true, NULL},
     };
 
@@ -2140,13 +2140,13 @@ test_ringcheck_limits(void)
          "",
          NULL,
          "{'limits':{'nvidia.com/gpu':2}}",
-         {"2", "100m"},
+         {"2", "250m"},
          {"4Gi", "2Gi"}},
         {"guaranteed: requests are the limits",
          "",
          NULL,
          "{'limits':{'nvidia.com/gpu':2,'cpu':'4','memory':'64Gi'}}",
-         {"100m", "100m"},
+         {"250m", "250m"},
          {"2Gi", "2Gi"}},
         {"a rule's larger request raises the limit",
          "defaults:\n  ringCheck:\n    resources: {cpu: '3', memory: 8Gi}\n",
@@ -2158,7 +2158,7 @@ test_ringcheck_limits(void)
          "",
          "{'limits':{'cpu':'1','memory':'3Gi'}}",
          "{'limits':{'nvidia.com/gpu':2}}",
-         {"1000m", "100m"},
+         {"1000m", "250m"},
          {"3Gi", "2Gi"}},
     };
 

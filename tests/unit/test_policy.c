@@ -84,7 +84,7 @@ test_defaults(void)
     CHECK_INT(s->ringcheck.on_failure, RINGCHECK_FALLBACK);
     CHECK(s->ringcheck.min_busbw_gbps == 0);
     CHECK(s->ringcheck.allow_opt_out);
-    CHECK_STR(s->ringcheck.cpu_request, "100m");
+    CHECK_STR(s->ringcheck.cpu_request, "250m");
     CHECK_STR(s->ringcheck.memory_request, "2Gi");
     CHECK_INT(s->ringcheck.min_gpus, 2);
     CHECK_INT(s->ringcheck.multi_node, RINGCHECK_MULTINODE_AUTO);
@@ -119,7 +119,7 @@ test_defaults(void)
         CHECK_INT(t->ringcheck.bandwidth_bytes, s->ringcheck.bandwidth_bytes);
         CHECK_INT(t->ringcheck.on_failure, s->ringcheck.on_failure);
         CHECK_INT(t->ringcheck.allow_opt_out, 1);
-        CHECK_STR(t->ringcheck.cpu_request, "100m");
+        CHECK_STR(t->ringcheck.cpu_request, "250m");
         CHECK_STR(t->ringcheck.memory_request, "2Gi");
         CHECK_INT(t->ringcheck.min_gpus, s->ringcheck.min_gpus);
         CHECK_INT(t->ringcheck.multi_node, s->ringcheck.multi_node);
