@@ -2142,7 +2142,7 @@ ringcheck_args(const struct plan *p)
         : s->ringcheck.on_no_cure == RINGCHECK_NOCURE_WARN ? "warn"
                                                            : NULL;
     char expect[32], timeout[32], bw[32], busbw[32], port[32], mn_timeout[32];
-    char busbw_net[32];
+    char busbw_net[32], transport[48] = "";
     json_t *args = json_array();
 
     if (args == NULL)
@@ -2159,6 +2159,17 @@ ringcheck_args(const struct plan *p)
              s->ringcheck.min_net_busbw_gbps);
     join(port, sizeof(port), i64_text(s->ringcheck.rendezvous_port, t),
          (char *)NULL);
+    if (s->ringcheck.expect_intra != NULL || s->ringcheck.expect_inter != NULL)
+        join(transport, sizeof(transport),
+             s->ringcheck.expect_intra != NULL ? "intra=" : "",
+             s->ringcheck.expect_intra != NULL ? s->ringcheck.expect_intra : "",
+             s->ringcheck.expect_intra != NULL &&
+                     s->ringcheck.expect_inter != NULL
+                 ? ","
+                 : "",
+             s->ringcheck.expect_inter != NULL ? "inter=" : "",
+             s->ringcheck.expect_inter != NULL ? s->ringcheck.expect_inter : "",
+             (char *)NULL);
     join(mn_timeout, sizeof(mn_timeout),
          i64_text(s->ringcheck.multi_node_timeout, t), (char *)NULL);
     const struct rc_arg table[] = {
@@ -2176,6 +2187,7 @@ ringcheck_args(const struct plan *p)
         {"--on-no-cure=", fallback ? on_no_cure : NULL},
         {"--min-busbw-net",
          mn && s->ringcheck.min_net_busbw_gbps > 0 ? busbw_net : NULL},
+        {"--expect-transport=", transport[0] != '\0' ? transport : NULL},
     };
 
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
@@ -2185,7 +2197,7 @@ ringcheck_args(const struct plan *p)
 
         /* A flag ending in '=' takes its value in the same argument. */
         if (table[i].flag[fl - 1] == '=') {
-            char one[64];
+            char one[80];
 
             join(one, sizeof(one), table[i].flag, table[i].value, (char *)NULL);
             if (json_array_append_new(args, jstr(one)) != 0) {

@@ -318,6 +318,7 @@ static const char *const ringcheck_keys[] = {"enabled",
                                              "mode",
                                              "onFailure",
                                              "onNoCure",
+                                             "expectTransport",
                                              "minBusBandwidthGBps",
                                              "minNetBusBandwidthGBps",
                                              "allowOptOut",
@@ -1021,6 +1022,32 @@ parse_ringcheck_multinode(struct loader *L, const struct ynode *n,
         get_string(L, v, "ringCheck.nodes", &s->ringcheck.nodes);
 }
 
+/*
+ * ringCheck.expectTransport: {intra: WORD, inter: WORD}, the transport NCCL
+ * must choose within the pod and across pods, given to the check as
+ * --expect-transport (the same words; docs/ringcheck.md).
+ */
+static void
+parse_expect_transport(struct loader *L, const struct ynode *n,
+                       struct settings *s)
+{
+    static const char *const keys[] = {"intra", "inter", NULL};
+    static const char *const intra[] = {"p2p", "nvlink", "shm", "net", NULL};
+    static const char *const inter[] = {"ib-gdr", "ib", "socket", "net", NULL};
+    const struct ynode *v;
+    int e;
+
+    if (!want_map(L, n, "ringCheck.expectTransport"))
+        return;
+    check_keys(L, n, keys, "ringCheck.expectTransport");
+    if ((v = ynode_get(n, "intra")) != NULL &&
+        get_enum(L, v, "ringCheck.expectTransport.intra", intra, &e))
+        s->ringcheck.expect_intra = intra[e];
+    if ((v = ynode_get(n, "inter")) != NULL &&
+        get_enum(L, v, "ringCheck.expectTransport.inter", inter, &e))
+        s->ringcheck.expect_inter = inter[e];
+}
+
 static void
 parse_ringcheck(struct loader *L, const struct ynode *n, struct settings *s)
 {
@@ -1062,6 +1089,8 @@ parse_ringcheck(struct loader *L, const struct ynode *n, struct settings *s)
     if ((v = ynode_get(n, "onNoCure")) != NULL &&
         get_enum(L, v, "ringCheck.onNoCure", nocure, &e))
         s->ringcheck.on_no_cure = (enum ringcheck_on_no_cure)(e + 1);
+    if ((v = ynode_get(n, "expectTransport")) != NULL)
+        parse_expect_transport(L, v, s);
     if ((v = ynode_get(n, "minBusBandwidthGBps")) != NULL)
         get_number(L, v, "ringCheck.minBusBandwidthGBps",
                    &s->ringcheck.min_busbw_gbps);

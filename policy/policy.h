@@ -121,6 +121,10 @@ struct settings {
         double min_net_busbw_gbps;
         char *leader_address; /* template; NULL: the operator's default */
         char *nodes;          /* template of the node count */
+        /* --expect-transport: the word NCCL must choose within the pod and
+         * across pods (static strings); NULL = no expectation */
+        const char *expect_intra;
+        const char *expect_inter;
     } ringcheck;
 
     /* Env vars added to GPU containers unless the user set the name. */

@@ -1460,11 +1460,18 @@ test_ringcheck_args_parse(void)
                     "    onFailure: warn\n    timeoutSeconds: 3600\n"
                     "    bandwidthBytes: 16Gi\n    minBusBandwidthGBps: "
                     "999999.5\n    minGPUs: 1\n    rendezvousPort: 65535\n"
-                    "    multiNodeTimeout: 3600\n    onMissing: fail\n");
-    const struct policy *pols[2] = {pol_default, edge};
+                    "    multiNodeTimeout: 3600\n    onMissing: fail\n"
+                    "    expectTransport: {intra: nvlink, inter: ib-gdr}\n");
+    /* The one-argument flags (--on-no-cure=, --expect-transport=) go
+     * through the check's own parser too. */
+    struct policy *cure = fixture_policy(
+        POLICY_HEAD "defaults:\n  ringCheck:\n    onFailure: fallback\n"
+                    "    onNoCure: warn\n    minGPUs: 1\n"
+                    "    expectTransport: {inter: socket}\n");
+    const struct policy *pols[3] = {pol_default, edge, cure};
     struct args_run ar = {.mn_known = -1};
 
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         args_check_dir(&ar, pols[k], "tests/data/corpus/manifests");
         args_check_dir(&ar, pols[k], "deploy/examples");
         for (size_t i = 0; i < sizeof(held_out) / sizeof(held_out[0]); i++) {
@@ -1492,7 +1499,37 @@ test_ringcheck_args_parse(void)
                "ncclguard-ringcheck parser has no --multi-node yet; the rest "
                "of each list was parsed)\n",
                ar.mn_unchecked, ar.multinode);
+    /* And the one-argument flags are there, in the form the check parses. */
+    {
+        static const struct {
+            int pol;
+            const char *arg;
+        } want[] = {
+            {1, "--expect-transport=intra=nvlink,inter=ib-gdr"},
+            {2, "--expect-transport=inter=socket"},
+            {2, "--on-no-cure=warn"},
+        };
+
+        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+            json_t *pod = J(held_out[0]), *a;
+            struct mutate_result r;
+            const json_t *rc;
+            size_t j;
+            bool found = false;
+
+            CHECK_INT(mutate_pod(pod, "ml", pols[want[i].pol], NULL, &r), 0);
+            rc = ringcheck_in_patch(r.patch);
+            json_array_foreach(json_object_get(rc, "args"), j, a) found |=
+                strcmp(json_string_value(a), want[i].arg) == 0;
+            if (!found)
+                fprintf(stderr, "ring-check args lack %s\n", want[i].arg);
+            CHECK(found);
+            mutate_result_release(&r);
+            json_decref(pod);
+        }
+    }
     policy_free(edge);
+    policy_free(cure);
 }
 
 /* The op of r's patch at path, or NULL when none writes there. */

@@ -675,7 +675,7 @@ static void
 settings_same(const struct settings *a, const struct settings *b)
 {
 #if UINTPTR_MAX == UINT64_MAX
-    _Static_assert(sizeof(struct settings) == 344,
+    _Static_assert(sizeof(struct settings) == 360,
                    "struct settings changed: compare the new field in "
                    "settings_same() and spell it in policy/default.yaml");
 #endif
@@ -722,6 +722,8 @@ settings_same(const struct settings *a, const struct settings *b)
              (long long)(b->ringcheck.min_net_busbw_gbps * 1000));
     SAME_STR(ringcheck.leader_address);
     SAME_STR(ringcheck.nodes);
+    SAME_STR(ringcheck.expect_intra);
+    SAME_STR(ringcheck.expect_inter);
     SAME_INT(n_extra_env);
     for (size_t i = 0; i < a->n_extra_env && i < b->n_extra_env; i++) {
         SAME_STR(extra_env[i].name);
