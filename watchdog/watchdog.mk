@@ -58,8 +58,9 @@ NL_SRCS := watchdog/nodeclass.c watchdog/nodestate.c watchdog/kube.c \
 $(BUILD)/ncclguard-watchdog: $(NL_SRCS:%.c=$(BUILD)/obj/%.o)
 WD_LIBS += -lpthread
 .PHONY: check-nodeloop
-DEB_PKGS += nodejs npm
-# The CEL evaluator that checks the ValidatingAdmissionPolicies
+DEB_PKGS += nodejs
+# nodejs brings npm (NodeSource's package; Debian's npm package conflicts
+# with it). The CEL evaluator that checks the ValidatingAdmissionPolicies
 # (tests/nodeloop/vap.cjs), from the npm registry into the build folder; a
 # failed install is a SKIP there, not a build failure.
 NL_CEL := $(BUILD)/npm/node_modules/@bufbuild/cel/package.json
