@@ -748,7 +748,7 @@ terminated(struct nl *nl, const struct podid *p, const char *container,
     snprintf(msg, sizeof(msg), "%s", r.summary);
     post_event(nl, p->ns, ev_name, "Pod", p->name, p->ns, p->uid,
                r.verdict != NC_VERDICT_PASS, verdict_reasons[r.verdict], msg);
-    if (r.cls == NC_CLASS_NODE || r.cls == NC_CLASS_PAIR) {
+    if (nq_counts(r.cls)) {
         struct nq_evidence ev;
         struct nq_cluster c = {0, 0};
         struct nq_actions a;
