@@ -30,8 +30,10 @@ cleanup() {
 trap cleanup EXIT
 
 ok() { pass=$((pass + 1)); }
+CASE_FAILED=0
 bad() {
     fail=$((fail + 1))
+    CASE_FAILED=1
     echo "FAIL: $CASE: $*"
     if [ -f "$TMP/agent.log" ]; then
         echo "---- agent log (last 15 lines)"
@@ -253,7 +255,11 @@ wait_for() {
 }
 expect() {
     [ "$SKIPPING" = 1 ] && return 0
-    if wait_for "$1" "${2:-40}"; then ok; else
+    # After a failure in this case, later checks do not wait (a broken
+    # build fails fast, under make mutants too).
+    local wait=${2:-40}
+    [ "$CASE_FAILED" = 1 ] && wait=1
+    if wait_for "$1" "$wait"; then ok; else
         bad "never true: $1"
         state | jq -c "{node: .nodes[\"$NODE\"] | {taints: .spec.taints, ann: .metadata.annotations, cond: [.status.conditions[] | select(.type == \"NCCLHealthy\")]}, events: [.events[] | .reason]}" 2>/dev/null | cut -c1-1500
     fi
@@ -283,6 +289,7 @@ new_case() {
     stop_agent
     stop_fake
     SKIPPING=0
+    CASE_FAILED=0
     want "$1" || SKIPPING=1
     : >"$TMP/agent.log"
     rm -f "$TMP/metrics"
