@@ -375,7 +375,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         body = self.body()
         obj = json.loads(body) if body else {}
         with LOCK:
-            if u.path == "/fake/pod":
+            if u.path == "/fake/pod" and "metadata" not in obj:
+                self.send_json(400, status(400, "BadRequest", "no metadata"))
+            elif u.path == "/fake/pod":
                 key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
                 obj["metadata"].setdefault("uid", str(uuid.uuid4()))
                 typ = "MODIFIED" if key in STATE["pods"] else "ADDED"
