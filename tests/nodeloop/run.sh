@@ -430,6 +430,10 @@ agent --mode quarantine --threshold 2 --cooldown 1h
 # The relist sees pod a again: it counts once, and its Event is not
 # posted twice.
 expect_stays "($ST.evidence | length) == 1 and ([.events[] | select(.involvedObject.name == \"a\")] | length) == 1" 2
+stop_agent
+# Pod a goes while no agent runs: its evidence now lives only on the Node.
+gone a
+agent --mode quarantine --threshold 2 --cooldown 1h
 pod b wrong
 expect "($TAINT | length) == 1"
 stop_agent
