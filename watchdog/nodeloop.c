@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -219,11 +220,16 @@ metrics_serve(void *arg)
         int c = accept(nl->o->metrics_fd, NULL, NULL);
         size_t len;
 
+        struct timeval tv = {2, 0};
+
         if (c < 0) {
             if (errno == EINTR)
                 continue;
             return NULL;
         }
+        /* A client that sends nothing must not hold the only thread. */
+        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
         (void)!read(c, req, sizeof(req));
         pthread_mutex_lock(&nl->mu);
         len = strlen(nl->metrics);
@@ -759,7 +765,7 @@ terminated(struct nl *nl, const struct podid *p, const char *container,
     snprintf(msg, sizeof(msg), "%s", r.summary);
     post_event(nl, p->ns, ev_name, "Pod", p->name, p->ns, p->uid,
                r.verdict != NC_VERDICT_PASS, verdict_reasons[r.verdict], msg);
-    if (r.cls == NC_CLASS_NODE || r.cls == NC_CLASS_PAIR) {
+    if (nq_counts(r.cls)) {
         struct nq_evidence ev;
         struct nq_cluster c = {0, 0};
         struct nq_actions a;
@@ -950,6 +956,27 @@ validation_start(struct nl *nl, int gpus)
     logj("validation-start", json_pack("{s:s,s:i}", "pod", name, "gpus", gpus));
 }
 
+/* Whether the running validation pod (named ...-<unix seconds>) is older
+ * than five times the check's own deadline, and at least 10 minutes. */
+static int
+validation_overdue(const struct nl *nl)
+{
+    const char *dash = strrchr(nl->st.validation, '-');
+    int64_t limit = (int64_t)nl->o->validation_timeout_s * 5 * 1000;
+    char *end;
+    long long created;
+
+    if (dash == NULL)
+        return 1;
+    errno = 0;
+    created = strtoll(dash + 1, &end, 10);
+    if (errno != 0 || *end != '\0' || created <= 0)
+        return 1;
+    if (limit < 600 * 1000)
+        limit = 600 * 1000;
+    return now_ms() - created * 1000 > limit;
+}
+
 static void
 tick(struct nl *nl)
 {
@@ -960,9 +987,26 @@ tick(struct nl *nl)
     nl->last_tick_ms = now_ms();
     if (node_get(nl, &v) != 0)
         return;
-    if (nl->o->pol.mode == NQ_QUARANTINE && nl->st.kind != NQ_QUARANTINED)
+    /* Only a withheld taint needs the count again (the evidence cannot
+     * grow here); an agent per node listing the GPU nodes every tick would
+     * load the API server for nothing. */
+    if (nl->o->pol.mode == NQ_QUARANTINE && nl->st.kind == NQ_WITHHELD)
         cluster_count(nl, &c);
     nq_tick(&nl->st, &nl->o->pol, now_ms(), v.tainted, &c, &a);
+    if (nl->st.kind == NQ_QUARANTINED && nl->st.validation[0] != '\0' &&
+        validation_overdue(nl)) {
+        /* Deleted by someone, stuck Pending, or its node never ran it: a
+         * failure, so the cooldown grows and a new one follows. */
+        char name[160];
+
+        snprintf(name, sizeof(name), "%s", nl->st.validation);
+        nq_validated(&nl->st, &nl->o->pol, 0,
+                     "the validation pod did not finish in time", now_ms(), &a);
+        pthread_mutex_lock(&nl->mu);
+        nl->validations_fail++;
+        pthread_mutex_unlock(&nl->mu);
+        pod_delete(nl, nl->o->ns, name);
+    }
     if (a.start_validation) {
         int used = gpus_in_use(nl);
 

@@ -58,8 +58,8 @@ event(struct nq_actions *a, int warning, const char *reason, const char *fmt,
     va_end(ap);
 }
 
-static int
-counts(enum nc_class c)
+int
+nq_counts(enum nc_class c)
 {
     return c == NC_CLASS_NODE || c == NC_CLASS_PAIR;
 }
@@ -200,7 +200,7 @@ nq_add(struct nq_node *n, const struct nq_policy *p,
        struct nq_actions *a)
 {
     actions_init(a);
-    if (!counts(ev->cls) || now - ev->at_ms > p->window_ms)
+    if (!nq_counts(ev->cls) || now - ev->at_ms > p->window_ms)
         return;
     for (int i = 0; i < n->nev; i++)
         if (strcmp(n->ev[i].key, ev->key) == 0)
@@ -462,7 +462,7 @@ nq_decode(const char *json, size_t len, struct nq_node *n, struct ng_error *err)
             get_ms(v, "at", &e->at_ms) != 0)
             goto bad;
         e->cls = class_from(s);
-        if (!counts(e->cls))
+        if (!nq_counts(e->cls))
             goto bad;
         n->nev++;
     }

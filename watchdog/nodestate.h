@@ -77,6 +77,10 @@ struct nq_actions {
 
 void nq_node_init(struct nq_node *n);
 
+/* Whether evidence of class c counts against a node (node and pair
+ * only). The one place that rule lives. */
+int nq_counts(enum nc_class c);
+
 /*
  * Adds one piece of evidence seen at now_ms. Evidence that does not count
  * (job, unknown, none classes), that is older than the window, or whose

@@ -18,9 +18,11 @@ api-concepts/) describe it:
   PATCH /api/v1/nodes/N/status (the status subresource: only status
   changes are kept), with application/json-patch+json,
   application/merge-patch+json or application/strategic-merge-patch+json.
-  Each patch is applied to the stored Node by `kubectl patch --local`, so
-  strategic merge follows the real Node schema (conditions merge by type).
-  A failed JSON-patch test answers 422, as the real server does;
+  Each patch is applied here (RFC 6902, RFC 7386, and strategic merge with
+  the Node schema's merge keys: conditions merge by type, taints are
+  replaced); run.sh applies every recorded patch again with `kubectl patch
+  --local` and checks that both agree. A failed JSON-patch test answers
+  422, as the real server does;
 - POST /api/v1/namespaces/NS/events (409 AlreadyExists for a name it
   has), POST and DELETE /api/v1/namespaces/NS/pods.
 
@@ -39,9 +41,7 @@ import copy
 import http.server
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -76,25 +76,102 @@ def status(code, reason, message):
             "code": code}
 
 
-def kubectl_patch(obj, ptype, patch):
-    """Applies patch to obj with kubectl patch --local; returns (obj, err)."""
-    kind = {"application/json-patch+json": "json",
-            "application/merge-patch+json": "merge",
-            "application/strategic-merge-patch+json": "strategic"}.get(ptype)
-    if kind is None:
-        return None, "unsupported patch type %r" % ptype
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(obj, f)
-        path = f.name
+def pointer(path):
+    """RFC 6901: "/a/b~1c" -> ["a", "b/c"]."""
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise ValueError("bad JSON pointer %r" % path)
+    return [p.replace("~1", "/").replace("~0", "~")
+            for p in path[1:].split("/")]
+
+
+def json_patch(obj, ops):
+    """RFC 6902 add, remove, replace and test, as the API server applies
+    application/json-patch+json (a failed test fails the whole patch)."""
+    obj = copy.deepcopy(obj)
+    for op in ops:
+        parts = pointer(op["path"])
+        parent = obj
+        for p in parts[:-1]:
+            parent = parent[int(p)] if isinstance(parent, list) else parent[p]
+        last = parts[-1] if parts else None
+        kind = op["op"]
+        if kind == "test":
+            cur = parent[int(last)] if isinstance(parent, list) else \
+                parent.get(last, object())
+            if cur != op["value"]:
+                raise ValueError("testing value %s failed" % op["path"])
+        elif kind == "add":
+            if isinstance(parent, list):
+                i = len(parent) if last == "-" else int(last)
+                parent.insert(i, copy.deepcopy(op["value"]))
+            else:
+                parent[last] = copy.deepcopy(op["value"])
+        elif kind == "replace":
+            if isinstance(parent, list):
+                parent[int(last)] = copy.deepcopy(op["value"])
+            else:
+                if last not in parent:
+                    raise ValueError("replace of missing %s" % op["path"])
+                parent[last] = copy.deepcopy(op["value"])
+        elif kind == "remove":
+            if isinstance(parent, list):
+                del parent[int(last)]
+            else:
+                del parent[last]
+        else:
+            raise ValueError("unsupported op %r" % kind)
+    return obj
+
+
+# Lists that a strategic-merge patch merges by key in a Node (the Node
+# schema's patchMergeKey; NodeStatus.conditions and addresses merge on
+# type); every other list is replaced, spec.taints included.
+MERGE_KEYS = {("status", "conditions"): "type",
+              ("status", "addresses"): "type"}
+
+
+def merge(dst, patch, path=(), strategic=False):
+    """RFC 7386 merge patch, or a strategic-merge patch when strategic."""
+    out = copy.deepcopy(dst) if isinstance(dst, dict) else {}
+    for k, v in patch.items():
+        here = path + (k,)
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, dict):
+            out[k] = merge(out.get(k), v, here, strategic)
+        elif strategic and isinstance(v, list) and here in MERGE_KEYS:
+            key = MERGE_KEYS[here]
+            cur = copy.deepcopy(out.get(k) or [])
+            for item in v:
+                for i, c in enumerate(cur):
+                    if c.get(key) == item.get(key):
+                        cur[i] = merge(c, item, here, strategic)
+                        break
+                else:
+                    cur.append(copy.deepcopy(item))
+            out[k] = cur
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def apply_patch(obj, ptype, patch):
+    """Applies patch to obj; returns (obj, err). tests/nodeloop/run.sh
+    applies every recorded patch again with `kubectl patch --local` and
+    compares: this code must agree with kubectl's."""
     try:
-        p = subprocess.run(["kubectl", "patch", "--local", "-f", path,
-                            "--type", kind, "-p", patch, "-o", "json"],
-                           capture_output=True, text=True, timeout=30)
-    finally:
-        os.unlink(path)
-    if p.returncode != 0:
-        return None, p.stderr.strip()
-    return json.loads(p.stdout), None
+        body = json.loads(patch)
+        if ptype == "application/json-patch+json":
+            return json_patch(obj, body), None
+        if ptype == "application/merge-patch+json":
+            return merge(obj, body), None
+        if ptype == "application/strategic-merge-patch+json":
+            return merge(obj, body, strategic=True), None
+        return None, "unsupported patch type %r" % ptype
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        return None, str(e)
 
 
 def matches_labels(obj, selector):
@@ -272,7 +349,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if node is None:
                 self.send_json(404, status(404, "NotFound", parts[3]))
                 return
-            after, err = kubectl_patch(node, ptype, patch)
+            after, err = apply_patch(node, ptype, patch)
             if err is not None:
                 code = 422
                 self.send_json(code, status(code, "Invalid", err))
@@ -298,7 +375,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         body = self.body()
         obj = json.loads(body) if body else {}
         with LOCK:
-            if u.path == "/fake/pod":
+            if u.path == "/fake/pod" and "metadata" not in obj:
+                self.send_json(400, status(400, "BadRequest", "no metadata"))
+            elif u.path == "/fake/pod":
                 key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
                 obj["metadata"].setdefault("uid", str(uuid.uuid4()))
                 typ = "MODIFIED" if key in STATE["pods"] else "ADDED"
