@@ -19,10 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "contract/wdspec.h"
 #include "watchdog/kube.h"
 #include "watchdog/nodeclass.h"
 #include "watchdog/nodestate.h"
-#include "contract/wdspec.h"
 
 #define NL_MAX_PODS 1024
 #define NL_SEEN 2048
