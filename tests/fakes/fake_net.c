@@ -218,8 +218,12 @@ hub_main(void *arg)
             }
         }
         /* The reply starts with its length, so that a step of 0 bytes
-         * (finalize) is still a barrier: no rank leaves before all came. */
-        for (int r = 0; r < nranks; r++)
+         * (finalize) is still a barrier: no rank leaves before all came.
+         * Rank 0 gets it last: the hub runs in rank 0's process, which may
+         * exit as soon as its own finalize returns, and the other replies
+         * must be in the kernel's send buffers by then (closed at exit,
+         * they are still delivered). */
+        for (int r = nranks - 1; r >= 0; r--)
             if (io_full(fd[r], &(uint32_t){htonl((uint32_t)nranks * len)}, 4, 1,
                         NULL) != 0 ||
                 io_full(fd[r], buf, (size_t)nranks * len, 1, NULL) != 0) {
