@@ -141,7 +141,7 @@ CHECKS += check-ringcheck
 .PHONY: check-ringcheck-resources
 ifneq ($(RC_HAVE_CUDA),)
 check-ringcheck-resources: ringcheck
-	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck SANITIZED="$(SAN)" \
 	FAKES=$(abspath $(BUILD))/fakes tests/ringcheck/resources.sh
 else
 check-ringcheck-resources:
