@@ -54,9 +54,8 @@ sink_keep(char *ptr, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-/* Reads the token (one line, at most n - 1 bytes) into buf. */
-static int
-token_read(const char *path, char *buf, size_t n)
+int
+wd_token_read(const char *path, char *buf, size_t n)
 {
     ssize_t r;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -97,7 +96,7 @@ wd_event_post(const struct wd_event_cfg *cfg, const char *ns, const char *body,
         snprintf(why, wn, "API server URL is too long");
         return -1;
     }
-    if (token_read(cfg->token_file, token, sizeof(token)) != 0) {
+    if (wd_token_read(cfg->token_file, token, sizeof(token)) != 0) {
         snprintf(why, wn, "cannot read the service-account token %s: %s",
                  cfg->token_file, errno ? strerror(errno) : "empty or bad");
         explicit_bzero(token, sizeof(token));
@@ -165,7 +164,7 @@ wd_api_get(const struct wd_event_cfg *cfg, const char *path, size_t cap,
         snprintf(why, wn, "API URL is too long");
         return -1;
     }
-    if (token_read(cfg->token_file, token, sizeof(token)) != 0) {
+    if (wd_token_read(cfg->token_file, token, sizeof(token)) != 0) {
         snprintf(why, wn, "cannot read the service-account token %s",
                  cfg->token_file);
         explicit_bzero(token, sizeof(token));

@@ -38,4 +38,13 @@ long wd_api_get(const struct wd_event_cfg *cfg, const char *path, size_t cap,
 int wd_event_global_init(void) __attribute__((warn_unused_result));
 void wd_event_global_cleanup(void);
 
+/*
+ * Reads a service-account token file (one line, at most n - 1 bytes,
+ * printable, the trailing newline dropped) into buf, for an Authorization
+ * header. Returns 0, or -1 (errno from open or read, or 0 for an empty or
+ * unprintable token). The caller wipes buf. Thread-safe.
+ */
+int wd_token_read(const char *path, char *buf, size_t n)
+    __attribute__((warn_unused_result));
+
 #endif

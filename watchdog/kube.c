@@ -1,6 +1,8 @@
 /* Kubernetes API requests and watches for the node loop, with libcurl. */
 #include "watchdog/kube.h"
 
+#include "watchdog/event.h"
+
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -43,28 +45,6 @@ buf_add(struct kube_buf *b, const char *p, size_t n)
     return 0;
 }
 
-/* The bearer token: one line, printable, wiped by the caller. */
-static int
-token_read(const char *path, char *buf, size_t n)
-{
-    ssize_t r;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-    if (fd < 0)
-        return -1;
-    r = read(fd, buf, n - 1);
-    close(fd);
-    if (r <= 0)
-        return -1;
-    while (r > 0 && (buf[r - 1] == '\n' || buf[r - 1] == '\r'))
-        r--;
-    buf[r] = '\0';
-    for (ssize_t i = 0; i < r; i++)
-        if ((unsigned char)buf[i] < 0x21 || buf[i] == 0x7f)
-            return -1;
-    return r > 0 ? 0 : -1;
-}
-
 /* Headers for one request; NULL on failure (why filled). */
 static struct curl_slist *
 headers(const struct kube_client *kc, const char *content_type, char *why,
@@ -85,7 +65,7 @@ headers(const struct kube_client *kc, const char *content_type, char *why,
     if (kc->token_file != NULL && kc->token_file[0] != '\0') {
         char token[8192], auth[8300];
 
-        if (token_read(kc->token_file, token, sizeof(token)) != 0) {
+        if (wd_token_read(kc->token_file, token, sizeof(token)) != 0) {
             snprintf(why, wn, "cannot read the service-account token %s: %s",
                      kc->token_file, errno ? strerror(errno) : "empty or bad");
             explicit_bzero(token, sizeof(token));
