@@ -1,5 +1,11 @@
 /* The NCCL double's network mode: a TCP hub in the process that made the
- * unique id, and ranks that join it from any network namespace. */
+ * unique id, and ranks that join it from any network namespace. Real NCCL
+ * likewise runs its bootstrap root in the process that called
+ * ncclGetUniqueId (bootstrapGetUniqueId / bootstrapCreateRoot in
+ * src/bootstrap.cc), and a peer that dies shows to the others as a closed
+ * connection, reported as ncclRemoteError ("remote process exited or there
+ * was a network error"). The hub's step relay itself is the double's own
+ * stand-in for NCCL's data transports, not a model of them. */
 #include "fake_net.h"
 
 #include <arpa/inet.h>
