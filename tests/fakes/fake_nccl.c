@@ -901,8 +901,16 @@ log_choices(struct ncclComm *c)
         !env_set_to("NCCL_P2P_DISABLE", "1") && (fb == NULL || *fb == '\0');
     int shm = !env_set_to("NCCL_SHM_DISABLE", "1") &&
               !(fb != NULL && strcmp(fb, "socket") == 0);
-    int ib = nt != NULL && strncmp(nt, "ib", 2) == 0;
-    int gdr = nt != NULL && strcmp(nt, "ib-gdr") == 0;
+    /* NCCL's network: an external plugin, then IB, then Socket, the first
+     * that initialises (src/plugin/net.cc). IB does not without an HCA in
+     * the pod ("NET/IB : No device found.", src/transport/net_ib/init.cc)
+     * or with NCCL_IB_DISABLE=1, and NCCL then goes on over sockets
+     * without an error: FAKENCCL_NET_TRANSPORT=ib or ib-gdr asks for IB,
+     * FAKENCCL_IB_NODEV=1 takes the HCA away. */
+    int ib_nodev = env_set_to("FAKENCCL_IB_NODEV", "1");
+    int ib = nt != NULL && strncmp(nt, "ib", 2) == 0 && !ib_nodev &&
+             !env_set_to("NCCL_IB_DISABLE", "1");
+    int gdr = ib && strcmp(nt, "ib-gdr") == 0;
     int net_said = 0, next = (r + 1) % n, prev = (r + n - 1) % n;
     char ifname[32], ifaddr[64], line[512];
     size_t k = 0;
@@ -972,6 +980,11 @@ log_choices(struct ncclComm *c)
             int use_ib = ib && !same;
 
             socket_if(ifname, sizeof(ifname), ifaddr, sizeof(ifaddr));
+            if (ib_nodev && !same) {
+                info_line(c, SUB_INIT | SUB_NET, "NET/IB : No device found.");
+                info_line(c, SUB_INIT | SUB_NET,
+                          "Failed to initialize NET plugin IB");
+            }
             if (use_ib)
                 info_line(c, SUB_INIT | SUB_NET,
                           "NET/IB : Using [0]mlx5_0:1/IB ; OOB %s:%s<0>",

@@ -526,6 +526,52 @@ case_24() {
     expect_json 0 '.multinode.message | test("across nodes is below --min-busbw-net 100000")'
 }
 
+case_25() {
+    CASE="expect inter=ib: a silent fallback to sockets across nodes fails every pod with exit 10"
+    # The double asks for IB but finds no HCA ("NET/IB : No device found."),
+    # and goes on over NET/Socket without an error, as NCCL does. Before,
+    # the cross-node rounds did not look at the transport and all passed.
+    for i in 0 1 2; do
+        pod $i 3 FAKENCCL_NET_TRANSPORT=ib FAKENCCL_IB_NODEV=1 -- \
+            --multi-node-timeout 15 --on-failure fallback \
+            --expect-transport inter=ib
+    done
+    expect_rc 0 10; expect_rc 1 10; expect_rc 2 10
+    local m0 mi
+    m0=$(jq -r .multinode.message "$TMP/rep.0" 2>/dev/null)
+    for i in 0 1 2; do
+        expect_json $i '.ringcheck == "fail" and .code == 10 and .cure == null and .multinode.status == "fail" and .multinode.code == 10'
+        expect_json $i '.multinode.message | test("works, but not over the transport the policy expects: node [0-9] \\(pod-[0-9]\\): the ring across pods works but over NET/Socket on eth0, not NET/IB \\(--expect-transport inter=ib\\)")'
+        mi=$(jq -r .multinode.message "$TMP/rep.$i" 2>/dev/null)
+        [ -n "$m0" ] && [ "$mi" = "$m0" ] && ok ||
+            bad "pod $i: verdict '$mi' differs from node 0's '$m0'"
+        grep -q 'NCCL_IB_DISABLE' "$TMP/conf.$i" 2>/dev/null &&
+            bad "pod $i: a cure was written for a transport fallback" || ok
+    done
+    expect_tl 1 'NET/Socket on eth0, not NET/IB'
+    expect_tl 0 'RDMA devices in every pod'
+    # The ring works: nothing to diagnose.
+    expect_json 0 '.multinode.diagnosis | test("NCCL_IB_DISABLE") | not'
+}
+
+case_26() {
+    CASE="expect inter=ib: IB across nodes passes; inter=ib-gdr without GDR fails"
+    pod 0 2 FAKENCCL_NET_TRANSPORT=ib -- --multi-node-timeout 10 --expect-transport inter=ib
+    pod 1 2 FAKENCCL_NET_TRANSPORT=ib -- --multi-node-timeout 10 --expect-transport inter=ib
+    expect_rc 0 0; expect_rc 1 0
+    expect_out 0 'the transport across nodes is as expected: NET/IB \(--expect-transport inter=ib\)'
+    expect_out 1 'the transport across nodes is as expected: NET/IB '
+    expect_json 1 '.multinode.status == "pass" and .code == 0'
+    pod 0 2 FAKENCCL_NET_TRANSPORT=ib -- --multi-node-timeout 10 --expect-transport inter=ib-gdr --no-diagnose
+    pod 1 2 FAKENCCL_NET_TRANSPORT=ib -- --multi-node-timeout 10 --expect-transport inter=ib-gdr --no-diagnose
+    expect_rc 0 10; expect_rc 1 10
+    expect_json 1 '.multinode.message | test("over NET/IB on mlx5_0, not NET/IB with GPU Direct RDMA")'
+    pod 0 2 FAKENCCL_NET_TRANSPORT=ib-gdr -- --multi-node-timeout 10 --expect-transport inter=ib-gdr
+    pod 1 2 FAKENCCL_NET_TRANSPORT=ib-gdr -- --multi-node-timeout 10 --expect-transport inter=ib-gdr
+    expect_rc 0 0; expect_rc 1 0
+    expect_out 0 'the transport across nodes is as expected: NET/IB/GDRDMA'
+}
+
 # MN_ONLY=WORD runs only the cases whose name contains WORD (make
 # check-ringcheck-mn-WORD), so that one behaviour is checked in seconds.
 ran=0
