@@ -39,6 +39,9 @@
  *                              P2P between devices A and B fails (default
  *                              with an error); NCCL_P2P_DISABLE=1 cures it
  *   FAKENCCL_BUSBW_GBPS=X      collectives run at X GB/s bus bandwidth
+ *   FAKENCCL_LATE_RANK=R:MS    rank R sees the end of each group of 10 or
+ *                              more collectives MS ms late (its own time
+ *                              for the batch is longer than the others')
  *   FAKENCCL_CRASH=D           the process driving D dies with SIGSEGV in
  *                              its first collective
  *   FAKENCCL_ABORT_HANG=1      ncclCommAbort never returns
@@ -142,6 +145,7 @@ struct op {
     ncclDataType_t type;
     int root;
     cudaStream_t stream;
+    int late_ms; /* FAKENCCL_LATE_RANK: the stream sees the end this late */
 };
 
 struct ncclComm {
@@ -1048,6 +1052,8 @@ progress(void *arg)
         }
         if (op.kind == OP_FINALIZE)
             atomic_store(&c->status, ncclSuccess);
+        if (op.late_ms > 0)
+            sleep_through(op.late_ms / 1e3);
         pthread_mutex_lock(&c->mu);
         c->qhead++;
         pthread_mutex_unlock(&c->mu);
@@ -1328,7 +1334,7 @@ ncclResult_t
 ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
-    struct op o = {OP_ALLREDUCE, send, recv, count, type, 0, stream};
+    struct op o = {OP_ALLREDUCE, send, recv, count, type, 0, stream, 0};
 
     if (op != ncclSum || (type != ncclInt32 && type != ncclFloat32))
         return ncclInvalidArgument;
@@ -1339,7 +1345,7 @@ ncclResult_t
 ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t type,
               ncclComm_t comm, cudaStream_t stream)
 {
-    struct op o = {OP_ALLGATHER, send, recv, count, type, 0, stream};
+    struct op o = {OP_ALLGATHER, send, recv, count, type, 0, stream, 0};
 
     return enqueue(comm, &o);
 }
@@ -1348,7 +1354,7 @@ ncclResult_t
 ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type,
               int root, ncclComm_t comm, cudaStream_t stream)
 {
-    struct op o = {OP_BROADCAST, send, recv, count, type, root, stream};
+    struct op o = {OP_BROADCAST, send, recv, count, type, root, stream, 0};
 
     if (comm == NULL || root < 0 || root >= comm->nranks)
         return ncclInvalidArgument;
@@ -1367,6 +1373,31 @@ ncclGroupStart(void)
     }
     group_depth++;
     return ncclSuccess;
+}
+
+/*
+ * FAKENCCL_LATE_RANK=R:MS: rank R sees the end of every group of 10 or
+ * more collectives MS ms late, as a rank whose host thread was off the CPU
+ * when its batch finished. The ranks then time the same batch differently,
+ * as nccl-tests' ranks do (each times its own loop; src/common.cu averages
+ * the times over the ranks). Groups of fewer collectives (the warm-ups, a
+ * single collective) are on time, so the ranks start the batch together.
+ */
+static void
+mark_late(void)
+{
+    const char *v = getenv("FAKENCCL_LATE_RANK");
+    int rank, ms, n = 0, last = -1;
+
+    if (v == NULL || sscanf(v, "%d:%d", &rank, &ms) != 2 || ms <= 0)
+        return;
+    for (int i = 0; i < group_n; i++)
+        if (group_q[i].is_op && group_q[i].c->rank == rank) {
+            n++;
+            last = i;
+        }
+    if (n >= 10)
+        group_q[last].op.late_ms = ms;
 }
 
 /* A non-blocking group's launch, on a thread of its own. */
@@ -1448,6 +1479,7 @@ ncclGroupEnd(void)
         return ncclSuccess;
     if (group_overflow)
         first = ncclInvalidUsage;
+    mark_late();
     if (first == ncclSuccess) {
         int r = group_launch_async();
 
@@ -1483,7 +1515,7 @@ ncclGroupEnd(void)
 ncclResult_t
 ncclCommFinalize(ncclComm_t comm)
 {
-    struct op o = {OP_FINALIZE, NULL, NULL, 0, ncclInt32, 0, NULL};
+    struct op o = {OP_FINALIZE, NULL, NULL, 0, ncclInt32, 0, NULL, 0};
 
     if (comm == NULL)
         return ncclInvalidArgument;

@@ -704,6 +704,25 @@ expect_out 'the transport is as expected \(--expect-transport intra=nvlink inter
 "$RINGCHECK" --expect-transport intra=ib >"$OUT" 2>&1; RC=$?
 expect_rc 6; expect_out '--expect-transport: expected intra=p2p'
 
+CASE="the time is averaged over the ranks, as nccl-tests does (one late rank)"
+# nccl-tests averages each rank's own time over the ranks (-m average, its
+# default: src/common.cu). Rank 1 of 2 sees the end of the timed batch of
+# 20 late by 4 s, so its own time is about 200 ms an iteration longer than
+# rank 0's: the average is rank 0's time + 100 ms. Rank 0's time alone
+# would show about 0 ms more, the maximum (or the last rank's) 200 ms.
+run FAKECUDA_DEVICES=2 FAKENCCL_LATE_RANK=1:4000 -- --expect-gpus 2 \
+    --timeout 40 --phase-timeout 15
+expect_rc 0
+bw_us=$(awk '/allreduce \(bandwidth\)$/ { print $6 }' "$OUT")
+if [ -n "$bw_us" ] && awk -v t="$bw_us" 'BEGIN { exit !(t > 70000 && t < 150000) }'; then ok
+else bad "bandwidth row time '${bw_us}' us, want the ranks' average (about 100000 us more than rank 0's)"; fi
+# The same with the late rank first: rank 0 is then the slow one.
+run FAKECUDA_DEVICES=2 FAKENCCL_LATE_RANK=0:4000 -- --expect-gpus 2 \
+    --timeout 40 --phase-timeout 15
+bw_us=$(awk '/allreduce \(bandwidth\)$/ { print $6 }' "$OUT")
+if [ -n "$bw_us" ] && awk -v t="$bw_us" 'BEGIN { exit !(t > 70000 && t < 150000) }'; then ok
+else bad "bandwidth row time '${bw_us}' us with rank 0 late, want the average"; fi
+
 CASE="regression: IB counts only when the pod has /dev/infiniband/uverbs* too"
 # /sys/class/infiniband shows the host's HCAs in any pod.
 mkdir -p "$TMP/dev-noib" "$TMP/dev-ib/infiniband"
