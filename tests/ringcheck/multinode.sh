@@ -7,6 +7,7 @@
 #
 #   RINGCHECK=path/to/ncclguard-ringcheck FAKES=dir RDV_CLIENT=rdv-client \
 #       multinode.sh
+# MN_KEEP=DIR keeps the last case's outputs there (out.I, rep.I, tl.I).
 #
 # Names resolve through /etc/netns/NS/hosts, which `ip netns exec` mounts
 # over /etc/hosts in that namespace; the late-DNS case writes it mid-run.
@@ -32,6 +33,7 @@ cleanup() {
         ip netns del "$ns" 2>/dev/null
         rm -rf "/etc/netns/$ns"
     done
+    [ -n "${MN_KEEP:-}" ] && cp -r "$TMP" "$MN_KEEP"
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -261,6 +263,9 @@ case_6() {
     expect_rc 0 4; expect_rc 1 4; expect_rc 2 4
     expect_json 0 '.multinode.diagnosis | test("failing pairs: node 0 - node 2$|failing pairs: node 0 - node 2;")'
     expect_tl 0 'phase 3 \(nccl-init\) did not finish'
+    # The phase timeout grows with the nodes: 3 s x (1 + (n - 1) / 8).
+    expect_out 0 'round 1: nodes 0,1,2 \(6 ranks\): timeout or hang: .*did not finish within 3\.8 s'
+    expect_out 0 'round [0-9]+: nodes 0,2 \(4 ranks\): timeout or hang: .*did not finish within 3\.4 s'
 }
 
 case_7() {

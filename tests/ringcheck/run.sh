@@ -723,6 +723,18 @@ bw_us=$(awk '/allreduce \(bandwidth\)$/ { print $6 }' "$OUT")
 if [ -n "$bw_us" ] && awk -v t="$bw_us" 'BEGIN { exit !(t > 70000 && t < 150000) }'; then ok
 else bad "bandwidth row time '${bw_us}' us with rank 0 late, want the average"; fi
 
+CASE="the warm-ups are not timed, as in nccl-tests"
+# At 0.01 GB/s an iteration of 1 MiB over 2 ranks (bus factor 1) takes
+# 1048576 B / 0.01 GB/s = 104.9 ms. nccl-tests runs its warm-ups and waits
+# for them before it starts the clock (src/common.cu); timing from before
+# the 5 warm-ups would show 25/20 of that, 131 ms.
+run FAKECUDA_DEVICES=2 FAKENCCL_BUSBW_GBPS=0.01 -- --expect-gpus 2 \
+    --timeout 40 --phase-timeout 15
+expect_rc 0
+bw_us=$(awk '/allreduce \(bandwidth\)$/ { print $6 }' "$OUT")
+if [ -n "$bw_us" ] && awk -v t="$bw_us" 'BEGIN { exit !(t > 100000 && t < 118000) }'; then ok
+else bad "bandwidth row time '${bw_us}' us, want about 104858 us (the timed iterations alone)"; fi
+
 CASE="regression: IB counts only when the pod has /dev/infiniband/uverbs* too"
 # /sys/class/infiniband shows the host's HCAs in any pod.
 mkdir -p "$TMP/dev-noib" "$TMP/dev-ib/infiniband"
