@@ -228,6 +228,9 @@ case_3() {
     pod 1 2 -- --multi-node-timeout 2
     expect_rc 1 0
     expect_out 1 'connection to 10\.77\.0\.1 port [0-9]+ refused'
+    # The retries back off (0.1 s, doubling, at most 1 s): about 5 attempts
+    # in 2 s, not one every 0.1 s.
+    expect_out 1 'by the cross-node deadline \(2 s, [3-8] attempts\)'
 }
 
 case_4() {
@@ -575,6 +578,21 @@ case_26() {
     pod 1 2 FAKENCCL_NET_TRANSPORT=ib-gdr -- --multi-node-timeout 10 --expect-transport inter=ib-gdr
     expect_rc 0 0; expect_rc 1 0
     expect_out 0 'the transport across nodes is as expected: NET/IB/GDRDMA'
+}
+
+case_27() {
+    CASE="the leader's name has four addresses: every one is tried"
+    # A name may resolve to several addresses (a Service with more than one
+    # family or record); the follower tries up to four of each lookup. Here
+    # the first three refuse (loopback addresses, sorted first by
+    # getaddrinfo's scope rule) and only the last one is node rank 0.
+    printf '127.0.0.1 localhost\n127.0.0.2 leader.test\n127.0.0.3 leader.test\n127.0.0.4 leader.test\n10.77.0.1 leader.test\n' \
+        >"/etc/netns/$P-1/hosts"
+    pod 0 2 -- --multi-node-timeout 8
+    pod 1 2 -- --multi-node-timeout 8
+    expect_rc 0 0; expect_rc 1 0
+    expect_json 1 '.multinode.status == "pass"'
+    hosts_add_leader 1
 }
 
 # MN_ONLY=WORD runs only the cases whose name contains WORD (make
