@@ -32,6 +32,9 @@
  * Faults (device indices are CUDA ordinals, the same in every process):
  *   FAKENCCL_HANG_INIT=D|all   init never completes on device D (or on all)
  *   FAKENCCL_HANG_COLL=D       the first collective never completes on D
+ *   FAKENCCL_HANG_FINALIZE=D   ncclCommFinalize never completes on D (the
+ *                              others' finalize then waits for it, as
+ *                              NCCL's flush of every rank's work does)
  *   FAKENCCL_WRONG=D[,float|all]  AllReduce results on D are off by one
  *                              (int32 ones by default; float ones, as the
  *                              bandwidth phase uses; or all)
@@ -166,7 +169,7 @@ struct ncclComm {
     double ready_at; /* in progress until then (group launch) */
     char last_error[256];
     /* faults for this rank */
-    int hang_init, hang_coll, wrong, crash, p2p_mode;
+    int hang_init, hang_coll, hang_final, wrong, crash, p2p_mode;
     int wrong_type; /* 0 int32, 1 float, 2 all */
     int launch_fail, asyncerr_fail;
     atomic_int launched;  /* groups launched */
@@ -598,7 +601,7 @@ run_op(struct ncclComm *c, const struct op *op)
     struct step s = {op, 0, 0};
 
     if (op->kind == OP_FINALIZE)
-        return exchange(c, NULL, 0, NULL, NULL);
+        return c->hang_final ? wait_abort(c) : exchange(c, NULL, 0, NULL, NULL);
     c->ncoll++;
     if (c->hang_coll && c->ncoll == 1)
         return wait_abort(c);
@@ -1210,6 +1213,7 @@ ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
                  id.internal);
     c->hang_init = env_dev_match("FAKENCCL_HANG_INIT", c->dev);
     c->hang_coll = env_dev_match("FAKENCCL_HANG_COLL", c->dev);
+    c->hang_final = env_dev_match("FAKENCCL_HANG_FINALIZE", c->dev);
     {
         const char *w = getenv("FAKENCCL_WRONG");
         char type[16] = "";

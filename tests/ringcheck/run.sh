@@ -704,6 +704,18 @@ expect_out 'the transport is as expected \(--expect-transport intra=nvlink inter
 "$RINGCHECK" --expect-transport intra=ib >"$OUT" 2>&1; RC=$?
 expect_rc 6; expect_out '--expect-transport: expected intra=p2p'
 
+CASE="a teardown that hangs: ncclCommFinalize stuck is phase 6's own timeout"
+# ncclCommFinalize waits for every rank's work to flush (src/init.cc): one
+# rank that never flushes holds all of them. Phase 6 has its own timeout,
+# as every phase has; before the overall deadline, with the stuck calls
+# named.
+run FAKECUDA_DEVICES=2 FAKENCCL_HANG_FINALIZE=1 -- --expect-gpus 2 \
+    --timeout 30 --phase-timeout 3 --no-diagnose
+expect_rc 4
+expect_json '.phase == 6 and .phase_name == "teardown" and .ranks == "0,1"'
+expect_out 'phase 6 \(teardown\) did not finish within 3\.0 s; stuck ranks: 0,1; rank 0 \(GPU 0\) was waiting in ncclCommFinalize; rank 1 \(GPU 1\) was waiting in ncclCommFinalize'
+[ "$ELAPSED" -lt 15000 ] && ok || bad "took ${ELAPSED} ms, want well under the 30 s --timeout"
+
 CASE="the time is averaged over the ranks, as nccl-tests does (one late rank)"
 # nccl-tests averages each rank's own time over the ranks (-m average, its
 # default: src/common.cu). Rank 1 of 2 sees the end of the timed batch of
