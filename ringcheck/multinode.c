@@ -461,10 +461,52 @@ leader_on_id(void *ctx, const char *line)
     }
 }
 
-/* The verdict on one run of this pod's workers in a round. */
+/*
+ * What NCCL chose across nodes, from the INFO log of this pod's ranks
+ * (offset..), held against --expect-transport inter=. NCCL tries its
+ * network plugins in order, an external one, then IB, then Socket, and
+ * skips one that fails to initialise without an error (src/plugin/net.cc;
+ * "NET/IB : No device found." in src/transport/net_ib/init.cc when a pod
+ * has no HCA): a ring that works but over NET/Socket is a failure of its
+ * own (exit 10), which no bandwidth figure explains. Returns 0 or
+ * RC_EXIT_TRANSPORT with what into what.
+ */
 static int
-judge_run(struct mn *mn, const struct rc_run *run, int world, double *busbw,
-          long *wrong, char *what, size_t whatlen)
+judge_transport(struct mn *mn, const struct rc_run *run, int offset, char *what,
+                size_t whatlen)
+{
+    const char *inter = mn->o->expect.inter;
+    char why[400];
+    int w;
+
+    if (inter[0] == '\0')
+        return 0;
+    w = run->nl_read ? nccllog_worst(&run->nl, 1) : -1;
+    if (w < 0) {
+        report_log("cross-node: warning: --expect-transport inter=%s: what "
+                   "NCCL chose across nodes is unknown (%s)",
+                   inter,
+                   run->nl_note[0] != '\0' ? run->nl_note
+                   : run->nl_read          ? "no channel to another node"
+                                           : "NCCL wrote no INFO log");
+        return 0;
+    }
+    if (nccllog_expect(&run->nl, "", inter, NULL, mn->rep->ndev, offset, why,
+                       sizeof(why)) != 0) {
+        snprintf(what, whatlen, "%s", why);
+        return RC_EXIT_TRANSPORT;
+    }
+    report_log("cross-node: the transport across nodes is as expected: %s "
+               "(--expect-transport inter=%s)",
+               nccllog_class_name(w), inter);
+    return 0;
+}
+
+/* The verdict on one run of this pod's workers (ranks offset..) in a
+ * round. */
+static int
+judge_run(struct mn *mn, const struct rc_run *run, int world, int offset,
+          double *busbw, long *wrong, char *what, size_t whatlen)
 {
     *busbw = -1;
     *wrong = 0;
@@ -485,6 +527,9 @@ judge_run(struct mn *mn, const struct rc_run *run, int world, double *busbw,
         snprintf(what, whatlen, "wrong results: %ld values differ", *wrong);
         return RC_EXIT_WRONG;
     }
+    /* The transport before the bandwidth: it explains a low figure. */
+    if (judge_transport(mn, run, offset, what, whatlen) != 0)
+        return RC_EXIT_TRANSPORT;
     /* Across nodes the network sets the pace: a node's NVLink figure
      * (--min-busbw) says nothing about it, so the cross-node rounds have
      * their own threshold. */
@@ -539,7 +584,8 @@ run_local_part(struct mn *mn, int world, int offset, const char *id_line,
         s.env_value = value;
     }
     sv_run(&s, &mn->run_buf);
-    return judge_run(mn, &mn->run_buf, world, busbw, wrong, what, whatlen);
+    return judge_run(mn, &mn->run_buf, world, offset, busbw, wrong, what,
+                     whatlen);
 }
 
 /* A round's phase timeout: NCCL's bootstrap and its connection setup grow
@@ -748,6 +794,15 @@ leader_diagnose(struct mn *mn)
         } else if (r < 0) {
             mn->diag_incomplete = 1;
             stop = 1;
+        } else if (r == RC_EXIT_TRANSPORT) {
+            /* It works with the setting, but over a transport the policy
+             * does not allow (NCCL_IB_DISABLE=1 leaves sockets): no cure. */
+            buf_add(mn->diag, sizeof(mn->diag),
+                    "%s%s makes the ring work, but not over the expected "
+                    "transport (--expect-transport inter=%s), so it is no "
+                    "cure",
+                    mn->diag[0] != '\0' ? "; " : "", s->setting,
+                    mn->o->expect.inter);
         } else if (r == 0) {
             snprintf(mn->cure, sizeof(mn->cure), "%s", s->setting);
             snprintf(mn->transport, sizeof(mn->transport), "%s", s->transport);
@@ -1244,6 +1299,19 @@ leader_main(struct mn *mn)
     } else if (code == 0) {
         set_outcome(mn, 0, "pass", "the ring over %d nodes (%d ranks) passed",
                     mn->m.nnodes, mn->world1);
+    } else if (code == RC_EXIT_TRANSPORT) {
+        /* The ring works: no setting that turns a transport off brings
+         * the expected one back, so there is nothing to diagnose. */
+        set_outcome(mn, code, "fail",
+                    "the ring over %d nodes (%d ranks) works, but not over "
+                    "the transport the policy expects: %s",
+                    mn->m.nnodes, mn->world1, what);
+        snprintf(mn->fix, sizeof(mn->fix),
+                 "NCCL fell back to another network without an error: IB "
+                 "needs the RDMA devices in every pod (/dev/infiniband/"
+                 "uverbs*, the RDMA device plugin's resource), an "
+                 "NCCL_IB_HCA that names them and no NCCL_IB_DISABLE=1; GPU "
+                 "Direct RDMA needs nvidia-peermem or dma-buf on each node");
     } else {
         if (code < 0) {
             code = RC_EXIT_TIMEOUT;

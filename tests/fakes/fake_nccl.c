@@ -32,6 +32,9 @@
  * Faults (device indices are CUDA ordinals, the same in every process):
  *   FAKENCCL_HANG_INIT=D|all   init never completes on device D (or on all)
  *   FAKENCCL_HANG_COLL=D       the first collective never completes on D
+ *   FAKENCCL_HANG_FINALIZE=D   ncclCommFinalize never completes on D (the
+ *                              others' finalize then waits for it, as
+ *                              NCCL's flush of every rank's work does)
  *   FAKENCCL_WRONG=D[,float|all]  AllReduce results on D are off by one
  *                              (int32 ones by default; float ones, as the
  *                              bandwidth phase uses; or all)
@@ -39,6 +42,9 @@
  *                              P2P between devices A and B fails (default
  *                              with an error); NCCL_P2P_DISABLE=1 cures it
  *   FAKENCCL_BUSBW_GBPS=X      collectives run at X GB/s bus bandwidth
+ *   FAKENCCL_LATE_RANK=R:MS    rank R sees the end of each group of 10 or
+ *                              more collectives MS ms late (its own time
+ *                              for the batch is longer than the others')
  *   FAKENCCL_CRASH=D           the process driving D dies with SIGSEGV in
  *                              its first collective
  *   FAKENCCL_ABORT_HANG=1      ncclCommAbort never returns
@@ -142,6 +148,7 @@ struct op {
     ncclDataType_t type;
     int root;
     cudaStream_t stream;
+    int late_ms; /* FAKENCCL_LATE_RANK: the stream sees the end this late */
 };
 
 struct ncclComm {
@@ -162,7 +169,7 @@ struct ncclComm {
     double ready_at; /* in progress until then (group launch) */
     char last_error[256];
     /* faults for this rank */
-    int hang_init, hang_coll, wrong, crash, p2p_mode;
+    int hang_init, hang_coll, hang_final, wrong, crash, p2p_mode;
     int wrong_type; /* 0 int32, 1 float, 2 all */
     int launch_fail, asyncerr_fail;
     atomic_int launched;  /* groups launched */
@@ -594,7 +601,7 @@ run_op(struct ncclComm *c, const struct op *op)
     struct step s = {op, 0, 0};
 
     if (op->kind == OP_FINALIZE)
-        return exchange(c, NULL, 0, NULL, NULL);
+        return c->hang_final ? wait_abort(c) : exchange(c, NULL, 0, NULL, NULL);
     c->ncoll++;
     if (c->hang_coll && c->ncoll == 1)
         return wait_abort(c);
@@ -901,8 +908,16 @@ log_choices(struct ncclComm *c)
         !env_set_to("NCCL_P2P_DISABLE", "1") && (fb == NULL || *fb == '\0');
     int shm = !env_set_to("NCCL_SHM_DISABLE", "1") &&
               !(fb != NULL && strcmp(fb, "socket") == 0);
-    int ib = nt != NULL && strncmp(nt, "ib", 2) == 0;
-    int gdr = nt != NULL && strcmp(nt, "ib-gdr") == 0;
+    /* NCCL's network: an external plugin, then IB, then Socket, the first
+     * that initialises (src/plugin/net.cc). IB does not without an HCA in
+     * the pod ("NET/IB : No device found.", src/transport/net_ib/init.cc)
+     * or with NCCL_IB_DISABLE=1, and NCCL then goes on over sockets
+     * without an error: FAKENCCL_NET_TRANSPORT=ib or ib-gdr asks for IB,
+     * FAKENCCL_IB_NODEV=1 takes the HCA away. */
+    int ib_nodev = env_set_to("FAKENCCL_IB_NODEV", "1");
+    int ib = nt != NULL && strncmp(nt, "ib", 2) == 0 && !ib_nodev &&
+             !env_set_to("NCCL_IB_DISABLE", "1");
+    int gdr = ib && strcmp(nt, "ib-gdr") == 0;
     int net_said = 0, next = (r + 1) % n, prev = (r + n - 1) % n;
     char ifname[32], ifaddr[64], line[512];
     size_t k = 0;
@@ -972,6 +987,11 @@ log_choices(struct ncclComm *c)
             int use_ib = ib && !same;
 
             socket_if(ifname, sizeof(ifname), ifaddr, sizeof(ifaddr));
+            if (ib_nodev && !same) {
+                info_line(c, SUB_INIT | SUB_NET, "NET/IB : No device found.");
+                info_line(c, SUB_INIT | SUB_NET,
+                          "Failed to initialize NET plugin IB");
+            }
             if (use_ib)
                 info_line(c, SUB_INIT | SUB_NET,
                           "NET/IB : Using [0]mlx5_0:1/IB ; OOB %s:%s<0>",
@@ -1035,6 +1055,8 @@ progress(void *arg)
         }
         if (op.kind == OP_FINALIZE)
             atomic_store(&c->status, ncclSuccess);
+        if (op.late_ms > 0)
+            sleep_through(op.late_ms / 1e3);
         pthread_mutex_lock(&c->mu);
         c->qhead++;
         pthread_mutex_unlock(&c->mu);
@@ -1191,6 +1213,7 @@ ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueId id, int rank,
                  id.internal);
     c->hang_init = env_dev_match("FAKENCCL_HANG_INIT", c->dev);
     c->hang_coll = env_dev_match("FAKENCCL_HANG_COLL", c->dev);
+    c->hang_final = env_dev_match("FAKENCCL_HANG_FINALIZE", c->dev);
     {
         const char *w = getenv("FAKENCCL_WRONG");
         char type[16] = "";
@@ -1315,7 +1338,7 @@ ncclResult_t
 ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
-    struct op o = {OP_ALLREDUCE, send, recv, count, type, 0, stream};
+    struct op o = {OP_ALLREDUCE, send, recv, count, type, 0, stream, 0};
 
     if (op != ncclSum || (type != ncclInt32 && type != ncclFloat32))
         return ncclInvalidArgument;
@@ -1326,7 +1349,7 @@ ncclResult_t
 ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t type,
               ncclComm_t comm, cudaStream_t stream)
 {
-    struct op o = {OP_ALLGATHER, send, recv, count, type, 0, stream};
+    struct op o = {OP_ALLGATHER, send, recv, count, type, 0, stream, 0};
 
     return enqueue(comm, &o);
 }
@@ -1335,7 +1358,7 @@ ncclResult_t
 ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type,
               int root, ncclComm_t comm, cudaStream_t stream)
 {
-    struct op o = {OP_BROADCAST, send, recv, count, type, root, stream};
+    struct op o = {OP_BROADCAST, send, recv, count, type, root, stream, 0};
 
     if (comm == NULL || root < 0 || root >= comm->nranks)
         return ncclInvalidArgument;
@@ -1354,6 +1377,31 @@ ncclGroupStart(void)
     }
     group_depth++;
     return ncclSuccess;
+}
+
+/*
+ * FAKENCCL_LATE_RANK=R:MS: rank R sees the end of every group of 10 or
+ * more collectives MS ms late, as a rank whose host thread was off the CPU
+ * when its batch finished. The ranks then time the same batch differently,
+ * as nccl-tests' ranks do (each times its own loop; src/common.cu averages
+ * the times over the ranks). Groups of fewer collectives (the warm-ups, a
+ * single collective) are on time, so the ranks start the batch together.
+ */
+static void
+mark_late(void)
+{
+    const char *v = getenv("FAKENCCL_LATE_RANK");
+    int rank, ms, n = 0, last = -1;
+
+    if (v == NULL || sscanf(v, "%d:%d", &rank, &ms) != 2 || ms <= 0)
+        return;
+    for (int i = 0; i < group_n; i++)
+        if (group_q[i].is_op && group_q[i].c->rank == rank) {
+            n++;
+            last = i;
+        }
+    if (n >= 10)
+        group_q[last].op.late_ms = ms;
 }
 
 /* A non-blocking group's launch, on a thread of its own. */
@@ -1435,6 +1483,7 @@ ncclGroupEnd(void)
         return ncclSuccess;
     if (group_overflow)
         first = ncclInvalidUsage;
+    mark_late();
     if (first == ncclSuccess) {
         int r = group_launch_async();
 
@@ -1470,7 +1519,7 @@ ncclGroupEnd(void)
 ncclResult_t
 ncclCommFinalize(ncclComm_t comm)
 {
-    struct op o = {OP_FINALIZE, NULL, NULL, 0, ncclInt32, 0, NULL};
+    struct op o = {OP_FINALIZE, NULL, NULL, 0, ncclInt32, 0, NULL, 0};
 
     if (comm == NULL)
         return ncclInvalidArgument;

@@ -67,8 +67,18 @@ FILES = {
                       ["check-unit-http", "check-http-limits",
                        "check-http-transport",
                        "check-http-http", "check-bad-inputs"]),
-    "ringcheck/rendezvous.c": (["ringcheck"], ["check-ringcheck"]),
-    "ringcheck/supervisor.c": (["ringcheck"], ["check-ringcheck"]),
+    # The ring check's own checks, narrowed: the whole of check-ringcheck
+    # (gpu-smoke, single-pod, cross-node) takes about 4 minutes a mutant.
+    # The rendezvous protocol by its unit test, then the cross-node cases
+    # that speak it; the supervisor by the single-pod cases (stopping at
+    # the first failure), then the cross-node ones.
+    "ringcheck/rendezvous.c": (["build/tests/test_rendezvous", "ringcheck",
+                                "build/tests/rdv-client"],
+                               ["check-unit-rendezvous",
+                                "check-ringcheck-multinode"]),
+    "ringcheck/supervisor.c": (["ringcheck"],
+                               ["check-ringcheck-fast",
+                                "check-ringcheck-multinode"]),
     "watchdog/rule.c": (["build/tests/test_wd_rule"], ["check-watchdog"]),
     "watchdog/agent.c": (["all"], ["check-watchdog"]),
 }

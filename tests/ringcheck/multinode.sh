@@ -7,6 +7,7 @@
 #
 #   RINGCHECK=path/to/ncclguard-ringcheck FAKES=dir RDV_CLIENT=rdv-client \
 #       multinode.sh
+# MN_KEEP=DIR keeps the last case's outputs there (out.I, rep.I, tl.I).
 #
 # Names resolve through /etc/netns/NS/hosts, which `ip netns exec` mounts
 # over /etc/hosts in that namespace; the late-DNS case writes it mid-run.
@@ -32,6 +33,7 @@ cleanup() {
         ip netns del "$ns" 2>/dev/null
         rm -rf "/etc/netns/$ns"
     done
+    [ -n "${MN_KEEP:-}" ] && cp -r "$TMP" "$MN_KEEP"
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -226,6 +228,9 @@ case_3() {
     pod 1 2 -- --multi-node-timeout 2
     expect_rc 1 0
     expect_out 1 'connection to 10\.77\.0\.1 port [0-9]+ refused'
+    # The retries back off (0.1 s, doubling, at most 1 s): about 5 attempts
+    # in 2 s, not one every 0.1 s.
+    expect_out 1 'by the cross-node deadline \(2 s, [3-8] attempts\)'
 }
 
 case_4() {
@@ -261,6 +266,9 @@ case_6() {
     expect_rc 0 4; expect_rc 1 4; expect_rc 2 4
     expect_json 0 '.multinode.diagnosis | test("failing pairs: node 0 - node 2$|failing pairs: node 0 - node 2;")'
     expect_tl 0 'phase 3 \(nccl-init\) did not finish'
+    # The phase timeout grows with the nodes: 3 s x (1 + (n - 1) / 8).
+    expect_out 0 'round 1: nodes 0,1,2 \(6 ranks\): timeout or hang: .*did not finish within 3\.8 s'
+    expect_out 0 'round [0-9]+: nodes 0,2 \(4 ranks\): timeout or hang: .*did not finish within 3\.4 s'
 }
 
 case_7() {
@@ -524,6 +532,67 @@ case_24() {
     pod 1 2 -- --multi-node-timeout 10 --min-busbw-net 100000 --no-diagnose
     expect_rc 0 8; expect_rc 1 8
     expect_json 0 '.multinode.message | test("across nodes is below --min-busbw-net 100000")'
+}
+
+case_25() {
+    CASE="expect inter=ib: a silent fallback to sockets across nodes fails every pod with exit 10"
+    # The double asks for IB but finds no HCA ("NET/IB : No device found."),
+    # and goes on over NET/Socket without an error, as NCCL does. Before,
+    # the cross-node rounds did not look at the transport and all passed.
+    for i in 0 1 2; do
+        pod $i 3 FAKENCCL_NET_TRANSPORT=ib FAKENCCL_IB_NODEV=1 -- \
+            --multi-node-timeout 15 --on-failure fallback \
+            --expect-transport inter=ib
+    done
+    expect_rc 0 10; expect_rc 1 10; expect_rc 2 10
+    local m0 mi
+    m0=$(jq -r .multinode.message "$TMP/rep.0" 2>/dev/null)
+    for i in 0 1 2; do
+        expect_json $i '.ringcheck == "fail" and .code == 10 and .cure == null and .multinode.status == "fail" and .multinode.code == 10'
+        expect_json $i '.multinode.message | test("works, but not over the transport the policy expects: node [0-9] \\(pod-[0-9]\\): the ring across pods works but over NET/Socket on eth0, not NET/IB \\(--expect-transport inter=ib\\)")'
+        mi=$(jq -r .multinode.message "$TMP/rep.$i" 2>/dev/null)
+        [ -n "$m0" ] && [ "$mi" = "$m0" ] && ok ||
+            bad "pod $i: verdict '$mi' differs from node 0's '$m0'"
+        grep -q 'NCCL_IB_DISABLE' "$TMP/conf.$i" 2>/dev/null &&
+            bad "pod $i: a cure was written for a transport fallback" || ok
+    done
+    expect_tl 1 'NET/Socket on eth0, not NET/IB'
+    expect_tl 0 'RDMA devices in every pod'
+    # The ring works: nothing to diagnose.
+    expect_json 0 '.multinode.diagnosis | test("NCCL_IB_DISABLE") | not'
+}
+
+case_26() {
+    CASE="expect inter=ib: IB across nodes passes; inter=ib-gdr without GDR fails"
+    pod 0 2 FAKENCCL_NET_TRANSPORT=ib -- --multi-node-timeout 10 --expect-transport inter=ib
+    pod 1 2 FAKENCCL_NET_TRANSPORT=ib -- --multi-node-timeout 10 --expect-transport inter=ib
+    expect_rc 0 0; expect_rc 1 0
+    expect_out 0 'the transport across nodes is as expected: NET/IB \(--expect-transport inter=ib\)'
+    expect_out 1 'the transport across nodes is as expected: NET/IB '
+    expect_json 1 '.multinode.status == "pass" and .code == 0'
+    pod 0 2 FAKENCCL_NET_TRANSPORT=ib -- --multi-node-timeout 10 --expect-transport inter=ib-gdr --no-diagnose
+    pod 1 2 FAKENCCL_NET_TRANSPORT=ib -- --multi-node-timeout 10 --expect-transport inter=ib-gdr --no-diagnose
+    expect_rc 0 10; expect_rc 1 10
+    expect_json 1 '.multinode.message | test("over NET/IB on mlx5_0, not NET/IB with GPU Direct RDMA")'
+    pod 0 2 FAKENCCL_NET_TRANSPORT=ib-gdr -- --multi-node-timeout 10 --expect-transport inter=ib-gdr
+    pod 1 2 FAKENCCL_NET_TRANSPORT=ib-gdr -- --multi-node-timeout 10 --expect-transport inter=ib-gdr
+    expect_rc 0 0; expect_rc 1 0
+    expect_out 0 'the transport across nodes is as expected: NET/IB/GDRDMA'
+}
+
+case_27() {
+    CASE="the leader's name has four addresses: every one is tried"
+    # A name may resolve to several addresses (a Service with more than one
+    # family or record); the follower tries up to four of each lookup. Here
+    # the first three refuse (loopback addresses, sorted first by
+    # getaddrinfo's scope rule) and only the last one is node rank 0.
+    printf '127.0.0.1 localhost\n127.0.0.2 leader.test\n127.0.0.3 leader.test\n127.0.0.4 leader.test\n10.77.0.1 leader.test\n' \
+        >"/etc/netns/$P-1/hosts"
+    pod 0 2 -- --multi-node-timeout 8
+    pod 1 2 -- --multi-node-timeout 8
+    expect_rc 0 0; expect_rc 1 0
+    expect_json 1 '.multinode.status == "pass"'
+    hosts_add_leader 1
 }
 
 # MN_ONLY=WORD runs only the cases whose name contains WORD (make

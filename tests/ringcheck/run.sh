@@ -704,6 +704,49 @@ expect_out 'the transport is as expected \(--expect-transport intra=nvlink inter
 "$RINGCHECK" --expect-transport intra=ib >"$OUT" 2>&1; RC=$?
 expect_rc 6; expect_out '--expect-transport: expected intra=p2p'
 
+CASE="a teardown that hangs: ncclCommFinalize stuck is phase 6's own timeout"
+# ncclCommFinalize waits for every rank's work to flush (src/init.cc): one
+# rank that never flushes holds all of them. Phase 6 has its own timeout,
+# as every phase has; before the overall deadline, with the stuck calls
+# named.
+run FAKECUDA_DEVICES=2 FAKENCCL_HANG_FINALIZE=1 -- --expect-gpus 2 \
+    --timeout 30 --phase-timeout 3 --no-diagnose
+expect_rc 4
+expect_json '.phase == 6 and .phase_name == "teardown" and .ranks == "0,1"'
+expect_out 'phase 6 \(teardown\) did not finish within 3\.0 s; stuck ranks: 0,1; rank 0 \(GPU 0\) was waiting in ncclCommFinalize; rank 1 \(GPU 1\) was waiting in ncclCommFinalize'
+[ "$ELAPSED" -lt 15000 ] && ok || bad "took ${ELAPSED} ms, want well under the 30 s --timeout"
+
+CASE="the time is averaged over the ranks, as nccl-tests does (one late rank)"
+# nccl-tests averages each rank's own time over the ranks (-m average, its
+# default: src/common.cu). Rank 1 of 2 sees the end of the timed batch of
+# 20 late by 4 s, so its own time is about 200 ms an iteration longer than
+# rank 0's: the average is rank 0's time + 100 ms. Rank 0's time alone
+# would show about 0 ms more, the maximum (or the last rank's) 200 ms.
+run FAKECUDA_DEVICES=2 FAKENCCL_LATE_RANK=1:4000 -- --expect-gpus 2 \
+    --timeout 40 --phase-timeout 15
+expect_rc 0
+bw_us=$(awk '/allreduce \(bandwidth\)$/ { print $6 }' "$OUT")
+if [ -n "$bw_us" ] && awk -v t="$bw_us" 'BEGIN { exit !(t > 70000 && t < 150000) }'; then ok
+else bad "bandwidth row time '${bw_us}' us, want the ranks' average (about 100000 us more than rank 0's)"; fi
+# The same with the late rank first: rank 0 is then the slow one.
+run FAKECUDA_DEVICES=2 FAKENCCL_LATE_RANK=0:4000 -- --expect-gpus 2 \
+    --timeout 40 --phase-timeout 15
+bw_us=$(awk '/allreduce \(bandwidth\)$/ { print $6 }' "$OUT")
+if [ -n "$bw_us" ] && awk -v t="$bw_us" 'BEGIN { exit !(t > 70000 && t < 150000) }'; then ok
+else bad "bandwidth row time '${bw_us}' us with rank 0 late, want the average"; fi
+
+CASE="the warm-ups are not timed, as in nccl-tests"
+# At 0.01 GB/s an iteration of 1 MiB over 2 ranks (bus factor 1) takes
+# 1048576 B / 0.01 GB/s = 104.9 ms. nccl-tests runs its warm-ups and waits
+# for them before it starts the clock (src/common.cu); timing from before
+# the 5 warm-ups would show 25/20 of that, 131 ms.
+run FAKECUDA_DEVICES=2 FAKENCCL_BUSBW_GBPS=0.01 -- --expect-gpus 2 \
+    --timeout 40 --phase-timeout 15
+expect_rc 0
+bw_us=$(awk '/allreduce \(bandwidth\)$/ { print $6 }' "$OUT")
+if [ -n "$bw_us" ] && awk -v t="$bw_us" 'BEGIN { exit !(t > 100000 && t < 118000) }'; then ok
+else bad "bandwidth row time '${bw_us}' us, want about 104858 us (the timed iterations alone)"; fi
+
 CASE="regression: IB counts only when the pod has /dev/infiniband/uverbs* too"
 # /sys/class/infiniband shows the host's HCAs in any pod.
 mkdir -p "$TMP/dev-noib" "$TMP/dev-ib/infiniband"

@@ -188,6 +188,36 @@ test_bad_strings(void)
     p[3] = 'x';
     CHECK_INT(rdv_decode_payload(RDV_REJECT, p, n, &out, err, sizeof(err)),
               RDV_EPEER);
+    /* ... even when the bytes after the payload would be printable. */
+    memset(p, 'A', sizeof(p));
+    p[0] = 0;
+    p[1] = 9;
+    CHECK_INT(rdv_decode_payload(RDV_REJECT, p, 5, &out, err, sizeof(err)),
+              RDV_EPEER);
+    CHECK(strstr(err, "reason") != NULL);
+    /* DEL and bytes above ASCII (a UTF-8 sequence, an escape's high half)
+     * are not printable ASCII either. */
+    for (int k = 0; k < 3; k++) {
+        static const unsigned char odd[] = {0x7f, 0x80, 0xc3};
+
+        n = 0;
+        p[n++] = 0;
+        p[n++] = 3;
+        p[n++] = 'a';
+        p[n++] = odd[k];
+        p[n++] = 'b';
+        CHECK_INT(rdv_decode_payload(RDV_REJECT, p, n, &out, err, sizeof(err)),
+                  RDV_EPEER);
+    }
+    /* The printable range's ends are accepted. */
+    n = 0;
+    p[n++] = 0;
+    p[n++] = 2;
+    p[n++] = 0x20;
+    p[n++] = 0x7e;
+    CHECK_INT(rdv_decode_payload(RDV_REJECT, p, n, &out, err, sizeof(err)),
+              RDV_OK);
+    CHECK(strcmp(out.u.reject.reason, " ~") == 0);
     /* RUN without its unique id. */
     m = sample(RDV_RUN);
     n = rdv_encode(&m, buf, sizeof(buf));
