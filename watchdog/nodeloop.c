@@ -290,7 +290,7 @@ static int
 node_get(struct nl *nl, struct nodeview *v)
 {
     char path[512], why[300];
-    struct kube_buf b = {0};
+    struct buf b = {0};
     json_t *taints, *t, *conds, *c;
     size_t i;
     long code;
@@ -304,13 +304,13 @@ node_get(struct nl *nl, struct nodeview *v)
         logj("api-error", json_pack("{s:s,s:I,s:s}", "path", path, "status",
                                     (json_int_t)code, "why",
                                     code < 0 ? why
-                                    : b.data ? b.data
+                                    : b.p    ? b.p
                                              : ""));
-        kube_buf_release(&b);
+        buf_release(&b);
         return -1;
     }
-    v->obj = json_loadb(b.data, b.len, 0, NULL);
-    kube_buf_release(&b);
+    v->obj = json_loadb(b.p, b.len, 0, NULL);
+    buf_release(&b);
     if (!json_is_object(v->obj)) {
         nodeview_release(v);
         return -1;
@@ -381,7 +381,7 @@ patch_send(struct nl *nl, const char *path, const char *type, json_t *patch,
            long *code_out)
 {
     char why[300];
-    struct kube_buf b = {0};
+    struct buf b = {0};
     char *body = json_dumps(patch, JSON_COMPACT);
     long code;
 
@@ -395,10 +395,10 @@ patch_send(struct nl *nl, const char *path, const char *type, json_t *patch,
         logj("api-error",
              json_pack("{s:s,s:I,s:s,s:s}", "path", path, "status",
                        (json_int_t)code, "why", code < 0 ? why : "", "answer",
-                       b.data != NULL ? b.data : ""));
+                       b.p != NULL ? b.p : ""));
     }
     free(body);
-    kube_buf_release(&b);
+    buf_release(&b);
     return code == 200 ? 0 : -1;
 }
 
@@ -505,7 +505,7 @@ post_event(struct nl *nl, const char *ns, const char *name, const char *kind,
            int warning, const char *reason, const char *msg)
 {
     char path[512], why[300], now[32];
-    struct kube_buf b = {0};
+    struct buf b = {0};
     json_t *ev, *inv;
     char *body;
     long code;
@@ -542,7 +542,7 @@ post_event(struct nl *nl, const char *ns, const char *name, const char *kind,
         logj("api-error", json_pack("{s:s,s:I,s:s}", "path", path, "status",
                                     (json_int_t)code, "why", why));
     }
-    kube_buf_release(&b);
+    buf_release(&b);
 }
 
 static void
@@ -566,7 +566,7 @@ static void
 cluster_count(struct nl *nl, struct nq_cluster *c)
 {
     char path[700], why[300], *esc;
-    struct kube_buf b = {0};
+    struct buf b = {0};
     json_t *list, *items, *n;
     size_t i;
     long code;
@@ -582,11 +582,11 @@ cluster_count(struct nl *nl, struct nq_cluster *c)
     if (code != 200) {
         /* Unknown size: the breaker holds (gpu_nodes 0 taints nothing). */
         nl->api_errors++;
-        kube_buf_release(&b);
+        buf_release(&b);
         return;
     }
-    list = json_loadb(b.data, b.len, 0, NULL);
-    kube_buf_release(&b);
+    list = json_loadb(b.p, b.len, 0, NULL);
+    buf_release(&b);
     items = json_object_get(list, "items");
     json_array_foreach(items, i, n)
     {
@@ -814,7 +814,7 @@ static void
 pod_delete(struct nl *nl, const char *ns, const char *name)
 {
     char path[512], why[300];
-    struct kube_buf b = {0};
+    struct buf b = {0};
 
     snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
     if (kube_request(&nl->o->kc, "DELETE", path, NULL, NULL, &b, why,
@@ -822,7 +822,7 @@ pod_delete(struct nl *nl, const char *ns, const char *name)
             100 !=
         2)
         nl->api_errors++;
-    kube_buf_release(&b);
+    buf_release(&b);
 }
 
 /* Our own validation pod changed. */
@@ -909,7 +909,7 @@ static void
 validation_start(struct nl *nl, int gpus)
 {
     char name[160], path[512], why[300], g[16], tmo[16];
-    struct kube_buf b = {0};
+    struct buf b = {0};
     json_t *pod;
     char *body;
     long code;
@@ -945,7 +945,7 @@ validation_start(struct nl *nl, int gpus)
     code = kube_request(&nl->o->kc, "POST", path, "application/json", body, &b,
                         why, sizeof(why));
     free(body);
-    kube_buf_release(&b);
+    buf_release(&b);
     if (code != 201) {
         nl->api_errors++;
         logj("api-error", json_pack("{s:s,s:I,s:s}", "path", path, "status",
@@ -1045,7 +1045,7 @@ list_pods(struct nl *nl)
     char path[1200], extra[700], why[300], cont[512] = "";
 
     for (;;) {
-        struct kube_buf b = {0};
+        struct buf b = {0};
         json_t *list, *items, *pod, *meta;
         const char *rv, *next;
         size_t i;
@@ -1066,11 +1066,11 @@ list_pods(struct nl *nl)
             logj("api-error",
                  json_pack("{s:s,s:I,s:s}", "path", path, "status",
                            (json_int_t)code, "why", code < 0 ? why : ""));
-            kube_buf_release(&b);
+            buf_release(&b);
             return -1;
         }
-        list = json_loadb(b.data, b.len, 0, NULL);
-        kube_buf_release(&b);
+        list = json_loadb(b.p, b.len, 0, NULL);
+        buf_release(&b);
         items = json_object_get(list, "items");
         json_array_foreach(items, i, pod) pod_seen(nl, pod, 0);
         meta = json_object_get(list, "metadata");

@@ -20,7 +20,7 @@ all: watchdog
 watchdog: $(BUILD)/ncclguard-watchdog $(WD_TESTBINS)
 
 $(BUILD)/ncclguard-watchdog: $(WD_OBJS) $(BUILD)/obj/contract/wdspec.o \
-		$(BUILD)/obj/base/error.o
+		$(BUILD)/obj/base/error.o $(BUILD)/obj/base/buf.o
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(WD_LIBS)
 
 # The unit tests of the agent's modules link their objects directly.
