@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "contract/nodeevent.h"
 #include "contract/wdspec.h"
 #include "watchdog/kube.h"
 #include "watchdog/nodeclass.h"
@@ -41,7 +42,7 @@ struct nl_opts {
     const char *port_file;
     struct nq_policy pol;
     long watch_s;
-    int64_t run_ms, heartbeat_ms, tick_ms;
+    int64_t run_ms, heartbeat_ms, tick_ms, event_poll_ms;
     int validation_timeout_s;
 };
 
@@ -60,13 +61,14 @@ struct nl {
     int npods;
     char seen[NL_SEEN][96];
     int nseen, seen_next;
-    int64_t last_tick_ms, last_cond_ms;
+    int64_t last_tick_ms, last_cond_ms, last_poll_ms;
     /* metrics, under mu */
     pthread_mutex_t mu;
     long verdicts[7][5];
     long taints_applied, taints_lifted, taints_withheld;
     long validations_pass, validations_fail;
     long watch_dropped, watch_gone, api_errors, events_posted;
+    long pair_sent, pair_counted, gpu_lost_counted;
     char metrics[16384];
 };
 
@@ -186,6 +188,19 @@ metrics_render(struct nl *nl)
         "# TYPE ncclguard_node_events_total counter\n"
         "ncclguard_node_events_total{node=\"%s\"} %ld\n",
         node, nl->api_errors, node, nl->events_posted);
+    ADD("# HELP ncclguard_node_peer_evidence_total Evidence carried by Node "
+        "Events: pair verdicts sent to the other node, pair verdicts from "
+        "another node counted here, lost GPUs from the watchdog counted.\n"
+        "# TYPE ncclguard_node_peer_evidence_total counter\n"
+        "ncclguard_node_peer_evidence_total{node=\"%s\",action=\"pair-sent\"} "
+        "%ld\n"
+        "ncclguard_node_peer_evidence_total{node=\"%s\",action=\"pair-"
+        "counted\"} "
+        "%ld\n"
+        "ncclguard_node_peer_evidence_total{node=\"%s\",action=\"gpu-lost-"
+        "counted\"} %ld\n",
+        node, nl->pair_sent, node, nl->pair_counted, node,
+        nl->gpu_lost_counted);
 #undef ADD
 }
 
@@ -502,7 +517,8 @@ node_write(struct nl *nl)
 static void
 post_event(struct nl *nl, const char *ns, const char *name, const char *kind,
            const char *obj_name, const char *obj_ns, const char *uid,
-           int warning, const char *reason, const char *msg)
+           int warning, const char *reason, const char *msg, json_t *related,
+           json_t *ann)
 {
     char path[512], why[300], now[32];
     struct buf b = {0};
@@ -526,6 +542,11 @@ post_event(struct nl *nl, const char *ns, const char *name, const char *kind,
                    "ncclguard-node-loop", "host", nl->o->node, "firstTimestamp",
                    now, "lastTimestamp", now, "count", 1, "reportingComponent",
                    "ncclguard.io/node-loop", "reportingInstance", nl->o->node);
+    if (related != NULL)
+        json_object_set_new(ev, "related", related);
+    if (ann != NULL)
+        json_object_set_new(json_object_get(ev, "metadata"), "annotations",
+                            ann);
     body = json_dumps(ev, JSON_COMPACT);
     json_decref(ev);
     if (body == NULL)
@@ -554,8 +575,8 @@ node_event(struct nl *nl, const struct nq_actions *a)
         return;
     snprintf(name, sizeof(name), "%s.ncclguard.%llx", nl->o->node,
              (unsigned long long)now_ms());
-    post_event(nl, "default", name, "Node", nl->o->node, NULL, NULL,
-               a->event_warning, a->event_reason, a->event_msg);
+    post_event(nl, NG_NODE_EVENT_NS, name, "Node", nl->o->node, NULL, NULL,
+               a->event_warning, a->event_reason, a->event_msg, NULL, NULL);
     logj("node-event", json_pack("{s:s,s:s}", "reason", a->event_reason,
                                  "message", a->event_msg));
 }
@@ -728,6 +749,226 @@ static const char *const verdict_reasons[] = {
     "NCCLRingCheckFailed", "NCCLRingCheckCannotRun", "NCCLHang",
     "NCCLGPULost"};
 
+/* The node a pod of namespace ns named host runs on (a pod's hostname is
+ * its name), into node; 0, or -1 when the API does not say. */
+static int
+pod_node(struct nl *nl, const char *ns, const char *host, char *node, size_t nn)
+{
+    char path[700], why[300], sel[120], *esc;
+    struct buf b = {0};
+    json_t *list, *name;
+    long code;
+    int rc = -1;
+
+    snprintf(sel, sizeof(sel), "metadata.name=%.63s", host);
+    esc = curl_easy_escape(NULL, sel, 0);
+    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods?fieldSelector=%s",
+             ns, esc != NULL ? esc : "");
+    curl_free(esc);
+    code =
+        kube_request(&nl->o->kc, "GET", path, NULL, NULL, &b, why, sizeof(why));
+    if (code != 200) {
+        nl->api_errors++;
+        buf_release(&b);
+        return -1;
+    }
+    list = json_loadb(b.p, b.len, 0, NULL);
+    buf_release(&b);
+    name = json_object_get(
+        json_object_get(json_array_get(json_object_get(list, "items"), 0),
+                        "spec"),
+        "nodeName");
+    if (json_is_string(name) && json_string_length(name) > 0 &&
+        json_string_length(name) < nn) {
+        memcpy(node, json_string_value(name), json_string_length(name) + 1);
+        rc = 0;
+    }
+    json_decref(list);
+    return rc;
+}
+
+/*
+ * A pair verdict names the other node: an Event on that Node carries the
+ * evidence to its node loop, which counts it only once its own evidence
+ * agrees (nq_add_peer). The Event's name is made of the verdict's key and
+ * the node, so a relist or a restart posts it once.
+ */
+static void
+pair_report(struct nl *nl, const struct podid *p, const char *key,
+            const char *text, int64_t at, const struct nc_result *r)
+{
+    char hosts[NC_PAIR_HOSTS][NC_HOST_MAX];
+    int n = nc_pair_hosts(text, strlen(text), hosts, NC_PAIR_HOSTS);
+
+    for (int i = 0; i < n; i++) {
+        char peer[254], name[400], msg[1000], podref[320];
+        json_t *evid, *related;
+        char *evtext;
+
+        if (strcmp(hosts[i], p->name) == 0 ||
+            pod_node(nl, p->ns, hosts[i], peer, sizeof(peer)) != 0 ||
+            strcmp(peer, nl->o->node) == 0)
+            continue;
+        snprintf(podref, sizeof(podref), "%s/%s", p->ns, p->name);
+        snprintf(name, sizeof(name), "%.180s.ncclguard-pair.%.40s.%.60s", peer,
+                 p->uid, strchr(key, '/') ? strchr(key, '/') + 1 : key);
+        for (char *c = name; *c != '\0'; c++)
+            if (*c == '/')
+                *c = '.';
+        snprintf(msg, sizeof(msg),
+                 "the cross-node ring check of pod %.200s on %.100s fails "
+                 "between %.100s and %.100s (pod %.63s here); it counts "
+                 "against this node once its own checks agree: %.250s",
+                 podref, nl->o->node, nl->o->node, peer, hosts[i], r->summary);
+        evid = json_pack("{s:s,s:s,s:s,s:s,s:I}", "key", key, "pod", podref,
+                         "node", nl->o->node, "reason", r->reason, "at",
+                         (json_int_t)at);
+        evtext = evid != NULL ? json_dumps(evid, JSON_COMPACT) : NULL;
+        json_decref(evid);
+        if (evtext == NULL)
+            continue;
+        related = json_pack("{s:s,s:s,s:s,s:s,s:s}", "apiVersion", "v1", "kind",
+                            "Pod", "namespace", p->ns, "name", p->name, "uid",
+                            p->uid);
+        post_event(nl, NG_NODE_EVENT_NS, name, "Node", peer, NULL, NULL, 1,
+                   NG_EVENT_PAIR, msg, related,
+                   json_pack("{s:s}", NG_EVIDENCE_ANN, evtext));
+        free(evtext);
+        pthread_mutex_lock(&nl->mu);
+        nl->pair_sent++;
+        pthread_mutex_unlock(&nl->mu);
+        logj("pair-sent", json_pack("{s:s,s:s,s:s}", "peer", peer, "pod",
+                                    podref, "key", key));
+    }
+}
+
+/* One evidence annotation of a Node Event, bounded and every field
+ * checked; 0 and *ev filled, or -1. */
+static int
+evidence_decode(const char *text, struct nq_evidence *ev, char *gpus, size_t gn)
+{
+    json_t *o, *v;
+    int rc = -1;
+
+    if (text == NULL || strlen(text) > 2048)
+        return -1;
+    o = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    memset(ev, 0, sizeof(*ev));
+#define STR(k, dst)                                                            \
+    ((v = json_object_get(o, k)) != NULL && json_is_string(v) &&               \
+     json_string_length(v) > 0 && json_string_length(v) < sizeof(dst) &&       \
+     memcpy(dst, json_string_value(v), json_string_length(v) + 1) != NULL)
+    if (json_is_object(o) && STR("key", ev->key) && STR("pod", ev->pod) &&
+        STR("node", ev->peer) && STR("reason", ev->reason) &&
+        json_is_integer(v = json_object_get(o, "at")) &&
+        json_integer_value(v) > 0) {
+        ev->at_ms = (int64_t)json_integer_value(v);
+        v = json_object_get(o, "gpus");
+        snprintf(gpus, gn, "%.40s",
+                 json_is_string(v) ? json_string_value(v) : "?");
+        rc = 0;
+    }
+#undef STR
+    json_decref(o);
+    return rc;
+}
+
+/*
+ * Reads the ncclguard Events on this Node: pair verdicts that another
+ * node's pod reported against it, and the watchdog's lost GPUs. Events
+ * about one Node by field selector (the fields an Event can be selected
+ * by: AddFieldLabelConversionsForEvent in kubernetes
+ * pkg/apis/core/v1/conversion.go).
+ */
+static void
+node_events_poll(struct nl *nl)
+{
+    char path[900], why[300], sel[400], *esc;
+    struct buf b = {0};
+    json_t *list, *item;
+    size_t i;
+    long code;
+
+    nl->last_poll_ms = now_ms();
+    snprintf(sel, sizeof(sel),
+             "involvedObject.kind=Node,involvedObject.name=%s", nl->o->node);
+    esc = curl_easy_escape(NULL, sel, 0);
+    snprintf(path, sizeof(path),
+             "/api/v1/namespaces/" NG_NODE_EVENT_NS
+             "/events?fieldSelector=%s&limit=500",
+             esc != NULL ? esc : "");
+    curl_free(esc);
+    code =
+        kube_request(&nl->o->kc, "GET", path, NULL, NULL, &b, why, sizeof(why));
+    if (code != 200) {
+        nl->api_errors++;
+        buf_release(&b);
+        return;
+    }
+    list = json_loadb(b.p, b.len, 0, NULL);
+    buf_release(&b);
+    json_array_foreach(json_object_get(list, "items"), i, item)
+    {
+        const char *reason = json_string_value(json_object_get(item, "reason"));
+        const char *about = json_string_value(
+            json_object_get(json_object_get(item, "involvedObject"), "name"));
+        const char *text = json_string_value(json_object_get(
+            json_object_get(json_object_get(item, "metadata"), "annotations"),
+            NG_EVIDENCE_ANN));
+        struct nq_evidence ev;
+        struct nq_cluster c = {0, 0};
+        struct nq_actions a;
+        char gpus[48];
+        int lost;
+
+        if (reason == NULL || about == NULL || strcmp(about, nl->o->node) != 0)
+            continue;
+        lost = strcmp(reason, NG_EVENT_GPU_LOST) == 0;
+        if (!lost && strcmp(reason, NG_EVENT_PAIR) != 0)
+            continue;
+        if (evidence_decode(text, &ev, gpus, sizeof(gpus)) != 0)
+            continue;
+        if (lost) {
+            struct nc_result r;
+
+            /* The watchdog of this node saw it: own evidence. */
+            if (strcmp(ev.peer, nl->o->node) != 0)
+                continue;
+            ev.peer[0] = '\0';
+            nc_classify_lost_gpu(gpus, &r);
+            ev.cls = r.cls;
+            if (!seen_add(nl, ev.key)) {
+                pthread_mutex_lock(&nl->mu);
+                nl->verdicts[r.verdict][r.cls]++;
+                pthread_mutex_unlock(&nl->mu);
+            }
+        } else {
+            if (strcmp(ev.peer, nl->o->node) == 0)
+                continue;
+            ev.cls = NC_CLASS_PAIR;
+        }
+        if (nl->o->pol.mode == NQ_QUARANTINE)
+            cluster_count(nl, &c);
+        if (lost)
+            nq_add(&nl->st, &nl->o->pol, &ev, now_ms(), &c, &a);
+        else
+            nq_add_peer(&nl->st, &nl->o->pol, &ev, now_ms(), &c, &a);
+        if (!a.counted)
+            continue;
+        pthread_mutex_lock(&nl->mu);
+        if (lost)
+            nl->gpu_lost_counted++;
+        else
+            nl->pair_counted++;
+        pthread_mutex_unlock(&nl->mu);
+        logj(lost ? "gpu-lost-counted" : "pair-counted",
+             json_pack("{s:s,s:s,s:s}", "key", ev.key, "pod", ev.pod, "from",
+                       lost ? nl->o->node : ev.peer));
+        apply(nl, &a);
+    }
+    json_decref(list);
+}
+
 /* One terminated container: classify, show, count. */
 static void
 terminated(struct nl *nl, const struct podid *p, const char *container,
@@ -764,7 +1005,24 @@ terminated(struct nl *nl, const struct podid *p, const char *container,
              p->name, p->uid, container, restart);
     snprintf(msg, sizeof(msg), "%s", r.summary);
     post_event(nl, p->ns, ev_name, "Pod", p->name, p->ns, p->uid,
-               r.verdict != NC_VERDICT_PASS, verdict_reasons[r.verdict], msg);
+               r.verdict != NC_VERDICT_PASS, verdict_reasons[r.verdict], msg,
+               NULL, NULL);
+    if (ringcheck && r.phase == 7 && r.verdict != NC_VERDICT_PASS) {
+        /* This node's own view of a failed cross-node ring: what a pair
+         * verdict from another node needs before it counts here. */
+        int64_t when = at > 0 ? at : now_ms();
+
+        if (when > nl->st.cross_ms) {
+            struct nq_actions a;
+
+            memset(&a, 0, sizeof(a));
+            nl->st.cross_ms = when;
+            a.changed = 1;
+            apply(nl, &a);
+        }
+    }
+    if (r.cls == NC_CLASS_PAIR && text != NULL)
+        pair_report(nl, p, key, text, at > 0 ? at : now_ms(), &r);
     if (nq_counts(r.cls)) {
         struct nq_evidence ev;
         struct nq_cluster c = {0, 0};
@@ -985,6 +1243,11 @@ tick(struct nl *nl)
     struct nq_actions a;
 
     nl->last_tick_ms = now_ms();
+    /* Before the Node is read: what the Events add is written first, and
+     * the taint the step sees is the one now on the Node. */
+    if (nl->st.kind != NQ_QUARANTINED &&
+        now_ms() - nl->last_poll_ms >= nl->o->event_poll_ms)
+        node_events_poll(nl);
     if (node_get(nl, &v) != 0)
         return;
     /* Only a withheld taint needs the count again (the evidence cannot
@@ -1216,6 +1479,7 @@ usage(FILE *f)
             "  --watch-timeout D      server-side watch timeout (5m)\n"
             "  --tick D               periodic step at most this often (10s)\n"
             "  --heartbeat D          condition heartbeat (5m)\n"
+            "  --event-poll D         read this Node's evidence Events (1m)\n"
             "  --validation-timeout S ring-check --timeout (120)\n"
             "  --metrics-port N       serve /metrics on 0.0.0.0:N (0 off)\n"
             "  --metrics-file PATH    also write the metrics there\n"
@@ -1283,6 +1547,17 @@ classify_file(const char *exit_s, const char *path)
                   nc_verdict_name(r.verdict), "class", nc_class_name(r.cls),
                   "reason", r.reason, "code", r.code, "phase", r.phase, "cure",
                   r.cure, "summary", r.summary);
+    if (r.cls == NC_CLASS_PAIR) {
+        /* The pods on either side of the failing pairs: their nodes get
+         * the pair Event. */
+        char hosts[NC_PAIR_HOSTS][NC_HOST_MAX];
+        int nh = nc_pair_hosts(buf, n, hosts, NC_PAIR_HOSTS);
+        json_t *arr = json_array();
+
+        for (int i = 0; i < nh; i++)
+            json_array_append_new(arr, json_string(hosts[i]));
+        json_object_set_new(o, "pair_hosts", arr);
+    }
     text = json_dumps(o, JSON_COMPACT);
     printf("%s\n", text);
     free(text);
@@ -1339,6 +1614,7 @@ nodeloop_main(int argc, char **argv)
         {"max-share", required_argument, NULL, 's'},
         {"watch-timeout", required_argument, NULL, 'W'},
         {"tick", required_argument, NULL, 't'},
+        {"event-poll", required_argument, NULL, 'E'},
         {"heartbeat", required_argument, NULL, 'H'},
         {"validation-timeout", required_argument, NULL, 'V'},
         {"metrics-port", required_argument, NULL, 'P'},
@@ -1364,6 +1640,7 @@ nodeloop_main(int argc, char **argv)
     o.gpu_selector = "nvidia.com/gpu.present=true";
     o.watch_s = 300;
     o.tick_ms = 10000;
+    o.event_poll_ms = 60000;
     o.heartbeat_ms = 300000;
     o.validation_timeout_s = 120;
     if (getenv("KUBERNETES_SERVICE_HOST") != NULL &&
@@ -1470,6 +1747,10 @@ nodeloop_main(int argc, char **argv)
             break;
         case 't':
             if (dur("tick", optarg, &o.tick_ms, 0) != 0)
+                return 2;
+            break;
+        case 'E':
+            if (dur("event-poll", optarg, &o.event_poll_ms, 0) != 0)
                 return 2;
             break;
         case 'H':
