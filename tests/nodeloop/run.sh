@@ -491,6 +491,11 @@ expect "($TAINT | length) == 1"
     "$(state | jq -c "[{op: \"replace\", path: \"/spec/taints\", value: [$N.spec.taints[] | select(.key != \"ncclguard.io/nccl-unhealthy\")]}]")" >/dev/null
 expect "$(nev NCCLQuarantineLiftedByHand) == 1 and $COND.status == \"True\" and $ST.state == \"healthy\""
 expect_stays "($TAINT | length) == 0" 1
+# A restarted agent lists pods a and b again: what the lift forgot stays
+# forgotten.
+stop_agent
+agent --mode quarantine --threshold 2 --cooldown 1h
+expect_stays "($TAINT | length) == 0 and ($ST.evidence | length) == 0 and $ST.clearedAt > 0" 2
 
 new_case restart "an agent restart keeps its state (it lives in the API)"
 cluster 10 0
