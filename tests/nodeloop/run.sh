@@ -682,14 +682,62 @@ EOK
     fi
 fi
 
-# ---- 5. the alerts read only what the agent exports ----------------------
-CASE="every metric in the node loop's PrometheusRule is exported"
-want alerts &&
-names=$(yq -r '.spec.groups[].rules[].expr' "$HERE/../../deploy/components/node-health/prometheusrule.yaml" | grep -oE 'ncclguard_[a-z_]+' | sort -u)
-want alerts && { [ -n "$names" ] && ok || bad "no metric names in the rule"; }
-want alerts && for m in $names; do
-    if grep -q "^$m{" "$TMP/metrics" 2>/dev/null; then ok; else bad "$m is not exported"; fi
-done
+# ---- 5. the alerts and the dashboard read only what the agents export ---
+NH=$HERE/../../deploy/components/node-health
+CASE="every metric in the node-health rules and dashboard is exported"
+if want alerts; then
+    # The node loop's families: a short run against the fake (every
+    # family is written from the first step on).
+    stop_agent
+    stop_fake
+    SKIPPING=0
+    start_fake
+    node "$NODE" 8 0
+    : >"$TMP/agent.log"
+    rm -f "$TMP/metrics"
+    agent --run-for 2s
+    for _ in $(seq 100); do [ -s "$TMP/metrics" ] && break; sleep 0.1; done
+    stop_agent
+    # The watchdog's: one short run without GPUs.
+    "$WATCHDOG" --nvml "$FAKES/libnvidia-ml.so.1" --scan 50ms \
+        --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$TMP/wdport" \
+        --api-server off --run-for 3s >"$TMP/wd.log" 2>&1 &
+    WD_PID=$!
+    for _ in $(seq 100); do [ -s "$TMP/wdport" ] && break; sleep 0.05; done
+    curl -s "http://127.0.0.1:$(cat "$TMP/wdport" 2>/dev/null)/metrics" >"$TMP/wdmetrics" 2>/dev/null
+    kill "$WD_PID" 2>/dev/null
+    wait "$WD_PID" 2>/dev/null
+    # Families as their TYPE lines declare them: a counter with no sample
+    # yet (no verdict of that kind) is still exported.
+    cat "$TMP/metrics" "$TMP/wdmetrics" 2>/dev/null | sed -n 's/^# TYPE \([^ ]*\) .*/\1/p' | sort -u >"$TMP/exported"
+    grep -q '^ncclguard_watchdog_hangs_total$' "$TMP/exported" && grep -q '^ncclguard_node_state$' "$TMP/exported" && ok ||
+        bad "no metrics scraped from the node loop or the watchdog"
+    names=$( {
+        yq -r '.spec.groups[].rules[].expr' "$NH/prometheusrule.yaml"
+        jq -r '.panels[].targets[].expr' "$NH/dashboard.json"
+    } | grep -oE 'ncclguard_[a-z_]+' | sort -u)
+    [ -n "$names" ] && ok || bad "no metric names in the rules or the dashboard"
+    for m in $names; do
+        if grep -qx "$m" "$TMP/exported"; then ok; else bad "$m is not exported"; fi
+    done
+    jq -e '(.panels | length > 0) and ([.panels[] | .targets | length > 0 and all(.expr | length > 0)] | all) and
+        ([.panels[].id] | length == (unique | length))' "$NH/dashboard.json" >/dev/null && ok ||
+        bad "dashboard.json: no panels, a panel without queries, or duplicate ids"
+    # Nodes by state and the verdicts, as the dashboard promises.
+    jq -e '[.panels[].targets[].expr] | any(test("ncclguard_node_state")) and any(test("ncclguard_node_verdicts_total"))' \
+        "$NH/dashboard.json" >/dev/null && ok || bad "the dashboard lacks the node states or the verdicts"
+    if command -v promtool >/dev/null 2>&1; then
+        mkdir -p "$TMP/prom"
+        yq -y '.spec' "$NH/prometheusrule.yaml" >"$TMP/prom/full.yaml"
+        promtool check rules "$TMP/prom/full.yaml" >"$TMP/perr" 2>&1 && ok || bad "promtool check rules: $(cat "$TMP/perr")"
+        yq -y '.spec | del(.groups[].rules[].annotations)' "$NH/prometheusrule.yaml" >"$TMP/prom/rules.yaml"
+        cp "$HERE/alerts.test.yaml" "$TMP/prom/"
+        (cd "$TMP/prom" && promtool test rules alerts.test.yaml) >"$TMP/perr" 2>&1 && ok ||
+            bad "promtool test rules tests/nodeloop/alerts.test.yaml: $(cat "$TMP/perr")"
+    else
+        echo "SKIP node-health promtool check rules and alert unit tests (promtool not installed; make deps installs Debian's prometheus package)"
+    fi
+fi
 
 stop_agent
 stop_fake
