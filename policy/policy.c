@@ -52,6 +52,7 @@ struct policy {
     struct rule *rules;
     size_t n_rules;
     struct policy_dra dra;
+    struct policy_quarantine quarantine; /* defaults.quarantine */
     /* Every allocation the snapshot owns, freed together. */
     void **blocks;
     size_t n_blocks;
@@ -116,6 +117,21 @@ settings_builtin_watchdog(struct settings *s)
     s->watchdog.checkpoint_signal = d.checkpoint_signal;
     s->watchdog.checkpoint_file = NULL;
     s->watchdog.grace_ms = d.grace_ms;
+}
+
+/* The node agent's quarantine block: observe only, K 2 within 1h, a
+ * validation pod after 30m (doubling on failure up to 8h), expiry 24h, and
+ * a breaker at 10 % of the GPU nodes. */
+static void
+quarantine_builtin(struct policy_quarantine *q)
+{
+    q->mode = QUARANTINE_OBSERVE;
+    q->threshold = 2;
+    q->window_ms = 3600 * 1000LL;
+    q->cooldown_ms = 1800 * 1000LL;
+    q->cooldown_max_ms = 8 * 3600 * 1000LL;
+    q->expiry_ms = 24 * 3600 * 1000LL;
+    q->max_share_permille = 100;
 }
 
 /* The ring-check image of policies that name none; serve sets it from
@@ -306,6 +322,14 @@ static const char *const watchdog_keys[] = {"enabled", "period", "idlePeriods",
                                             "minCPU",  "action", "checkpoint",
                                             "grace",   NULL};
 static const char *const checkpoint_keys[] = {"signal", "file", NULL};
+/* Node-level keys: under defaults only, never in a rule's settings. */
+static const char *const defaults_keys[] = {
+    "gpuResources", "profile", "shm",      "ipc",        "ringCheck",
+    "extraEnv",     "debug",   "watchdog", "quarantine", NULL};
+static const char *const node_level_keys[] = {"quarantine", NULL};
+static const char *const quarantine_keys[] = {
+    "mode",        "threshold", "window",          "cooldown",
+    "cooldownMax", "expiry",    "maxSharePercent", NULL};
 static const char *const profile_keys[] = {"enabled", "name", "optional", NULL};
 static const char *const shm_keys[] = {"enabled",  "perGPU",      "min", "max",
                                        "existing", "memoryLimit", NULL};
@@ -355,6 +379,7 @@ static const struct {
     {"profile", profile_keys},     {"debug", debug_keys},
     {"match", match_keys},         {"rule", rule_keys},
     {"watchdog", watchdog_keys},   {"watchdog.checkpoint", checkpoint_keys},
+    {"defaults", node_level_keys}, {"quarantine", quarantine_keys},
 };
 
 /* Reports keys of map that are not in allowed. */
@@ -1432,6 +1457,139 @@ parse_watchdog(struct loader *L, const struct ynode *n, struct settings *s)
         s->watchdog.grace_ms = i64;
 }
 
+/* ---- quarantine (node-level, defaults only) ------------------------ */
+
+#define Q_MINUTE_MS (60 * 1000LL)
+#define Q_DAY_MS (24 * 60 * Q_MINUTE_MS)
+
+/* A bound in the largest of m, s, ms that writes it whole. */
+static const char *
+duration_text(int64_t ms, char *buf, size_t n)
+{
+    if (ms % Q_MINUTE_MS == 0)
+        snprintf(buf, n, "%lldm", (long long)(ms / Q_MINUTE_MS));
+    else if (ms % 1000 == 0)
+        snprintf(buf, n, "%llds", (long long)(ms / 1000));
+    else
+        snprintf(buf, n, "%lldms", (long long)ms);
+    return buf;
+}
+
+/* A duration within [lo, hi] ms, the bounds written in minutes. */
+static bool
+get_duration_minutes(struct loader *L, const struct ynode *n, const char *what,
+                     int64_t lo, int64_t hi, int64_t *out)
+{
+    char a[32], b[32];
+    int64_t ms;
+
+    if (!get_duration(L, n, what, 0, INT64_MAX, &ms))
+        return false;
+    if (ms < lo || ms > hi) {
+        err_at(L, n, "%s must be between %s and %s, got %s", what,
+               duration_text(lo, a, sizeof(a)), duration_text(hi, b, sizeof(b)),
+               n->str);
+        return false;
+    }
+    *out = ms;
+    return true;
+}
+
+/* quarantine.maxSharePercent: a percentage with one decimal -> permille. */
+static void
+parse_max_share(struct loader *L, const struct ynode *v,
+                struct policy_quarantine *q)
+{
+    double d;
+
+    if (!get_number(L, v, "quarantine.maxSharePercent", &d))
+        return;
+    if (d == 0)
+        err_at(L, v,
+               "quarantine.maxSharePercent 0 would hold every taint; "
+               "write mode: observe for no taint, or a share above 0");
+    else if (d > 100 || fabs(d * 10.0 - round(d * 10.0)) > 1e-6)
+        err_at(L, v,
+               "quarantine.maxSharePercent must be a percentage above 0 and "
+               "at most 100 with at most one decimal, got %s",
+               v->str);
+    else
+        q->max_share_permille = (int)round(d * 10.0);
+}
+
+/*
+ * defaults.quarantine: what the node agent does with node-class ring-check
+ * and hang verdicts (docs/policy.md, "Quarantine"). Node-level, so a rule
+ * cannot set it.
+ */
+static void
+parse_quarantine(struct loader *L, const struct ynode *n,
+                 struct policy_quarantine *q)
+{
+    static const char *const modes[] = {"observe", "quarantine", NULL};
+    const struct ynode *v, *cd, *cdmax, *exp;
+    char a[32], b[32];
+    int64_t i64;
+    int e;
+
+    if (!want_map(L, n, "quarantine"))
+        return;
+    check_keys(L, n, quarantine_keys, "quarantine");
+    if ((v = ynode_get(n, "mode")) != NULL &&
+        get_enum(L, v, "quarantine.mode", modes, &e))
+        q->mode = (enum quarantine_mode)e;
+    if ((v = ynode_get(n, "threshold")) != NULL &&
+        get_int(L, v, "quarantine.threshold", 1, 100, &i64)) {
+        q->threshold = (int)i64;
+        if (i64 == 1)
+            warn_at(L, v,
+                    "quarantine.threshold 1 acts as 2: the verdicts must "
+                    "come from at least two pods");
+    }
+    if ((v = ynode_get(n, "window")) != NULL)
+        get_duration_minutes(L, v, "quarantine.window", Q_MINUTE_MS,
+                             7 * Q_DAY_MS, &q->window_ms);
+    if ((cd = ynode_get(n, "cooldown")) != NULL &&
+        !get_duration_minutes(L, cd, "quarantine.cooldown", Q_MINUTE_MS,
+                              7 * Q_DAY_MS, &q->cooldown_ms))
+        cd = NULL;
+    if ((cdmax = ynode_get(n, "cooldownMax")) != NULL &&
+        !get_duration_minutes(L, cdmax, "quarantine.cooldownMax", Q_MINUTE_MS,
+                              30 * Q_DAY_MS, &q->cooldown_max_ms))
+        cdmax = NULL;
+    if ((cd != NULL || cdmax != NULL) && q->cooldown_max_ms < q->cooldown_ms)
+        err_at(L, cdmax != NULL ? cdmax : cd,
+               "quarantine.cooldownMax %s is shorter than cooldown %s; the "
+               "cooldown doubles after each failed validation up to "
+               "cooldownMax",
+               duration_text(q->cooldown_max_ms, a, sizeof(a)),
+               duration_text(q->cooldown_ms, b, sizeof(b)));
+    if ((exp = ynode_get(n, "expiry")) != NULL) {
+        if (exp->kind == YNODE_SCALAR && exp->plain &&
+            strcmp(exp->str, "0") == 0)
+            q->expiry_ms = 0;
+        else if (!get_duration(L, exp, "quarantine.expiry", 0, INT64_MAX, &i64))
+            exp = NULL;
+        else if (i64 != 0 && (i64 < Q_MINUTE_MS || i64 > 30 * Q_DAY_MS)) {
+            err_at(L, exp,
+                   "quarantine.expiry must be 0 (never) or between 1m and "
+                   "%s, got %s",
+                   duration_text(30 * Q_DAY_MS, a, sizeof(a)), exp->str);
+            exp = NULL;
+        } else
+            q->expiry_ms = i64;
+    }
+    if ((exp != NULL || cd != NULL) && q->expiry_ms != 0 &&
+        q->expiry_ms <= q->cooldown_ms)
+        warn_at(L, exp != NULL ? exp : cd,
+                "quarantine.expiry %s is not longer than cooldown %s: the "
+                "taint expires before a validation pod has run",
+                duration_text(q->expiry_ms, a, sizeof(a)),
+                duration_text(q->cooldown_ms, b, sizeof(b)));
+    if ((v = ynode_get(n, "maxSharePercent")) != NULL)
+        parse_max_share(L, v, q);
+}
+
 /*
  * The ring check is NCCL on CUDA: the webhook gives it only nvidia.com/
  * resources (admission/mutate.c, ringcheck_resource()), so pods of
@@ -1459,10 +1617,15 @@ gpu_resources_vendor_check(struct loader *L, const struct ynode *v,
     }
 }
 
-/* Parses a settings block over *s (already holding the base values). */
+/*
+ * Parses a settings block over *s (already holding the base values). q is
+ * the policy's node-level block for defaults:, NULL for a rule's settings,
+ * where a node-level key is an error.
+ */
 static void
 parse_settings(struct loader *L, const struct ynode *n, struct settings *s,
-               const char *what, struct shm_pos *pos)
+               const char *what, struct shm_pos *pos,
+               struct policy_quarantine *q)
 {
     const struct ynode *v;
 
@@ -1470,7 +1633,15 @@ parse_settings(struct loader *L, const struct ynode *n, struct settings *s,
         return;
     if (!want_map(L, n, what))
         return;
-    check_keys(L, n, settings_keys, what);
+    check_keys(L, n, defaults_keys, what);
+    for (size_t i = 0; q == NULL && i < n->n; i++)
+        if (n->keys[i]->kind == YNODE_SCALAR &&
+            strcmp(n->keys[i]->str, "quarantine") == 0)
+            err_at(L, n->keys[i],
+                   "quarantine is node-level: it belongs under defaults:, "
+                   "not in a rule's settings");
+    if (q != NULL && (v = ynode_get(n, "quarantine")) != NULL)
+        parse_quarantine(L, v, q);
     if ((v = ynode_get(n, "gpuResources")) != NULL) {
         char **list;
         size_t count;
@@ -1791,7 +1962,7 @@ parse_rules(struct loader *L, const struct ynode *n)
                         "true");
             snprintf(who, sizeof(who),
                      "rule \"%.60s\": ", r->name ? r->name : "?");
-            parse_settings(L, v, &r->settings, "settings", &pos);
+            parse_settings(L, v, &r->settings, "settings", &pos, NULL);
             check_shm_bounds(L, &r->settings, &pos, v, who);
         }
         if (r->name == NULL)
@@ -1916,7 +2087,8 @@ parse_top(struct loader *L, const struct ynode *root)
     if ((v = ynode_get(root, "metadata")) != NULL)
         want_map(L, v, "metadata");
     if ((v = ynode_get(root, "defaults")) != NULL) {
-        parse_settings(L, v, &L->p->defaults, "defaults", &pos);
+        parse_settings(L, v, &L->p->defaults, "defaults", &pos,
+                       &L->p->quarantine);
         check_shm_bounds(L, &L->p->defaults, &pos, v, "defaults: ");
     }
     if ((v = ynode_get(root, "rules")) != NULL)
@@ -1963,6 +2135,7 @@ policy_check(const char *buf, size_t len, struct diags *d)
         return NULL;
     }
     atomic_init(&p->refs, 1);
+    quarantine_builtin(&p->quarantine);
     if (settings_builtin(p, &p->defaults) != 0 ||
         policy_hash_compute(p, buf, len) != 0) {
         diags_add(d, DIAG_ERROR, 0, 0, "out of memory");
@@ -2052,6 +2225,12 @@ const struct settings *
 policy_defaults(const struct policy *p)
 {
     return &p->defaults;
+}
+
+const struct policy_quarantine *
+policy_quarantine(const struct policy *p)
+{
+    return &p->quarantine;
 }
 
 const char *

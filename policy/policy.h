@@ -243,6 +243,23 @@ struct policy_dra {
  */
 int64_t policy_claim_template_gpus(const struct policy *p, const char *name);
 
+/*
+ * The node agent's quarantine block (defaults.quarantine; node-level, so a
+ * rule cannot set it): what node-class verdicts do to the node
+ * (docs/policy.md, "Quarantine"). Durations in milliseconds.
+ */
+enum quarantine_mode { QUARANTINE_OBSERVE = 0, QUARANTINE_TAINT = 1 };
+struct policy_quarantine {
+    enum quarantine_mode mode; /* observe | quarantine */
+    int threshold;             /* K counted verdicts from >= 2 pods */
+    /* window, first cooldown, its ceiling; expiry 0 = never */
+    int64_t window_ms, cooldown_ms, cooldown_max_ms, expiry_ms;
+    int max_share_permille; /* breaker: most GPU nodes under the taint */
+};
+/* Never NULL for a loaded policy: the built-in defaults when the block is
+ * absent. Borrowed from p. */
+const struct policy_quarantine *policy_quarantine(const struct policy *p);
+
 /* The settings used when no rule matches. Borrowed from p. */
 const struct settings *policy_defaults(const struct policy *p);
 

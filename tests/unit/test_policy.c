@@ -742,6 +742,25 @@ settings_same(const struct settings *a, const struct settings *b)
     SAME_INT(watchdog.grace_ms);
 }
 
+/* The node-level quarantine block, field by field. */
+static void
+quarantine_same(const struct policy_quarantine *a,
+                const struct policy_quarantine *b)
+{
+#if UINTPTR_MAX == UINT64_MAX
+    _Static_assert(sizeof(struct policy_quarantine) == 48,
+                   "struct policy_quarantine changed: compare the new field "
+                   "in quarantine_same() and spell it in policy/default.yaml");
+#endif
+    SAME_INT(mode);
+    SAME_INT(threshold);
+    SAME_INT(window_ms);
+    SAME_INT(cooldown_ms);
+    SAME_INT(cooldown_max_ms);
+    SAME_INT(expiry_ms);
+    SAME_INT(max_share_permille);
+}
+
 /*
  * policy/default.yaml spells out the defaults that policy.c builds in (a
  * policy that names no setting gets those). They once drifted: a comment
@@ -765,10 +784,133 @@ test_default_yaml_is_builtin(void)
     CHECK(builtin != NULL);
     if (file != NULL && builtin != NULL) {
         settings_same(policy_defaults(file), policy_defaults(builtin));
+        quarantine_same(policy_quarantine(file), policy_quarantine(builtin));
         CHECK_INT(policy_rule_count(file), 0);
     }
     policy_free(file);
     policy_free(builtin);
+}
+
+/* defaults.quarantine: the built-in values, each key, each error. */
+static void
+test_quarantine(void)
+{
+    struct ng_error e;
+    struct policy *p;
+    const struct policy_quarantine *q;
+
+    p = load(HEAD, &e);
+    CHECK(p != NULL);
+    if (p != NULL) {
+        q = policy_quarantine(p);
+        CHECK_INT(q->mode, QUARANTINE_OBSERVE);
+        CHECK_INT(q->threshold, 2);
+        CHECK_INT(q->window_ms, 3600 * 1000LL);
+        CHECK_INT(q->cooldown_ms, 1800 * 1000LL);
+        CHECK_INT(q->cooldown_max_ms, 8 * 3600 * 1000LL);
+        CHECK_INT(q->expiry_ms, 24 * 3600 * 1000LL);
+        CHECK_INT(q->max_share_permille, 100);
+    }
+    policy_free(p);
+
+    p = load(HEAD "defaults:\n  quarantine:\n    mode: quarantine\n"
+                  "    threshold: 3\n    window: 90s\n    cooldown: 5m\n"
+                  "    cooldownMax: 60m\n    expiry: 0\n"
+                  "    maxSharePercent: 2.5\n",
+             &e);
+    CHECK(p != NULL);
+    if (p == NULL)
+        fprintf(stderr, "quarantine policy: %d:%d %s\n", e.line, e.col, e.msg);
+    if (p != NULL) {
+        q = policy_quarantine(p);
+        CHECK_INT(q->mode, QUARANTINE_TAINT);
+        CHECK_INT(q->threshold, 3);
+        CHECK_INT(q->window_ms, 90 * 1000LL);
+        CHECK_INT(q->cooldown_ms, 5 * 60 * 1000LL);
+        CHECK_INT(q->cooldown_max_ms, 3600 * 1000LL);
+        CHECK_INT(q->expiry_ms, 0);
+        CHECK_INT(q->max_share_permille, 25);
+        /* Node-level: the rules' settings have nothing of it. */
+        CHECK_INT(policy_rule_count(p), 0);
+    }
+    policy_free(p);
+    /* expiry 0 written with a unit is never too. */
+    p = load(HEAD "defaults:\n  quarantine: {expiry: 0m}\n", &e);
+    CHECK(p != NULL && policy_quarantine(p)->expiry_ms == 0);
+    policy_free(p);
+
+#define QHEAD HEAD "defaults:\n  quarantine:\n"
+    expect_error(QHEAD "    mode: taint\n", 5, 11,
+                 "quarantine.mode must be one of observe, quarantine, got "
+                 "\"taint\"");
+    expect_error(QHEAD "    mode: quarantin\n", 5, 11,
+                 "did you mean \"quarantine\"?");
+    expect_error(QHEAD "    threshold: 0\n", 5, 16,
+                 "quarantine.threshold must be between 1 and 100, got 0");
+    expect_error(QHEAD "    threshold: 101\n", 5, 16,
+                 "quarantine.threshold must be between 1 and 100, got 101");
+    expect_error(QHEAD "    window: 30s\n", 5, 13,
+                 "quarantine.window must be between 1m and 10080m, got 30s");
+    expect_error(QHEAD "    window: 10081m\n", 5, 13,
+                 "quarantine.window must be between 1m and 10080m");
+    expect_error(QHEAD "    window: 1h\n", 5, 13,
+                 "unit \"h\" in \"1h\" is not one of ms, s, m "
+                 "(milliseconds, seconds, minutes), such as 60m");
+    expect_error(QHEAD "    cooldown: 60\n", 5, 15,
+                 "quarantine.cooldown: duration \"60\" needs a unit");
+    expect_error(QHEAD "    cooldown: 20000m\n", 5, 15,
+                 "quarantine.cooldown must be between 1m and 10080m");
+    expect_error(QHEAD "    cooldownMax: 43201m\n", 5, 18,
+                 "quarantine.cooldownMax must be between 1m and 43200m");
+    expect_error(QHEAD "    cooldown: 60m\n    cooldownMax: 30m\n", 6, 18,
+                 "quarantine.cooldownMax 30m is shorter than cooldown 60m");
+    expect_error(QHEAD "    cooldown: 600m\n", 5, 15,
+                 "quarantine.cooldownMax 480m is shorter than cooldown 600m");
+    expect_error(QHEAD "    expiry: 30s\n", 5, 13,
+                 "quarantine.expiry must be 0 (never) or between 1m and "
+                 "43200m, got 30s");
+    expect_error(QHEAD "    expiry: never\n", 5, 13,
+                 "quarantine.expiry: duration \"never\" must be a whole "
+                 "number");
+    expect_error(QHEAD "    maxSharePercent: 0\n", 5, 22,
+                 "quarantine.maxSharePercent 0 would hold every taint");
+    expect_error(QHEAD "    maxSharePercent: 101\n", 5, 22,
+                 "quarantine.maxSharePercent must be a percentage above 0 "
+                 "and at most 100 with at most one decimal, got 101");
+    expect_error(QHEAD "    maxSharePercent: 2.55\n", 5, 22,
+                 "with at most one decimal, got 2.55");
+    expect_error(QHEAD "    maxSharePercent: -5\n", 5, 22,
+                 "quarantine.maxSharePercent must not be negative");
+    expect_error(QHEAD "    threshhold: 3\n", 5, 5,
+                 "unknown key \"threshhold\" in quarantine; did you mean "
+                 "\"threshold\"?");
+#undef QHEAD
+    expect_error(HEAD "defaults:\n  quarantine: observe\n", 4, 15,
+                 "quarantine must be a mapping, got a string");
+    /* Node-level: not in a rule, not at the top. */
+    expect_error(HEAD "rules:\n- name: a\n  settings:\n    quarantine: "
+                      "{mode: quarantine}\n",
+                 6, 5,
+                 "quarantine is node-level: it belongs under defaults:, not "
+                 "in a rule's settings");
+    expect_error(HEAD "quarantine: {mode: observe}\n", 3, 1,
+                 "unknown key \"quarantine\" in the policy; it belongs under "
+                 "defaults");
+    expect_error(HEAD "defaults:\n  watchdog: {threshold: 3}\n", 4, 14,
+                 "unknown key \"threshold\" in watchdog; it belongs under "
+                 "quarantine");
+    /* Warnings: the policy loads. */
+    CHECK_INT(count_diags(HEAD "defaults:\n  quarantine: {threshold: 1}\n",
+                          DIAG_WARNING, "threshold 1 acts as 2"),
+              1);
+    CHECK_INT(count_diags(HEAD "defaults:\n  quarantine: {expiry: 20m}\n",
+                          DIAG_WARNING,
+                          "quarantine.expiry 20m is not longer than "
+                          "cooldown 30m"),
+              1);
+    CHECK_INT(count_diags(HEAD "defaults:\n  quarantine: {expiry: 20m}\n",
+                          DIAG_ERROR, ""),
+              0);
 }
 
 int
@@ -779,6 +921,7 @@ main(void)
     test_rules();
     test_errors();
     test_templates();
+    test_quarantine();
     test_threads();
     return harness_finish();
 }
