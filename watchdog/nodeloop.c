@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "contract/nodeevent.h"
 #include "contract/wdspec.h"
+#include "policy/policy.h"
 #include "watchdog/kube.h"
 #include "watchdog/nodeclass.h"
 #include "watchdog/nodestate.h"
@@ -33,8 +36,27 @@
 #define NL_RINGCHECK "ncclguard-ringcheck"
 #define NL_VALIDATION_LABEL "ncclguard.io/validation-for"
 
+/* The quarantine flags given on the command line: each overrides the
+ * policy file's value (docs/nodeloop.md, "Policy"). */
+enum {
+    NLF_MODE = 1 << 0,
+    NLF_THRESHOLD = 1 << 1,
+    NLF_WINDOW = 1 << 2,
+    NLF_COOLDOWN = 1 << 3,
+    NLF_COOLDOWN_MAX = 1 << 4,
+    NLF_EXPIRY = 1 << 5,
+    NLF_SHARE = 1 << 6,
+};
+
+/* The policy file is read whole, at most this much (the webhook's cap,
+ * RELOAD_MAX_POLICY_BYTES in server/reload.h). */
+#define NL_POLICY_MAX (4u << 20)
+
 struct nl_opts {
     struct kube_client kc;
+    const char *policy_path;   /* --policy, NULL: the flags and defaults */
+    struct nq_policy flag_pol; /* what the flags said */
+    unsigned flags_set;        /* NLF_*: which of them were given */
     const char *node, *ns, *image, *gpu_resource, *gpu_selector;
     const char *metrics_file;
     int metrics_port;
@@ -62,6 +84,9 @@ struct nl {
     char seen[NL_SEEN][96];
     int nseen, seen_next;
     int64_t last_tick_ms, last_cond_ms, last_poll_ms;
+    char *pol_seen; /* the policy file's bytes last read, good or bad */
+    size_t pol_seen_len;
+    int pol_failing;
     /* metrics, under mu */
     pthread_mutex_t mu;
     long verdicts[7][5];
@@ -69,6 +94,7 @@ struct nl {
     long validations_pass, validations_fail;
     long watch_dropped, watch_gone, api_errors, events_posted;
     long pair_sent, pair_counted, gpu_lost_counted;
+    long pol_reloads, pol_reload_errors;
     char metrics[16384];
 };
 
@@ -125,6 +151,121 @@ logj(const char *what, json_t *fields)
         free(text);
     }
     json_decref(fields);
+}
+
+/* --- the policy --------------------------------------------------------- */
+
+static volatile sig_atomic_t nl_hup;
+
+static void
+on_hup(int sig)
+{
+    (void)sig;
+    nl_hup = 1;
+}
+
+/* The quarantine settings in force: the policy's block (or the built-in
+ * defaults without --policy), then every flag given on top. */
+static void
+policy_apply(struct nl_opts *o, const struct policy_quarantine *q)
+{
+    const struct nq_policy *f = &o->flag_pol;
+
+    if (q != NULL) {
+        o->pol.mode = q->mode == QUARANTINE_TAINT ? NQ_QUARANTINE : NQ_OBSERVE;
+        o->pol.threshold = q->threshold;
+        o->pol.window_ms = q->window_ms;
+        o->pol.cooldown_ms = q->cooldown_ms;
+        o->pol.cooldown_max_ms = q->cooldown_max_ms;
+        o->pol.expiry_ms = q->expiry_ms;
+        o->pol.max_share_permille = q->max_share_permille;
+    }
+    if (o->flags_set & NLF_MODE)
+        o->pol.mode = f->mode;
+    if (o->flags_set & NLF_THRESHOLD)
+        o->pol.threshold = f->threshold;
+    if (o->flags_set & NLF_WINDOW)
+        o->pol.window_ms = f->window_ms;
+    if (o->flags_set & NLF_COOLDOWN)
+        o->pol.cooldown_ms = f->cooldown_ms;
+    if (o->flags_set & NLF_COOLDOWN_MAX)
+        o->pol.cooldown_max_ms = f->cooldown_max_ms;
+    if (o->flags_set & NLF_EXPIRY)
+        o->pol.expiry_ms = f->expiry_ms;
+    if (o->flags_set & NLF_SHARE)
+        o->pol.max_share_permille = f->max_share_permille;
+}
+
+static void logj(const char *what, json_t *fields);
+
+/*
+ * Reads the policy file and, when its bytes changed (or force: SIGHUP),
+ * loads it and puts its quarantine block in force. The same rules as the
+ * webhook's reload (policy_try in server/reload.c): a file that does not
+ * load leaves the last good policy in force, is reported once (not on
+ * every step while it stays the same), and raises the failing gauge until
+ * a good one comes. Returns 0 when a policy is in force, -1 when none
+ * ever loaded (at start: the loop does not run without it).
+ */
+static int
+policy_reload(struct nl *nl, int force)
+{
+    struct nl_opts *o = nl->o;
+    struct ng_error e;
+    struct policy *p;
+    char msg[sizeof(e.msg) + 600];
+    size_t len = 0;
+    char *buf;
+
+    if (o->policy_path == NULL)
+        return 0;
+    ng_error_clear(&e);
+    buf = file_read(o->policy_path, NL_POLICY_MAX, &len, &e);
+    if (buf != NULL && !force && nl->pol_seen != NULL &&
+        len == nl->pol_seen_len && memcmp(buf, nl->pol_seen, len) == 0) {
+        free(buf);
+        return 0;
+    }
+    p = buf != NULL ? policy_load(buf, len, o->policy_path, &e) : NULL;
+    if (p == NULL) {
+        int first = nl->pol_seen == NULL;
+
+        ng_error_format(&e, o->policy_path, msg, sizeof(msg));
+        pthread_mutex_lock(&nl->mu);
+        nl->pol_reload_errors++;
+        nl->pol_failing = 1;
+        pthread_mutex_unlock(&nl->mu);
+        logj("policy-error",
+             json_pack("{s:s,s:s}", "path", o->policy_path, "error", msg));
+        /* Remembered as seen, so the same bad bytes are not reported on
+         * every step; a file that cannot be read is tried again. */
+        if (buf != NULL) {
+            free(nl->pol_seen);
+            nl->pol_seen = buf;
+            nl->pol_seen_len = len;
+        }
+        return first ? -1 : 0;
+    }
+    pthread_mutex_lock(&nl->mu);
+    policy_apply(o, policy_quarantine(p));
+    nl->pol_reloads++;
+    nl->pol_failing = 0;
+    pthread_mutex_unlock(&nl->mu);
+    logj("policy",
+         json_pack("{s:s,s:s,s:s,s:i,s:I,s:I,s:I,s:I,s:i}", "path",
+                   o->policy_path, "hash", policy_hash(p), "mode",
+                   o->pol.mode == NQ_QUARANTINE ? "quarantine" : "observe",
+                   "threshold", o->pol.threshold, "windowMs",
+                   (json_int_t)o->pol.window_ms, "cooldownMs",
+                   (json_int_t)o->pol.cooldown_ms, "cooldownMaxMs",
+                   (json_int_t)o->pol.cooldown_max_ms, "expiryMs",
+                   (json_int_t)o->pol.expiry_ms, "maxSharePermille",
+                   o->pol.max_share_permille));
+    policy_free(p);
+    free(nl->pol_seen);
+    nl->pol_seen = buf;
+    nl->pol_seen_len = len;
+    return 0;
 }
 
 /* --- metrics ------------------------------------------------------------ */
@@ -188,6 +329,25 @@ metrics_render(struct nl *nl)
         "# TYPE ncclguard_node_events_total counter\n"
         "ncclguard_node_events_total{node=\"%s\"} %ld\n",
         node, nl->api_errors, node, nl->events_posted);
+    ADD("# HELP ncclguard_node_quarantine_mode 1 for the quarantine mode in "
+        "force (the policy's defaults.quarantine.mode, or --mode).\n"
+        "# TYPE ncclguard_node_quarantine_mode gauge\n"
+        "ncclguard_node_quarantine_mode{node=\"%s\",mode=\"observe\"} %d\n"
+        "ncclguard_node_quarantine_mode{node=\"%s\",mode=\"quarantine\"} %d\n",
+        node, nl->o->pol.mode == NQ_OBSERVE, node,
+        nl->o->pol.mode == NQ_QUARANTINE);
+    ADD("# HELP ncclguard_node_policy_reloads_total Reads of a changed "
+        "policy file, by result.\n"
+        "# TYPE ncclguard_node_policy_reloads_total counter\n"
+        "ncclguard_node_policy_reloads_total{node=\"%s\",result=\"ok\"} %ld\n"
+        "ncclguard_node_policy_reloads_total{node=\"%s\",result=\"error\"} "
+        "%ld\n"
+        "# HELP ncclguard_node_policy_reload_failing 1 while the policy file "
+        "does not load (the last good one stays in force).\n"
+        "# TYPE ncclguard_node_policy_reload_failing gauge\n"
+        "ncclguard_node_policy_reload_failing{node=\"%s\"} %d\n",
+        node, nl->pol_reloads, node, nl->pol_reload_errors, node,
+        nl->pol_failing);
     ADD("# HELP ncclguard_node_peer_evidence_total Evidence carried by Node "
         "Events: pair verdicts sent to the other node, pair verdicts from "
         "another node counted here, lost GPUs from the watchdog counted.\n"
@@ -1243,6 +1403,10 @@ tick(struct nl *nl)
     struct nq_actions a;
 
     nl->last_tick_ms = now_ms();
+    /* A changed policy file (or SIGHUP) first: the step below decides
+     * with the settings now in force. */
+    policy_reload(nl, nl_hup != 0);
+    nl_hup = 0;
     /* Before the Node is read: what the Events add is written first, and
      * the taint the step sees is the one now on the Node. */
     if (nl->st.kind != NQ_QUARANTINED &&
@@ -1250,10 +1414,12 @@ tick(struct nl *nl)
         node_events_poll(nl);
     if (node_get(nl, &v) != 0)
         return;
-    /* Only a withheld taint needs the count again (the evidence cannot
+    /* Only a withheld taint, or a node left unhealthy when the policy
+     * turns quarantine on, needs the count again (the evidence cannot
      * grow here); an agent per node listing the GPU nodes every tick would
      * load the API server for nothing. */
-    if (nl->o->pol.mode == NQ_QUARANTINE && nl->st.kind == NQ_WITHHELD)
+    if (nl->o->pol.mode == NQ_QUARANTINE &&
+        (nl->st.kind == NQ_WITHHELD || nl->st.kind == NQ_UNHEALTHY))
         cluster_count(nl, &c);
     nq_tick(&nl->st, &nl->o->pol, now_ms(), v.tainted, &c, &a);
     if (nl->st.kind == NQ_QUARANTINED && nl->st.validation[0] != '\0' &&
@@ -1472,7 +1638,12 @@ usage(FILE *f)
             "  --image IMAGE          the ring-check image for validation\n"
             "  --gpu-resource NAME    default nvidia.com/gpu\n"
             "  --gpu-nodes SELECTOR   label selector of GPU nodes (breaker)\n"
-            "  --mode observe|quarantine\n"
+            "  --policy FILE          the webhook's policy: its "
+            "defaults.quarantine,\n"
+            "                         read again when the file changes or on "
+            "SIGHUP\n"
+            "  --mode observe|quarantine   (each quarantine flag overrides "
+            "the policy)\n"
             "  --threshold K          counted verdicts (from >= 2 pods)\n"
             "  --window D --cooldown D --cooldown-max D --expiry D (0 never)\n"
             "  --max-share PERCENT    breaker share of GPU nodes (10)\n"
@@ -1598,6 +1769,7 @@ nodeloop_main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"api-server", required_argument, NULL, 'A'},
+        {"policy", required_argument, NULL, 'p'},
         {"token-file", required_argument, NULL, 'T'},
         {"ca-file", required_argument, NULL, 'C'},
         {"node-name", required_argument, NULL, 'N'},
@@ -1632,6 +1804,7 @@ nodeloop_main(int argc, char **argv)
 
     memset(&o, 0, sizeof(o));
     nq_policy_defaults(&o.pol);
+    nq_policy_defaults(&o.flag_pol);
     o.kc.timeout_ms = 10000;
     o.node = getenv("NODE_NAME");
     o.ns = getenv("POD_NAMESPACE");
@@ -1664,6 +1837,9 @@ nodeloop_main(int argc, char **argv)
         case 'A':
             o.kc.api_server = optarg;
             break;
+        case 'p':
+            o.policy_path = optarg;
+            break;
         case 'T':
             o.kc.token_file = optarg;
             break;
@@ -1686,10 +1862,11 @@ nodeloop_main(int argc, char **argv)
             o.gpu_selector = optarg;
             break;
         case 'm':
+            o.flags_set |= NLF_MODE;
             if (strcmp(optarg, "observe") == 0)
-                o.pol.mode = NQ_OBSERVE;
+                o.flag_pol.mode = NQ_OBSERVE;
             else if (strcmp(optarg, "quarantine") == 0)
-                o.pol.mode = NQ_QUARANTINE;
+                o.flag_pol.mode = NQ_QUARANTINE;
             else {
                 fprintf(stderr, "ncclguard-watchdog node-loop: --mode: "
                                 "expected observe or quarantine\n");
@@ -1708,28 +1885,34 @@ nodeloop_main(int argc, char **argv)
                         optarg);
                 return 2;
             }
-            if (c == 'k')
-                o.pol.threshold = (int)v;
-            else if (c == 'V')
+            if (c == 'k') {
+                o.flag_pol.threshold = (int)v;
+                o.flags_set |= NLF_THRESHOLD;
+            } else if (c == 'V')
                 o.validation_timeout_s = (int)v;
             else
                 o.metrics_port = (int)v;
             break;
         case 'w':
-            if (dur("window", optarg, &o.pol.window_ms, 0) != 0)
+            if (dur("window", optarg, &o.flag_pol.window_ms, 0) != 0)
                 return 2;
+            o.flags_set |= NLF_WINDOW;
             break;
         case 'c':
-            if (dur("cooldown", optarg, &o.pol.cooldown_ms, 0) != 0)
+            if (dur("cooldown", optarg, &o.flag_pol.cooldown_ms, 0) != 0)
                 return 2;
+            o.flags_set |= NLF_COOLDOWN;
             break;
         case 'x':
-            if (dur("cooldown-max", optarg, &o.pol.cooldown_max_ms, 0) != 0)
+            if (dur("cooldown-max", optarg, &o.flag_pol.cooldown_max_ms, 0) !=
+                0)
                 return 2;
+            o.flags_set |= NLF_COOLDOWN_MAX;
             break;
         case 'e':
-            if (dur("expiry", optarg, &o.pol.expiry_ms, 1) != 0)
+            if (dur("expiry", optarg, &o.flag_pol.expiry_ms, 1) != 0)
                 return 2;
+            o.flags_set |= NLF_EXPIRY;
             break;
         case 's':
             d = strtod(optarg, &end);
@@ -1738,7 +1921,8 @@ nodeloop_main(int argc, char **argv)
                                 "a percentage 0-100\n");
                 return 2;
             }
-            o.pol.max_share_permille = (int)(d * 10 + 0.5);
+            o.flag_pol.max_share_permille = (int)(d * 10 + 0.5);
+            o.flags_set |= NLF_SHARE;
             break;
         case 'W':
             if (dur("watch-timeout", optarg, &ms, 0) != 0)
@@ -1788,12 +1972,29 @@ nodeloop_main(int argc, char **argv)
                         "--namespace and an API server\n");
         return 1;
     }
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return 1;
+    policy_apply(&o, NULL);
     memset(&nl, 0, sizeof(nl));
     nl.o = &o;
     nq_node_init(&nl.st);
     pthread_mutex_init(&nl.mu, NULL);
+    /* As the webhook: no start without a policy that loads. */
+    if (policy_reload(&nl, 1) != 0) {
+        fprintf(stderr,
+                "ncclguard-watchdog node-loop: the policy %s does "
+                "not load (above)\n",
+                o.policy_path);
+        return 1;
+    }
+    {
+        struct sigaction sa;
+
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_hup;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGHUP, &sa, NULL);
+    }
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return 1;
     if (o.metrics_port > 0 || o.port_file != NULL) {
         pthread_t th;
         int s = metrics_listen(&o);

@@ -55,6 +55,7 @@ render "$T/user" user
 # shellcheck disable=SC2044 # no spaces in these paths
 for f in $(find deploy -name '*.yaml' ! -name kustomization.yaml ! -name kustomizeconfig.yaml ! -path 'deploy/examples/*'); do
     [ "$f" = deploy/base/policy.yaml ] && continue
+    [ "$f" = deploy/components/node-health/policy.yaml ] && continue
     # A top-level kind: line per object, and no document separator.
     n=$(grep -c '^kind:' "$f")
     [ "$n" = 1 ] && ! grep -q '^---' "$f" && ok ||
@@ -518,6 +519,8 @@ check "component: the profile lands in each listed namespace, same data" "$T/use
 if [ -f policy/default.yaml ]; then
     cmp -s policy/default.yaml deploy/base/policy.yaml && ok ||
         bad "deploy/base/policy.yaml differs from policy/default.yaml (cp policy/default.yaml deploy/base/policy.yaml)"
+    cmp -s policy/default.yaml deploy/components/node-health/policy.yaml && ok ||
+        bad "deploy/components/node-health/policy.yaml differs from policy/default.yaml (cp policy/default.yaml deploy/components/node-health/policy.yaml)"
     yq . policy/default.yaml >"$T/policy.json"
     # The CEL condition names no resource: it sends every pod that asks
     # for an extended resource (a name with a '/'), so a policy with other
@@ -834,6 +837,18 @@ check "node-health: the dashboard ConfigMap carries the Grafana sidecar label an
 check "node-health: every apiVersion is served by Kubernetes 1.30 (ValidatingAdmissionPolicy v1)" "$J" '
     [.[] | .apiVersion] - ["v1", "apps/v1", "batch/v1", "policy/v1", "rbac.authorization.k8s.io/v1",
         "networking.k8s.io/v1", "admissionregistration.k8s.io/v1", "monitoring.coreos.com/v1"] == []'
+check "node-health: the node loop reads the policy ConfigMap of its namespace, as the webhook does, and no quarantine flag overrides it" "$J" "
+    $NL as \$ds | \$ds.spec.template.spec as \$s | \$s.containers[0] as \$c |
+    (\$c.args | index(\"--policy\")) as \$i | \$c.args[\$i + 1] == \"/etc/ncclguard/policy.yaml\" and
+    ([\$c.args[] | select(IN(\"--mode\", \"--threshold\", \"--window\", \"--cooldown\", \"--cooldown-max\",
+        \"--expiry\", \"--max-share\"))] | length == 0) and
+    ([\$c.volumeMounts[] | select(.mountPath == \"/etc/ncclguard\" and (.subPath | not))] | length == 1) and
+    ([\$s.volumes[] | select(.configMap.name == \"ncclguard-policy\")] | length == 1) and
+    ([.[] | select(.kind == \"ConfigMap\" and .metadata.name == \"ncclguard-policy\" and
+        .metadata.namespace == \$ds.metadata.namespace) | .data[\"policy.yaml\"]] | length == 1)"
+check "node-health: its policy is the webhook's, byte for byte" "$J" '
+    [.[] | select(.kind == "ConfigMap" and .metadata.name == "ncclguard-policy") | .data["policy.yaml"]] |
+    length == 2 and (unique | length == 1)'
 grep -q 'Kubernetes 1.30 or later' docs/nodeloop.md && ok ||
     bad "docs/nodeloop.md must state the node-health minimum, Kubernetes 1.30 or later"
 # The DaemonSet's arguments parse (a usage error exits 2; no API server

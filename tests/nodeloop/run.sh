@@ -607,6 +607,50 @@ expect "($TAINT | length) == 1 and $TAINT[0].value == \"node\""
 expect_metric 'ncclguard_node_peer_evidence_total\{node="gpu-1",action="gpu-lost-counted"\} 2'
 expect_metric 'ncclguard_node_verdicts_total\{node="gpu-1",verdict="lost-gpu",class="node"\} 2'
 
+new_case policy "the default policy only observes; a policy with mode quarantine taints"
+cluster 10 0
+POL=$TMP/policy.yaml
+cp "$HERE/../../policy/default.yaml" "$POL"
+# No quarantine flag: the settings are the policy's.
+agent --policy "$POL" --cooldown 1h
+pod a p2p_fail
+pod b wrong
+expect "$COND.status == \"False\" and $COND.reason == \"NCCLNodeUnhealthy\""
+expect_stays "($TAINT | length) == 0" 1
+expect_metric 'ncclguard_node_quarantine_mode\{node="gpu-1",mode="observe"\} 1'
+# The ConfigMap changes: the same file, now in quarantine mode. The loop
+# reads it on its next step and quarantines the node it had only marked.
+[ "$SKIPPING" = 1 ] || sed 's/^    mode: observe$/    mode: quarantine/' "$HERE/../../policy/default.yaml" >"$POL.new"
+[ "$SKIPPING" = 1 ] || { grep -q '^    mode: quarantine$' "$POL.new" && ok || bad "the quarantine block's mode line moved in policy/default.yaml"; }
+[ "$SKIPPING" = 1 ] || mv "$POL.new" "$POL"
+expect "$TAINT == [{key: \"ncclguard.io/nccl-unhealthy\", value: \"node\", effect: \"NoSchedule\"}] and $COND.reason == \"NCCLQuarantined\""
+expect_metric 'ncclguard_node_quarantine_mode\{node="gpu-1",mode="quarantine"\} 1'
+expect_metric 'ncclguard_node_policy_reloads_total\{node="gpu-1",result="ok"\} 2'
+# A broken file keeps the last good policy, and says so once.
+[ "$SKIPPING" = 1 ] || printf 'defaults: [\n' >"$POL"
+expect_stays "($TAINT | length) == 1" 1
+expect_metric 'ncclguard_node_policy_reload_failing\{node="gpu-1"\} 1'
+expect_metric 'ncclguard_node_quarantine_mode\{node="gpu-1",mode="quarantine"\} 1'
+if [ "$SKIPPING" = 0 ]; then
+    [ "$(grep -c '"event":"policy-error"' "$TMP/agent.log")" = 1 ] && ok || bad "the broken policy was reported $(grep -c '"event":"policy-error"' "$TMP/agent.log") times"
+fi
+
+new_case policy "a quarantine flag overrides the policy"
+cluster 10 0
+sed 's/^    mode: observe$/    mode: quarantine/' "$HERE/../../policy/default.yaml" >"$TMP/policy.yaml"
+agent --policy "$TMP/policy.yaml" --mode observe
+pod a p2p_fail
+pod b wrong
+expect "$COND.reason == \"NCCLNodeUnhealthy\""
+expect_stays "($TAINT | length) == 0" 1
+# A policy that does not load stops the start, as it does the webhook's.
+if [ "$SKIPPING" = 0 ]; then
+    printf 'defaults: [\n' >"$TMP/bad-policy.yaml"
+    "$WATCHDOG" node-loop --api-server "http://127.0.0.1:$PORT" --node-name "$NODE" \
+        --namespace "$NS" --policy "$TMP/bad-policy.yaml" --run-for 1s >"$TMP/bad.out" 2>&1
+    [ $? = 1 ] && grep -q 'bad-policy.yaml:2:1' "$TMP/bad.out" && ok || bad "a broken policy at start: $(cat "$TMP/bad.out")"
+fi
+
 # ---- 3. every patch the agent sent, replayed on its Node ---------------
 CASE="every patch applies to a real Node manifest with kubectl patch --local"
 stop_agent
