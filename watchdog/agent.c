@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "contract/nodeevent.h"
 #include "contract/wdspec.h"
 #include "watchdog/cgroup.h"
 #include "watchdog/event.h"
@@ -1953,6 +1954,81 @@ fr_due(struct agent *a, long long t)
     }
 }
 
+/* A lost GPU is this node's fault whatever the job did: besides the pod's
+ * Event, one on the Node that the node loop counts as node-class evidence
+ * (contract/nodeevent.h). Its name is the pod's, so a second hang of the
+ * same pod answers 409 and the GPU counts once. */
+static void
+node_gpu_lost_event(struct agent *a, struct wpod *pod)
+{
+    const char *node = a->o->node_name;
+    char why[700], ts[40], name[300], podref[340];
+    struct timespec now;
+    struct tm tm;
+    json_t *ev, *evid;
+    char *body, *evtext;
+    long code;
+
+    if (a->ev.api_server == NULL || a->ev.api_server[0] == '\0' ||
+        node == NULL || node[0] == '\0' || pod->uid[0] == '\0')
+        return;
+    if ((pod->name[0] == '\0' || pod->ns[0] == '\0') && !a->o->pod_from_env)
+        pods_identify(a, now_ms());
+    if (pod->name[0] == '\0' || pod->ns[0] == '\0')
+        return;
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(name, sizeof(name), "%.180s.ncclguard-gpulost.%.64s", node,
+             pod->uid);
+    snprintf(podref, sizeof(podref), "%s/%s", pod->ns, pod->name);
+    snprintf(why, sizeof(why), "%s/gpu-lost", pod->uid);
+    evid = json_pack("{s:s,s:s,s:s,s:s,s:I,s:s}", "key", why, "pod", podref,
+                     "node", node, "reason", "GPULost", "at",
+                     (json_int_t)now_ms(), "gpus", pod->lost_gpus);
+    evtext = evid != NULL ? json_dumps(evid, JSON_COMPACT) : NULL;
+    json_decref(evid);
+    if (evtext == NULL)
+        return;
+    ev = json_pack(
+        "{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:{s:s,s:s,s:s},s:{s:s,s:s,s:s,s:s},"
+        "s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s,s:i,s:s,s:s}",
+        "apiVersion", "v1", "kind", "Event", "metadata", "name", name,
+        "namespace", NG_NODE_EVENT_NS, "annotations", NG_EVIDENCE_ANN, evtext,
+        "involvedObject", "apiVersion", "v1", "kind", "Node", "name", node,
+        "related", "apiVersion", "v1", "kind", "Pod", "name", pod->name,
+        "namespace", pod->ns, "reason", NG_EVENT_GPU_LOST, "message", "",
+        "type", "Warning", "source", "component", "ncclguard-watchdog", "host",
+        node, "firstTimestamp", ts, "lastTimestamp", ts, "count", 1,
+        "reportingComponent", "ncclguard-watchdog", "reportingInstance", node);
+    free(evtext);
+    if (ev == NULL)
+        return;
+    snprintf(why, sizeof(why),
+             "NVML reports GPU %s lost (NVML_ERROR_GPU_IS_LOST) under pod %s",
+             pod->lost_gpus, podref);
+    json_object_set_new(ev, "message", json_string(why));
+    json_object_set_new(json_object_get(ev, "related"), "uid",
+                        json_string(pod->uid));
+    body = json_dumps(ev, JSON_COMPACT);
+    json_decref(ev);
+    if (body == NULL)
+        return;
+    why[0] = '\0';
+    code = wd_event_post(&a->ev, NG_NODE_EVENT_NS, body, why, sizeof(why));
+    free(body);
+    if (code == 201)
+        a->m.events++;
+    else if (code != 409)
+        a->m.event_errors++;
+    logj(a, "event",
+         podj(pod, json_pack("{s:s,s:I,s:s}", "reason", NG_EVENT_GPU_LOST,
+                             "status", (json_int_t)code, "result",
+                             code == 201   ? "created"
+                             : code == 409 ? "already posted"
+                                           : why)));
+}
+
 static void
 pod_hang(struct agent *a, struct wpod *pod, size_t pi)
 {
@@ -1964,6 +2040,8 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
     size_t used;
 
     a->m.hangs++;
+    if (pod->last_v == WD_GPU_LOST)
+        node_gpu_lost_event(a, pod);
     duration_text(s->period_ms, period, sizeof(period));
     duration_text(s->grace_ms, grace, sizeof(grace));
     if (pod->last_v == WD_GPU_LOST)

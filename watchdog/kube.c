@@ -14,37 +14,6 @@
 #define KUBE_ANSWER_MAX (8u << 20)
 #define KUBE_LINE_MAX (4u << 20)
 
-void
-kube_buf_release(struct kube_buf *b)
-{
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap_used = 0;
-}
-
-static int
-buf_add(struct kube_buf *b, const char *p, size_t n)
-{
-    if (b->len + n + 1 > b->max)
-        return -1;
-    if (b->len + n + 1 > b->cap_used) {
-        size_t cap = b->cap_used ? b->cap_used : 4096;
-        char *d;
-
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        d = realloc(b->data, cap);
-        if (d == NULL)
-            return -1;
-        b->data = d;
-        b->cap_used = cap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return 0;
-}
-
 /* Headers for one request; NULL on failure (why filled). */
 static struct curl_slist *
 headers(const struct kube_client *kc, const char *content_type, char *why,
@@ -90,7 +59,7 @@ oom:
 static size_t
 answer_cb(char *p, size_t size, size_t nmemb, void *ud)
 {
-    struct kube_buf *b = ud;
+    struct buf *b = ud;
 
     return buf_add(b, p, size * nmemb) == 0 ? size * nmemb : 0;
 }
@@ -116,7 +85,7 @@ handle(const struct kube_client *kc, const char *path, struct curl_slist *h,
 
 long
 kube_request(const struct kube_client *kc, const char *method, const char *path,
-             const char *content_type, const char *body, struct kube_buf *resp,
+             const char *content_type, const char *body, struct buf *resp,
              char *why, size_t wn)
 {
     struct curl_slist *h;
@@ -125,12 +94,8 @@ kube_request(const struct kube_client *kc, const char *method, const char *path,
     CURLcode rc;
     long code = -1;
 
-    kube_buf_release(resp);
-    resp->max = KUBE_ANSWER_MAX;
-    if (buf_add(resp, "", 0) != 0) {
-        snprintf(why, wn, "out of memory");
-        return -1;
-    }
+    buf_release(resp);
+    buf_init(resp, KUBE_ANSWER_MAX);
     if ((h = headers(kc, content_type, why, wn)) == NULL)
         return -1;
     if ((c = handle(kc, path, h, url, sizeof(url))) == NULL) {
@@ -155,7 +120,7 @@ kube_request(const struct kube_client *kc, const char *method, const char *path,
 }
 
 struct watch_ctx {
-    struct kube_buf line;
+    struct buf line;
     int (*on_line)(const char *, size_t, void *);
     void *ud;
     int stopped, toolong;
@@ -179,12 +144,11 @@ watch_cb(char *p, size_t size, size_t nmemb, void *ud)
         if (nl == NULL)
             break;
         i++;
-        if (w->line.len > 0 && w->on_line(w->line.data, w->line.len, w->ud)) {
+        if (w->line.len > 0 && w->on_line(w->line.p, w->line.len, w->ud)) {
             w->stopped = 1;
             return 0;
         }
-        w->line.len = 0;
-        w->line.data[0] = '\0';
+        buf_reset(&w->line);
     }
     return n;
 }
@@ -222,7 +186,7 @@ kube_watch(const struct kube_client *kc, const char *path, long max_ms,
         snprintf(why, wn, "watch %s: %s", path, curl_easy_strerror(rc));
     if (rc != CURLE_OK)
         code = -1;
-    kube_buf_release(&w.line);
+    buf_release(&w.line);
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
     return code;

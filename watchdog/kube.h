@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "base/buf.h"
+
 /* Where the API server is. Strings are borrowed. */
 struct kube_client {
     const char *api_server; /* "https://10.96.0.1:443" or http://... */
@@ -13,25 +15,18 @@ struct kube_client {
     long timeout_ms;        /* per plain request */
 };
 
-/* A growing answer, capped at cap bytes. Free with kube_buf_release. */
-struct kube_buf {
-    char *data; /* NUL-terminated */
-    size_t len, cap_used, max;
-};
-
-void kube_buf_release(struct kube_buf *b);
-
 /*
  * Sends one request (method "GET", "POST", "PATCH", "DELETE") to
  * api_server + path with body (NUL-terminated, or NULL) and the given
- * Content-Type. The answer goes into *resp (reset first; at most 8 MiB,
- * more fails). Returns the HTTP status, or -1 with why filled when no
- * answer came. Safe from several threads: the client is only read and
+ * Content-Type. The answer goes into *resp (released and set up again
+ * first, with a cap of 8 MiB: more fails; free it with buf_release; resp->p
+ * is NULL for an empty answer). Returns the HTTP status, or -1 with why filled
+ * when no answer came. Safe from several threads: the client is only read and
  * each call has a curl handle of its own.
  */
 long kube_request(const struct kube_client *kc, const char *method,
                   const char *path, const char *content_type, const char *body,
-                  struct kube_buf *resp, char *why, size_t wn);
+                  struct buf *resp, char *why, size_t wn);
 
 /*
  * Opens a watch (path carries ?watch=1&resourceVersion=...) and calls

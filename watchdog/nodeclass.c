@@ -309,6 +309,63 @@ nc_classify_ringcheck(int exit_code, const char *msg, size_t len,
     set_summary(out, what);
 }
 
+/* The host of "node K: HOST, ..." in msg; 0 and host filled, or -1. */
+static int
+host_of(struct text m, int k, char *host, size_t hn)
+{
+    char prefix[24];
+    struct text line;
+    size_t e = 0;
+
+    snprintf(prefix, sizeof(prefix), "node %d: ", k);
+    line = line_after(m, prefix);
+    if (line.p == NULL)
+        return -1;
+    while (e < line.n && line.p[e] != ',' && line.p[e] != ' ')
+        e++;
+    if (e == 0 || e >= hn)
+        return -1;
+    memcpy(host, line.p, e);
+    host[e] = '\0';
+    return 0;
+}
+
+int
+nc_pair_hosts(const char *msg, size_t len, char hosts[][NC_HOST_MAX], int max)
+{
+    static const char fp[] = "failing pairs: ";
+    struct text m = {msg != NULL ? msg : "", msg != NULL ? len : 0};
+    struct text x;
+    int n = 0;
+    size_t i;
+
+    m.n = utf8_prefix(m, NC_MSG_MAX);
+    x = line_after(m, "cross-node diagnosis: ");
+    if (x.p == NULL)
+        return 0;
+    for (i = 0; i + sizeof(fp) - 1 <= x.n; i++)
+        if (memcmp(x.p + i, fp, sizeof(fp) - 1) == 0)
+            break;
+    if (i + sizeof(fp) - 1 > x.n)
+        return 0;
+    /* "node A - node B, node A - node C" up to the next ';'. */
+    for (i += sizeof(fp) - 1; i < x.n && x.p[i] != ';' && n < max; i++) {
+        char host[NC_HOST_MAX];
+        int k, dup = 0;
+
+        if (i + 5 > x.n || memcmp(x.p + i, "node ", 5) != 0)
+            continue;
+        k = number_at(x, i + 5);
+        if (k < 0 || host_of(m, k, host, sizeof(host)) != 0)
+            continue;
+        for (int j = 0; j < n && !dup; j++)
+            dup = strcmp(hosts[j], host) == 0;
+        if (!dup)
+            memcpy(hosts[n++], host, strlen(host) + 1);
+    }
+    return n;
+}
+
 int
 nc_classify_hang_report(const char *msg, size_t len, struct nc_result *out)
 {
@@ -328,22 +385,31 @@ nc_classify_hang_report(const char *msg, size_t len, struct nc_result *out)
     line.n = 0;
     while (line.p + line.n < m.p + m.n && line.p[line.n] != '\n')
         line.n++;
+    /* "GPU 0,3 lost 3x60s (NVML_ERROR_GPU_IS_LOST ...)" (pod_hang in
+     * watchdog/agent.c). Shown as a lost GPU, but not counted from here:
+     * a container can write its own termination message. What counts is
+     * the agent's NCCLGPULost Event on the Node (nc_classify_lost_gpu). */
+    if (starts(line, "GPU ") && contains(line, " lost ") &&
+        contains(line, "GPU_IS_LOST")) {
+        out->verdict = NC_VERDICT_LOST_GPU;
+        snprintf(out->reason, sizeof(out->reason), "GPULost");
+    }
     set_summary(out, line);
     return 0;
 }
 
 void
-nc_classify_lost_gpu(int gpu_index, struct nc_result *out)
+nc_classify_lost_gpu(const char *gpus, struct nc_result *out)
 {
-    char buf[64];
+    char buf[96];
     struct text t;
 
     result_init(out);
     out->verdict = NC_VERDICT_LOST_GPU;
     out->cls = NC_CLASS_NODE;
     snprintf(out->reason, sizeof(out->reason), "GPULost");
-    snprintf(buf, sizeof(buf), "NVML reports GPU %d lost (GPU_IS_LOST)",
-             gpu_index);
+    snprintf(buf, sizeof(buf), "NVML reports GPU %.40s lost (GPU_IS_LOST)",
+             gpus != NULL ? gpus : "?");
     t.p = buf;
     t.n = strlen(buf);
     set_summary(out, t);

@@ -56,9 +56,24 @@ void nc_classify_ringcheck(int exit_code, const char *msg, size_t len,
 int nc_classify_hang_report(const char *msg, size_t len, struct nc_result *out)
     __attribute__((warn_unused_result));
 
-/* The agent's own lost-GPU finding (NVML GPU_IS_LOST on gpu_index).
- * Always node class. Pure, thread-safe. */
-void nc_classify_lost_gpu(int gpu_index, struct nc_result *out);
+/* The agent's own lost-GPU finding (NVML GPU_IS_LOST), as its NCCLGPULost
+ * Event on the Node says it: gpus is the list it names ("0,3"; borrowed,
+ * cut at 40 bytes). Always node class. Pure, thread-safe. */
+void nc_classify_lost_gpu(const char *gpus, struct nc_result *out);
+
+#define NC_HOST_MAX 64 /* a pod's hostname: at most 63 bytes */
+#define NC_PAIR_HOSTS 16
+
+/*
+ * The hosts (the pods' hostnames, as the cross-node check's leader lists
+ * them: "node K: HOST, ...") on either side of the failing node pairs in
+ * a cross-node verdict ("cross-node diagnosis: ...; failing pairs: node 0
+ * - node 2, node 0 - node 3"). Writes at most max distinct hosts into
+ * hosts and returns how many; 0 when the message names no failing pair.
+ * A node index without a host line is left out. Pure, thread-safe.
+ */
+int nc_pair_hosts(const char *msg, size_t len, char hosts[][NC_HOST_MAX],
+                  int max);
 
 /* "node", "pair", "job", "unknown", "none". Never NULL. */
 const char *nc_class_name(enum nc_class c);

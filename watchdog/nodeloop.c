@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/file.h"
+#include "contract/nodeevent.h"
 #include "contract/wdspec.h"
+#include "policy/policy.h"
 #include "watchdog/kube.h"
 #include "watchdog/nodeclass.h"
 #include "watchdog/nodestate.h"
@@ -32,8 +36,27 @@
 #define NL_RINGCHECK "ncclguard-ringcheck"
 #define NL_VALIDATION_LABEL "ncclguard.io/validation-for"
 
+/* The quarantine flags given on the command line: each overrides the
+ * policy file's value (docs/nodeloop.md, "Policy"). */
+enum {
+    NLF_MODE = 1 << 0,
+    NLF_THRESHOLD = 1 << 1,
+    NLF_WINDOW = 1 << 2,
+    NLF_COOLDOWN = 1 << 3,
+    NLF_COOLDOWN_MAX = 1 << 4,
+    NLF_EXPIRY = 1 << 5,
+    NLF_SHARE = 1 << 6,
+};
+
+/* The policy file is read whole, at most this much (the webhook's cap,
+ * RELOAD_MAX_POLICY_BYTES in server/reload.h). */
+#define NL_POLICY_MAX (4u << 20)
+
 struct nl_opts {
     struct kube_client kc;
+    const char *policy_path;   /* --policy, NULL: the flags and defaults */
+    struct nq_policy flag_pol; /* what the flags said */
+    unsigned flags_set;        /* NLF_*: which of them were given */
     const char *node, *ns, *image, *gpu_resource, *gpu_selector;
     const char *metrics_file;
     int metrics_port;
@@ -41,7 +64,7 @@ struct nl_opts {
     const char *port_file;
     struct nq_policy pol;
     long watch_s;
-    int64_t run_ms, heartbeat_ms, tick_ms;
+    int64_t run_ms, heartbeat_ms, tick_ms, event_poll_ms;
     int validation_timeout_s;
 };
 
@@ -60,13 +83,18 @@ struct nl {
     int npods;
     char seen[NL_SEEN][96];
     int nseen, seen_next;
-    int64_t last_tick_ms, last_cond_ms;
+    int64_t last_tick_ms, last_cond_ms, last_poll_ms;
+    char *pol_seen; /* the policy file's bytes last read, good or bad */
+    size_t pol_seen_len;
+    int pol_failing;
     /* metrics, under mu */
     pthread_mutex_t mu;
     long verdicts[7][5];
     long taints_applied, taints_lifted, taints_withheld;
     long validations_pass, validations_fail;
     long watch_dropped, watch_gone, api_errors, events_posted;
+    long pair_sent, pair_counted, gpu_lost_counted;
+    long pol_reloads, pol_reload_errors;
     char metrics[16384];
 };
 
@@ -123,6 +151,121 @@ logj(const char *what, json_t *fields)
         free(text);
     }
     json_decref(fields);
+}
+
+/* --- the policy --------------------------------------------------------- */
+
+static volatile sig_atomic_t nl_hup;
+
+static void
+on_hup(int sig)
+{
+    (void)sig;
+    nl_hup = 1;
+}
+
+/* The quarantine settings in force: the policy's block (or the built-in
+ * defaults without --policy), then every flag given on top. */
+static void
+policy_apply(struct nl_opts *o, const struct policy_quarantine *q)
+{
+    const struct nq_policy *f = &o->flag_pol;
+
+    if (q != NULL) {
+        o->pol.mode = q->mode == QUARANTINE_TAINT ? NQ_QUARANTINE : NQ_OBSERVE;
+        o->pol.threshold = q->threshold;
+        o->pol.window_ms = q->window_ms;
+        o->pol.cooldown_ms = q->cooldown_ms;
+        o->pol.cooldown_max_ms = q->cooldown_max_ms;
+        o->pol.expiry_ms = q->expiry_ms;
+        o->pol.max_share_permille = q->max_share_permille;
+    }
+    if (o->flags_set & NLF_MODE)
+        o->pol.mode = f->mode;
+    if (o->flags_set & NLF_THRESHOLD)
+        o->pol.threshold = f->threshold;
+    if (o->flags_set & NLF_WINDOW)
+        o->pol.window_ms = f->window_ms;
+    if (o->flags_set & NLF_COOLDOWN)
+        o->pol.cooldown_ms = f->cooldown_ms;
+    if (o->flags_set & NLF_COOLDOWN_MAX)
+        o->pol.cooldown_max_ms = f->cooldown_max_ms;
+    if (o->flags_set & NLF_EXPIRY)
+        o->pol.expiry_ms = f->expiry_ms;
+    if (o->flags_set & NLF_SHARE)
+        o->pol.max_share_permille = f->max_share_permille;
+}
+
+static void logj(const char *what, json_t *fields);
+
+/*
+ * Reads the policy file and, when its bytes changed (or force: SIGHUP),
+ * loads it and puts its quarantine block in force. The same rules as the
+ * webhook's reload (policy_try in server/reload.c): a file that does not
+ * load leaves the last good policy in force, is reported once (not on
+ * every step while it stays the same), and raises the failing gauge until
+ * a good one comes. Returns 0 when a policy is in force, -1 when none
+ * ever loaded (at start: the loop does not run without it).
+ */
+static int
+policy_reload(struct nl *nl, int force)
+{
+    struct nl_opts *o = nl->o;
+    struct ng_error e;
+    struct policy *p;
+    char msg[sizeof(e.msg) + 600];
+    size_t len = 0;
+    char *buf;
+
+    if (o->policy_path == NULL)
+        return 0;
+    ng_error_clear(&e);
+    buf = file_read(o->policy_path, NL_POLICY_MAX, &len, &e);
+    if (buf != NULL && !force && nl->pol_seen != NULL &&
+        len == nl->pol_seen_len && memcmp(buf, nl->pol_seen, len) == 0) {
+        free(buf);
+        return 0;
+    }
+    p = buf != NULL ? policy_load(buf, len, o->policy_path, &e) : NULL;
+    if (p == NULL) {
+        int first = nl->pol_seen == NULL;
+
+        ng_error_format(&e, o->policy_path, msg, sizeof(msg));
+        pthread_mutex_lock(&nl->mu);
+        nl->pol_reload_errors++;
+        nl->pol_failing = 1;
+        pthread_mutex_unlock(&nl->mu);
+        logj("policy-error",
+             json_pack("{s:s,s:s}", "path", o->policy_path, "error", msg));
+        /* Remembered as seen, so the same bad bytes are not reported on
+         * every step; a file that cannot be read is tried again. */
+        if (buf != NULL) {
+            free(nl->pol_seen);
+            nl->pol_seen = buf;
+            nl->pol_seen_len = len;
+        }
+        return first ? -1 : 0;
+    }
+    pthread_mutex_lock(&nl->mu);
+    policy_apply(o, policy_quarantine(p));
+    nl->pol_reloads++;
+    nl->pol_failing = 0;
+    pthread_mutex_unlock(&nl->mu);
+    logj("policy",
+         json_pack("{s:s,s:s,s:s,s:i,s:I,s:I,s:I,s:I,s:i}", "path",
+                   o->policy_path, "hash", policy_hash(p), "mode",
+                   o->pol.mode == NQ_QUARANTINE ? "quarantine" : "observe",
+                   "threshold", o->pol.threshold, "windowMs",
+                   (json_int_t)o->pol.window_ms, "cooldownMs",
+                   (json_int_t)o->pol.cooldown_ms, "cooldownMaxMs",
+                   (json_int_t)o->pol.cooldown_max_ms, "expiryMs",
+                   (json_int_t)o->pol.expiry_ms, "maxSharePermille",
+                   o->pol.max_share_permille));
+    policy_free(p);
+    free(nl->pol_seen);
+    nl->pol_seen = buf;
+    nl->pol_seen_len = len;
+    return 0;
 }
 
 /* --- metrics ------------------------------------------------------------ */
@@ -186,6 +329,38 @@ metrics_render(struct nl *nl)
         "# TYPE ncclguard_node_events_total counter\n"
         "ncclguard_node_events_total{node=\"%s\"} %ld\n",
         node, nl->api_errors, node, nl->events_posted);
+    ADD("# HELP ncclguard_node_quarantine_mode 1 for the quarantine mode in "
+        "force (the policy's defaults.quarantine.mode, or --mode).\n"
+        "# TYPE ncclguard_node_quarantine_mode gauge\n"
+        "ncclguard_node_quarantine_mode{node=\"%s\",mode=\"observe\"} %d\n"
+        "ncclguard_node_quarantine_mode{node=\"%s\",mode=\"quarantine\"} %d\n",
+        node, nl->o->pol.mode == NQ_OBSERVE, node,
+        nl->o->pol.mode == NQ_QUARANTINE);
+    ADD("# HELP ncclguard_node_policy_reloads_total Reads of a changed "
+        "policy file, by result.\n"
+        "# TYPE ncclguard_node_policy_reloads_total counter\n"
+        "ncclguard_node_policy_reloads_total{node=\"%s\",result=\"ok\"} %ld\n"
+        "ncclguard_node_policy_reloads_total{node=\"%s\",result=\"error\"} "
+        "%ld\n"
+        "# HELP ncclguard_node_policy_reload_failing 1 while the policy file "
+        "does not load (the last good one stays in force).\n"
+        "# TYPE ncclguard_node_policy_reload_failing gauge\n"
+        "ncclguard_node_policy_reload_failing{node=\"%s\"} %d\n",
+        node, nl->pol_reloads, node, nl->pol_reload_errors, node,
+        nl->pol_failing);
+    ADD("# HELP ncclguard_node_peer_evidence_total Evidence carried by Node "
+        "Events: pair verdicts sent to the other node, pair verdicts from "
+        "another node counted here, lost GPUs from the watchdog counted.\n"
+        "# TYPE ncclguard_node_peer_evidence_total counter\n"
+        "ncclguard_node_peer_evidence_total{node=\"%s\",action=\"pair-sent\"} "
+        "%ld\n"
+        "ncclguard_node_peer_evidence_total{node=\"%s\",action=\"pair-"
+        "counted\"} "
+        "%ld\n"
+        "ncclguard_node_peer_evidence_total{node=\"%s\",action=\"gpu-lost-"
+        "counted\"} %ld\n",
+        node, nl->pair_sent, node, nl->pair_counted, node,
+        nl->gpu_lost_counted);
 #undef ADD
 }
 
@@ -290,7 +465,7 @@ static int
 node_get(struct nl *nl, struct nodeview *v)
 {
     char path[512], why[300];
-    struct kube_buf b = {0};
+    struct buf b = {0};
     json_t *taints, *t, *conds, *c;
     size_t i;
     long code;
@@ -304,13 +479,13 @@ node_get(struct nl *nl, struct nodeview *v)
         logj("api-error", json_pack("{s:s,s:I,s:s}", "path", path, "status",
                                     (json_int_t)code, "why",
                                     code < 0 ? why
-                                    : b.data ? b.data
+                                    : b.p    ? b.p
                                              : ""));
-        kube_buf_release(&b);
+        buf_release(&b);
         return -1;
     }
-    v->obj = json_loadb(b.data, b.len, 0, NULL);
-    kube_buf_release(&b);
+    v->obj = json_loadb(b.p, b.len, 0, NULL);
+    buf_release(&b);
     if (!json_is_object(v->obj)) {
         nodeview_release(v);
         return -1;
@@ -381,7 +556,7 @@ patch_send(struct nl *nl, const char *path, const char *type, json_t *patch,
            long *code_out)
 {
     char why[300];
-    struct kube_buf b = {0};
+    struct buf b = {0};
     char *body = json_dumps(patch, JSON_COMPACT);
     long code;
 
@@ -395,10 +570,10 @@ patch_send(struct nl *nl, const char *path, const char *type, json_t *patch,
         logj("api-error",
              json_pack("{s:s,s:I,s:s,s:s}", "path", path, "status",
                        (json_int_t)code, "why", code < 0 ? why : "", "answer",
-                       b.data != NULL ? b.data : ""));
+                       b.p != NULL ? b.p : ""));
     }
     free(body);
-    kube_buf_release(&b);
+    buf_release(&b);
     return code == 200 ? 0 : -1;
 }
 
@@ -502,10 +677,11 @@ node_write(struct nl *nl)
 static void
 post_event(struct nl *nl, const char *ns, const char *name, const char *kind,
            const char *obj_name, const char *obj_ns, const char *uid,
-           int warning, const char *reason, const char *msg)
+           int warning, const char *reason, const char *msg, json_t *related,
+           json_t *ann)
 {
     char path[512], why[300], now[32];
-    struct kube_buf b = {0};
+    struct buf b = {0};
     json_t *ev, *inv;
     char *body;
     long code;
@@ -526,6 +702,11 @@ post_event(struct nl *nl, const char *ns, const char *name, const char *kind,
                    "ncclguard-node-loop", "host", nl->o->node, "firstTimestamp",
                    now, "lastTimestamp", now, "count", 1, "reportingComponent",
                    "ncclguard.io/node-loop", "reportingInstance", nl->o->node);
+    if (related != NULL)
+        json_object_set_new(ev, "related", related);
+    if (ann != NULL)
+        json_object_set_new(json_object_get(ev, "metadata"), "annotations",
+                            ann);
     body = json_dumps(ev, JSON_COMPACT);
     json_decref(ev);
     if (body == NULL)
@@ -542,7 +723,7 @@ post_event(struct nl *nl, const char *ns, const char *name, const char *kind,
         logj("api-error", json_pack("{s:s,s:I,s:s}", "path", path, "status",
                                     (json_int_t)code, "why", why));
     }
-    kube_buf_release(&b);
+    buf_release(&b);
 }
 
 static void
@@ -554,8 +735,8 @@ node_event(struct nl *nl, const struct nq_actions *a)
         return;
     snprintf(name, sizeof(name), "%s.ncclguard.%llx", nl->o->node,
              (unsigned long long)now_ms());
-    post_event(nl, "default", name, "Node", nl->o->node, NULL, NULL,
-               a->event_warning, a->event_reason, a->event_msg);
+    post_event(nl, NG_NODE_EVENT_NS, name, "Node", nl->o->node, NULL, NULL,
+               a->event_warning, a->event_reason, a->event_msg, NULL, NULL);
     logj("node-event", json_pack("{s:s,s:s}", "reason", a->event_reason,
                                  "message", a->event_msg));
 }
@@ -566,7 +747,7 @@ static void
 cluster_count(struct nl *nl, struct nq_cluster *c)
 {
     char path[700], why[300], *esc;
-    struct kube_buf b = {0};
+    struct buf b = {0};
     json_t *list, *items, *n;
     size_t i;
     long code;
@@ -582,11 +763,11 @@ cluster_count(struct nl *nl, struct nq_cluster *c)
     if (code != 200) {
         /* Unknown size: the breaker holds (gpu_nodes 0 taints nothing). */
         nl->api_errors++;
-        kube_buf_release(&b);
+        buf_release(&b);
         return;
     }
-    list = json_loadb(b.data, b.len, 0, NULL);
-    kube_buf_release(&b);
+    list = json_loadb(b.p, b.len, 0, NULL);
+    buf_release(&b);
     items = json_object_get(list, "items");
     json_array_foreach(items, i, n)
     {
@@ -728,6 +909,226 @@ static const char *const verdict_reasons[] = {
     "NCCLRingCheckFailed", "NCCLRingCheckCannotRun", "NCCLHang",
     "NCCLGPULost"};
 
+/* The node a pod of namespace ns named host runs on (a pod's hostname is
+ * its name), into node; 0, or -1 when the API does not say. */
+static int
+pod_node(struct nl *nl, const char *ns, const char *host, char *node, size_t nn)
+{
+    char path[700], why[300], sel[120], *esc;
+    struct buf b = {0};
+    json_t *list, *name;
+    long code;
+    int rc = -1;
+
+    snprintf(sel, sizeof(sel), "metadata.name=%.63s", host);
+    esc = curl_easy_escape(NULL, sel, 0);
+    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods?fieldSelector=%s",
+             ns, esc != NULL ? esc : "");
+    curl_free(esc);
+    code =
+        kube_request(&nl->o->kc, "GET", path, NULL, NULL, &b, why, sizeof(why));
+    if (code != 200) {
+        nl->api_errors++;
+        buf_release(&b);
+        return -1;
+    }
+    list = json_loadb(b.p, b.len, 0, NULL);
+    buf_release(&b);
+    name = json_object_get(
+        json_object_get(json_array_get(json_object_get(list, "items"), 0),
+                        "spec"),
+        "nodeName");
+    if (json_is_string(name) && json_string_length(name) > 0 &&
+        json_string_length(name) < nn) {
+        memcpy(node, json_string_value(name), json_string_length(name) + 1);
+        rc = 0;
+    }
+    json_decref(list);
+    return rc;
+}
+
+/*
+ * A pair verdict names the other node: an Event on that Node carries the
+ * evidence to its node loop, which counts it only once its own evidence
+ * agrees (nq_add_peer). The Event's name is made of the verdict's key and
+ * the node, so a relist or a restart posts it once.
+ */
+static void
+pair_report(struct nl *nl, const struct podid *p, const char *key,
+            const char *text, int64_t at, const struct nc_result *r)
+{
+    char hosts[NC_PAIR_HOSTS][NC_HOST_MAX];
+    int n = nc_pair_hosts(text, strlen(text), hosts, NC_PAIR_HOSTS);
+
+    for (int i = 0; i < n; i++) {
+        char peer[254], name[400], msg[1000], podref[320];
+        json_t *evid, *related;
+        char *evtext;
+
+        if (strcmp(hosts[i], p->name) == 0 ||
+            pod_node(nl, p->ns, hosts[i], peer, sizeof(peer)) != 0 ||
+            strcmp(peer, nl->o->node) == 0)
+            continue;
+        snprintf(podref, sizeof(podref), "%s/%s", p->ns, p->name);
+        snprintf(name, sizeof(name), "%.180s.ncclguard-pair.%.40s.%.60s", peer,
+                 p->uid, strchr(key, '/') ? strchr(key, '/') + 1 : key);
+        for (char *c = name; *c != '\0'; c++)
+            if (*c == '/')
+                *c = '.';
+        snprintf(msg, sizeof(msg),
+                 "the cross-node ring check of pod %.200s on %.100s fails "
+                 "between %.100s and %.100s (pod %.63s here); it counts "
+                 "against this node once its own checks agree: %.250s",
+                 podref, nl->o->node, nl->o->node, peer, hosts[i], r->summary);
+        evid = json_pack("{s:s,s:s,s:s,s:s,s:I}", "key", key, "pod", podref,
+                         "node", nl->o->node, "reason", r->reason, "at",
+                         (json_int_t)at);
+        evtext = evid != NULL ? json_dumps(evid, JSON_COMPACT) : NULL;
+        json_decref(evid);
+        if (evtext == NULL)
+            continue;
+        related = json_pack("{s:s,s:s,s:s,s:s,s:s}", "apiVersion", "v1", "kind",
+                            "Pod", "namespace", p->ns, "name", p->name, "uid",
+                            p->uid);
+        post_event(nl, NG_NODE_EVENT_NS, name, "Node", peer, NULL, NULL, 1,
+                   NG_EVENT_PAIR, msg, related,
+                   json_pack("{s:s}", NG_EVIDENCE_ANN, evtext));
+        free(evtext);
+        pthread_mutex_lock(&nl->mu);
+        nl->pair_sent++;
+        pthread_mutex_unlock(&nl->mu);
+        logj("pair-sent", json_pack("{s:s,s:s,s:s}", "peer", peer, "pod",
+                                    podref, "key", key));
+    }
+}
+
+/* One evidence annotation of a Node Event, bounded and every field
+ * checked; 0 and *ev filled, or -1. */
+static int
+evidence_decode(const char *text, struct nq_evidence *ev, char *gpus, size_t gn)
+{
+    json_t *o, *v;
+    int rc = -1;
+
+    if (text == NULL || strlen(text) > 2048)
+        return -1;
+    o = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    memset(ev, 0, sizeof(*ev));
+#define STR(k, dst)                                                            \
+    ((v = json_object_get(o, k)) != NULL && json_is_string(v) &&               \
+     json_string_length(v) > 0 && json_string_length(v) < sizeof(dst) &&       \
+     memcpy(dst, json_string_value(v), json_string_length(v) + 1) != NULL)
+    if (json_is_object(o) && STR("key", ev->key) && STR("pod", ev->pod) &&
+        STR("node", ev->peer) && STR("reason", ev->reason) &&
+        json_is_integer(v = json_object_get(o, "at")) &&
+        json_integer_value(v) > 0) {
+        ev->at_ms = (int64_t)json_integer_value(v);
+        v = json_object_get(o, "gpus");
+        snprintf(gpus, gn, "%.40s",
+                 json_is_string(v) ? json_string_value(v) : "?");
+        rc = 0;
+    }
+#undef STR
+    json_decref(o);
+    return rc;
+}
+
+/*
+ * Reads the ncclguard Events on this Node: pair verdicts that another
+ * node's pod reported against it, and the watchdog's lost GPUs. Events
+ * about one Node by field selector (the fields an Event can be selected
+ * by: AddFieldLabelConversionsForEvent in kubernetes
+ * pkg/apis/core/v1/conversion.go).
+ */
+static void
+node_events_poll(struct nl *nl)
+{
+    char path[900], why[300], sel[400], *esc;
+    struct buf b = {0};
+    json_t *list, *item;
+    size_t i;
+    long code;
+
+    nl->last_poll_ms = now_ms();
+    snprintf(sel, sizeof(sel),
+             "involvedObject.kind=Node,involvedObject.name=%s", nl->o->node);
+    esc = curl_easy_escape(NULL, sel, 0);
+    snprintf(path, sizeof(path),
+             "/api/v1/namespaces/" NG_NODE_EVENT_NS
+             "/events?fieldSelector=%s&limit=500",
+             esc != NULL ? esc : "");
+    curl_free(esc);
+    code =
+        kube_request(&nl->o->kc, "GET", path, NULL, NULL, &b, why, sizeof(why));
+    if (code != 200) {
+        nl->api_errors++;
+        buf_release(&b);
+        return;
+    }
+    list = json_loadb(b.p, b.len, 0, NULL);
+    buf_release(&b);
+    json_array_foreach(json_object_get(list, "items"), i, item)
+    {
+        const char *reason = json_string_value(json_object_get(item, "reason"));
+        const char *about = json_string_value(
+            json_object_get(json_object_get(item, "involvedObject"), "name"));
+        const char *text = json_string_value(json_object_get(
+            json_object_get(json_object_get(item, "metadata"), "annotations"),
+            NG_EVIDENCE_ANN));
+        struct nq_evidence ev;
+        struct nq_cluster c = {0, 0};
+        struct nq_actions a;
+        char gpus[48];
+        int lost;
+
+        if (reason == NULL || about == NULL || strcmp(about, nl->o->node) != 0)
+            continue;
+        lost = strcmp(reason, NG_EVENT_GPU_LOST) == 0;
+        if (!lost && strcmp(reason, NG_EVENT_PAIR) != 0)
+            continue;
+        if (evidence_decode(text, &ev, gpus, sizeof(gpus)) != 0)
+            continue;
+        if (lost) {
+            struct nc_result r;
+
+            /* The watchdog of this node saw it: own evidence. */
+            if (strcmp(ev.peer, nl->o->node) != 0)
+                continue;
+            ev.peer[0] = '\0';
+            nc_classify_lost_gpu(gpus, &r);
+            ev.cls = r.cls;
+            if (!seen_add(nl, ev.key)) {
+                pthread_mutex_lock(&nl->mu);
+                nl->verdicts[r.verdict][r.cls]++;
+                pthread_mutex_unlock(&nl->mu);
+            }
+        } else {
+            if (strcmp(ev.peer, nl->o->node) == 0)
+                continue;
+            ev.cls = NC_CLASS_PAIR;
+        }
+        if (nl->o->pol.mode == NQ_QUARANTINE)
+            cluster_count(nl, &c);
+        if (lost)
+            nq_add(&nl->st, &nl->o->pol, &ev, now_ms(), &c, &a);
+        else
+            nq_add_peer(&nl->st, &nl->o->pol, &ev, now_ms(), &c, &a);
+        if (!a.counted)
+            continue;
+        pthread_mutex_lock(&nl->mu);
+        if (lost)
+            nl->gpu_lost_counted++;
+        else
+            nl->pair_counted++;
+        pthread_mutex_unlock(&nl->mu);
+        logj(lost ? "gpu-lost-counted" : "pair-counted",
+             json_pack("{s:s,s:s,s:s}", "key", ev.key, "pod", ev.pod, "from",
+                       lost ? nl->o->node : ev.peer));
+        apply(nl, &a);
+    }
+    json_decref(list);
+}
+
 /* One terminated container: classify, show, count. */
 static void
 terminated(struct nl *nl, const struct podid *p, const char *container,
@@ -764,7 +1165,24 @@ terminated(struct nl *nl, const struct podid *p, const char *container,
              p->name, p->uid, container, restart);
     snprintf(msg, sizeof(msg), "%s", r.summary);
     post_event(nl, p->ns, ev_name, "Pod", p->name, p->ns, p->uid,
-               r.verdict != NC_VERDICT_PASS, verdict_reasons[r.verdict], msg);
+               r.verdict != NC_VERDICT_PASS, verdict_reasons[r.verdict], msg,
+               NULL, NULL);
+    if (ringcheck && r.phase == 7 && r.verdict != NC_VERDICT_PASS) {
+        /* This node's own view of a failed cross-node ring: what a pair
+         * verdict from another node needs before it counts here. */
+        int64_t when = at > 0 ? at : now_ms();
+
+        if (when > nl->st.cross_ms) {
+            struct nq_actions a;
+
+            memset(&a, 0, sizeof(a));
+            nl->st.cross_ms = when;
+            a.changed = 1;
+            apply(nl, &a);
+        }
+    }
+    if (r.cls == NC_CLASS_PAIR && text != NULL)
+        pair_report(nl, p, key, text, at > 0 ? at : now_ms(), &r);
     if (nq_counts(r.cls)) {
         struct nq_evidence ev;
         struct nq_cluster c = {0, 0};
@@ -814,7 +1232,7 @@ static void
 pod_delete(struct nl *nl, const char *ns, const char *name)
 {
     char path[512], why[300];
-    struct kube_buf b = {0};
+    struct buf b = {0};
 
     snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
     if (kube_request(&nl->o->kc, "DELETE", path, NULL, NULL, &b, why,
@@ -822,7 +1240,7 @@ pod_delete(struct nl *nl, const char *ns, const char *name)
             100 !=
         2)
         nl->api_errors++;
-    kube_buf_release(&b);
+    buf_release(&b);
 }
 
 /* Our own validation pod changed. */
@@ -909,7 +1327,7 @@ static void
 validation_start(struct nl *nl, int gpus)
 {
     char name[160], path[512], why[300], g[16], tmo[16];
-    struct kube_buf b = {0};
+    struct buf b = {0};
     json_t *pod;
     char *body;
     long code;
@@ -945,7 +1363,7 @@ validation_start(struct nl *nl, int gpus)
     code = kube_request(&nl->o->kc, "POST", path, "application/json", body, &b,
                         why, sizeof(why));
     free(body);
-    kube_buf_release(&b);
+    buf_release(&b);
     if (code != 201) {
         nl->api_errors++;
         logj("api-error", json_pack("{s:s,s:I,s:s}", "path", path, "status",
@@ -985,12 +1403,23 @@ tick(struct nl *nl)
     struct nq_actions a;
 
     nl->last_tick_ms = now_ms();
+    /* A changed policy file (or SIGHUP) first: the step below decides
+     * with the settings now in force. */
+    policy_reload(nl, nl_hup != 0);
+    nl_hup = 0;
+    /* Before the Node is read: what the Events add is written first, and
+     * the taint the step sees is the one now on the Node. */
+    if (nl->st.kind != NQ_QUARANTINED &&
+        now_ms() - nl->last_poll_ms >= nl->o->event_poll_ms)
+        node_events_poll(nl);
     if (node_get(nl, &v) != 0)
         return;
-    /* Only a withheld taint needs the count again (the evidence cannot
+    /* Only a withheld taint, or a node left unhealthy when the policy
+     * turns quarantine on, needs the count again (the evidence cannot
      * grow here); an agent per node listing the GPU nodes every tick would
      * load the API server for nothing. */
-    if (nl->o->pol.mode == NQ_QUARANTINE && nl->st.kind == NQ_WITHHELD)
+    if (nl->o->pol.mode == NQ_QUARANTINE &&
+        (nl->st.kind == NQ_WITHHELD || nl->st.kind == NQ_UNHEALTHY))
         cluster_count(nl, &c);
     nq_tick(&nl->st, &nl->o->pol, now_ms(), v.tainted, &c, &a);
     if (nl->st.kind == NQ_QUARANTINED && nl->st.validation[0] != '\0' &&
@@ -1045,7 +1474,7 @@ list_pods(struct nl *nl)
     char path[1200], extra[700], why[300], cont[512] = "";
 
     for (;;) {
-        struct kube_buf b = {0};
+        struct buf b = {0};
         json_t *list, *items, *pod, *meta;
         const char *rv, *next;
         size_t i;
@@ -1066,11 +1495,11 @@ list_pods(struct nl *nl)
             logj("api-error",
                  json_pack("{s:s,s:I,s:s}", "path", path, "status",
                            (json_int_t)code, "why", code < 0 ? why : ""));
-            kube_buf_release(&b);
+            buf_release(&b);
             return -1;
         }
-        list = json_loadb(b.data, b.len, 0, NULL);
-        kube_buf_release(&b);
+        list = json_loadb(b.p, b.len, 0, NULL);
+        buf_release(&b);
         items = json_object_get(list, "items");
         json_array_foreach(items, i, pod) pod_seen(nl, pod, 0);
         meta = json_object_get(list, "metadata");
@@ -1209,13 +1638,19 @@ usage(FILE *f)
             "  --image IMAGE          the ring-check image for validation\n"
             "  --gpu-resource NAME    default nvidia.com/gpu\n"
             "  --gpu-nodes SELECTOR   label selector of GPU nodes (breaker)\n"
-            "  --mode observe|quarantine\n"
+            "  --policy FILE          the webhook's policy: its "
+            "defaults.quarantine,\n"
+            "                         read again when the file changes or on "
+            "SIGHUP\n"
+            "  --mode observe|quarantine   (each quarantine flag overrides "
+            "the policy)\n"
             "  --threshold K          counted verdicts (from >= 2 pods)\n"
             "  --window D --cooldown D --cooldown-max D --expiry D (0 never)\n"
             "  --max-share PERCENT    breaker share of GPU nodes (10)\n"
             "  --watch-timeout D      server-side watch timeout (5m)\n"
             "  --tick D               periodic step at most this often (10s)\n"
             "  --heartbeat D          condition heartbeat (5m)\n"
+            "  --event-poll D         read this Node's evidence Events (1m)\n"
             "  --validation-timeout S ring-check --timeout (120)\n"
             "  --metrics-port N       serve /metrics on 0.0.0.0:N (0 off)\n"
             "  --metrics-file PATH    also write the metrics there\n"
@@ -1283,6 +1718,17 @@ classify_file(const char *exit_s, const char *path)
                   nc_verdict_name(r.verdict), "class", nc_class_name(r.cls),
                   "reason", r.reason, "code", r.code, "phase", r.phase, "cure",
                   r.cure, "summary", r.summary);
+    if (r.cls == NC_CLASS_PAIR) {
+        /* The pods on either side of the failing pairs: their nodes get
+         * the pair Event. */
+        char hosts[NC_PAIR_HOSTS][NC_HOST_MAX];
+        int nh = nc_pair_hosts(buf, n, hosts, NC_PAIR_HOSTS);
+        json_t *arr = json_array();
+
+        for (int i = 0; i < nh; i++)
+            json_array_append_new(arr, json_string(hosts[i]));
+        json_object_set_new(o, "pair_hosts", arr);
+    }
     text = json_dumps(o, JSON_COMPACT);
     printf("%s\n", text);
     free(text);
@@ -1323,6 +1769,7 @@ nodeloop_main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"api-server", required_argument, NULL, 'A'},
+        {"policy", required_argument, NULL, 'p'},
         {"token-file", required_argument, NULL, 'T'},
         {"ca-file", required_argument, NULL, 'C'},
         {"node-name", required_argument, NULL, 'N'},
@@ -1339,6 +1786,7 @@ nodeloop_main(int argc, char **argv)
         {"max-share", required_argument, NULL, 's'},
         {"watch-timeout", required_argument, NULL, 'W'},
         {"tick", required_argument, NULL, 't'},
+        {"event-poll", required_argument, NULL, 'E'},
         {"heartbeat", required_argument, NULL, 'H'},
         {"validation-timeout", required_argument, NULL, 'V'},
         {"metrics-port", required_argument, NULL, 'P'},
@@ -1356,6 +1804,7 @@ nodeloop_main(int argc, char **argv)
 
     memset(&o, 0, sizeof(o));
     nq_policy_defaults(&o.pol);
+    nq_policy_defaults(&o.flag_pol);
     o.kc.timeout_ms = 10000;
     o.node = getenv("NODE_NAME");
     o.ns = getenv("POD_NAMESPACE");
@@ -1364,6 +1813,7 @@ nodeloop_main(int argc, char **argv)
     o.gpu_selector = "nvidia.com/gpu.present=true";
     o.watch_s = 300;
     o.tick_ms = 10000;
+    o.event_poll_ms = 60000;
     o.heartbeat_ms = 300000;
     o.validation_timeout_s = 120;
     if (getenv("KUBERNETES_SERVICE_HOST") != NULL &&
@@ -1387,6 +1837,9 @@ nodeloop_main(int argc, char **argv)
         case 'A':
             o.kc.api_server = optarg;
             break;
+        case 'p':
+            o.policy_path = optarg;
+            break;
         case 'T':
             o.kc.token_file = optarg;
             break;
@@ -1409,10 +1862,11 @@ nodeloop_main(int argc, char **argv)
             o.gpu_selector = optarg;
             break;
         case 'm':
+            o.flags_set |= NLF_MODE;
             if (strcmp(optarg, "observe") == 0)
-                o.pol.mode = NQ_OBSERVE;
+                o.flag_pol.mode = NQ_OBSERVE;
             else if (strcmp(optarg, "quarantine") == 0)
-                o.pol.mode = NQ_QUARANTINE;
+                o.flag_pol.mode = NQ_QUARANTINE;
             else {
                 fprintf(stderr, "ncclguard-watchdog node-loop: --mode: "
                                 "expected observe or quarantine\n");
@@ -1431,28 +1885,34 @@ nodeloop_main(int argc, char **argv)
                         optarg);
                 return 2;
             }
-            if (c == 'k')
-                o.pol.threshold = (int)v;
-            else if (c == 'V')
+            if (c == 'k') {
+                o.flag_pol.threshold = (int)v;
+                o.flags_set |= NLF_THRESHOLD;
+            } else if (c == 'V')
                 o.validation_timeout_s = (int)v;
             else
                 o.metrics_port = (int)v;
             break;
         case 'w':
-            if (dur("window", optarg, &o.pol.window_ms, 0) != 0)
+            if (dur("window", optarg, &o.flag_pol.window_ms, 0) != 0)
                 return 2;
+            o.flags_set |= NLF_WINDOW;
             break;
         case 'c':
-            if (dur("cooldown", optarg, &o.pol.cooldown_ms, 0) != 0)
+            if (dur("cooldown", optarg, &o.flag_pol.cooldown_ms, 0) != 0)
                 return 2;
+            o.flags_set |= NLF_COOLDOWN;
             break;
         case 'x':
-            if (dur("cooldown-max", optarg, &o.pol.cooldown_max_ms, 0) != 0)
+            if (dur("cooldown-max", optarg, &o.flag_pol.cooldown_max_ms, 0) !=
+                0)
                 return 2;
+            o.flags_set |= NLF_COOLDOWN_MAX;
             break;
         case 'e':
-            if (dur("expiry", optarg, &o.pol.expiry_ms, 1) != 0)
+            if (dur("expiry", optarg, &o.flag_pol.expiry_ms, 1) != 0)
                 return 2;
+            o.flags_set |= NLF_EXPIRY;
             break;
         case 's':
             d = strtod(optarg, &end);
@@ -1461,7 +1921,8 @@ nodeloop_main(int argc, char **argv)
                                 "a percentage 0-100\n");
                 return 2;
             }
-            o.pol.max_share_permille = (int)(d * 10 + 0.5);
+            o.flag_pol.max_share_permille = (int)(d * 10 + 0.5);
+            o.flags_set |= NLF_SHARE;
             break;
         case 'W':
             if (dur("watch-timeout", optarg, &ms, 0) != 0)
@@ -1470,6 +1931,10 @@ nodeloop_main(int argc, char **argv)
             break;
         case 't':
             if (dur("tick", optarg, &o.tick_ms, 0) != 0)
+                return 2;
+            break;
+        case 'E':
+            if (dur("event-poll", optarg, &o.event_poll_ms, 0) != 0)
                 return 2;
             break;
         case 'H':
@@ -1507,12 +1972,29 @@ nodeloop_main(int argc, char **argv)
                         "--namespace and an API server\n");
         return 1;
     }
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return 1;
+    policy_apply(&o, NULL);
     memset(&nl, 0, sizeof(nl));
     nl.o = &o;
     nq_node_init(&nl.st);
     pthread_mutex_init(&nl.mu, NULL);
+    /* As the webhook: no start without a policy that loads. */
+    if (policy_reload(&nl, 1) != 0) {
+        fprintf(stderr,
+                "ncclguard-watchdog node-loop: the policy %s does "
+                "not load (above)\n",
+                o.policy_path);
+        return 1;
+    }
+    {
+        struct sigaction sa;
+
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_hup;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGHUP, &sa, NULL);
+    }
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return 1;
     if (o.metrics_port > 0 || o.port_file != NULL) {
         pthread_t th;
         int s = metrics_listen(&o);

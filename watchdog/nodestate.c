@@ -200,7 +200,10 @@ nq_add(struct nq_node *n, const struct nq_policy *p,
        struct nq_actions *a)
 {
     actions_init(a);
-    if (!nq_counts(ev->cls) || now - ev->at_ms > p->window_ms)
+    /* Evidence from before a lift was forgotten with it: an agent that
+     * reads the same Events or pods again must not quarantine anew. */
+    if (!nq_counts(ev->cls) || now - ev->at_ms > p->window_ms ||
+        ev->at_ms <= n->cleared_ms)
         return;
     for (int i = 0; i < n->nev; i++)
         if (strcmp(n->ev[i].key, ev->key) == 0)
@@ -216,6 +219,29 @@ nq_add(struct nq_node *n, const struct nq_policy *p,
     evaluate(n, p, now, c, a);
 }
 
+int
+nq_agrees(const struct nq_node *n, const struct nq_policy *p, int64_t now)
+{
+    if (n->cross_ms > 0 && now - n->cross_ms <= p->window_ms)
+        return 1;
+    for (int i = 0; i < n->nev; i++)
+        if (n->ev[i].peer[0] == '\0' && now - n->ev[i].at_ms <= p->window_ms)
+            return 1;
+    return 0;
+}
+
+void
+nq_add_peer(struct nq_node *n, const struct nq_policy *p,
+            const struct nq_evidence *ev, int64_t now,
+            const struct nq_cluster *c, struct nq_actions *a)
+{
+    actions_init(a);
+    if (ev->cls != NC_CLASS_PAIR || ev->peer[0] == '\0' ||
+        !nq_agrees(n, p, now))
+        return;
+    nq_add(n, p, ev, now, c, a);
+}
+
 static void
 lift(struct nq_node *n, int64_t now, struct nq_actions *a)
 {
@@ -226,6 +252,8 @@ lift(struct nq_node *n, int64_t now, struct nq_actions *a)
     n->quarantined_ms = 0;
     n->next_check_ms = 0;
     n->validation[0] = '\0';
+    n->cross_ms = 0;
+    n->cleared_ms = now;
     a->taint = -1;
     a->changed = 1;
 }
@@ -375,7 +403,17 @@ nq_encode(const struct nq_node *n, char *buf, size_t len)
                                e->pod, "class", nc_class_name(e->cls), "reason",
                                e->reason, "at", (json_int_t)e->at_ms)) != 0)
             goto done;
+        if (e->peer[0] != '\0' &&
+            json_object_set_new(json_array_get(arr, json_array_size(arr) - 1),
+                                "peer", json_string(e->peer)) != 0)
+            goto done;
     }
+    if (n->cross_ms > 0 &&
+        json_object_set_new(o, "crossFailAt", json_integer(n->cross_ms)) != 0)
+        goto done;
+    if (n->cleared_ms > 0 &&
+        json_object_set_new(o, "clearedAt", json_integer(n->cleared_ms)) != 0)
+        goto done;
     if (json_object_set(o, "evidence", arr) != 0)
         goto done;
     need = json_dumpb(o, NULL, 0, JSON_COMPACT);
@@ -447,6 +485,11 @@ nq_decode(const char *json, size_t len, struct nq_node *n, struct ng_error *err)
         get_ms(o, "fails", &fails) != 0 || fails > 1000 ||
         copy_str(o, "validation", n->validation, sizeof(n->validation), 0) != 0)
         goto bad;
+    if ((json_object_get(o, "crossFailAt") != NULL &&
+         get_ms(o, "crossFailAt", &n->cross_ms) != 0) ||
+        (json_object_get(o, "clearedAt") != NULL &&
+         get_ms(o, "clearedAt", &n->cleared_ms) != 0))
+        goto bad;
     n->fails = (int)fails;
     ev = json_object_get(o, "evidence");
     if (!json_is_array(ev) || json_array_size(ev) > NQ_MAX_EVIDENCE)
@@ -459,7 +502,8 @@ nq_decode(const char *json, size_t len, struct nq_node *n, struct ng_error *err)
             copy_str(v, "pod", e->pod, sizeof(e->pod), 1) != 0 ||
             copy_str(v, "class", s, sizeof(s), 1) != 0 ||
             copy_str(v, "reason", e->reason, sizeof(e->reason), 1) != 0 ||
-            get_ms(v, "at", &e->at_ms) != 0)
+            get_ms(v, "at", &e->at_ms) != 0 ||
+            copy_str(v, "peer", e->peer, sizeof(e->peer), 0) != 0)
             goto bad;
         e->cls = class_from(s);
         if (!nq_counts(e->cls))

@@ -43,6 +43,8 @@ struct nq_evidence {
     enum nc_class cls;
     char reason[48];
     int64_t at_ms; /* when the container finished */
+    char peer[64]; /* the node whose pod saw it (a pair verdict that names
+                      this node); "" for this node's own pods */
 };
 
 struct nq_node {
@@ -53,6 +55,8 @@ struct nq_node {
     int64_t next_check_ms; /* validation pod due */
     int fails;             /* failed validations in this quarantine */
     char validation[160];  /* the running validation pod, "" none */
+    int64_t cross_ms;      /* this node's own last cross-node failure, 0 none */
+    int64_t cleared_ms;    /* evidence forgotten (a lift): older never counts */
     int nev;
     struct nq_evidence ev[NQ_MAX_EVIDENCE];
 };
@@ -90,6 +94,25 @@ int nq_counts(enum nc_class c);
 void nq_add(struct nq_node *n, const struct nq_policy *p,
             const struct nq_evidence *ev, int64_t now_ms,
             const struct nq_cluster *c, struct nq_actions *a);
+
+/*
+ * Whether this node's own evidence agrees with a pair verdict that
+ * another node's pod reported against it: a counted verdict of its own
+ * pods, or a cross-node failure of its own (cross_ms), within the window
+ * at now_ms. Pure.
+ */
+int nq_agrees(const struct nq_node *n, const struct nq_policy *p,
+              int64_t now_ms);
+
+/*
+ * Adds a pair verdict that another node's pod reported against this node
+ * (ev->peer names that node). It counts, as nq_add, only once nq_agrees;
+ * before that it changes nothing (a->counted 0), and the caller offers it
+ * again later. Fills *a completely.
+ */
+void nq_add_peer(struct nq_node *n, const struct nq_policy *p,
+                 const struct nq_evidence *ev, int64_t now_ms,
+                 const struct nq_cluster *c, struct nq_actions *a);
 
 /*
  * The periodic step: forgets evidence past the window, notices a taint

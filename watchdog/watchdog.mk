@@ -19,9 +19,13 @@ WD_TESTBINS = $(BUILD)/fakes/libnvidia-ml.so.1 $(BUILD)/tests/wd_job
 all: watchdog
 watchdog: $(BUILD)/ncclguard-watchdog $(WD_TESTBINS)
 
+# The library last: the node loop reads the webhook's policy through it
+# (policy_load, policy_quarantine; policy/policy.mk lists its objects).
 $(BUILD)/ncclguard-watchdog: $(WD_OBJS) $(BUILD)/obj/contract/wdspec.o \
-		$(BUILD)/obj/base/error.o
-	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(WD_LIBS)
+		$(BUILD)/obj/base/error.o $(BUILD)/obj/base/buf.o \
+		$(BUILD)/libncclguard.a
+	$(CC) $(CFLAGS) $(SAN) -o $@ $(filter %.o,$^) $(filter %.a,$^) \
+		$(WD_LIBS) $(LDLIBS)
 
 # The unit tests of the agent's modules link their objects directly.
 $(BUILD)/tests/test_wd_cgroup: $(BUILD)/obj/watchdog/cgroup.o

@@ -21,11 +21,12 @@ RUN make VERSION="$VERSION" BUILD=/out CFLAGS="-O2" /out/ncclguard-watchdog \
  && strip /out/ncclguard-watchdog \
  && /out/ncclguard-watchdog --help >/dev/null
 
-# Runtime: the packages of the libraries the binary links directly.
+# Runtime: the packages of the libraries the binary links directly
+# (libyaml and libssl for the policy the node loop reads).
 FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libjansson4 libcurl4 ca-certificates \
+      libjansson4 libcurl4 libyaml-0-2 libssl3 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/ncclguard-watchdog /usr/local/bin/ncclguard-watchdog
 # Root on purpose: reading other users' /proc/PID/environ and signalling

@@ -55,6 +55,7 @@ render "$T/user" user
 # shellcheck disable=SC2044 # no spaces in these paths
 for f in $(find deploy -name '*.yaml' ! -name kustomization.yaml ! -name kustomizeconfig.yaml ! -path 'deploy/examples/*'); do
     [ "$f" = deploy/base/policy.yaml ] && continue
+    [ "$f" = deploy/components/node-health/policy.yaml ] && continue
     # A top-level kind: line per object, and no document separator.
     n=$(grep -c '^kind:' "$f")
     [ "$n" = 1 ] && ! grep -q '^---' "$f" && ok ||
@@ -518,6 +519,8 @@ check "component: the profile lands in each listed namespace, same data" "$T/use
 if [ -f policy/default.yaml ]; then
     cmp -s policy/default.yaml deploy/base/policy.yaml && ok ||
         bad "deploy/base/policy.yaml differs from policy/default.yaml (cp policy/default.yaml deploy/base/policy.yaml)"
+    cmp -s policy/default.yaml deploy/components/node-health/policy.yaml && ok ||
+        bad "deploy/components/node-health/policy.yaml differs from policy/default.yaml (cp policy/default.yaml deploy/components/node-health/policy.yaml)"
     yq . policy/default.yaml >"$T/policy.json"
     # The CEL condition names no resource: it sends every pod that asks
     # for an extended resource (a name with a '/'), so a policy with other
@@ -772,6 +775,91 @@ if [ -x "$WDBIN" ]; then
         "$DS.spec.template.spec.containers[0].image == \"ghcr.io/ncclguard/ncclguard-watchdog:0.1.0\""
 else
     echo "SKIP watchdog DaemonSet args and Dockerfile ($WDBIN not built)"
+fi
+
+# --- the node-health component (docs/nodeloop.md) -------------------------------
+mkdir -p "$T/nh"
+cat >"$T/nh/kustomization.yaml" <<EOK
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [$rel/deploy/overlays/self-signed]
+components: [$rel/deploy/components/watchdog, $rel/deploy/components/node-health]
+EOK
+render "$T/nh" nh
+J=$T/nh.json
+NL='(.[] | select(.kind == "DaemonSet" and .metadata.name == "ncclguard-node-loop"))'
+check "node-health: the node loop runs on GPU nodes, its own taint tolerated, locked down" "$J" "
+    $NL.spec.template.spec as \$s | \$s.containers[0] as \$c |
+    \$s.nodeSelector == {\"nvidia.com/gpu.present\": \"true\"} and
+    (\$s.tolerations | index({key: \"ncclguard.io/nccl-unhealthy\", operator: \"Exists\", effect: \"NoSchedule\"}) != null) and
+    (\$s.hostPID | not) and (\$s.hostNetwork | not) and \$s.securityContext.runAsNonRoot == true and
+    \$c.securityContext.capabilities.drop == [\"ALL\"] and (\$c.securityContext.capabilities.add | not) and
+    \$c.securityContext.readOnlyRootFilesystem == true and \$c.securityContext.allowPrivilegeEscalation == false and
+    \$c.args[0] == \"node-loop\" and
+    ([\$s.volumes[]? | select(.hostPath)] | length == 0)"
+check "node-health: RBAC grants what docs/nodeloop.md lists, nothing wider" "$J" '
+    ([.[] | select(.kind == "ClusterRole" and .metadata.name == "ncclguard-node-loop") | .rules[]] ==
+      [{apiGroups: [""], resources: ["pods"], verbs: ["list", "watch"]},
+       {apiGroups: [""], resources: ["nodes"], verbs: ["get", "list", "patch"]},
+       {apiGroups: [""], resources: ["nodes/status"], verbs: ["patch"]},
+       {apiGroups: [""], resources: ["events"], verbs: ["create"]}]) and
+    ([.[] | select(.kind == "Role" and .metadata.name == "ncclguard-node-loop") |
+      [.metadata.namespace, .rules]] == [["ncclguard-watchdog",
+      [{apiGroups: [""], resources: ["pods"], verbs: ["create", "delete"]}]]]) and
+    ([.[] | select(.kind == "Role" and .metadata.name == "ncclguard-node-loop-events") |
+      [.metadata.namespace, .rules]] == [["default",
+      [{apiGroups: [""], resources: ["events"], verbs: ["list"]}]]]) and
+    ([.[] | select(.kind == "RoleBinding" or .kind == "ClusterRoleBinding") |
+      select(.subjects[]?.name == "ncclguard-node-loop") | .roleRef.name] | sort ==
+      ["ncclguard-node-loop", "ncclguard-node-loop", "ncclguard-node-loop-events"])'
+check "node-health: every ValidatingAdmissionPolicy is bound, and denies" "$J" '
+    [.[] | select(.kind == "ValidatingAdmissionPolicy") | .metadata.name] as $p |
+    ($p | length == 2) and
+    ([.[] | select(.kind == "ValidatingAdmissionPolicyBinding") | [.spec.policyName, .spec.validationActions]] | sort) ==
+      ($p | sort | map([., ["Deny"]]))'
+check "node-health: the PodMonitors scrape a named port of the node loop and of the watchdog" "$J" '
+    [.[] | select(.kind == "DaemonSet")] as $ds |
+    [.[] | select(.kind == "PodMonitor")] as $pm |
+    ($pm | length == 2) and
+    ($pm | all(. as $m | $ds | any(.spec.template.metadata.labels as $l |
+        ($m.spec.selector.matchLabels | to_entries | all($l[.key] == .value)) and
+        ([.spec.template.spec.containers[].ports[]?.name] | index($m.spec.podMetricsEndpoints[0].port) != null))))'
+check "node-health: alerts on hangs, fallbacks, quarantined nodes and breaker trips, each explained" "$J" '
+    [.[] | select(.kind == "PrometheusRule" and .metadata.name == "ncclguard-node-loop") | .spec.groups[].rules[]] as $r |
+    ([$r[].alert] | sort) == ["NcclguardFallbacksApplied", "NcclguardNCCLHang", "NcclguardNodeQuarantined",
+                              "NcclguardNodeUnhealthy", "NcclguardQuarantineBreakerOpen"] and
+    ($r | all((.annotations.summary | length > 0) and (.annotations.description | length > 0) and
+              (.labels.severity | IN("info", "warning", "critical"))))'
+check "node-health: the dashboard ConfigMap carries the Grafana sidecar label and shows the node states" "$J" '
+    [.[] | select(.kind == "ConfigMap" and .metadata.name == "ncclguard-node-health-dashboard")] |
+    length == 1 and (.[0].metadata.labels.grafana_dashboard == "1") and
+    (.[0].data["dashboard.json"] | fromjson | [.panels[].targets[].expr] | any(test("ncclguard_node_state")))'
+check "node-health: every apiVersion is served by Kubernetes 1.30 (ValidatingAdmissionPolicy v1)" "$J" '
+    [.[] | .apiVersion] - ["v1", "apps/v1", "batch/v1", "policy/v1", "rbac.authorization.k8s.io/v1",
+        "networking.k8s.io/v1", "admissionregistration.k8s.io/v1", "monitoring.coreos.com/v1"] == []'
+check "node-health: the node loop reads the policy ConfigMap of its namespace, as the webhook does, and no quarantine flag overrides it" "$J" "
+    $NL as \$ds | \$ds.spec.template.spec as \$s | \$s.containers[0] as \$c |
+    (\$c.args | index(\"--policy\")) as \$i | \$c.args[\$i + 1] == \"/etc/ncclguard/policy.yaml\" and
+    ([\$c.args[] | select(IN(\"--mode\", \"--threshold\", \"--window\", \"--cooldown\", \"--cooldown-max\",
+        \"--expiry\", \"--max-share\"))] | length == 0) and
+    ([\$c.volumeMounts[] | select(.mountPath == \"/etc/ncclguard\" and (.subPath | not))] | length == 1) and
+    ([\$s.volumes[] | select(.configMap.name == \"ncclguard-policy\")] | length == 1) and
+    ([.[] | select(.kind == \"ConfigMap\" and .metadata.name == \"ncclguard-policy\" and
+        .metadata.namespace == \$ds.metadata.namespace) | .data[\"policy.yaml\"]] | length == 1)"
+check "node-health: its policy is the webhook's, byte for byte" "$J" '
+    [.[] | select(.kind == "ConfigMap" and .metadata.name == "ncclguard-policy") | .data["policy.yaml"]] |
+    length == 2 and (unique | length == 1)'
+grep -q 'Kubernetes 1.30 or later' docs/nodeloop.md && ok ||
+    bad "docs/nodeloop.md must state the node-health minimum, Kubernetes 1.30 or later"
+# The DaemonSet's arguments parse (a usage error exits 2; no API server
+# here, so the loop itself gives up after --run-for).
+if [ -x "$WDBIN" ]; then
+    jq -r "$NL.spec.template.spec.containers[0].args[]" "$J" | grep -v -- '--metrics-port' |
+        grep -vx '9465' >"$T/nlargs"
+    # shellcheck disable=SC2046
+    NODE_NAME=n POD_NAMESPACE=ns "$WDBIN" $(cat "$T/nlargs") --api-server http://127.0.0.1:9 \
+        --run-for 1s >"$T/nllog" 2>&1
+    [ $? -ne 2 ] && ok || { bad "ncclguard-watchdog refuses the node loop's DaemonSet args"; sed 's/^/  /' "$T/nllog" >&2; }
 fi
 
 echo "tests/deploy: $passed passed, $failed failed"

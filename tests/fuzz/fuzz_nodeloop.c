@@ -36,33 +36,21 @@ static struct {
     long pod_events; /* Events about Pods */
 } api;
 
-void
-kube_buf_release(struct kube_buf *b)
-{
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap_used = 0;
-}
-
 static void
-answer(struct kube_buf *resp, const char *p, size_t n)
+answer(struct buf *resp, const char *p, size_t n)
 {
-    resp->data = malloc(n + 1);
-    FUZZ_ASSERT(resp->data != NULL);
-    memcpy(resp->data, p, n);
-    resp->data[n] = '\0';
-    resp->len = n;
-    resp->cap_used = n + 1;
+    buf_init(resp, n + 1);
+    FUZZ_ASSERT(buf_add(resp, p, n) == 0);
 }
 
 long
 kube_request(const struct kube_client *kc, const char *method, const char *path,
-             const char *content_type, const char *body, struct kube_buf *resp,
+             const char *content_type, const char *body, struct buf *resp,
              char *why, size_t wn)
 {
     (void)kc;
     (void)content_type;
-    memset(resp, 0, sizeof(*resp));
+    buf_init(resp, 1);
     snprintf(why, wn, "no answer");
     /* Whatever the loop writes is JSON (json_dumps of what it built). */
     if (body != NULL) {

@@ -24,7 +24,15 @@ api-concepts/) describe it:
   --local` and checks that both agree. A failed JSON-patch test answers
   422, as the real server does;
 - POST /api/v1/namespaces/NS/events (409 AlreadyExists for a name it
-  has), POST and DELETE /api/v1/namespaces/NS/pods.
+  has), POST and DELETE /api/v1/namespaces/NS/pods;
+- GET /api/v1/namespaces/NS/events?fieldSelector=... and GET
+  /api/v1/namespaces/NS/pods?fieldSelector=metadata.name=X: an EventList or
+  PodList of the matches. A field selector is terms "field=value" joined by
+  commas, all of which must hold; the fields are the ones the API server
+  lets a client select Events by (AddFieldLabelConversionsForEvent in
+  kubernetes pkg/apis/core/v1/conversion.go: involvedObject.kind,
+  involvedObject.name, reason, type, ...) and, for pods, metadata.name and
+  spec.nodeName; another field answers 400, as the real server does.
 
 Control endpoints for the test script, under /fake/: POST /fake/pod (create
 or replace a pod: ADDED or MODIFIED), POST /fake/node (store a Node),
@@ -185,6 +193,35 @@ def matches_labels(obj, selector):
     return True
 
 
+EVENT_FIELDS = {
+    "involvedObject.kind": lambda e: e.get("involvedObject", {}).get("kind"),
+    "involvedObject.name": lambda e: e.get("involvedObject", {}).get("name"),
+    "involvedObject.namespace":
+        lambda e: e.get("involvedObject", {}).get("namespace"),
+    "involvedObject.uid": lambda e: e.get("involvedObject", {}).get("uid"),
+    "reason": lambda e: e.get("reason"),
+    "type": lambda e: e.get("type"),
+    "reportingComponent": lambda e: e.get("reportingComponent"),
+    "source": lambda e: e.get("source", {}).get("component"),
+    "metadata.name": lambda e: e.get("metadata", {}).get("name"),
+}
+POD_FIELDS = {
+    "metadata.name": lambda p: p.get("metadata", {}).get("name"),
+    "spec.nodeName": lambda p: p.get("spec", {}).get("nodeName"),
+}
+
+
+def field_filter(fields, selector):
+    """The predicate of a field selector, or None for an unknown field."""
+    terms = []
+    for term in filter(None, (selector or "").split(",")):
+        k, _, v = term.partition("=")
+        if k not in fields:
+            return None
+        terms.append((fields[k], v))
+    return lambda o: all((get(o) or "") == v for get, v in terms)
+
+
 def on_node(pod, node):
     return pod.get("spec", {}).get("nodeName") == node
 
@@ -241,6 +278,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 items = [n for n in STATE["nodes"].values()
                          if matches_labels(n, q.get("labelSelector"))]
                 self.send_json(200, {"kind": "NodeList", "apiVersion": "v1",
+                                     "metadata": {"resourceVersion":
+                                                  str(STATE["rv"])},
+                                     "items": items})
+            return
+        if len(parts) == 5 and parts[:2] == ["api", "v1"] and \
+                parts[2] == "namespaces" and parts[4] in ("events", "pods"):
+            events = parts[4] == "events"
+            keep = field_filter(EVENT_FIELDS if events else POD_FIELDS,
+                                q.get("fieldSelector"))
+            if keep is None:
+                self.send_json(400, status(400, "BadRequest",
+                                           "field label not supported"))
+                return
+            with LOCK:
+                src = STATE["events"] if events else STATE["pods"]
+                items = [o for (ns, _), o in sorted(src.items())
+                         if ns == parts[3] and keep(o)]
+                self.send_json(200, {"kind": "EventList" if events else
+                                     "PodList", "apiVersion": "v1",
                                      "metadata": {"resourceVersion":
                                                   str(STATE["rv"])},
                                      "items": items})

@@ -560,6 +560,38 @@ if [ "${1:-}" = --case ]; then
             .[0:3] == ["busy", "busy", "busy"] and (.[-1] == "gpu-lost")' \
             "$T/agent.log" >/dev/null && ok || bad "pod C verdicts: $(ev period "select(.pod_uid == \"$UID_C\") | .verdict")"
         ;;
+    lost-node-event)
+        # A lost GPU is also an Event on the Node, which the node loop of
+        # that Node counts as node-class evidence (contract/nodeevent.h,
+        # docs/nodeloop.md); the pod gets its NCCLHang Event as before.
+        echo "tok-$$" >"$T/token"
+        python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" &
+        API=$!
+        for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
+        job c "$UID_C" "period=${P}ms,idle=3,mincpu=0.02,action=report" --close-wait
+        gpus "gpu 100 $PID_c"
+        agent 2400 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+            --token-file "$T/token" --node-name node-7
+        for _ in $(seq 300); do
+            [ "$(grep '"event":"period"' "$T/agent.log" | grep -c "$UID_C")" -ge 3 ] && break
+            sleep 0.01
+        done
+        gpus "gpu 100 state=lost $PID_c"
+        agent_wait
+        kill "$API"
+        jq -e -s --arg u "$UID_C" '[.[] | select(.body.reason == "NCCLGPULost")] |
+            length == 1 and .[0].path == "/api/v1/namespaces/default/events" and
+            (.[0].body | .involvedObject == {apiVersion: "v1", kind: "Node", name: "node-7"} and
+                .metadata.namespace == "default" and .type == "Warning" and
+                .related == {apiVersion: "v1", kind: "Pod", name: "pod-c", namespace: "ml", uid: $u} and
+                (.metadata.annotations["ncclguard.io/evidence"] | fromjson |
+                    .key == ($u + "/gpu-lost") and .pod == "ml/pod-c" and
+                    .node == "node-7" and .reason == "GPULost" and .gpus == "0" and .at > 0))' \
+            "$T/requests" >/dev/null && ok || bad "the Node Event: $(cat "$T/requests" 2>&1)"
+        jq -e -s '[.[] | select(.body.reason == "NCCLHang")] | length == 1 and
+            .[0].path == "/api/v1/namespaces/ml/events"' "$T/requests" >/dev/null && ok ||
+            bad "the pod Event: $(cat "$T/requests" 2>&1)"
+        ;;
     bad-spec)
         # A malformed opt-in is logged once as bad-spec and never watched.
         job a "$UID_A" "period=banana,idle=3" --spin --close-wait --catch-usr1 "$T/ckpt"
@@ -898,7 +930,7 @@ fi
 
 # ---- the runner --------------------------------------------------------------
 CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
-spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig bad-spec not-a-pod
+spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
 fifo metrics-flood churn events-limit identity burst shm ras flight-recorder"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
