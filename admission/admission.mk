@@ -2,6 +2,9 @@
 # response bytes and a log record out; no I/O, no locks. The server, the
 # dry run and the policy tests all call it.
 LIB_SRCS += admission/mutate.c admission/patch.c admission/review.c \
+	admission/plan.c admission/plan_names.c admission/plan_gpus.c \
+	admission/plan_env.c admission/plan_shm.c admission/plan_ipc.c \
+	admission/plan_watchdog.c admission/plan_ringcheck.c admission/plan_emit.c \
 	admission/jsonmem.c admission/jobmember.c admission/jsonwrite.c
 UNIT_TESTS += patch patch_check mutate review jsonmem
 # Multi-node job membership: gangs and the job token.

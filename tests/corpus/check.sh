@@ -271,7 +271,7 @@ jq -s . "$work"/patched/*.json >"$work/new.json"
 # (three slurped arrays), $res and $profile; run on the corpus below and
 # on hand-made pods first, so that the check itself is tested.
 # ringcheck_ours is the admission core's rule for its own ring check
-# (ctr_is_ringcheck() in admission/mutate.c): an init container named
+# (ctr_is_ringcheck() in admission/plan_names.c): an init container named
 # ncclguard-ringcheck, or ncclguard-ringcheck-N (the name it takes when
 # the pod already has a container called ncclguard-ringcheck) whose first
 # argument is --expect-gpus. Only that container is spared the GPU rules.

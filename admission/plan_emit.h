@@ -1,0 +1,15 @@
+/* The emit pass: the one place that writes patch operations, and so the
+ * one place that decides their order. */
+#ifndef NCCLGUARD_PLAN_EMIT_H
+#define NCCLGUARD_PLAN_EMIT_H
+
+#include "admission/plan.h"
+
+/* Appends to p->res->patch the operations for what the plan_* steps
+ * planned, in the fixed order documented at its definition, and the
+ * ncclguard.io/ annotations when anything else was written. The patch
+ * shares the planned values (they are never changed once emitted).
+ * Returns 0 (an empty patch: nothing to do), or -1 when out of memory. */
+int plan_emit(struct plan *p) __attribute__((warn_unused_result));
+
+#endif
