@@ -64,9 +64,13 @@ FILES = {
                       ["check-unit-certs", "check-certs"]),
     "server/http.c": (["build/tests/test_http", "build/ncclguard",
                        "build/tests/ncclguard-peer"],
-                      ["check-unit-http", "check-http-limits",
-                       "check-http-transport",
-                       "check-http-http", "check-bad-inputs"]),
+                      # Cheapest first: most mutants fall to the first
+                      # checks; the 25 s shutdown case only sees survivors.
+                      ["check-unit-http", "check-http-http",
+                       "check-http-drain", "check-http-limits",
+                       "check-http-routes", "check-bad-inputs",
+                       "check-http-tls", "check-http-transport",
+                       "check-http-shutdown"]),
     "ringcheck/rendezvous.c": (["ringcheck"], ["check-ringcheck"]),
     "ringcheck/supervisor.c": (["ringcheck"], ["check-ringcheck"]),
     "watchdog/rule.c": (["build/tests/test_wd_rule"], ["check-watchdog"]),
