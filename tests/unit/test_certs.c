@@ -553,6 +553,113 @@ test_webhook_refusals(void)
     fclose(null);
 }
 
+/*
+ * The option checks that would otherwise let create go on (an empty --out,
+ * a key type that is neither, renew-before past its bound), and renewal
+ * mode's reasons for issuing anew: a DNS name the pair lacks (looked up
+ * whole, not as a prefix of a longer SAN or the other way), a key file
+ * that holds no key, a --current folder whose file names pass PATH_MAX.
+ */
+static void
+test_renew_edges(const char *dir)
+{
+    const char *sans[] = {"a.example.org"};
+    struct certs_create_opts o = {
+        .service = "svc",
+        .ns = "ns",
+        .out_dir = dir,
+        .days = 30,
+        .ca_days = 60,
+        .key_type = CERTS_KEY_EC,
+        .sans = sans,
+        .n_sans = 1,
+    };
+    struct certs_create_result r = {0};
+    struct ng_error err = {0};
+    char key[256], *deep;
+
+    snprintf(key, sizeof(key), "%s/tls.key", dir);
+    o.out_dir = "";
+    CHECK_INT(certs_create(&o, &r, &err), -1);
+    CHECK_STR(err.msg, "no output directory given");
+    o.out_dir = dir;
+    o.key_type = (enum certs_key_type)7;
+    CHECK_INT(certs_create(&o, &r, &err), -1);
+    CHECK_STR(err.msg, "invalid key type");
+    o.key_type = CERTS_KEY_EC;
+    o.renew = true;
+    o.renew_before_days = CERTS_MAX_DAYS + 1;
+    CHECK_INT(certs_create(&o, &r, &err), -1);
+    CHECK(strstr(err.msg, "invalid renew-before days 36501") != NULL);
+    o.renew = false;
+
+    CHECK_INT(certs_create(&o, &r, &err), 0);
+    certs_create_result_release(&r);
+    o.renew = true;
+    o.renew_before_days = CERTS_MAX_DAYS;
+    /* Past the bound is refused, the bound itself taken (and due). */
+    CHECK_INT(certs_create(&o, &r, &err), 0);
+    CHECK(!r.kept);
+    certs_create_result_release(&r);
+    o.renew_before_days = 1;
+    CHECK_INT(certs_create(&o, &r, &err), 0);
+    CHECK(r.kept);
+    certs_create_result_release(&r);
+    {
+        static const char *const lacking[] = {"new.example", "a.example",
+                                              "b.a.example.org"};
+
+        for (size_t i = 0; i < sizeof(lacking) / sizeof(lacking[0]); i++) {
+            char want[128];
+            const char *ask[2] = {"a.example.org", lacking[i]};
+
+            o.sans = ask;
+            o.n_sans = 2;
+            CHECK_INT(certs_create(&o, &r, &err), 0);
+            CHECK(!r.kept);
+            snprintf(want, sizeof(want), "does not name %s", lacking[i]);
+            if (strstr(r.reason, want) == NULL)
+                fprintf(stderr, "renew asking %s: '%s'\n", lacking[i],
+                        r.reason);
+            CHECK(strstr(r.reason, want) != NULL);
+            certs_create_result_release(&r);
+            /* Back to the pair without it. */
+            o.renew = false;
+            o.sans = sans;
+            o.n_sans = 1;
+            CHECK_INT(certs_create(&o, &r, &err), 0);
+            certs_create_result_release(&r);
+            o.renew = true;
+        }
+    }
+    /* The key file holds no key. */
+    put(key, "not a key\n");
+    CHECK_INT(certs_create(&o, &r, &err), 0);
+    CHECK(!r.kept);
+    CHECK(strstr(r.reason, "holds no PEM certificate or key") != NULL);
+    certs_create_result_release(&r);
+    /* A --current whose "/tls.crt" ends exactly at PATH_MAX (4096 with
+     * the NUL): too long, said as such; it need not exist. */
+    deep = malloc(4096);
+    if (deep != NULL) {
+        memset(deep, 'd', 4088);
+        deep[0] = '/';
+        deep[4088] = '\0';
+        o.current_dir = deep;
+        CHECK_INT(certs_create(&o, &r, &err), 0);
+        CHECK(!r.kept);
+        CHECK(strncmp(r.reason, "path too long: /ddd", 19) == 0);
+        certs_create_result_release(&r);
+        deep[4087] = '\0';
+        CHECK_INT(certs_create(&o, &r, &err), 0);
+        CHECK(strncmp(r.reason, "no current serving certificate in /ddd", 38) ==
+              0);
+        certs_create_result_release(&r);
+        o.current_dir = NULL;
+        free(deep);
+    }
+}
+
 /* A write error on the output stream (a full disk: /dev/full) is an
  * error of both webhook writers, with its reason. */
 static void
@@ -800,6 +907,8 @@ main(void)
     test_webhook();
     test_webhook_refusals();
     test_webhook_write_error();
+    snprintf(sub, sizeof(sub), "%s/renew", dir);
+    test_renew_edges(sub);
     snprintf(sub, sizeof(sub), "%s/clock", dir);
     test_clock(sub);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
