@@ -593,6 +593,26 @@ test_renew_edges(const char *dir)
     CHECK(strstr(err.msg, "invalid renew-before days 36501") != NULL);
     o.renew = false;
 
+    /* A new CA: a serving certificate as long as the CA is not shortened,
+     * one a day longer is. */
+    o.days = 60;
+    CHECK_INT(certs_create(&o, &r, &err), 0);
+    CHECK(!r.ca_reused);
+    CHECK_STR(r.warning, "");
+    certs_create_result_release(&r);
+    {
+        char other[256];
+        struct certs_create_opts p = o;
+
+        snprintf(other, sizeof(other), "%s-longer", dir);
+        p.out_dir = other;
+        p.days = 61;
+        CHECK_INT(certs_create(&p, &r, &err), 0);
+        CHECK_STR(r.warning, "the serving certificate is valid for 60 days, "
+                             "as long as the CA, instead of 61");
+        certs_create_result_release(&r);
+    }
+    o.days = 30;
     CHECK_INT(certs_create(&o, &r, &err), 0);
     certs_create_result_release(&r);
     o.renew = true;
@@ -632,6 +652,23 @@ test_renew_edges(const char *dir)
             o.renew = true;
         }
     }
+    /* A kept pair and a reused CA in the folder they are written to are
+     * left as they are, not rewritten (the same inodes). */
+    {
+        char crt[256], ca[256];
+        struct stat a, b, c, d;
+
+        snprintf(crt, sizeof(crt), "%s/tls.crt", dir);
+        snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+        CHECK(stat(crt, &a) == 0 && stat(ca, &b) == 0);
+        CHECK_INT(certs_create(&o, &r, &err), 0);
+        CHECK(r.kept && r.ca_reused);
+        certs_create_result_release(&r);
+        CHECK(stat(crt, &c) == 0 && stat(ca, &d) == 0);
+        CHECK(a.st_ino == c.st_ino);
+        CHECK(b.st_ino == d.st_ino);
+    }
+    certs_create_result_release(NULL);
     /* The key file holds no key. */
     put(key, "not a key\n");
     CHECK_INT(certs_create(&o, &r, &err), 0);
