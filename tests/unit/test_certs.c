@@ -719,6 +719,18 @@ test_webhook_write_error(void)
     CHECK_STR(err.msg,
               "cannot write the webhook patch: No space left on device");
     fclose(full);
+    /* An empty GPU resource name is not a name. */
+    {
+        const char *gpus[1] = {""};
+        FILE *null = fopen("/dev/null", "w");
+
+        o.gpu_resources = gpus;
+        o.n_gpu_resources = 1;
+        CHECK_INT(certs_webhook_write(&o, null ? null : stderr, &err), -1);
+        CHECK(strstr(err.msg, "invalid GPU resource name ''") != NULL);
+        if (null != NULL)
+            fclose(null);
+    }
 }
 
 /* Runs certs_inspect() at fake_now; its report goes to out (size n). */
@@ -801,6 +813,7 @@ test_clock(const char *dir)
     CHECK(strstr(out, "not after:   2027-01-25T08:00:00Z\n") != NULL);
     CHECK(strstr(out, "days left:   10\n") != NULL);
     CHECK(strstr(out, "chain:       ok") != NULL);
+    CHECK(strstr(out, "renewal:") == NULL); /* not asked for */
     CHECK_INT(inspect_at(t0 + 1, crt, NULL, NULL, 0, out, sizeof(out), &err),
               CERTS_OK);
     CHECK(strstr(out, "days left:   9\n") != NULL);
