@@ -1,6 +1,8 @@
 /* Unit tests for certs/: name checks, create, inspect, caBundle, webhook. */
 #include "certs/certs.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -697,6 +699,34 @@ test_renew_edges(const char *dir)
     }
 }
 
+/* A stream whose first write fails (EIO) and whose later writes succeed:
+ * the error stays on the stream although the last flush works. */
+static ssize_t
+flaky_write(void *cookie, const char *buf, size_t n)
+{
+    int *calls = cookie;
+
+    (void)buf;
+    if ((*calls)++ == 0) {
+        errno = EIO;
+        return -1;
+    }
+    return (ssize_t)n;
+}
+
+static FILE *
+flaky_open(int *calls)
+{
+    cookie_io_functions_t io = {NULL, flaky_write, NULL, NULL};
+    FILE *f;
+
+    *calls = 0;
+    f = fopencookie(calls, "w", io);
+    if (f != NULL)
+        setvbuf(f, NULL, _IONBF, 0);
+    return f;
+}
+
 /* A write error on the output stream (a full disk: /dev/full) is an
  * error of both webhook writers, with its reason. */
 static void
@@ -719,6 +749,50 @@ test_webhook_write_error(void)
     CHECK_STR(err.msg,
               "cannot write the webhook patch: No space left on device");
     fclose(full);
+    /* A write that failed partway, then a flush that works. */
+    {
+        int calls;
+        FILE *f = flaky_open(&calls);
+
+        CHECK(f != NULL);
+        if (f != NULL) {
+            CHECK_INT(certs_webhook_write(&o, f, &err), -1);
+            CHECK(strncmp(err.msg, "cannot write the webhook configuration",
+                          38) == 0);
+            CHECK(calls > 1);
+            fclose(f);
+        }
+        f = flaky_open(&calls);
+        if (f != NULL) {
+            CHECK_INT(certs_webhook_ca_patch_write(&o, f, &err), -1);
+            CHECK(strncmp(err.msg, "cannot write the webhook patch", 30) == 0);
+            fclose(f);
+        }
+    }
+    /* No caBundle, no service: refused, not read. */
+    {
+        struct certs_webhook_opts n = o;
+        FILE *null = fopen("/dev/null", "w");
+
+        n.ca_bundle = NULL;
+        CHECK_INT(certs_webhook_write(&n, null ? null : stderr, &err), -1);
+        CHECK_STR(err.msg, "the caBundle is not base64");
+        n = o;
+        n.service = NULL;
+        CHECK_INT(certs_webhook_write(&n, null ? null : stderr, &err), -1);
+        CHECK_STR(err.msg, "invalid service name ''");
+        n = o;
+        n.ns = NULL;
+        CHECK_INT(certs_webhook_write(&n, null ? null : stderr, &err), -1);
+        CHECK_STR(err.msg, "invalid namespace ''");
+        n = o;
+        n.name = NULL;
+        CHECK_INT(certs_webhook_ca_patch_write(&n, null ? null : stderr, &err),
+                  -1);
+        CHECK_STR(err.msg, "invalid webhook configuration name ''");
+        if (null != NULL)
+            fclose(null);
+    }
     /* An empty GPU resource name is not a name. */
     {
         const char *gpus[1] = {""};
