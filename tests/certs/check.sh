@@ -316,6 +316,14 @@ s_tls=$(openssl x509 -in "$D/tls.crt" -noout -serial)
 [ "$s_ca" != "$s_tls" ] && [ "$s_ca" != serial=00 ] && [ "$s_tls" != serial=00 ] &&
     ok || bad "serials: CA $s_ca, leaf $s_tls"
 
+# With stdin closed, the first file created gets descriptor 0, which is a
+# file like any other (a Job's container may start without stdin).
+expect 0 "create with stdin closed" sh -c '"$1" certs create --service s \
+    --namespace n --out "$2" <&-' sh "$NCCLGUARD" "$T/nostdin"
+for f in ca.crt ca.key tls.crt tls.key; do
+    [ -s "$T/nostdin/$f" ] && ok || bad "create with stdin closed did not write $f"
+done
+
 # An --out whose files fit PATH_MAX but whose temporary names do not
 # (DIR/.tls.key.XXXXXX): refused as too long, nothing half-written. The
 # directory is real: 4082 bytes of nested names under $T.

@@ -1,12 +1,42 @@
 /* Unit tests for certs/: name checks, create, inspect, caBundle, webhook. */
 #include "certs/certs.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
+
+/*
+ * The tests' clock. OpenSSL reads the time with time(3) wherever it is not
+ * given one: X509_time_adj_ex() behind X509_gmtime_adj() and
+ * X509_cmp_current_time() (openssl/openssl crypto/x509/x509_vfy.c), and
+ * ASN1_TIME_to_tm() for ASN1_TIME_diff() from now (crypto/asn1/a_time.c).
+ * Defined here, time() takes the place of libc's for this program and for
+ * libcrypto, so that a test can issue a certificate at a chosen second and
+ * look at it at another. 0 is the real clock.
+ */
+static time_t fake_now;
+
+time_t
+time(time_t *t)
+{
+    time_t now = fake_now;
+
+    if (now == 0) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        now = ts.tv_sec;
+    }
+    if (t != NULL)
+        *t = now;
+    return now;
+}
 
 static const struct {
     const char *s;
@@ -525,6 +555,462 @@ test_webhook_refusals(void)
     fclose(null);
 }
 
+/*
+ * The option checks that would otherwise let create go on (an empty --out,
+ * a key type that is neither, renew-before past its bound), and renewal
+ * mode's reasons for issuing anew: a DNS name the pair lacks (looked up
+ * whole, not as a prefix of a longer SAN or the other way), a key file
+ * that holds no key, a --current folder whose file names pass PATH_MAX.
+ */
+static void
+test_renew_edges(const char *dir)
+{
+    const char *sans[] = {"a.example.org"};
+    struct certs_create_opts o = {
+        .service = "svc",
+        .ns = "ns",
+        .out_dir = dir,
+        .days = 30,
+        .ca_days = 60,
+        .key_type = CERTS_KEY_EC,
+        .sans = sans,
+        .n_sans = 1,
+    };
+    struct certs_create_result r = {0};
+    struct ng_error err = {0};
+    char key[256], *deep;
+
+    snprintf(key, sizeof(key), "%s/tls.key", dir);
+    o.out_dir = "";
+    CHECK_INT(certs_create(&o, &r, &err), -1);
+    CHECK_STR(err.msg, "no output directory given");
+    o.out_dir = dir;
+    o.key_type = (enum certs_key_type)7;
+    CHECK_INT(certs_create(&o, &r, &err), -1);
+    CHECK_STR(err.msg, "invalid key type");
+    o.key_type = CERTS_KEY_EC;
+    o.renew = true;
+    o.renew_before_days = CERTS_MAX_DAYS + 1;
+    CHECK_INT(certs_create(&o, &r, &err), -1);
+    CHECK(strstr(err.msg, "invalid renew-before days 36501") != NULL);
+    o.renew = false;
+
+    /* A new CA: a serving certificate as long as the CA is not shortened,
+     * one a day longer is. */
+    o.days = 60;
+    CHECK_INT(certs_create(&o, &r, &err), 0);
+    CHECK(!r.ca_reused);
+    CHECK_STR(r.warning, "");
+    certs_create_result_release(&r);
+    {
+        char other[256];
+        struct certs_create_opts p = o;
+
+        snprintf(other, sizeof(other), "%s-longer", dir);
+        p.out_dir = other;
+        p.days = 61;
+        CHECK_INT(certs_create(&p, &r, &err), 0);
+        CHECK_STR(r.warning, "the serving certificate is valid for 60 days, "
+                             "as long as the CA, instead of 61");
+        certs_create_result_release(&r);
+    }
+    o.days = 30;
+    CHECK_INT(certs_create(&o, &r, &err), 0);
+    certs_create_result_release(&r);
+    o.renew = true;
+    o.renew_before_days = CERTS_MAX_DAYS;
+    /* Past the bound is refused, the bound itself taken (and due). */
+    CHECK_INT(certs_create(&o, &r, &err), 0);
+    CHECK(!r.kept);
+    certs_create_result_release(&r);
+    o.renew_before_days = 1;
+    CHECK_INT(certs_create(&o, &r, &err), 0);
+    CHECK(r.kept);
+    certs_create_result_release(&r);
+    {
+        static const char *const lacking[] = {"new.example", "a.example",
+                                              "b.a.example.org"};
+
+        for (size_t i = 0; i < sizeof(lacking) / sizeof(lacking[0]); i++) {
+            char want[128];
+            const char *ask[2] = {"a.example.org", lacking[i]};
+
+            o.sans = ask;
+            o.n_sans = 2;
+            CHECK_INT(certs_create(&o, &r, &err), 0);
+            CHECK(!r.kept);
+            snprintf(want, sizeof(want), "does not name %s", lacking[i]);
+            if (strstr(r.reason, want) == NULL)
+                fprintf(stderr, "renew asking %s: '%s'\n", lacking[i],
+                        r.reason);
+            CHECK(strstr(r.reason, want) != NULL);
+            certs_create_result_release(&r);
+            /* Back to the pair without it. */
+            o.renew = false;
+            o.sans = sans;
+            o.n_sans = 1;
+            CHECK_INT(certs_create(&o, &r, &err), 0);
+            certs_create_result_release(&r);
+            o.renew = true;
+        }
+    }
+    /* A kept pair and a reused CA in the folder they are written to are
+     * left as they are, not rewritten (the same inodes). */
+    {
+        char crt[256], ca[256];
+        struct stat a, b, c, d;
+
+        snprintf(crt, sizeof(crt), "%s/tls.crt", dir);
+        snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+        CHECK(stat(crt, &a) == 0 && stat(ca, &b) == 0);
+        CHECK_INT(certs_create(&o, &r, &err), 0);
+        CHECK(r.kept && r.ca_reused);
+        certs_create_result_release(&r);
+        CHECK(stat(crt, &c) == 0 && stat(ca, &d) == 0);
+        CHECK(a.st_ino == c.st_ino);
+        CHECK(b.st_ino == d.st_ino);
+    }
+    certs_create_result_release(NULL);
+    /* The key file holds no key. */
+    put(key, "not a key\n");
+    CHECK_INT(certs_create(&o, &r, &err), 0);
+    CHECK(!r.kept);
+    CHECK(strstr(r.reason, "holds no PEM certificate or key") != NULL);
+    certs_create_result_release(&r);
+    /* A --current whose "/tls.crt" ends exactly at PATH_MAX (4096 with
+     * the NUL): too long, said as such; it need not exist. */
+    deep = malloc(4096);
+    if (deep != NULL) {
+        memset(deep, 'd', 4088);
+        deep[0] = '/';
+        deep[4088] = '\0';
+        o.current_dir = deep;
+        CHECK_INT(certs_create(&o, &r, &err), 0);
+        CHECK(!r.kept);
+        CHECK(strncmp(r.reason, "path too long: /ddd", 19) == 0);
+        certs_create_result_release(&r);
+        deep[4087] = '\0';
+        CHECK_INT(certs_create(&o, &r, &err), 0);
+        CHECK(strncmp(r.reason, "no current serving certificate in /ddd", 38) ==
+              0);
+        certs_create_result_release(&r);
+        o.current_dir = NULL;
+        free(deep);
+    }
+}
+
+/* A stream whose first write fails (EIO) and whose later writes succeed:
+ * the error stays on the stream although the last flush works. */
+static ssize_t
+flaky_write(void *cookie, const char *buf, size_t n)
+{
+    int *calls = cookie;
+
+    (void)buf;
+    if ((*calls)++ == 0) {
+        errno = EIO;
+        return -1;
+    }
+    return (ssize_t)n;
+}
+
+static FILE *
+flaky_open(int *calls)
+{
+    cookie_io_functions_t io = {NULL, flaky_write, NULL, NULL};
+    FILE *f;
+
+    *calls = 0;
+    f = fopencookie(calls, "w", io);
+    if (f != NULL)
+        setvbuf(f, NULL, _IONBF, 0);
+    return f;
+}
+
+/* A write error on the output stream (a full disk: /dev/full) is an
+ * error of both webhook writers, with its reason. */
+static void
+test_webhook_write_error(void)
+{
+    struct certs_webhook_opts o = {"ncclguard", "svc", "ns",
+                                   "TFMwdA==",  NULL,  0};
+    struct ng_error err = {0};
+    FILE *full = fopen("/dev/full", "w");
+
+    if (full == NULL) {
+        CHECK(full != NULL);
+        return;
+    }
+    CHECK_INT(certs_webhook_write(&o, full, &err), -1);
+    CHECK_STR(err.msg, "cannot write the webhook configuration: No space "
+                       "left on device");
+    clearerr(full);
+    CHECK_INT(certs_webhook_ca_patch_write(&o, full, &err), -1);
+    CHECK_STR(err.msg,
+              "cannot write the webhook patch: No space left on device");
+    fclose(full);
+    /* A write that failed partway, then a flush that works. */
+    {
+        int calls;
+        FILE *f = flaky_open(&calls);
+
+        CHECK(f != NULL);
+        if (f != NULL) {
+            CHECK_INT(certs_webhook_write(&o, f, &err), -1);
+            CHECK(strncmp(err.msg, "cannot write the webhook configuration",
+                          38) == 0);
+            CHECK(calls > 1);
+            fclose(f);
+        }
+        f = flaky_open(&calls);
+        if (f != NULL) {
+            CHECK_INT(certs_webhook_ca_patch_write(&o, f, &err), -1);
+            CHECK(strncmp(err.msg, "cannot write the webhook patch", 30) == 0);
+            fclose(f);
+        }
+    }
+    /* No caBundle, no service: refused, not read. */
+    {
+        struct certs_webhook_opts n = o;
+        FILE *null = fopen("/dev/null", "w");
+
+        n.ca_bundle = NULL;
+        CHECK_INT(certs_webhook_write(&n, null ? null : stderr, &err), -1);
+        CHECK_STR(err.msg, "the caBundle is not base64");
+        n = o;
+        n.service = NULL;
+        CHECK_INT(certs_webhook_write(&n, null ? null : stderr, &err), -1);
+        CHECK_STR(err.msg, "invalid service name ''");
+        n = o;
+        n.ns = NULL;
+        CHECK_INT(certs_webhook_write(&n, null ? null : stderr, &err), -1);
+        CHECK_STR(err.msg, "invalid namespace ''");
+        n = o;
+        n.name = NULL;
+        CHECK_INT(certs_webhook_ca_patch_write(&n, null ? null : stderr, &err),
+                  -1);
+        CHECK_STR(err.msg, "invalid webhook configuration name ''");
+        if (null != NULL)
+            fclose(null);
+    }
+    /* An empty GPU resource name is not a name. */
+    {
+        const char *gpus[1] = {""};
+        FILE *null = fopen("/dev/null", "w");
+
+        o.gpu_resources = gpus;
+        o.n_gpu_resources = 1;
+        CHECK_INT(certs_webhook_write(&o, null ? null : stderr, &err), -1);
+        CHECK(strstr(err.msg, "invalid GPU resource name ''") != NULL);
+        if (null != NULL)
+            fclose(null);
+    }
+}
+
+/* Runs certs_inspect() at fake_now; its report goes to out (size n). */
+static enum certs_status
+inspect_at(time_t now, const char *crt, const char *ca, const char *host,
+           int renew_before_days, char *out, size_t n, struct ng_error *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    enum certs_status st;
+
+    fake_now = now;
+    err->msg[0] = '\0';
+    st = certs_inspect(crt, ca, host, renew_before_days, f ? f : stderr, err);
+    if (f != NULL)
+        fclose(f);
+    snprintf(out, n, "%s", buf ? buf : "");
+    free(buf);
+    fake_now = 0;
+    return st;
+}
+
+/* Runs certs_create() at fake_now. */
+static int
+create_at(time_t now, const struct certs_create_opts *o,
+          struct certs_create_result *r, struct ng_error *err)
+{
+    int rc;
+
+    fake_now = now;
+    certs_create_result_release(r);
+    err->msg[0] = '\0';
+    rc = certs_create(o, r, err);
+    fake_now = 0;
+    return rc;
+}
+
+/*
+ * The validity rules at their exact seconds, on the tests' clock: a
+ * certificate issued at T0 for D days runs from T0 - 5 min to T0 + D days;
+ * it has expired at its notAfter (OpenSSL's X509_cmp_time() counts the
+ * same second as past, and inspect agrees with the verifier); a serving
+ * certificate as long as its CA is not shortened; renewal is due with
+ * exactly renew_before_days left; a CA that has expired is refused; and an
+ * expired certificate says so before it says that a foreign CA does not
+ * verify it.
+ */
+static void
+test_clock(const char *dir)
+{
+    /* 2027-01-15T08:00:00Z, a UTCTime instant with no DST or leap issue. */
+    const time_t t0 = 1800000000, day = 86400;
+    char crt[256], ca[256], key[256], other[256], other_ca[256], out[4096];
+    struct certs_create_opts o = {
+        .service = "svc",
+        .ns = "ns",
+        .out_dir = dir,
+        .days = 10,
+        .ca_days = 20,
+        .key_type = CERTS_KEY_EC,
+    };
+    struct certs_create_result r = {0};
+    struct ng_error err = {0};
+
+    snprintf(crt, sizeof(crt), "%s/tls.crt", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    snprintf(key, sizeof(key), "%s/tls.key", dir);
+    snprintf(other, sizeof(other), "%s-other", dir);
+    snprintf(other_ca, sizeof(other_ca), "%s-other/ca.crt", dir);
+
+    CHECK_INT(create_at(t0, &o, &r, &err), 0);
+    CHECK_STR(r.warning, "");
+    CHECK_INT(r.seconds_left, 10 * day);
+
+    /* The times as issued, and days left rounded down. */
+    CHECK_INT(inspect_at(t0, crt, ca, NULL, 0, out, sizeof(out), &err),
+              CERTS_OK);
+    CHECK(strstr(out, "not before:  2027-01-15T07:55:00Z\n") != NULL);
+    CHECK(strstr(out, "not after:   2027-01-25T08:00:00Z\n") != NULL);
+    CHECK(strstr(out, "days left:   10\n") != NULL);
+    CHECK(strstr(out, "chain:       ok") != NULL);
+    CHECK(strstr(out, "renewal:") == NULL); /* not asked for */
+    CHECK_INT(inspect_at(t0 + 1, crt, NULL, NULL, 0, out, sizeof(out), &err),
+              CERTS_OK);
+    CHECK(strstr(out, "days left:   9\n") != NULL);
+    /* The last second before notAfter is valid; notAfter itself is not. */
+    CHECK_INT(
+        inspect_at(t0 + 10 * day - 1, crt, ca, NULL, 0, out, sizeof(out), &err),
+        CERTS_OK);
+    CHECK(strstr(out, "days left:   0\n") != NULL);
+    CHECK_INT(
+        inspect_at(t0 + 10 * day, crt, ca, NULL, 0, out, sizeof(out), &err),
+        CERTS_FAILED);
+    CHECK(strstr(err.msg, "has expired (not after 2027-01-25T08:00:00Z)") !=
+          NULL);
+    CHECK_INT(inspect_at(t0 + 10 * day + 1, crt, NULL, NULL, 0, out,
+                         sizeof(out), &err),
+              CERTS_FAILED);
+    CHECK(strstr(out, "days left:   -1\n") != NULL);
+    CHECK_INT(
+        inspect_at(t0 + 12 * day, crt, NULL, NULL, 0, out, sizeof(out), &err),
+        CERTS_FAILED);
+    CHECK(strstr(out, "days left:   -2\n") != NULL);
+    /* notBefore itself is valid; the second before it is not. */
+    CHECK_INT(inspect_at(t0 - 300, crt, ca, NULL, 0, out, sizeof(out), &err),
+              CERTS_OK);
+    CHECK_INT(inspect_at(t0 - 301, crt, ca, NULL, 0, out, sizeof(out), &err),
+              CERTS_FAILED);
+    CHECK(strstr(err.msg,
+                 "is not valid yet (not before 2027-01-15T07:55:00Z)") != NULL);
+
+    /* Renewal: due with exactly renew_before_days left. */
+    CHECK_INT(inspect_at(t0, crt, NULL, NULL, 10, out, sizeof(out), &err),
+              CERTS_FAILED);
+    CHECK(strstr(out, "renewal:     DUE (10 days or fewer left)") != NULL);
+    CHECK(strstr(err.msg, "expires in 10 days, within --renew-before 10") !=
+          NULL);
+    CHECK_INT(inspect_at(t0 + 1, crt, NULL, NULL, 9, out, sizeof(out), &err),
+              CERTS_OK);
+    CHECK(strstr(out, "renewal:     ok (more than 9 days left)") != NULL);
+    /* Expired and due: the expiry is the message. */
+    CHECK_INT(
+        inspect_at(t0 + 11 * day, crt, NULL, NULL, 30, out, sizeof(out), &err),
+        CERTS_FAILED);
+    CHECK(strstr(err.msg, "has expired") != NULL);
+
+    /* Expired, from a foreign CA, and not naming the host: the expiry is
+     * the message; a CA file that holds no certificate outranks it all. */
+    {
+        struct certs_create_opts f = o;
+        struct certs_create_result fr = {0};
+
+        f.out_dir = other;
+        CHECK_INT(create_at(t0, &f, &fr, &err), 0);
+        certs_create_result_release(&fr);
+    }
+    CHECK_INT(inspect_at(t0, crt, other_ca, NULL, 0, out, sizeof(out), &err),
+              CERTS_FAILED);
+    CHECK(strstr(err.msg, "does not verify against") != NULL);
+    CHECK_INT(inspect_at(t0 + 11 * day, crt, other_ca, "x.example", 0, out,
+                         sizeof(out), &err),
+              CERTS_FAILED);
+    CHECK(strstr(out, "chain:       FAILED") != NULL);
+    CHECK(strstr(out, "host:        FAILED (x.example)") != NULL);
+    CHECK(strstr(err.msg, "has expired") != NULL);
+    CHECK_INT(inspect_at(t0, crt, NULL, "x.example", 0, out, sizeof(out), &err),
+              CERTS_FAILED);
+    CHECK(strstr(err.msg, "does not name host 'x.example'") != NULL);
+    CHECK_INT(inspect_at(t0 + 11 * day, crt, key, "x.example", 0, out,
+                         sizeof(out), &err),
+              CERTS_BAD_INPUT);
+    CHECK(strstr(err.msg, "no PEM certificate found") != NULL);
+
+    /* A reused CA of 20 days left: 20 days are not shortened, 21 are; a
+     * second later 19 whole days are left. */
+    o.days = 20;
+    CHECK_INT(create_at(t0, &o, &r, &err), 0);
+    CHECK(r.ca_reused);
+    CHECK_STR(r.warning, "");
+    CHECK_INT(r.seconds_left, 20 * day);
+    o.days = 21;
+    CHECK_INT(create_at(t0, &o, &r, &err), 0);
+    CHECK_STR(r.warning, "the CA expires in 20 days: the serving certificate "
+                         "is valid for 20 days instead of 21");
+    CHECK_INT(r.seconds_left, 20 * day);
+    o.days = 20;
+    CHECK_INT(create_at(t0 + 1, &o, &r, &err), 0);
+    CHECK_STR(r.warning, "the CA expires in 19 days: the serving certificate "
+                         "is valid for 19 days instead of 20");
+    CHECK_INT(r.seconds_left, 19 * day);
+
+    /* Renewal mode on the pair just issued at t0 + 1 for 19 days: due
+     * with 19 days left, kept with 18; not valid yet the second before its
+     * notBefore (t0 + 1 - 5 min), kept at it. */
+    o.renew = true;
+    o.renew_before_days = 19;
+    CHECK_INT(create_at(t0 + 1, &o, &r, &err), 0);
+    CHECK(!r.kept);
+    CHECK(strstr(r.reason, "expires in 19 days, within --renew-before 19") !=
+          NULL);
+    o.renew_before_days = 18;
+    CHECK_INT(create_at(t0 + 1, &o, &r, &err), 0);
+    CHECK(r.kept);
+    CHECK(strstr(r.reason, "is good for 19 more days (renewed at 18 days "
+                           "left)") != NULL);
+    CHECK_INT(r.seconds_left, 19 * day);
+    CHECK_INT(create_at(t0 - 299, &o, &r, &err), 0);
+    CHECK(r.kept);
+    CHECK_INT(create_at(t0 - 300, &o, &r, &err), 0);
+    CHECK(!r.kept);
+    CHECK(strstr(r.reason, "is not valid yet") != NULL);
+    o.renew = false;
+
+    /* The CA's last second (the serving certificate shortened to 0 whole
+     * days), then its end: refused once it has expired. */
+    o.days = 1;
+    CHECK_INT(create_at(t0 + 20 * day - 1, &o, &r, &err), 0);
+    CHECK_STR(r.warning, "the CA expires in 0 days: the serving certificate "
+                         "is valid for 0 days instead of 1");
+    CHECK_INT(create_at(t0 + 20 * day, &o, &r, &err), -1);
+    CHECK(strstr(err.msg, "has expired: remove ca.crt and ca.key") != NULL);
+    certs_create_result_release(&r);
+    fake_now = 0;
+}
+
 int
 main(void)
 {
@@ -544,6 +1030,11 @@ main(void)
     test_bundle_text(sub);
     test_webhook();
     test_webhook_refusals();
+    test_webhook_write_error();
+    snprintf(sub, sizeof(sub), "%s/renew", dir);
+    test_renew_edges(sub);
+    snprintf(sub, sizeof(sub), "%s/clock", dir);
+    test_clock(sub);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
