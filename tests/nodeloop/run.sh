@@ -683,7 +683,7 @@ while IFS= read -r rec; do
     # Our own patches touch only the condition, the state annotation and
     # the taint list; the test's by-hand kubectl patch is the one exception
     # (it changes taints only).
-    if [ "$path" = "/api/v1/nodes/$NODE/status" ]; then
+    if [[ $path == /api/v1/nodes/*/status ]]; then
         printf '%s\n' "$rec" | jq -e '.patch | keys == ["status"] and (.status | keys == ["conditions"]) and (.status.conditions | length == 1) and (.status.conditions[0] | keys == ["lastHeartbeatTime","lastTransitionTime","message","reason","status","type"]) and .status.conditions[0].type == "NCCLHealthy"' >/dev/null && ok || bad "status patch $n: $p"
         printf '%s\n' "$rec" | jq -e --slurpfile a "$TMP/after.json" '(.after.status | .conditions |= sort_by(.type)) == ($a[0].status | .conditions |= sort_by(.type))' >/dev/null && ok || bad "status patch $n: another result than the fake's"
         jq -e '[.status.conditions[] | select(.type == "Ready")] | length == 1' "$TMP/after.json" >/dev/null && ok || bad "status patch $n lost the Ready condition"
