@@ -214,6 +214,9 @@ if (eventsFile) {
     const on = lost.involvedObject.name;
     expect("the watchdog's lost-GPU Event", ev(WD, on, lost), false);
     expect("a lost-GPU Event from another node's watchdog", ev(WD, "gpu-7", lost), true);
+    x = clone(lost);
+    x.reportingInstance = "gpu-7";
+    expect("a lost-GPU Event about another Node, from gpu-7's watchdog", ev(WD, "gpu-7", x), true);
     expect("a lost-GPU Event posted by the node loop", ev(SA, on, lost), true);
     expect("a lost-GPU Event posted by someone else", ev("system:serviceaccount:ml:default", on, lost), true);
     expect("a lost-GPU Event through events.k8s.io", ev(WD, on, lost, "events.k8s.io"), true);
