@@ -196,8 +196,6 @@ policy_apply(struct nl_opts *o, const struct policy_quarantine *q)
         o->pol.max_share_permille = f->max_share_permille;
 }
 
-static void logj(const char *what, json_t *fields);
-
 /*
  * Reads the policy file and, when its bytes changed (or force: SIGHUP),
  * loads it and puts its quarantine block in force. The same rules as the
