@@ -196,8 +196,6 @@ policy_apply(struct nl_opts *o, const struct policy_quarantine *q)
         o->pol.max_share_permille = f->max_share_permille;
 }
 
-static void logj(const char *what, json_t *fields);
-
 /*
  * Reads the policy file and, when its bytes changed (or force: SIGHUP),
  * loads it and puts its quarantine block in force. The same rules as the
@@ -905,9 +903,11 @@ struct podid {
 };
 
 static const char *const verdict_reasons[] = {
-    "NCCLRingCheckPassed", "NCCLRingCheckFallback",  "NCCLRingCheckWarning",
+    "NCCLRingCheckPassed", "NCCLRingCheckFallback", "NCCLRingCheckWarning",
     "NCCLRingCheckFailed", "NCCLRingCheckCannotRun", "NCCLHang",
-    "NCCLGPULost"};
+    /* A lost GPU in a hang report is a hang report: NCCLGPULost is the
+     * watchdog's own Node Event (validatingadmissionpolicy-events.yaml). */
+    "NCCLHang"};
 
 /* The node a pod of namespace ns named host runs on (a pod's hostname is
  * its name), into node; 0, or -1 when the API does not say. */
@@ -1075,6 +1075,7 @@ node_events_poll(struct nl *nl)
         const char *text = json_string_value(json_object_get(
             json_object_get(json_object_get(item, "metadata"), "annotations"),
             NG_EVIDENCE_ANN));
+        const char *reporter;
         struct nq_evidence ev;
         struct nq_cluster c = {0, 0};
         struct nq_actions a;
@@ -1087,6 +1088,13 @@ node_events_poll(struct nl *nl)
         if (!lost && strcmp(reason, NG_EVENT_PAIR) != 0)
             continue;
         if (evidence_decode(text, &ev, gpus, sizeof(gpus)) != 0)
+            continue;
+        /* The poster's node as the admission policy checked it against
+         * the poster's token (validatingadmissionpolicy-events.yaml) must
+         * be the node the evidence names. */
+        reporter =
+            json_string_value(json_object_get(item, "reportingInstance"));
+        if (reporter == NULL || strcmp(reporter, ev.peer) != 0)
             continue;
         if (lost) {
             struct nc_result r;

@@ -814,7 +814,7 @@ check "node-health: RBAC grants what docs/nodeloop.md lists, nothing wider" "$J"
       ["ncclguard-node-loop", "ncclguard-node-loop", "ncclguard-node-loop-events"])'
 check "node-health: every ValidatingAdmissionPolicy is bound, and denies" "$J" '
     [.[] | select(.kind == "ValidatingAdmissionPolicy") | .metadata.name] as $p |
-    ($p | length == 2) and
+    ($p | length == 4) and
     ([.[] | select(.kind == "ValidatingAdmissionPolicyBinding") | [.spec.policyName, .spec.validationActions]] | sort) ==
       ($p | sort | map([., ["Deny"]]))'
 check "node-health: the PodMonitors scrape a named port of the node loop and of the watchdog" "$J" '

@@ -94,9 +94,28 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&r, 0x5a, sizeof(r));
     if (nc_classify_hang_report(msg, len, &r) == 0) {
         check_result(&r, utf8);
-        FUZZ_ASSERT(r.verdict == NC_VERDICT_HANG && r.cls == NC_CLASS_UNKNOWN);
+        FUZZ_ASSERT((r.verdict == NC_VERDICT_HANG ||
+                     r.verdict == NC_VERDICT_LOST_GPU) &&
+                    r.cls == NC_CLASS_UNKNOWN);
     } else {
         FUZZ_ASSERT(((unsigned char *)&r)[0] == 0x5a);
+    }
+    /* The hosts of the failing pairs: bounded, distinct, each a name
+     * without separators. */
+    {
+        char hosts[NC_PAIR_HOSTS][NC_HOST_MAX];
+        int nh = nc_pair_hosts(msg, len, hosts, NC_PAIR_HOSTS);
+
+        FUZZ_ASSERT(nh >= 0 && nh <= NC_PAIR_HOSTS);
+        for (int i = 0; i < nh; i++) {
+            size_t hl = strnlen(hosts[i], NC_HOST_MAX);
+
+            FUZZ_ASSERT(hl > 0 && hl < NC_HOST_MAX);
+            FUZZ_ASSERT(strpbrk(hosts[i], ", \n") == NULL);
+            for (int j = 0; j < i; j++)
+                FUZZ_ASSERT(strcmp(hosts[i], hosts[j]) != 0);
+        }
+        FUZZ_ASSERT(nc_pair_hosts(msg, len, hosts, 0) == 0);
     }
     /* No message at all. */
     nc_classify_ringcheck(exit_code, NULL, 0, &r);

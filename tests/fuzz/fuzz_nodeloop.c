@@ -8,8 +8,9 @@
  *
  * Input: lines. "N <json>" is the Node from now on, "C <json>" the GPU
  * node list, "L <json>" one list page (then the pods are listed), "S
- * <json>" a state annotation read back as at start-up, "Q" switches to
- * quarantine mode; any other line is one watch event. */
+ * <json>" a state annotation read back as at start-up, "E <json>" the
+ * Events on the Node (then they are read, as the loop polls them), "Q"
+ * switches to quarantine mode; any other line is one watch event. */
 #include "fuzz.h"
 
 #include <fcntl.h>
@@ -31,8 +32,8 @@ static const char default_nodes[] =
 
 /* The API server in memory: its answers, and what it was sent. */
 static struct {
-    const char *node, *nodes, *page;
-    size_t node_len, nodes_len, page_len;
+    const char *node, *nodes, *page, *events;
+    size_t node_len, nodes_len, page_len, events_len;
     long pod_events; /* Events about Pods */
 } api;
 
@@ -69,6 +70,9 @@ kube_request(const struct kube_client *kc, const char *method, const char *path,
             answer(resp, api.node, api.node_len);
         else if (strncmp(path, "/api/v1/nodes?", 14) == 0)
             answer(resp, api.nodes, api.nodes_len);
+        else if (strncmp(path, "/api/v1/namespaces/default/events?", 34) == 0 &&
+                 api.events != NULL)
+            answer(resp, api.events, api.events_len);
         else if (strncmp(path, "/api/v1/pods?", 13) == 0) {
             /* One page, then an empty last one. */
             answer(resp, api.page, api.page_len);
@@ -209,6 +213,10 @@ one_line(const char *p, size_t n)
     } else if (n >= 2 && p[0] == 'C' && p[1] == ' ') {
         api.nodes = p + 2;
         api.nodes_len = n - 2;
+    } else if (n >= 2 && p[0] == 'E' && p[1] == ' ') {
+        api.events = p + 2;
+        api.events_len = n - 2;
+        node_events_poll(&nl);
     } else if (n >= 2 && p[0] == 'S' && p[1] == ' ') {
         state_line(p + 2, n - 2);
     } else if (n >= 2 && p[0] == 'L' && p[1] == ' ') {

@@ -572,6 +572,8 @@ expect_metric 'ncclguard_node_peer_evidence_total\{node="gpu-1",action="pair-sen
 if [ "$SKIPPING" = 0 ]; then
     grep -qE 'ncclguard_node_peer_evidence_total\{node="gpu-2",action="pair-counted"\} 1' "$TMP/metrics2" && ok ||
         bad "gpu-2's metrics lack pair-counted 1"
+    # For the admission policies' check (section 4).
+    state | jq -c '.events[] | select(.reason == "NCCLNodePairFailed")' >>"$TMP/events.jsonl"
 fi
 
 new_case gpulost "the watchdog's lost GPU counts as node-class evidence"
@@ -591,21 +593,26 @@ lost_event() {
         related: {apiVersion: "v1", kind: "Pod", name: $p, namespace: "ml"},
         reason: "NCCLGPULost", type: "Warning",
         message: "NVML reports GPU 2 lost (NVML_ERROR_GPU_IS_LOST)",
-        source: {component: "ncclguard-watchdog", host: $node}}')" >/dev/null
+        source: {component: "ncclguard-watchdog", host: $node},
+        reportingComponent: "ncclguard-watchdog", reportingInstance: $node}')" >/dev/null
 }
 # The same lost GPU in a container's own termination message: shown, not
 # counted (the container could have written it).
 pod_main t1 hang_lost
-expect "[.events[] | select(.involvedObject.name == \"t1\" and .reason == \"NCCLGPULost\")] | length == 1"
+expect "[.events[] | select(.involvedObject.name == \"t1\" and .reason == \"NCCLHang\" and (.message | test(\"lost-gpu, unknown class \\\\(GPULost\\\\)\")))] | length == 1"
 lost_event a gpu-1
 expect "$ST.evidence | length == 1 and .[0].class == \"node\" and .[0].reason == \"GPULost\" and .[0].key == \"uid-a/gpu-lost\""
 # Another node's watchdog cannot speak for this one.
 lost_event b gpu-7
 expect_stays "($ST.evidence | length) == 1 and ($TAINT | length) == 0" 1
+# One that says it comes from another node than its annotation names.
+[ "$SKIPPING" = 1 ] || api POST /api/v1/namespaces/default/events "$(state | jq -c '.events[] | select(.reason == "NCCLGPULost" and .involvedObject.kind == "Node" and .reportingInstance == "gpu-1")' | head -1 | jq -c '.metadata.name = "forged" | .reportingInstance = "gpu-7" | .metadata.annotations["ncclguard.io/evidence"] |= (fromjson | .key = "uid-d/gpu-lost" | tojson) | del(.metadata.resourceVersion)')" >/dev/null
+expect_stays "($ST.evidence | length) == 1 and ($TAINT | length) == 0" 1
 lost_event c gpu-1
 expect "($TAINT | length) == 1 and $TAINT[0].value == \"node\""
 expect_metric 'ncclguard_node_peer_evidence_total\{node="gpu-1",action="gpu-lost-counted"\} 2'
 expect_metric 'ncclguard_node_verdicts_total\{node="gpu-1",verdict="lost-gpu",class="node"\} 2'
+[ "$SKIPPING" = 1 ] || state | jq -c '.events[] | select(.reason == "NCCLGPULost" and .involvedObject.kind == "Node" and .metadata.name != "forged" and .reportingInstance == "gpu-1")' | head -1 >>"$TMP/events.jsonl"
 
 new_case policy "the default policy only observes; a policy with mode quarantine taints"
 cluster 10 0
@@ -676,7 +683,7 @@ while IFS= read -r rec; do
     # Our own patches touch only the condition, the state annotation and
     # the taint list; the test's by-hand kubectl patch is the one exception
     # (it changes taints only).
-    if [ "$path" = "/api/v1/nodes/$NODE/status" ]; then
+    if [[ $path == /api/v1/nodes/*/status ]]; then
         printf '%s\n' "$rec" | jq -e '.patch | keys == ["status"] and (.status | keys == ["conditions"]) and (.status.conditions | length == 1) and (.status.conditions[0] | keys == ["lastHeartbeatTime","lastTransitionTime","message","reason","status","type"]) and .status.conditions[0].type == "NCCLHealthy"' >/dev/null && ok || bad "status patch $n: $p"
         printf '%s\n' "$rec" | jq -e --slurpfile a "$TMP/after.json" '(.after.status | .conditions |= sort_by(.type)) == ($a[0].status | .conditions |= sort_by(.type))' >/dev/null && ok || bad "status patch $n: another result than the fake's"
         jq -e '[.status.conditions[] | select(.type == "Ready")] | length == 1' "$TMP/after.json" >/dev/null && ok || bad "status patch $n lost the Ready condition"
@@ -712,7 +719,9 @@ components: [$(realpath --relative-to="$TMP/k" "$HERE/../../deploy/components/wa
 EOK
     if kubectl kustomize "$TMP/k" | yq -s '[.[] | select(.kind == "ValidatingAdmissionPolicy")]' >"$TMP/vap.json" 2>"$TMP/kerr"; then
         ok
-        out=$(command node "$HERE/vap.cjs" "$TMP/vap.json" "$PATCHES" "$TMP/validation-pod.json" 2>&1)
+        evfile=
+        if want pair && want gpulost; then evfile=$TMP/events.jsonl; fi
+        out=$(command node "$HERE/vap.cjs" "$TMP/vap.json" "$PATCHES" "$TMP/validation-pod.json" $evfile 2>&1)
         echo "$out" | grep -v '^vap:'
         p=$(echo "$out" | sed -n 's/^vap: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
         if [ -n "$p" ]; then

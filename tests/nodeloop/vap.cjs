@@ -5,14 +5,17 @@
 // The requests allowed are the agent's own, recorded by the fake API server
 // in the loop test; the forbidden ones change them in one way each.
 //
-//   CEL_MODULES=dir/node_modules node vap.cjs POLICIES.json PATCHES.jsonl POD.json
+// The evidence Events (EVENTS.jsonl, one Event a line, as the fake API
+// server stored them) are checked the same way when given.
+//
+//   CEL_MODULES=dir/node_modules node vap.cjs POLICIES.json PATCHES.jsonl POD.json [EVENTS.jsonl]
 "use strict";
 const fs = require("fs");
 const cel = require(require.resolve("@bufbuild/cel", {
   paths: [process.env.CEL_MODULES || "."],
 }));
 
-const [policiesFile, patchesFile, podFile] = process.argv.slice(2);
+const [policiesFile, patchesFile, podFile, eventsFile] = process.argv.slice(2);
 const policies = JSON.parse(fs.readFileSync(policiesFile, "utf8"));
 const SA = "system:serviceaccount:ncclguard-watchdog:ncclguard-node-loop";
 const NODE_KEY = "authentication.kubernetes.io/node-name";
@@ -34,7 +37,8 @@ function toCel(v) {
 
 function ruleMatches(rule, req) {
   const res = req.resource.resource + (req.subResource ? "/" + req.subResource : "");
-  return rule.operations.includes(req.operation) && rule.resources.includes(res);
+  return rule.apiGroups.includes(req.resource.group) &&
+    rule.operations.includes(req.operation) && rule.resources.includes(res);
 }
 
 // The policies that apply to req, and what each says: [] allowed, else the
@@ -77,12 +81,12 @@ function admit(req, object, oldObject) {
   return denied;
 }
 
-function request(resource, sub, op, node, user) {
+function request(resource, sub, op, node, user, group) {
   const extra = {};
   if (node !== null) extra[NODE_KEY] = [node];
   return {
     operation: op,
-    resource: { group: "", version: "v1", resource },
+    resource: { group: group || "", version: "v1", resource },
     subResource: sub,
     userInfo: { username: user || SA, extra },
   };
@@ -185,6 +189,42 @@ expect("a pod with hostPID", admit(cr(N), x, null), true);
 x = clone(pod);
 x.spec.containers[0].securityContext = { privileged: true };
 expect("a privileged pod", admit(cr(N), x, null), true);
+
+// --- the evidence Events ------------------------------------------------------
+const WD = "system:serviceaccount:ncclguard-watchdog:ncclguard-watchdog";
+const evs = eventsFile && fs.existsSync(eventsFile)
+  ? fs.readFileSync(eventsFile, "utf8").split("\n").filter((l) => l).map((l) => JSON.parse(l))
+  : [];
+const pair = evs.find((e) => e.reason === "NCCLNodePairFailed");
+const lost = evs.find((e) => e.reason === "NCCLGPULost");
+const ev = (user, n, e, group) => admit(request("events", "", "CREATE", n, user, group), e, null);
+if (eventsFile) {
+  if (!pair || !lost) {
+    failed++;
+    console.log("FAIL: the loop test recorded no pair or lost-GPU Event");
+  } else {
+    const from = pair.reportingInstance;
+    expect("the node loop's pair Event", ev(SA, from, pair), false);
+    expect("a pair Event from another node's token", ev(SA, pair.involvedObject.name, pair), true);
+    x = clone(pair);
+    x.reportingInstance = "gpu-9";
+    expect("a pair Event that names another reporter", ev(SA, from, x), true);
+    expect("a pair Event posted by the watchdog", ev(WD, from, pair), true);
+    expect("a pair Event posted by someone else", ev("system:serviceaccount:ml:default", from, pair), true);
+    const on = lost.involvedObject.name;
+    expect("the watchdog's lost-GPU Event", ev(WD, on, lost), false);
+    expect("a lost-GPU Event from another node's watchdog", ev(WD, "gpu-7", lost), true);
+    x = clone(lost);
+    x.reportingInstance = "gpu-7";
+    expect("a lost-GPU Event about another Node, from gpu-7's watchdog", ev(WD, "gpu-7", x), true);
+    expect("a lost-GPU Event posted by the node loop", ev(SA, on, lost), true);
+    expect("a lost-GPU Event posted by someone else", ev("system:serviceaccount:ml:default", on, lost), true);
+    expect("a lost-GPU Event through events.k8s.io", ev(WD, on, lost, "events.k8s.io"), true);
+    x = clone(lost);
+    x.reason = "NCCLHang";
+    expect("another reason: not this policy's business", ev("system:serviceaccount:ml:default", "gpu-7", x), false);
+  }
+}
 
 // Output to a pipe is written asynchronously: set the status and let Node
 // exit on its own, after the last line is out.
