@@ -407,6 +407,16 @@ on_failure_name(enum ringcheck_on_failure f)
     return "fail";
 }
 
+/* strcmp(name, v) == 0, deciding on the first two letters where they
+ * differ (the second is read only when the first matched and is not the
+ * end). */
+static bool
+rcenv_name_is(const char *name, const char *v)
+{
+    return name[0] == v[0] &&
+           (name[0] == '\0' || (name[1] == v[1] && strcmp(name, v) == 0));
+}
+
 /*
  * Whether a variable of the workload container is one the check may need
  * by its name: NCCL's and CUDA's own (NCCL_*, CUDA_*), PyTorch's NCCL
@@ -418,26 +428,31 @@ on_failure_name(enum ringcheck_on_failure f)
 static bool
 rcenv_name_wanted(const char *name)
 {
-    static const char *const prefixes[] = {"NCCL_", "CUDA_", "TORCH_NCCL_"};
+    /* The first letters first, here and in rcenv_name_is(): a workload's
+     * env is mostly other names (a platform may inject hundreds), and
+     * this runs for each of them, twice per review (the size bound, then
+     * the container). */
+    static const struct {
+        const char *s;
+        size_t n;
+    } prefixes[] = {{"NCCL_", 5}, {"CUDA_", 5}, {"TORCH_NCCL_", 11}};
 
     for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
-        if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+        if (name[0] == prefixes[i].s[0] &&
+            strncmp(name, prefixes[i].s, prefixes[i].n) == 0)
             return true;
-    /* The first letter first: a workload's env is mostly other names (a
-     * platform may inject hundreds), and this runs for each of them, twice
-     * per review (the size bound, then the container). */
     for (size_t i = 0; i < MN_VARS_COUNT; i++) {
         const char *const v[4] = {MN_VARS[i].leader, MN_VARS[i].port,
                                   MN_VARS[i].nnodes, MN_VARS[i].rank};
 
         for (int k = 0; k < 4; k++)
-            if (v[k] != NULL && v[k][0] == name[0] && strcmp(name, v[k]) == 0)
+            if (v[k] != NULL && rcenv_name_is(name, v[k]))
                 return true;
     }
     /* training-operator v1 sets these next to WORLD_SIZE (docs/mutate.md,
      * multi-node): the binary prefers them. */
-    return strcmp(name, "PET_NNODES") == 0 ||
-           strcmp(name, "PET_NODE_RANK") == 0;
+    return rcenv_name_is(name, "PET_NNODES") ||
+           rcenv_name_is(name, "PET_NODE_RANK");
 }
 
 /*
