@@ -2431,8 +2431,11 @@ test_shm_path_spellings(void)
         mutate_result_release(&r);
         json_decref(pod);
     }
-    /* Not the same place: a sibling, a prefix, a relative path. */
-    static const char *const others[] = {"/dev/shmx", "/dev", "dev/shm"};
+    /* Not the same place: a sibling, a prefix, a relative path, and
+     * components that are prefixes of /dev/shm's (a comparison of the
+     * shorter length alone takes /dev/sh and /de/shm for /dev/shm). */
+    static const char *const others[] = {"/dev/shmx", "/dev", "dev/shm",
+                                         "/dev/sh", "/de/shm"};
     for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
         char buf[512];
         json_t *pod, *patched;

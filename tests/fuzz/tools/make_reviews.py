@@ -242,6 +242,110 @@ def big_pod(containers=20, envs=56):
     return apiserver_defaults(pod, "trainer", "ml-team")
 
 
+def train_pod(gpus=4):
+    """A training pod as a user writes it (the README's trainer: torchrun
+    on 4 GPUs, a data volume, a few settings of its own), as the apiserver
+    sends it: the webhook adds the profile, /dev/shm, env and the ring
+    check."""
+    c = {"name": "train", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+         "command": ["torchrun", "--nproc-per-node=%d" % gpus, "train.py",
+                     "--config", "/etc/train/config.yaml"],
+         "env": [{"name": "HF_HOME", "value": "/data/hf"},
+                 {"name": "OMP_NUM_THREADS", "value": "8"},
+                 {"name": "NCCL_DEBUG", "value": "WARN"},
+                 {"name": "WANDB_PROJECT", "value": "llama-ft"},
+                 {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {
+                     "name": "wandb", "key": "api-key"}}}],
+         "resources": {"limits": {"nvidia.com/gpu": str(gpus), "cpu": "32",
+                                  "memory": "256Gi"},
+                       "requests": {"cpu": "32", "memory": "256Gi"}},
+         "volumeMounts": [{"name": "data", "mountPath": "/data"},
+                          {"name": "config", "mountPath": "/etc/train"}]}
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "trainer", "labels": {"app": "trainer",
+                                                      "team": "ml"}},
+           "spec": {"restartPolicy": "Never", "containers": [c],
+                    "volumes": [
+                        {"name": "data", "persistentVolumeClaim": {
+                            "claimName": "train-data"}},
+                        {"name": "config", "configMap": {
+                            "name": "train-config"}}]}}
+    pod = apiserver_defaults(pod, "trainer", "ml-team")
+    meta = pod["metadata"]
+    meta.pop("generateName", None)
+    meta["managedFields"] = [{
+        "manager": "kubectl-client-side-apply", "operation": "Update",
+        "apiVersion": "v1", "time": "2025-06-01T12:00:00Z",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:metadata": fields_v1({"labels": meta["labels"]}),
+                     "f:spec": fields_v1({"containers": [c],
+                                          "volumes": pod["spec"]["volumes"],
+                                          "restartPolicy": "Never"})}}]
+    return pod
+
+
+def managed_large_pod(envs=400):
+    """A large pod: an 8-GPU trainer whose platform injects a long env
+    (hundreds of settings), a log shipper beside it, and the managedFields
+    of two managers over all of it, the way a training operator's pods
+    reach the webhook."""
+    env = [{"name": "NCCL_IB_HCA", "value": "mlx5_0,mlx5_1,mlx5_2,mlx5_3"},
+           {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"},
+           {"name": "MASTER_ADDR", "value": "llama-train-master-0"},
+           {"name": "MASTER_PORT", "value": "23456"},
+           {"name": "WORLD_SIZE", "value": "4"},
+           {"name": "RANK", "value": "0"},
+           {"name": "POD_IP", "valueFrom": {"fieldRef": {
+               "fieldPath": "status.podIP"}}}]
+    env += [{"name": "PLATFORM_SETTING_%03d" % e,
+             "value": "team-a/llama-train/%d/%s" % (e, "v" * 40)}
+            for e in range(envs)]
+    train = {"name": "pytorch", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+             "command": ["torchrun", "--nnodes=4", "--nproc-per-node=8",
+                         "train.py"],
+             "env": env,
+             "resources": {"limits": {"nvidia.com/gpu": "8", "cpu": "96",
+                                      "memory": "1Ti"},
+                           "requests": {"cpu": "96", "memory": "1Ti"}},
+             "volumeMounts": [{"name": "data", "mountPath": "/data"}]}
+    logs = {"name": "log-shipper", "image": "fluent/fluent-bit:3.0",
+            "env": env[7:7 + envs // 4],
+            "resources": {"limits": {"cpu": "1", "memory": "512Mi"}},
+            "volumeMounts": [{"name": "data", "mountPath": "/data",
+                              "readOnly": True}]}
+    labels = {"training.kubeflow.org/job-name": "llama-train",
+              "training.kubeflow.org/operator-name": "pytorchjob-controller",
+              "training.kubeflow.org/replica-type": "master",
+              "training.kubeflow.org/replica-index": "0",
+              "training.kubeflow.org/job-role": "master", "team": "a"}
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "llama-train-master-0", "labels": labels},
+           "spec": {"restartPolicy": "Never", "containers": [train, logs],
+                    "volumes": [{"name": "data", "persistentVolumeClaim": {
+                        "claimName": "llama-data"}}]}}
+    pod = apiserver_defaults(pod, "llama-train-master-0", "ml-team")
+    meta = pod["metadata"]
+    meta.pop("generateName", None)
+    meta["ownerReferences"] = [{
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "name": "llama-train", "uid": "0d6f2c1e-5b4a-4e3d-9c8b-7a6f5e4d3c2b",
+        "controller": True, "blockOwnerDeletion": True}]
+    spec_fields = fields_v1({k: pod["spec"][k] for k in (
+        "containers", "volumes", "restartPolicy")})
+    meta["managedFields"] = [
+        {"manager": "pytorchjob-controller", "operation": "Update",
+         "apiVersion": "v1", "time": "2025-06-01T12:00:00Z",
+         "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:metadata": fields_v1(
+             {k: meta[k] for k in ("labels", "ownerReferences")}),
+             "f:spec": spec_fields}},
+        {"manager": "kube-scheduler", "operation": "Update",
+         "apiVersion": "v1", "time": "2025-06-01T12:00:01Z",
+         "fieldsType": "FieldsV1", "subresource": "status",
+         "fieldsV1": {"f:status": {"f:conditions": {".": {}}}}}]
+    return pod
+
+
 def dump(path, obj):
     with open(path, "w") as f:
         json.dump(obj, f, separators=(",", ":"), sort_keys=False)
@@ -268,7 +372,8 @@ def main():
     other = copy.deepcopy(first)
     other["request"]["kind"]["kind"] = "Deployment"
     dump(os.path.join(out_fuzz, "other-kind.json"), other)
-    # Benchmark bodies: small, a vLLM LWS leader pod, a 100 KB pod.
+    # The first benchmark bodies (kept for make soak and make faults):
+    # small, an LWS pod of llm-d, a 100 KB pod of 20 containers.
     small = copy.deepcopy(first)
     del small["request"]["object"]["metadata"]["managedFields"]
     small["request"]["object"]["spec"]["automountServiceAccountToken"] = False
@@ -288,6 +393,18 @@ def main():
          review(big_pod(), uid_for("large")))
     nongpu = [r for t, r in reviews.items() if "38-production" in t][0]
     dump(os.path.join(out_bench, "nongpu.json"), nongpu)
+    # The pods the webhook exists for (make bench's small, medium and large):
+    # a 4-GPU training pod that gets the ring check, the leader of vLLM's
+    # LeaderWorkerSet example, and a large pod with managedFields and a
+    # long env.
+    dump(os.path.join(out_bench, "train-4gpu.json"),
+         review(train_pod(), uid_for("train-4gpu"), namespace="ml-team"))
+    leader = copy.deepcopy(reviews["10-lws-vllm-multinode-d0-t0"])
+    lws_dress(leader["request"]["object"], "vllm")
+    dump(os.path.join(out_bench, "lws-leader.json"), leader)
+    dump(os.path.join(out_bench, "managed-large.json"),
+         review(managed_large_pod(), uid_for("managed-large"),
+                namespace="ml-team"))
     for f in sorted(os.listdir(out_bench)):
         print(f, os.path.getsize(os.path.join(out_bench, f)), file=sys.stderr)
 
