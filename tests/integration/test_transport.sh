@@ -196,6 +196,18 @@ ng_eq "deadline: counted as deadline cuts" "$(ng_curl "$NG_URL/metrics" |
     awk '$1 == "ncclguard_connections_cut_total{reason=\"deadline\"}" { print $2 }')" 4
 ng_serve_stop
 
+# A body's deadline: HT seconds plus its announced length at
+# --min-body-rate (2 KiB at 1 KiB/s: HT + 2 s). A body one byte short of
+# its length is cut then, long before the 30 s idle timeout.
+ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" \
+    --threads 1 --header-timeout "$HT" --min-body-rate 1024 || exit 1
+out=$("$PEER" --port "$NG_PORT" --conns 2 --hold "$((HT + 5))" \
+    body 2048 2047)
+ng_eq "deadline: bodies short of their length cut ($out)" "$(field closed "$out")" 2
+ng_eq "deadline: the bodies counted as deadline cuts" "$(ng_curl "$NG_URL/metrics" |
+    awk '$1 == "ncclguard_connections_cut_total{reason=\"deadline\"}" { print $2 }')" 2
+ng_serve_stop
+
 # ---- 5. With --client-ca the certificate must be meant for clients ----
 ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" \
     --client-ca "$T/ca.crt" || exit 1
