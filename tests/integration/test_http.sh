@@ -148,6 +148,9 @@ ng_check "admission log line is JSON" is_json_object "$line"
 ng_contains "log line has the uid" "$line" '"uid":"7d3f6a52-1c44-4b7e-9a0e-5b1f2d3c4e01"'
 ng_contains "log line has the duration" "$line" '"duration_us":'
 ng_contains "log line has the result" "$line" '"result":"'
+# Once: the server adds a result of its own only to a record without one
+# (jq would keep the last of two and hide the first).
+ng_eq "log line names its result once" "$(grep -o '"result":' <<<"$line" | wc -l)" 1
 
 ng_serve_stop
 ng_eq "SIGTERM exits 0" "$NG_EXIT" 0
