@@ -171,6 +171,23 @@ out=$("$PEER" --port "$NG_PORT" --conns 12 --hold $((2 * NG_SCALE)) \
     body 262144 262143)
 n503=$(field status_503 "$out")
 ng_eq "body share: 256 KiB + 1 buffers use seven eighths ($out)" "${n503:-0}" 6
+# Chunked bodies announce no length: their buffers grow as they come, and
+# one that outgrows the budget gets the same 503 at once, not an answer
+# held back to the end of a body that never ends. Twelve of 200,000 bytes
+# (buffers of 256 KiB each, 3 MiB in all) cannot all fit in 2 MiB.
+printf 'POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n' 200000 >"$T/req.grow"
+head -c 199999 /dev/zero | tr '\0' ' ' >>"$T/req.grow"
+budget_cuts() {
+    ng_curl "$NG_URL/metrics" |
+        awk '$1 == "ncclguard_connections_cut_total{reason=\"budget\"}" { print $2 }'
+}
+cuts0=$(budget_cuts)
+out=$("$PEER" --port "$NG_PORT" --conns 12 --hold $((2 * NG_SCALE)) send "$T/req.grow")
+cuts=$(($(budget_cuts) - cuts0))
+# The peer may see a reset instead of the 503 (it is still sending), so
+# the server's count is the one asserted.
+ng_check "body share: chunked bodies past the budget refused at once ($cuts; $out)" \
+    test "$cuts" -ge 1
 ng_serve_stop
 
 # ---- 3. Slowloris from eight addresses; a fresh client still answers ----
