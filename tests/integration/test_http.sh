@@ -155,6 +155,21 @@ ng_eq "log line names its result once" "$(grep -o '"result":' <<<"$line" | wc -l
 ng_serve_stop
 ng_eq "SIGTERM exits 0" "$NG_EXIT" 0
 
+# Started with stdin closed (a container may have none), the server's
+# first descriptor, its listening socket, is 0: a socket like any other.
+printf '#!/bin/sh\nexec "$NG_REAL" "$@" <&-\n' >"$NG_TMP/no-stdin.sh"
+chmod +x "$NG_TMP/no-stdin.sh"
+NG_REAL=$NCCLGUARD NCCLGUARD=$NG_TMP/no-stdin.sh
+export NG_REAL
+ng_serve_start --cert "$NG_TMP/tls.crt" --key "$NG_TMP/tls.key" \
+    --policy "$POLICY" || exit 1
+NCCLGUARD=$NG_REAL
+ng_eq "stdin closed: listening on descriptor 0" \
+    "$(readlink "/proc/$NG_PID/fd/0" | cut -d: -f1)" socket
+ng_eq "stdin closed: /healthz is 200" \
+    "$(ng_curl -o /dev/null -w '%{http_code}' "$NG_URL/healthz")" 200
+ng_serve_stop
+
 # Command line.
 out=$("$NCCLGUARD" serve --help)
 for f in --listen --cert --key --policy --client-ca --namespace --max-body \
