@@ -157,6 +157,7 @@ ng_eq "SIGTERM exits 0" "$NG_EXIT" 0
 
 # Started with stdin closed (a container may have none), the server's
 # first descriptor, its listening socket, is 0: a socket like any other.
+# shellcheck disable=SC2016 # expanded by the inner shell
 printf '#!/bin/sh\nexec "$NG_REAL" "$@" <&-\n' >"$NG_TMP/no-stdin.sh"
 chmod +x "$NG_TMP/no-stdin.sh"
 NG_REAL=$NCCLGUARD NCCLGUARD=$NG_TMP/no-stdin.sh
