@@ -318,6 +318,7 @@ s_tls=$(openssl x509 -in "$D/tls.crt" -noout -serial)
 
 # With stdin closed, the first file created gets descriptor 0, which is a
 # file like any other (a Job's container may start without stdin).
+# shellcheck disable=SC2016 # expanded by the inner shell
 expect 0 "create with stdin closed" sh -c '"$1" certs create --service s \
     --namespace n --out "$2" <&-' sh "$NCCLGUARD" "$T/nostdin"
 for f in ca.crt ca.key tls.crt tls.key; do

@@ -148,9 +148,28 @@ ng_check "admission log line is JSON" is_json_object "$line"
 ng_contains "log line has the uid" "$line" '"uid":"7d3f6a52-1c44-4b7e-9a0e-5b1f2d3c4e01"'
 ng_contains "log line has the duration" "$line" '"duration_us":'
 ng_contains "log line has the result" "$line" '"result":"'
+# Once: the server adds a result of its own only to a record without one
+# (jq would keep the last of two and hide the first).
+ng_eq "log line names its result once" "$(grep -o '"result":' <<<"$line" | wc -l)" 1
 
 ng_serve_stop
 ng_eq "SIGTERM exits 0" "$NG_EXIT" 0
+
+# Started with stdin closed (a container may have none), the server's
+# first descriptor, its listening socket, is 0: a socket like any other.
+# shellcheck disable=SC2016 # expanded by the inner shell
+printf '#!/bin/sh\nexec "$NG_REAL" "$@" <&-\n' >"$NG_TMP/no-stdin.sh"
+chmod +x "$NG_TMP/no-stdin.sh"
+NG_REAL=$NCCLGUARD NCCLGUARD=$NG_TMP/no-stdin.sh
+export NG_REAL
+ng_serve_start --cert "$NG_TMP/tls.crt" --key "$NG_TMP/tls.key" \
+    --policy "$POLICY" || exit 1
+NCCLGUARD=$NG_REAL
+ng_eq "stdin closed: listening on descriptor 0" \
+    "$(readlink "/proc/$NG_PID/fd/0" | cut -d: -f1)" socket
+ng_eq "stdin closed: /healthz is 200" \
+    "$(ng_curl -o /dev/null -w '%{http_code}' "$NG_URL/healthz")" 200
+ng_serve_stop
 
 # Command line.
 out=$("$NCCLGUARD" serve --help)

@@ -153,6 +153,43 @@ ng_eq "body hold: served again once the bodies are gone" \
     "$(fresh_review | cut -d' ' -f2)" 200
 ng_serve_stop
 
+# The large-body share at its edge: --max-body 256Ki, a 6 Mi limit and
+# one worker give a budget of 3 Mi - 4 x 256 Ki = 2 MiB. An announced body
+# of N bytes takes a buffer of N + 1 (its NUL). A buffer of exactly
+# 256 KiB is small and may use the whole budget: 8 of 12 held. One byte
+# more and it is large, limited to seven eighths (1,792 KiB), which 7 such
+# buffers pass by 7 bytes: 6 held.
+ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" \
+    --threads 1 --max-body 256Ki --memory-limit 6Mi || exit 1
+ng_eq "body budget from a 6 Mi limit" \
+    "$(ng_metric ncclguard_body_budget_bytes)" 2097152
+out=$("$PEER" --port "$NG_PORT" --conns 12 --hold $((2 * NG_SCALE)) \
+    body 262143 262142)
+n503=$(field status_503 "$out")
+ng_eq "body share: 256 KiB buffers use the whole budget ($out)" "${n503:-0}" 4
+out=$("$PEER" --port "$NG_PORT" --conns 12 --hold $((2 * NG_SCALE)) \
+    body 262144 262143)
+n503=$(field status_503 "$out")
+ng_eq "body share: 256 KiB + 1 buffers use seven eighths ($out)" "${n503:-0}" 6
+# Chunked bodies announce no length: their buffers grow as they come, and
+# one that outgrows the budget gets the same 503 at once, not an answer
+# held back to the end of a body that never ends. Twelve of 200,000 bytes
+# (buffers of 256 KiB each, 3 MiB in all) cannot all fit in 2 MiB.
+printf 'POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n' 200000 >"$T/req.grow"
+head -c 199999 /dev/zero | tr '\0' ' ' >>"$T/req.grow"
+budget_cuts() {
+    ng_curl "$NG_URL/metrics" |
+        awk '$1 == "ncclguard_connections_cut_total{reason=\"budget\"}" { print $2 }'
+}
+cuts0=$(budget_cuts)
+out=$("$PEER" --port "$NG_PORT" --conns 12 --hold $((2 * NG_SCALE)) send "$T/req.grow")
+cuts=$(($(budget_cuts) - cuts0))
+# The peer may see a reset instead of the 503 (it is still sending), so
+# the server's count is the one asserted.
+ng_check "body share: chunked bodies past the budget refused at once ($cuts; $out)" \
+    test "$cuts" -ge 1
+ng_serve_stop
+
 # ---- 3. Slowloris from eight addresses; a fresh client still answers ----
 # Scaled down from 8 x 128 of 1,024 slots: 8 x 8 of 64. Each attacker
 # trickles a header byte every 200 ms and reconnects when cut.
@@ -194,6 +231,18 @@ out=$("$PEER" --port "$NG_PORT" --source 127.0.0.2 --conns 4 \
 ng_eq "deadline: trickling headers cut ($out)" "$(field closed "$out")" 4
 ng_eq "deadline: counted as deadline cuts" "$(ng_curl "$NG_URL/metrics" |
     awk '$1 == "ncclguard_connections_cut_total{reason=\"deadline\"}" { print $2 }')" 4
+ng_serve_stop
+
+# A body's deadline: HT seconds plus its announced length at
+# --min-body-rate (2 KiB at 1 KiB/s: HT + 2 s). A body one byte short of
+# its length is cut then, long before the 30 s idle timeout.
+ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" \
+    --threads 1 --header-timeout "$HT" --min-body-rate 1024 || exit 1
+out=$("$PEER" --port "$NG_PORT" --conns 2 --hold "$((HT + 5))" \
+    body 2048 2047)
+ng_eq "deadline: bodies short of their length cut ($out)" "$(field closed "$out")" 2
+ng_eq "deadline: the bodies counted as deadline cuts" "$(ng_curl "$NG_URL/metrics" |
+    awk '$1 == "ncclguard_connections_cut_total{reason=\"deadline\"}" { print $2 }')" 2
 ng_serve_stop
 
 # ---- 5. With --client-ca the certificate must be meant for clients ----

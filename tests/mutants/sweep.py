@@ -84,12 +84,13 @@ FILES = {
     "server/http.c": (["build/tests/test_http", "build/ncclguard",
                        "build/tests/ncclguard-peer"],
                       # Cheapest first: most mutants fall to the first
-                      # checks; the 25 s shutdown case only sees survivors.
+                      # checks. Not test_shutdown.sh: it measures a 25 s
+                      # cap against the wall clock, and fails unmutated on
+                      # a loaded machine (32.7 s at a load of 13).
                       ["check-unit-http", "check-http-http",
                        "check-http-drain", "check-http-limits",
                        "check-http-routes", "check-bad-inputs",
-                       "check-http-tls", "check-http-transport",
-                       "check-http-shutdown"]),
+                       "check-http-tls", "check-http-transport"]),
     # The ring check's own checks, narrowed: the whole of check-ringcheck
     # (gpu-smoke, single-pod, cross-node) takes about 4 minutes a mutant.
     # The rendezvous protocol by its unit test, then the cross-node cases

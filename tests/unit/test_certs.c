@@ -926,6 +926,12 @@ test_clock(const char *dir)
     CHECK_INT(inspect_at(t0 + 1, crt, NULL, NULL, 9, out, sizeof(out), &err),
               CERTS_OK);
     CHECK(strstr(out, "renewal:     ok (more than 9 days left)") != NULL);
+    /* The smallest window, one day, with one day left. */
+    CHECK_INT(
+        inspect_at(t0 + 9 * day, crt, NULL, NULL, 1, out, sizeof(out), &err),
+        CERTS_FAILED);
+    CHECK(strstr(err.msg, "expires in 1 days, within --renew-before 1") !=
+          NULL);
     /* Expired and due: the expiry is the message. */
     CHECK_INT(
         inspect_at(t0 + 11 * day, crt, NULL, NULL, 30, out, sizeof(out), &err),
