@@ -1,6 +1,7 @@
 # policy/: YAML rule engine, quantities, policy lint/test.
 LIB_SRCS += policy/diag.c policy/quantity.c policy/ytree.c \
-	policy/match.c policy/policy.c
+	policy/match.c policy/validate.c \
+	policy/policy.c policy/decide.c policy/template.c
 UNIT_TESTS += quantity policy match
 
 # Golden outputs of `policy lint` on the broken policies in tests/policy/.
