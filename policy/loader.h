@@ -66,6 +66,12 @@ void pl_err(struct loader *L, const struct ynode *n, const char *fmt, ...)
 void pl_warn(struct loader *L, const struct ynode *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Reports each key of map that is not in the NULL-terminated allowed,
+ * with a did-you-mean or the section it belongs under; where names the
+ * mapping in messages. */
+void pl_check_keys(struct loader *L, const struct ynode *map,
+                   const char *const *allowed, const char *where);
+
 /* The name in the NULL-terminated names closest to word, for "did you
  * mean", or NULL when none is close enough. */
 const char *pl_closest(const char *word, const char *const *names);

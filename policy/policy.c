@@ -24,6 +24,7 @@
 #include "policy/loader.h"
 #include "policy/match.h"
 #include "policy/quantity.h"
+#include "policy/schema.h"
 #include "policy/ytree.h"
 
 /* Pattern comparisons the unreachable-rule check may spend. */
@@ -69,41 +70,9 @@ pl_strdup(struct policy *p, const char *s)
     return c;
 }
 
-/* ---- the built-in defaults: policy/default.yaml with the same values;
- * test_default_yaml_is_builtin() in tests/unit/test_policy.c fails when
- * they differ ---- */
-
-/* The watchdog's defaults are the agent's own (contract/wdspec.c), off. */
-static void
-settings_builtin_watchdog(struct settings *s)
-{
-    struct wd_spec d;
-
-    wd_spec_defaults(&d);
-    s->watchdog.enabled = false;
-    s->watchdog.period_ms = d.period_ms;
-    s->watchdog.idle_periods = d.idle_periods;
-    s->watchdog.min_cpu_milli = d.min_cpu_milli;
-    s->watchdog.restart = d.action == WD_ACTION_RESTART;
-    s->watchdog.checkpoint_signal = d.checkpoint_signal;
-    s->watchdog.checkpoint_file = NULL;
-    s->watchdog.grace_ms = d.grace_ms;
-}
-
-/* The node agent's quarantine block: observe only, K 2 within 1h, a
- * validation pod after 30m (doubling on failure up to 8h), expiry 24h, and
- * a breaker at 10 % of the GPU nodes. */
-static void
-quarantine_builtin(struct policy_quarantine *q)
-{
-    q->mode = QUARANTINE_OBSERVE;
-    q->threshold = 2;
-    q->window_ms = 3600 * 1000LL;
-    q->cooldown_ms = 1800 * 1000LL;
-    q->cooldown_max_ms = 8 * 3600 * 1000LL;
-    q->expiry_ms = 24 * 3600 * 1000LL;
-    q->max_share_permille = 100;
-}
+/* ---- the built-in defaults: the schema's (policy/schema.c), which
+ * policy/default.yaml spells out; test_default_yaml_is_builtin() in
+ * tests/unit/test_policy.c fails when they differ ---- */
 
 /* The ring-check image of policies that name none; serve sets it from
  * --ringcheck-image before it loads a policy (see policy.h). */
@@ -125,104 +94,8 @@ policy_ringcheck_image_set_default(const char *image)
     return 0;
 }
 
-static int
-settings_builtin(struct policy *p, struct settings *s)
-{
-    memset(s, 0, sizeof(*s));
-    s->gpu_resources = pl_alloc(p, sizeof(char *));
-    if (s->gpu_resources == NULL)
-        return -1;
-    s->gpu_resources[0] = pl_strdup(p, "nvidia.com/gpu");
-    s->n_gpu_resources = 1;
-    s->profile.enabled = true;
-    s->profile.name = pl_strdup(p, "nccl-production-profile");
-    s->profile.optional = true;
-    s->shm.enabled = true;
-    s->shm.per_gpu = 4LL << 30;
-    s->shm.min = 1LL << 30;
-    s->shm.max = 64LL << 30;
-    s->shm.existing = SHM_EXISTING_KEEP;
-    s->shm.memory_limit = SHM_MEMLIMIT_WARN;
-    s->ipc.capabilities = NULL;
-    s->ipc.n_capabilities = 0;
-    s->ipc.host_ipc = false;
-    s->ipc.warn_non_root = true;
-    s->ringcheck.enabled = true;
-    s->ringcheck.image = pl_strdup(p, builtin_ringcheck_image);
-    s->ringcheck.timeout_seconds = 120;
-    s->ringcheck.bandwidth_bytes = 256LL << 20;
-    s->ringcheck.mode = RINGCHECK_MODE_PROCESS;
-    s->ringcheck.on_failure = RINGCHECK_FALLBACK;
-    s->ringcheck.min_busbw_gbps = 0;
-    s->ringcheck.allow_opt_out = true;
-    s->ringcheck.cpu_request = pl_strdup(p, "250m");
-    s->ringcheck.memory_request = pl_strdup(p, "2Gi");
-    s->ringcheck.cpu_limit = pl_strdup(p, "2");
-    s->ringcheck.memory_limit = pl_strdup(p, "4Gi");
-    s->ringcheck.min_gpus = 2;
-    s->ringcheck.multi_node = RINGCHECK_MULTINODE_AUTO;
-    s->ringcheck.rendezvous_port = MN_DEFAULT_PORT;
-    s->ringcheck.multi_node_timeout = 300;
-    s->ringcheck.on_missing = RINGCHECK_MISSING_WARN;
-    s->ringcheck.leader_address = NULL;
-    s->ringcheck.nodes = pl_strdup(p, "{annotation:ncclguard.io/nodes}");
-    s->extra_env = NULL;
-    s->n_extra_env = 0;
-    s->debug.allow_annotation = true;
-    s->debug.level = pl_strdup(p, "INFO");
-    s->debug.subsys = pl_strdup(p, "INIT,COLL,ENV,NET");
-    settings_builtin_watchdog(s);
-    return p->oom ? -1 : 0;
-}
-
 /* ---- the loader ---------------------------------------------------- */
 
-/* Where each key may appear, for "did you mean" across sections. */
-static const char *const settings_keys[] = {
-    "gpuResources", "profile", "shm",      "ipc", "ringCheck",
-    "extraEnv",     "debug",   "watchdog", NULL};
-static const char *const watchdog_keys[] = {"enabled", "period", "idlePeriods",
-                                            "minCPU",  "action", "checkpoint",
-                                            "grace",   NULL};
-static const char *const checkpoint_keys[] = {"signal", "file", NULL};
-/* Node-level keys: under defaults only, never in a rule's settings. */
-static const char *const defaults_keys[] = {
-    "gpuResources", "profile", "shm",      "ipc",        "ringCheck",
-    "extraEnv",     "debug",   "watchdog", "quarantine", NULL};
-static const char *const node_level_keys[] = {"quarantine", NULL};
-static const char *const quarantine_keys[] = {
-    "mode",        "threshold", "window",          "cooldown",
-    "cooldownMax", "expiry",    "maxSharePercent", NULL};
-static const char *const profile_keys[] = {"enabled", "name", "optional", NULL};
-static const char *const shm_keys[] = {"enabled",  "perGPU",      "min", "max",
-                                       "existing", "memoryLimit", NULL};
-static const char *const ipc_keys[] = {"capabilities", "hostIPC", "warnNonRoot",
-                                       NULL};
-static const char *const ringcheck_keys[] = {"enabled",
-                                             "image",
-                                             "timeoutSeconds",
-                                             "bandwidthBytes",
-                                             "mode",
-                                             "onFailure",
-                                             "onNoCure",
-                                             "expectTransport",
-                                             "minBusBandwidthGBps",
-                                             "minNetBusBandwidthGBps",
-                                             "allowOptOut",
-                                             "resources",
-                                             "minGPUs",
-                                             "multiNode",
-                                             "rendezvousPort",
-                                             "multiNodeTimeout",
-                                             "onMissing",
-                                             "leaderAddress",
-                                             "nodes",
-                                             NULL};
-static const char *const resources_keys[] = {"cpu", "memory", "cpuLimit",
-                                             "memoryLimit", NULL};
-static const char *const debug_keys[] = {"allowAnnotation", "level", "subsys",
-                                         NULL};
-static const char *const env_keys[] = {"name", "value", NULL};
 static const char *const top_keys[] = {
     "apiVersion", "kind", "metadata", "defaults", "rules", "dra", NULL};
 static const char *const rule_keys[] = {"name", "match", "skip", "settings",
@@ -233,22 +106,36 @@ static const char *const match_keys[] = {
     "nodeSelector", "tolerations",       NULL};
 static const char *const expr_keys[] = {"key", "operator", "values", NULL};
 
+/*
+ * Where the did-you-mean looks, in this order, for a key that is in none
+ * of the expected ones: "it belongs under SECTION". A section of the
+ * settings schema (schema, with node: 0 its other keys, 1 its node-level
+ * ones, -1 all), or a fixed list.
+ */
 static const struct {
     const char *section;
+    const char *schema;
+    int node;
     const char *const *keys;
 } key_sections[] = {
-    {"settings", settings_keys},   {"shm", shm_keys},
-    {"ringCheck", ringcheck_keys}, {"ipc", ipc_keys},
-    {"profile", profile_keys},     {"debug", debug_keys},
-    {"match", match_keys},         {"rule", rule_keys},
-    {"watchdog", watchdog_keys},   {"watchdog.checkpoint", checkpoint_keys},
-    {"defaults", node_level_keys}, {"quarantine", quarantine_keys},
+    {"settings", "", 0, NULL},
+    {"shm", "shm", -1, NULL},
+    {"ringCheck", "ringCheck", -1, NULL},
+    {"ipc", "ipc", -1, NULL},
+    {"profile", "profile", -1, NULL},
+    {"debug", "debug", -1, NULL},
+    {"match", NULL, 0, match_keys},
+    {"rule", NULL, 0, rule_keys},
+    {"watchdog", "watchdog", -1, NULL},
+    {"watchdog.checkpoint", "watchdog.checkpoint", -1, NULL},
+    {"defaults", "", 1, NULL},
+    {"quarantine", "quarantine", -1, NULL},
 };
 
 /* Reports keys of map that are not in allowed. */
-static void
-check_keys(struct loader *L, const struct ynode *map,
-           const char *const *allowed, const char *where)
+void
+pl_check_keys(struct loader *L, const struct ynode *map,
+              const char *const *allowed, const char *where)
 {
     for (size_t i = 0; i < map->n; i++) {
         const struct ynode *k = map->keys[i];
@@ -271,10 +158,14 @@ check_keys(struct loader *L, const struct ynode *map,
         }
         for (size_t s = 0; s < sizeof(key_sections) / sizeof(key_sections[0]);
              s++) {
+            const char *names[SCHEMA_MAX_ROWS + 1];
             const char *const *ks = key_sections[s].keys;
 
-            if (ks == allowed)
-                continue;
+            if (key_sections[s].schema != NULL) {
+                schema_children(key_sections[s].schema, key_sections[s].node,
+                                names, SCHEMA_MAX_ROWS + 1);
+                ks = names;
+            }
             for (size_t j = 0; ks[j] != NULL; j++) {
                 if (strcmp(ks[j], k->str) == 0) {
                     hint = key_sections[s].section;
@@ -295,693 +186,20 @@ check_keys(struct loader *L, const struct ynode *map,
     }
 }
 
-/* A limit below its request makes the apiserver refuse the pod
- * ("must be less than or equal to ... limit" in ValidateResourceRequirements,
- * pkg/apis/core/validation/validation.go). Where one resources map gives
- * both, that is an error; a rule that raises only a request gets a limit
- * raised to it when the pod is mutated (admission/mutate.c). */
-static void
-ringcheck_limits_check(struct loader *L, const struct ynode *r,
-                       const struct settings *s)
-{
-    const char *const pair[2][3] = {
-        {s->ringcheck.cpu_request, s->ringcheck.cpu_limit, "cpu"},
-        {s->ringcheck.memory_request, s->ringcheck.memory_limit, "memory"}};
-    static const char *const keys[2][2] = {{"cpu", "cpuLimit"},
-                                           {"memory", "memoryLimit"}};
-
-    for (int k = 0; k < 2; k++) {
-        struct quantity qr, ql;
-
-        if (ynode_get(r, keys[k][0]) == NULL ||
-            ynode_get(r, keys[k][1]) == NULL || pair[k][0] == NULL ||
-            pair[k][1] == NULL ||
-            quantity_parse(pair[k][0], strlen(pair[k][0]), &qr, NULL) != 0 ||
-            quantity_parse(pair[k][1], strlen(pair[k][1]), &ql, NULL) != 0)
-            continue;
-        if (ql.milli < qr.milli)
-            pl_err(L, r,
-                   "ringCheck.resources: the %s limit %s is below the %s "
-                   "request %s; a limit must hold its request",
-                   pair[k][2], pair[k][1], pair[k][2], pair[k][0]);
-    }
-}
-
-/* ---- settings ------------------------------------------------------ */
-
-/* Where the shm bounds were written, for the min <= max check. */
-struct shm_pos {
-    const struct ynode *per_gpu, *min, *max, *block;
-};
-
-static void
-parse_profile(struct loader *L, const struct ynode *n, struct settings *s)
-{
-    const struct ynode *v;
-
-    if (!pl_want_map(L, n, "profile"))
-        return;
-    check_keys(L, n, profile_keys, "profile");
-    if ((v = ynode_get(n, "enabled")) != NULL)
-        pl_get_bool(L, v, "profile.enabled", &s->profile.enabled);
-    if ((v = ynode_get(n, "name")) != NULL &&
-        pl_want_text(L, v, "profile.name") &&
-        pl_check_dns_name(L, v, "profile.name"))
-        pl_get_string(L, v, "profile.name", &s->profile.name);
-    if ((v = ynode_get(n, "optional")) != NULL)
-        pl_get_bool(L, v, "profile.optional", &s->profile.optional);
-}
-
-static void
-parse_shm(struct loader *L, const struct ynode *n, struct settings *s,
-          struct shm_pos *pos)
-{
-    static const char *const existing[] = {"keep", "grow", NULL};
-    static const char *const memlimit[] = {"warn", "raise", NULL};
-    const struct ynode *v;
-    int e;
-
-    if (!pl_want_map(L, n, "shm"))
-        return;
-    pos->block = n;
-    check_keys(L, n, shm_keys, "shm");
-    if ((v = ynode_get(n, "enabled")) != NULL)
-        pl_get_bool(L, v, "shm.enabled", &s->shm.enabled);
-    if ((v = ynode_get(n, "perGPU")) != NULL &&
-        pl_get_bytes(L, v, "shm.perGPU", &s->shm.per_gpu))
-        pos->per_gpu = v;
-    if ((v = ynode_get(n, "min")) != NULL &&
-        pl_get_bytes(L, v, "shm.min", &s->shm.min))
-        pos->min = v;
-    if ((v = ynode_get(n, "max")) != NULL &&
-        pl_get_bytes(L, v, "shm.max", &s->shm.max))
-        pos->max = v;
-    if ((v = ynode_get(n, "existing")) != NULL &&
-        pl_get_enum(L, v, "shm.existing", existing, &e))
-        s->shm.existing = (enum shm_existing)e;
-    if ((v = ynode_get(n, "memoryLimit")) != NULL &&
-        pl_get_enum(L, v, "shm.memoryLimit", memlimit, &e))
-        s->shm.memory_limit = (enum shm_memory_limit)e;
-}
-
-static void
-parse_ipc(struct loader *L, const struct ynode *n, struct settings *s)
-{
-    const struct ynode *v;
-
-    if (!pl_want_map(L, n, "ipc"))
-        return;
-    check_keys(L, n, ipc_keys, "ipc");
-    if ((v = ynode_get(n, "capabilities")) != NULL)
-        pl_get_string_list(L, v, "ipc.capabilities", pl_check_capability,
-                           &s->ipc.capabilities, &s->ipc.n_capabilities);
-    if ((v = ynode_get(n, "warnNonRoot")) != NULL)
-        pl_get_bool(L, v, "ipc.warnNonRoot", &s->ipc.warn_non_root);
-    if ((v = ynode_get(n, "hostIPC")) != NULL &&
-        pl_get_bool(L, v, "ipc.hostIPC", &s->ipc.host_ipc) && s->ipc.host_ipc)
-        pl_warn(L, v,
-                "ipc.hostIPC: true makes GPU pods fail Pod Security "
-                "\"baseline\" in namespaces that enforce it");
-}
-
-/* The multi-node keys of ringCheck and minGPUs. */
-static void
-parse_ringcheck_multinode(struct loader *L, const struct ynode *n,
-                          struct settings *s)
-{
-    static const char *const multi[] = {"auto", "off", NULL};
-    static const char *const missing[] = {"warn", "fail", NULL};
-    const struct ynode *v;
-    int64_t i64;
-    int e;
-
-    if ((v = ynode_get(n, "minGPUs")) != NULL &&
-        pl_get_int(L, v, "ringCheck.minGPUs", RINGCHECK_MIN_GPUS,
-                   RINGCHECK_MAX_GPUS, &i64))
-        s->ringcheck.min_gpus = (int)i64;
-    if ((v = ynode_get(n, "multiNode")) != NULL &&
-        pl_get_enum(L, v, "ringCheck.multiNode", multi, &e))
-        s->ringcheck.multi_node = (enum ringcheck_multinode)e;
-    if ((v = ynode_get(n, "rendezvousPort")) != NULL &&
-        pl_get_int(L, v, "ringCheck.rendezvousPort", RINGCHECK_MIN_PORT,
-                   RINGCHECK_MAX_PORT, &i64))
-        s->ringcheck.rendezvous_port = (int)i64;
-    if ((v = ynode_get(n, "multiNodeTimeout")) != NULL &&
-        pl_get_int(L, v, "ringCheck.multiNodeTimeout",
-                   RINGCHECK_MIN_MN_TIMEOUT_S, RINGCHECK_MAX_MN_TIMEOUT_S,
-                   &i64))
-        s->ringcheck.multi_node_timeout = (int)i64;
-    if ((v = ynode_get(n, "onMissing")) != NULL &&
-        pl_get_enum(L, v, "ringCheck.onMissing", missing, &e))
-        s->ringcheck.on_missing = (enum ringcheck_on_missing)e;
-    if ((v = ynode_get(n, "leaderAddress")) != NULL &&
-        pl_check_template(L, v, "ringCheck.leaderAddress"))
-        pl_get_string(L, v, "ringCheck.leaderAddress",
-                      &s->ringcheck.leader_address);
-    if ((v = ynode_get(n, "nodes")) != NULL &&
-        pl_check_template(L, v, "ringCheck.nodes"))
-        pl_get_string(L, v, "ringCheck.nodes", &s->ringcheck.nodes);
-}
-
-/*
- * ringCheck.expectTransport: {intra: WORD, inter: WORD}, the transport NCCL
- * must choose within the pod and across pods, given to the check as
- * --expect-transport (the same words; docs/ringcheck.md).
- */
-static void
-parse_expect_transport(struct loader *L, const struct ynode *n,
-                       struct settings *s)
-{
-    static const char *const keys[] = {"intra", "inter", NULL};
-    static const char *const intra[] = {"p2p", "nvlink", "shm", "net", NULL};
-    static const char *const inter[] = {"ib-gdr", "ib", "socket", "net", NULL};
-    const struct ynode *v;
-    int e;
-
-    if (!pl_want_map(L, n, "ringCheck.expectTransport"))
-        return;
-    check_keys(L, n, keys, "ringCheck.expectTransport");
-    if ((v = ynode_get(n, "intra")) != NULL &&
-        pl_get_enum(L, v, "ringCheck.expectTransport.intra", intra, &e))
-        s->ringcheck.expect_intra = intra[e];
-    if ((v = ynode_get(n, "inter")) != NULL &&
-        pl_get_enum(L, v, "ringCheck.expectTransport.inter", inter, &e))
-        s->ringcheck.expect_inter = inter[e];
-}
-
-static void
-parse_ringcheck(struct loader *L, const struct ynode *n, struct settings *s)
-{
-    static const char *const modes[] = {"process", "group", NULL};
-    static const char *const onfail[] = {"fail", "warn", "fallback", NULL};
-    static const char *const nocure[] = {"fail", "warn", NULL};
-    const struct ynode *v, *r;
-    int64_t i64;
-    int e;
-
-    if (!pl_want_map(L, n, "ringCheck"))
-        return;
-    check_keys(L, n, ringcheck_keys, "ringCheck");
-    if ((v = ynode_get(n, "enabled")) != NULL)
-        pl_get_bool(L, v, "ringCheck.enabled", &s->ringcheck.enabled);
-    if ((v = ynode_get(n, "image")) != NULL &&
-        pl_want_text(L, v, "ringCheck.image") &&
-        pl_check_image(L, v, "ringCheck.image"))
-        pl_get_string(L, v, "ringCheck.image", &s->ringcheck.image);
-    if ((v = ynode_get(n, "timeoutSeconds")) != NULL &&
-        pl_get_int(L, v, "ringCheck.timeoutSeconds", 1, 3600, &i64))
-        s->ringcheck.timeout_seconds = (int)i64;
-    if ((v = ynode_get(n, "bandwidthBytes")) != NULL &&
-        pl_get_bytes(L, v, "ringCheck.bandwidthBytes", &i64)) {
-        if (i64 == 0 || i64 > (16LL << 30))
-            pl_err(L, v,
-                   "ringCheck.bandwidthBytes must be between 1 and "
-                   "16Gi");
-        else
-            s->ringcheck.bandwidth_bytes = i64;
-    }
-    if ((v = ynode_get(n, "mode")) != NULL &&
-        pl_get_enum(L, v, "ringCheck.mode", modes, &e))
-        s->ringcheck.mode = (enum ringcheck_mode)e;
-    if ((v = ynode_get(n, "onFailure")) != NULL &&
-        pl_get_enum(L, v, "ringCheck.onFailure", onfail, &e))
-        s->ringcheck.on_failure = (enum ringcheck_on_failure)e;
-    /* The enum's first value is "not given": the names start at 1. */
-    if ((v = ynode_get(n, "onNoCure")) != NULL &&
-        pl_get_enum(L, v, "ringCheck.onNoCure", nocure, &e))
-        s->ringcheck.on_no_cure = (enum ringcheck_on_no_cure)(e + 1);
-    if ((v = ynode_get(n, "expectTransport")) != NULL)
-        parse_expect_transport(L, v, s);
-    if ((v = ynode_get(n, "minBusBandwidthGBps")) != NULL)
-        pl_get_number(L, v, "ringCheck.minBusBandwidthGBps",
-                      &s->ringcheck.min_busbw_gbps);
-    if ((v = ynode_get(n, "minNetBusBandwidthGBps")) != NULL)
-        pl_get_number(L, v, "ringCheck.minNetBusBandwidthGBps",
-                      &s->ringcheck.min_net_busbw_gbps);
-    if ((v = ynode_get(n, "allowOptOut")) != NULL)
-        pl_get_bool(L, v, "ringCheck.allowOptOut", &s->ringcheck.allow_opt_out);
-    parse_ringcheck_multinode(L, n, s);
-    if ((r = ynode_get(n, "resources")) != NULL &&
-        pl_want_map(L, r, "ringCheck.resources")) {
-        check_keys(L, r, resources_keys, "ringCheck.resources");
-        if ((v = ynode_get(r, "cpu")) != NULL &&
-            pl_want_text(L, v, "ringCheck.resources.cpu") &&
-            pl_check_cpu_quantity(L, v, "ringCheck.resources.cpu"))
-            pl_get_string(L, v, "ringCheck.resources.cpu",
-                          &s->ringcheck.cpu_request);
-        if ((v = ynode_get(r, "memory")) != NULL) {
-            int64_t b;
-
-            if (pl_get_bytes(L, v, "ringCheck.resources.memory", &b))
-                pl_get_string(L, v, "ringCheck.resources.memory",
-                              &s->ringcheck.memory_request);
-        }
-        if ((v = ynode_get(r, "cpuLimit")) != NULL &&
-            pl_want_text(L, v, "ringCheck.resources.cpuLimit") &&
-            pl_check_cpu_quantity(L, v, "ringCheck.resources.cpuLimit"))
-            pl_get_string(L, v, "ringCheck.resources.cpuLimit",
-                          &s->ringcheck.cpu_limit);
-        if ((v = ynode_get(r, "memoryLimit")) != NULL) {
-            int64_t b;
-
-            if (pl_get_bytes(L, v, "ringCheck.resources.memoryLimit", &b))
-                pl_get_string(L, v, "ringCheck.resources.memoryLimit",
-                              &s->ringcheck.memory_limit);
-        }
-        ringcheck_limits_check(L, r, s);
-    }
-}
-
-/*
- * An environment value is a string in Kubernetes; YAML reads a bare 1,
- * 0.5 or true as a number or a boolean (0x10 and 1e3 even change their
- * text when a tool rewrites them). A warning asks for quotes, as policy
- * lint does for a profile's data; the text as written is used, so that a
- * policy that loaded before still loads.
- */
-static void
-env_value_quoted(struct loader *L, const struct ynode *nm,
-                 const struct ynode *val)
-{
-    static const char *const bools[] = {"true", "false", "True", "False",
-                                        "TRUE", "FALSE", NULL};
-    char *end;
-    bool number, boolean = false;
-
-    if (!val->plain || val->len == 0)
-        return;
-    (void)strtod(val->str, &end);
-    number = *end == '\0';
-    for (size_t i = 0; bools[i] != NULL; i++)
-        boolean = boolean || strcmp(val->str, bools[i]) == 0;
-    if (!number && !boolean)
-        return;
-    pl_warn(L, val,
-            "extraEnv value of %.60s is the %s %s in YAML, and environment "
-            "values are strings: write \"%s\" in quotes",
-            nm->str, number ? "number" : "boolean", val->str, val->str);
-}
-
-static void
-parse_extra_env(struct loader *L, const struct ynode *n, struct settings *s)
-{
-    struct env_var *v;
-    bool ok = true;
-
-    if (n->kind == YNODE_SCALAR && n->null_tag) {
-        s->extra_env = NULL;
-        s->n_extra_env = 0;
-        return;
-    }
-    if (n->kind != YNODE_SEQ) {
-        pl_err(L, n, "extraEnv must be a list of {name, value}, got %s",
-               ynode_type_name(n));
-        return;
-    }
-    if (n->n > POLICY_MAX_LIST) {
-        pl_err(L, n, "extraEnv has %zu entries, more than %d", n->n,
-               POLICY_MAX_LIST);
-        return;
-    }
-    v = pl_alloc(L->p, (n->n + 1) * sizeof(*v));
-    if (v == NULL)
-        return;
-    for (size_t i = 0; i < n->n; i++) {
-        const struct ynode *it = n->items[i], *nm, *val;
-
-        if (!pl_want_map(L, it, "extraEnv entry")) {
-            ok = false;
-            continue;
-        }
-        check_keys(L, it, env_keys, "extraEnv entry");
-        nm = ynode_get(it, "name");
-        val = ynode_get(it, "value");
-        if (nm == NULL) {
-            pl_err(L, it, "extraEnv entry needs a name");
-            ok = false;
-            continue;
-        }
-        if (val == NULL) {
-            pl_err(L, it, "extraEnv entry \"%.60s\" needs a value",
-                   nm->kind == YNODE_SCALAR ? nm->str : "?");
-            ok = false;
-            continue;
-        }
-        if (!pl_want_text(L, nm, "extraEnv name") ||
-            !pl_check_env_name(L, nm, "extraEnv name") ||
-            !pl_want_text(L, val, "extraEnv value")) {
-            ok = false;
-            continue;
-        }
-        env_value_quoted(L, nm, val);
-        for (size_t j = 0; j < i; j++) {
-            if (v[j].name != NULL && strcmp(v[j].name, nm->str) == 0) {
-                pl_err(L, nm, "extraEnv sets %.60s twice", nm->str);
-                ok = false;
-            }
-        }
-        if (!pl_check_nccl(L, nm, nm->str, val->str))
-            ok = false;
-        v[i].name = pl_strdup(L->p, nm->str);
-        v[i].value = pl_strdup(L->p, val->str);
-    }
-    if (!ok)
-        return;
-    s->extra_env = v;
-    s->n_extra_env = n->n;
-}
-
-static void
-parse_debug(struct loader *L, const struct ynode *n, struct settings *s)
-{
-    const struct ynode *v;
-
-    if (!pl_want_map(L, n, "debug"))
-        return;
-    check_keys(L, n, debug_keys, "debug");
-    if ((v = ynode_get(n, "allowAnnotation")) != NULL)
-        pl_get_bool(L, v, "debug.allowAnnotation", &s->debug.allow_annotation);
-    if ((v = ynode_get(n, "level")) != NULL &&
-        pl_want_text(L, v, "debug.level") &&
-        pl_check_nccl(L, v, "NCCL_DEBUG", v->str))
-        pl_get_string(L, v, "debug.level", &s->debug.level);
-    if ((v = ynode_get(n, "subsys")) != NULL &&
-        pl_want_text(L, v, "debug.subsys") &&
-        pl_check_nccl(L, v, "NCCL_DEBUG_SUBSYS", v->str))
-        pl_get_string(L, v, "debug.subsys", &s->debug.subsys);
-}
-
-static void
-parse_watchdog_checkpoint(struct loader *L, const struct ynode *n,
-                          struct settings *s)
-{
-    const struct ynode *v;
-
-    if (!pl_want_map(L, n, "watchdog.checkpoint"))
-        return;
-    check_keys(L, n, checkpoint_keys, "watchdog.checkpoint");
-    if ((v = ynode_get(n, "signal")) != NULL &&
-        pl_want_text(L, v, "watchdog.checkpoint.signal")) {
-        int sig = strcmp(v->str, "none") == 0 ? 0 : wd_signal_from_name(v->str);
-        const char *hint;
-
-        if (sig != 0 || strcmp(v->str, "none") == 0) {
-            s->watchdog.checkpoint_signal = sig;
-        } else if (strcmp(v->str, "SIGTERM") == 0 ||
-                   strcmp(v->str, "SIGKILL") == 0 ||
-                   strcmp(v->str, "TERM") == 0 || strcmp(v->str, "KILL") == 0) {
-            pl_err(L, v,
-                   "watchdog.checkpoint.signal must not be %s: the restart "
-                   "sends SIGTERM itself after the grace period; name a "
-                   "signal the job catches to save its state, such as "
-                   "SIGUSR1, or none",
-                   v->str);
-        } else if ((hint = pl_closest(v->str, wd_signal_names())) != NULL) {
-            pl_err(L, v,
-                   "watchdog.checkpoint.signal \"%.40s\" is not one of "
-                   "none, SIGUSR1, SIGUSR2, SIGHUP, SIGINT, SIGWINCH, "
-                   "SIGURG, SIGCONT; did you mean \"%s\"?",
-                   v->str, hint);
-        } else {
-            pl_err(L, v,
-                   "watchdog.checkpoint.signal \"%.40s\" is not one of "
-                   "none, SIGUSR1, SIGUSR2, SIGHUP, SIGINT, SIGWINCH, "
-                   "SIGURG, SIGCONT",
-                   v->str);
-        }
-    }
-    if ((v = ynode_get(n, "file")) != NULL) {
-        struct wd_spec tmp;
-        struct ng_error e;
-        char buf[WD_FILE_MAX + 8];
-
-        if (v->kind == YNODE_SCALAR && (v->null_tag || v->len == 0)) {
-            s->watchdog.checkpoint_file = NULL;
-        } else if (pl_want_text(L, v, "watchdog.checkpoint.file")) {
-            /* The agent's own parser decides what a valid path is. */
-            snprintf(buf, sizeof(buf), "file=%.*s",
-                     (int)(v->len > WD_FILE_MAX + 1 ? WD_FILE_MAX + 1 : v->len),
-                     v->str);
-            if (v->len > WD_FILE_MAX ||
-                wd_spec_parse(buf, strlen(buf), &tmp, &e) != 0)
-                pl_err(L, v, "watchdog.checkpoint.%s",
-                       v->len > WD_FILE_MAX ? "file: the path is too long"
-                                            : e.msg);
-            else if (strcmp(v->str, "/") == 0 || v->str[v->len - 1] == '/')
-                pl_err(L, v,
-                       "watchdog.checkpoint.file must name a file, "
-                       "not a folder");
-            else
-                pl_get_string(L, v, "watchdog.checkpoint.file",
-                              &s->watchdog.checkpoint_file);
-        }
-    }
-}
-
-static void
-parse_watchdog(struct loader *L, const struct ynode *n, struct settings *s)
-{
-    static const char *const actions[] = {"report", "restart", NULL};
-    const struct ynode *v;
-    int64_t i64;
-    double d;
-    int e;
-
-    if (!pl_want_map(L, n, "watchdog"))
-        return;
-    check_keys(L, n, watchdog_keys, "watchdog");
-    if ((v = ynode_get(n, "enabled")) != NULL)
-        pl_get_bool(L, v, "watchdog.enabled", &s->watchdog.enabled);
-    if ((v = ynode_get(n, "period")) != NULL &&
-        pl_get_duration(L, v, "watchdog.period", WD_PERIOD_MIN_MS,
-                        WD_PERIOD_MAX_MS, &i64)) {
-        s->watchdog.period_ms = i64;
-        if (i64 < 10000)
-            pl_warn(L, v,
-                    "watchdog.period %s is shorter than 10s: NVML averages "
-                    "utilisation over up to a second, so short periods "
-                    "only add load (fine for tests)",
-                    v->str);
-    }
-    if ((v = ynode_get(n, "idlePeriods")) != NULL &&
-        pl_get_int(L, v, "watchdog.idlePeriods", WD_IDLE_MIN, WD_IDLE_MAX,
-                   &i64))
-        s->watchdog.idle_periods = (int)i64;
-    if ((v = ynode_get(n, "minCPU")) != NULL &&
-        pl_get_number(L, v, "watchdog.minCPU", &d)) {
-        if (d > WD_MIN_CPU_MAX_MILLI / 1000.0 ||
-            fabs(d * 1000.0 - round(d * 1000.0)) > 1e-6)
-            pl_err(L, v,
-                   "watchdog.minCPU must be cores between 0 and %d with at "
-                   "most three decimals, got %s",
-                   WD_MIN_CPU_MAX_MILLI / 1000, v->str);
-        else
-            s->watchdog.min_cpu_milli = (int64_t)round(d * 1000.0);
-    }
-    if ((v = ynode_get(n, "action")) != NULL &&
-        pl_get_enum(L, v, "watchdog.action", actions, &e))
-        s->watchdog.restart = e == 1;
-    if ((v = ynode_get(n, "checkpoint")) != NULL)
-        parse_watchdog_checkpoint(L, v, s);
-    if ((v = ynode_get(n, "grace")) != NULL &&
-        pl_get_duration(L, v, "watchdog.grace", 0, WD_GRACE_MAX_MS, &i64))
-        s->watchdog.grace_ms = i64;
-}
-
-/* ---- quarantine (node-level, defaults only) ------------------------ */
-
-/* quarantine.maxSharePercent: a percentage with one decimal -> permille. */
-static void
-parse_max_share(struct loader *L, const struct ynode *v,
-                struct policy_quarantine *q)
-{
-    double d;
-
-    if (!pl_get_number(L, v, "quarantine.maxSharePercent", &d))
-        return;
-    if (d == 0)
-        pl_err(L, v,
-               "quarantine.maxSharePercent 0 would hold every taint; "
-               "write mode: observe for no taint, or a share above 0");
-    else if (d > 100 || fabs(d * 10.0 - round(d * 10.0)) > 1e-6)
-        pl_err(L, v,
-               "quarantine.maxSharePercent must be a percentage above 0 and "
-               "at most 100 with at most one decimal, got %s",
-               v->str);
-    else
-        q->max_share_permille = (int)round(d * 10.0);
-}
-
-/*
- * defaults.quarantine: what the node agent does with node-class ring-check
- * and hang verdicts (docs/policy.md, "Quarantine"). Node-level, so a rule
- * cannot set it.
- */
-static void
-parse_quarantine(struct loader *L, const struct ynode *n,
-                 struct policy_quarantine *q)
-{
-    static const char *const modes[] = {"observe", "quarantine", NULL};
-    const struct ynode *v, *cd, *cdmax, *exp;
-    char a[32], b[32];
-    int64_t i64;
-    int e;
-
-    if (!pl_want_map(L, n, "quarantine"))
-        return;
-    check_keys(L, n, quarantine_keys, "quarantine");
-    if ((v = ynode_get(n, "mode")) != NULL &&
-        pl_get_enum(L, v, "quarantine.mode", modes, &e))
-        q->mode = (enum quarantine_mode)e;
-    if ((v = ynode_get(n, "threshold")) != NULL &&
-        pl_get_int(L, v, "quarantine.threshold", 1, 100, &i64)) {
-        q->threshold = (int)i64;
-        if (i64 == 1)
-            pl_warn(L, v,
-                    "quarantine.threshold 1 acts as 2: the verdicts must "
-                    "come from at least two pods");
-    }
-    if ((v = ynode_get(n, "window")) != NULL)
-        pl_get_duration_minutes(L, v, "quarantine.window", Q_MINUTE_MS,
-                                7 * Q_DAY_MS, &q->window_ms);
-    if ((cd = ynode_get(n, "cooldown")) != NULL &&
-        !pl_get_duration_minutes(L, cd, "quarantine.cooldown", Q_MINUTE_MS,
-                                 7 * Q_DAY_MS, &q->cooldown_ms))
-        cd = NULL;
-    if ((cdmax = ynode_get(n, "cooldownMax")) != NULL &&
-        !pl_get_duration_minutes(L, cdmax, "quarantine.cooldownMax",
-                                 Q_MINUTE_MS, 30 * Q_DAY_MS,
-                                 &q->cooldown_max_ms))
-        cdmax = NULL;
-    if ((cd != NULL || cdmax != NULL) && q->cooldown_max_ms < q->cooldown_ms)
-        pl_err(L, cdmax != NULL ? cdmax : cd,
-               "quarantine.cooldownMax %s is shorter than cooldown %s; the "
-               "cooldown doubles after each failed validation up to "
-               "cooldownMax",
-               pl_duration_text(q->cooldown_max_ms, a, sizeof(a)),
-               pl_duration_text(q->cooldown_ms, b, sizeof(b)));
-    if ((exp = ynode_get(n, "expiry")) != NULL) {
-        if (exp->kind == YNODE_SCALAR && exp->plain &&
-            strcmp(exp->str, "0") == 0)
-            q->expiry_ms = 0;
-        else if (!pl_get_duration(L, exp, "quarantine.expiry", 0, INT64_MAX,
-                                  &i64))
-            exp = NULL;
-        else if (i64 != 0 && (i64 < Q_MINUTE_MS || i64 > 30 * Q_DAY_MS)) {
-            pl_err(L, exp,
-                   "quarantine.expiry must be 0 (never) or between 1m and "
-                   "%s, got %s",
-                   pl_duration_text(30 * Q_DAY_MS, a, sizeof(a)), exp->str);
-            exp = NULL;
-        } else
-            q->expiry_ms = i64;
-    }
-    if ((exp != NULL || cd != NULL) && q->expiry_ms != 0 &&
-        q->expiry_ms <= q->cooldown_ms)
-        pl_warn(L, exp != NULL ? exp : cd,
-                "quarantine.expiry %s is not longer than cooldown %s: the "
-                "taint expires before a validation pod has run",
-                pl_duration_text(q->expiry_ms, a, sizeof(a)),
-                pl_duration_text(q->cooldown_ms, b, sizeof(b)));
-    if ((v = ynode_get(n, "maxSharePercent")) != NULL)
-        parse_max_share(L, v, q);
-}
-
-/*
- * The ring check is NCCL on CUDA: the webhook gives it only nvidia.com/
- * resources (admission/mutate.c, ringcheck_resource()), so pods of
- * another vendor's resource listed in gpuResources get the profile,
- * /dev/shm and IPC settings but no check. Lint says so where the list
- * names one and the check is on, so that nobody expects it.
- */
-static void
-gpu_resources_vendor_check(struct loader *L, const struct ynode *v,
-                           const struct settings *s)
-{
-    if (v == NULL || v->kind != YNODE_SEQ || !s->ringcheck.enabled)
-        return;
-    for (size_t i = 0; i < v->n; i++) {
-        const struct ynode *it = v->items[i];
-
-        if (it->kind != YNODE_SCALAR ||
-            strncmp(it->str, "nvidia.com/", strlen("nvidia.com/")) == 0)
-            continue;
-        pl_warn(L, it,
-                "gpuResources: %s is not an NVIDIA resource; its pods get "
-                "no ring check (NCCL on CUDA), only the profile, /dev/shm "
-                "and IPC settings",
-                it->str);
-    }
-}
-
-/*
- * Parses a settings block over *s (already holding the base values). q is
- * the policy's node-level block for defaults:, NULL for a rule's settings,
- * where a node-level key is an error.
- */
-static void
-parse_settings(struct loader *L, const struct ynode *n, struct settings *s,
-               const char *what, struct shm_pos *pos,
-               struct policy_quarantine *q)
-{
-    const struct ynode *v;
-
-    if (n->kind == YNODE_SCALAR && n->null_tag)
-        return;
-    if (!pl_want_map(L, n, what))
-        return;
-    check_keys(L, n, defaults_keys, what);
-    for (size_t i = 0; q == NULL && i < n->n; i++)
-        if (n->keys[i]->kind == YNODE_SCALAR &&
-            strcmp(n->keys[i]->str, "quarantine") == 0)
-            pl_err(L, n->keys[i],
-                   "quarantine is node-level: it belongs under defaults:, "
-                   "not in a rule's settings");
-    if (q != NULL && (v = ynode_get(n, "quarantine")) != NULL)
-        parse_quarantine(L, v, q);
-    if ((v = ynode_get(n, "gpuResources")) != NULL) {
-        char **list;
-        size_t count;
-
-        if (pl_get_string_list(L, v, "gpuResources", pl_check_resource_name,
-                               &list, &count)) {
-            if (count == 0) {
-                pl_err(L, v, "gpuResources must name at least one resource");
-            } else {
-                s->gpu_resources = list;
-                s->n_gpu_resources = count;
-            }
-        }
-    }
-    if ((v = ynode_get(n, "profile")) != NULL)
-        parse_profile(L, v, s);
-    if ((v = ynode_get(n, "shm")) != NULL)
-        parse_shm(L, v, s, pos);
-    if ((v = ynode_get(n, "ipc")) != NULL)
-        parse_ipc(L, v, s);
-    if ((v = ynode_get(n, "ringCheck")) != NULL)
-        parse_ringcheck(L, v, s);
-    gpu_resources_vendor_check(L, ynode_get(n, "gpuResources"), s);
-    if ((v = ynode_get(n, "extraEnv")) != NULL)
-        parse_extra_env(L, v, s);
-    if ((v = ynode_get(n, "debug")) != NULL)
-        parse_debug(L, v, s);
-    if ((v = ynode_get(n, "watchdog")) != NULL)
-        parse_watchdog(L, v, s);
-}
-
 /* min <= perGPU-independent bounds; reports at the most specific place. */
 static void
 check_shm_bounds(struct loader *L, const struct settings *s,
-                 const struct shm_pos *pos, const struct ynode *fallback,
+                 const struct schema_ctx *ctx, const struct ynode *fallback,
                  const char *who)
 {
+    const struct ynode *max = schema_set_node(ctx, "shm.max");
+    const struct ynode *min = schema_set_node(ctx, "shm.min");
     char a[32], b[32];
     const struct ynode *at;
 
     if (s->shm.min <= s->shm.max)
         return;
-    at = pos->max ? pos->max : pos->min ? pos->min : fallback;
+    at = max ? max : min ? min : fallback;
     quantity_format_binary(s->shm.min, a, sizeof(a));
     quantity_format_binary(s->shm.max, b, sizeof(b));
     pl_err(L, at, "%sshm.min %s is greater than shm.max %s", who, a, b);
@@ -1082,7 +300,7 @@ parse_exprs(struct loader *L, const struct ynode *n, struct match *m)
 
         if (!pl_want_map(L, it, "matchExpressions entry"))
             return;
-        check_keys(L, it, expr_keys, "matchExpressions entry");
+        pl_check_keys(L, it, expr_keys, "matchExpressions entry");
         k = ynode_get(it, "key");
         op = ynode_get(it, "operator");
         vals = ynode_get(it, "values");
@@ -1128,7 +346,7 @@ parse_match(struct loader *L, const struct ynode *n, struct match *m)
         return;
     if (!pl_want_map(L, n, "match"))
         return;
-    check_keys(L, n, match_keys, "match");
+    pl_check_keys(L, n, match_keys, "match");
     if ((v = ynode_get(n, "namespaces")) != NULL)
         pl_get_string_list(L, v, "match.namespaces", check_glob, &m->namespaces,
                            &m->n_namespaces);
@@ -1219,12 +437,12 @@ parse_rules(struct loader *L, const struct ynode *n)
     for (size_t i = 0; i < n->n; i++) {
         const struct ynode *it = n->items[i], *v, *nm;
         struct rule *r = &p->rules[p->n_rules];
-        struct shm_pos pos = {NULL, NULL, NULL, NULL};
+        struct schema_ctx ctx;
         char who[100];
 
         if (!pl_want_map(L, it, "rule"))
             continue;
-        check_keys(L, it, rule_keys, "rule");
+        pl_check_keys(L, it, rule_keys, "rule");
         r->line = it->line;
         r->col = it->col;
         nm = ynode_get(it, "name");
@@ -1259,8 +477,8 @@ parse_rules(struct loader *L, const struct ynode *n)
                         "true");
             snprintf(who, sizeof(who),
                      "rule \"%.60s\": ", r->name ? r->name : "?");
-            parse_settings(L, v, &r->settings, "settings", &pos, NULL);
-            check_shm_bounds(L, &r->settings, &pos, v, who);
+            schema_parse_settings(L, v, &r->settings, NULL, "settings", &ctx);
+            check_shm_bounds(L, &r->settings, &ctx, v, who);
         }
         if (r->name == NULL)
             r->name = pl_strdup(p, "?");
@@ -1318,7 +536,7 @@ parse_dra(struct loader *L, const struct ynode *n)
 
     if (!pl_want_map(L, n, "dra"))
         return;
-    check_keys(L, n, dra_keys, "dra");
+    pl_check_keys(L, n, dra_keys, "dra");
     t = ynode_get(n, "claimTemplates");
     if (t == NULL || !pl_want_map(L, t, "dra.claimTemplates"))
         return;
@@ -1360,7 +578,7 @@ static void
 parse_top(struct loader *L, const struct ynode *root)
 {
     const struct ynode *v;
-    struct shm_pos pos = {NULL, NULL, NULL, NULL};
+    struct schema_ctx ctx;
 
     if (root->kind != YNODE_MAP) {
         pl_err(L, root,
@@ -1369,7 +587,7 @@ parse_top(struct loader *L, const struct ynode *root)
                API_VERSION, ynode_type_name(root));
         return;
     }
-    check_keys(L, root, top_keys, "the policy");
+    pl_check_keys(L, root, top_keys, "the policy");
     v = ynode_get(root, "apiVersion");
     if (v == NULL)
         pl_err(L, root, "missing apiVersion: %s", API_VERSION);
@@ -1385,9 +603,9 @@ parse_top(struct loader *L, const struct ynode *root)
     if ((v = ynode_get(root, "metadata")) != NULL)
         pl_want_map(L, v, "metadata");
     if ((v = ynode_get(root, "defaults")) != NULL) {
-        parse_settings(L, v, &L->p->defaults, "defaults", &pos,
-                       &L->p->quarantine);
-        check_shm_bounds(L, &L->p->defaults, &pos, v, "defaults: ");
+        schema_parse_settings(L, v, &L->p->defaults, &L->p->quarantine,
+                              "defaults", &ctx);
+        check_shm_bounds(L, &L->p->defaults, &ctx, v, "defaults: ");
     }
     if ((v = ynode_get(root, "rules")) != NULL)
         parse_rules(L, v);
@@ -1433,9 +651,11 @@ policy_check(const char *buf, size_t len, struct diags *d)
         return NULL;
     }
     atomic_init(&p->refs, 1);
-    quarantine_builtin(&p->quarantine);
-    if (settings_builtin(p, &p->defaults) != 0 ||
-        policy_hash_compute(p, buf, len) != 0) {
+    L.p = p;
+    L.d = d;
+    schema_builtin(&L, &p->defaults, &p->quarantine);
+    p->defaults.ringcheck.image = pl_strdup(p, builtin_ringcheck_image);
+    if (p->oom || policy_hash_compute(p, buf, len) != 0) {
         diags_add(d, DIAG_ERROR, 0, 0, "out of memory");
         goto fail;
     }
@@ -1447,8 +667,6 @@ policy_check(const char *buf, size_t len, struct diags *d)
                   "empty policy: expected apiVersion: %s and kind: Policy",
                   API_VERSION);
     } else {
-        L.p = p;
-        L.d = d;
         parse_top(&L, ytree_doc(t, 0));
     }
     ytree_free(t);
