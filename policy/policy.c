@@ -1,5 +1,6 @@
-/* The policy: YAML -> immutable snapshot with line:column validation, and
- * the per-pod decision (first matching rule, annotation overrides). */
+/* The policy loader: YAML -> immutable snapshot with line:column
+ * validation (the settings, rules, match blocks and DRA templates), and the
+ * snapshot's lifecycle. */
 #include "policy/policy.h"
 
 #include <ctype.h>
@@ -20,50 +21,21 @@
 #include "contract/multinode_env.h"
 #include "contract/ncclenv.h"
 #include "contract/wdspec.h"
+#include "policy/loader.h"
 #include "policy/match.h"
 #include "policy/quantity.h"
+#include "policy/schema.h"
 #include "policy/ytree.h"
 
-/* Caps on what a policy file may contain. */
-#define POLICY_MAX_BYTES (1024 * 1024)
-#define POLICY_MAX_DEPTH 32
-#define POLICY_MAX_NODES 50000
-#define POLICY_MAX_RULES 256
-#define POLICY_MAX_LIST 256
-#define POLICY_MAX_STRING 1024
 /* Pattern comparisons the unreachable-rule check may spend. */
 #define SHADOW_CHECK_BUDGET 2000000
 
 #define API_VERSION "ncclguard.io/v1alpha1"
 
-struct rule {
-    char *name;
-    int line;
-    int col;
-    struct match match;
-    bool skip;
-    struct settings settings; /* defaults merged with the rule's own */
-};
-
-struct policy {
-    atomic_int refs;
-    char hash[65];
-    struct settings defaults;
-    struct rule *rules;
-    size_t n_rules;
-    struct policy_dra dra;
-    struct policy_quarantine quarantine; /* defaults.quarantine */
-    /* Every allocation the snapshot owns, freed together. */
-    void **blocks;
-    size_t n_blocks;
-    size_t cap_blocks;
-    bool oom;
-};
-
 /* ---- allocation ---------------------------------------------------- */
 
-static void *
-pool_alloc(struct policy *p, size_t n)
+void *
+pl_alloc(struct policy *p, size_t n)
 {
     void *b;
 
@@ -87,52 +59,20 @@ pool_alloc(struct policy *p, size_t n)
     return b;
 }
 
-static char *
-pool_strdup(struct policy *p, const char *s)
+char *
+pl_strdup(struct policy *p, const char *s)
 {
     size_t n = strlen(s);
-    char *c = pool_alloc(p, n + 1);
+    char *c = pl_alloc(p, n + 1);
 
     if (c != NULL)
         memcpy(c, s, n);
     return c;
 }
 
-/* ---- the built-in defaults: policy/default.yaml with the same values;
- * test_default_yaml_is_builtin() in tests/unit/test_policy.c fails when
- * they differ ---- */
-
-/* The watchdog's defaults are the agent's own (contract/wdspec.c), off. */
-static void
-settings_builtin_watchdog(struct settings *s)
-{
-    struct wd_spec d;
-
-    wd_spec_defaults(&d);
-    s->watchdog.enabled = false;
-    s->watchdog.period_ms = d.period_ms;
-    s->watchdog.idle_periods = d.idle_periods;
-    s->watchdog.min_cpu_milli = d.min_cpu_milli;
-    s->watchdog.restart = d.action == WD_ACTION_RESTART;
-    s->watchdog.checkpoint_signal = d.checkpoint_signal;
-    s->watchdog.checkpoint_file = NULL;
-    s->watchdog.grace_ms = d.grace_ms;
-}
-
-/* The node agent's quarantine block: observe only, K 2 within 1h, a
- * validation pod after 30m (doubling on failure up to 8h), expiry 24h, and
- * a breaker at 10 % of the GPU nodes. */
-static void
-quarantine_builtin(struct policy_quarantine *q)
-{
-    q->mode = QUARANTINE_OBSERVE;
-    q->threshold = 2;
-    q->window_ms = 3600 * 1000LL;
-    q->cooldown_ms = 1800 * 1000LL;
-    q->cooldown_max_ms = 8 * 3600 * 1000LL;
-    q->expiry_ms = 24 * 3600 * 1000LL;
-    q->max_share_permille = 100;
-}
+/* ---- the built-in defaults: the schema's (policy/schema.c), which
+ * policy/default.yaml spells out; test_default_yaml_is_builtin() in
+ * tests/unit/test_policy.c fails when they differ ---- */
 
 /* The ring-check image of policies that name none; serve sets it from
  * --ringcheck-image before it loads a policy (see policy.h). */
@@ -154,212 +94,8 @@ policy_ringcheck_image_set_default(const char *image)
     return 0;
 }
 
-static int
-settings_builtin(struct policy *p, struct settings *s)
-{
-    memset(s, 0, sizeof(*s));
-    s->gpu_resources = pool_alloc(p, sizeof(char *));
-    if (s->gpu_resources == NULL)
-        return -1;
-    s->gpu_resources[0] = pool_strdup(p, "nvidia.com/gpu");
-    s->n_gpu_resources = 1;
-    s->profile.enabled = true;
-    s->profile.name = pool_strdup(p, "nccl-production-profile");
-    s->profile.optional = true;
-    s->shm.enabled = true;
-    s->shm.per_gpu = 4LL << 30;
-    s->shm.min = 1LL << 30;
-    s->shm.max = 64LL << 30;
-    s->shm.existing = SHM_EXISTING_KEEP;
-    s->shm.memory_limit = SHM_MEMLIMIT_WARN;
-    s->ipc.capabilities = NULL;
-    s->ipc.n_capabilities = 0;
-    s->ipc.host_ipc = false;
-    s->ipc.warn_non_root = true;
-    s->ringcheck.enabled = true;
-    s->ringcheck.image = pool_strdup(p, builtin_ringcheck_image);
-    s->ringcheck.timeout_seconds = 120;
-    s->ringcheck.bandwidth_bytes = 256LL << 20;
-    s->ringcheck.mode = RINGCHECK_MODE_PROCESS;
-    s->ringcheck.on_failure = RINGCHECK_FALLBACK;
-    s->ringcheck.min_busbw_gbps = 0;
-    s->ringcheck.allow_opt_out = true;
-    s->ringcheck.cpu_request = pool_strdup(p, "250m");
-    s->ringcheck.memory_request = pool_strdup(p, "2Gi");
-    s->ringcheck.cpu_limit = pool_strdup(p, "2");
-    s->ringcheck.memory_limit = pool_strdup(p, "4Gi");
-    s->ringcheck.min_gpus = 2;
-    s->ringcheck.multi_node = RINGCHECK_MULTINODE_AUTO;
-    s->ringcheck.rendezvous_port = MN_DEFAULT_PORT;
-    s->ringcheck.multi_node_timeout = 300;
-    s->ringcheck.on_missing = RINGCHECK_MISSING_WARN;
-    s->ringcheck.leader_address = NULL;
-    s->ringcheck.nodes = pool_strdup(p, "{annotation:ncclguard.io/nodes}");
-    s->extra_env = NULL;
-    s->n_extra_env = 0;
-    s->debug.allow_annotation = true;
-    s->debug.level = pool_strdup(p, "INFO");
-    s->debug.subsys = pool_strdup(p, "INIT,COLL,ENV,NET");
-    settings_builtin_watchdog(s);
-    return p->oom ? -1 : 0;
-}
-
 /* ---- the loader ---------------------------------------------------- */
 
-struct loader {
-    struct policy *p;
-    struct diags *d;
-};
-
-/* Adds a diagnostic at node n (no position when n is NULL). */
-static void
-diag_at(struct loader *L, enum diag_severity sev, const struct ynode *n,
-        const char *fmt, va_list ap)
-{
-    char msg[300];
-
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    diags_add(L->d, sev, n ? n->line : 0, n ? n->col : 0, "%s", msg);
-}
-
-static void err_at(struct loader *L, const struct ynode *n, const char *fmt,
-                   ...) __attribute__((format(printf, 3, 4)));
-
-static void
-err_at(struct loader *L, const struct ynode *n, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    diag_at(L, DIAG_ERROR, n, fmt, ap);
-    va_end(ap);
-}
-
-static void warn_at(struct loader *L, const struct ynode *n, const char *fmt,
-                    ...) __attribute__((format(printf, 3, 4)));
-
-static void
-warn_at(struct loader *L, const struct ynode *n, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    diag_at(L, DIAG_WARNING, n, fmt, ap);
-    va_end(ap);
-}
-
-/* Levenshtein distance, case-insensitive, for did-you-mean. */
-static size_t
-edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    size_t row[64];
-
-    if (la >= 63 || lb >= 63)
-        return 99;
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t cost = tolower((unsigned char)a[i - 1]) ==
-                                  tolower((unsigned char)b[j - 1])
-                              ? 0
-                              : 1;
-            size_t best = diag + cost;
-
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
-static const char *
-closest(const char *word, const char *const *names)
-{
-    const char *best = NULL;
-    size_t bestd = 99, best_real = 99;
-    size_t limit = strlen(word) / 3 + 1;
-
-    if (limit < 2)
-        limit = 2;
-    for (size_t i = 0; names[i] != NULL; i++) {
-        size_t real = edit_distance(word, names[i]), dd = real;
-        size_t lw = strlen(word), ln = strlen(names[i]);
-
-        /* "timeout" for "timeoutSeconds", "maximum" for "max". */
-        if (lw >= 3 && ln >= 3 &&
-            strncasecmp(word, names[i], lw < ln ? lw : ln) == 0)
-            dd = 1;
-        /* Only the case differs: that key, not a shorter prefix of it
-         * ("multiNodeTimeOut" is "multiNodeTimeout", not "multiNode"). */
-        if (strcasecmp(word, names[i]) == 0)
-            dd = 0;
-        /* Between equals, the closer spelling ("multiNodeTimout" is
-         * "multiNodeTimeout", whose prefix "multiNode" also matches). */
-        if (dd < bestd || (dd == bestd && real < best_real)) {
-            bestd = dd;
-            best_real = real;
-            best = names[i];
-        }
-    }
-    return bestd <= limit ? best : NULL;
-}
-
-/* Where each key may appear, for "did you mean" across sections. */
-static const char *const settings_keys[] = {
-    "gpuResources", "profile", "shm",      "ipc", "ringCheck",
-    "extraEnv",     "debug",   "watchdog", NULL};
-static const char *const watchdog_keys[] = {"enabled", "period", "idlePeriods",
-                                            "minCPU",  "action", "checkpoint",
-                                            "grace",   NULL};
-static const char *const checkpoint_keys[] = {"signal", "file", NULL};
-/* Node-level keys: under defaults only, never in a rule's settings. */
-static const char *const defaults_keys[] = {
-    "gpuResources", "profile", "shm",      "ipc",        "ringCheck",
-    "extraEnv",     "debug",   "watchdog", "quarantine", NULL};
-static const char *const node_level_keys[] = {"quarantine", NULL};
-static const char *const quarantine_keys[] = {
-    "mode",        "threshold", "window",          "cooldown",
-    "cooldownMax", "expiry",    "maxSharePercent", NULL};
-static const char *const profile_keys[] = {"enabled", "name", "optional", NULL};
-static const char *const shm_keys[] = {"enabled",  "perGPU",      "min", "max",
-                                       "existing", "memoryLimit", NULL};
-static const char *const ipc_keys[] = {"capabilities", "hostIPC", "warnNonRoot",
-                                       NULL};
-static const char *const ringcheck_keys[] = {"enabled",
-                                             "image",
-                                             "timeoutSeconds",
-                                             "bandwidthBytes",
-                                             "mode",
-                                             "onFailure",
-                                             "onNoCure",
-                                             "expectTransport",
-                                             "minBusBandwidthGBps",
-                                             "minNetBusBandwidthGBps",
-                                             "allowOptOut",
-                                             "resources",
-                                             "minGPUs",
-                                             "multiNode",
-                                             "rendezvousPort",
-                                             "multiNodeTimeout",
-                                             "onMissing",
-                                             "leaderAddress",
-                                             "nodes",
-                                             NULL};
-static const char *const resources_keys[] = {"cpu", "memory", "cpuLimit",
-                                             "memoryLimit", NULL};
-static const char *const debug_keys[] = {"allowAnnotation", "level", "subsys",
-                                         NULL};
-static const char *const env_keys[] = {"name", "value", NULL};
 static const char *const top_keys[] = {
     "apiVersion", "kind", "metadata", "defaults", "rules", "dra", NULL};
 static const char *const rule_keys[] = {"name", "match", "skip", "settings",
@@ -370,22 +106,36 @@ static const char *const match_keys[] = {
     "nodeSelector", "tolerations",       NULL};
 static const char *const expr_keys[] = {"key", "operator", "values", NULL};
 
+/*
+ * Where the did-you-mean looks, in this order, for a key that is in none
+ * of the expected ones: "it belongs under SECTION". A section of the
+ * settings schema (schema, with node: 0 its other keys, 1 its node-level
+ * ones, -1 all), or a fixed list.
+ */
 static const struct {
     const char *section;
+    const char *schema;
+    int node;
     const char *const *keys;
 } key_sections[] = {
-    {"settings", settings_keys},   {"shm", shm_keys},
-    {"ringCheck", ringcheck_keys}, {"ipc", ipc_keys},
-    {"profile", profile_keys},     {"debug", debug_keys},
-    {"match", match_keys},         {"rule", rule_keys},
-    {"watchdog", watchdog_keys},   {"watchdog.checkpoint", checkpoint_keys},
-    {"defaults", node_level_keys}, {"quarantine", quarantine_keys},
+    {"settings", "", 0, NULL},
+    {"shm", "shm", -1, NULL},
+    {"ringCheck", "ringCheck", -1, NULL},
+    {"ipc", "ipc", -1, NULL},
+    {"profile", "profile", -1, NULL},
+    {"debug", "debug", -1, NULL},
+    {"match", NULL, 0, match_keys},
+    {"rule", NULL, 0, rule_keys},
+    {"watchdog", "watchdog", -1, NULL},
+    {"watchdog.checkpoint", "watchdog.checkpoint", -1, NULL},
+    {"defaults", "", 1, NULL},
+    {"quarantine", "quarantine", -1, NULL},
 };
 
 /* Reports keys of map that are not in allowed. */
-static void
-check_keys(struct loader *L, const struct ynode *map,
-           const char *const *allowed, const char *where)
+void
+pl_check_keys(struct loader *L, const struct ynode *map,
+              const char *const *allowed, const char *where)
 {
     for (size_t i = 0; i < map->n; i++) {
         const struct ynode *k = map->keys[i];
@@ -393,25 +143,29 @@ check_keys(struct loader *L, const struct ynode *map,
         bool known = false;
 
         if (k->kind != YNODE_SCALAR) {
-            err_at(L, k, "%s keys must be plain strings", where);
+            pl_err(L, k, "%s keys must be plain strings", where);
             continue;
         }
         for (size_t j = 0; allowed[j] != NULL && !known; j++)
             known = strcmp(allowed[j], k->str) == 0;
         if (known)
             continue;
-        hint = closest(k->str, allowed);
+        hint = pl_closest(k->str, allowed);
         if (hint != NULL) {
-            err_at(L, k, "unknown key \"%.60s\" in %s; did you mean \"%s\"?",
+            pl_err(L, k, "unknown key \"%.60s\" in %s; did you mean \"%s\"?",
                    k->str, where, hint);
             continue;
         }
         for (size_t s = 0; s < sizeof(key_sections) / sizeof(key_sections[0]);
              s++) {
+            const char *names[SCHEMA_MAX_ROWS + 1];
             const char *const *ks = key_sections[s].keys;
 
-            if (ks == allowed)
-                continue;
+            if (key_sections[s].schema != NULL) {
+                schema_children(key_sections[s].schema, key_sections[s].node,
+                                names, SCHEMA_MAX_ROWS + 1);
+                ks = names;
+            }
             for (size_t j = 0; ks[j] != NULL; j++) {
                 if (strcmp(ks[j], k->str) == 0) {
                     hint = key_sections[s].section;
@@ -422,1272 +176,33 @@ check_keys(struct loader *L, const struct ynode *map,
                 break;
         }
         if (hint != NULL)
-            err_at(L, k, "unknown key \"%.60s\" in %s; it belongs under %s",
+            pl_err(L, k, "unknown key \"%.60s\" in %s; it belongs under %s",
                    k->str, where, hint);
         else
-            err_at(L, k,
+            pl_err(L, k,
                    "unknown key \"%.60s\" in %s (expected one of the "
                    "keys documented in policy/default.yaml)",
                    k->str, where);
     }
 }
 
-static bool
-want_map(struct loader *L, const struct ynode *n, const char *what)
-{
-    if (n->kind == YNODE_MAP)
-        return true;
-    err_at(L, n, "%s must be a mapping, got %s", what, ynode_type_name(n));
-    return false;
-}
-
-static bool
-want_scalar_text(struct loader *L, const struct ynode *n, const char *what)
-{
-    if (n->kind != YNODE_SCALAR || n->null_tag) {
-        err_at(L, n, "%s must be a string, got %s", what, ynode_type_name(n));
-        return false;
-    }
-    if (n->len > POLICY_MAX_STRING || strlen(n->str) != n->len) {
-        err_at(L, n, "%s is longer than %d bytes or contains NUL", what,
-               POLICY_MAX_STRING);
-        return false;
-    }
-    return true;
-}
-
-static bool
-get_bool(struct loader *L, const struct ynode *n, const char *what, bool *out)
-{
-    static const char *const t[] = {"true", "True", "TRUE"};
-    static const char *const f[] = {"false", "False", "FALSE"};
-    static const char *const yaml11[] = {
-        "yes", "Yes", "YES", "no",  "No", "NO", "on", "On",
-        "ON",  "off", "Off", "OFF", "y",  "Y",  "n",  "N"};
-
-    if (n->kind == YNODE_SCALAR && n->plain) {
-        for (size_t i = 0; i < 3; i++) {
-            if (strcmp(n->str, t[i]) == 0) {
-                *out = true;
-                return true;
-            }
-            if (strcmp(n->str, f[i]) == 0) {
-                *out = false;
-                return true;
-            }
-        }
-        for (size_t i = 0; i < sizeof(yaml11) / sizeof(yaml11[0]); i++) {
-            if (strcmp(n->str, yaml11[i]) == 0) {
-                err_at(L, n,
-                       "%s: \"%s\" is a boolean only in YAML 1.1; write "
-                       "true or false",
-                       what, n->str);
-                return false;
-            }
-        }
-    }
-    if (n->kind == YNODE_SCALAR && !n->plain &&
-        (strcmp(n->str, "true") == 0 || strcmp(n->str, "false") == 0)) {
-        err_at(L, n,
-               "%s must be a boolean, got the quoted string \"%s\"; "
-               "drop the quotes",
-               what, n->str);
-        return false;
-    }
-    err_at(L, n, "%s must be a boolean (true or false), got %s", what,
-           ynode_type_name(n));
-    return false;
-}
-
-static bool
-get_string(struct loader *L, const struct ynode *n, const char *what,
-           char **out)
-{
-    char *s;
-
-    if (!want_scalar_text(L, n, what))
-        return false;
-    s = pool_strdup(L->p, n->str);
-    if (s == NULL)
-        return false;
-    *out = s;
-    return true;
-}
-
-/* A plain integer; reports a negative number specifically. */
-static bool
-get_int(struct loader *L, const struct ynode *n, const char *what, int64_t lo,
-        int64_t hi, int64_t *out)
-{
-    char *end;
-    long long v;
-
-    if (n->kind != YNODE_SCALAR || n->null_tag || !n->plain) {
-        err_at(L, n, "%s must be an integer, got %s", what, ynode_type_name(n));
-        return false;
-    }
-    errno = 0;
-    v = strtoll(n->str, &end, 10);
-    if (n->len == 0 || *end != '\0' || errno != 0 ||
-        isspace((unsigned char)n->str[0])) {
-        err_at(L, n, "%s must be an integer, got \"%.40s\"", what, n->str);
-        return false;
-    }
-    if (v < 0 && lo >= 0) {
-        err_at(L, n, "%s must not be negative, got %lld", what, v);
-        return false;
-    }
-    if (v < lo || v > hi) {
-        err_at(L, n, "%s must be between %lld and %lld, got %lld", what,
-               (long long)lo, (long long)hi, v);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
-static bool
-get_number(struct loader *L, const struct ynode *n, const char *what,
-           double *out)
-{
-    char *end;
-    double v;
-
-    if (n->kind != YNODE_SCALAR || n->null_tag || !n->plain) {
-        err_at(L, n, "%s must be a number, got %s", what, ynode_type_name(n));
-        return false;
-    }
-    errno = 0;
-    v = strtod(n->str, &end);
-    if (n->len == 0 || *end != '\0' || errno != 0 || !isfinite(v) ||
-        isspace((unsigned char)n->str[0])) {
-        err_at(L, n, "%s must be a number, got \"%.40s\"", what, n->str);
-        return false;
-    }
-    if (v < 0) {
-        err_at(L, n, "%s must not be negative, got %s", what, n->str);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
-/* A Kubernetes quantity that must be a whole, non-negative byte count. */
-static bool
-get_bytes(struct loader *L, const struct ynode *n, const char *what,
-          int64_t *out)
-{
-    struct quantity q;
-    struct ng_error e;
-    char canon[40];
-
-    if (n->kind != YNODE_SCALAR || n->null_tag) {
-        err_at(L, n, "%s must be a quantity such as 4Gi, got %s", what,
-               ynode_type_name(n));
-        return false;
-    }
-    if (quantity_parse(n->str, n->len, &q, &e) != 0) {
-        err_at(L, n, "%s: %s", what, e.msg);
-        return false;
-    }
-    if (q.negative) {
-        err_at(L, n, "%s must not be negative, got %s", what, n->str);
-        return false;
-    }
-    if (q.saturated) {
-        err_at(L, n, "%s %s is larger than Kubernetes can represent", what,
-               n->str);
-        return false;
-    }
-    if (!q.integer) {
-        size_t l = n->len;
-
-        if (l > 1 && n->str[l - 1] == 'm') {
-            snprintf(canon, sizeof(canon), "%.*sMi", (int)(l - 1), n->str);
-            err_at(L, n,
-                   "%s %s is a thousandth-unit quantity (m = milli), not "
-                   "whole bytes; did you mean %s?",
-                   what, n->str, canon);
-        } else {
-            err_at(L, n, "%s %s is not a whole number of bytes", what, n->str);
-        }
-        return false;
-    }
-    *out = q.value;
-    return true;
-}
-
-static bool
-get_enum(struct loader *L, const struct ynode *n, const char *what,
-         const char *const *names, int *out)
-{
-    const char *hint;
-    char list[200] = "";
-    size_t used = 0;
-
-    if (!want_scalar_text(L, n, what))
-        return false;
-    for (int i = 0; names[i] != NULL; i++) {
-        if (strcmp(names[i], n->str) == 0) {
-            *out = i;
-            return true;
-        }
-        used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s",
-                                 i ? ", " : "", names[i]);
-        if (used >= sizeof(list))
-            used = sizeof(list) - 1;
-    }
-    hint = closest(n->str, names);
-    if (hint != NULL)
-        err_at(L, n,
-               "%s must be one of %s, got \"%.40s\"; did you mean "
-               "\"%s\"?",
-               what, list, n->str, hint);
-    else
-        err_at(L, n, "%s must be one of %s, got \"%.40s\"", what, list, n->str);
-    return false;
-}
-
-typedef bool (*str_check_fn)(struct loader *L, const struct ynode *n,
-                             const char *what);
-
-static bool
-get_string_list(struct loader *L, const struct ynode *n, const char *what,
-                str_check_fn check, char ***out, size_t *count)
-{
-    char **v;
-    bool ok = true;
-
-    if (n->kind == YNODE_SCALAR && n->null_tag) {
-        *out = NULL;
-        *count = 0;
-        return true;
-    }
-    if (n->kind != YNODE_SEQ) {
-        err_at(L, n, "%s must be a list, got %s", what, ynode_type_name(n));
-        return false;
-    }
-    if (n->n > POLICY_MAX_LIST) {
-        err_at(L, n, "%s has %zu entries, more than %d", what, n->n,
-               POLICY_MAX_LIST);
-        return false;
-    }
-    v = pool_alloc(L->p, (n->n + 1) * sizeof(char *));
-    if (v == NULL)
-        return false;
-    for (size_t i = 0; i < n->n; i++) {
-        const struct ynode *it = n->items[i];
-
-        if (!get_string(L, it, what, &v[i])) {
-            ok = false;
-            continue;
-        }
-        if (check != NULL && !check(L, it, what))
-            ok = false;
-        for (size_t j = 0; j < i && ok; j++) {
-            if (v[j] != NULL && strcmp(v[j], v[i]) == 0) {
-                err_at(L, it, "%s lists \"%.60s\" twice", what, v[i]);
-                ok = false;
-            }
-        }
-    }
-    if (!ok)
-        return false;
-    *out = v;
-    *count = n->n;
-    return true;
-}
-
-/* ---- field validators --------------------------------------------- */
-
-static bool
-check_resource_name(struct loader *L, const struct ynode *n, const char *what)
-{
-    const char *s = n->str;
-    const char *slash = strchr(s, '/');
-
-    for (const char *c = s; *c; c++) {
-        if (!(isalnum((unsigned char)*c) || *c == '-' || *c == '.' ||
-              *c == '_' || *c == '/')) {
-            err_at(L, n,
-                   "%s: \"%.60s\" is not a resource name (character "
-                   "0x%02x)",
-                   what, s, (unsigned char)*c);
-            return false;
-        }
-    }
-    if (slash == NULL || slash == s || slash[1] == '\0' ||
-        strchr(slash + 1, '/') != NULL) {
-        err_at(L, n,
-               "%s: \"%.60s\" is not an extended resource name "
-               "(expected domain/name, e.g. nvidia.com/gpu)",
-               what, s);
-        return false;
-    }
-    return true;
-}
-
-static bool
-check_dns_name(struct loader *L, const struct ynode *n, const char *what)
-{
-    const char *s = n->str;
-    size_t len = n->len;
-
-    if (len == 0 || len > 253) {
-        err_at(L, n, "%s must be 1 to 253 characters", what);
-        return false;
-    }
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-              c == '.')) {
-            err_at(L, n,
-                   "%s \"%.60s\" is not a valid Kubernetes object "
-                   "name (lower-case letters, digits, '-' and '.')",
-                   what, s);
-            return false;
-        }
-    }
-    if (!isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[len - 1])) {
-        err_at(L, n, "%s \"%.60s\" must start and end with a letter or digit",
-               what, s);
-        return false;
-    }
-    return true;
-}
-
-/* Capabilities Pod Security "baseline" lets a container add. */
-static const char *const baseline_caps[] = {
-    "AUDIT_WRITE", "CHOWN",  "DAC_OVERRIDE",     "FOWNER",  "FSETID",
-    "KILL",        "MKNOD",  "NET_BIND_SERVICE", "SETFCAP", "SETGID",
-    "SETPCAP",     "SETUID", "SYS_CHROOT",       NULL};
-
-static bool
-check_capability(struct loader *L, const struct ynode *n, const char *what)
-{
-    const char *s = n->str;
-    bool baseline = false;
-
-    if (n->len == 0) {
-        err_at(L, n, "%s: empty capability name", what);
-        return false;
-    }
-    for (const char *c = s; *c; c++) {
-        if (!((*c >= 'A' && *c <= 'Z') || *c == '_' ||
-              (*c >= '0' && *c <= '9'))) {
-            err_at(L, n,
-                   "%s: \"%.40s\" is not a capability name (upper "
-                   "case, e.g. IPC_LOCK)",
-                   what, s);
-            return false;
-        }
-    }
-    if (strncmp(s, "CAP_", 4) == 0) {
-        err_at(L, n,
-               "%s: write \"%s\" without the CAP_ prefix, as "
-               "Kubernetes expects",
-               what, s + 4);
-        return false;
-    }
-    for (size_t i = 0; baseline_caps[i] != NULL; i++)
-        baseline = baseline || strcmp(baseline_caps[i], s) == 0;
-    if (!baseline)
-        warn_at(L, n,
-                "%s: adding %s makes GPU pods fail Pod Security "
-                "\"baseline\" in namespaces that enforce it",
-                what, s);
-    return true;
-}
-
-static bool
-check_image(struct loader *L, const struct ynode *n, const char *what)
-{
-    if (n->len == 0) {
-        err_at(L, n, "%s must not be empty", what);
-        return false;
-    }
-    for (const char *c = n->str; *c; c++) {
-        if (isspace((unsigned char)*c) || !isprint((unsigned char)*c)) {
-            err_at(L, n,
-                   "%s \"%.60s\" contains whitespace or control "
-                   "characters",
-                   what, n->str);
-            return false;
-        }
-    }
-    return true;
-}
-
-static bool
-check_cpu_quantity(struct loader *L, const struct ynode *n, const char *what)
-{
-    struct quantity q;
-    struct ng_error e;
-
-    if (quantity_parse(n->str, n->len, &q, &e) != 0) {
-        err_at(L, n, "%s: %s", what, e.msg);
-        return false;
-    }
-    if (q.negative) {
-        err_at(L, n, "%s must not be negative, got %s", what, n->str);
-        return false;
-    }
-    return true;
-}
-
-/* A limit below its request makes the apiserver refuse the pod
- * ("must be less than or equal to ... limit" in ValidateResourceRequirements,
- * pkg/apis/core/validation/validation.go). Where one resources map gives
- * both, that is an error; a rule that raises only a request gets a limit
- * raised to it when the pod is mutated (admission/mutate.c). */
-static void
-ringcheck_limits_check(struct loader *L, const struct ynode *r,
-                       const struct settings *s)
-{
-    const char *const pair[2][3] = {
-        {s->ringcheck.cpu_request, s->ringcheck.cpu_limit, "cpu"},
-        {s->ringcheck.memory_request, s->ringcheck.memory_limit, "memory"}};
-    static const char *const keys[2][2] = {{"cpu", "cpuLimit"},
-                                           {"memory", "memoryLimit"}};
-
-    for (int k = 0; k < 2; k++) {
-        struct quantity qr, ql;
-
-        if (ynode_get(r, keys[k][0]) == NULL ||
-            ynode_get(r, keys[k][1]) == NULL || pair[k][0] == NULL ||
-            pair[k][1] == NULL ||
-            quantity_parse(pair[k][0], strlen(pair[k][0]), &qr, NULL) != 0 ||
-            quantity_parse(pair[k][1], strlen(pair[k][1]), &ql, NULL) != 0)
-            continue;
-        if (ql.milli < qr.milli)
-            err_at(L, r,
-                   "ringCheck.resources: the %s limit %s is below the %s "
-                   "request %s; a limit must hold its request",
-                   pair[k][2], pair[k][1], pair[k][2], pair[k][0]);
-    }
-}
-
-/* Runs the NCCL catalog on NAME=VALUE; errors and warnings at n. */
-static bool
-check_nccl(struct loader *L, const struct ynode *n, const char *name,
-           const char *value)
-{
-    struct ncclenv_finding f;
-
-    switch (ncclenv_check(name, value, &f)) {
-    case NCCLENV_OK:
-        return true;
-    case NCCLENV_WARNING:
-        warn_at(L, n, "%s", f.msg);
-        return true;
-    case NCCLENV_ERROR:
-        err_at(L, n, "%s", f.msg);
-        return false;
-    }
-    return true;
-}
-
-static bool
-check_env_name(struct loader *L, const struct ynode *n, const char *what)
-{
-    if (n->len == 0) {
-        err_at(L, n, "%s: empty variable name", what);
-        return false;
-    }
-    for (const char *c = n->str; *c; c++) {
-        if (*c == '=' || !isprint((unsigned char)*c) ||
-            isspace((unsigned char)*c)) {
-            err_at(L, n,
-                   "%s: \"%.60s\" is not a valid environment variable "
-                   "name",
-                   what, n->str);
-            return false;
-        }
-    }
-    return true;
-}
-
-/* ---- settings ------------------------------------------------------ */
-
-/* Where the shm bounds were written, for the min <= max check. */
-struct shm_pos {
-    const struct ynode *per_gpu, *min, *max, *block;
-};
-
-static void
-parse_profile(struct loader *L, const struct ynode *n, struct settings *s)
-{
-    const struct ynode *v;
-
-    if (!want_map(L, n, "profile"))
-        return;
-    check_keys(L, n, profile_keys, "profile");
-    if ((v = ynode_get(n, "enabled")) != NULL)
-        get_bool(L, v, "profile.enabled", &s->profile.enabled);
-    if ((v = ynode_get(n, "name")) != NULL &&
-        want_scalar_text(L, v, "profile.name") &&
-        check_dns_name(L, v, "profile.name"))
-        get_string(L, v, "profile.name", &s->profile.name);
-    if ((v = ynode_get(n, "optional")) != NULL)
-        get_bool(L, v, "profile.optional", &s->profile.optional);
-}
-
-static void
-parse_shm(struct loader *L, const struct ynode *n, struct settings *s,
-          struct shm_pos *pos)
-{
-    static const char *const existing[] = {"keep", "grow", NULL};
-    static const char *const memlimit[] = {"warn", "raise", NULL};
-    const struct ynode *v;
-    int e;
-
-    if (!want_map(L, n, "shm"))
-        return;
-    pos->block = n;
-    check_keys(L, n, shm_keys, "shm");
-    if ((v = ynode_get(n, "enabled")) != NULL)
-        get_bool(L, v, "shm.enabled", &s->shm.enabled);
-    if ((v = ynode_get(n, "perGPU")) != NULL &&
-        get_bytes(L, v, "shm.perGPU", &s->shm.per_gpu))
-        pos->per_gpu = v;
-    if ((v = ynode_get(n, "min")) != NULL &&
-        get_bytes(L, v, "shm.min", &s->shm.min))
-        pos->min = v;
-    if ((v = ynode_get(n, "max")) != NULL &&
-        get_bytes(L, v, "shm.max", &s->shm.max))
-        pos->max = v;
-    if ((v = ynode_get(n, "existing")) != NULL &&
-        get_enum(L, v, "shm.existing", existing, &e))
-        s->shm.existing = (enum shm_existing)e;
-    if ((v = ynode_get(n, "memoryLimit")) != NULL &&
-        get_enum(L, v, "shm.memoryLimit", memlimit, &e))
-        s->shm.memory_limit = (enum shm_memory_limit)e;
-}
-
-static void
-parse_ipc(struct loader *L, const struct ynode *n, struct settings *s)
-{
-    const struct ynode *v;
-
-    if (!want_map(L, n, "ipc"))
-        return;
-    check_keys(L, n, ipc_keys, "ipc");
-    if ((v = ynode_get(n, "capabilities")) != NULL)
-        get_string_list(L, v, "ipc.capabilities", check_capability,
-                        &s->ipc.capabilities, &s->ipc.n_capabilities);
-    if ((v = ynode_get(n, "warnNonRoot")) != NULL)
-        get_bool(L, v, "ipc.warnNonRoot", &s->ipc.warn_non_root);
-    if ((v = ynode_get(n, "hostIPC")) != NULL &&
-        get_bool(L, v, "ipc.hostIPC", &s->ipc.host_ipc) && s->ipc.host_ipc)
-        warn_at(L, v,
-                "ipc.hostIPC: true makes GPU pods fail Pod Security "
-                "\"baseline\" in namespaces that enforce it");
-}
-
-/* Checks an address template (see policy_template_next()); errors at n. */
-static bool
-check_template(struct loader *L, const struct ynode *n, const char *what)
-{
-    const char *cur = n->str;
-    struct policy_template_piece piece;
-    char why[160];
-    int rc;
-
-    if (!want_scalar_text(L, n, what))
-        return false;
-    if (n->len == 0) {
-        err_at(L, n, "%s must not be empty", what);
-        return false;
-    }
-    while ((rc = policy_template_next(&cur, &piece, why, sizeof(why))) > 0)
-        ;
-    if (rc < 0) {
-        err_at(L, n, "%s: %s", what, why);
-        return false;
-    }
-    return true;
-}
-
-/* The multi-node keys of ringCheck and minGPUs. */
-static void
-parse_ringcheck_multinode(struct loader *L, const struct ynode *n,
-                          struct settings *s)
-{
-    static const char *const multi[] = {"auto", "off", NULL};
-    static const char *const missing[] = {"warn", "fail", NULL};
-    const struct ynode *v;
-    int64_t i64;
-    int e;
-
-    if ((v = ynode_get(n, "minGPUs")) != NULL &&
-        get_int(L, v, "ringCheck.minGPUs", RINGCHECK_MIN_GPUS,
-                RINGCHECK_MAX_GPUS, &i64))
-        s->ringcheck.min_gpus = (int)i64;
-    if ((v = ynode_get(n, "multiNode")) != NULL &&
-        get_enum(L, v, "ringCheck.multiNode", multi, &e))
-        s->ringcheck.multi_node = (enum ringcheck_multinode)e;
-    if ((v = ynode_get(n, "rendezvousPort")) != NULL &&
-        get_int(L, v, "ringCheck.rendezvousPort", RINGCHECK_MIN_PORT,
-                RINGCHECK_MAX_PORT, &i64))
-        s->ringcheck.rendezvous_port = (int)i64;
-    if ((v = ynode_get(n, "multiNodeTimeout")) != NULL &&
-        get_int(L, v, "ringCheck.multiNodeTimeout", RINGCHECK_MIN_MN_TIMEOUT_S,
-                RINGCHECK_MAX_MN_TIMEOUT_S, &i64))
-        s->ringcheck.multi_node_timeout = (int)i64;
-    if ((v = ynode_get(n, "onMissing")) != NULL &&
-        get_enum(L, v, "ringCheck.onMissing", missing, &e))
-        s->ringcheck.on_missing = (enum ringcheck_on_missing)e;
-    if ((v = ynode_get(n, "leaderAddress")) != NULL &&
-        check_template(L, v, "ringCheck.leaderAddress"))
-        get_string(L, v, "ringCheck.leaderAddress",
-                   &s->ringcheck.leader_address);
-    if ((v = ynode_get(n, "nodes")) != NULL &&
-        check_template(L, v, "ringCheck.nodes"))
-        get_string(L, v, "ringCheck.nodes", &s->ringcheck.nodes);
-}
-
-/*
- * ringCheck.expectTransport: {intra: WORD, inter: WORD}, the transport NCCL
- * must choose within the pod and across pods, given to the check as
- * --expect-transport (the same words; docs/ringcheck.md).
- */
-static void
-parse_expect_transport(struct loader *L, const struct ynode *n,
-                       struct settings *s)
-{
-    static const char *const keys[] = {"intra", "inter", NULL};
-    static const char *const intra[] = {"p2p", "nvlink", "shm", "net", NULL};
-    static const char *const inter[] = {"ib-gdr", "ib", "socket", "net", NULL};
-    const struct ynode *v;
-    int e;
-
-    if (!want_map(L, n, "ringCheck.expectTransport"))
-        return;
-    check_keys(L, n, keys, "ringCheck.expectTransport");
-    if ((v = ynode_get(n, "intra")) != NULL &&
-        get_enum(L, v, "ringCheck.expectTransport.intra", intra, &e))
-        s->ringcheck.expect_intra = intra[e];
-    if ((v = ynode_get(n, "inter")) != NULL &&
-        get_enum(L, v, "ringCheck.expectTransport.inter", inter, &e))
-        s->ringcheck.expect_inter = inter[e];
-}
-
-static void
-parse_ringcheck(struct loader *L, const struct ynode *n, struct settings *s)
-{
-    static const char *const modes[] = {"process", "group", NULL};
-    static const char *const onfail[] = {"fail", "warn", "fallback", NULL};
-    static const char *const nocure[] = {"fail", "warn", NULL};
-    const struct ynode *v, *r;
-    int64_t i64;
-    int e;
-
-    if (!want_map(L, n, "ringCheck"))
-        return;
-    check_keys(L, n, ringcheck_keys, "ringCheck");
-    if ((v = ynode_get(n, "enabled")) != NULL)
-        get_bool(L, v, "ringCheck.enabled", &s->ringcheck.enabled);
-    if ((v = ynode_get(n, "image")) != NULL &&
-        want_scalar_text(L, v, "ringCheck.image") &&
-        check_image(L, v, "ringCheck.image"))
-        get_string(L, v, "ringCheck.image", &s->ringcheck.image);
-    if ((v = ynode_get(n, "timeoutSeconds")) != NULL &&
-        get_int(L, v, "ringCheck.timeoutSeconds", 1, 3600, &i64))
-        s->ringcheck.timeout_seconds = (int)i64;
-    if ((v = ynode_get(n, "bandwidthBytes")) != NULL &&
-        get_bytes(L, v, "ringCheck.bandwidthBytes", &i64)) {
-        if (i64 == 0 || i64 > (16LL << 30))
-            err_at(L, v,
-                   "ringCheck.bandwidthBytes must be between 1 and "
-                   "16Gi");
-        else
-            s->ringcheck.bandwidth_bytes = i64;
-    }
-    if ((v = ynode_get(n, "mode")) != NULL &&
-        get_enum(L, v, "ringCheck.mode", modes, &e))
-        s->ringcheck.mode = (enum ringcheck_mode)e;
-    if ((v = ynode_get(n, "onFailure")) != NULL &&
-        get_enum(L, v, "ringCheck.onFailure", onfail, &e))
-        s->ringcheck.on_failure = (enum ringcheck_on_failure)e;
-    /* The enum's first value is "not given": the names start at 1. */
-    if ((v = ynode_get(n, "onNoCure")) != NULL &&
-        get_enum(L, v, "ringCheck.onNoCure", nocure, &e))
-        s->ringcheck.on_no_cure = (enum ringcheck_on_no_cure)(e + 1);
-    if ((v = ynode_get(n, "expectTransport")) != NULL)
-        parse_expect_transport(L, v, s);
-    if ((v = ynode_get(n, "minBusBandwidthGBps")) != NULL)
-        get_number(L, v, "ringCheck.minBusBandwidthGBps",
-                   &s->ringcheck.min_busbw_gbps);
-    if ((v = ynode_get(n, "minNetBusBandwidthGBps")) != NULL)
-        get_number(L, v, "ringCheck.minNetBusBandwidthGBps",
-                   &s->ringcheck.min_net_busbw_gbps);
-    if ((v = ynode_get(n, "allowOptOut")) != NULL)
-        get_bool(L, v, "ringCheck.allowOptOut", &s->ringcheck.allow_opt_out);
-    parse_ringcheck_multinode(L, n, s);
-    if ((r = ynode_get(n, "resources")) != NULL &&
-        want_map(L, r, "ringCheck.resources")) {
-        check_keys(L, r, resources_keys, "ringCheck.resources");
-        if ((v = ynode_get(r, "cpu")) != NULL &&
-            want_scalar_text(L, v, "ringCheck.resources.cpu") &&
-            check_cpu_quantity(L, v, "ringCheck.resources.cpu"))
-            get_string(L, v, "ringCheck.resources.cpu",
-                       &s->ringcheck.cpu_request);
-        if ((v = ynode_get(r, "memory")) != NULL) {
-            int64_t b;
-
-            if (get_bytes(L, v, "ringCheck.resources.memory", &b))
-                get_string(L, v, "ringCheck.resources.memory",
-                           &s->ringcheck.memory_request);
-        }
-        if ((v = ynode_get(r, "cpuLimit")) != NULL &&
-            want_scalar_text(L, v, "ringCheck.resources.cpuLimit") &&
-            check_cpu_quantity(L, v, "ringCheck.resources.cpuLimit"))
-            get_string(L, v, "ringCheck.resources.cpuLimit",
-                       &s->ringcheck.cpu_limit);
-        if ((v = ynode_get(r, "memoryLimit")) != NULL) {
-            int64_t b;
-
-            if (get_bytes(L, v, "ringCheck.resources.memoryLimit", &b))
-                get_string(L, v, "ringCheck.resources.memoryLimit",
-                           &s->ringcheck.memory_limit);
-        }
-        ringcheck_limits_check(L, r, s);
-    }
-}
-
-/*
- * An environment value is a string in Kubernetes; YAML reads a bare 1,
- * 0.5 or true as a number or a boolean (0x10 and 1e3 even change their
- * text when a tool rewrites them). A warning asks for quotes, as policy
- * lint does for a profile's data; the text as written is used, so that a
- * policy that loaded before still loads.
- */
-static void
-env_value_quoted(struct loader *L, const struct ynode *nm,
-                 const struct ynode *val)
-{
-    static const char *const bools[] = {"true", "false", "True", "False",
-                                        "TRUE", "FALSE", NULL};
-    char *end;
-    bool number, boolean = false;
-
-    if (!val->plain || val->len == 0)
-        return;
-    (void)strtod(val->str, &end);
-    number = *end == '\0';
-    for (size_t i = 0; bools[i] != NULL; i++)
-        boolean = boolean || strcmp(val->str, bools[i]) == 0;
-    if (!number && !boolean)
-        return;
-    warn_at(L, val,
-            "extraEnv value of %.60s is the %s %s in YAML, and environment "
-            "values are strings: write \"%s\" in quotes",
-            nm->str, number ? "number" : "boolean", val->str, val->str);
-}
-
-static void
-parse_extra_env(struct loader *L, const struct ynode *n, struct settings *s)
-{
-    struct env_var *v;
-    bool ok = true;
-
-    if (n->kind == YNODE_SCALAR && n->null_tag) {
-        s->extra_env = NULL;
-        s->n_extra_env = 0;
-        return;
-    }
-    if (n->kind != YNODE_SEQ) {
-        err_at(L, n, "extraEnv must be a list of {name, value}, got %s",
-               ynode_type_name(n));
-        return;
-    }
-    if (n->n > POLICY_MAX_LIST) {
-        err_at(L, n, "extraEnv has %zu entries, more than %d", n->n,
-               POLICY_MAX_LIST);
-        return;
-    }
-    v = pool_alloc(L->p, (n->n + 1) * sizeof(*v));
-    if (v == NULL)
-        return;
-    for (size_t i = 0; i < n->n; i++) {
-        const struct ynode *it = n->items[i], *nm, *val;
-
-        if (!want_map(L, it, "extraEnv entry")) {
-            ok = false;
-            continue;
-        }
-        check_keys(L, it, env_keys, "extraEnv entry");
-        nm = ynode_get(it, "name");
-        val = ynode_get(it, "value");
-        if (nm == NULL) {
-            err_at(L, it, "extraEnv entry needs a name");
-            ok = false;
-            continue;
-        }
-        if (val == NULL) {
-            err_at(L, it, "extraEnv entry \"%.60s\" needs a value",
-                   nm->kind == YNODE_SCALAR ? nm->str : "?");
-            ok = false;
-            continue;
-        }
-        if (!want_scalar_text(L, nm, "extraEnv name") ||
-            !check_env_name(L, nm, "extraEnv name") ||
-            !want_scalar_text(L, val, "extraEnv value")) {
-            ok = false;
-            continue;
-        }
-        env_value_quoted(L, nm, val);
-        for (size_t j = 0; j < i; j++) {
-            if (v[j].name != NULL && strcmp(v[j].name, nm->str) == 0) {
-                err_at(L, nm, "extraEnv sets %.60s twice", nm->str);
-                ok = false;
-            }
-        }
-        if (!check_nccl(L, nm, nm->str, val->str))
-            ok = false;
-        v[i].name = pool_strdup(L->p, nm->str);
-        v[i].value = pool_strdup(L->p, val->str);
-    }
-    if (!ok)
-        return;
-    s->extra_env = v;
-    s->n_extra_env = n->n;
-}
-
-static void
-parse_debug(struct loader *L, const struct ynode *n, struct settings *s)
-{
-    const struct ynode *v;
-
-    if (!want_map(L, n, "debug"))
-        return;
-    check_keys(L, n, debug_keys, "debug");
-    if ((v = ynode_get(n, "allowAnnotation")) != NULL)
-        get_bool(L, v, "debug.allowAnnotation", &s->debug.allow_annotation);
-    if ((v = ynode_get(n, "level")) != NULL &&
-        want_scalar_text(L, v, "debug.level") &&
-        check_nccl(L, v, "NCCL_DEBUG", v->str))
-        get_string(L, v, "debug.level", &s->debug.level);
-    if ((v = ynode_get(n, "subsys")) != NULL &&
-        want_scalar_text(L, v, "debug.subsys") &&
-        check_nccl(L, v, "NCCL_DEBUG_SUBSYS", v->str))
-        get_string(L, v, "debug.subsys", &s->debug.subsys);
-}
-
-/* A duration such as 60s within [lo, hi] ms, with the agent's parser. */
-/* ", such as 30s" for the same duration in a unit the agent knows, for
- * "30sec", "2min", "2h"; "" when the unit is not one of those. */
-static const char *
-duration_suggest(const char *text, size_t digits, char *buf, size_t n)
-{
-    static const struct {
-        const char *unit;
-        const char *to;
-        int times;
-    } alt[] = {
-        {"sec", "s", 1},     {"secs", "s", 1},    {"second", "s", 1},
-        {"seconds", "s", 1}, {"min", "m", 1},     {"mins", "m", 1},
-        {"minute", "m", 1},  {"minutes", "m", 1}, {"h", "m", 60},
-        {"hr", "m", 60},     {"hour", "m", 60},   {"hours", "m", 60},
-        {"msec", "ms", 1},   {"millis", "ms", 1},
-    };
-    const char *u = text + digits;
-    long long v = 0;
-
-    for (size_t i = 0; i < digits && v < 1000000; i++)
-        v = v * 10 + (text[i] - '0');
-    for (size_t i = 0; i < sizeof(alt) / sizeof(alt[0]); i++)
-        if (strcmp(u, alt[i].unit) == 0) {
-            snprintf(buf, n, ", such as %lld%s", v * alt[i].times, alt[i].to);
-            return buf;
-        }
-    return "";
-}
-
-static bool
-get_duration(struct loader *L, const struct ynode *n, const char *what,
-             int64_t lo, int64_t hi, int64_t *out)
-{
-    struct ng_error e;
-    int64_t ms;
-
-    if (!want_scalar_text(L, n, what))
-        return false;
-    if (wd_duration_parse(n->str, n->len, &ms, &e) != 0) {
-        size_t d = 0;
-        char sugg[64];
-
-        /* A number with a unit the agent does not know ("30sec",
-         * "2min", "1h"): name that unit and the valid ones. */
-        while (d < n->len && n->str[d] >= '0' && n->str[d] <= '9')
-            d++;
-        if (d > 0 && d < n->len && isalpha((unsigned char)n->str[d]))
-            err_at(L, n,
-                   "%s: unit \"%.10s\" in \"%.40s\" is not one of ms, s, "
-                   "m (milliseconds, seconds, minutes)%s",
-                   what, n->str + d, n->str,
-                   duration_suggest(n->str, d, sugg, sizeof(sugg)));
-        else
-            err_at(L, n, "%s: %s", what, e.msg);
-        return false;
-    }
-    if (ms < lo || ms > hi) {
-        err_at(L, n, "%s must be between %lldms and %llds, got %s", what,
-               (long long)lo, (long long)hi / 1000, n->str);
-        return false;
-    }
-    *out = ms;
-    return true;
-}
-
-static void
-parse_watchdog_checkpoint(struct loader *L, const struct ynode *n,
-                          struct settings *s)
-{
-    const struct ynode *v;
-
-    if (!want_map(L, n, "watchdog.checkpoint"))
-        return;
-    check_keys(L, n, checkpoint_keys, "watchdog.checkpoint");
-    if ((v = ynode_get(n, "signal")) != NULL &&
-        want_scalar_text(L, v, "watchdog.checkpoint.signal")) {
-        int sig = strcmp(v->str, "none") == 0 ? 0 : wd_signal_from_name(v->str);
-        const char *hint;
-
-        if (sig != 0 || strcmp(v->str, "none") == 0) {
-            s->watchdog.checkpoint_signal = sig;
-        } else if (strcmp(v->str, "SIGTERM") == 0 ||
-                   strcmp(v->str, "SIGKILL") == 0 ||
-                   strcmp(v->str, "TERM") == 0 || strcmp(v->str, "KILL") == 0) {
-            err_at(L, v,
-                   "watchdog.checkpoint.signal must not be %s: the restart "
-                   "sends SIGTERM itself after the grace period; name a "
-                   "signal the job catches to save its state, such as "
-                   "SIGUSR1, or none",
-                   v->str);
-        } else if ((hint = closest(v->str, wd_signal_names())) != NULL) {
-            err_at(L, v,
-                   "watchdog.checkpoint.signal \"%.40s\" is not one of "
-                   "none, SIGUSR1, SIGUSR2, SIGHUP, SIGINT, SIGWINCH, "
-                   "SIGURG, SIGCONT; did you mean \"%s\"?",
-                   v->str, hint);
-        } else {
-            err_at(L, v,
-                   "watchdog.checkpoint.signal \"%.40s\" is not one of "
-                   "none, SIGUSR1, SIGUSR2, SIGHUP, SIGINT, SIGWINCH, "
-                   "SIGURG, SIGCONT",
-                   v->str);
-        }
-    }
-    if ((v = ynode_get(n, "file")) != NULL) {
-        struct wd_spec tmp;
-        struct ng_error e;
-        char buf[WD_FILE_MAX + 8];
-
-        if (v->kind == YNODE_SCALAR && (v->null_tag || v->len == 0)) {
-            s->watchdog.checkpoint_file = NULL;
-        } else if (want_scalar_text(L, v, "watchdog.checkpoint.file")) {
-            /* The agent's own parser decides what a valid path is. */
-            snprintf(buf, sizeof(buf), "file=%.*s",
-                     (int)(v->len > WD_FILE_MAX + 1 ? WD_FILE_MAX + 1 : v->len),
-                     v->str);
-            if (v->len > WD_FILE_MAX ||
-                wd_spec_parse(buf, strlen(buf), &tmp, &e) != 0)
-                err_at(L, v, "watchdog.checkpoint.%s",
-                       v->len > WD_FILE_MAX ? "file: the path is too long"
-                                            : e.msg);
-            else if (strcmp(v->str, "/") == 0 || v->str[v->len - 1] == '/')
-                err_at(L, v,
-                       "watchdog.checkpoint.file must name a file, "
-                       "not a folder");
-            else
-                get_string(L, v, "watchdog.checkpoint.file",
-                           &s->watchdog.checkpoint_file);
-        }
-    }
-}
-
-static void
-parse_watchdog(struct loader *L, const struct ynode *n, struct settings *s)
-{
-    static const char *const actions[] = {"report", "restart", NULL};
-    const struct ynode *v;
-    int64_t i64;
-    double d;
-    int e;
-
-    if (!want_map(L, n, "watchdog"))
-        return;
-    check_keys(L, n, watchdog_keys, "watchdog");
-    if ((v = ynode_get(n, "enabled")) != NULL)
-        get_bool(L, v, "watchdog.enabled", &s->watchdog.enabled);
-    if ((v = ynode_get(n, "period")) != NULL &&
-        get_duration(L, v, "watchdog.period", WD_PERIOD_MIN_MS,
-                     WD_PERIOD_MAX_MS, &i64)) {
-        s->watchdog.period_ms = i64;
-        if (i64 < 10000)
-            warn_at(L, v,
-                    "watchdog.period %s is shorter than 10s: NVML averages "
-                    "utilisation over up to a second, so short periods "
-                    "only add load (fine for tests)",
-                    v->str);
-    }
-    if ((v = ynode_get(n, "idlePeriods")) != NULL &&
-        get_int(L, v, "watchdog.idlePeriods", WD_IDLE_MIN, WD_IDLE_MAX, &i64))
-        s->watchdog.idle_periods = (int)i64;
-    if ((v = ynode_get(n, "minCPU")) != NULL &&
-        get_number(L, v, "watchdog.minCPU", &d)) {
-        if (d > WD_MIN_CPU_MAX_MILLI / 1000.0 ||
-            fabs(d * 1000.0 - round(d * 1000.0)) > 1e-6)
-            err_at(L, v,
-                   "watchdog.minCPU must be cores between 0 and %d with at "
-                   "most three decimals, got %s",
-                   WD_MIN_CPU_MAX_MILLI / 1000, v->str);
-        else
-            s->watchdog.min_cpu_milli = (int64_t)round(d * 1000.0);
-    }
-    if ((v = ynode_get(n, "action")) != NULL &&
-        get_enum(L, v, "watchdog.action", actions, &e))
-        s->watchdog.restart = e == 1;
-    if ((v = ynode_get(n, "checkpoint")) != NULL)
-        parse_watchdog_checkpoint(L, v, s);
-    if ((v = ynode_get(n, "grace")) != NULL &&
-        get_duration(L, v, "watchdog.grace", 0, WD_GRACE_MAX_MS, &i64))
-        s->watchdog.grace_ms = i64;
-}
-
-/* ---- quarantine (node-level, defaults only) ------------------------ */
-
-#define Q_MINUTE_MS (60 * 1000LL)
-#define Q_DAY_MS (24 * 60 * Q_MINUTE_MS)
-
-/* A bound in the largest of m, s, ms that writes it whole. */
-static const char *
-duration_text(int64_t ms, char *buf, size_t n)
-{
-    if (ms % Q_MINUTE_MS == 0)
-        snprintf(buf, n, "%lldm", (long long)(ms / Q_MINUTE_MS));
-    else if (ms % 1000 == 0)
-        snprintf(buf, n, "%llds", (long long)(ms / 1000));
-    else
-        snprintf(buf, n, "%lldms", (long long)ms);
-    return buf;
-}
-
-/* A duration within [lo, hi] ms, the bounds written in minutes. */
-static bool
-get_duration_minutes(struct loader *L, const struct ynode *n, const char *what,
-                     int64_t lo, int64_t hi, int64_t *out)
-{
-    char a[32], b[32];
-    int64_t ms;
-
-    if (!get_duration(L, n, what, 0, INT64_MAX, &ms))
-        return false;
-    if (ms < lo || ms > hi) {
-        err_at(L, n, "%s must be between %s and %s, got %s", what,
-               duration_text(lo, a, sizeof(a)), duration_text(hi, b, sizeof(b)),
-               n->str);
-        return false;
-    }
-    *out = ms;
-    return true;
-}
-
-/* quarantine.maxSharePercent: a percentage with one decimal -> permille. */
-static void
-parse_max_share(struct loader *L, const struct ynode *v,
-                struct policy_quarantine *q)
-{
-    double d;
-
-    if (!get_number(L, v, "quarantine.maxSharePercent", &d))
-        return;
-    if (d == 0)
-        err_at(L, v,
-               "quarantine.maxSharePercent 0 would hold every taint; "
-               "write mode: observe for no taint, or a share above 0");
-    else if (d > 100 || fabs(d * 10.0 - round(d * 10.0)) > 1e-6)
-        err_at(L, v,
-               "quarantine.maxSharePercent must be a percentage above 0 and "
-               "at most 100 with at most one decimal, got %s",
-               v->str);
-    else
-        q->max_share_permille = (int)round(d * 10.0);
-}
-
-/*
- * defaults.quarantine: what the node agent does with node-class ring-check
- * and hang verdicts (docs/policy.md, "Quarantine"). Node-level, so a rule
- * cannot set it.
- */
-static void
-parse_quarantine(struct loader *L, const struct ynode *n,
-                 struct policy_quarantine *q)
-{
-    static const char *const modes[] = {"observe", "quarantine", NULL};
-    const struct ynode *v, *cd, *cdmax, *exp;
-    char a[32], b[32];
-    int64_t i64;
-    int e;
-
-    if (!want_map(L, n, "quarantine"))
-        return;
-    check_keys(L, n, quarantine_keys, "quarantine");
-    if ((v = ynode_get(n, "mode")) != NULL &&
-        get_enum(L, v, "quarantine.mode", modes, &e))
-        q->mode = (enum quarantine_mode)e;
-    if ((v = ynode_get(n, "threshold")) != NULL &&
-        get_int(L, v, "quarantine.threshold", 1, 100, &i64)) {
-        q->threshold = (int)i64;
-        if (i64 == 1)
-            warn_at(L, v,
-                    "quarantine.threshold 1 acts as 2: the verdicts must "
-                    "come from at least two pods");
-    }
-    if ((v = ynode_get(n, "window")) != NULL)
-        get_duration_minutes(L, v, "quarantine.window", Q_MINUTE_MS,
-                             7 * Q_DAY_MS, &q->window_ms);
-    if ((cd = ynode_get(n, "cooldown")) != NULL &&
-        !get_duration_minutes(L, cd, "quarantine.cooldown", Q_MINUTE_MS,
-                              7 * Q_DAY_MS, &q->cooldown_ms))
-        cd = NULL;
-    if ((cdmax = ynode_get(n, "cooldownMax")) != NULL &&
-        !get_duration_minutes(L, cdmax, "quarantine.cooldownMax", Q_MINUTE_MS,
-                              30 * Q_DAY_MS, &q->cooldown_max_ms))
-        cdmax = NULL;
-    if ((cd != NULL || cdmax != NULL) && q->cooldown_max_ms < q->cooldown_ms)
-        err_at(L, cdmax != NULL ? cdmax : cd,
-               "quarantine.cooldownMax %s is shorter than cooldown %s; the "
-               "cooldown doubles after each failed validation up to "
-               "cooldownMax",
-               duration_text(q->cooldown_max_ms, a, sizeof(a)),
-               duration_text(q->cooldown_ms, b, sizeof(b)));
-    if ((exp = ynode_get(n, "expiry")) != NULL) {
-        if (exp->kind == YNODE_SCALAR && exp->plain &&
-            strcmp(exp->str, "0") == 0)
-            q->expiry_ms = 0;
-        else if (!get_duration(L, exp, "quarantine.expiry", 0, INT64_MAX, &i64))
-            exp = NULL;
-        else if (i64 != 0 && (i64 < Q_MINUTE_MS || i64 > 30 * Q_DAY_MS)) {
-            err_at(L, exp,
-                   "quarantine.expiry must be 0 (never) or between 1m and "
-                   "%s, got %s",
-                   duration_text(30 * Q_DAY_MS, a, sizeof(a)), exp->str);
-            exp = NULL;
-        } else
-            q->expiry_ms = i64;
-    }
-    if ((exp != NULL || cd != NULL) && q->expiry_ms != 0 &&
-        q->expiry_ms <= q->cooldown_ms)
-        warn_at(L, exp != NULL ? exp : cd,
-                "quarantine.expiry %s is not longer than cooldown %s: the "
-                "taint expires before a validation pod has run",
-                duration_text(q->expiry_ms, a, sizeof(a)),
-                duration_text(q->cooldown_ms, b, sizeof(b)));
-    if ((v = ynode_get(n, "maxSharePercent")) != NULL)
-        parse_max_share(L, v, q);
-}
-
-/*
- * The ring check is NCCL on CUDA: the webhook gives it only nvidia.com/
- * resources (admission/mutate.c, ringcheck_resource()), so pods of
- * another vendor's resource listed in gpuResources get the profile,
- * /dev/shm and IPC settings but no check. Lint says so where the list
- * names one and the check is on, so that nobody expects it.
- */
-static void
-gpu_resources_vendor_check(struct loader *L, const struct ynode *v,
-                           const struct settings *s)
-{
-    if (v == NULL || v->kind != YNODE_SEQ || !s->ringcheck.enabled)
-        return;
-    for (size_t i = 0; i < v->n; i++) {
-        const struct ynode *it = v->items[i];
-
-        if (it->kind != YNODE_SCALAR ||
-            strncmp(it->str, "nvidia.com/", strlen("nvidia.com/")) == 0)
-            continue;
-        warn_at(L, it,
-                "gpuResources: %s is not an NVIDIA resource; its pods get "
-                "no ring check (NCCL on CUDA), only the profile, /dev/shm "
-                "and IPC settings",
-                it->str);
-    }
-}
-
-/*
- * Parses a settings block over *s (already holding the base values). q is
- * the policy's node-level block for defaults:, NULL for a rule's settings,
- * where a node-level key is an error.
- */
-static void
-parse_settings(struct loader *L, const struct ynode *n, struct settings *s,
-               const char *what, struct shm_pos *pos,
-               struct policy_quarantine *q)
-{
-    const struct ynode *v;
-
-    if (n->kind == YNODE_SCALAR && n->null_tag)
-        return;
-    if (!want_map(L, n, what))
-        return;
-    check_keys(L, n, defaults_keys, what);
-    for (size_t i = 0; q == NULL && i < n->n; i++)
-        if (n->keys[i]->kind == YNODE_SCALAR &&
-            strcmp(n->keys[i]->str, "quarantine") == 0)
-            err_at(L, n->keys[i],
-                   "quarantine is node-level: it belongs under defaults:, "
-                   "not in a rule's settings");
-    if (q != NULL && (v = ynode_get(n, "quarantine")) != NULL)
-        parse_quarantine(L, v, q);
-    if ((v = ynode_get(n, "gpuResources")) != NULL) {
-        char **list;
-        size_t count;
-
-        if (get_string_list(L, v, "gpuResources", check_resource_name, &list,
-                            &count)) {
-            if (count == 0) {
-                err_at(L, v, "gpuResources must name at least one resource");
-            } else {
-                s->gpu_resources = list;
-                s->n_gpu_resources = count;
-            }
-        }
-    }
-    if ((v = ynode_get(n, "profile")) != NULL)
-        parse_profile(L, v, s);
-    if ((v = ynode_get(n, "shm")) != NULL)
-        parse_shm(L, v, s, pos);
-    if ((v = ynode_get(n, "ipc")) != NULL)
-        parse_ipc(L, v, s);
-    if ((v = ynode_get(n, "ringCheck")) != NULL)
-        parse_ringcheck(L, v, s);
-    gpu_resources_vendor_check(L, ynode_get(n, "gpuResources"), s);
-    if ((v = ynode_get(n, "extraEnv")) != NULL)
-        parse_extra_env(L, v, s);
-    if ((v = ynode_get(n, "debug")) != NULL)
-        parse_debug(L, v, s);
-    if ((v = ynode_get(n, "watchdog")) != NULL)
-        parse_watchdog(L, v, s);
-}
-
 /* min <= perGPU-independent bounds; reports at the most specific place. */
 static void
 check_shm_bounds(struct loader *L, const struct settings *s,
-                 const struct shm_pos *pos, const struct ynode *fallback,
+                 const struct schema_ctx *ctx, const struct ynode *fallback,
                  const char *who)
 {
+    const struct ynode *max = schema_set_node(ctx, "shm.max");
+    const struct ynode *min = schema_set_node(ctx, "shm.min");
     char a[32], b[32];
     const struct ynode *at;
 
     if (s->shm.min <= s->shm.max)
         return;
-    at = pos->max ? pos->max : pos->min ? pos->min : fallback;
+    at = max ? max : min ? min : fallback;
     quantity_format_binary(s->shm.min, a, sizeof(a));
     quantity_format_binary(s->shm.max, b, sizeof(b));
-    err_at(L, at, "%sshm.min %s is greater than shm.max %s", who, a, b);
+    pl_err(L, at, "%sshm.min %s is greater than shm.max %s", who, a, b);
 }
 
 /* ---- match --------------------------------------------------------- */
@@ -1699,7 +214,7 @@ check_glob(struct loader *L, const struct ynode *n, const char *what)
 
     if (match_glob_valid(n->str, why, sizeof(why)))
         return true;
-    err_at(L, n, "%s: bad glob \"%.60s\": %s", what, n->str, why);
+    pl_err(L, n, "%s: bad glob \"%.60s\": %s", what, n->str, why);
     return false;
 }
 
@@ -1713,14 +228,14 @@ check_label_key(struct loader *L, const struct ynode *n, const char *what)
     if (n->len == 0 || strlen(name) == 0 || strlen(name) > 63 ||
         (slash &&
          (slash == s || slash - s > 253 || strchr(slash + 1, '/') != NULL))) {
-        err_at(L, n, "%s: \"%.60s\" is not a valid label or annotation key",
+        pl_err(L, n, "%s: \"%.60s\" is not a valid label or annotation key",
                what, s);
         return false;
     }
     for (const char *c = s; *c; c++) {
         if (!(isalnum((unsigned char)*c) || *c == '-' || *c == '_' ||
               *c == '.' || *c == '/')) {
-            err_at(L, n,
+            pl_err(L, n,
                    "%s: \"%.60s\" is not a valid label or annotation "
                    "key",
                    what, s);
@@ -1736,23 +251,23 @@ parse_pairs(struct loader *L, const struct ynode *n, const char *what,
 {
     char **k, **v;
 
-    if (!want_map(L, n, what))
+    if (!pl_want_map(L, n, what))
         return;
     if (n->n > POLICY_MAX_LIST) {
-        err_at(L, n, "%s has more than %d entries", what, POLICY_MAX_LIST);
+        pl_err(L, n, "%s has more than %d entries", what, POLICY_MAX_LIST);
         return;
     }
-    k = pool_alloc(L->p, (n->n + 1) * sizeof(char *));
-    v = pool_alloc(L->p, (n->n + 1) * sizeof(char *));
+    k = pl_alloc(L->p, (n->n + 1) * sizeof(char *));
+    v = pl_alloc(L->p, (n->n + 1) * sizeof(char *));
     if (k == NULL || v == NULL)
         return;
     for (size_t i = 0; i < n->n; i++) {
-        if (!want_scalar_text(L, n->keys[i], what) ||
+        if (!pl_want_text(L, n->keys[i], what) ||
             !check_label_key(L, n->keys[i], what))
             return;
-        if (!get_string(L, n->items[i], what, &v[i]))
+        if (!pl_get_string(L, n->items[i], what, &v[i]))
             return;
-        k[i] = pool_strdup(L->p, n->keys[i]->str);
+        k[i] = pl_strdup(L->p, n->keys[i]->str);
     }
     *keys = k;
     *values = v;
@@ -1767,51 +282,51 @@ parse_exprs(struct loader *L, const struct ynode *n, struct match *m)
     struct label_req *r;
 
     if (n->kind != YNODE_SEQ) {
-        err_at(L, n, "matchExpressions must be a list, got %s",
+        pl_err(L, n, "matchExpressions must be a list, got %s",
                ynode_type_name(n));
         return;
     }
     if (n->n > POLICY_MAX_LIST) {
-        err_at(L, n, "matchExpressions has more than %d entries",
+        pl_err(L, n, "matchExpressions has more than %d entries",
                POLICY_MAX_LIST);
         return;
     }
-    r = pool_alloc(L->p, (n->n + 1) * sizeof(*r));
+    r = pl_alloc(L->p, (n->n + 1) * sizeof(*r));
     if (r == NULL)
         return;
     for (size_t i = 0; i < n->n; i++) {
         const struct ynode *it = n->items[i], *k, *op, *vals;
         int o;
 
-        if (!want_map(L, it, "matchExpressions entry"))
+        if (!pl_want_map(L, it, "matchExpressions entry"))
             return;
-        check_keys(L, it, expr_keys, "matchExpressions entry");
+        pl_check_keys(L, it, expr_keys, "matchExpressions entry");
         k = ynode_get(it, "key");
         op = ynode_get(it, "operator");
         vals = ynode_get(it, "values");
         if (k == NULL || op == NULL) {
-            err_at(L, it, "matchExpressions entry needs key and operator");
+            pl_err(L, it, "matchExpressions entry needs key and operator");
             return;
         }
-        if (!want_scalar_text(L, k, "matchExpressions key") ||
+        if (!pl_want_text(L, k, "matchExpressions key") ||
             !check_label_key(L, k, "matchExpressions key") ||
-            !get_enum(L, op, "matchExpressions operator", ops, &o))
+            !pl_get_enum(L, op, "matchExpressions operator", ops, &o))
             return;
-        r[i].key = pool_strdup(L->p, k->str);
+        r[i].key = pl_strdup(L->p, k->str);
         r[i].op = (enum label_op)o;
         if (o == LABEL_IN || o == LABEL_NOT_IN) {
             if (vals == NULL || vals->kind != YNODE_SEQ || vals->n == 0) {
-                err_at(L, vals ? vals : it,
+                pl_err(L, vals ? vals : it,
                        "matchExpressions operator %s needs a non-empty "
                        "values list",
                        op->str);
                 return;
             }
-            if (!get_string_list(L, vals, "matchExpressions values", NULL,
-                                 &r[i].values, &r[i].n_values))
+            if (!pl_get_string_list(L, vals, "matchExpressions values", NULL,
+                                    &r[i].values, &r[i].n_values))
                 return;
         } else if (vals != NULL && !(vals->kind == YNODE_SEQ && vals->n == 0)) {
-            err_at(L, vals, "matchExpressions operator %s takes no values",
+            pl_err(L, vals, "matchExpressions operator %s takes no values",
                    op->str);
             return;
         }
@@ -1829,15 +344,15 @@ parse_match(struct loader *L, const struct ynode *n, struct match *m)
     m->max_gpus = -1;
     if (n->kind == YNODE_SCALAR && n->null_tag)
         return;
-    if (!want_map(L, n, "match"))
+    if (!pl_want_map(L, n, "match"))
         return;
-    check_keys(L, n, match_keys, "match");
+    pl_check_keys(L, n, match_keys, "match");
     if ((v = ynode_get(n, "namespaces")) != NULL)
-        get_string_list(L, v, "match.namespaces", check_glob, &m->namespaces,
-                        &m->n_namespaces);
+        pl_get_string_list(L, v, "match.namespaces", check_glob, &m->namespaces,
+                           &m->n_namespaces);
     if ((v = ynode_get(n, "excludeNamespaces")) != NULL)
-        get_string_list(L, v, "match.excludeNamespaces", check_glob,
-                        &m->exclude, &m->n_exclude);
+        pl_get_string_list(L, v, "match.excludeNamespaces", check_glob,
+                           &m->exclude, &m->n_exclude);
     if ((v = ynode_get(n, "podLabels")) != NULL)
         parse_pairs(L, v, "match.podLabels", &m->label_keys, &m->label_values,
                     &m->n_labels);
@@ -1847,22 +362,22 @@ parse_match(struct loader *L, const struct ynode *n, struct match *m)
         parse_pairs(L, v, "match.annotations", &m->ann_keys, &m->ann_values,
                     &m->n_ann);
     if ((v = ynode_get(n, "resources")) != NULL)
-        get_string_list(L, v, "match.resources", check_resource_name,
-                        &m->resources, &m->n_resources);
+        pl_get_string_list(L, v, "match.resources", pl_check_resource_name,
+                           &m->resources, &m->n_resources);
     if ((v = ynode_get(n, "nodeSelector")) != NULL)
         parse_pairs(L, v, "match.nodeSelector", &m->node_keys, &m->node_values,
                     &m->n_node);
     if ((v = ynode_get(n, "tolerations")) != NULL)
-        get_string_list(L, v, "match.tolerations", NULL, &m->tolerations,
-                        &m->n_tolerations);
+        pl_get_string_list(L, v, "match.tolerations", NULL, &m->tolerations,
+                           &m->n_tolerations);
     if ((v = ynode_get(n, "minGPUs")) != NULL &&
-        get_int(L, v, "match.minGPUs", 0, 1 << 20, &m->min_gpus))
+        pl_get_int(L, v, "match.minGPUs", 0, 1 << 20, &m->min_gpus))
         minn = v;
     if ((v = ynode_get(n, "maxGPUs")) != NULL &&
-        get_int(L, v, "match.maxGPUs", 0, 1 << 20, &m->max_gpus))
+        pl_get_int(L, v, "match.maxGPUs", 0, 1 << 20, &m->max_gpus))
         maxn = v;
     if (minn != NULL && maxn != NULL && m->min_gpus > m->max_gpus)
-        err_at(L, maxn, "match.minGPUs %lld is greater than maxGPUs %lld",
+        pl_err(L, maxn, "match.minGPUs %lld is greater than maxGPUs %lld",
                (long long)m->min_gpus, (long long)m->max_gpus);
 }
 
@@ -1871,16 +386,16 @@ parse_match(struct loader *L, const struct ynode *n, struct match *m)
 static bool
 check_rule_name(struct loader *L, const struct ynode *n)
 {
-    if (!want_scalar_text(L, n, "rule name"))
+    if (!pl_want_text(L, n, "rule name"))
         return false;
     if (n->len == 0 || n->len > 63) {
-        err_at(L, n, "rule name must be 1 to 63 characters");
+        pl_err(L, n, "rule name must be 1 to 63 characters");
         return false;
     }
     for (const char *c = n->str; *c; c++) {
         if (!(isalnum((unsigned char)*c) || *c == '-' || *c == '_' ||
               *c == '.')) {
-            err_at(L, n,
+            pl_err(L, n,
                    "rule name \"%.63s\" may use only letters, digits, "
                    "'-', '_' and '.'",
                    n->str);
@@ -1888,7 +403,7 @@ check_rule_name(struct loader *L, const struct ynode *n)
         }
     }
     if (strcmp(n->str, "default") == 0) {
-        err_at(L, n,
+        pl_err(L, n,
                "rule name \"default\" is reserved for pods no rule "
                "matches");
         return false;
@@ -1908,37 +423,37 @@ parse_rules(struct loader *L, const struct ynode *n)
     if (n->kind == YNODE_SCALAR && n->null_tag)
         return;
     if (n->kind != YNODE_SEQ) {
-        err_at(L, n, "rules must be a list, got %s", ynode_type_name(n));
+        pl_err(L, n, "rules must be a list, got %s", ynode_type_name(n));
         return;
     }
     if (n->n > POLICY_MAX_RULES) {
-        err_at(L, n, "%zu rules, more than the limit of %d", n->n,
+        pl_err(L, n, "%zu rules, more than the limit of %d", n->n,
                POLICY_MAX_RULES);
         return;
     }
-    p->rules = pool_alloc(p, (n->n + 1) * sizeof(*p->rules));
+    p->rules = pl_alloc(p, (n->n + 1) * sizeof(*p->rules));
     if (p->rules == NULL)
         return;
     for (size_t i = 0; i < n->n; i++) {
         const struct ynode *it = n->items[i], *v, *nm;
         struct rule *r = &p->rules[p->n_rules];
-        struct shm_pos pos = {NULL, NULL, NULL, NULL};
+        struct schema_ctx ctx;
         char who[100];
 
-        if (!want_map(L, it, "rule"))
+        if (!pl_want_map(L, it, "rule"))
             continue;
-        check_keys(L, it, rule_keys, "rule");
+        pl_check_keys(L, it, rule_keys, "rule");
         r->line = it->line;
         r->col = it->col;
         nm = ynode_get(it, "name");
         if (nm == NULL) {
-            err_at(L, it, "rule needs a name");
+            pl_err(L, it, "rule needs a name");
         } else if (check_rule_name(L, nm)) {
-            r->name = pool_strdup(p, nm->str);
+            r->name = pl_strdup(p, nm->str);
             for (size_t j = 0; j < p->n_rules; j++) {
                 if (p->rules[j].name != NULL &&
                     strcmp(p->rules[j].name, nm->str) == 0)
-                    err_at(L, nm,
+                    pl_err(L, nm,
                            "duplicate rule name \"%s\" (first at "
                            "line %d)",
                            nm->str, p->rules[j].line);
@@ -1953,20 +468,20 @@ parse_rules(struct loader *L, const struct ynode *n)
             bad_match[p->n_rules] = L->d->n_errors > errors;
         }
         if ((v = ynode_get(it, "skip")) != NULL)
-            get_bool(L, v, "skip", &r->skip);
+            pl_get_bool(L, v, "skip", &r->skip);
         r->settings = p->defaults;
         if ((v = ynode_get(it, "settings")) != NULL) {
             if (r->skip)
-                warn_at(L, v,
+                pl_warn(L, v,
                         "settings are ignored: the rule says skip: "
                         "true");
             snprintf(who, sizeof(who),
                      "rule \"%.60s\": ", r->name ? r->name : "?");
-            parse_settings(L, v, &r->settings, "settings", &pos, NULL);
-            check_shm_bounds(L, &r->settings, &pos, v, who);
+            schema_parse_settings(L, v, &r->settings, NULL, "settings", &ctx);
+            check_shm_bounds(L, &r->settings, &ctx, v, who);
         }
         if (r->name == NULL)
-            r->name = pool_strdup(p, "?");
+            r->name = pl_strdup(p, "?");
         p->n_rules++;
     }
     /* A rule after one that catches all its pods can never match. The
@@ -2019,14 +534,14 @@ parse_dra(struct loader *L, const struct ynode *n)
 {
     const struct ynode *t;
 
-    if (!want_map(L, n, "dra"))
+    if (!pl_want_map(L, n, "dra"))
         return;
-    check_keys(L, n, dra_keys, "dra");
+    pl_check_keys(L, n, dra_keys, "dra");
     t = ynode_get(n, "claimTemplates");
-    if (t == NULL || !want_map(L, t, "dra.claimTemplates"))
+    if (t == NULL || !pl_want_map(L, t, "dra.claimTemplates"))
         return;
-    L->p->dra.names = pool_alloc(L->p, (t->n + 1) * sizeof(char *));
-    L->p->dra.gpus = pool_alloc(L->p, (t->n + 1) * sizeof(int64_t));
+    L->p->dra.names = pl_alloc(L->p, (t->n + 1) * sizeof(char *));
+    L->p->dra.gpus = pl_alloc(L->p, (t->n + 1) * sizeof(int64_t));
     if (L->p->dra.names == NULL || L->p->dra.gpus == NULL)
         return;
     for (size_t i = 0; i < t->n; i++) {
@@ -2034,15 +549,16 @@ parse_dra(struct loader *L, const struct ynode *n)
         int64_t g;
 
         if (k->len == 0 || k->len > DRA_MAX_NAME) {
-            err_at(L, k,
+            pl_err(L, k,
                    "dra.claimTemplates: \"%.60s\" is not a "
                    "ResourceClaimTemplate name (1 to %d characters)",
                    k->str, DRA_MAX_NAME);
             continue;
         }
-        if (!get_int(L, t->items[i], "dra.claimTemplates value", 1, 1024, &g))
+        if (!pl_get_int(L, t->items[i], "dra.claimTemplates value", 1, 1024,
+                        &g))
             continue;
-        L->p->dra.names[L->p->dra.n] = pool_strdup(L->p, k->str);
+        L->p->dra.names[L->p->dra.n] = pl_strdup(L->p, k->str);
         L->p->dra.gpus[L->p->dra.n++] = g;
     }
 }
@@ -2062,34 +578,34 @@ static void
 parse_top(struct loader *L, const struct ynode *root)
 {
     const struct ynode *v;
-    struct shm_pos pos = {NULL, NULL, NULL, NULL};
+    struct schema_ctx ctx;
 
     if (root->kind != YNODE_MAP) {
-        err_at(L, root,
+        pl_err(L, root,
                "a policy must be a mapping with apiVersion: %s and "
                "kind: Policy, got %s",
                API_VERSION, ynode_type_name(root));
         return;
     }
-    check_keys(L, root, top_keys, "the policy");
+    pl_check_keys(L, root, top_keys, "the policy");
     v = ynode_get(root, "apiVersion");
     if (v == NULL)
-        err_at(L, root, "missing apiVersion: %s", API_VERSION);
+        pl_err(L, root, "missing apiVersion: %s", API_VERSION);
     else if (v->kind != YNODE_SCALAR || strcmp(v->str, API_VERSION) != 0)
-        err_at(L, v, "apiVersion must be %s, got \"%.60s\"", API_VERSION,
+        pl_err(L, v, "apiVersion must be %s, got \"%.60s\"", API_VERSION,
                v->kind == YNODE_SCALAR ? v->str : ynode_type_name(v));
     v = ynode_get(root, "kind");
     if (v == NULL)
-        err_at(L, root, "missing kind: Policy");
+        pl_err(L, root, "missing kind: Policy");
     else if (v->kind != YNODE_SCALAR || strcmp(v->str, "Policy") != 0)
-        err_at(L, v, "kind must be Policy, got \"%.60s\"",
+        pl_err(L, v, "kind must be Policy, got \"%.60s\"",
                v->kind == YNODE_SCALAR ? v->str : ynode_type_name(v));
     if ((v = ynode_get(root, "metadata")) != NULL)
-        want_map(L, v, "metadata");
+        pl_want_map(L, v, "metadata");
     if ((v = ynode_get(root, "defaults")) != NULL) {
-        parse_settings(L, v, &L->p->defaults, "defaults", &pos,
-                       &L->p->quarantine);
-        check_shm_bounds(L, &L->p->defaults, &pos, v, "defaults: ");
+        schema_parse_settings(L, v, &L->p->defaults, &L->p->quarantine,
+                              "defaults", &ctx);
+        check_shm_bounds(L, &L->p->defaults, &ctx, v, "defaults: ");
     }
     if ((v = ynode_get(root, "rules")) != NULL)
         parse_rules(L, v);
@@ -2135,9 +651,11 @@ policy_check(const char *buf, size_t len, struct diags *d)
         return NULL;
     }
     atomic_init(&p->refs, 1);
-    quarantine_builtin(&p->quarantine);
-    if (settings_builtin(p, &p->defaults) != 0 ||
-        policy_hash_compute(p, buf, len) != 0) {
+    L.p = p;
+    L.d = d;
+    schema_builtin(&L, &p->defaults, &p->quarantine);
+    p->defaults.ringcheck.image = pl_strdup(p, builtin_ringcheck_image);
+    if (p->oom || policy_hash_compute(p, buf, len) != 0) {
         diags_add(d, DIAG_ERROR, 0, 0, "out of memory");
         goto fail;
     }
@@ -2149,8 +667,6 @@ policy_check(const char *buf, size_t len, struct diags *d)
                   "empty policy: expected apiVersion: %s and kind: Policy",
                   API_VERSION);
     } else {
-        L.p = p;
-        L.d = d;
         parse_top(&L, ytree_doc(t, 0));
     }
     ytree_free(t);
@@ -2239,98 +755,6 @@ policy_hash(const struct policy *p)
     return p->hash;
 }
 
-/* A label or annotation key: [prefix/]name of letters, digits, "-", "_",
- * "." (Kubernetes' qualified name, length checked by the apiserver). An
- * env name: no "=", no space, no braces. */
-static bool
-template_key_ok(enum policy_template_kind k, const char *s, size_t len)
-{
-    size_t slashes = 0;
-
-    if (len == 0 || len > 317)
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-
-        if (k == POLICY_TMPL_ENV) {
-            if (c == '=' || c == '$' || c == '(' || c == ')' || isspace(c) ||
-                !isprint(c))
-                return false;
-            continue;
-        }
-        if (c == '/') {
-            slashes++;
-            continue;
-        }
-        if (!isalnum(c) && c != '-' && c != '_' && c != '.')
-            return false;
-    }
-    return slashes <= 1 && s[0] != '/' && s[len - 1] != '/';
-}
-
-int
-policy_template_next(const char **cur, struct policy_template_piece *out,
-                     char *why, size_t why_len)
-{
-    static const struct {
-        const char *name;
-        enum policy_template_kind kind;
-    } refs[] = {{"label:", POLICY_TMPL_LABEL},
-                {"annotation:", POLICY_TMPL_ANNOTATION},
-                {"env:", POLICY_TMPL_ENV},
-                {"namespace", POLICY_TMPL_NAMESPACE}};
-    const char *s = *cur, *close;
-    size_t n;
-
-    if (*s == '\0')
-        return 0;
-    if (*s != '{') {
-        n = strcspn(s, "{}$");
-        if (n == 0) {
-            snprintf(why, why_len,
-                     "\"%c\" outside a reference at \"%.40s\" (references are "
-                     "{label:KEY}, {annotation:KEY}, {env:NAME}, {namespace})",
-                     *s, s);
-            return -1;
-        }
-        out->kind = POLICY_TMPL_TEXT;
-        out->s = s;
-        out->len = n;
-        *cur = s + n;
-        return 1;
-    }
-    close = strchr(s, '}');
-    if (close == NULL) {
-        snprintf(why, why_len, "unclosed \"{\" at \"%.40s\"", s);
-        return -1;
-    }
-    for (size_t i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) {
-        size_t k = strlen(refs[i].name);
-        const char *key = s + 1 + k;
-
-        if (strncmp(s + 1, refs[i].name, k) != 0)
-            continue;
-        if (refs[i].kind == POLICY_TMPL_NAMESPACE) {
-            if (key != close)
-                continue;
-        } else if (!template_key_ok(refs[i].kind, key, (size_t)(close - key))) {
-            snprintf(why, why_len, "bad key in \"%.*s\"",
-                     (int)(close - s + 1 > 60 ? 60 : close - s + 1), s);
-            return -1;
-        }
-        out->kind = refs[i].kind;
-        out->s = key;
-        out->len = (size_t)(close - key);
-        *cur = close + 1;
-        return 1;
-    }
-    snprintf(why, why_len,
-             "unknown reference \"%.*s\"; expected {label:KEY}, "
-             "{annotation:KEY}, {env:NAME} or {namespace}",
-             (int)(close - s + 1 > 60 ? 60 : close - s + 1), s);
-    return -1;
-}
-
 size_t
 policy_rule_count(const struct policy *p)
 {
@@ -2341,183 +765,4 @@ const char *
 policy_rule_name(const struct policy *p, size_t i)
 {
     return i < p->n_rules ? p->rules[i].name : NULL;
-}
-
-/* ---- decisions ----------------------------------------------------- */
-
-/* Adds a warning, cut on a UTF-8 boundary to the TEXT_WARNING_MAX bytes
- * the admission API shows whole. */
-static void decision_warn(struct decision *out, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void
-decision_warn(struct decision *out, const char *fmt, ...)
-{
-    va_list ap;
-
-    _Static_assert(sizeof(out->warnings[0]) > TEXT_WARNING_MAX,
-                   "a decision's warning holds TEXT_WARNING_MAX bytes");
-
-    if (out->n_warnings >= POLICY_MAX_WARNINGS)
-        return;
-    va_start(ap, fmt);
-    text_vformat(out->warnings[out->n_warnings++], TEXT_WARNING_MAX + 1, NULL,
-                 fmt, ap);
-    va_end(ap);
-}
-
-/* A user-supplied value made safe and short for a warning. */
-static void
-shown_value(const char *v, char *buf, size_t n)
-{
-    size_t j = 0;
-
-    for (size_t i = 0; v[i] != '\0' && j + 4 < n; i++) {
-        unsigned char c = (unsigned char)v[i];
-
-        buf[j++] = (c >= 0x20 && c < 0x7f && c != '"') ? (char)c : '?';
-        if (i >= 15 && v[i + 1] != '\0') {
-            memcpy(buf + j, "...", 3);
-            j += 3;
-            break;
-        }
-    }
-    buf[j] = '\0';
-}
-
-static const char *
-annotation(const json_t *annotations, const char *key)
-{
-    const json_t *v;
-
-    if (annotations == NULL || !json_is_object(annotations))
-        return NULL;
-    v = json_object_get(annotations, key);
-    return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
-static void
-decide_shm_size(const struct settings *s, const char *rule, const char *v,
-                struct decision *out)
-{
-    struct quantity q;
-    char shown[24], lim[32];
-
-    shown_value(v, shown, sizeof(shown));
-    if (!s->shm.enabled) {
-        decision_warn(out,
-                      "ncclguard: shm-size ignored: rule \"%.30s\" "
-                      "does not manage /dev/shm; remove the annotation",
-                      rule);
-        return;
-    }
-    if (quantity_parse(v, strlen(v), &q, NULL) != 0 || q.negative ||
-        q.value == 0 || !q.integer || q.saturated) {
-        decision_warn(out,
-                      "ncclguard: shm-size \"%s\" refused: not a whole "
-                      "positive quantity such as 16Gi",
-                      shown);
-        return;
-    }
-    if (q.value > s->shm.max) {
-        quantity_format_binary(s->shm.max, lim, sizeof(lim));
-        decision_warn(out,
-                      "ncclguard: shm-size %s refused: above the "
-                      "policy maximum %s (rule \"%.30s\")",
-                      shown, lim, rule);
-        return;
-    }
-    if (q.value < s->shm.min) {
-        quantity_format_binary(s->shm.min, lim, sizeof(lim));
-        decision_warn(out,
-                      "ncclguard: shm-size %s refused: below the "
-                      "policy minimum %s (rule \"%.30s\")",
-                      shown, lim, rule);
-        return;
-    }
-    out->shm_override = q.value;
-}
-
-void
-policy_decide(const struct policy *p, const char *ns, const json_t *labels,
-              const json_t *annotations, int64_t gpus, struct decision *out)
-{
-    policy_decide_pod(p, ns, labels, annotations, NULL, gpus, out);
-}
-
-void
-policy_decide_pod(const struct policy *p, const char *ns, const json_t *labels,
-                  const json_t *annotations, const json_t *spec, int64_t gpus,
-                  struct decision *out)
-{
-    const struct settings *s = &p->defaults;
-    const char *v;
-    char shown[24];
-
-    memset(out, 0, sizeof(*out));
-    out->rule = "default";
-    out->shm_override = -1;
-    for (size_t i = 0; i < p->n_rules; i++) {
-        if (match_pod(&p->rules[i].match, ns, labels, annotations, gpus) &&
-            match_pod_spec(&p->rules[i].match, spec)) {
-            out->rule = p->rules[i].name;
-            out->skip = p->rules[i].skip;
-            s = &p->rules[i].settings;
-            break;
-        }
-    }
-    out->settings = s;
-    out->ringcheck = s->ringcheck.enabled;
-    if (out->skip)
-        return;
-
-    if ((v = annotation(annotations, "ncclguard.io/shm-size")) != NULL)
-        decide_shm_size(s, out->rule, v, out);
-
-    if ((v = annotation(annotations, "ncclguard.io/ring-check")) != NULL) {
-        shown_value(v, shown, sizeof(shown));
-        if (strcmp(v, "false") == 0) {
-            if (!s->ringcheck.enabled)
-                ; /* already off: nothing to refuse */
-            else if (s->ringcheck.allow_opt_out)
-                out->ringcheck = false;
-            else
-                decision_warn(out,
-                              "ncclguard: ring-check opt-out refused: "
-                              "rule \"%.30s\" does not allow it; remove "
-                              "the annotation",
-                              out->rule);
-        } else if (strcmp(v, "true") == 0) {
-            if (!s->ringcheck.enabled)
-                decision_warn(out,
-                              "ncclguard: ring-check \"true\" ignored: "
-                              "rule \"%.30s\" turns it off; remove the "
-                              "annotation",
-                              out->rule);
-        } else {
-            decision_warn(out,
-                          "ncclguard: ring-check \"%s\" ignored: "
-                          "expected \"true\" or \"false\"",
-                          shown);
-        }
-    }
-
-    if ((v = annotation(annotations, "ncclguard.io/debug")) != NULL) {
-        shown_value(v, shown, sizeof(shown));
-        if (strcmp(v, "true") == 0) {
-            if (s->debug.allow_annotation)
-                out->debug = true;
-            else
-                decision_warn(out,
-                              "ncclguard: debug refused: rule "
-                              "\"%.30s\" allows no NCCL debug output; "
-                              "remove the annotation",
-                              out->rule);
-        } else if (strcmp(v, "false") != 0) {
-            decision_warn(out,
-                          "ncclguard: debug \"%s\" ignored: expected "
-                          "\"true\" or \"false\"",
-                          shown);
-        }
-    }
 }

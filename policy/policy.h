@@ -62,11 +62,13 @@ struct env_var {
 
 /*
  * Every setting the mutation uses. Their default values are written in one
- * place people read, policy/default.yaml; policy.c builds the same values
- * in, and tests/unit/test_policy.c fails when the two differ, so the
- * comments here give meanings and units, not values. Sizes are bytes. Strings
- * are owned by the policy snapshot; callers only read them. New fields may be
- * added; existing ones keep their names and meaning.
+ * place people read, policy/default.yaml; the rows of policy/schema.c
+ * build the same values in, and tests/unit/test_policy.c and test_schema.c
+ * fail when the two differ, so the comments here give meanings and units,
+ * not values. Sizes are bytes. Strings are owned by the policy snapshot;
+ * callers only read them. New fields may be added; existing ones keep their
+ * names and meaning. A new key is a row in policy/schema.c (and a line in
+ * policy/default.yaml) plus the code that uses it.
  */
 struct settings {
     /* Extended-resource names that count as GPUs, matched exactly. */

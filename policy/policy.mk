@@ -1,7 +1,8 @@
 # policy/: YAML rule engine, quantities, policy lint/test.
 LIB_SRCS += policy/diag.c policy/quantity.c policy/ytree.c \
-	policy/match.c policy/policy.c
-UNIT_TESTS += quantity policy match
+	policy/match.c policy/validate.c \
+	policy/schema.c policy/policy.c policy/decide.c policy/template.c
+UNIT_TESTS += quantity policy match schema
 
 # Golden outputs of `policy lint` on the broken policies in tests/policy/.
 .PHONY: check-policy-lint

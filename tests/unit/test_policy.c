@@ -1,5 +1,6 @@
-/* Unit tests for policy/policy.c: loading, defaults, rules, the merge,
- * decisions with annotation overrides, and lint diagnostics. */
+/* Unit tests for the policy (policy/policy.c, schema.c, decide.c): loading,
+ * defaults, rules, the merge, decisions with annotation overrides, and lint
+ * diagnostics. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -762,7 +763,7 @@ quarantine_same(const struct policy_quarantine *a,
 }
 
 /*
- * policy/default.yaml spells out the defaults that policy.c builds in (a
+ * policy/default.yaml spells out the defaults that policy/schema.c builds in (a
  * policy that names no setting gets those). They once drifted: a comment
  * said the ring check's memory was 256Mi while the code and the file said
  * 2Gi. Loading the shipped file must give exactly the built-in defaults,
