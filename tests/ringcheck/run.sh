@@ -704,6 +704,17 @@ expect_out 'the transport is as expected \(--expect-transport intra=nvlink inter
 "$RINGCHECK" --expect-transport intra=ib >"$OUT" 2>&1; RC=$?
 expect_rc 6; expect_out '--expect-transport: expected intra=p2p'
 
+CASE="a driver whose initialisation hangs: phase 0's own timeout"
+# The first CUDA call of the preflight never returns (a GPU that fell off
+# the bus). Phase 0 has its own timeout too, long before --timeout.
+run FAKECUDA_DEVICES=2 FAKECUDA_INIT_HANG=1 -- --expect-gpus 2 \
+    --timeout 30 --phase-timeout 3 --no-diagnose
+expect_rc 4
+expect_json '.phase == 0 and .phase_name == "preflight"'
+expect_out 'FAILED: timeout or hang \(exit 4\) in phase 0 \(preflight\)'
+expect_out 'what: phase 0 \(preflight\) did not finish within 3\.0 s'
+[ "$ELAPSED" -lt 12000 ] && ok || bad "took ${ELAPSED} ms, want well under the 30 s --timeout"
+
 CASE="a teardown that hangs: ncclCommFinalize stuck is phase 6's own timeout"
 # ncclCommFinalize waits for every rank's work to flush (src/init.cc): one
 # rank that never flushes holds all of them. Phase 6 has its own timeout,
