@@ -384,6 +384,50 @@ test_reader(void)
     close(sv[1]);
 }
 
+/* A peer that resets its connection (TCP RST: a process killed with its
+ * socket lingering 0, a node's firewall) is gone at once: an error other
+ * than "no data yet" ends the reader, not its time budget. */
+static void
+test_reader_reset(void)
+{
+    struct sockaddr_in a;
+    socklen_t al = sizeof(a);
+    struct linger lg = {1, 0};
+    struct rdv_reader rd;
+    struct rdv_msg out;
+    char err[200];
+    int l, c, s, r = RDV_AGAIN;
+
+    l = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(l >= 0);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK_INT(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+    CHECK_INT(listen(l, 1), 0);
+    CHECK_INT(getsockname(l, (struct sockaddr *)&a, &al), 0);
+    c = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK_INT(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+    s = accept(l, NULL, NULL);
+    CHECK(s >= 0);
+    fcntl(s, F_SETFL, O_NONBLOCK);
+    memset(&rd, 0, sizeof(rd));
+    CHECK_INT(rdv_reader_feed(&rd, s, &out, err, sizeof(err)), RDV_AGAIN);
+    CHECK(write(c, "NCGR", 4) == 4);
+    CHECK_INT(setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+    close(c);
+    /* The four bytes, then the reset. */
+    for (int i = 0; i < 200 && r == RDV_AGAIN; i++) {
+        r = rdv_reader_feed(&rd, s, &out, err, sizeof(err));
+        if (r == RDV_AGAIN)
+            usleep(5000);
+    }
+    CHECK_INT(r, RDV_EPEER);
+    CHECK(strstr(err, "connection failed") != NULL);
+    close(s);
+    close(l);
+}
+
 /* The job token's proof: the same inputs give the same proof, and each
  * input changes it; tokens are checked for their form. */
 static void
@@ -427,6 +471,7 @@ int
 main(void)
 {
     test_reader();
+    test_reader_reset();
     test_proof();
     test_roundtrip();
     test_header();
