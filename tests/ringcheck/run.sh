@@ -541,19 +541,20 @@ expect_no_out 'did not abort'
 CASE="regression: no sleep between timed iterations (small sizes are not under-reported)"
 # One GPU, 4 KiB: each iteration is a launch of about 20 us in the double.
 # A 100 us sleep per iteration caps algbw at 0.041 GB/s; a busy machine can
-# slow one run, so the best of three counts. Also: the double starts a
+# slow a run (on 2 CPUs shared with other builds three slow runs in a row
+# were seen), so the best of six counts. Also: the double starts a
 # thread at every non-blocking ncclGroupEnd, as NCCL 2.28 does
 # (src/group.cc); one group per timed iteration measured that thread (about
 # 0.005 GB/s here), so the iterations go in one group.
 best=0
-for try in 1 2 3; do
+for try in 1 2 3 4 5 6; do
     run FAKECUDA_DEVICES=1 -- --expect-gpus 1 --timeout 20 --bw-bytes 4Ki
     line=$(grep -E '^\{"ringcheck":' "$OUT" | tail -1)
     if printf '%s\n' "$line" | jq -e '.algbw_gbps > 0.05' >/dev/null 2>&1; then
         best=1; break
     fi
 done
-[ "$best" -eq 1 ] && ok || bad "algbw at 4 KiB stayed at or below 0.05 GB/s in 3 runs: $line"
+[ "$best" -eq 1 ] && ok || bad "algbw at 4 KiB stayed at or below 0.05 GB/s in 6 runs: $line"
 
 CASE="regression: the timed iterations are one group, not one non-blocking group end each"
 # Each non-blocking ncclGroupEnd starts a launch thread in NCCL 2.28
