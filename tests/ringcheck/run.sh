@@ -291,9 +291,11 @@ expect_json '.exit == 4 and .phase == 4 and (.diagnosis | test("incomplete"))'
 
 CASE="a hang on one GPU of four is bisected to a pair"
 # The four settings are already set, so diagnosis skips them and bisects.
+# A 2 s phase timeout: with 1 s the healthy half timed out too on a loaded
+# machine (four worker processes starting on 2 shared CPUs).
 run FAKECUDA_DEVICES=4 FAKENCCL_HANG_COLL=3 NCCL_P2P_DISABLE=1 \
     NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 NCCL_CUMEM_ENABLE=0 -- \
-    --expect-gpus 4 --timeout 20 --phase-timeout 1
+    --expect-gpus 4 --timeout 20 --phase-timeout 2
 expect_rc 4
 expect_out 'diagnosis: NCCL_P2P_DISABLE=1 is already set; skipped'
 expect_out 'diagnosis: GPUs 0,1: pass \(first half\)'
