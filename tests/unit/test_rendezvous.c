@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -330,6 +331,34 @@ test_connect_refused(void)
     CHECK(rdv_now() - t0 < 1.0);
 }
 
+/* No file descriptor left for the lookup's pipe (a pod at its open-files
+ * limit): the lookup fails with the reason, and the retries end by the
+ * deadline. */
+static void
+test_connect_no_fds(void)
+{
+    struct rlimit old, none;
+    char err[300] = "";
+    int attempts = 0, fd, top = dup(0);
+    double t0;
+
+    CHECK(top >= 0);
+    CHECK_INT(getrlimit(RLIMIT_NOFILE, &old), 0);
+    /* dup gives the lowest free descriptor: all up to top are in use, and
+     * none above it may be opened. */
+    none = old;
+    none.rlim_cur = (rlim_t)top + 1;
+    CHECK_INT(setrlimit(RLIMIT_NOFILE, &none), 0);
+    t0 = rdv_now();
+    fd = rdv_connect("127.0.0.1", 9, t0 + 0.3, &attempts, err, sizeof(err));
+    CHECK_INT(setrlimit(RLIMIT_NOFILE, &old), 0);
+    close(top);
+    CHECK_INT(fd, RDV_ETIME);
+    CHECK(strstr(err, "cannot resolve 127.0.0.1") != NULL);
+    CHECK(strstr(err, strerror(EMFILE)) != NULL);
+    CHECK(rdv_now() - t0 < 1.0);
+}
+
 /* One reader per connection: a frame that comes a byte at a time is
  * assembled without blocking, two frames back to back come apart, and a
  * close in the middle is the peer's end. */
@@ -479,5 +508,6 @@ main(void)
     test_bounded_io();
     test_connect_unresolvable();
     test_connect_refused();
+    test_connect_no_fds();
     return harness_finish();
 }
