@@ -43,6 +43,7 @@ import datetime
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -263,13 +264,20 @@ def make(src, targets, timeout, log):
     env = dict(os.environ)
     for k in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):
         env.pop(k, None)
-    try:
-        with open(log, "w") as f:
-            r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT,
-                               timeout=timeout, env=env)
-        return r.returncode
-    except subprocess.TimeoutExpired:
-        return 124
+    # A session of its own, so that a timeout ends the whole tree: killing
+    # make alone left a mutant's spinning test binary running for good.
+    with open(log, "w") as f:
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT,
+                             env=env, start_new_session=True)
+        try:
+            return p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+            return 124
 
 
 def copy_tree(src):
