@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /*
  * Environment read by this double (tests set these per run):
@@ -26,6 +27,8 @@
  *                             runtime API documents for a driver older
  *                             than the runtime
  *   FAKECUDA_DUPLICATE=A,B    device B reports device A's PCI id and UUID
+ *   FAKECUDA_INIT_HANG=1      the first call never returns (the driver's
+ *                             initialisation hangs)
  *   FAKECUDA_MEM_MIB=N        memory per device (default 81920)
  *   FAKECUDA_HANG=D[,copy]    GPU D stops completing work, as a wedged GPU
  *                             does: its synchronous calls (cudaMemcpy,
@@ -125,6 +128,12 @@ driver_version(void)
 static cudaError_t
 check_init(void)
 {
+    /* FAKECUDA_INIT_HANG=1: the driver's initialisation never returns (a
+     * GPU that fell off the bus, a driver waiting on its device); signal
+     * handlers still run. */
+    if (env_int("FAKECUDA_INIT_HANG", 0) == 1)
+        for (;;)
+            pause();
     if (driver_missing() || driver_version() < CUDART_VERSION)
         return cudaErrorInsufficientDriver;
     if (fakecuda_device_count() == 0)

@@ -287,16 +287,18 @@ def make(src, targets, timeout, log):
     env = dict(os.environ)
     for k in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):
         env.pop(k, None)
-    # A session of its own, so that a timeout ends the whole check (a test
-    # that a mutant sent into a loop is make's grandchild, and would keep a
-    # CPU busy after make itself is killed).
+    # A session of its own, so that a timeout ends the whole tree: killing
+    # make alone left a mutant's spinning test binary running for good.
     with open(log, "w") as f:
         p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT,
                              env=env, start_new_session=True)
         try:
             return p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             p.wait()
             return 124
 

@@ -595,6 +595,26 @@ case_27() {
     hosts_add_leader 1
 }
 
+case_28() {
+    CASE="a resolver that never answers: the deadline still holds"
+    # The leader's name is not in the hosts file and the only nameserver
+    # drops every query (an address on the bridge that nobody has, with a
+    # permanent neighbour entry so that no ARP failure answers either),
+    # with a 30 s resolver timeout. The lookup runs in a child process; the
+    # pod gives up on it at its deadline instead of waiting for glibc.
+    hosts_drop_leader 1
+    ip -n "$P-1" neigh replace 10.77.0.250 lladdr 02:00:00:00:00:99 \
+        dev eth0 nud permanent
+    printf 'nameserver 10.77.0.250\noptions timeout:30 attempts:1\n' \
+        >"/etc/netns/$P-1/resolv.conf"
+    pod 1 2 -- --multi-node-timeout 2
+    expect_rc 1 0
+    expect_out 1 'name leader\.test did not resolve before the deadline \(the resolver did not answer\)'
+    expect_json 1 '.multinode.status == "missing" and .ringcheck == "warn"'
+    rm -f "/etc/netns/$P-1/resolv.conf"
+    hosts_add_leader 1
+}
+
 # MN_ONLY=WORD runs only the cases whose name contains WORD (make
 # check-ringcheck-mn-WORD), so that one behaviour is checked in seconds.
 ran=0

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -330,6 +331,34 @@ test_connect_refused(void)
     CHECK(rdv_now() - t0 < 1.0);
 }
 
+/* No file descriptor left for the lookup's pipe (a pod at its open-files
+ * limit): the lookup fails with the reason, and the retries end by the
+ * deadline. */
+static void
+test_connect_no_fds(void)
+{
+    struct rlimit old, none;
+    char err[300] = "";
+    int attempts = 0, fd, top = dup(0);
+    double t0;
+
+    CHECK(top >= 0);
+    CHECK_INT(getrlimit(RLIMIT_NOFILE, &old), 0);
+    /* dup gives the lowest free descriptor: all up to top are in use, and
+     * none above it may be opened. */
+    none = old;
+    none.rlim_cur = (rlim_t)top + 1;
+    CHECK_INT(setrlimit(RLIMIT_NOFILE, &none), 0);
+    t0 = rdv_now();
+    fd = rdv_connect("127.0.0.1", 9, t0 + 0.3, &attempts, err, sizeof(err));
+    CHECK_INT(setrlimit(RLIMIT_NOFILE, &old), 0);
+    close(top);
+    CHECK_INT(fd, RDV_ETIME);
+    CHECK(strstr(err, "cannot resolve 127.0.0.1") != NULL);
+    CHECK(strstr(err, strerror(EMFILE)) != NULL);
+    CHECK(rdv_now() - t0 < 1.0);
+}
+
 /* One reader per connection: a frame that comes a byte at a time is
  * assembled without blocking, two frames back to back come apart, and a
  * close in the middle is the peer's end. */
@@ -384,6 +413,50 @@ test_reader(void)
     close(sv[1]);
 }
 
+/* A peer that resets its connection (TCP RST: a process killed with its
+ * socket lingering 0, a node's firewall) is gone at once: an error other
+ * than "no data yet" ends the reader, not its time budget. */
+static void
+test_reader_reset(void)
+{
+    struct sockaddr_in a;
+    socklen_t al = sizeof(a);
+    struct linger lg = {1, 0};
+    struct rdv_reader rd;
+    struct rdv_msg out;
+    char err[200];
+    int l, c, s, r = RDV_AGAIN;
+
+    l = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(l >= 0);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK_INT(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+    CHECK_INT(listen(l, 1), 0);
+    CHECK_INT(getsockname(l, (struct sockaddr *)&a, &al), 0);
+    c = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK_INT(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+    s = accept(l, NULL, NULL);
+    CHECK(s >= 0);
+    fcntl(s, F_SETFL, O_NONBLOCK);
+    memset(&rd, 0, sizeof(rd));
+    CHECK_INT(rdv_reader_feed(&rd, s, &out, err, sizeof(err)), RDV_AGAIN);
+    CHECK(write(c, "NCGR", 4) == 4);
+    CHECK_INT(setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+    close(c);
+    /* The four bytes, then the reset. */
+    for (int i = 0; i < 200 && r == RDV_AGAIN; i++) {
+        r = rdv_reader_feed(&rd, s, &out, err, sizeof(err));
+        if (r == RDV_AGAIN)
+            usleep(5000);
+    }
+    CHECK_INT(r, RDV_EPEER);
+    CHECK(strstr(err, "connection failed") != NULL);
+    close(s);
+    close(l);
+}
+
 /* The job token's proof: the same inputs give the same proof, and each
  * input changes it; tokens are checked for their form. */
 static void
@@ -427,6 +500,7 @@ int
 main(void)
 {
     test_reader();
+    test_reader_reset();
     test_proof();
     test_roundtrip();
     test_header();
@@ -434,5 +508,6 @@ main(void)
     test_bounded_io();
     test_connect_unresolvable();
     test_connect_refused();
+    test_connect_no_fds();
     return harness_finish();
 }
