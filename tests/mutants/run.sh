@@ -51,13 +51,24 @@ while IFS= read -r line || [ -n "$line" ]; do
     key=${line%%:*}
     val=${line#*:}
     val=${val#"${val%%[! ]*}"} # the spaces after the colon
+    # A key given twice means two entries ran together (a blank line lost,
+    # as a merge of the list can lose it): the first would be dropped.
+    k0=$key
+    [ "$key" = replace ] && key=repl
+    case $key in
+    name | file | find | repl | test)
+        eval "[ -z \"\$e_$key\" ]" || {
+            echo "mutants: $list:$lineno: '$k0' given twice in one entry (a blank line missing between entries?)" >&2
+            exit 2
+        } ;;
+    esac
     case $key in
     name) e_name=$val ;;
     file) e_file=$val ;;
     find) e_find=$val ;;
-    replace) e_repl=$val ;;
+    repl) e_repl=$val ;;
     test) e_test=$val ;;
-    *) echo "mutants: $list:$lineno: unknown key '$key'" >&2; exit 2 ;;
+    *) echo "mutants: $list:$lineno: unknown key '$k0'" >&2; exit 2 ;;
     esac
 done <"$list"
 add_entry
