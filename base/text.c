@@ -1,6 +1,7 @@
 /* Short human text in bounded buffers (see text.h). */
 #include "base/text.h"
 
+#include <ctype.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -142,4 +143,34 @@ text_format(char *buf, size_t n, const char *prefix, const char *fmt, ...)
     len = text_vformat(buf, n, prefix, fmt, ap);
     va_end(ap);
     return len;
+}
+
+size_t
+text_edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    size_t row[TEXT_DISTANCE_MAXLEN + 1];
+
+    if (la >= TEXT_DISTANCE_MAXLEN || lb >= TEXT_DISTANCE_MAXLEN)
+        return TEXT_DISTANCE_FAR;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (tolower((unsigned char)a[i - 1]) !=
+                                  tolower((unsigned char)b[j - 1]));
+
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
 }

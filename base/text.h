@@ -69,4 +69,14 @@ bool text_utf8_valid(const char *s);
  */
 size_t text_utf8_fix(char *s);
 
+/*
+ * Levenshtein distance between a and b, ASCII letters compared without
+ * case: the "did you mean" of policy keys, NCCL variables and policy test
+ * keys. TEXT_DISTANCE_FAR when either is TEXT_DISTANCE_MAXLEN bytes or
+ * longer (no key is). Pure, thread-safe.
+ */
+#define TEXT_DISTANCE_MAXLEN 63
+#define TEXT_DISTANCE_FAR 99
+size_t text_edit_distance(const char *a, const char *b);
+
 #endif

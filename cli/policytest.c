@@ -19,6 +19,7 @@
 #include "admission/mutate.h"
 #include "base/file.h"
 #include "base/jsonptr.h"
+#include "base/text.h"
 #include "cli/workload.h"
 #include "cli/yamljson.h"
 #include "policy/diag.h"
@@ -954,32 +955,11 @@ nearest_key(const char *word, const char *const *keys)
     size_t bestd = strlen(word) / 3 + 2;
 
     for (size_t i = 0; keys[i] != NULL; i++) {
-        size_t la = strlen(word), lb = strlen(keys[i]), row[64], d;
+        size_t la = strlen(word), lb = strlen(keys[i]), d;
 
-        if (la >= 63 || lb >= 63)
+        if (la >= TEXT_DISTANCE_MAXLEN || lb >= TEXT_DISTANCE_MAXLEN)
             continue;
-        for (size_t j = 0; j <= lb; j++)
-            row[j] = j;
-        for (size_t x = 1; x <= la; x++) {
-            size_t diag = row[0];
-
-            row[0] = x;
-            for (size_t j = 1; j <= lb; j++) {
-                size_t up = row[j];
-                size_t c = tolower((unsigned char)word[x - 1]) ==
-                                   tolower((unsigned char)keys[i][j - 1])
-                               ? diag
-                               : diag + 1;
-
-                if (up + 1 < c)
-                    c = up + 1;
-                if (row[j - 1] + 1 < c)
-                    c = row[j - 1] + 1;
-                row[j] = c;
-                diag = up;
-            }
-        }
-        d = row[lb];
+        d = text_edit_distance(word, keys[i]);
         if (la >= 3 && strncasecmp(word, keys[i], la < lb ? la : lb) == 0)
             d = 1;
         if (d < bestd) {

@@ -1,5 +1,6 @@
 /* The NCCL environment catalog (contract/ncclenv.def) and the checks made
- * against it. Depends on libc only: the ring check links it alone. */
+ * against it. Depends on libc and base/text only: the ring check links
+ * the two alone. */
 #include "contract/ncclenv.h"
 
 #include <ctype.h>
@@ -9,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "base/text.h"
 
 #define NCCLENV_CATALOG_VERSION "2.28"
 
@@ -167,36 +170,6 @@ ncclenv_catalog_name(size_t i)
     return i < N_CATALOG ? catalog[i].name : NULL;
 }
 
-static size_t
-distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    size_t row[64];
-
-    if (la >= 63 || lb >= 63)
-        return 99;
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (toupper((unsigned char)a[i - 1]) !=
-                                  toupper((unsigned char)b[j - 1]));
-
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 static const struct ncclenv_entry *
 catalog_find(const char *name)
 {
@@ -213,7 +186,7 @@ catalog_closest(const char *name, size_t *dist)
 
     *dist = 99;
     for (size_t i = 0; i < N_CATALOG; i++) {
-        size_t d = distance(name, catalog[i].name);
+        size_t d = text_edit_distance(name, catalog[i].name);
 
         if (d < *dist) {
             *dist = d;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/text.h"
 #include "contract/ncclenv.h"
 #include "contract/wdspec.h"
 #include "policy/quantity.h"
@@ -46,40 +47,6 @@ pl_warn(struct loader *L, const struct ynode *n, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Levenshtein distance, case-insensitive, for did-you-mean. */
-static size_t
-edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    size_t row[64];
-
-    if (la >= 63 || lb >= 63)
-        return 99;
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t cost = tolower((unsigned char)a[i - 1]) ==
-                                  tolower((unsigned char)b[j - 1])
-                              ? 0
-                              : 1;
-            size_t best = diag + cost;
-
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 const char *
 pl_closest(const char *word, const char *const *names)
 {
@@ -90,7 +57,7 @@ pl_closest(const char *word, const char *const *names)
     if (limit < 2)
         limit = 2;
     for (size_t i = 0; names[i] != NULL; i++) {
-        size_t real = edit_distance(word, names[i]), dd = real;
+        size_t real = text_edit_distance(word, names[i]), dd = real;
         size_t lw = strlen(word), ln = strlen(names[i]);
 
         /* "timeout" for "timeoutSeconds", "maximum" for "max". */

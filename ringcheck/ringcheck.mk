@@ -8,9 +8,9 @@ RC_SRCS := ringcheck/main.c ringcheck/opts.c ringcheck/proto.c \
 	ringcheck/report.c ringcheck/netcheck.c ringcheck/topo.c \
 	ringcheck/rendezvous.c ringcheck/multinode.c ringcheck/nccllog.c
 RC_OBJS = $(RC_SRCS:%.c=$(BUILD)/obj/%.o)
-# The NCCL catalog is libc-only: link its object alone, not the library
-# (which needs jansson, libyaml, ...).
-RC_NCCLENV_OBJ = $(BUILD)/obj/contract/ncclenv.o
+# The NCCL catalog needs libc and base/text only: link their objects alone,
+# not the library (which needs jansson, libyaml, ...).
+RC_NCCLENV_OBJ = $(BUILD)/obj/contract/ncclenv.o $(BUILD)/obj/base/text.o
 
 # CUDA comes from CUDA_HOME; NCCL from NCCL_HOME, CUDA_HOME, or the system
 # (Debian/Ubuntu's libnccl-dev puts it in /usr/include and the multiarch

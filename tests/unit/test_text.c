@@ -166,6 +166,29 @@ test_utf8_prefix(void)
                   cases[i].want);
 }
 
+/* The did-you-mean distance: letters without case, one edit each for an
+ * insertion, a deletion and a substitution, and far for long words. */
+static void
+test_edit_distance(void)
+{
+    char long_word[TEXT_DISTANCE_MAXLEN + 1];
+
+    CHECK_INT(text_edit_distance("shm", "SHM"), 0);
+    CHECK_INT(text_edit_distance("kitten", "sitting"), 3);
+    CHECK_INT(text_edit_distance("perGPU", "perGPUs"), 1);
+    CHECK_INT(text_edit_distance("perGPUs", "perGPU"), 1);
+    CHECK_INT(text_edit_distance("minGpus", "minGPUs"), 0);
+    CHECK_INT(text_edit_distance("", "abc"), 3);
+    CHECK_INT(text_edit_distance("abc", ""), 3);
+    CHECK_INT(text_edit_distance("ab", "ba"), 2);
+    memset(long_word, 'a', TEXT_DISTANCE_MAXLEN - 1);
+    long_word[TEXT_DISTANCE_MAXLEN - 1] = '\0';
+    CHECK_INT(text_edit_distance(long_word, long_word), 0);
+    memset(long_word, 'a', TEXT_DISTANCE_MAXLEN);
+    long_word[TEXT_DISTANCE_MAXLEN] = '\0';
+    CHECK_INT(text_edit_distance(long_word, long_word), TEXT_DISTANCE_FAR);
+}
+
 int
 main(void)
 {
@@ -174,5 +197,6 @@ main(void)
     test_fix();
     test_utf8_cut();
     test_utf8_prefix();
+    test_edit_distance();
     return harness_finish();
 }
