@@ -21,11 +21,15 @@ watchdog: $(BUILD)/ncclguard-watchdog $(WD_TESTBINS)
 
 # The library last: the node loop reads the webhook's policy through it
 # (policy_load, policy_quarantine; policy/policy.mk lists its objects).
+# --as-needed keeps the libraries the agent never calls (libmicrohttpd,
+# GnuTLS, simdjson, libstdc++) out of its NEEDED entries, which
+# tests/deploy/check.sh holds against the image's runtime packages:
+# without it the make asan link kept them all.
 $(BUILD)/ncclguard-watchdog: $(WD_OBJS) $(BUILD)/obj/contract/wdspec.o \
 		$(BUILD)/obj/base/error.o $(BUILD)/obj/base/buf.o \
 		$(BUILD)/libncclguard.a
 	$(CC) $(CFLAGS) $(SAN) -o $@ $(filter %.o,$^) $(filter %.a,$^) \
-		$(WD_LIBS) $(LDLIBS)
+		-Wl,--as-needed $(WD_LIBS) $(LDLIBS)
 
 # The unit tests of the agent's modules link their objects directly.
 $(BUILD)/tests/test_wd_cgroup: $(BUILD)/obj/watchdog/cgroup.o
