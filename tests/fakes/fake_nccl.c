@@ -34,7 +34,11 @@
  *   FAKENCCL_HANG_COLL=D       the first collective never completes on D
  *   FAKENCCL_HANG_FINALIZE=D   ncclCommFinalize never completes on D (the
  *                              others' finalize then waits for it, as
- *                              NCCL's flush of every rank's work does)
+ *                              NCCL's flush of every rank's work does;
+ *                              on a non-blocking communicator it answers
+ *                              ncclInProgress and ncclCommGetAsyncError
+ *                              stays ncclInProgress: NCCL user guide,
+ *                              api/comms.rst, ncclCommFinalize)
  *   FAKENCCL_WRONG=D[,float|all]  AllReduce results on D are off by one
  *                              (int32 ones by default; float ones, as the
  *                              bandwidth phase uses; or all)
