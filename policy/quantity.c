@@ -277,6 +277,7 @@ quantity_parse(const char *s, size_t len, struct quantity *out,
     int64_t scale10;
     struct big b = {{0}, 0};
     size_t sig;
+    uint64_t small = 0;
     const char *digits[2];
     size_t dlen[2];
     unsigned __int128 nano, cap;
@@ -306,6 +307,47 @@ quantity_parse(const char *s, size_t len, struct quantity *out,
     dlen[0] = p.num_len;
     digits[1] = p.den;
     dlen[1] = p.den_len;
+    /* Up to 18 significant digits (every quantity a pod spec writes) fit
+     * D in 64 bits, and D * 2^60 in 128: the value is worked out in
+     * unsigned __int128 with the steps and rounding of the bignum path
+     * below, which takes the longer ones. */
+    sig = 0;
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; i < dlen[k]; i++) {
+            int d = digits[k][i] - '0';
+
+            if (sig == 0 && d == 0)
+                continue;
+            sig++;
+            small = small * 10 + (uint64_t)d;
+            if (sig == 19)
+                goto bignum;
+        }
+    }
+    if (sig > 0 && (int64_t)sig + scale10 <= 40 &&
+        (int64_t)sig + scale10 >= -40) {
+        int64_t s9 = scale10 + 9;
+
+        nano = small;
+        if (base == 2)
+            nano <<= exp; /* exp <= 60 and D < 2^63: below 2^123 */
+        cap = (unsigned __int128)INT64_MAX * 1000000000u;
+        for (; s9 > 0 && !over; s9--) {
+            if (nano > cap)
+                over = 1; /* only grows from here: saturated */
+            else
+                nano *= 10;
+        }
+        for (; s9 < 0; s9++) {
+            if (nano % 10 != 0)
+                inexact = 1;
+            nano /= 10;
+        }
+        if (inexact)
+            nano++;
+        goto have_value;
+    }
+bignum:
     sig = 0;
     for (int k = 0; k < 2; k++) {
         for (size_t i = 0; i < dlen[k]; i++) {
@@ -354,6 +396,7 @@ quantity_parse(const char *s, size_t len, struct quantity *out,
         if (inexact)
             nano++;
     }
+have_value:
     cap = (unsigned __int128)INT64_MAX * 1000000000u;
     if (over || nano > cap) {
         nano = cap;

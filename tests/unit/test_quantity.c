@@ -142,9 +142,18 @@ static const struct ok_case ok_cases[] = {
 /* Kubernetes caps magnitudes at 2^63-1. (Its int64 fast path keeps "12E"
  * exact instead; for sizes and counts both mean "far too big".) */
 static const char *const saturating[] = {
-    "9Ei",  "9223372036854775807Ki",
-    "12E",  "9223372036854775808",
-    "1e19", "99999999999999999999999999999999999999",
+    "9Ei",
+    "9223372036854775807Ki",
+    "12E",
+    "9223372036854775808",
+    "1e19",
+    "99999999999999999999999999999999999999",
+    /* 20 digits, past 64 bits: the bignum's, not the 128-bit fast path's */
+    "18446744073709551617",
+    /* 18 digits times 10^27 nano: past 128 bits, saturated on the way */
+    "999999999999999999E",
+    /* 2^59 Ei is 2^128 * 5^9 nano: it would wrap to 0 in 128 bits */
+    "576460752303423488Ei",
 };
 
 static const char *const bad_cases[] = {
