@@ -30,10 +30,8 @@ text_utf8_cut(char *s, size_t max)
     return n;
 }
 
-/* The length of the well-formed UTF-8 sequence at p, or 0 if there is
- * none. */
-static size_t
-utf8_seq_len(const unsigned char *p)
+size_t
+text_utf8_seq_len(const unsigned char *p)
 {
     size_t n;
     uint32_t cp;
@@ -65,7 +63,7 @@ text_utf8_valid(const char *s)
     const unsigned char *p = (const unsigned char *)s;
 
     while (*p != '\0') {
-        size_t n = utf8_seq_len(p);
+        size_t n = text_utf8_seq_len(p);
 
         if (n == 0)
             return false;
@@ -81,7 +79,7 @@ text_utf8_fix(char *s)
     size_t fixed = 0;
 
     while (*p != '\0') {
-        size_t n = utf8_seq_len(p);
+        size_t n = text_utf8_seq_len(p);
 
         if (n == 0) {
             *p++ = '?';

@@ -58,6 +58,11 @@ size_t text_utf8_prefix(const char *s, size_t len, size_t max);
  */
 size_t text_utf8_cut(char *s, size_t max);
 
+/* The length of the well-formed UTF-8 sequence (RFC 3629: no overlong
+ * form, no surrogate, nothing past U+10FFFF) that starts at p, 1 to 4, or
+ * 0 when none does; a NUL ends a sequence. Thread-safe. */
+size_t text_utf8_seq_len(const unsigned char *p);
+
 /* Whether the NUL-terminated s is well-formed UTF-8 (RFC 3629, as
  * text_utf8_fix() reads it). Thread-safe. */
 bool text_utf8_valid(const char *s);

@@ -2,6 +2,8 @@
  * summary, the termination message and the fallback NCCL config file. */
 #include "ringcheck/report.h"
 
+#include "base/text.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -211,17 +213,26 @@ out_add(struct out *o, const char *fmt, ...)
     o->len += (size_t)n;
 }
 
+/* A JSON string of s. JSON text is UTF-8 (RFC 8259, section 8.1), and the
+ * strings here carry bytes from outside (an interface name, NCCL's log, a
+ * node name): a byte that starts no well-formed UTF-8 sequence is written
+ * as U+FFFD, so that the report always parses. */
 static void
 out_json_str(struct out *o, const char *s)
 {
     out_add(o, "\"");
-    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0';) {
+        size_t n = text_utf8_seq_len(p);
+
         if (*p == '"' || *p == '\\')
             out_add(o, "\\%c", *p);
         else if (*p < 0x20)
             out_add(o, "\\u%04x", *p);
+        else if (n == 0)
+            out_add(o, "\\ufffd");
         else
-            out_add(o, "%c", *p);
+            out_add(o, "%.*s", (int)n, (const char *)p);
+        p += n > 0 ? n : 1;
     }
     out_add(o, "\"");
 }

@@ -169,7 +169,8 @@ check-gpu-smoke-lint:
 # Unit tests of the ring check's libc-only modules (no CUDA needed): the
 # worker protocol and the network preflight.
 RC_UNIT_BINS = $(BUILD)/tests/test_rcproto $(BUILD)/tests/test_rcnetcheck \
-	$(BUILD)/tests/test_rcpattern $(BUILD)/tests/test_rcnccllog
+	$(BUILD)/tests/test_rcpattern $(BUILD)/tests/test_rcnccllog \
+	$(BUILD)/tests/test_rcreport
 
 $(BUILD)/tests/test_rcproto: $(BUILD)/obj/tests/unit/test_rcproto.o \
 		$(BUILD)/obj/ringcheck/proto.o
@@ -185,6 +186,14 @@ $(BUILD)/tests/test_rcnccllog: $(BUILD)/obj/tests/unit/test_rcnccllog.o \
 		$(BUILD)/obj/ringcheck/nccllog.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^
+
+# The report links what it writes with: the NCCL log's summary and
+# base/text; jansson only reads the JSON back.
+$(BUILD)/tests/test_rcreport: $(BUILD)/obj/tests/unit/test_rcreport.o \
+		$(BUILD)/obj/ringcheck/report.o $(BUILD)/obj/ringcheck/nccllog.o \
+		$(BUILD)/obj/base/text.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ -ljansson
 
 $(BUILD)/tests/test_rcpattern: $(BUILD)/obj/tests/unit/test_rcpattern.o
 	@mkdir -p $(dir $@)
