@@ -459,31 +459,45 @@ quantity_int(json_t *q)
     return 0;
 }
 
-static int
-node_get(struct nl *nl, struct nodeview *v)
+/* GETs path and returns its JSON body (the caller's), or NULL after
+ * counting and logging an API error: a status other than 200, or an
+ * answer that is not JSON. */
+static json_t *
+nl_get_json(struct nl *nl, const char *path)
 {
-    char path[512], why[300];
+    char why[300];
     struct buf b = {0};
-    json_t *taints, *t, *conds, *c;
-    size_t i;
-    long code;
-
-    memset(v, 0, sizeof(*v));
-    snprintf(path, sizeof(path), "/api/v1/nodes/%s", nl->o->node);
-    code =
+    json_t *doc = NULL;
+    long code =
         kube_request(&nl->o->kc, "GET", path, NULL, NULL, &b, why, sizeof(why));
-    if (code != 200) {
+
+    if (code == 200) {
+        doc = json_loadb(b.p != NULL ? b.p : "", b.len, 0, NULL);
+        if (doc == NULL)
+            snprintf(why, sizeof(why), "the answer is not JSON");
+    }
+    if (doc == NULL) {
         nl->api_errors++;
         logj("api-error", json_pack("{s:s,s:I,s:s}", "path", path, "status",
                                     (json_int_t)code, "why",
-                                    code < 0 ? why
-                                    : b.p    ? b.p
-                                             : ""));
-        buf_release(&b);
-        return -1;
+                                    code < 0 || code == 200 ? why
+                                    : b.p != NULL           ? b.p
+                                                            : ""));
     }
-    v->obj = json_loadb(b.p, b.len, 0, NULL);
     buf_release(&b);
+    return doc;
+}
+
+static int
+node_get(struct nl *nl, struct nodeview *v)
+{
+    char path[512];
+    json_t *taints, *t, *conds, *c;
+    size_t i;
+
+    memset(v, 0, sizeof(*v));
+    snprintf(path, sizeof(path), "/api/v1/nodes/%s", nl->o->node);
+    v->obj = nl_get_json(nl, path);
     if (!json_is_object(v->obj)) {
         nodeview_release(v);
         return -1;
@@ -744,11 +758,9 @@ node_event(struct nl *nl, const struct nq_actions *a)
 static void
 cluster_count(struct nl *nl, struct nq_cluster *c)
 {
-    char path[700], why[300], *esc;
-    struct buf b = {0};
+    char path[700], *esc;
     json_t *list, *items, *n;
     size_t i;
-    long code;
 
     c->gpu_nodes = 0;
     c->tainted = 0;
@@ -756,16 +768,9 @@ cluster_count(struct nl *nl, struct nq_cluster *c)
     snprintf(path, sizeof(path), "/api/v1/nodes?labelSelector=%s",
              esc != NULL ? esc : "");
     curl_free(esc);
-    code =
-        kube_request(&nl->o->kc, "GET", path, NULL, NULL, &b, why, sizeof(why));
-    if (code != 200) {
-        /* Unknown size: the breaker holds (gpu_nodes 0 taints nothing). */
-        nl->api_errors++;
-        buf_release(&b);
+    /* Unknown size: the breaker holds (gpu_nodes 0 taints nothing). */
+    if ((list = nl_get_json(nl, path)) == NULL)
         return;
-    }
-    list = json_loadb(b.p, b.len, 0, NULL);
-    buf_release(&b);
     items = json_object_get(list, "items");
     json_array_foreach(items, i, n)
     {
@@ -914,10 +919,8 @@ static const char *const verdict_reasons[] = {
 static int
 pod_node(struct nl *nl, const char *ns, const char *host, char *node, size_t nn)
 {
-    char path[700], why[300], sel[120], *esc;
-    struct buf b = {0};
+    char path[700], sel[120], *esc;
     json_t *list, *name;
-    long code;
     int rc = -1;
 
     snprintf(sel, sizeof(sel), "metadata.name=%.63s", host);
@@ -925,15 +928,8 @@ pod_node(struct nl *nl, const char *ns, const char *host, char *node, size_t nn)
     snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods?fieldSelector=%s",
              ns, esc != NULL ? esc : "");
     curl_free(esc);
-    code =
-        kube_request(&nl->o->kc, "GET", path, NULL, NULL, &b, why, sizeof(why));
-    if (code != 200) {
-        nl->api_errors++;
-        buf_release(&b);
+    if ((list = nl_get_json(nl, path)) == NULL)
         return -1;
-    }
-    list = json_loadb(b.p, b.len, 0, NULL);
-    buf_release(&b);
     name = json_object_get(
         json_object_get(json_array_get(json_object_get(list, "items"), 0),
                         "spec"),
@@ -1043,11 +1039,9 @@ evidence_decode(const char *text, struct nq_evidence *ev, char *gpus, size_t gn)
 static void
 node_events_poll(struct nl *nl)
 {
-    char path[900], why[300], sel[400], *esc;
-    struct buf b = {0};
+    char path[900], sel[400], *esc;
     json_t *list, *item;
     size_t i;
-    long code;
 
     nl->last_poll_ms = now_ms();
     snprintf(sel, sizeof(sel),
@@ -1058,15 +1052,8 @@ node_events_poll(struct nl *nl)
              "/events?fieldSelector=%s&limit=500",
              esc != NULL ? esc : "");
     curl_free(esc);
-    code =
-        kube_request(&nl->o->kc, "GET", path, NULL, NULL, &b, why, sizeof(why));
-    if (code != 200) {
-        nl->api_errors++;
-        buf_release(&b);
+    if ((list = nl_get_json(nl, path)) == NULL)
         return;
-    }
-    list = json_loadb(b.p, b.len, 0, NULL);
-    buf_release(&b);
     json_array_foreach(json_object_get(list, "items"), i, item)
     {
         const char *reason = json_string_value(json_object_get(item, "reason"));
@@ -1479,14 +1466,12 @@ selector_path(struct nl *nl, char *buf, size_t n, const char *extra)
 static int
 list_pods(struct nl *nl)
 {
-    char path[1200], extra[700], why[300], cont[512] = "";
+    char path[1200], extra[700], cont[512] = "";
 
     for (;;) {
-        struct buf b = {0};
         json_t *list, *items, *pod, *meta;
         const char *rv, *next;
         size_t i;
-        long code;
 
         if (cont[0] != '\0') {
             char *esc = curl_easy_escape(NULL, cont, 0);
@@ -1496,18 +1481,8 @@ list_pods(struct nl *nl)
         } else
             snprintf(extra, sizeof(extra), "&limit=500");
         selector_path(nl, path, sizeof(path), extra);
-        code = kube_request(&nl->o->kc, "GET", path, NULL, NULL, &b, why,
-                            sizeof(why));
-        if (code != 200) {
-            nl->api_errors++;
-            logj("api-error",
-                 json_pack("{s:s,s:I,s:s}", "path", path, "status",
-                           (json_int_t)code, "why", code < 0 ? why : ""));
-            buf_release(&b);
+        if ((list = nl_get_json(nl, path)) == NULL)
             return -1;
-        }
-        list = json_loadb(b.p, b.len, 0, NULL);
-        buf_release(&b);
         items = json_object_get(list, "items");
         json_array_foreach(items, i, pod) pod_seen(nl, pod, 0);
         meta = json_object_get(list, "metadata");

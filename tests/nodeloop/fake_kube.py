@@ -38,7 +38,8 @@ Control endpoints for the test script, under /fake/: POST /fake/pod (create
 or replace a pod: ADDED or MODIFIED), POST /fake/node (store a Node),
 POST /fake/drop (cut every open watch mid-stream, without the final chunk,
 hold new watches for `hold` seconds, then cut the next one after half a
-chunk), POST /fake/compact (every older
+chunk), POST /fake/garble {path, count} (the next count GETs of path answer
+200 with an HTML page, as a proxy might), POST /fake/compact (every older
 resourceVersion is gone: 410), GET /fake/state (nodes, pods, events,
 patches, request counts).
 
@@ -68,6 +69,7 @@ STATE = {
     "watches": 0,
     "drop_gen": 0,
     "hold_until": 0.0,
+    "garble": {},  # path -> GETs left that answer 200 with a non-JSON body
 }
 PAGE = int(os.environ.get("FAKE_PAGE", "500"))
 PATCH_LOG = sys.argv[2]
@@ -256,6 +258,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
         u = urllib.parse.urlsplit(self.path)
         q = dict(urllib.parse.parse_qsl(u.query))
         parts = u.path.strip("/").split("/")
+        with LOCK:
+            left = STATE["garble"].get(u.path, 0)
+            if left > 0:
+                STATE["garble"][u.path] = left - 1
+        if left > 0:
+            # What a proxy in front of the apiserver may answer.
+            out = b"<html><body>502 Bad Gateway</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+            return
         if u.path == "/fake/state":
             with LOCK:
                 s = {k: STATE[k] for k in ("nodes", "patches", "lists",
@@ -449,6 +464,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 STATE["drop_pending"] = True
                 STATE["hold_until"] = time.time() + float(obj.get("hold", 0))
                 LOCK.notify_all()
+                self.send_json(200, {})
+            elif u.path == "/fake/garble":
+                STATE["garble"][obj["path"]] = int(obj.get("count", 1))
                 self.send_json(200, {})
             elif u.path == "/fake/compact":
                 STATE["compacted"] = STATE["rv"] + 1

@@ -658,6 +658,27 @@ if [ "$SKIPPING" = 0 ]; then
     [ $? = 1 ] && grep -q 'bad-policy.yaml:2:1' "$TMP/bad.out" && ok || bad "a broken policy at start: $(cat "$TMP/bad.out")"
 fi
 
+new_case garbled "a 200 answer that is not JSON is an API error, logged and counted, and the loop goes on"
+cluster 10 0
+api POST /fake/garble '{"path": "/api/v1/nodes/gpu-1", "count": 2}' >/dev/null
+api POST /fake/garble '{"path": "/api/v1/nodes", "count": 1}' >/dev/null
+agent --mode quarantine --threshold 2
+expect "$COND.status == \"True\" and $COND.reason == \"NCCLChecksPass\""
+pod a p2p_fail
+pod b wrong
+expect "($TAINT | length) == 1"
+if [ "$SKIPPING" = 0 ]; then
+    for _ in $(seq 50); do
+        grep -qE 'ncclguard_node_api_errors_total\{node="gpu-1"\} [3-9]' "$TMP/metrics" 2>/dev/null && break
+        sleep 0.2
+    done
+fi
+expect_metric 'ncclguard_node_api_errors_total\{node="gpu-1"\} 3$'
+if [ "$SKIPPING" = 0 ]; then
+    n=$(grep '"event":"api-error"' "$TMP/agent.log" | grep -c 'the answer is not JSON')
+    [ "$n" = 3 ] && ok || bad "$n api-error lines say the answer is not JSON, not 3: $(grep api-error "$TMP/agent.log" | head -5)"
+fi
+
 # ---- 3. every patch the agent sent, replayed on its Node ---------------
 CASE="every patch applies to a real Node manifest with kubectl patch --local"
 stop_agent
