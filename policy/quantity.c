@@ -75,6 +75,17 @@ big_add_small(struct big *b, uint32_t a)
     return 0;
 }
 
+/* b = v. */
+static void
+big_set_u64(struct big *b, uint64_t v)
+{
+    b->n = 0;
+    while (v != 0) {
+        b->limb[b->n++] = (uint32_t)(v % BIG_BASE);
+        v /= BIG_BASE;
+    }
+}
+
 /* The value if it fits in 128 bits below limit, else -1 via *over. */
 static unsigned __int128
 big_to_u128(const struct big *b, int *over)
@@ -307,10 +318,8 @@ quantity_parse(const char *s, size_t len, struct quantity *out,
     dlen[0] = p.num_len;
     digits[1] = p.den;
     dlen[1] = p.den_len;
-    /* Up to 18 significant digits (every quantity a pod spec writes) fit
-     * D in 64 bits, and D * 2^60 in 128: the value is worked out in
-     * unsigned __int128 with the steps and rounding of the bignum path
-     * below, which takes the longer ones. */
+    /* D's first 18 significant digits go into small (every quantity a pod
+     * spec writes has no more); a longer D continues in the bignum. */
     sig = 0;
     for (int k = 0; k < 2; k++) {
         for (size_t i = 0; i < dlen[k]; i++) {
@@ -318,19 +327,27 @@ quantity_parse(const char *s, size_t len, struct quantity *out,
 
             if (sig == 0 && d == 0)
                 continue;
-            sig++;
-            small = small * 10 + (uint64_t)d;
+            if (++sig <= 18) {
+                small = small * 10 + (uint64_t)d;
+                continue;
+            }
             if (sig == 19)
-                goto bignum;
+                big_set_u64(&b, small);
+            if (big_mul_small(&b, 10) != 0 ||
+                big_add_small(&b, (uint32_t)d) != 0)
+                return quantity_fail(s, len, err, "too many digits"), -1;
         }
     }
-    if (sig > 0 && (int64_t)sig + scale10 <= 40 &&
+    /* A short D, with an exponent in the range the bignum works out below:
+     * D < 10^18 and D * 2^60 < 2^123, so the value is worked out in
+     * unsigned __int128 with the same steps and rounding. */
+    if (sig > 0 && sig <= 18 && (int64_t)sig + scale10 <= 40 &&
         (int64_t)sig + scale10 >= -40) {
         int64_t s9 = scale10 + 9;
 
         nano = small;
         if (base == 2)
-            nano <<= exp; /* exp <= 60 and D < 2^63: below 2^123 */
+            nano <<= exp;
         cap = (unsigned __int128)INT64_MAX * 1000000000u;
         for (; s9 > 0 && !over; s9--) {
             if (nano > cap)
@@ -347,20 +364,8 @@ quantity_parse(const char *s, size_t len, struct quantity *out,
             nano++;
         goto have_value;
     }
-bignum:
-    sig = 0;
-    for (int k = 0; k < 2; k++) {
-        for (size_t i = 0; i < dlen[k]; i++) {
-            int d = digits[k][i] - '0';
-
-            if (sig == 0 && d == 0)
-                continue;
-            sig++;
-            if (big_mul_small(&b, 10) != 0 ||
-                big_add_small(&b, (uint32_t)d) != 0)
-                return quantity_fail(s, len, err, "too many digits"), -1;
-        }
-    }
+    if (sig <= 18)
+        big_set_u64(&b, small);
     if (sig == 0) {
         /* Zero, whatever the suffix ("0Gi", "-0", ".", "+"). */
         q.negative = false;
