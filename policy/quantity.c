@@ -341,6 +341,7 @@ quantity_parse(const char *s, size_t len, struct quantity *out,
     /* A short D, with an exponent in the range the bignum works out below:
      * D < 10^18 and D * 2^60 < 2^123, so the value is worked out in
      * unsigned __int128 with the same steps and rounding. */
+    cap = (unsigned __int128)INT64_MAX * 1000000000u;
     if (sig > 0 && sig <= 18 && (int64_t)sig + scale10 <= 40 &&
         (int64_t)sig + scale10 >= -40) {
         int64_t s9 = scale10 + 9;
@@ -348,7 +349,6 @@ quantity_parse(const char *s, size_t len, struct quantity *out,
         nano = small;
         if (base == 2)
             nano <<= exp;
-        cap = (unsigned __int128)INT64_MAX * 1000000000u;
         for (; s9 > 0 && !over; s9--) {
             if (nano > cap)
                 over = 1; /* only grows from here: saturated */
@@ -402,7 +402,6 @@ quantity_parse(const char *s, size_t len, struct quantity *out,
             nano++;
     }
 have_value:
-    cap = (unsigned __int128)INT64_MAX * 1000000000u;
     if (over || nano > cap) {
         nano = cap;
         q.saturated = true;
