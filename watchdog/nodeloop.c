@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "base/text.h"
 #include "contract/nodeevent.h"
 #include "contract/wdspec.h"
 #include "policy/policy.h"
@@ -471,18 +472,21 @@ nl_get_json(struct nl *nl, const char *path)
     long code =
         kube_request(&nl->o->kc, "GET", path, NULL, NULL, &b, why, sizeof(why));
 
-    if (code == 200) {
+    if (code == 200)
         doc = json_loadb(b.p != NULL ? b.p : "", b.len, 0, NULL);
-        if (doc == NULL)
-            snprintf(why, sizeof(why), "the answer is not JSON");
-    }
     if (doc == NULL) {
+        /* What came back, cut and made valid UTF-8 (json_pack refuses
+         * anything else, and an error page can be long). */
+        if (code == 200)
+            text_format(why, sizeof(why), NULL,
+                        "the answer is not JSON; check what answers in the "
+                        "API server's place (a proxy?): %s",
+                        b.p != NULL ? b.p : "");
+        else if (code >= 0)
+            text_format(why, sizeof(why), NULL, "%s", b.p != NULL ? b.p : "");
         nl->api_errors++;
         logj("api-error", json_pack("{s:s,s:I,s:s}", "path", path, "status",
-                                    (json_int_t)code, "why",
-                                    code < 0 || code == 200 ? why
-                                    : b.p != NULL           ? b.p
-                                                            : ""));
+                                    (json_int_t)code, "why", why));
     }
     buf_release(&b);
     return doc;
