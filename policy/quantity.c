@@ -291,7 +291,7 @@ quantity_parse(const char *s, size_t len, struct quantity *out,
     uint64_t small = 0;
     const char *digits[2];
     size_t dlen[2];
-    unsigned __int128 nano, cap;
+    unsigned __int128 nano = 0, cap;
     struct quantity q;
     int over = 0, inexact = 0;
 
