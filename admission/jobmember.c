@@ -25,22 +25,6 @@ meta_map(const json_t *pod, const char *key)
     return json_object_get(json_object_get(pod, "metadata"), key);
 }
 
-static bool
-env_has(const json_t *ctr, const char *name)
-{
-    size_t i;
-    json_t *e;
-
-    json_array_foreach(json_object_get(ctr, "env"), i, e)
-    {
-        const char *n = str_get(e, "name");
-
-        if (n != NULL && strcmp(n, name) == 0)
-            return true;
-    }
-    return false;
-}
-
 static const struct mn_vars *
 vars_of(enum mn_kind k)
 {
@@ -365,10 +349,11 @@ detect_workload(const json_t *w, const struct settings *s,
 }
 
 void
-jobmember_detect(const json_t *pod, const json_t *gpu_ctr,
+jobmember_detect(const json_t *pod, const struct jobmember_env_seen *seen,
                  const json_t *workload, const struct settings *s,
                  struct jobmember *out)
 {
+    const struct jobmember_env_seen none = {0}, *env = seen ? seen : &none;
     const json_t *labels = meta_map(pod, "labels");
     const char *kf_op = str_get(labels, JM_KF_OPERATOR);
     const char *gang;
@@ -376,10 +361,10 @@ jobmember_detect(const json_t *pod, const json_t *gpu_ctr,
     memset(out, 0, sizeof(*out));
     if (str_get(labels, JM_LWS_NAME) != NULL) {
         found(out, MN_LWS, "label %s", JM_LWS_NAME);
-    } else if (env_has(gpu_ctr, "PET_MASTER_ADDR")) {
+    } else if (env->pet_master_addr) {
         found(out, MN_TORCHRUN, "variable %s", "PET_MASTER_ADDR");
     } else if (kf_op != NULL && strcmp(kf_op, "pytorchjob-controller") == 0) {
-        if (env_has(gpu_ctr, "MASTER_ADDR"))
+        if (env->master_addr)
             pytorchjob_alone(out);
         else
             found(out, MN_NONE,
@@ -388,12 +373,10 @@ jobmember_detect(const json_t *pod, const json_t *gpu_ctr,
                   "PyTorchJob");
     } else if (kf_op != NULL) {
         found(out, MN_NONE, "%.60s pods stay single-pod", kf_op);
-    } else if (str_get(labels, JM_JOBSET_NAME) != NULL &&
-               env_has(gpu_ctr, "PET_NNODES")) {
+    } else if (str_get(labels, JM_JOBSET_NAME) != NULL && env->pet_nnodes) {
         found(out, MN_JOBSET, "label %s and PET_NNODES", JM_JOBSET_NAME);
         out->nodes_from_pet = true;
-    } else if (str_get(labels, JM_JOBSET_NAME) != NULL &&
-               env_has(gpu_ctr, "MASTER_ADDR")) {
+    } else if (str_get(labels, JM_JOBSET_NAME) != NULL && env->master_addr) {
         found(out, MN_JOBSET, "label %s and MASTER_ADDR", JM_JOBSET_NAME);
         out->leader_from_master = true;
     } else if (str_get(labels, JM_JOBSET_NAME) != NULL) {
@@ -407,8 +390,7 @@ jobmember_detect(const json_t *pod, const json_t *gpu_ctr,
         found(out, MN_NONE, "%s pods stay single-pod", "RayCluster");
     } else if (workload != NULL) {
         detect_workload(workload, s, out);
-        if (out->kind == MN_JOBSET && env_has(gpu_ctr, "MASTER_ADDR") &&
-            !env_has(gpu_ctr, "PET_NNODES"))
+        if (out->kind == MN_JOBSET && env->master_addr && !env->pet_nnodes)
             out->leader_from_master = true;
     } else {
         found(out, MN_NONE, "%s", "no job operator's labels or variables");

@@ -77,17 +77,26 @@ struct jobmember {
 int jobmember_token(const unsigned char *key, size_t keylen, const char *job,
                     char *out) __attribute__((warn_unused_result));
 
+/* The job operators' variables that jobmember_detect() looks for in the
+ * env of the container whose env the check copies. */
+struct jobmember_env_seen {
+    bool pet_master_addr; /* PET_MASTER_ADDR: torchrun's elastic rendezvous */
+    bool master_addr;     /* MASTER_ADDR */
+    bool pet_nnodes;      /* PET_NNODES */
+};
+
 /*
  * Decides whether pod (a Pod, or a pod template as the dry run sees it)
- * is one node of a job whose pods the ring check can join. gpu_ctr is the
- * container whose env the check copies (may be NULL). workload is the
+ * is one node of a job whose pods the ring check can join. seen says
+ * which variables the container whose env the check copies sets (NULL:
+ * none, or no such container). workload is the
  * object holding the template in a dry run (a LeaderWorkerSet, a JobSet,
  * ...), NULL on the server: it stands in for the labels and variables the
  * operator adds when it creates the pods; s names the GPU resources. All
  * borrowed. Never fails;
  * thread-safe.
  */
-void jobmember_detect(const json_t *pod, const json_t *gpu_ctr,
+void jobmember_detect(const json_t *pod, const struct jobmember_env_seen *seen,
                       const json_t *workload, const struct settings *s,
                       struct jobmember *out);
 

@@ -255,24 +255,61 @@ mount_at(const struct ctr *c, const char *path)
     return NULL;
 }
 
-bool
-env_has(const struct ctr *c, const char *name)
+const struct env_names *
+env_names_of(struct ctr *c)
 {
-    const json_t *lists[2] = {arr_get(c->c, "env"), c->env_add};
+    struct env_names *v = &c->env;
+    const json_t *list = arr_get(c->c, "env");
+    size_t n = json_array_size(list);
 
-    for (int l = 0; l < 2; l++) {
-        size_t i;
-        json_t *e;
+    if (v->built)
+        return v;
+    if (v->failed)
+        return NULL;
+    v->name = calloc(n ? n : 1, sizeof(*v->name));
+    if (v->name == NULL || nameset_reserve(&v->set, n) != 0)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        v->name[i] = str_get(json_array_get(list, i), "name");
+        if (v->name[i] != NULL && nameset_add(&v->set, v->name[i]) != 0)
+            goto fail;
+    }
+    v->n = n;
+    v->built = true;
+    return v;
+fail:
+    free(v->name);
+    v->name = NULL;
+    nameset_release(&v->set);
+    v->failed = true;
+    return NULL;
+}
 
-        json_array_foreach(lists[l], i, e)
-        {
-            const char *n = str_get(e, "name");
+static bool
+list_has(const json_t *list, const char *name)
+{
+    size_t i;
+    json_t *e;
 
-            if (n != NULL && strcmp(n, name) == 0)
-                return true;
-        }
+    json_array_foreach(list, i, e)
+    {
+        const char *n = str_get(e, "name");
+
+        if (n != NULL && strcmp(n, name) == 0)
+            return true;
     }
     return false;
+}
+
+bool
+env_has(struct ctr *c, const char *name)
+{
+    const struct env_names *v = env_names_of(c);
+
+    if (v != NULL ? nameset_has(&v->set, name)
+                  : list_has(arr_get(c->c, "env"), name))
+        return true;
+    return list_has(c->env_add, name);
 }
 
 int
@@ -418,6 +455,8 @@ ctrs_release(struct plan *p)
         json_decref(p->ctr[i].env_add);
         json_decref(p->ctr[i].mount_add);
         json_decref(p->ctr[i].cap_add);
+        free(p->ctr[i].env.name);
+        nameset_release(&p->ctr[i].env.set);
     }
     free(p->ctr);
     nameset_release(&p->vol_names);
@@ -426,4 +465,5 @@ ctrs_release(struct plan *p)
     json_decref(p->rc_container);
     json_decref(p->mn_env);
     json_decref(p->dra_claims);
+    free(p->rc_env_facts);
 }

@@ -52,6 +52,19 @@ struct nameset {
     size_t cap, n;
 };
 
+/*
+ * A container's own env by name only, read once when first asked: a
+ * long env (a platform may inject hundreds of variables) is looked at
+ * for a few names per review, and only the ring check's model container
+ * has its entries copied. Borrowed from the pod.
+ */
+struct env_names {
+    const char **name; /* n of them, in list order; NULL: no string name */
+    size_t n;
+    struct nameset set; /* the names that are there, for env_has() */
+    bool built, failed; /* failed: out of memory, read the pod instead */
+};
+
 /* One container of the pod and what the plan adds to it. */
 struct ctr {
     json_t *c;     /* borrowed from the pod */
@@ -62,11 +75,12 @@ struct ctr {
     int64_t gpus; /* over the counted resources */
     int64_t per_res[MUTATE_MAX_RESOURCES];
     /* What the plan adds to this container; plan_emit() writes it. */
-    bool profile_add;    /* the profile's configMapRef, first in envFrom */
-    char mem_new[2][32]; /* new memory limit, request; "" = unchanged */
-    json_t *env_add;     /* env entries to append, owned */
-    json_t *mount_add;   /* volumeMounts to append, owned */
-    json_t *cap_add;     /* capabilities to add, owned */
+    bool profile_add;     /* the profile's configMapRef, first in envFrom */
+    char mem_new[2][32];  /* new memory limit, request; "" = unchanged */
+    json_t *env_add;      /* env entries to append, owned */
+    json_t *mount_add;    /* volumeMounts to append, owned */
+    json_t *cap_add;      /* capabilities to add, owned */
+    struct env_names env; /* its own env's names, see env_names_of() */
 };
 
 /*
@@ -111,6 +125,11 @@ struct plan {
     struct nameset vol_names, ctr_names;
     bool vol_names_built, ctr_names_built;
     char rc_name[64]; /* the injected ring check's container name */
+    /* Per entry of the ring check's model container's own env: how its
+     * value is given and whether its name is one the check copies
+     * (plan_ringcheck.c), read on the first ringcheck_env() of the plan;
+     * owned, NULL until then. */
+    unsigned char *rc_env_facts;
 };
 
 /* ---- the plan's containers --------------------------------------------- */
@@ -181,8 +200,12 @@ json_t *add_list(json_t **list);
  * there is none. Borrowed from the pod or the plan. */
 const char *mount_at(const struct ctr *c, const char *path);
 
+/* The names of c's own env (the pod's, not the planned additions), read
+ * on the first call; NULL when out of memory (then read the pod). */
+const struct env_names *env_names_of(struct ctr *c);
+
 /* Whether c's env, in the pod or planned, has a variable called name. */
-bool env_has(const struct ctr *c, const char *name);
+bool env_has(struct ctr *c, const char *name);
 
 /* Plans {name, value} in c's env unless the variable is there already
  * (the pod's own value wins). Returns 0, or -1 when out of memory. */

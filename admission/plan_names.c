@@ -53,11 +53,9 @@ nameset_grow(struct nameset *set, size_t cap)
     return 0;
 }
 
-/* Makes room for about n names at once, so that filling the set from a
- * list of known length rehashes nothing; at most 65,536 names are reserved
- * (a long list of non-objects names nothing). Returns 0, or -1 when out of
- * memory. */
-static int
+/* At most 65,536 names are reserved (a long list of non-objects names
+ * nothing). */
+int
 nameset_reserve(struct nameset *set, size_t n)
 {
     size_t cap = 16;

@@ -13,6 +13,12 @@ bool nameset_has(const struct nameset *set, const char *name);
 int nameset_add(struct nameset *set, const char *name)
     __attribute__((warn_unused_result));
 
+/* Makes room for about n more names at once, so that filling the set from
+ * a list of known length rehashes nothing. Returns 0, or -1 when out of
+ * memory. */
+int nameset_reserve(struct nameset *set, size_t n)
+    __attribute__((warn_unused_result));
+
 /* Frees the set's slots and zeroes it; safe on a zeroed set. */
 void nameset_release(struct nameset *set);
 

@@ -3,6 +3,7 @@
 #include "admission/plan_ringcheck.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,7 +29,7 @@ ringcheck_present(const struct plan *p)
 
 /* The container whose env and envFrom the check runs under: the first
  * GPU app container, else the first GPU init container. */
-static const struct ctr *
+static struct ctr *
 ringcheck_model(const struct plan *p)
 {
     for (size_t k = 0; k < p->n_ctr; k++)
@@ -58,7 +59,8 @@ rc_note(struct plan *p, const char *fmt, ...)
 static int
 ringcheck_membership(struct plan *p)
 {
-    const struct ctr *g = ringcheck_model(p);
+    struct ctr *g = ringcheck_model(p);
+    struct jobmember_env_seen seen = {0};
     char why[200] = "";
     int rc;
 
@@ -67,8 +69,13 @@ ringcheck_membership(struct plan *p)
         snprintf(p->mn.why, sizeof(p->mn.why), "ringCheck.multiNode is off");
         return 0;
     }
-    jobmember_detect(p->pod, g != NULL ? g->c : NULL,
-                     p->opt != NULL ? p->opt->workload : NULL, p->s, &p->mn);
+    if (g != NULL) {
+        seen.pet_master_addr = env_has(g, "PET_MASTER_ADDR");
+        seen.master_addr = env_has(g, "MASTER_ADDR");
+        seen.pet_nnodes = env_has(g, "PET_NNODES");
+    }
+    jobmember_detect(p->pod, &seen, p->opt != NULL ? p->opt->workload : NULL,
+                     p->s, &p->mn);
     if (p->mn.kind == MN_NONE)
         return 0;
     p->mn_env = json_array();
@@ -164,7 +171,7 @@ ringcheck_resource(const char *name)
     return strncmp(name, "nvidia.com/", strlen("nvidia.com/")) == 0;
 }
 
-static int ringcheck_env(const struct plan *p, json_t *rc);
+static int ringcheck_env(struct plan *p, json_t *rc);
 
 /* What the check's container adds besides its env and envFrom (name,
  * image, about a dozen arguments, resources, mounts, security context),
@@ -425,13 +432,52 @@ rcenv_name_is(const char *name, const char *v)
  * else of the workload's env goes into the check (tokens, credentials,
  * application settings).
  */
+/* The exact names rcenv_name_wanted() accepts: the j-th of
+ * RCENV_EXACT_N, or NULL for an unused slot of the table. The job
+ * operators' variables of the shared table, then the two that
+ * training-operator v1 sets next to WORLD_SIZE (docs/mutate.md,
+ * multi-node), which the binary prefers. */
+#define RCENV_EXACT_N (4 * MN_VARS_COUNT + 2)
+
+static const char *
+rcenv_exact_at(size_t j)
+{
+    static const char *const extra[2] = {"PET_NNODES", "PET_NODE_RANK"};
+
+    if (j >= 4 * MN_VARS_COUNT)
+        return extra[j - 4 * MN_VARS_COUNT];
+    const struct mn_vars *v = &MN_VARS[j / 4];
+    const char *const f[4] = {v->leader, v->port, v->nnodes, v->rank};
+
+    return f[j % 4];
+}
+
+/* Those names as a set, built once per process (the strings are static;
+ * the set is never freed); empty when it could not be built, and then the
+ * table is walked. */
+static struct nameset rcenv_exact;
+static pthread_once_t rcenv_exact_once = PTHREAD_ONCE_INIT;
+
+static void
+rcenv_exact_build(void)
+{
+    struct nameset set = {0};
+
+    for (size_t j = 0; j < RCENV_EXACT_N; j++)
+        if (rcenv_exact_at(j) != NULL &&
+            nameset_add(&set, rcenv_exact_at(j)) != 0) {
+            nameset_release(&set);
+            return;
+        }
+    rcenv_exact = set;
+}
+
 static bool
 rcenv_name_wanted(const char *name)
 {
-    /* The first letters first, here and in rcenv_name_is(): a workload's
-     * env is mostly other names (a platform may inject hundreds), and
-     * this runs for each of them, twice per review (the size bound, then
-     * the container). */
+    /* The first letters first: a workload's env is mostly other names (a
+     * platform may inject hundreds), and this runs for each of them, twice
+     * per review (the size bound, then the container). */
     static const struct {
         const char *s;
         size_t n;
@@ -441,18 +487,13 @@ rcenv_name_wanted(const char *name)
         if (name[0] == prefixes[i].s[0] &&
             strncmp(name, prefixes[i].s, prefixes[i].n) == 0)
             return true;
-    for (size_t i = 0; i < MN_VARS_COUNT; i++) {
-        const char *const v[4] = {MN_VARS[i].leader, MN_VARS[i].port,
-                                  MN_VARS[i].nnodes, MN_VARS[i].rank};
-
-        for (int k = 0; k < 4; k++)
-            if (v[k] != NULL && rcenv_name_is(name, v[k]))
-                return true;
-    }
-    /* training-operator v1 sets these next to WORLD_SIZE (docs/mutate.md,
-     * multi-node): the binary prefers them. */
-    return rcenv_name_is(name, "PET_NNODES") ||
-           rcenv_name_is(name, "PET_NODE_RANK");
+    pthread_once(&rcenv_exact_once, rcenv_exact_build);
+    if (rcenv_exact.n > 0)
+        return nameset_has(&rcenv_exact, name);
+    for (size_t j = 0; j < RCENV_EXACT_N; j++)
+        if (rcenv_exact_at(j) != NULL && rcenv_name_is(name, rcenv_exact_at(j)))
+            return true;
+    return false;
 }
 
 /*
@@ -508,18 +549,33 @@ rcenv_refs_add(struct nameset *set, json_t *pool, const char *value)
     return 0;
 }
 
+/* What rcenv_select() needs of one entry besides its name: its
+ * rcenv_source, with RCENV_WANTED when rcenv_name_wanted() accepts the
+ * name. */
+#define RCENV_WANTED 4u
+
+static unsigned char
+rcenv_fact(const json_t *e, const char *name)
+{
+    return (unsigned char)(rcenv_source_of(e) |
+                           (name != NULL && rcenv_name_wanted(name)
+                                ? RCENV_WANTED
+                                : 0u));
+}
+
 /*
- * Marks which entries of the workload's env (n of them, in list order)
- * the check copies: a Downward API field, an entry whose name
- * rcenv_name_wanted() accepts, or one that a copied entry refers to as
- * $(NAME) (the kubelet expands only
- * names defined earlier, so one pass from the end finds every entry
- * needed), and only with a plain value, a fieldRef or a configMapKeyRef.
- * A secretKeyRef is never copied, whatever its name. Fills keep[];
- * returns 0, or -1 when out of memory.
+ * Marks which entries of the workload's env (n of them, in list order,
+ * with their names, NULL for none, and their rcenv_fact()) the check
+ * copies: a Downward API field, an entry whose name rcenv_name_wanted()
+ * accepts, or one that a copied entry refers to as $(NAME) (the kubelet
+ * expands only names defined earlier, so one pass from the end finds
+ * every entry needed), and only with a plain value, a fieldRef or a
+ * configMapKeyRef. A secretKeyRef is never copied, whatever its name.
+ * Fills keep[]; returns 0, or -1 when out of memory.
  */
 static int
-rcenv_select(json_t *const *ent, size_t n, bool *keep)
+rcenv_select(json_t *const *ent, const char *const *names,
+             const unsigned char *facts, size_t n, bool *keep)
 {
     struct nameset refs = {0};
     json_t *pool = json_array();
@@ -528,11 +584,11 @@ rcenv_select(json_t *const *ent, size_t n, bool *keep)
     if (pool == NULL)
         return -1;
     for (size_t i = n; i-- > 0;) {
-        const char *name = str_get(ent[i], "name");
-        enum rcenv_source src = rcenv_source_of(ent[i]);
+        const char *name = names[i];
+        enum rcenv_source src = (enum rcenv_source)(facts[i] & 3u);
 
         keep[i] = name != NULL && src != RCENV_NEVER &&
-                  (src == RCENV_FIELD || rcenv_name_wanted(name) ||
+                  (src == RCENV_FIELD || (facts[i] & RCENV_WANTED) != 0 ||
                    nameset_has(&refs, name));
         if (keep[i] && src == RCENV_VALUE &&
             rcenv_refs_add(&refs, pool, str_get(ent[i], "value")) != 0)
@@ -580,12 +636,15 @@ ringcheck_profile_expected(const struct plan *p, json_t *env)
  * what this plan adds, without NCCL_CONF_FILE (the check writes that file;
  * it does not read it). */
 static int
-ringcheck_env(const struct plan *p, json_t *rc)
+ringcheck_env(struct plan *p, json_t *rc)
 {
     json_t *list;
-    const struct ctr *g = ringcheck_model(p);
+    struct ctr *g = ringcheck_model(p);
+    const struct env_names *own;
     json_t *env = NULL, *from = NULL;
     json_t **all = NULL;
+    const char **names = NULL;
+    unsigned char *facts = NULL;
     bool *keep = NULL;
     size_t i;
     json_t *e;
@@ -615,19 +674,38 @@ ringcheck_env(const struct plan *p, json_t *rc)
     size_t n_all = json_array_size(lists[0]) + json_array_size(lists[1]), k = 0;
 
     all = calloc(n_all ? n_all : 1, sizeof(*all));
+    names = calloc(n_all ? n_all : 1, sizeof(*names));
+    facts = calloc(n_all ? n_all : 1, sizeof(*facts));
     keep = calloc(n_all ? n_all : 1, sizeof(*keep));
-    if (all == NULL || keep == NULL)
+    if (all == NULL || names == NULL || facts == NULL || keep == NULL ||
+        (own = env_names_of(g)) == NULL)
         goto fail;
+    if (p->rc_env_facts == NULL) {
+        p->rc_env_facts = calloc(own->n ? own->n : 1, 1);
+        if (p->rc_env_facts == NULL)
+            goto fail;
+        for (i = 0; i < own->n; i++)
+            p->rc_env_facts[i] =
+                rcenv_fact(json_array_get(lists[0], i), own->name[i]);
+    }
+    /* The workload's names were read once for the plan (the size bound
+     * and the container each come here); the additions are a few. */
     for (int l = 0; l < 2; l++)
-        json_array_foreach(lists[l], i, e) all[k++] = e;
-    if (rcenv_select(all, n_all, keep) != 0)
+        json_array_foreach(lists[l], i, e)
+        {
+            all[k] = e;
+            names[k] = l == 0 ? own->name[i] : str_get(e, "name");
+            facts[k] = l == 0 ? p->rc_env_facts[i] : rcenv_fact(e, names[k]);
+            k++;
+        }
+    if (rcenv_select(all, names, facts, n_all, keep) != 0)
         goto fail;
     for (k = 0; k < n_all; k++) {
         const char *n;
 
         if (!keep[k])
-            continue; /* most of a long env: no name lookup for them */
-        n = str_get(all[k], "name");
+            continue;
+        n = names[k];
         if (n != NULL && strcmp(n, "NCCL_CONF_FILE") == 0)
             continue;
         /* The multi-node variables are ours: a workload's own POD_IP or
@@ -655,12 +733,16 @@ ringcheck_env(const struct plan *p, json_t *rc)
     json_decref(env);
     json_decref(from);
     free(all);
+    free(names);
+    free(facts);
     free(keep);
     return 0;
 fail:
     json_decref(env);
     json_decref(from);
     free(all);
+    free(names);
+    free(facts);
     free(keep);
     return -1;
 }
