@@ -5,6 +5,8 @@
 #   make watchdog          build $(BUILD)/ncclguard-watchdog and the fakes
 #   make check-watchdog    run tests/watchdog against real child processes
 #   make check-watchdog-spin-hang   one case alone (make mutants names these)
+#   make check-watchdog-failfast    every case, stopping at the first failure
+#                          (WD_FAILFAST=1; the mutation sweep's narrowing)
 UNIT_TESTS += wd_spec wd_cgroup wd_procfs wd_rule wd_ras
 DEB_PKGS += libcurl4-openssl-dev python3
 
@@ -15,7 +17,7 @@ WD_OBJS = $(WD_SRCS:%.c=$(BUILD)/obj/%.o)
 WD_LIBS := $(shell pkg-config --libs libcurl jansson 2>/dev/null) -ldl -lpthread
 WD_TESTBINS = $(BUILD)/fakes/libnvidia-ml.so.1 $(BUILD)/tests/wd_job
 
-.PHONY: watchdog check-watchdog
+.PHONY: watchdog check-watchdog check-watchdog-failfast
 all: watchdog
 watchdog: $(BUILD)/ncclguard-watchdog $(WD_TESTBINS)
 
@@ -55,6 +57,14 @@ check-watchdog: watchdog $(BUILD)/ncclguard
 	FAKE_NVML=$(abspath $(BUILD))/fakes/libnvidia-ml.so.1 \
 	WD_JOB=$(abspath $(BUILD))/tests/wd_job SANITIZED="$(SAN)" \
 		tests/watchdog/run.sh
+
+# An explicit rule: make prefers it to the pattern rule below.
+check-watchdog-failfast: watchdog $(BUILD)/ncclguard
+	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \
+	NCCLGUARD=$(abspath $(BUILD))/ncclguard \
+	FAKE_NVML=$(abspath $(BUILD))/fakes/libnvidia-ml.so.1 \
+	WD_JOB=$(abspath $(BUILD))/tests/wd_job SANITIZED="$(SAN)" \
+	WD_FAILFAST=1 tests/watchdog/run.sh
 
 check-watchdog-%: watchdog $(BUILD)/ncclguard
 	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \

@@ -10,6 +10,10 @@
 # dead job's PID to another process on purpose.
 #
 #   WATCHDOG=... NCCLGUARD=... FAKE_NVML=... WD_JOB=... run.sh [CASE...]
+#
+# WD_FAILFAST=1 stops at the first failing case (the mutation sweep's
+# narrowing, make check-watchdog-failfast): the cases after it do not run
+# and the summary line says how many were left out.
 set -u
 
 : "${WATCHDOG:?set WATCHDOG to build/ncclguard-watchdog}"
@@ -969,6 +973,11 @@ for c in $CASES; do
         sed 's/^/    /' "$TMP/$c.out"
         echo "    ---- agent log (last 15 lines)"
         tail -15 "$TMP/$c/agent.log" 2>/dev/null | cut -c1-400 | sed 's/^/    /'
+        if [ -n "${WD_FAILFAST:-}" ]; then
+            left=$(($(echo $CASES | wc -w) - pass - fail - skip))
+            echo "tests/watchdog: WD_FAILFAST: stopped at $c; not run: $left"
+            break
+        fi
     fi
 done
 echo "tests/watchdog: $pass passed, $fail failed, $skip skipped"
