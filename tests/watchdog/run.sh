@@ -923,6 +923,22 @@ if [ "${1:-}" = --case ]; then
                 bad "rank $r: dump at ${d:-never}, SIGTERM at ${t:-never}"
         done
         ;;
+    socket-cap)
+        # A rank holding more sockets than the agent reads (MAX_SOCKETS in
+        # watchdog/agent.c, 4096, the size of its inode table): exactly
+        # 4096 are counted each period, and one CLOSE_WAIT among them
+        # still makes the hang. The fds beyond 4096 are read no further.
+        ulimit -n 8192 2>/dev/null || { echo "SKIP socket-cap (ulimit -n 8192 refused)"; exit 77; }
+        job a "$UID_A" "period=${P}ms,idle=2,mincpu=0.02" --spin --close-wait --listen 4200
+        gpus "gpu 0 $PID_a"
+        agent 1100
+        agent_wait
+        [ "$(ev period .sockets | jq -c unique)" = '[4096]' ] && ok ||
+            bad "sockets counted: $(ev period .sockets | jq -c unique)"
+        [ "$(ev period .close_wait | jq -c unique)" = '[1]' ] && ok ||
+            bad "CLOSE_WAIT counted: $(ev period .close_wait | jq -c unique)"
+        [ "$(ev hang | jq length)" = 1 ] && ok || bad "hang lines: $(ev hang)"
+        ;;
     *)
         echo "unknown case $CASE"
         exit 2
@@ -935,7 +951,7 @@ fi
 # ---- the runner --------------------------------------------------------------
 CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
-fifo metrics-flood churn events-limit identity burst shm ras flight-recorder"
+fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT

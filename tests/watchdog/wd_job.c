@@ -5,11 +5,13 @@
  *   wd_job --log FILE [--spin] [--close-wait] [--catch-usr1 CKPT]
  *          [--ignore-term] [--exit-after MS] [--ready FILE]
  *          [--write FILE] [--churn MS] [--shm-fill PCT] [--shm-orphan]
- *          [--flight-recorder]
+ *          [--flight-recorder] [--listen N]
  *
  * --catch-usr1 CKPT  on SIGUSR1 write CKPT (a checkpoint stand-in)
  * --ignore-term      log SIGTERM but keep running (SIGKILL must follow)
  * --ready FILE       written once the sockets are set up
+ * --listen N         holds N TCP sockets listening on 127.0.0.1 (each a
+ *                    row of net/tcp: a rank of a large job holds thousands)
  * --write FILE       keeps writing FILE, 1 MiB at a time over the same
  *                    bytes (a checkpoint being written, a cache filled)
  * --churn MS         every MS ms forks a child that lives 20 ms (process
@@ -186,6 +188,25 @@ shm_setup(int pct, int orphan)
     return 0;
 }
 
+/* n sockets listening on loopback, each on a port of its own; 0 or -1. */
+static int
+listen_sockets(long n)
+{
+    struct sockaddr_in sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (long i = 0; i < n; i++) {
+        int l = socket(AF_INET, SOCK_STREAM, 0);
+
+        if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+            listen(l, 1) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* A connected socket whose peer has closed: it sits in CLOSE_WAIT until we
  * close it, which we never do. */
 static int
@@ -218,6 +239,7 @@ main(int argc, char **argv)
     int spin = 0, cw = 0, ignore_term = 0, wfd = -1, shm_pct = -1, orphan = 0,
         fr = 0;
     long long last_fr = 0;
+    long listeners = 0;
     long long exit_after = -1, t0 = mono_ms(), churn = -1, last_fork = 0;
     const char *ready = NULL;
     static char chunk[1 << 20];
@@ -248,6 +270,8 @@ main(int argc, char **argv)
             orphan = 1;
         else if (strcmp(argv[i], "--flight-recorder") == 0)
             fr = 1;
+        else if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc)
+            listeners = strtol(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "wd_job: bad argument %s\n", argv[i]);
             return 2;
@@ -274,6 +298,10 @@ main(int argc, char **argv)
     }
     if (cw && close_wait_socket() < 0) {
         perror("wd_job: close-wait socket");
+        return 1;
+    }
+    if (listeners > 0 && listen_sockets(listeners) != 0) {
+        perror("wd_job: listening sockets");
         return 1;
     }
     if (ready != NULL) {
