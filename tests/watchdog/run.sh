@@ -14,7 +14,7 @@
 # WD_FAILFAST=1 stops at the first failing case (the mutation sweep's
 # narrowing, make check-watchdog-failfast): the cases after it do not run
 # and the summary line says how many were left out. WD_FAILLOG=FILE
-# appends the name of each failing case to FILE (which case killed a
+# appends the time and name of each failing case to FILE (which case killed a
 # mutant, once its log is gone).
 set -u
 
@@ -988,7 +988,7 @@ for c in $CASES; do
     else
         fail=$((fail + 1))
         echo "FAIL $c"
-        [ -n "${WD_FAILLOG:-}" ] && echo "$c" >>"$WD_FAILLOG"
+        [ -n "${WD_FAILLOG:-}" ] && echo "$(date -u +%T) $c" >>"$WD_FAILLOG"
         sed 's/^/    /' "$TMP/$c.out"
         echo "    ---- agent log (last 15 lines)"
         tail -15 "$TMP/$c/agent.log" 2>/dev/null | cut -c1-400 | sed 's/^/    /'
