@@ -15,7 +15,8 @@ WD_SRCS := watchdog/main.c watchdog/agent.c watchdog/cgroup.c \
 	watchdog/mserver.c watchdog/ras.c
 WD_OBJS = $(WD_SRCS:%.c=$(BUILD)/obj/%.o)
 WD_LIBS := $(shell pkg-config --libs libcurl jansson 2>/dev/null) -ldl -lpthread
-WD_TESTBINS = $(BUILD)/fakes/libnvidia-ml.so.1 $(BUILD)/tests/wd_job
+WD_TESTBINS = $(BUILD)/fakes/libnvidia-ml.so.1 $(BUILD)/tests/wd_job \
+	$(BUILD)/fakes/no_pidfd.so
 
 .PHONY: watchdog check-watchdog check-watchdog-failfast
 all: watchdog
@@ -44,6 +45,11 @@ $(BUILD)/fakes/libnvidia-ml.so.1: tests/fakes/fake_nvml.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -fPIC -shared \
 		-Wl,-soname,libnvidia-ml.so.1 -o $@ $< -lpthread
+
+# An LD_PRELOAD that refuses pidfd_open(2): the agent's kill(2) fallback.
+$(BUILD)/fakes/no_pidfd.so: tests/fakes/no_pidfd.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
 
 # A stand-in training job: spins, sleeps, holds CLOSE_WAIT sockets,
 # handles SIGUSR1 by writing a checkpoint file.

@@ -925,6 +925,21 @@ if [ "${1:-}" = --case ]; then
                 bad "rank $r: dump at ${d:-never}, SIGTERM at ${t:-never}"
         done
         ;;
+    kill-fallback)
+        # pidfd_open(2) refused (tests/fakes/no_pidfd.c: ENOSYS, as before
+        # Linux 5.3): the agent checks the start time and signals with
+        # kill(2) instead. The SIGTERM reaches the job and is logged sent.
+        [ -f "$(dirname "$FAKE_NVML")/no_pidfd.so" ] || bad "no $(dirname "$FAKE_NVML")/no_pidfd.so"
+        job a "$UID_A" "period=${P}ms,idle=2,mincpu=0.02,action=restart,term=400ms" --spin --close-wait
+        gpus "gpu 0 $PID_a"
+        LD_PRELOAD="$(dirname "$FAKE_NVML")/no_pidfd.so" agent 1500
+        agent_wait
+        jq -e -s --argjson p "$PID_a" '[.[] | select(.event == "action" and
+            .action == "sigterm")] | length == 1 and .[0].pid == $p and
+            .[0].result == "sent"' "$T/agent.log" >/dev/null && ok ||
+            bad "SIGTERM lines: $(ev action 'select(.action == "sigterm")')"
+        [ -n "$(sig_at a TERM)" ] && ok || bad "the job saw no SIGTERM: $(cat "$T/a.log")"
+        ;;
     socket-cap)
         # A rank holding more sockets than the agent reads (MAX_SOCKETS in
         # watchdog/agent.c, 4096, the size of its inode table): exactly
@@ -953,7 +968,7 @@ fi
 # ---- the runner --------------------------------------------------------------
 CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
-fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap"
+fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
