@@ -925,6 +925,32 @@ if [ "${1:-}" = --case ]; then
                 bad "rank $r: dump at ${d:-never}, SIGTERM at ${t:-never}"
         done
         ;;
+    stdin-closed)
+        # The agent started with fd 0 closed (as a supervisor may start
+        # it), so each fd it opens may be 0: pidfd_open, the container's
+        # root for the checkpoint write. One walk of /proc only (as in
+        # pid-reuse); rank a dies once the checkpoint is written and is
+        # reaped before the SIGTERM, so its pidfd_open fails with ESRCH
+        # right before rank b's returns fd 0. The checkpoint is written,
+        # a is "exited", and b still gets its SIGTERM.
+        spec="period=1500ms,idle=1,mincpu=0.02,action=restart,file=$T/ckpt-file,grace=300ms"
+        job a "$UID_A" "$spec" --spin --close-wait
+        job b "$UID_A" "$spec" --spin
+        gpus "gpu 0 $PID_a $PID_b"
+        FAKE_NVML_SCRIPT="$T/nvml" "$WATCHDOG" --nvml "$FAKE_NVML" \
+            --scan 5s --metrics-addr off --api-server off $PFE \
+            --termination-log "" -v --run-for 2400ms \
+            0<&- >"$T/agent.log" 2>"$T/agent.err" &
+        AGENT=$!
+        for _ in $(seq 200); do [ -f "$T/ckpt-file" ] && break; sleep 0.01; done
+        [ -f "$T/ckpt-file" ] && ok || bad "no checkpoint file: $(ev action 'select(.action == "checkpoint-file")')"
+        kill -9 "$PID_a"
+        wait "$PID_a" 2>/dev/null
+        agent_wait
+        [ "$(ev action 'select(.action == "sigterm") | [.pid, .result]' | jq -c .)" = "[[$PID_a,\"exited\"],[$PID_b,\"sent\"]]" ] && ok ||
+            bad "sigterm lines: $(ev action 'select(.action == "sigterm")')"
+        [ -n "$(sig_at b TERM)" ] && ok || bad "rank b saw no SIGTERM: $(cat "$T/b.log")"
+        ;;
     kill-fallback)
         # pidfd_open(2) refused (tests/fakes/no_pidfd.c: ENOSYS, as before
         # Linux 5.3): the agent checks the start time and signals with
@@ -968,7 +994,7 @@ fi
 # ---- the runner --------------------------------------------------------------
 CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
-fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback"
+fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
