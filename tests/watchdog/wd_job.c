@@ -21,7 +21,8 @@
  *                    emptyDir) and fills PCT of it with a segment it maps,
  *                    as NCCL maps its nccl-* segments
  * --shm-orphan       also leaves a segment there that nothing maps, dated a
- *                    minute back (a process that died without cleaning)
+ *                    minute back (a process that died without cleaning),
+ *                    and a sem.other file beside it, as old and unmapped
  * --flight-recorder  answers as PyTorch's ProcessGroupNCCL does (its
  *                    DumpPipe and heartbeat monitor): with
  *                    TORCH_NCCL_TRACE_BUFFER_SIZE > 0, makes the FIFO
@@ -183,6 +184,13 @@ shm_setup(int pct, int orphan)
     ts[0].tv_sec -= 60;
     ts[1] = ts[0];
     if (futimens(fd, ts) != 0)
+        return -1;
+    close(fd);
+    /* And a file of another program, as old and as unmapped: glibc keeps
+     * a named semaphore in /dev/shm as sem.NAME (sem_overview(7)). It is
+     * not NCCL's, so not an orphan segment. */
+    fd = open("/dev/shm/sem.other", O_WRONLY | O_CREAT, 0600);
+    if (fd < 0 || write(fd, p, 4096) != 4096 || futimens(fd, ts) != 0)
         return -1;
     close(fd);
     return 0;
