@@ -889,6 +889,21 @@ if [ "${1:-}" = --case ]; then
             "$T/requests" >/dev/null && ok || bad "Event: $(jq -c .body.message "$T/requests" 2>&1)"
         [ "$(ev ras .result | jq -c .)" = '["answered"]' ] && ok || bad "ras lines: $(ev ras)"
         ;;
+    ras-bad-addr)
+        # NCCL_RAS_ADDR with a port no socket can listen on: 0 (bind(2)
+        # would pick a port of its own, so NCCL's RAS cannot be there) and
+        # 65536 (past a TCP port's 16 bits). Nothing is queried; the ras
+        # line says why and shows the value.
+        spec="period=${P}ms,idle=2,mincpu=0.02"
+        NCCL_RAS_ADDR=127.0.0.1:0 job a "$UID_A" "$spec" --spin --close-wait
+        NCCL_RAS_ADDR=127.0.0.1:65536 job b "$UID_B" "$spec" --spin --close-wait
+        gpus "gpu 0 $PID_a" "gpu 0 $PID_b"
+        agent 1100
+        agent_wait
+        [ "$(ev ras '[.pod_uid, .result, .value]' | jq -c sort)" = \
+            "[[\"$UID_A\",\"not-queried: bad NCCL_RAS_ADDR\",\"127.0.0.1:0\"],[\"$UID_B\",\"not-queried: bad NCCL_RAS_ADDR\",\"127.0.0.1:65536\"]]" ] && ok ||
+            bad "ras lines: $(ev ras)"
+        ;;
     flight-recorder)
         # Two ranks run PyTorch's flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE
         # and TORCH_NCCL_DEBUG_INFO_PIPE_FILE set; the stand-in answers on
@@ -994,7 +1009,7 @@ fi
 # ---- the runner --------------------------------------------------------------
 CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
-fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed"
+fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
