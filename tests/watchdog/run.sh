@@ -917,6 +917,10 @@ if [ "${1:-}" = --case ]; then
         spec="period=${P}ms,idle=2,mincpu=0.02,action=restart,term=400ms"
         export TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DEBUG_INFO_PIPE_FILE="$T/fr_pipe_" \
             TORCH_NCCL_DEBUG_INFO_TEMP_FILE="$T/fr_dump_"
+        # Dumps of an earlier hang, a minute old, at the same paths: they
+        # are not this hang's, so the agent waits for the new ones.
+        printf 'old trace\n' | tee "$T/fr_dump_0" >"$T/fr_dump_1"
+        touch -d "@$(($(date +%s) - 60))" "$T/fr_dump_0" "$T/fr_dump_1"
         RANK=0 job a "$UID_A" "$spec" --spin --close-wait --flight-recorder
         RANK=1 job b "$UID_A" "$spec" --spin --close-wait --flight-recorder
         unset TORCH_NCCL_TRACE_BUFFER_SIZE TORCH_NCCL_DEBUG_INFO_PIPE_FILE TORCH_NCCL_DEBUG_INFO_TEMP_FILE
@@ -933,9 +937,12 @@ if [ "${1:-}" = --case ]; then
         jq -e -s --arg d "$T/fr_dump_" 'length == 1 and (.[0].body.message |
             endswith("; flight recorder: dumped to " + $d + "0, " + $d + "1"))' \
             "$T/requests" >/dev/null && ok || bad "Event: $(jq -c .body.message "$T/requests" 2>&1)"
+        fd=$(first_mono action '.action == "flight-recorder-dump"')
         for r in a b; do
             d=$(sig_at $r FRDUMP)
             t=$(sig_at $r TERM)
+            [ -n "$d" ] && [ -n "$fd" ] && [ "$fd" -ge "$d" ] && ok ||
+                bad "rank $r: dump at ${d:-never}, the agent saw the dumps at ${fd:-never}"
             [ -n "$d" ] && [ -n "$t" ] && [ "$t" -ge "$d" ] && ok ||
                 bad "rank $r: dump at ${d:-never}, SIGTERM at ${t:-never}"
         done
