@@ -353,7 +353,7 @@ if [ "${1:-}" = --case ]; then
         # One walk of /proc at the start only: a later walk would see the
         # job gone and drop it, which would leave the start-time check
         # before the signal untested.
-        agent 2400 --scan 5s
+        agent 2400 --scan 5s --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
         wait_for hang 1 || bad "no hang"
         old=$PID_a
         kill -9 "$old"
@@ -367,6 +367,11 @@ if [ "${1:-}" = --case ]; then
             agent_wait
             exit 77
         fi
+        # The refused signal is counted: checkpoint-file, then sigterm.
+        wait_for action 2 || bad "no sigterm line"
+        curl -sf "http://127.0.0.1:$(cat "$T/port")/metrics" >"$T/metrics" || bad "no /metrics"
+        grep -qx 'ncclguard_watchdog_pid_reused_total 1' "$T/metrics" && ok ||
+            bad "metrics: $(grep pid_reused "$T/metrics")"
         agent_wait
         [ -f "$T/ckpt-file" ] && ok || bad "no checkpoint file"
         jq -e -s '[.[] | select(.event == "action" and .action == "sigterm")] |
