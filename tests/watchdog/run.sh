@@ -202,6 +202,33 @@ if [ "${1:-}" = --case ]; then
         tb=$(sig_at b TERM)
         [ -n "$tb" ] && [ "$tb" -ge "${h2:-0}" ] && ok || bad "the new process got SIGTERM at ${tb:-never}, second hang at ${h2:-never}"
         ;;
+    rewatch-same-pid)
+        # As rewatch, but the restarted container's process gets the old
+        # one's PID (the kernel reuses PIDs; ns_last_pid hands this one
+        # over). Its start time differs, so it is a new process: watched
+        # afresh, never SIGKILLed for the old hang.
+        spec="period=${P}ms,idle=2,mincpu=0.02,action=restart,term=400ms"
+        job a "$UID_A" "$spec" --spin --close-wait
+        gpus "gpu 0 $PID_a"
+        agent 2200
+        wait_for action 1 || bad "no SIGTERM"
+        old=$PID_a
+        wait "$old" 2>/dev/null
+        echo $((old - 1)) >/proc/sys/kernel/ns_last_pid
+        job b "$UID_A" "$spec" --spin --close-wait
+        if [ "$PID_b" != "$old" ]; then
+            echo "SKIP rewatch-same-pid (the kernel gave PID $PID_b, not $old through ns_last_pid)"
+            kill "$PID_b"
+            agent_wait
+            exit 77
+        fi
+        gpus "gpu 0 $PID_b"
+        agent_wait
+        [ "$(ev rewatch .pid | jq -c .)" = "[$old]" ] && ok || bad "rewatch lines: $(ev rewatch)"
+        [ "$(ev action 'select(.action == "sigkill")' | jq length)" = 0 ] && ok ||
+            bad "SIGKILL sent: $(ev action 'select(.action == "sigkill")')"
+        [ "$(ev hang | jq length)" = 2 ] && ok || bad "hang lines: $(ev hang)"
+        ;;
     busy-gpu)
         # One of the pod's two GPUs works: never a hang.
         job a "$UID_A" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
@@ -1019,7 +1046,7 @@ if [ "${1:-}" = --case ]; then
 fi
 
 # ---- the runner --------------------------------------------------------------
-CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
+CASES="hang-restart sigkill rewatch rewatch-same-pid busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
 fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr"
 [ $# -gt 0 ] && CASES="$*"
