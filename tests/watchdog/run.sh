@@ -1027,6 +1027,9 @@ if [ "${1:-}" = --case ]; then
         # still makes the hang. The fds beyond 4096 are read no further.
         ulimit -n 8192 2>/dev/null || { echo "SKIP socket-cap (ulimit -n 8192 refused)"; exit 77; }
         job a "$UID_A" "period=${P}ms,idle=2,mincpu=0.02" --spin --close-wait --listen 4200
+        # 4200 binds take a while on a loaded machine: job waits 1 s only.
+        for _ in $(seq 1000); do [ -f "$T/a.ready" ] && break; sleep 0.01; done
+        [ -f "$T/a.ready" ] || bad "the job did not open its sockets in 10 s"
         gpus "gpu 0 $PID_a"
         agent 1100
         agent_wait
