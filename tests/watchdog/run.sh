@@ -609,14 +609,21 @@ if [ "${1:-}" = --case ]; then
         API=$!
         for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
         job c "$UID_C" "period=${P}ms,idle=3,mincpu=0.02,action=report" --close-wait
-        gpus "gpu 100 $PID_c"
+        # Pod D's GPU is lost too, but its name and namespace are unknown
+        # (its env names neither): no Node Event can name it, so none.
+        UID_D=dddddddd-0000-4000-8000-00000000000d
+        env NCCLGUARD_WATCHDOG="period=${P}ms,idle=3,mincpu=0.02,action=report" \
+            NCCLGUARD_POD_UID="$UID_D" "$WD_JOB" --log "$T/d.log" --ready "$T/d.ready" --close-wait &
+        PID_d=$!
+        for _ in $(seq 100); do [ -f "$T/d.ready" ] && break; sleep 0.01; done
+        gpus "gpu 100 $PID_c" "gpu 100 $PID_d"
         agent 2400 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
             --token-file "$T/token" --node-name node-7
         for _ in $(seq 300); do
             [ "$(grep '"event":"period"' "$T/agent.log" | grep -c "$UID_C")" -ge 3 ] && break
             sleep 0.01
         done
-        gpus "gpu 100 state=lost $PID_c"
+        gpus "gpu 100 state=lost $PID_c" "gpu 100 state=lost $PID_d"
         agent_wait
         kill "$API"
         jq -e -s --arg u "$UID_C" '[.[] | select(.body.reason == "NCCLGPULost")] |
@@ -631,6 +638,8 @@ if [ "${1:-}" = --case ]; then
         jq -e -s '[.[] | select(.body.reason == "NCCLHang")] | length == 1 and
             .[0].path == "/api/v1/namespaces/ml/events"' "$T/requests" >/dev/null && ok ||
             bad "the pod Event: $(cat "$T/requests" 2>&1)"
+        [ "$(ev hang .pod_uid | jq -c sort)" = "[\"$UID_C\",\"$UID_D\"]" ] && ok ||
+            bad "hang lines: $(ev hang .pod_uid)"
         ;;
     bad-spec)
         # A malformed opt-in is logged once as bad-spec and never watched.
