@@ -265,6 +265,21 @@ if [ "${1:-}" = --case ]; then
         [ "$(ev period .verdict | jq -c unique)" = '["sockets-moving"]' ] && ok ||
             bad "verdicts $(ev period .verdict)"
         ;;
+    queue-moving)
+        # An established connection whose receive queue grows (a peer
+        # still sending, --trickle) while its send queue stays 0: the
+        # queue moves, so it is not stuck and there is no hang. A period
+        # the loaded machine starves the sender of may look stuck; three
+        # in a row (idle=3) would be needed for a hang.
+        job a "$UID_A" "$RESTART" --spin --catch-usr1 "$T/ckpt" --trickle
+        gpus "gpu 0 $PID_a"
+        agent 1300
+        agent_wait
+        [ "$(ev hang | jq length)" = 0 ] && ok || bad "hang reported: $(ev hang .message)"
+        [ "$(ev period .sockets | jq -c unique)" = '[2]' ] && ok || bad "sockets: $(ev period .sockets)"
+        [ "$(ev period 'select(.verdict == "sockets-moving")' | jq length)" -ge 3 ] && ok ||
+            bad "verdicts $(ev period .verdict)"
+        ;;
     recover)
         # idle=5; the GPU works again for one period before the count
         # reaches 5 (periods 3 or 4, whichever the switch lands in): the
@@ -1060,7 +1075,7 @@ if [ "${1:-}" = --case ]; then
 fi
 
 # ---- the runner --------------------------------------------------------------
-CASES="hang-restart sigkill rewatch rewatch-same-pid busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
+CASES="hang-restart sigkill rewatch rewatch-same-pid busy-gpu cpu-idle sockets-moving queue-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
 fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr"
 [ $# -gt 0 ] && CASES="$*"

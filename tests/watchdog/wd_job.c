@@ -5,11 +5,14 @@
  *   wd_job --log FILE [--spin] [--close-wait] [--catch-usr1 CKPT]
  *          [--ignore-term] [--exit-after MS] [--ready FILE]
  *          [--write FILE] [--churn MS] [--shm-fill PCT] [--shm-orphan]
- *          [--flight-recorder] [--listen N]
+ *          [--flight-recorder] [--listen N] [--trickle]
  *
  * --catch-usr1 CKPT  on SIGUSR1 write CKPT (a checkpoint stand-in)
  * --ignore-term      log SIGTERM but keep running (SIGKILL must follow)
  * --ready FILE       written once the sockets are set up
+ * --trickle          holds a loopback connection whose one end it never
+ *                    reads while the other sends 64 bytes every 50 ms: a
+ *                    receive queue that grows (a peer still sending)
  * --listen N         holds N TCP sockets listening on 127.0.0.1 (each a
  *                    row of net/tcp: a rank of a large job holds thousands)
  * --write FILE       keeps writing FILE, 1 MiB at a time over the same
@@ -215,6 +218,28 @@ listen_sockets(long n)
     return 0;
 }
 
+/* A loopback connection: *rd (never read) and *wr (the sender). */
+static int
+trickle_pair(int *rd, int *wr)
+{
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof(sa);
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        listen(l, 1) != 0 || getsockname(l, (struct sockaddr *)&sa, &sl) != 0)
+        return -1;
+    *wr = socket(AF_INET, SOCK_STREAM, 0);
+    if (*wr < 0 || connect(*wr, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+        return -1;
+    *rd = accept(l, NULL, NULL);
+    close(l);
+    return *rd < 0 ? -1 : 0;
+}
+
 /* A connected socket whose peer has closed: it sits in CLOSE_WAIT until we
  * close it, which we never do. */
 static int
@@ -248,6 +273,8 @@ main(int argc, char **argv)
         fr = 0;
     long long last_fr = 0;
     long listeners = 0;
+    int trickle = 0, t_rd = -1, t_wr = -1;
+    long long last_trickle = 0;
     long long exit_after = -1, t0 = mono_ms(), churn = -1, last_fork = 0;
     const char *ready = NULL;
     static char chunk[1 << 20];
@@ -278,6 +305,8 @@ main(int argc, char **argv)
             orphan = 1;
         else if (strcmp(argv[i], "--flight-recorder") == 0)
             fr = 1;
+        else if (strcmp(argv[i], "--trickle") == 0)
+            trickle = 1;
         else if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc)
             listeners = strtol(argv[++i], NULL, 10);
         else {
@@ -306,6 +335,10 @@ main(int argc, char **argv)
     }
     if (cw && close_wait_socket() < 0) {
         perror("wd_job: close-wait socket");
+        return 1;
+    }
+    if (trickle && trickle_pair(&t_rd, &t_wr) != 0) {
+        perror("wd_job: trickle connection");
         return 1;
     }
     if (listeners > 0 && listen_sockets(listeners) != 0) {
@@ -339,6 +372,13 @@ main(int argc, char **argv)
                 }
                 last_fork = mono_ms();
             }
+        }
+        if (t_wr >= 0 && mono_ms() - last_trickle >= 50) {
+            static const char bytes[64];
+
+            if (write(t_wr, bytes, sizeof(bytes)) < 0)
+                return 3;
+            last_trickle = mono_ms();
         }
         if (spin) {
             for (volatile long k = 0; k < 200000; k++)
