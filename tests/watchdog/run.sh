@@ -397,7 +397,10 @@ if [ "${1:-}" = --case ]; then
         # One walk of /proc at the start only: a later walk would see the
         # job gone and drop it, which would leave the start-time check
         # before the signal untested.
-        agent 2400 --scan 5s --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
+        # 3.2 s: alive well past the SIGTERM (about 1.8 s) for /metrics; an
+        # agent gone by then frees its PID, which the rewound ns_last_pid
+        # hands to the next command, and bash forgets the agent's status.
+        agent 3200 --scan 5s --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
         wait_for hang 1 || bad "no hang"
         old=$PID_a
         kill -9 "$old"
