@@ -1049,6 +1049,26 @@ if [ "${1:-}" = --case ]; then
             bad "SIGTERM lines: $(ev action 'select(.action == "sigterm")')"
         [ -n "$(sig_at a TERM)" ] && ok || bad "the job saw no SIGTERM: $(cat "$T/a.log")"
         ;;
+    idle-cpu)
+        # Without --run-for, as deployed, the agent sleeps between scans
+        # and periods: over 1.5 s it uses a few clock ticks. Its loop must
+        # not take "now" for the wake time (a spin that every other case,
+        # run with --run-for, would hide). Stopped by SIGTERM.
+        job a "$UID_A" "period=${P}ms,idle=3,mincpu=0.02" --spin
+        gpus "gpu 100 $PID_a"
+        FAKE_NVML_SCRIPT="$T/nvml" "$WATCHDOG" --nvml "$FAKE_NVML" \
+            --scan 50ms --metrics-addr off --api-server off $PFE \
+            --termination-log "" -v >"$T/agent.log" 2>"$T/agent.err" &
+        AGENT=$!
+        sleep 1.5
+        ticks=$(awk '{print $14 + $15}' "/proc/$AGENT/stat")
+        kill -TERM "$AGENT"
+        agent_wait
+        hz=$(getconf CLK_TCK)
+        [ -n "$ticks" ] && [ "$ticks" -lt $((hz / 10)) ] && ok ||
+            bad "the agent used ${ticks:-?} ticks (of $hz a second) in 1.5 s"
+        [ "$(ev period | jq length)" -ge 5 ] && ok || bad "periods: $(ev period .verdict)"
+        ;;
     socket-cap)
         # A rank holding more sockets than the agent reads (MAX_SOCKETS in
         # watchdog/agent.c, 4096, the size of its inode table): exactly
@@ -1080,7 +1100,7 @@ fi
 # ---- the runner --------------------------------------------------------------
 CASES="hang-restart sigkill rewatch rewatch-same-pid busy-gpu cpu-idle sockets-moving queue-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
-fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr"
+fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr idle-cpu"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
