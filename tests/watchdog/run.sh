@@ -959,7 +959,7 @@ if [ "${1:-}" = --case ]; then
         NCCL_RAS_ADDR=127.0.0.1:0 job a "$UID_A" "$spec" --spin --close-wait
         NCCL_RAS_ADDR=127.0.0.1:65536 job b "$UID_B" "$spec" --spin --close-wait
         gpus "gpu 0 $PID_a" "gpu 0 $PID_b"
-        agent 1100
+        agent 2000
         agent_wait
         [ "$(ev ras '[.pod_uid, .result, .value]' | jq -c sort)" = \
             "[[\"$UID_A\",\"not-queried: bad NCCL_RAS_ADDR\",\"127.0.0.1:0\"],[\"$UID_B\",\"not-queried: bad NCCL_RAS_ADDR\",\"127.0.0.1:65536\"]]" ] && ok ||
