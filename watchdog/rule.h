@@ -117,7 +117,7 @@ enum wd_verdict wd_rule_judge(const struct wd_spec *spec,
 
 /* A pod's count of consecutive stalled periods. */
 struct wd_rule {
-    int idle; /* consecutive stalled periods so far */
+    int idle; /* consecutive stalled periods so far, at most idle_periods */
 };
 
 /*

@@ -5,6 +5,8 @@
 #   make watchdog          build $(BUILD)/ncclguard-watchdog and the fakes
 #   make check-watchdog    run tests/watchdog against real child processes
 #   make check-watchdog-spin-hang   one case alone (make mutants names these)
+#   make check-watchdog-failfast    every case, stopping at the first failure
+#                          (WD_FAILFAST=1; the mutation sweep's narrowing)
 UNIT_TESTS += wd_spec wd_cgroup wd_procfs wd_rule wd_ras
 DEB_PKGS += libcurl4-openssl-dev python3
 
@@ -13,9 +15,10 @@ WD_SRCS := watchdog/main.c watchdog/agent.c watchdog/cgroup.c \
 	watchdog/mserver.c watchdog/ras.c
 WD_OBJS = $(WD_SRCS:%.c=$(BUILD)/obj/%.o)
 WD_LIBS := $(shell pkg-config --libs libcurl jansson 2>/dev/null) -ldl -lpthread
-WD_TESTBINS = $(BUILD)/fakes/libnvidia-ml.so.1 $(BUILD)/tests/wd_job
+WD_TESTBINS = $(BUILD)/fakes/libnvidia-ml.so.1 $(BUILD)/tests/wd_job \
+	$(BUILD)/fakes/no_pidfd.so
 
-.PHONY: watchdog check-watchdog
+.PHONY: watchdog check-watchdog check-watchdog-failfast
 all: watchdog
 watchdog: $(BUILD)/ncclguard-watchdog $(WD_TESTBINS)
 
@@ -43,6 +46,11 @@ $(BUILD)/fakes/libnvidia-ml.so.1: tests/fakes/fake_nvml.c
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -fPIC -shared \
 		-Wl,-soname,libnvidia-ml.so.1 -o $@ $< -lpthread
 
+# An LD_PRELOAD that refuses pidfd_open(2): the agent's kill(2) fallback.
+$(BUILD)/fakes/no_pidfd.so: tests/fakes/no_pidfd.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
+
 # A stand-in training job: spins, sleeps, holds CLOSE_WAIT sockets,
 # handles SIGUSR1 by writing a checkpoint file.
 $(BUILD)/tests/wd_job: tests/watchdog/wd_job.c
@@ -55,6 +63,14 @@ check-watchdog: watchdog $(BUILD)/ncclguard
 	FAKE_NVML=$(abspath $(BUILD))/fakes/libnvidia-ml.so.1 \
 	WD_JOB=$(abspath $(BUILD))/tests/wd_job SANITIZED="$(SAN)" \
 		tests/watchdog/run.sh
+
+# An explicit rule: make prefers it to the pattern rule below.
+check-watchdog-failfast: watchdog $(BUILD)/ncclguard
+	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \
+	NCCLGUARD=$(abspath $(BUILD))/ncclguard \
+	FAKE_NVML=$(abspath $(BUILD))/fakes/libnvidia-ml.so.1 \
+	WD_JOB=$(abspath $(BUILD))/tests/wd_job SANITIZED="$(SAN)" \
+	WD_FAILFAST=1 tests/watchdog/run.sh
 
 check-watchdog-%: watchdog $(BUILD)/ncclguard
 	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \

@@ -103,7 +103,9 @@ FILES = {
     "ringcheck/supervisor.c": (["ringcheck"],
                                ["check-ringcheck-fast",
                                 "check-ringcheck-multinode"]),
-    "watchdog/rule.c": (["build/tests/test_wd_rule"], ["check-watchdog"]),
+    # The unit test first: without it only the agent's cases judged rule.c.
+    "watchdog/rule.c": (["build/tests/test_wd_rule"],
+                        ["check-unit-wd_rule", "check-watchdog"]),
     "watchdog/agent.c": (["all"], ["check-watchdog"]),
 }
 

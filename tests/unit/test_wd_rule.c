@@ -143,6 +143,27 @@ static const struct gpu_case gpu_cases[] = {
      "unknown",
      "unknown",
      "unknown"},
+    {"one sample in the period is enough to judge",
+     {OK, 1, 0, 0, true, 0, true, 15, true, 0},
+     WD_GPU_IDLE,
+     "zero",
+     "near-idle",
+     "idle",
+     "still"},
+    {"link bytes not known are not read, whatever the field holds",
+     {OK, 6, 100, 6, true, 0, true, 17, false, 1LL << 40},
+     WD_GPU_SPINNING,
+     "high",
+     "near-idle",
+     "idle",
+     "unknown"},
+    {"high utilisation at idle power, no memory reading: cannot tell",
+     {OK, 6, 100, 6, false, 0, true, 17, true, 0},
+     WD_GPU_UNJUDGED,
+     "high",
+     "near-idle",
+     "unknown",
+     "still"},
     {"another NVML error",
      {WD_ANSWER_ERROR, 6, 0, 0, true, 0, true, 15, true, 0},
      WD_GPU_UNJUDGED,
@@ -189,6 +210,9 @@ static const struct judge_case judge_cases[] = {
     {"spinning hang over InfiniBand: no socket at all",
      {true, 8, 0, 0, 8, 0, 0, 3200, 0, 0, 0, 0},
      WD_SPINNING},
+    {"one spinning GPU of eight, the others idle",
+     {true, 8, 0, 7, 1, 0, 0, 3200, 0, 0, 0, 0},
+     WD_SPINNING},
     {"spinning and idle GPUs together",
      {true, 8, 0, 1, 7, 0, 0, 3200, 0, 0, 0, 0},
      WD_SPINNING},
@@ -224,6 +248,9 @@ static const struct judge_case judge_cases[] = {
      WD_SOCKETS_OK},
     {"NVML did not answer",
      {false, 0, 0, 0, 0, 0, 0, 3200, 0, 12, 12, 0},
+     WD_UNKNOWN},
+    {"NVML did not answer, GPUs counted from an earlier period",
+     {false, 8, 0, 8, 0, 0, 0, 3200, 0, 12, 12, 0},
      WD_UNKNOWN},
     {"no GPU runs the pod's processes",
      {true, 0, 0, 0, 0, 0, 0, 3200, 0, 12, 12, 0},
@@ -300,6 +327,55 @@ test_step(void)
     CHECK_STR(f, "c"); /* and mix with idle and lost ones */
     run("I", 1, f);
     CHECK_STR(f, "a");
+    run("B", 1, f);
+    CHECK_STR(f, ""); /* a busy period never fires, even with N = 1 */
+}
+
+/* The count stops at idle_periods once the rule fired: the agent logs it
+ * in each period line and exports it (ncclguard_watchdog_idle_periods),
+ * so a hang that lasts shows N, not a number that keeps growing. */
+static void
+test_step_count(void)
+{
+    struct wd_spec s;
+    struct wd_rule r = {0};
+
+    wd_spec_defaults(&s);
+    s.idle_periods = 3;
+    CHECK(!wd_rule_step(&r, &s, WD_IDLE));
+    CHECK_INT(r.idle, 1);
+    CHECK(!wd_rule_step(&r, &s, WD_SPINNING));
+    CHECK_INT(r.idle, 2);
+    CHECK(wd_rule_step(&r, &s, WD_GPU_LOST));
+    CHECK_INT(r.idle, 3);
+    for (int i = 0; i < 4; i++) {
+        CHECK(!wd_rule_step(&r, &s, WD_IDLE));
+        CHECK_INT(r.idle, 3);
+    }
+    CHECK(!wd_rule_step(&r, &s, WD_SOCKETS_OK));
+    CHECK_INT(r.idle, 0);
+}
+
+/* The names the agent's log lines and metrics carry, one for each value,
+ * and "?" for a value outside the enum. */
+static void
+test_names(void)
+{
+    CHECK_STR(wd_gpu_verdict_name(WD_GPU_WORKING), "working");
+    CHECK_STR(wd_gpu_verdict_name(WD_GPU_IDLE), "idle");
+    CHECK_STR(wd_gpu_verdict_name(WD_GPU_SPINNING), "spinning");
+    CHECK_STR(wd_gpu_verdict_name(WD_GPU_GONE), "lost");
+    CHECK_STR(wd_gpu_verdict_name(WD_GPU_UNJUDGED), "unjudged");
+    CHECK_STR(wd_gpu_verdict_name((enum wd_gpu_verdict)99), "?");
+    CHECK_STR(wd_verdict_name(WD_BUSY), "busy");
+    CHECK_STR(wd_verdict_name(WD_UNKNOWN), "unknown");
+    CHECK_STR(wd_verdict_name(WD_CPU_IDLE), "cpu-idle");
+    CHECK_STR(wd_verdict_name(WD_SOCKETS_OK), "sockets-moving");
+    CHECK_STR(wd_verdict_name(WD_IDLE), "idle");
+    CHECK_STR(wd_verdict_name(WD_IO_MOVING), "io-moving");
+    CHECK_STR(wd_verdict_name(WD_SPINNING), "spinning");
+    CHECK_STR(wd_verdict_name(WD_GPU_LOST), "gpu-lost");
+    CHECK_STR(wd_verdict_name((enum wd_verdict)99), "?");
 }
 
 int
@@ -308,5 +384,7 @@ main(void)
     test_gpu();
     test_judge();
     test_step();
+    test_step_count();
+    test_names();
     return harness_finish();
 }

@@ -10,6 +10,12 @@
 # dead job's PID to another process on purpose.
 #
 #   WATCHDOG=... NCCLGUARD=... FAKE_NVML=... WD_JOB=... run.sh [CASE...]
+#
+# WD_FAILFAST=1 stops at the first failing case (the mutation sweep's
+# narrowing, make check-watchdog-failfast): the cases after it do not run
+# and the summary line says how many were left out. WD_FAILLOG=FILE
+# appends the time and name of each failing case to FILE (which case killed a
+# mutant, once its log is gone).
 set -u
 
 : "${WATCHDOG:?set WATCHDOG to build/ncclguard-watchdog}"
@@ -196,6 +202,35 @@ if [ "${1:-}" = --case ]; then
         tb=$(sig_at b TERM)
         [ -n "$tb" ] && [ "$tb" -ge "${h2:-0}" ] && ok || bad "the new process got SIGTERM at ${tb:-never}, second hang at ${h2:-never}"
         ;;
+    rewatch-same-pid)
+        # As rewatch, but the restarted container's process gets the old
+        # one's PID (the kernel reuses PIDs; ns_last_pid hands this one
+        # over). Its start time differs, so it is a new process: watched
+        # afresh, never SIGKILLed for the old hang. A 1 s period: the next
+        # sample, which would drop the pod once its only process is gone,
+        # comes well after the new process starts.
+        spec="period=1000ms,idle=1,mincpu=0.02,action=restart,term=400ms"
+        job a "$UID_A" "$spec" --spin --close-wait
+        gpus "gpu 0 $PID_a"
+        agent 2500
+        wait_for action 1 || bad "no SIGTERM"
+        old=$PID_a
+        wait "$old" 2>/dev/null
+        echo $((old - 1)) >/proc/sys/kernel/ns_last_pid
+        job b "$UID_A" "$spec" --spin --close-wait
+        if [ "$PID_b" != "$old" ]; then
+            echo "SKIP rewatch-same-pid (the kernel gave PID $PID_b, not $old through ns_last_pid)"
+            kill "$PID_b"
+            agent_wait
+            exit 77
+        fi
+        gpus "gpu 0 $PID_b"
+        agent_wait
+        [ "$(ev rewatch .pid | jq -c .)" = "[$old]" ] && ok || bad "rewatch lines: $(ev rewatch)"
+        [ "$(ev action 'select(.action == "sigkill")' | jq length)" = 0 ] && ok ||
+            bad "SIGKILL sent: $(ev action 'select(.action == "sigkill")')"
+        alive "$PID_b" || [ -n "$(sig_at b TERM)" ] && ok || bad "the new process was killed: $(cat "$T/b.log")"
+        ;;
     busy-gpu)
         # One of the pod's two GPUs works: never a hang.
         job a "$UID_A" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
@@ -228,6 +263,21 @@ if [ "${1:-}" = --case ]; then
         agent_wait
         [ "$(ev hang | jq length)" = 0 ] && ok || bad "hang reported: $(ev hang)"
         [ "$(ev period .verdict | jq -c unique)" = '["sockets-moving"]' ] && ok ||
+            bad "verdicts $(ev period .verdict)"
+        ;;
+    queue-moving)
+        # An established connection whose receive queue grows (a peer
+        # still sending, --trickle) while its send queue stays 0: the
+        # queue moves, so it is not stuck and there is no hang. A period
+        # the loaded machine starves the sender of may look stuck; three
+        # in a row (idle=3) would be needed for a hang.
+        job a "$UID_A" "$RESTART" --spin --catch-usr1 "$T/ckpt" --trickle
+        gpus "gpu 0 $PID_a"
+        agent 1300
+        agent_wait
+        [ "$(ev hang | jq length)" = 0 ] && ok || bad "hang reported: $(ev hang .message)"
+        [ "$(ev period .sockets | jq -c unique)" = '[2]' ] && ok || bad "sockets: $(ev period .sockets)"
+        [ "$(ev period 'select(.verdict == "sockets-moving")' | jq length)" -ge 3 ] && ok ||
             bad "verdicts $(ev period .verdict)"
         ;;
     recover)
@@ -347,7 +397,10 @@ if [ "${1:-}" = --case ]; then
         # One walk of /proc at the start only: a later walk would see the
         # job gone and drop it, which would leave the start-time check
         # before the signal untested.
-        agent 2400 --scan 5s
+        # 3.2 s: alive well past the SIGTERM (about 1.8 s) for /metrics; an
+        # agent gone by then frees its PID, which the rewound ns_last_pid
+        # hands to the next command, and bash forgets the agent's status.
+        agent 3200 --scan 5s --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
         wait_for hang 1 || bad "no hang"
         old=$PID_a
         kill -9 "$old"
@@ -361,6 +414,11 @@ if [ "${1:-}" = --case ]; then
             agent_wait
             exit 77
         fi
+        # The refused signal is counted: checkpoint-file, then sigterm.
+        wait_for action 2 || bad "no sigterm line"
+        curl -sf "http://127.0.0.1:$(cat "$T/port")/metrics" >"$T/metrics" || bad "no /metrics"
+        grep -qx 'ncclguard_watchdog_pid_reused_total 1' "$T/metrics" && ok ||
+            bad "metrics: $(grep pid_reused "$T/metrics")"
         agent_wait
         [ -f "$T/ckpt-file" ] && ok || bad "no checkpoint file"
         jq -e -s '[.[] | select(.event == "action" and .action == "sigterm")] |
@@ -569,14 +627,21 @@ if [ "${1:-}" = --case ]; then
         API=$!
         for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
         job c "$UID_C" "period=${P}ms,idle=3,mincpu=0.02,action=report" --close-wait
-        gpus "gpu 100 $PID_c"
+        # Pod D's GPU is lost too, but its name and namespace are unknown
+        # (its env names neither): no Node Event can name it, so none.
+        UID_D=dddddddd-0000-4000-8000-00000000000d
+        env NCCLGUARD_WATCHDOG="period=${P}ms,idle=3,mincpu=0.02,action=report" \
+            NCCLGUARD_POD_UID="$UID_D" "$WD_JOB" --log "$T/d.log" --ready "$T/d.ready" --close-wait &
+        PID_d=$!
+        for _ in $(seq 100); do [ -f "$T/d.ready" ] && break; sleep 0.01; done
+        gpus "gpu 100 $PID_c" "gpu 100 $PID_d"
         agent 2400 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
             --token-file "$T/token" --node-name node-7
         for _ in $(seq 300); do
             [ "$(grep '"event":"period"' "$T/agent.log" | grep -c "$UID_C")" -ge 3 ] && break
             sleep 0.01
         done
-        gpus "gpu 100 state=lost $PID_c"
+        gpus "gpu 100 state=lost $PID_c" "gpu 100 state=lost $PID_d"
         agent_wait
         kill "$API"
         jq -e -s --arg u "$UID_C" '[.[] | select(.body.reason == "NCCLGPULost")] |
@@ -591,6 +656,8 @@ if [ "${1:-}" = --case ]; then
         jq -e -s '[.[] | select(.body.reason == "NCCLHang")] | length == 1 and
             .[0].path == "/api/v1/namespaces/ml/events"' "$T/requests" >/dev/null && ok ||
             bad "the pod Event: $(cat "$T/requests" 2>&1)"
+        [ "$(ev hang .pod_uid | jq -c sort)" = "[\"$UID_C\",\"$UID_D\"]" ] && ok ||
+            bad "hang lines: $(ev hang .pod_uid)"
         ;;
     bad-spec)
         # A malformed opt-in is logged once as bad-spec and never watched.
@@ -883,6 +950,21 @@ if [ "${1:-}" = --case ]; then
             "$T/requests" >/dev/null && ok || bad "Event: $(jq -c .body.message "$T/requests" 2>&1)"
         [ "$(ev ras .result | jq -c .)" = '["answered"]' ] && ok || bad "ras lines: $(ev ras)"
         ;;
+    ras-bad-addr)
+        # NCCL_RAS_ADDR with a port no socket can listen on: 0 (bind(2)
+        # would pick a port of its own, so NCCL's RAS cannot be there) and
+        # 65536 (past a TCP port's 16 bits). Nothing is queried; the ras
+        # line says why and shows the value.
+        spec="period=${P}ms,idle=2,mincpu=0.02"
+        NCCL_RAS_ADDR=127.0.0.1:0 job a "$UID_A" "$spec" --spin --close-wait
+        NCCL_RAS_ADDR=127.0.0.1:65536 job b "$UID_B" "$spec" --spin --close-wait
+        gpus "gpu 0 $PID_a" "gpu 0 $PID_b"
+        agent 2000
+        agent_wait
+        [ "$(ev ras '[.pod_uid, .result, .value]' | jq -c sort)" = \
+            "[[\"$UID_A\",\"not-queried: bad NCCL_RAS_ADDR\",\"127.0.0.1:0\"],[\"$UID_B\",\"not-queried: bad NCCL_RAS_ADDR\",\"127.0.0.1:65536\"]]" ] && ok ||
+            bad "ras lines: $(ev ras)"
+        ;;
     flight-recorder)
         # Two ranks run PyTorch's flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE
         # and TORCH_NCCL_DEBUG_INFO_PIPE_FILE set; the stand-in answers on
@@ -896,6 +978,10 @@ if [ "${1:-}" = --case ]; then
         spec="period=${P}ms,idle=2,mincpu=0.02,action=restart,term=400ms"
         export TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DEBUG_INFO_PIPE_FILE="$T/fr_pipe_" \
             TORCH_NCCL_DEBUG_INFO_TEMP_FILE="$T/fr_dump_"
+        # Dumps of an earlier hang, a minute old, at the same paths: they
+        # are not this hang's, so the agent waits for the new ones.
+        printf 'old trace\n' | tee "$T/fr_dump_0" >"$T/fr_dump_1"
+        touch -d "@$(($(date +%s) - 60))" "$T/fr_dump_0" "$T/fr_dump_1"
         RANK=0 job a "$UID_A" "$spec" --spin --close-wait --flight-recorder
         RANK=1 job b "$UID_A" "$spec" --spin --close-wait --flight-recorder
         unset TORCH_NCCL_TRACE_BUFFER_SIZE TORCH_NCCL_DEBUG_INFO_PIPE_FILE TORCH_NCCL_DEBUG_INFO_TEMP_FILE
@@ -912,12 +998,95 @@ if [ "${1:-}" = --case ]; then
         jq -e -s --arg d "$T/fr_dump_" 'length == 1 and (.[0].body.message |
             endswith("; flight recorder: dumped to " + $d + "0, " + $d + "1"))' \
             "$T/requests" >/dev/null && ok || bad "Event: $(jq -c .body.message "$T/requests" 2>&1)"
+        fd=$(first_mono action '.action == "flight-recorder-dump"')
         for r in a b; do
             d=$(sig_at $r FRDUMP)
             t=$(sig_at $r TERM)
+            [ -n "$d" ] && [ -n "$fd" ] && [ "$fd" -ge "$d" ] && ok ||
+                bad "rank $r: dump at ${d:-never}, the agent saw the dumps at ${fd:-never}"
             [ -n "$d" ] && [ -n "$t" ] && [ "$t" -ge "$d" ] && ok ||
                 bad "rank $r: dump at ${d:-never}, SIGTERM at ${t:-never}"
         done
+        ;;
+    stdin-closed)
+        # The agent started with fd 0 closed (as a supervisor may start
+        # it), so each fd it opens may be 0: pidfd_open, the container's
+        # root for the checkpoint write. One walk of /proc only (as in
+        # pid-reuse); rank a dies once the checkpoint is written and is
+        # reaped before the SIGTERM, so its pidfd_open fails with ESRCH
+        # right before rank b's returns fd 0. The checkpoint is written,
+        # a is "exited", and b still gets its SIGTERM.
+        spec="period=1500ms,idle=1,mincpu=0.02,action=restart,file=$T/ckpt-file,grace=300ms"
+        job a "$UID_A" "$spec" --spin --close-wait
+        job b "$UID_A" "$spec" --spin
+        gpus "gpu 0 $PID_a $PID_b"
+        FAKE_NVML_SCRIPT="$T/nvml" "$WATCHDOG" --nvml "$FAKE_NVML" \
+            --scan 5s --metrics-addr off --api-server off $PFE \
+            --termination-log "" -v --run-for 2400ms \
+            0<&- >"$T/agent.log" 2>"$T/agent.err" &
+        AGENT=$!
+        for _ in $(seq 200); do [ -f "$T/ckpt-file" ] && break; sleep 0.01; done
+        [ -f "$T/ckpt-file" ] && ok || bad "no checkpoint file: $(ev action 'select(.action == "checkpoint-file")')"
+        kill -9 "$PID_a"
+        wait "$PID_a" 2>/dev/null
+        agent_wait
+        [ "$(ev action 'select(.action == "sigterm") | [.pid, .result]' | jq -c .)" = "[[$PID_a,\"exited\"],[$PID_b,\"sent\"]]" ] && ok ||
+            bad "sigterm lines: $(ev action 'select(.action == "sigterm")')"
+        [ -n "$(sig_at b TERM)" ] && ok || bad "rank b saw no SIGTERM: $(cat "$T/b.log")"
+        ;;
+    kill-fallback)
+        # pidfd_open(2) refused (tests/fakes/no_pidfd.c: ENOSYS, as before
+        # Linux 5.3): the agent checks the start time and signals with
+        # kill(2) instead. The SIGTERM reaches the job and is logged sent.
+        [ -f "$(dirname "$FAKE_NVML")/no_pidfd.so" ] || bad "no $(dirname "$FAKE_NVML")/no_pidfd.so"
+        job a "$UID_A" "period=${P}ms,idle=2,mincpu=0.02,action=restart,term=400ms" --spin --close-wait
+        gpus "gpu 0 $PID_a"
+        LD_PRELOAD="$(dirname "$FAKE_NVML")/no_pidfd.so" agent 1500
+        agent_wait
+        jq -e -s --argjson p "$PID_a" '[.[] | select(.event == "action" and
+            .action == "sigterm")] | length == 1 and .[0].pid == $p and
+            .[0].result == "sent"' "$T/agent.log" >/dev/null && ok ||
+            bad "SIGTERM lines: $(ev action 'select(.action == "sigterm")')"
+        [ -n "$(sig_at a TERM)" ] && ok || bad "the job saw no SIGTERM: $(cat "$T/a.log")"
+        ;;
+    idle-cpu)
+        # Without --run-for, as deployed, the agent sleeps between scans
+        # and periods: over 1.5 s it uses a few clock ticks. Its loop must
+        # not take "now" for the wake time (a spin that every other case,
+        # run with --run-for, would hide). Stopped by SIGTERM.
+        job a "$UID_A" "period=${P}ms,idle=3,mincpu=0.02" --spin
+        gpus "gpu 100 $PID_a"
+        FAKE_NVML_SCRIPT="$T/nvml" "$WATCHDOG" --nvml "$FAKE_NVML" \
+            --scan 50ms --metrics-addr off --api-server off $PFE \
+            --termination-log "" -v >"$T/agent.log" 2>"$T/agent.err" &
+        AGENT=$!
+        sleep 1.5
+        ticks=$(awk '{print $14 + $15}' "/proc/$AGENT/stat")
+        kill -TERM "$AGENT"
+        agent_wait
+        hz=$(getconf CLK_TCK)
+        [ -n "$ticks" ] && [ "$ticks" -lt $((hz / 10)) ] && ok ||
+            bad "the agent used ${ticks:-?} ticks (of $hz a second) in 1.5 s"
+        [ "$(ev period | jq length)" -ge 5 ] && ok || bad "periods: $(ev period .verdict)"
+        ;;
+    socket-cap)
+        # A rank holding more sockets than the agent reads (MAX_SOCKETS in
+        # watchdog/agent.c, 4096, the size of its inode table): exactly
+        # 4096 are counted each period, and one CLOSE_WAIT among them
+        # still makes the hang. The fds beyond 4096 are read no further.
+        ulimit -n 8192 2>/dev/null || { echo "SKIP socket-cap (ulimit -n 8192 refused)"; exit 77; }
+        job a "$UID_A" "period=${P}ms,idle=2,mincpu=0.02" --spin --close-wait --listen 4200
+        # 4200 binds take a while on a loaded machine: job waits 1 s only.
+        for _ in $(seq 1000); do [ -f "$T/a.ready" ] && break; sleep 0.01; done
+        [ -f "$T/a.ready" ] || bad "the job did not open its sockets in 10 s"
+        gpus "gpu 0 $PID_a"
+        agent 1100
+        agent_wait
+        [ "$(ev period .sockets | jq -c unique)" = '[4096]' ] && ok ||
+            bad "sockets counted: $(ev period .sockets | jq -c unique)"
+        [ "$(ev period .close_wait | jq -c unique)" = '[1]' ] && ok ||
+            bad "CLOSE_WAIT counted: $(ev period .close_wait | jq -c unique)"
+        [ "$(ev hang | jq length)" = 1 ] && ok || bad "hang lines: $(ev hang)"
         ;;
     *)
         echo "unknown case $CASE"
@@ -929,9 +1098,9 @@ if [ "${1:-}" = --case ]; then
 fi
 
 # ---- the runner --------------------------------------------------------------
-CASES="hang-restart sigkill rewatch busy-gpu cpu-idle sockets-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
+CASES="hang-restart sigkill rewatch rewatch-same-pid busy-gpu cpu-idle sockets-moving queue-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
-fifo metrics-flood churn events-limit identity burst shm ras flight-recorder"
+fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr idle-cpu"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
@@ -966,9 +1135,15 @@ for c in $CASES; do
     else
         fail=$((fail + 1))
         echo "FAIL $c"
+        [ -n "${WD_FAILLOG:-}" ] && echo "$(date -u +%T) $c" >>"$WD_FAILLOG"
         sed 's/^/    /' "$TMP/$c.out"
         echo "    ---- agent log (last 15 lines)"
         tail -15 "$TMP/$c/agent.log" 2>/dev/null | cut -c1-400 | sed 's/^/    /'
+        if [ -n "${WD_FAILFAST:-}" ]; then
+            left=$(($(echo $CASES | wc -w) - pass - fail - skip))
+            echo "tests/watchdog: WD_FAILFAST: stopped at $c; not run: $left"
+            break
+        fi
     fi
 done
 echo "tests/watchdog: $pass passed, $fail failed, $skip skipped"

@@ -5,11 +5,16 @@
  *   wd_job --log FILE [--spin] [--close-wait] [--catch-usr1 CKPT]
  *          [--ignore-term] [--exit-after MS] [--ready FILE]
  *          [--write FILE] [--churn MS] [--shm-fill PCT] [--shm-orphan]
- *          [--flight-recorder]
+ *          [--flight-recorder] [--listen N] [--trickle]
  *
  * --catch-usr1 CKPT  on SIGUSR1 write CKPT (a checkpoint stand-in)
  * --ignore-term      log SIGTERM but keep running (SIGKILL must follow)
  * --ready FILE       written once the sockets are set up
+ * --trickle          holds a loopback connection whose one end it never
+ *                    reads while the other sends 64 bytes every 50 ms: a
+ *                    receive queue that grows (a peer still sending)
+ * --listen N         holds N TCP sockets listening on 127.0.0.1 (each a
+ *                    row of net/tcp: a rank of a large job holds thousands)
  * --write FILE       keeps writing FILE, 1 MiB at a time over the same
  *                    bytes (a checkpoint being written, a cache filled)
  * --churn MS         every MS ms forks a child that lives 20 ms (process
@@ -19,7 +24,8 @@
  *                    emptyDir) and fills PCT of it with a segment it maps,
  *                    as NCCL maps its nccl-* segments
  * --shm-orphan       also leaves a segment there that nothing maps, dated a
- *                    minute back (a process that died without cleaning)
+ *                    minute back (a process that died without cleaning),
+ *                    and a sem.other file beside it, as old and unmapped
  * --flight-recorder  answers as PyTorch's ProcessGroupNCCL does (its
  *                    DumpPipe and heartbeat monitor): with
  *                    TORCH_NCCL_TRACE_BUFFER_SIZE > 0, makes the FIFO
@@ -183,7 +189,55 @@ shm_setup(int pct, int orphan)
     if (futimens(fd, ts) != 0)
         return -1;
     close(fd);
+    /* And a file of another program, as old and as unmapped: glibc keeps
+     * a named semaphore in /dev/shm as sem.NAME (sem_overview(7)). It is
+     * not NCCL's, so not an orphan segment. */
+    fd = open("/dev/shm/sem.other", O_WRONLY | O_CREAT, 0600);
+    if (fd < 0 || write(fd, p, 4096) != 4096 || futimens(fd, ts) != 0)
+        return -1;
+    close(fd);
     return 0;
+}
+
+/* n sockets listening on loopback, each on a port of its own; 0 or -1. */
+static int
+listen_sockets(long n)
+{
+    struct sockaddr_in sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (long i = 0; i < n; i++) {
+        int l = socket(AF_INET, SOCK_STREAM, 0);
+
+        if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+            listen(l, 1) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A loopback connection: *rd (never read) and *wr (the sender). */
+static int
+trickle_pair(int *rd, int *wr)
+{
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof(sa);
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        listen(l, 1) != 0 || getsockname(l, (struct sockaddr *)&sa, &sl) != 0)
+        return -1;
+    *wr = socket(AF_INET, SOCK_STREAM, 0);
+    if (*wr < 0 || connect(*wr, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+        return -1;
+    *rd = accept(l, NULL, NULL);
+    close(l);
+    return *rd < 0 ? -1 : 0;
 }
 
 /* A connected socket whose peer has closed: it sits in CLOSE_WAIT until we
@@ -218,6 +272,9 @@ main(int argc, char **argv)
     int spin = 0, cw = 0, ignore_term = 0, wfd = -1, shm_pct = -1, orphan = 0,
         fr = 0;
     long long last_fr = 0;
+    long listeners = 0;
+    int trickle = 0, t_rd = -1, t_wr = -1;
+    long long last_trickle = 0;
     long long exit_after = -1, t0 = mono_ms(), churn = -1, last_fork = 0;
     const char *ready = NULL;
     static char chunk[1 << 20];
@@ -248,6 +305,10 @@ main(int argc, char **argv)
             orphan = 1;
         else if (strcmp(argv[i], "--flight-recorder") == 0)
             fr = 1;
+        else if (strcmp(argv[i], "--trickle") == 0)
+            trickle = 1;
+        else if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc)
+            listeners = strtol(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "wd_job: bad argument %s\n", argv[i]);
             return 2;
@@ -274,6 +335,14 @@ main(int argc, char **argv)
     }
     if (cw && close_wait_socket() < 0) {
         perror("wd_job: close-wait socket");
+        return 1;
+    }
+    if (trickle && trickle_pair(&t_rd, &t_wr) != 0) {
+        perror("wd_job: trickle connection");
+        return 1;
+    }
+    if (listeners > 0 && listen_sockets(listeners) != 0) {
+        perror("wd_job: listening sockets");
         return 1;
     }
     if (ready != NULL) {
@@ -303,6 +372,13 @@ main(int argc, char **argv)
                 }
                 last_fork = mono_ms();
             }
+        }
+        if (t_wr >= 0 && mono_ms() - last_trickle >= 50) {
+            static const char bytes[64];
+
+            if (write(t_wr, bytes, sizeof(bytes)) < 0)
+                return 3;
+            last_trickle = mono_ms();
         }
         if (spin) {
             for (volatile long k = 0; k < 200000; k++)
