@@ -560,12 +560,63 @@ test_failures(void)
     port = http_server_port(s);
     CHECK_INT(fetch(port, "POST", "/mutate", "{}", true, text, sizeof(text)),
               400);
+    /* GnuTLS saying it found no certificate is "required", whatever
+     * else it reports (here a peer certificate list as well). */
+    atomic_store(&verify_error, GNUTLS_E_NO_CERTIFICATE_FOUND);
+    CHECK_INT(fetch(port, "POST", "/mutate", "{}", true, text, sizeof(text)),
+              403);
+    CHECK_STR(text, "client certificate required\n");
     atomic_store(&verify_error, GNUTLS_E_CERTIFICATE_ERROR);
     CHECK_INT(fetch(port, "POST", "/mutate", "{}", true, text, sizeof(text)),
               403);
     CHECK_STR(text, "client certificate not trusted\n");
     atomic_store(&verify_error, 0);
     http_server_stop(s);
+}
+
+/* A connection on descriptor 0 (stdin closed after the start, so accept()
+ * hands out 0, the lowest free descriptor: POSIX, open() and accept()) is
+ * cut at its deadline like any other. */
+static void
+test_fd0_cut(void)
+{
+    struct http_config cfg = {0};
+    struct http_server *s;
+    struct sockaddr_storage to;
+    struct timeval tv = {5, 0};
+    char link[64] = "";
+    int fd, saved;
+
+    cfg.header_timeout = 1;
+    s = start(&cfg);
+    CHECK(s != NULL);
+    if (s == NULL)
+        return;
+    to = loopback4(http_server_port(s));
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    saved = fcntl(0, F_DUPFD_CLOEXEC, 3);
+    CHECK(fd > 0 && saved > 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    close(0);
+    CHECK_INT(connect(fd, (struct sockaddr *)&to, sizeof(struct sockaddr_in)),
+              0);
+    /* The server's end took descriptor 0 once accept() returned. */
+    for (int i = 0; i < 100; i++) {
+        ssize_t n = readlink("/proc/self/fd/0", link, sizeof(link) - 1);
+
+        link[n > 0 ? n : 0] = '\0';
+        if (strncmp(link, "socket:", 7) == 0)
+            break;
+        usleep(10000);
+    }
+    CHECK(strncmp(link, "socket:", 7) == 0);
+    CHECK(closed_by_peer(fd));
+    close(fd);
+    http_server_stop(s);
+    if (saved > 0) {
+        dup2(saved, 0);
+        close(saved);
+    }
 }
 
 /* At the connection limit, a review being answered on a kept-alive
@@ -844,6 +895,7 @@ main(void)
         test_no_socket();
         test_failures();
         test_busy_not_shed();
+        test_fd0_cut();
         /* the_reload is not freed: a certificate parked when its list
          * could not grow keeps its reference for good (by design), and
          * stays reachable through the reload as the pair in force. */
