@@ -2,6 +2,7 @@
 #include "certs/certs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1199,6 +1200,22 @@ test_injected(const char *dir)
     CHECK_INT(create_with(dir, &err), -1);
     CHECK(strstr(err.msg, "cannot write") != NULL);
     write_mode = WRITE_REAL;
+    /* With stdin closed the temporary file gets descriptor 0 (open(2)
+     * returns the lowest free one); a failed write closes it too. */
+    {
+        int saved = fcntl(0, F_DUPFD_CLOEXEC, 3);
+
+        CHECK(saved > 0);
+        close(0);
+        write_mode = WRITE_ZERO;
+        CHECK_INT(create_with(dir, &err), -1);
+        write_mode = WRITE_REAL;
+        CHECK(fcntl(0, F_GETFD) == -1);
+        if (saved > 0) {
+            dup2(saved, 0);
+            close(saved);
+        }
+    }
 
     /* Verifying against the CA without a store context. */
     CHECK_INT(create_with(dir, &err), 0);
