@@ -241,7 +241,9 @@ metric(const char *line)
 #define SHED_METRIC "ncclguard_connections_cut_total{reason=\"shed\"}"
 
 /* A TCP connection to the server, from src when not NULL, with 5 s
- * receive and send timeouts; -1 on failure. */
+ * receive and send timeouts (a blocking socket then fails with EAGAIN,
+ * which GnuTLS returns as GNUTLS_E_AGAIN: the client takes it as the
+ * end); -1 on failure. */
 static int
 tcp_to(const struct sockaddr_storage *to, socklen_t to_len,
        const struct sockaddr_storage *src, socklen_t src_len)
@@ -303,7 +305,7 @@ client_start(struct client *c, int fd, bool with_cert)
     gnutls_handshake_set_timeout(c->tls, 5000);
     do
         rc = gnutls_handshake(c->tls);
-    while (rc < 0 && gnutls_error_is_fatal(rc) == 0);
+    while (rc == GNUTLS_E_INTERRUPTED);
     return rc < 0 ? -1 : 0;
 }
 
@@ -347,12 +349,44 @@ client_send(struct client *c, const char *method, const char *path,
     return rc;
 }
 
+/* Sends n bytes of text as they are, in as many records as it takes.
+ * Returns 0, or -1. */
+static int
+client_write(struct client *c, const char *text, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = gnutls_record_send(c->tls, text, n);
+
+        if (w == GNUTLS_E_INTERRUPTED)
+            continue;
+        if (w <= 0)
+            return -1;
+        text += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Sends the head of a review of len bytes, without its body. */
+static int
+client_send_head(struct client *c, size_t len)
+{
+    char head[256];
+    int n = snprintf(head, sizeof(head),
+                     "POST /mutate HTTP/1.1\r\nHost: t\r\n"
+                     "Content-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     len);
+
+    return client_write(c, head, (size_t)n);
+}
+
 /* Reads one answer: its status, and its body into text (NUL-terminated,
  * cut to n bytes); -1 when the connection ends or fails first. */
 static int
 client_read(struct client *c, char *text, size_t n)
 {
-    char buf[16384];
+    static _Thread_local char buf[65536];
     size_t have = 0, want = 0;
     char *end = NULL;
     int status;
@@ -365,7 +399,7 @@ client_read(struct client *c, char *text, size_t n)
         if (have == sizeof(buf) - 1)
             return -1;
         r = gnutls_record_recv(c->tls, buf + have, sizeof(buf) - 1 - have);
-        if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED)
+        if (r == GNUTLS_E_INTERRUPTED)
             continue;
         if (r <= 0)
             return -1;
@@ -624,6 +658,110 @@ test_fd0_cut(void)
         dup2(saved, 0);
         close(saved);
     }
+}
+
+/* Microseconds since t0 (CLOCK_MONOTONIC). */
+static long long
+micros_since_ts(const struct timespec *t0)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)(t.tv_sec - t0->tv_sec) * 1000000 +
+           (t.tv_nsec - t0->tv_nsec) / 1000;
+}
+
+/* A gauge of the server's own /metrics, or -1. */
+static long long
+server_gauge(uint16_t port, const char *name)
+{
+    static char text[60000];
+    size_t n = strlen(name);
+
+    if (fetch(port, "GET", "/metrics", NULL, false, text, sizeof(text)) != 200)
+        return -1;
+    for (char *p = text; p != NULL && *p != '\0';
+         p = strchr(p, '\n'), p += p != NULL)
+        if (strncmp(p, name, n) == 0 && p[n] == ' ')
+            return atoll(p + n + 1);
+    return -1;
+}
+
+/* A TLS connection to port on 127.0.0.1, or one with fd -1. */
+static int
+client_open(struct client *c, uint16_t port)
+{
+    struct sockaddr_storage to = loopback4(port);
+
+    return client_start(c, tcp_to(&to, sizeof(struct sockaddr_in), NULL, 0),
+                        false);
+}
+
+/* The body budget's shares (1 MiB here): a buffer over 256 KiB may use
+ * seven eighths of it, so a 1 MiB body is refused at once even with
+ * nothing else held; and a buffer reserved within its share keeps it
+ * while its body arrives, though small bodies then fill the budget past
+ * seven eighths. */
+static void
+test_budget_shares(void)
+{
+    struct http_config cfg = {0};
+    struct http_server *s;
+    struct client a, small[3];
+    char text[256];
+    uint16_t port;
+    size_t want;
+    char *body;
+
+    cfg.max_body = 1024 * 1024;
+    cfg.body_budget = 1024 * 1024;
+    s = start(&cfg);
+    CHECK(s != NULL);
+    if (s == NULL)
+        return;
+    port = http_server_port(s);
+
+    /* 1 MiB + 1 for the NUL, past 896 KiB: 503 on the head alone. */
+    CHECK_INT(client_open(&a, port), 0);
+    CHECK_INT(client_send_head(&a, 1024 * 1024), 0);
+    CHECK_INT(client_read(&a, text, sizeof(text)), 503);
+    CHECK(strstr(text, "memory budget") != NULL);
+    client_end(&a);
+
+    /* 300 KiB reserved (within 896 KiB), then three of 200 KiB: 900 KiB
+     * held, past seven eighths but within the whole. The 300 KiB body
+     * still arrives and gets its review. */
+    CHECK_INT(client_open(&a, port), 0);
+    CHECK_INT(client_send_head(&a, 300 * 1024), 0);
+    for (int i = 0; i < 3; i++) {
+        CHECK_INT(client_open(&small[i], port), 0);
+        CHECK_INT(client_send_head(&small[i], 200 * 1024), 0);
+    }
+    want = 300 * 1024 + 1 + 3 * (200 * 1024 + 1);
+    {
+        struct timespec t0;
+
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while (server_gauge(port, "ncclguard_body_buffer_bytes") !=
+                   (long long)want &&
+               micros_since_ts(&t0) < 3000000)
+            usleep(10000);
+    }
+    CHECK_INT(server_gauge(port, "ncclguard_body_buffer_bytes"),
+              (long long)want);
+    body = malloc(300 * 1024);
+    if (body == NULL)
+        abort();
+    memset(body, ' ', 300 * 1024);
+    body[0] = '{';
+    body[300 * 1024 - 1] = '}';
+    CHECK_INT(client_write(&a, body, 300 * 1024), 0);
+    CHECK_INT(client_read(&a, text, sizeof(text)), 400);
+    free(body);
+    client_end(&a);
+    for (int i = 0; i < 3; i++)
+        client_end(&small[i]);
+    http_server_stop(s);
 }
 
 /* At the connection limit, a review being answered on a kept-alive
@@ -936,6 +1074,7 @@ main(void)
         test_failures();
         test_busy_not_shed();
         test_fd0_cut();
+        test_budget_shares();
         /* the_reload is not freed: a certificate parked when its list
          * could not grow keeps its reference for good (by design), and
          * stays reachable through the reload as the pair in force. */
