@@ -764,6 +764,83 @@ test_budget_shares(void)
     http_server_stop(s);
 }
 
+/* A connection's address stops counting once it closes: an address whose
+ * two connections came and went counts only the one it opens next, and a
+ * flood of two from another address is shed before it. 8 connections at
+ * most (shedding past 6), from 127.0.0.2 to .7 (all of 127.0.0.0/8 is the
+ * loopback's). */
+static void
+test_peer_counts_drop(void)
+{
+    struct http_config cfg = {0};
+    struct http_server *s;
+    struct sockaddr_storage to, from[6];
+    struct timespec t0;
+    struct client x;
+    int old[2], y[2], z[4], hs;
+    long long shed0;
+    uint16_t port;
+    char text[64];
+
+    cfg.max_connections = 8;
+    s = start(&cfg);
+    CHECK(s != NULL);
+    if (s == NULL)
+        return;
+    port = http_server_port(s);
+    to = loopback4(port);
+    for (int i = 0; i < 6; i++) {
+        from[i] = loopback4(0);
+        ((struct sockaddr_in *)&from[i])->sin_addr.s_addr =
+            htonl(INADDR_LOOPBACK + 1 + (uint32_t)i);
+    }
+    /* Two from 127.0.0.2 come and go; then only /metrics' own is open. */
+    for (int i = 0; i < 2; i++)
+        old[i] = tcp_to(&to, sizeof(struct sockaddr_in), &from[0],
+                        sizeof(struct sockaddr_in));
+    usleep(50000);
+    for (int i = 0; i < 2; i++)
+        if (old[i] >= 0)
+            close(old[i]);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (server_gauge(port, "ncclguard_connections_open") != 1 &&
+           micros_since_ts(&t0) < 3000000)
+        usleep(10000);
+    CHECK_INT(server_gauge(port, "ncclguard_connections_open"), 1);
+    usleep(50000);
+    shed0 = metric(SHED_METRIC);
+    x.fd = tcp_to(&to, sizeof(struct sockaddr_in), &from[0],
+                  sizeof(struct sockaddr_in));
+    CHECK(x.fd >= 0);
+    usleep(30000);
+    for (int i = 0; i < 2; i++) {
+        y[i] = tcp_to(&to, sizeof(struct sockaddr_in), &from[1],
+                      sizeof(struct sockaddr_in));
+        usleep(30000);
+    }
+    for (int i = 0; i < 4; i++) {
+        z[i] = tcp_to(&to, sizeof(struct sockaddr_in), &from[2 + i],
+                      sizeof(struct sockaddr_in));
+        usleep(30000);
+    }
+    CHECK_INT(wait_metric(SHED_METRIC, shed0, 3000), shed0 + 1);
+    CHECK(y[0] >= 0 && closed_by_peer(y[0]));
+    hs = client_start(&x, x.fd, false);
+    CHECK_INT(hs, 0);
+    CHECK_INT(hs == 0 && client_send(&x, "GET", "/healthz", NULL) == 0
+                  ? client_read(&x, text, sizeof(text))
+                  : -1,
+              200);
+    client_end(&x);
+    for (int i = 0; i < 2; i++)
+        if (y[i] >= 0)
+            close(y[i]);
+    for (int i = 0; i < 4; i++)
+        if (z[i] >= 0)
+            close(z[i]);
+    http_server_stop(s);
+}
+
 /* At the connection limit, a review being answered on a kept-alive
  * connection is never shed: the newcomer is. With 2 connections at most
  * shedding starts past 1; the newcomer arrives while the review is held
@@ -1075,6 +1152,7 @@ main(void)
         test_busy_not_shed();
         test_fd0_cut();
         test_budget_shares();
+        test_peer_counts_drop();
         /* the_reload is not freed: a certificate parked when its list
          * could not grow keeps its reference for good (by design), and
          * stays reachable through the reload as the pair in force. */
