@@ -868,6 +868,56 @@ test_peer_counts_drop(void)
     http_server_stop(s);
 }
 
+/* A body announced past --max-body is drained up to 16 MiB over it
+ * (DRAIN_LIMIT) and answered at once past that; while drained, its
+ * deadline counts the cap, not what it announced. 1 KiB at most here,
+ * 1 KiB/s after a 1 s grace: cut after 2 s. */
+static void
+test_oversized_heads(void)
+{
+    struct http_config cfg = {0};
+    struct http_server *s;
+    struct client c;
+    struct timespec t0;
+    struct timeval tv = {1, 0};
+    const size_t drain = 16u * 1024 * 1024;
+    char text[256];
+    uint16_t port;
+
+    cfg.max_body = 1024;
+    cfg.header_timeout = 1;
+    cfg.min_body_rate = 1024;
+    s = start(&cfg);
+    CHECK(s != NULL);
+    if (s == NULL)
+        return;
+    port = http_server_port(s);
+
+    /* Past the drain limit by one byte: 413 on the head. */
+    CHECK_INT(client_open(&c, port), 0);
+    CHECK_INT(client_send_head(&c, 1024 + drain + 1), 0);
+    CHECK_INT(client_read(&c, text, sizeof(text)), 413);
+    client_end(&c);
+
+    /* At the drain limit: no answer on the head (the body would be read
+     * and dropped first), then the cut at the cap's deadline. */
+    CHECK_INT(client_open(&c, port), 0);
+    CHECK_INT(client_send_head(&c, 1024 + drain), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    CHECK_INT(client_read(&c, text, sizeof(text)), -1);
+    tv.tv_sec = 6;
+    setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    CHECK_INT(client_read(&c, text, sizeof(text)), -1);
+    /* Cut by the deadline (2 s), long before the 6 s receive timeout. */
+    CHECK(micros_since_ts(&t0) < 5000000);
+    if (micros_since_ts(&t0) >= 5000000)
+        fprintf(stderr, "drained head: open for %lld us\n",
+                micros_since_ts(&t0));
+    client_end(&c);
+    http_server_stop(s);
+}
+
 /* At the connection limit, a review being answered on a kept-alive
  * connection is never shed: the newcomer is. With 2 connections at most
  * shedding starts past 1; the newcomer arrives while the review is held
@@ -1180,6 +1230,7 @@ main(void)
         test_fd0_cut();
         test_budget_shares();
         test_peer_counts_drop();
+        test_oversized_heads();
         /* the_reload is not freed: a certificate parked when its list
          * could not grow keeps its reference for good (by design), and
          * stays reachable through the reload as the pair in force. */
