@@ -43,3 +43,15 @@ run-serve: $(BUILD)/ncclguard
 $(BUILD)/tests/ncclguard-peer: $(BUILD)/obj/tests/integration/peer.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ -lssl -lcrypto
+
+# test_http starts the server in process and injects failures (the clock,
+# libc's calloc and realloc, a response libmicrohttpd cannot allocate,
+# GnuTLS failing a verification, a review held in the admission) through
+# link-time wraps of the library's calls.
+HTTP_TEST_WRAP := -Wl,--wrap=time,--wrap=calloc,--wrap=realloc \
+	-Wl,--wrap=MHD_create_response_from_buffer \
+	-Wl,--wrap=gnutls_certificate_verify_peers,--wrap=review_handle
+$(BUILD)/tests/test_http: $(BUILD)/obj/tests/unit/test_http.o \
+		$(BUILD)/libncclguard.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) $(HTTP_TEST_WRAP) -o $@ $^ $(LDLIBS)

@@ -2,12 +2,20 @@
 #include "certs/certs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/asn1.h>
+#include <openssl/bio.h>
+#include <openssl/bn.h>
+#include <openssl/err.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
 
 #include "harness.h"
 
@@ -1017,6 +1025,225 @@ test_clock(const char *dir)
     fake_now = 0;
 }
 
+/*
+ * Failures injected into certs.c's calls through link-time wraps
+ * (certs/certs.mk: -Wl,--wrap=NAME; only calls from the library's objects
+ * are redirected). Each *_fail_at counts calls down from when a test arms
+ * it: the call that brings it to 0 fails, the others pass through.
+ */
+int __real_X509_sign(X509 *x, EVP_PKEY *pkey, const EVP_MD *md);
+int __wrap_X509_sign(X509 *x, EVP_PKEY *pkey, const EVP_MD *md);
+BIGNUM *__real_BN_new(void);
+BIGNUM *__wrap_BN_new(void);
+BIO *__real_BIO_new(const BIO_METHOD *type);
+BIO *__wrap_BIO_new(const BIO_METHOD *type);
+X509_STORE_CTX *__real_X509_STORE_CTX_new(void);
+X509_STORE_CTX *__wrap_X509_STORE_CTX_new(void);
+int __real_ASN1_TIME_to_tm(const ASN1_TIME *s, struct tm *tm);
+int __wrap_ASN1_TIME_to_tm(const ASN1_TIME *s, struct tm *tm);
+ssize_t __real_write(int fd, const void *buf, size_t n);
+ssize_t __wrap_write(int fd, const void *buf, size_t n);
+
+static int sign_fail_at, bn_fail_at, secmem_bio_fail_at, ctx_fail_at;
+static bool tm_fail;
+/* write(): 0 as libc; WRITE_SHORT: one byte short of what is asked
+ * (then the last byte alone); WRITE_ZERO, WRITE_EINTR: the next call
+ * returns 0 (errno EINTR, as a stale value), or -1 with EINTR. */
+enum { WRITE_REAL, WRITE_SHORT, WRITE_ZERO, WRITE_EINTR };
+static int write_mode;
+
+static bool
+count_down(int *n)
+{
+    return *n > 0 && --*n == 0;
+}
+
+int
+__wrap_X509_sign(X509 *x, EVP_PKEY *pkey, const EVP_MD *md)
+{
+    if (count_down(&sign_fail_at))
+        return 0; /* and no OpenSSL error queued */
+    return __real_X509_sign(x, pkey, md);
+}
+
+BIGNUM *
+__wrap_BN_new(void)
+{
+    return count_down(&bn_fail_at) ? NULL : __real_BN_new();
+}
+
+BIO *
+__wrap_BIO_new(const BIO_METHOD *type)
+{
+    if (type == BIO_s_secmem() && count_down(&secmem_bio_fail_at))
+        return NULL;
+    return __real_BIO_new(type);
+}
+
+X509_STORE_CTX *
+__wrap_X509_STORE_CTX_new(void)
+{
+    return count_down(&ctx_fail_at) ? NULL : __real_X509_STORE_CTX_new();
+}
+
+int
+__wrap_ASN1_TIME_to_tm(const ASN1_TIME *s, struct tm *tm)
+{
+    return tm_fail ? 0 : __real_ASN1_TIME_to_tm(s, tm);
+}
+
+ssize_t
+__wrap_write(int fd, const void *buf, size_t n)
+{
+    switch (write_mode) {
+    case WRITE_SHORT:
+        return __real_write(fd, buf, n > 1 ? n - 1 : n);
+    case WRITE_ZERO:
+        write_mode = WRITE_REAL;
+        errno = EINTR;
+        return 0;
+    case WRITE_EINTR:
+        write_mode = WRITE_REAL;
+        errno = EINTR;
+        return -1;
+    default:
+        return __real_write(fd, buf, n);
+    }
+}
+
+/* Whether the file at path ends with "-----\n" (a whole PEM block). */
+static bool
+pem_whole(const char *path)
+{
+    char tail[7] = "";
+    FILE *f = fopen(path, "r");
+    bool ok;
+
+    if (f == NULL)
+        return false;
+    ok = fseek(f, -6, SEEK_END) == 0 && fread(tail, 1, 6, f) == 6 &&
+         strcmp(tail, "-----\n") == 0;
+    fclose(f);
+    return ok;
+}
+
+/* certs_create() with one failure injected by arm(); its status, with
+ * err filled. */
+static int
+create_with(const char *dir, struct ng_error *err)
+{
+    struct certs_create_opts o = {.service = "svc",
+                                  .ns = "ns",
+                                  .out_dir = dir,
+                                  .days = 30,
+                                  .ca_days = 365};
+    struct certs_create_result r = {0};
+    int rc;
+
+    ERR_clear_error();
+    memset(err, 0, sizeof(*err));
+    rc = certs_create(&o, &r, err);
+    certs_create_result_release(&r);
+    return rc;
+}
+
+/* OpenSSL failing (signing, a BIGNUM or BIO that cannot be allocated, a
+ * verification context, a time it cannot convert) and write(2) returning
+ * short, 0 or EINTR: each gives its own words, or is retried. */
+static void
+test_injected(const char *dir)
+{
+    struct ng_error err;
+    char path[256], ca[256];
+    FILE *null = fopen("/dev/null", "w");
+
+    /* X509_sign() failing with no OpenSSL error queued: the words alone,
+     * without an empty OpenSSL error after them. */
+    sign_fail_at = 1;
+    CHECK_INT(create_with(dir, &err), -1);
+    CHECK_STR(err.msg, "cannot sign the CA certificate");
+    sign_fail_at = 2;
+    CHECK_INT(create_with(dir, &err), -1);
+    CHECK_STR(err.msg, "cannot sign the serving certificate");
+    sign_fail_at = 0;
+
+    /* BN_new() out of memory for the CA's serial, then for the serving
+     * certificate's. */
+    bn_fail_at = 1;
+    CHECK_INT(create_with(dir, &err), -1);
+    CHECK_STR(err.msg, "cannot build a certificate");
+    bn_fail_at = 2;
+    CHECK_INT(create_with(dir, &err), -1);
+    CHECK_STR(err.msg, "cannot build a certificate");
+    bn_fail_at = 0;
+
+    /* No secure-heap BIO for the first private key. */
+    secmem_bio_fail_at = 1;
+    CHECK_INT(create_with(dir, &err), -1);
+    CHECK_STR(err.msg, "cannot encode a private key");
+    secmem_bio_fail_at = 0;
+
+    /* write(2) may write less than asked (POSIX); the rest follows, to
+     * the last byte. EINTR is retried. */
+    write_mode = WRITE_SHORT;
+    CHECK_INT(create_with(dir, &err), 0);
+    write_mode = WRITE_REAL;
+    snprintf(path, sizeof(path), "%s/tls.crt", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+    CHECK(pem_whole(path));
+    CHECK(pem_whole(ca));
+    write_mode = WRITE_EINTR;
+    CHECK_INT(create_with(dir, &err), 0);
+    CHECK_INT(write_mode, WRITE_REAL);
+    /* A write that returns 0 is an error, whatever errno holds. */
+    write_mode = WRITE_ZERO;
+    CHECK_INT(create_with(dir, &err), -1);
+    CHECK(strstr(err.msg, "cannot write") != NULL);
+    write_mode = WRITE_REAL;
+    /* With stdin closed the temporary file gets descriptor 0 (open(2)
+     * returns the lowest free one); a failed write closes it too. */
+    {
+        int saved = fcntl(0, F_DUPFD_CLOEXEC, 3);
+
+        CHECK(saved > 0);
+        close(0);
+        write_mode = WRITE_ZERO;
+        CHECK_INT(create_with(dir, &err), -1);
+        write_mode = WRITE_REAL;
+        CHECK(fcntl(0, F_GETFD) == -1);
+        if (saved > 0) {
+            dup2(saved, 0);
+            close(saved);
+        }
+    }
+
+    /* Verifying against the CA without a store context. */
+    CHECK_INT(create_with(dir, &err), 0);
+    ctx_fail_at = 1;
+    memset(&err, 0, sizeof(err));
+    CHECK_INT(certs_inspect(path, ca, NULL, 0, null, &err), CERTS_BAD_INPUT);
+    CHECK(strstr(err.msg, "out of memory verifying the chain") != NULL);
+    ctx_fail_at = 0;
+
+    /* A time OpenSSL cannot convert is printed as such. */
+    {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        enum certs_status st;
+
+        tm_fail = true;
+        memset(&err, 0, sizeof(err));
+        st = certs_inspect(path, NULL, NULL, 0, f, &err);
+        tm_fail = false;
+        fclose(f);
+        (void)st;
+        CHECK(buf != NULL && strstr(buf, "(invalid time)") != NULL);
+        free(buf);
+    }
+    fclose(null);
+}
+
 int
 main(void)
 {
@@ -1041,6 +1268,8 @@ main(void)
     test_renew_edges(sub);
     snprintf(sub, sizeof(sub), "%s/clock", dir);
     test_clock(sub);
+    snprintf(sub, sizeof(sub), "%s/inject", dir);
+    test_injected(sub);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
