@@ -3166,6 +3166,165 @@ test_dra_claim_count(void)
     }
 }
 
+/* ---- the sweep's tests (tests/mutants/SWEEP.md, 2026-12-02) ------------ */
+
+/* Counts jansson's allocations, and fails the one numbered oom_fail_at. */
+static long oom_count, oom_fail_at = -1;
+
+static void *
+oom_malloc(size_t n)
+{
+    if (oom_count++ == oom_fail_at)
+        return NULL;
+    return malloc(n);
+}
+
+/*
+ * The patch less the value of ncclguard.io/mutated: injected_add() drops a
+ * name it cannot copy (the list is the log line's, best effort), and that
+ * list is the annotation's value. Everything else in the patch must be
+ * whole or absent.
+ */
+static json_t *
+patch_sans_mutated(const json_t *patch)
+{
+    json_t *out = json_array(), *op;
+    size_t i;
+
+    json_array_foreach(patch, i, op)
+    {
+        const char *path = json_string_value(json_object_get(op, "path"));
+        json_t *c = json_deep_copy(op), *v = json_object_get(c, "value");
+
+        if (strcmp(path, "/metadata/annotations/ncclguard.io~1mutated") == 0) {
+            json_decref(c);
+            continue;
+        }
+        if (strcmp(path, "/metadata") == 0)
+            v = json_object_get(v, "annotations");
+        if (strcmp(path, "/metadata") == 0 ||
+            strcmp(path, "/metadata/annotations") == 0)
+            json_object_del(v, "ncclguard.io/mutated");
+        json_array_append_new(out, c);
+    }
+    return out;
+}
+
+/*
+ * Out of memory at each of jansson's allocations in turn, one failing at a
+ * time: mutate_pod() returns -1, or answers MUTATE_ERROR (a pod left
+ * unchanged, with the reason), or gives the very patch it gives with
+ * memory to spare (only the best-effort list of what was injected may lack
+ * a name). A step that ignored a failed allocation and went on would
+ * write a patch with a piece missing: an env entry, a mount, an argument
+ * of the ring check. Pods that take every step: the profile, /dev/shm
+ * grown and new, memory raised, capabilities, hostIPC, extra and debug
+ * env, the watchdog and its folder, the ring check (single pod and
+ * multi-node), and annotations present, absent and without metadata.
+ */
+static void
+test_sweep_out_of_memory(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD "defaults:\n"
+                    "  shm: {existing: grow, memoryLimit: raise}\n"
+                    "  ipc: {capabilities: [IPC_LOCK, SYS_NICE], hostIPC: "
+                    "true}\n"
+                    "  extraEnv:\n"
+                    "    - {name: NCCL_SOCKET_IFNAME, value: eth0}\n"
+                    "  debug: {allowAnnotation: true, level: INFO, subsys: "
+                    "INIT}\n"
+                    "  ringCheck: {onFailure: fallback}\n"
+                    "  watchdog:\n"
+                    "    enabled: true\n"
+                    "    checkpoint: {signal: SIGUSR1, file: /ckpt/now}\n");
+    static const char *const pods[] = {
+        "{'metadata':{'name':'p','annotations':{'a':'b',"
+        "'ncclguard.io/debug':'true'}},'spec':{'volumes':[{'name':'dshm',"
+        "'emptyDir':{'medium':'Memory','sizeLimit':'1Gi'}}],"
+        "'initContainers':[{'name':'setup','image':'x'},{'name':'side',"
+        "'image':'x','restartPolicy':'Always','env':[{'name':'S','value':"
+        "'1'}],'resources':{'limits':{'nvidia.com/gpu':1}}}],"
+        "'containers':[{'name':'c','image':'x','envFrom':[],'env':[{'name':"
+        "'X','value':'y'}],'securityContext':{'capabilities':{'add':["
+        "'NET_ADMIN']}},'volumeMounts':[{'name':'dshm','mountPath':"
+        "'/dev/shm'}],'resources':{'limits':{'nvidia.com/gpu':2,'memory':"
+        "'4Gi'},'requests':{'memory':'4Gi'}}},{'name':'d','image':'x',"
+        "'resources':{'limits':{'nvidia.com/gpu':1}}}]}}",
+        "{'metadata':{'name':'p'},'spec':{'terminationGracePeriodSeconds':30,"
+        "'containers':[{'name':'c','image':'x','resources':{'limits':{"
+        "'nvidia.com/gpu':2,'memory':'2Gi'}}}]}}",
+        "{'spec':{'containers':[{'name':'c','image':'x','resources':{"
+        "'limits':{'nvidia.com/gpu':4}}}]}}",
+        "{'metadata':{'name':'w','labels':{"
+        "'leaderworkerset.sigs.k8s.io/name':'vllm'}},'spec':{'containers':["
+        "{'name':'c','image':'x','env':[{'name':'LWS_LEADER_ADDRESS','value':"
+        "'vllm-0.vllm.ml'},{'name':'LWS_GROUP_SIZE','value':'2'},{'name':"
+        "'LWS_WORKER_INDEX','valueFrom':{'fieldRef':{'fieldPath':"
+        "'metadata.labels[\\u0027leaderworkerset.sigs.k8s.io/"
+        "worker-index\\u0027]'}}}],'resources':{'limits':{"
+        "'nvidia.com/gpu':2}}}]}}",
+    };
+    struct mutate_options opt = {.own_namespace = "ncclguard"};
+    json_malloc_t old_m;
+    json_free_t old_f;
+
+    json_get_alloc_funcs(&old_m, &old_f);
+    for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++) {
+        json_t *pod = J(pods[i]), *want;
+        struct mutate_result ref;
+        bool done = false;
+        long bad = 0;
+
+        CHECK_INT(mutate_pod(pod, "ml", pol, &opt, &ref), 0);
+        CHECK_INT(ref.status, MUTATE_PATCHED);
+        want = patch_sans_mutated(ref.patch);
+        for (long k = 0; !done && k < 100000; k++) {
+            struct mutate_result r;
+            int rc;
+
+            oom_count = 0;
+            oom_fail_at = k;
+            json_set_alloc_funcs(oom_malloc, free);
+            rc = mutate_pod(pod, "ml", pol, &opt, &r);
+            json_set_alloc_funcs(old_m, old_f);
+            done = oom_count <= k; /* nothing failed: the last round */
+            if (rc != 0)
+                continue;
+            if (done) {
+                CHECK(json_equal(r.patch, ref.patch));
+                CHECK_INT(r.status, ref.status);
+            } else if (r.status != MUTATE_ERROR) {
+                json_t *got = patch_sans_mutated(r.patch);
+
+                if (r.status != ref.status || !json_equal(got, want)) {
+                    if (bad++ == 0) {
+                        char *t = json_dumps(got, JSON_COMPACT);
+
+                        fprintf(stderr,
+                                "pod %zu, allocation %ld failed: status %s, "
+                                "patch %.300s\n",
+                                i, k, mutate_status_name(r.status), t);
+                        free(t);
+                    }
+                }
+                json_decref(got);
+            } else {
+                CHECK(r.reason[0] != '\0');
+                CHECK_INT(json_array_size(r.patch), 0);
+            }
+            mutate_result_release(&r);
+        }
+        CHECK(done);
+        CHECK_INT(bad, 0);
+        json_decref(want);
+        mutate_result_release(&ref);
+        json_decref(pod);
+    }
+    oom_fail_at = -1;
+    policy_free(pol);
+}
+
 int
 main(void)
 {
@@ -3212,6 +3371,7 @@ main(void)
     test_jobset_master_addr();
     test_match_node_pools();
     test_ipc_lock_warning_silenced();
+    test_sweep_out_of_memory();
     policy_free(pol_default);
     return harness_finish();
 }
