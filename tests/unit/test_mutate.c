@@ -3325,6 +3325,97 @@ test_sweep_out_of_memory(void)
     policy_free(pol);
 }
 
+/*
+ * The non-root warning is IPC_LOCK's alone: CAP_IPC_LOCK lets a process
+ * lock memory past RLIMIT_MEMLOCK only with the capability in its
+ * effective set, which a non-root process does not get from the bounding
+ * set alone (capabilities(7)); SYS_NICE added to the same non-root
+ * container gets no such warning.
+ */
+static void
+test_sweep_ipc_warning_ipc_lock_only(void)
+{
+    struct policy *pol =
+        fixture_policy(POLICY_HEAD "defaults:\n"
+                                   "  ipc: {capabilities: [SYS_NICE]}\n");
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'securityContext':{"
+                    "'runAsNonRoot':true},'containers':[{'name':'b',"
+                    "'resources':{'limits':{'nvidia.com/gpu':1}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r);
+
+    CHECK_STR(str_at(patched, "/spec/containers/0/securityContext/"
+                              "capabilities/add/0"),
+              "SYS_NICE");
+    CHECK_INT(json_array_size(r.warnings), 0);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/*
+ * The watchdog without a checkpoint file (watchdog.checkpoint.file unset:
+ * NULL in the settings): its spec, the pod's identity and NCCL's RAS
+ * address, but no folder, so neither a volume nor the flight recorder's
+ * files. And the pod's identity is each variable with its own field
+ * (the Downward API's metadata.name, metadata.namespace, metadata.uid).
+ */
+static void
+test_sweep_watchdog_no_checkpoint(void)
+{
+    struct policy *pol = fixture_policy(POLICY_HEAD "defaults:\n"
+                                                    "  watchdog:\n"
+                                                    "    enabled: true\n");
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':"
+                    "'a','image':'x','resources':{'limits':{"
+                    "'nvidia.com/gpu':2}}}]}}");
+    static const char *const fields[][2] = {
+        {"NCCLGUARD_POD_NAME", "metadata.name"},
+        {"NCCLGUARD_POD_NAMESPACE", "metadata.namespace"},
+        {"NCCLGUARD_POD_UID", "metadata.uid"},
+        {"NCCLGUARD_POD_IP", "status.podIP"},
+    };
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r), *env, *e, *vols, *v;
+    size_t i, k;
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK(ctr_env_has(patched, "/spec/containers/0", "NCCLGUARD_WATCHDOG"));
+    CHECK(ctr_env_has(patched, "/spec/containers/0", "NCCL_RAS_ADDR"));
+    CHECK(!ctr_env_has(patched, "/spec/containers/0",
+                       "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"));
+    CHECK(!ctr_env_has(patched, "/spec/containers/0",
+                       "TORCH_NCCL_TRACE_BUFFER_SIZE"));
+    env = patch_pointer_get(patched, "/spec/containers/0/env");
+    for (k = 0; k < sizeof(fields) / sizeof(fields[0]); k++) {
+        const char *got = NULL;
+
+        json_array_foreach(env, i, e)
+        {
+            const char *n = json_string_value(json_object_get(e, "name"));
+
+            if (n != NULL && strcmp(n, fields[k][0]) == 0)
+                got = json_string_value(json_object_get(
+                    json_object_get(json_object_get(e, "valueFrom"),
+                                    "fieldRef"),
+                    "fieldPath"));
+        }
+        CHECK_STR(got, fields[k][1]);
+    }
+    vols = patch_pointer_get(patched, "/spec/volumes");
+    json_array_foreach(vols, i, v)
+    {
+        const char *n = json_string_value(json_object_get(v, "name"));
+
+        CHECK(n == NULL || strcmp(n, "ncclguard-watchdog") != 0);
+    }
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
 int
 main(void)
 {
@@ -3372,6 +3463,8 @@ main(void)
     test_match_node_pools();
     test_ipc_lock_warning_silenced();
     test_sweep_out_of_memory();
+    test_sweep_ipc_warning_ipc_lock_only();
+    test_sweep_watchdog_no_checkpoint();
     policy_free(pol_default);
     return harness_finish();
 }
