@@ -3416,6 +3416,71 @@ test_sweep_watchdog_no_checkpoint(void)
     policy_free(pol);
 }
 
+/*
+ * /dev/shm as the pod has it: an emptyDir without a medium is on disk
+ * (the kubelet's default medium, "" = the node's disk) and is warned about,
+ * never read as a name; a memory emptyDir without a sizeLimit is bounded
+ * by the pod's memory only and is left alone. What was done is named in
+ * ncclguard.io/mutated: "shm" for a new volume, "shm-mount" only when the
+ * pod's own volume is mounted in a GPU container that lacked it.
+ */
+static void
+test_sweep_shm_existing_shapes(void)
+{
+    static const struct {
+        const char *what;
+        const char *pod;
+        const char *warning; /* substring, or NULL: no warning */
+        const char *mutated;
+    } cases[] = {
+        {"emptyDir without medium",
+         "{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'d',"
+         "'emptyDir':{}}],'containers':[{'name':'c','image':'x',"
+         "'volumeMounts':[{'name':'d','mountPath':'/dev/shm'}],'resources':{"
+         "'limits':{'nvidia.com/gpu':2}}}]}}",
+         "is on disk", "envFrom,env,ringcheck"},
+        {"memory without sizeLimit",
+         "{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'d',"
+         "'emptyDir':{'medium':'Memory'}}],'containers':[{'name':'c',"
+         "'image':'x','volumeMounts':[{'name':'d','mountPath':'/dev/shm'}],"
+         "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
+         NULL, "envFrom,env,ringcheck"},
+        {"own volume, a second GPU container lacks it",
+         "{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'d',"
+         "'emptyDir':{'medium':'Memory'}}],'containers':[{'name':'c',"
+         "'image':'x','volumeMounts':[{'name':'d','mountPath':'/dev/shm'}],"
+         "'resources':{'limits':{'nvidia.com/gpu':2}}},{'name':'e',"
+         "'image':'x','resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
+         NULL, "envFrom,shm-mount,env,ringcheck"},
+        {"new volume",
+         "{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c',"
+         "'image':'x','resources':{'limits':{'nvidia.com/gpu':2}}},{'name':"
+         "'e','image':'x','resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
+         NULL, "envFrom,shm,env,ringcheck"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *pod = J(cases[i].pod), *patched;
+        struct mutate_result r;
+        const char *m;
+
+        patched = run(pol_default, pod, "ml", &r);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        if (cases[i].warning != NULL)
+            CHECK(warnings_have(r.warnings, cases[i].warning));
+        else
+            CHECK_INT(json_array_size(r.warnings), 0);
+        m = str_at(patched, "/metadata/annotations/ncclguard.io~1mutated");
+        if (m == NULL || strcmp(m, cases[i].mutated) != 0)
+            fprintf(stderr, "shm case %s: mutated \"%s\"\n", cases[i].what,
+                    m ? m : "(none)");
+        CHECK_STR(m, cases[i].mutated);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
 int
 main(void)
 {
@@ -3465,6 +3530,7 @@ main(void)
     test_sweep_out_of_memory();
     test_sweep_ipc_warning_ipc_lock_only();
     test_sweep_watchdog_no_checkpoint();
+    test_sweep_shm_existing_shapes();
     policy_free(pol_default);
     return harness_finish();
 }
