@@ -8,6 +8,7 @@
 #include "cli/workload.h"
 #include "cli/yamljson.h"
 #include "harness.h"
+#include "policy/quantity.h"
 #include "ringcheck/opts.h"
 #include "server_fixtures.h"
 
@@ -3481,6 +3482,143 @@ test_sweep_shm_existing_shapes(void)
     }
 }
 
+/*
+ * Memory beside /dev/shm where the pod sets spec.resources memory: a
+ * container is warned about (never raised) when it requests memory, even
+ * 0, and so is a pod-level request of 0 (request_milli() >= 0 means "set");
+ * with shm.memoryLimit: warn such a container gets the ordinary warning
+ * about its limit instead, since nothing is raised.
+ */
+static void
+test_sweep_memory_pod_level(void)
+{
+    static const struct {
+        const char *mode, *pod_mem, *ctr_req;
+        const char *warning; /* substring */
+        bool raised;
+    } cases[] = {
+        {"raise", "'0'", "'1Gi'", "not added to \"c\"'s memory", false},
+        {"raise", "'64Gi'", "'0'", "not added to \"c\"'s memory", false},
+        {"raise", NULL, "'1Gi'", NULL, true},
+        {"warn", "'64Gi'", "'1Gi'", "exceeds the 1Gi memory limit", false},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[256], buf[1024], podres[128] = "";
+        struct policy *pol;
+        json_t *pod, *patched;
+        struct mutate_result r;
+        const char *lim;
+
+        snprintf(text, sizeof(text),
+                 POLICY_HEAD "defaults:\n  shm: {memoryLimit: %s}\n",
+                 cases[i].mode);
+        pol = fixture_policy(text);
+        if (cases[i].pod_mem != NULL)
+            snprintf(podres, sizeof(podres),
+                     "'resources':{'requests':{'memory':%s}},",
+                     cases[i].pod_mem);
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{%s'containers':[{'name':"
+                 "'c','image':'x','resources':{'limits':{'nvidia.com/gpu':2,"
+                 "'memory':'1Gi'},'requests':{'memory':%s}}}]}}",
+                 podres, cases[i].ctr_req);
+        pod = J(buf);
+        patched = run(pol, pod, "ml", &r);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        lim = str_at(patched, "/spec/containers/0/resources/limits/memory");
+        if ((strcmp(lim, "1Gi") != 0) != cases[i].raised ||
+            (cases[i].warning != NULL &&
+             !warnings_have(r.warnings, cases[i].warning))) {
+            char *w = json_dumps(r.warnings, JSON_COMPACT);
+
+            fprintf(stderr, "memory case %zu: limit %s, warnings %s\n", i, lim,
+                    w);
+            free(w);
+        }
+        CHECK((strcmp(lim, "1Gi") != 0) == cases[i].raised);
+        if (cases[i].warning != NULL)
+            CHECK(warnings_have(r.warnings, cases[i].warning));
+        else
+            CHECK(!warnings_have(r.warnings, "memory"));
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+        policy_free(pol);
+    }
+}
+
+/*
+ * A memory limit raised by the shm size up to exactly INT64_MAX bytes is
+ * raised; one byte more would overflow, and the limit is left as it is.
+ */
+static void
+test_sweep_memory_raise_at_int64_max(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD "defaults:\n"
+                    "  shm: {perGPU: 6Ei, max: 6Ei, memoryLimit: raise}\n");
+    /* INT64_MAX - 6Ei = 2305843009213693951, and one more. */
+    static const struct {
+        const char *limit, *want;
+    } cases[] = {
+        {"2305843009213693951", NULL},
+        {"2305843009213693952", "2305843009213693952"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[512];
+        json_t *pod, *patched;
+        struct mutate_result r;
+        const char *lim;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c',"
+                 "'image':'x','resources':{'limits':{'nvidia.com/gpu':1,"
+                 "'memory':'%s'}}}]}}",
+                 cases[i].limit);
+        pod = J(buf);
+        patched = run(pol, pod, "ml", &r);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        lim = str_at(patched, "/spec/containers/0/resources/limits/memory");
+        if (cases[i].want == NULL) {
+            struct quantity q;
+
+            CHECK(lim != NULL &&
+                  quantity_parse(lim, strlen(lim), &q, NULL) == 0 &&
+                  q.value == INT64_MAX);
+        } else {
+            CHECK_STR(lim, cases[i].want);
+        }
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+    policy_free(pol);
+}
+
+/*
+ * A volume without a name (the apiserver refuses it later) is skipped
+ * when the pod's /dev/shm volume is looked for, never read as a name.
+ */
+static void
+test_sweep_volume_without_name(void)
+{
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'volumes':[{'emptyDir':"
+                    "{}},{'name':'d','emptyDir':{'medium':'Memory',"
+                    "'sizeLimit':'1Gi'}}],'containers':[{'name':'c','image':"
+                    "'x','volumeMounts':[{'name':'d','mountPath':'/dev/shm'}],"
+                    "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r);
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK(warnings_have(r.warnings, "/dev/shm \"d\" is 1Gi, below the 8Gi"));
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
 int
 main(void)
 {
@@ -3531,6 +3669,9 @@ main(void)
     test_sweep_ipc_warning_ipc_lock_only();
     test_sweep_watchdog_no_checkpoint();
     test_sweep_shm_existing_shapes();
+    test_sweep_memory_pod_level();
+    test_sweep_memory_raise_at_int64_max();
+    test_sweep_volume_without_name();
     policy_free(pol_default);
     return harness_finish();
 }
