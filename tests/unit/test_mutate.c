@@ -3619,6 +3619,152 @@ test_sweep_volume_without_name(void)
     json_decref(pod);
 }
 
+/*
+ * A GPU limit that is null is no limit: the request counts, as the
+ * apiserver's defaulting would leave it (a request without a limit).
+ */
+static void
+test_sweep_gpu_limit_null(void)
+{
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':null},'requests':{"
+                           "'nvidia.com/gpu':'2'}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r);
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_INT(r.gpus, 2);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/*
+ * A rule whose gpuResources differ from the defaults' only in a name (the
+ * same number of names) counts the pod again with its own names.
+ */
+static void
+test_sweep_rule_gpu_resources(void)
+{
+    struct policy *pol =
+        fixture_policy(POLICY_HEAD "rules:\n"
+                                   "  - name: other\n"
+                                   "    match: {namespaces: [ml]}\n"
+                                   "    settings:\n"
+                                   "      gpuResources: [example.com/gpu]\n");
+    json_t *pod = pod_with("{'limits':{'example.com/gpu':3}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r);
+
+    CHECK_STR(r.rule, "other");
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_INT(r.gpus, 3);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/*
+ * ncclguard.io/claim-gpus is a count of 1 to CLAIM_GPUS_MAX written in
+ * decimal digits alone: a sign, a leading space, a trailing letter, 0 and
+ * 1025 are refused (warned, the pod left alone with the reason); 1 and
+ * 1024 are counts.
+ */
+static void
+test_sweep_claim_gpus_syntax(void)
+{
+    static const struct {
+        const char *count;
+        int64_t gpus; /* 0: refused */
+    } cases[] = {
+        {"+4", 0}, {" 4", 0},      {"4x", 0},   {"0", 0},
+        {"1", 1},  {"1024", 1024}, {"1025", 0},
+    };
+    struct mutate_options opt = {.own_namespace = "ncclguard"};
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[1024];
+        json_t *pod;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p','annotations':{"
+                 "'ncclguard.io/claim-gpus':'%s'}},'spec':{'containers':[{"
+                 "'name':'t','image':'x','resources':{'claims':[{'name':"
+                 "'gpus'}]}}],'resourceClaims':[{'name':'gpus',"
+                 "'resourceClaimTemplateName':'eight'}]}}",
+                 cases[i].count);
+        pod = J(buf);
+        CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+        if (r.gpus != cases[i].gpus)
+            fprintf(stderr, "claim-gpus \"%s\": status %s, %" PRId64 " GPUs\n",
+                    cases[i].count, mutate_status_name(r.status), r.gpus);
+        CHECK_INT(r.gpus, cases[i].gpus);
+        if (cases[i].gpus == 0) {
+            CHECK_INT(r.status, MUTATE_NOT_GPU);
+            CHECK(strstr(r.reason, "bad ncclguard.io/claim-gpus") != NULL);
+            CHECK(warnings_have(r.warnings, "is not a GPU count"));
+        } else {
+            CHECK_INT(r.status, MUTATE_PATCHED);
+        }
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/*
+ * With dra.claimTemplates, only the claims of a mapped template are the
+ * pod's GPUs: the container that uses the other claim gets nothing of
+ * ours, and the ring check gets only the mapped claim.
+ */
+static void
+test_sweep_dra_mapped_claims(void)
+{
+    struct policy *pol =
+        fixture_policy(POLICY_HEAD "dra:\n  claimTemplates: {gpu-tmpl: 4}\n");
+    json_t *pod =
+        J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'a','image':"
+          "'x','resources':{'claims':[{'name':'g'}]}},{'name':'b','image':'x',"
+          "'resources':{'claims':[{'name':'n'}]}}],'resourceClaims':[{'name':"
+          "'g','resourceClaimTemplateName':'gpu-tmpl'},{'name':'n',"
+          "'resourceClaimTemplateName':'nic-tmpl'}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r), *rc, *claims;
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_INT(r.gpus, 4);
+    CHECK(patch_pointer_get(patched, "/spec/containers/0/volumeMounts") !=
+          NULL);
+    CHECK(patch_pointer_get(patched, "/spec/containers/1/volumeMounts") ==
+          NULL);
+    CHECK(patch_pointer_get(patched, "/spec/containers/1/envFrom") == NULL);
+    rc = ringcheck_of(patched, NULL);
+    claims = json_object_get(json_object_get(rc, "resources"), "claims");
+    CHECK_INT(json_array_size(claims), 1);
+    CHECK_STR(str_at(patched, "/spec/initContainers/0/resources/claims/0/name"),
+              "g");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/* A pod that asks for AMD GPUs in its requests alone is told why it gets
+ * nothing, as one asking in its limits is. */
+static void
+test_sweep_not_gpu_reason_requests(void)
+{
+    json_t *pod = pod_with("{'requests':{'amd.com/gpu':8}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r);
+
+    CHECK_INT(r.status, MUTATE_NOT_GPU);
+    CHECK(strstr(r.reason, "asks for amd.com/gpu") != NULL);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
 int
 main(void)
 {
@@ -3672,6 +3818,11 @@ main(void)
     test_sweep_memory_pod_level();
     test_sweep_memory_raise_at_int64_max();
     test_sweep_volume_without_name();
+    test_sweep_gpu_limit_null();
+    test_sweep_rule_gpu_resources();
+    test_sweep_claim_gpus_syntax();
+    test_sweep_dra_mapped_claims();
+    test_sweep_not_gpu_reason_requests();
     policy_free(pol_default);
     return harness_finish();
 }
