@@ -3765,6 +3765,47 @@ test_sweep_not_gpu_reason_requests(void)
     json_decref(pod);
 }
 
+/* A pod that asks only for a MIG slice is told why it gets nothing. */
+static void
+test_sweep_not_gpu_reason_mig(void)
+{
+    json_t *pod = pod_with("{'limits':{'nvidia.com/mig-1g.5gb':1}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r);
+
+    CHECK_INT(r.status, MUTATE_NOT_GPU);
+    CHECK(strstr(r.reason, "asks for a MIG slice (nvidia.com/mig-1g.5gb)") !=
+          NULL);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/*
+ * The decision's own warnings already start with "ncclguard: "; they are
+ * passed on with that prefix once, and the rest of the text whole.
+ */
+static void
+test_sweep_decision_warning_prefix(void)
+{
+    json_t *pod = J("{'metadata':{'name':'p','annotations':{"
+                    "'ncclguard.io/shm-size':'lots'}},'spec':{'containers':[{"
+                    "'name':'c','image':'x','resources':{'limits':{"
+                    "'nvidia.com/gpu':2}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r);
+    const char *w = json_string_value(json_array_get(r.warnings, 0));
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_INT(json_array_size(r.warnings), 1);
+    CHECK(w != NULL && strncmp(w, "ncclguard: shm-size \"lots\" refused",
+                               strlen("ncclguard: shm-size \"lots\" "
+                                      "refused")) == 0);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
 int
 main(void)
 {
@@ -3823,6 +3864,8 @@ main(void)
     test_sweep_claim_gpus_syntax();
     test_sweep_dra_mapped_claims();
     test_sweep_not_gpu_reason_requests();
+    test_sweep_not_gpu_reason_mig();
+    test_sweep_decision_warning_prefix();
     policy_free(pol_default);
     return harness_finish();
 }
