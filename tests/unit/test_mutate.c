@@ -3806,6 +3806,41 @@ test_sweep_decision_warning_prefix(void)
     json_decref(pod);
 }
 
+/*
+ * Mount paths compared component by component: "/dev/shn" (the same
+ * length as shm) and "/dev/shm/abc" (longer, with a last component as
+ * long as shm) are not /dev/shm, and the pod gets its own mount there.
+ */
+static void
+test_sweep_mount_path_components(void)
+{
+    static const char *const paths[] = {"/dev/shn", "/dev/shm/abc"};
+
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        char buf[1024];
+        json_t *pod, *patched;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'v',"
+                 "'emptyDir':{'medium':'Memory'}}],'containers':[{'name':'c',"
+                 "'image':'x','volumeMounts':[{'name':'v','mountPath':'%s'}],"
+                 "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
+                 paths[i]);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        CHECK_STR(
+            str_at(patched, "/spec/containers/0/volumeMounts/1/mountPath"),
+            "/dev/shm");
+        CHECK_STR(str_at(patched, "/spec/containers/0/volumeMounts/1/name"),
+                  "ncclguard-shm");
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
 int
 main(void)
 {
@@ -3866,6 +3901,7 @@ main(void)
     test_sweep_not_gpu_reason_requests();
     test_sweep_not_gpu_reason_mig();
     test_sweep_decision_warning_prefix();
+    test_sweep_mount_path_components();
     policy_free(pol_default);
     return harness_finish();
 }
