@@ -3841,6 +3841,52 @@ test_sweep_mount_path_components(void)
     }
 }
 
+/*
+ * A patch past PATCH_MAX_OPS operations is refused before it is checked,
+ * with its own reason: 120 GPU containers that each have an env list get
+ * one append per planned variable, 10 each.
+ */
+static void
+test_sweep_patch_too_many_ops(void)
+{
+    struct policy *pol =
+        fixture_policy(POLICY_HEAD "defaults:\n"
+                                   "  extraEnv:\n"
+                                   "    - {name: A0, value: x}\n"
+                                   "    - {name: A1, value: x}\n"
+                                   "    - {name: A2, value: x}\n"
+                                   "    - {name: A3, value: x}\n"
+                                   "    - {name: A4, value: x}\n"
+                                   "    - {name: A5, value: x}\n"
+                                   "    - {name: A6, value: x}\n"
+                                   "    - {name: A7, value: x}\n"
+                                   "    - {name: A8, value: x}\n"
+                                   "    - {name: A9, value: x}\n");
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'containers':[]}}");
+    json_t *list = json_object_get(json_object_get(pod, "spec"), "containers");
+    struct mutate_result r;
+
+    for (int i = 0; i < 120; i++) {
+        char name[16];
+
+        snprintf(name, sizeof(name), "c%d", i);
+        json_array_append_new(list,
+                              json_pack("{s:s,s:s,s:[],s:{s:{s:i}}}", "name",
+                                        name, "image", "x", "env", "resources",
+                                        "limits", "nvidia.com/gpu", 1));
+    }
+    CHECK_INT(mutate_pod(pod, "ml", pol, NULL, &r), 0);
+    CHECK_INT(r.status, MUTATE_ERROR);
+    if (strncmp(r.reason, "patch would have ", 17) != 0)
+        fprintf(stderr, "too many ops: reason %s\n", r.reason);
+    CHECK(strncmp(r.reason, "patch would have ", 17) == 0);
+    CHECK(strstr(r.reason, "operations, more than 1024") != NULL);
+    CHECK_INT(json_array_size(r.patch), 0);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
 int
 main(void)
 {
@@ -3902,6 +3948,7 @@ main(void)
     test_sweep_not_gpu_reason_mig();
     test_sweep_decision_warning_prefix();
     test_sweep_mount_path_components();
+    test_sweep_patch_too_many_ops();
     policy_free(pol_default);
     return harness_finish();
 }
