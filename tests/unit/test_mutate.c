@@ -3643,7 +3643,8 @@ test_sweep_gpu_limit_null(void)
 
 /*
  * A rule whose gpuResources differ from the defaults' only in a name (the
- * same number of names) counts the pod again with its own names.
+ * same number of names) counts the pod again with its own names, and its
+ * DRA claims again too.
  */
 static void
 test_sweep_rule_gpu_resources(void)
@@ -3661,6 +3662,20 @@ test_sweep_rule_gpu_resources(void)
     CHECK_STR(r.rule, "other");
     CHECK_INT(r.status, MUTATE_PATCHED);
     CHECK_INT(r.gpus, 3);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    /* Under that rule a pod with DRA claims still counts them. */
+    pod = J("{'metadata':{'name':'p','annotations':{"
+            "'ncclguard.io/claim-gpus':'2'}},'spec':{'containers':[{"
+            "'name':'t','image':'x','resources':{'claims':[{'name':"
+            "'gpus'}]}}],'resourceClaims':[{'name':'gpus',"
+            "'resourceClaimTemplateName':'eight'}]}}");
+    patched = run(pol, pod, "ml", &r);
+    CHECK_STR(r.rule, "other");
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_INT(r.gpus, 2);
     json_decref(patched);
     mutate_result_release(&r);
     json_decref(pod);
