@@ -3905,6 +3905,30 @@ test_sweep_patch_too_many_ops(void)
     policy_free(pol);
 }
 
+/*
+ * The ring check runs under the env of the first GPU app container, even
+ * one with a single GPU beside a container with more.
+ */
+static void
+test_sweep_ringcheck_model_first(void)
+{
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':"
+                    "'a','image':'x','env':[{'name':'NCCL_IB_HCA','value':"
+                    "'first'}],'resources':{'limits':{'nvidia.com/gpu':1}}},{"
+                    "'name':'b','image':'x','env':[{'name':'NCCL_IB_HCA',"
+                    "'value':'second'}],'resources':{'limits':{"
+                    "'nvidia.com/gpu':2}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r);
+    json_t *e = rc_env(ringcheck_of(patched, NULL), "NCCL_IB_HCA");
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_STR(json_string_value(json_object_get(e, "value")), "first");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
 int
 main(void)
 {
@@ -3967,6 +3991,7 @@ main(void)
     test_sweep_decision_warning_prefix();
     test_sweep_mount_path_components();
     test_sweep_patch_too_many_ops();
+    test_sweep_ringcheck_model_first();
     policy_free(pol_default);
     return harness_finish();
 }
