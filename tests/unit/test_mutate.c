@@ -3929,6 +3929,27 @@ test_sweep_ringcheck_model_first(void)
     json_decref(pod);
 }
 
+/* One GPU of a counted resource that is not NVIDIA's is named as the
+ * reason the check is left out, as eight are. */
+static void
+test_sweep_ringcheck_one_other_gpu(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD
+        "defaults:\n  gpuResources: [nvidia.com/gpu, amd.com/gpu]\n");
+    json_t *pod = pod_with("{'limits':{'amd.com/gpu':1}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r);
+
+    CHECK(strstr(r.ringcheck, "amd.com/gpu is not an NVIDIA GPU") != NULL);
+    CHECK(!warnings_have(r.warnings, "native sidecars"));
+    CHECK(ringcheck_of(patched, NULL) == NULL);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
 int
 main(void)
 {
@@ -3992,6 +4013,7 @@ main(void)
     test_sweep_mount_path_components();
     test_sweep_patch_too_many_ops();
     test_sweep_ringcheck_model_first();
+    test_sweep_ringcheck_one_other_gpu();
     policy_free(pol_default);
     return harness_finish();
 }
