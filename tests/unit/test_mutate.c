@@ -3950,6 +3950,86 @@ test_sweep_ringcheck_one_other_gpu(void)
     policy_free(pol);
 }
 
+/*
+ * A pod counted first through DRA claims, then again under a rule whose
+ * own GPU resource it holds only in a native sidecar: its GPUs are all in
+ * the sidecar, and the claims' count of the first pass is not the
+ * check's.
+ */
+static void
+test_sweep_ringcheck_sidecar_after_dra(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD "rules:\n"
+                    "  - name: shared\n"
+                    "    match: {namespaces: [ml]}\n"
+                    "    settings:\n"
+                    "      gpuResources: [nvidia.com/gpu.shared]\n");
+    json_t *pod = J("{'metadata':{'name':'p','annotations':{"
+                    "'ncclguard.io/claim-gpus':'2'}},'spec':{"
+                    "'initContainers':[{'name':'s','image':'x',"
+                    "'restartPolicy':'Always','resources':{'limits':{"
+                    "'nvidia.com/gpu.shared':1}}}],'containers':[{'name':'t',"
+                    "'image':'x','resources':{'claims':[{'name':'gpus'}]}}],"
+                    "'resourceClaims':[{'name':'gpus',"
+                    "'resourceClaimTemplateName':'eight'}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r);
+
+    CHECK_STR(r.rule, "shared");
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK(warnings_have(r.warnings, "GPUs are in native sidecars"));
+    CHECK(ringcheck_of(patched, NULL) == NULL);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/*
+ * The bus bandwidth thresholds up to RINGCHECK_MAX_BUSBW_GBPS
+ * (contract/limits.h), which the binary accepts, keep the check; one
+ * more leaves it out.
+ */
+static void
+test_sweep_ringcheck_busbw_bound(void)
+{
+    static const struct {
+        const char *key;
+        const char *value;
+        bool added;
+    } cases[] = {
+        {"minBusBandwidthGBps", "1000000", true},
+        {"minBusBandwidthGBps", "1000001", false},
+        {"minNetBusBandwidthGBps", "1000000", true},
+        {"minNetBusBandwidthGBps", "1000001", false},
+    };
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':2}}");
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[256];
+        struct policy *pol;
+        struct mutate_result r;
+        json_t *patched;
+
+        snprintf(text, sizeof(text),
+                 POLICY_HEAD "defaults:\n  ringCheck: {%s: %s}\n", cases[i].key,
+                 cases[i].value);
+        pol = fixture_policy(text);
+        patched = run(pol, pod, "ml", &r);
+        if ((ringcheck_of(patched, NULL) != NULL) != cases[i].added)
+            fprintf(stderr, "%s %s: ring check %s\n", cases[i].key,
+                    cases[i].value, cases[i].added ? "left out" : "added");
+        CHECK((ringcheck_of(patched, NULL) != NULL) == cases[i].added);
+        CHECK(warnings_have(r.warnings, "beyond what the ring check accepts") ==
+              !cases[i].added);
+        json_decref(patched);
+        mutate_result_release(&r);
+        policy_free(pol);
+    }
+    json_decref(pod);
+}
+
 int
 main(void)
 {
@@ -4014,6 +4094,8 @@ main(void)
     test_sweep_patch_too_many_ops();
     test_sweep_ringcheck_model_first();
     test_sweep_ringcheck_one_other_gpu();
+    test_sweep_ringcheck_sidecar_after_dra();
+    test_sweep_ringcheck_busbw_bound();
     policy_free(pol_default);
     return harness_finish();
 }
