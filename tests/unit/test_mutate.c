@@ -4030,6 +4030,78 @@ test_sweep_ringcheck_busbw_bound(void)
     json_decref(pod);
 }
 
+/*
+ * Guaranteed QoS read from each container's limits and requests: a
+ * request written equal to its limit, or null (a request defaults to its
+ * limit), keeps the pod Guaranteed, and the check's requests are its
+ * limits; a smaller cpu request makes it Burstable, and the check gets
+ * the policy's limits.
+ */
+static void
+test_sweep_ringcheck_guaranteed_requests(void)
+{
+    static const struct {
+        const char *requests;
+        bool guaranteed;
+    } cases[] = {
+        {"{'cpu':'4','memory':'64Gi'}", true},
+        {"{'cpu':null,'memory':null}", true},
+        {"{'cpu':'2','memory':'64Gi'}", false},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[1024];
+        json_t *pod, *patched, *rc;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c',"
+                 "'image':'x','resources':{'limits':{'nvidia.com/gpu':2,"
+                 "'cpu':'4','memory':'64Gi'},'requests':%s}}]}}",
+                 cases[i].requests);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        rc = ringcheck_of(patched, NULL);
+        CHECK(rc != NULL);
+        CHECK_STR(str_at(rc, "/resources/requests/cpu"), "250m");
+        CHECK_STR(str_at(rc, "/resources/limits/cpu"),
+                  cases[i].guaranteed ? "250m" : "2");
+        CHECK_STR(str_at(rc, "/resources/limits/memory"),
+                  cases[i].guaranteed ? "2Gi" : "4Gi");
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/*
+ * Membership variables are copied into the check by their exact names:
+ * a workload variable that only begins with the same letter as one
+ * (MY_TOKEN and MASTER_ADDR, RANKING and RANK, WORLD and WORLD_SIZE,
+ * PET_SECRET and PET_NNODES) stays out.
+ */
+static void
+test_sweep_ringcheck_env_exact_names(void)
+{
+    json_t *pod =
+        J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c',"
+          "'image':'x','env':[{'name':'MY_TOKEN','value':'t'},{'name':"
+          "'RANKING','value':'r'},{'name':'WORLD','value':'w'},{'name':"
+          "'PET_SECRET','value':'s'},{'name':'RANK','value':'0'}],"
+          "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r), *rc;
+    char names[512];
+
+    rc = ringcheck_of(patched, NULL);
+    CHECK(rc != NULL);
+    CHECK_STR(env_names(rc, names, sizeof(names)),
+              "RANK,NCCLGUARD_PROFILE_EXPECTED");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
 int
 main(void)
 {
@@ -4096,6 +4168,8 @@ main(void)
     test_sweep_ringcheck_one_other_gpu();
     test_sweep_ringcheck_sidecar_after_dra();
     test_sweep_ringcheck_busbw_bound();
+    test_sweep_ringcheck_guaranteed_requests();
+    test_sweep_ringcheck_env_exact_names();
     policy_free(pol_default);
     return harness_finish();
 }
