@@ -4102,6 +4102,37 @@ test_sweep_ringcheck_env_exact_names(void)
     json_decref(pod);
 }
 
+/*
+ * What of the workload's env the check gets, on shapes the apiserver
+ * refuses later but the webhook sees first (validateEnvVarValueFrom in
+ * pkg/apis/core/validation/validation.go allows one source, and no value
+ * beside it): an entry with two sources is never copied, and the value
+ * written beside a fieldRef is never read for $(NAME) references.
+ * PET_NODE_RANK (training-operator's torchrun variable) is copied.
+ */
+static void
+test_sweep_ringcheck_env_sources(void)
+{
+    json_t *pod = J(
+        "{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c','image':"
+        "'x','env':[{'name':'UNUSED','value':'u'},{'name':'PET_NODE_RANK',"
+        "'value':'1'},{'name':'TWO','valueFrom':{'fieldRef':{'fieldPath':"
+        "'spec.nodeName'},'secretKeyRef':{'name':'s','key':'k'}}},{'name':"
+        "'MY_NODE','value':'$(UNUSED)','valueFrom':{'fieldRef':{'fieldPath':"
+        "'spec.nodeName'}}}],'resources':{'limits':{'nvidia.com/gpu':2}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r), *rc;
+    char names[512];
+
+    rc = ringcheck_of(patched, NULL);
+    CHECK(rc != NULL);
+    CHECK_STR(env_names(rc, names, sizeof(names)),
+              "PET_NODE_RANK,MY_NODE,NCCLGUARD_PROFILE_EXPECTED");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
 int
 main(void)
 {
@@ -4170,6 +4201,7 @@ main(void)
     test_sweep_ringcheck_busbw_bound();
     test_sweep_ringcheck_guaranteed_requests();
     test_sweep_ringcheck_env_exact_names();
+    test_sweep_ringcheck_env_sources();
     policy_free(pol_default);
     return harness_finish();
 }
