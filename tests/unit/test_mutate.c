@@ -4133,6 +4133,72 @@ test_sweep_ringcheck_env_sources(void)
     json_decref(pod);
 }
 
+/*
+ * A bus bandwidth threshold of 1 GB/s or less is still a threshold: the
+ * check is given it (--min-busbw, and --min-busbw-net for a multi-node
+ * check); 0 means none and no flag.
+ */
+static void
+test_sweep_ringcheck_small_busbw(void)
+{
+    static const struct {
+        const char *value, *want; /* want NULL: no flag */
+    } cases[] = {
+        {"0.5", "0.5"},
+        {"1", "1"},
+        {"0", NULL},
+    };
+    json_t *single = pod_with("{'limits':{'nvidia.com/gpu':2}}");
+    json_t *lws = J("{'metadata':{'name':'w','labels':{"
+                    "'leaderworkerset.sigs.k8s.io/name':'vllm'}},'spec':{"
+                    "'containers':[{'name':'c','image':'x','env':[{'name':"
+                    "'LWS_LEADER_ADDRESS','value':'vllm-0.vllm.ml'},{'name':"
+                    "'LWS_GROUP_SIZE','value':'2'},{'name':'LWS_WORKER_INDEX',"
+                    "'valueFrom':{'fieldRef':{'fieldPath':"
+                    "'metadata.labels[\\u0027leaderworkerset.sigs.k8s.io/"
+                    "worker-index\\u0027]'}}}],'resources':{'limits':{"
+                    "'nvidia.com/gpu':2}}}]}}");
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[256];
+        struct policy *pol;
+        struct mutate_result r;
+        json_t *patched, *rc;
+        const char *got;
+
+        snprintf(text, sizeof(text),
+                 POLICY_HEAD "defaults:\n  ringCheck: {minBusBandwidthGBps: "
+                             "%s, minNetBusBandwidthGBps: %s}\n",
+                 cases[i].value, cases[i].value);
+        pol = fixture_policy(text);
+        patched = run(pol, single, "ml", &r);
+        rc = ringcheck_of(patched, NULL);
+        CHECK(rc != NULL);
+        got = rc_arg(rc, "--min-busbw");
+        if (cases[i].want == NULL)
+            CHECK(got == NULL);
+        else
+            CHECK_STR(got, cases[i].want);
+        CHECK(rc_arg(rc, "--min-busbw-net") == NULL);
+        json_decref(patched);
+        mutate_result_release(&r);
+
+        patched = run(pol, lws, "ml", &r);
+        rc = ringcheck_of(patched, NULL);
+        CHECK(r.multinode);
+        got = rc_arg(rc, "--min-busbw-net");
+        if (cases[i].want == NULL)
+            CHECK(got == NULL);
+        else
+            CHECK_STR(got, cases[i].want);
+        json_decref(patched);
+        mutate_result_release(&r);
+        policy_free(pol);
+    }
+    json_decref(single);
+    json_decref(lws);
+}
+
 int
 main(void)
 {
@@ -4202,6 +4268,7 @@ main(void)
     test_sweep_ringcheck_guaranteed_requests();
     test_sweep_ringcheck_env_exact_names();
     test_sweep_ringcheck_env_sources();
+    test_sweep_ringcheck_small_busbw();
     policy_free(pol_default);
     return harness_finish();
 }
