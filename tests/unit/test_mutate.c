@@ -4199,6 +4199,44 @@ test_sweep_ringcheck_small_busbw(void)
     json_decref(lws);
 }
 
+/*
+ * With shm.enabled: false and no /dev/shm of the pod's own, the check
+ * mounts nothing there (a mount of a volume without a name would be
+ * refused); with the pod's own, it shares that one.
+ */
+static void
+test_sweep_ringcheck_no_shm(void)
+{
+    struct policy *pol =
+        fixture_policy(POLICY_HEAD "defaults:\n  shm: {enabled: false}\n");
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':2}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r), *rc, *m;
+    size_t i;
+
+    rc = ringcheck_of(patched, NULL);
+    CHECK(rc != NULL);
+    json_array_foreach(json_object_get(rc, "volumeMounts"), i, m)
+        CHECK(strcmp(json_string_value(json_object_get(m, "mountPath")),
+                     "/dev/shm") != 0);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    pod = J("{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'d',"
+            "'emptyDir':{'medium':'Memory'}}],'containers':[{'name':'c',"
+            "'image':'x','volumeMounts':[{'name':'d','mountPath':'/dev/shm'}],"
+            "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}");
+    patched = run(pol, pod, "ml", &r);
+    rc = ringcheck_of(patched, NULL);
+    CHECK_STR(str_at(rc, "/volumeMounts/0/name"), "d");
+    CHECK_STR(str_at(rc, "/volumeMounts/0/mountPath"), "/dev/shm");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
 int
 main(void)
 {
@@ -4269,6 +4307,7 @@ main(void)
     test_sweep_ringcheck_env_exact_names();
     test_sweep_ringcheck_env_sources();
     test_sweep_ringcheck_small_busbw();
+    test_sweep_ringcheck_no_shm();
     policy_free(pol_default);
     return harness_finish();
 }
