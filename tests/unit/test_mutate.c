@@ -4237,6 +4237,39 @@ test_sweep_ringcheck_no_shm(void)
     policy_free(pol);
 }
 
+/*
+ * A checkpoint file right under / has / for its folder: the pod's root,
+ * not a volume of the watchdog's, so no emptyDir is mounted there and the
+ * flight recorder gets no dump files.
+ */
+static void
+test_sweep_watchdog_checkpoint_at_root(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD "defaults:\n"
+                    "  watchdog:\n"
+                    "    enabled: true\n"
+                    "    checkpoint: {signal: SIGUSR1, file: /now}\n");
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':2}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r), *vols, *v;
+    size_t i;
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK(ctr_env_has(patched, "/spec/containers/0", "NCCLGUARD_WATCHDOG"));
+    CHECK(ctr_env_has(patched, "/spec/containers/0", "NCCL_RAS_ADDR"));
+    CHECK(!ctr_env_has(patched, "/spec/containers/0",
+                       "TORCH_NCCL_TRACE_BUFFER_SIZE"));
+    vols = patch_pointer_get(patched, "/spec/volumes");
+    json_array_foreach(vols, i, v)
+        CHECK(strcmp(json_string_value(json_object_get(v, "name")),
+                     "ncclguard-watchdog") != 0);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
 int
 main(void)
 {
@@ -4308,6 +4341,7 @@ main(void)
     test_sweep_ringcheck_env_sources();
     test_sweep_ringcheck_small_busbw();
     test_sweep_ringcheck_no_shm();
+    test_sweep_watchdog_checkpoint_at_root();
     policy_free(pol_default);
     return harness_finish();
 }
