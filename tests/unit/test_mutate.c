@@ -4270,6 +4270,57 @@ test_sweep_watchdog_checkpoint_at_root(void)
     policy_free(pol);
 }
 
+/*
+ * runAsUser read where it is an integer, container level first: a
+ * container securityContext without one leaves the pod's runAsUser: 1000
+ * in force, and IPC_LOCK is warned about as for any non-root container.
+ */
+static void
+test_sweep_ipc_pod_level_user(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD "defaults:\n  ipc: {capabilities: [IPC_LOCK]}\n");
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'securityContext':{"
+                    "'runAsUser':1000},'containers':[{'name':'b',"
+                    "'securityContext':{'privileged':false},'resources':{"
+                    "'limits':{'nvidia.com/gpu':1}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r);
+
+    CHECK(warnings_have(r.warnings, "IPC_LOCK in container \"b\" has no "
+                                    "effect: it runs as non-root"));
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/* terminationGracePeriodSeconds: 0 is the pod's delay, as any other: the
+ * agent's SIGTERM -> SIGKILL delay is 0 too. */
+static void
+test_sweep_watchdog_grace_zero(void)
+{
+    struct policy *pol = fixture_policy(POLICY_HEAD "defaults:\n"
+                                                    "  watchdog:\n"
+                                                    "    enabled: true\n");
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{"
+                    "'terminationGracePeriodSeconds':0,'containers':[{'name':"
+                    "'a','image':'x','resources':{'limits':{"
+                    "'nvidia.com/gpu':2}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r);
+    const char *w =
+        env_value_at(patched, "/spec/containers/0/env", "NCCLGUARD_WATCHDOG");
+
+    CHECK(w != NULL && strstr(w, ",term=0s") != NULL);
+    if (w != NULL && strstr(w, ",term=0s") == NULL)
+        fprintf(stderr, "grace 0: %s\n", w);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
 int
 main(void)
 {
@@ -4342,6 +4393,8 @@ main(void)
     test_sweep_ringcheck_small_busbw();
     test_sweep_ringcheck_no_shm();
     test_sweep_watchdog_checkpoint_at_root();
+    test_sweep_ipc_pod_level_user();
+    test_sweep_watchdog_grace_zero();
     policy_free(pol_default);
     return harness_finish();
 }
