@@ -8,6 +8,7 @@
 #include "cli/workload.h"
 #include "cli/yamljson.h"
 #include "harness.h"
+#include "policy/quantity.h"
 #include "ringcheck/opts.h"
 #include "server_fixtures.h"
 
@@ -3166,6 +3167,1160 @@ test_dra_claim_count(void)
     }
 }
 
+/* ---- the sweep's tests (tests/mutants/SWEEP.md, 2026-12-02) ------------ */
+
+/* Counts jansson's allocations, and fails the one numbered oom_fail_at. */
+static long oom_count, oom_fail_at = -1;
+
+static void *
+oom_malloc(size_t n)
+{
+    if (oom_count++ == oom_fail_at)
+        return NULL;
+    return malloc(n);
+}
+
+/*
+ * The patch less the value of ncclguard.io/mutated: injected_add() drops a
+ * name it cannot copy (the list is the log line's, best effort), and that
+ * list is the annotation's value. Everything else in the patch must be
+ * whole or absent.
+ */
+static json_t *
+patch_sans_mutated(const json_t *patch)
+{
+    json_t *out = json_array(), *op;
+    size_t i;
+
+    json_array_foreach(patch, i, op)
+    {
+        const char *path = json_string_value(json_object_get(op, "path"));
+        json_t *c = json_deep_copy(op), *v = json_object_get(c, "value");
+
+        if (strcmp(path, "/metadata/annotations/ncclguard.io~1mutated") == 0) {
+            json_decref(c);
+            continue;
+        }
+        if (strcmp(path, "/metadata") == 0)
+            v = json_object_get(v, "annotations");
+        if (strcmp(path, "/metadata") == 0 ||
+            strcmp(path, "/metadata/annotations") == 0)
+            json_object_del(v, "ncclguard.io/mutated");
+        json_array_append_new(out, c);
+    }
+    return out;
+}
+
+/*
+ * Out of memory at each of jansson's allocations in turn, one failing at a
+ * time: mutate_pod() returns -1, or answers MUTATE_ERROR (a pod left
+ * unchanged, with the reason), or gives the very patch it gives with
+ * memory to spare (only the best-effort list of what was injected may lack
+ * a name). A step that ignored a failed allocation and went on would
+ * write a patch with a piece missing: an env entry, a mount, an argument
+ * of the ring check. Pods that take every step: the profile, /dev/shm
+ * grown and new, memory raised, capabilities, hostIPC, extra and debug
+ * env, the watchdog and its folder, the ring check (single pod and
+ * multi-node), and annotations present, absent and without metadata.
+ */
+static void
+test_sweep_out_of_memory(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD "defaults:\n"
+                    "  shm: {existing: grow, memoryLimit: raise}\n"
+                    "  ipc: {capabilities: [IPC_LOCK, SYS_NICE], hostIPC: "
+                    "true}\n"
+                    "  extraEnv:\n"
+                    "    - {name: NCCL_SOCKET_IFNAME, value: eth0}\n"
+                    "  debug: {allowAnnotation: true, level: INFO, subsys: "
+                    "INIT}\n"
+                    "  ringCheck: {onFailure: fallback}\n"
+                    "  watchdog:\n"
+                    "    enabled: true\n"
+                    "    checkpoint: {signal: SIGUSR1, file: /ckpt/now}\n");
+    static const char *const pods[] = {
+        "{'metadata':{'name':'p','annotations':{'a':'b',"
+        "'ncclguard.io/debug':'true'}},'spec':{'volumes':[{'name':'dshm',"
+        "'emptyDir':{'medium':'Memory','sizeLimit':'1Gi'}}],"
+        "'initContainers':[{'name':'setup','image':'x'},{'name':'side',"
+        "'image':'x','restartPolicy':'Always','env':[{'name':'S','value':"
+        "'1'}],'resources':{'limits':{'nvidia.com/gpu':1}}}],"
+        "'containers':[{'name':'c','image':'x','envFrom':[],'env':[{'name':"
+        "'X','value':'y'}],'securityContext':{'capabilities':{'add':["
+        "'NET_ADMIN']}},'volumeMounts':[{'name':'dshm','mountPath':"
+        "'/dev/shm'}],'resources':{'limits':{'nvidia.com/gpu':2,'memory':"
+        "'4Gi'},'requests':{'memory':'4Gi'}}},{'name':'d','image':'x',"
+        "'resources':{'limits':{'nvidia.com/gpu':1}}}]}}",
+        "{'metadata':{'name':'p'},'spec':{'terminationGracePeriodSeconds':30,"
+        "'containers':[{'name':'c','image':'x','resources':{'limits':{"
+        "'nvidia.com/gpu':2,'memory':'2Gi'}}}]}}",
+        "{'spec':{'containers':[{'name':'c','image':'x','resources':{"
+        "'limits':{'nvidia.com/gpu':4}}}]}}",
+        "{'metadata':{'name':'w','labels':{"
+        "'leaderworkerset.sigs.k8s.io/name':'vllm'}},'spec':{'containers':["
+        "{'name':'c','image':'x','env':[{'name':'LWS_LEADER_ADDRESS','value':"
+        "'vllm-0.vllm.ml'},{'name':'LWS_GROUP_SIZE','value':'2'},{'name':"
+        "'LWS_WORKER_INDEX','valueFrom':{'fieldRef':{'fieldPath':"
+        "'metadata.labels[\\u0027leaderworkerset.sigs.k8s.io/"
+        "worker-index\\u0027]'}}}],'resources':{'limits':{"
+        "'nvidia.com/gpu':2}}}]}}",
+    };
+    struct mutate_options opt = {.own_namespace = "ncclguard"};
+    json_malloc_t old_m;
+    json_free_t old_f;
+
+    json_get_alloc_funcs(&old_m, &old_f);
+    for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++) {
+        json_t *pod = J(pods[i]), *want;
+        struct mutate_result ref;
+        bool done = false;
+        long bad = 0;
+
+        CHECK_INT(mutate_pod(pod, "ml", pol, &opt, &ref), 0);
+        CHECK_INT(ref.status, MUTATE_PATCHED);
+        want = patch_sans_mutated(ref.patch);
+        for (long k = 0; !done && k < 100000; k++) {
+            struct mutate_result r;
+            int rc;
+
+            oom_count = 0;
+            oom_fail_at = k;
+            json_set_alloc_funcs(oom_malloc, free);
+            rc = mutate_pod(pod, "ml", pol, &opt, &r);
+            json_set_alloc_funcs(old_m, old_f);
+            done = oom_count <= k; /* nothing failed: the last round */
+            if (rc != 0)
+                continue;
+            /* An answer of 0 has every list of the result. */
+            CHECK(r.patch != NULL && r.warnings != NULL && r.audit != NULL &&
+                  r.injected != NULL);
+            if (done) {
+                CHECK(json_equal(r.patch, ref.patch));
+                CHECK_INT(r.status, ref.status);
+            } else if (r.status != MUTATE_ERROR) {
+                json_t *got = patch_sans_mutated(r.patch);
+
+                if (r.status != ref.status || !json_equal(got, want)) {
+                    if (bad++ == 0) {
+                        char *t = json_dumps(got, JSON_COMPACT);
+
+                        fprintf(stderr,
+                                "pod %zu, allocation %ld failed: status %s, "
+                                "patch %.300s\n",
+                                i, k, mutate_status_name(r.status), t);
+                        free(t);
+                    }
+                }
+                json_decref(got);
+            } else {
+                CHECK(r.reason[0] != '\0');
+                CHECK_INT(json_array_size(r.patch), 0);
+            }
+            mutate_result_release(&r);
+        }
+        CHECK(done);
+        CHECK_INT(bad, 0);
+        json_decref(want);
+        mutate_result_release(&ref);
+        json_decref(pod);
+    }
+    oom_fail_at = -1;
+    policy_free(pol);
+}
+
+/*
+ * The non-root warning is IPC_LOCK's alone: CAP_IPC_LOCK lets a process
+ * lock memory past RLIMIT_MEMLOCK only with the capability in its
+ * effective set, which a non-root process does not get from the bounding
+ * set alone (capabilities(7)); SYS_NICE added to the same non-root
+ * container gets no such warning.
+ */
+static void
+test_sweep_ipc_warning_ipc_lock_only(void)
+{
+    struct policy *pol =
+        fixture_policy(POLICY_HEAD "defaults:\n"
+                                   "  ipc: {capabilities: [SYS_NICE]}\n");
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'securityContext':{"
+                    "'runAsNonRoot':true},'containers':[{'name':'b',"
+                    "'resources':{'limits':{'nvidia.com/gpu':1}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r);
+
+    CHECK_STR(str_at(patched, "/spec/containers/0/securityContext/"
+                              "capabilities/add/0"),
+              "SYS_NICE");
+    CHECK_INT(json_array_size(r.warnings), 0);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/*
+ * The watchdog without a checkpoint file (watchdog.checkpoint.file unset:
+ * NULL in the settings): its spec, the pod's identity and NCCL's RAS
+ * address, but no folder, so neither a volume nor the flight recorder's
+ * files. And the pod's identity is each variable with its own field
+ * (the Downward API's metadata.name, metadata.namespace, metadata.uid).
+ */
+static void
+test_sweep_watchdog_no_checkpoint(void)
+{
+    struct policy *pol = fixture_policy(POLICY_HEAD "defaults:\n"
+                                                    "  watchdog:\n"
+                                                    "    enabled: true\n");
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':"
+                    "'a','image':'x','resources':{'limits':{"
+                    "'nvidia.com/gpu':2}}}]}}");
+    static const char *const fields[][2] = {
+        {"NCCLGUARD_POD_NAME", "metadata.name"},
+        {"NCCLGUARD_POD_NAMESPACE", "metadata.namespace"},
+        {"NCCLGUARD_POD_UID", "metadata.uid"},
+        {"NCCLGUARD_POD_IP", "status.podIP"},
+    };
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r), *env, *e, *vols, *v;
+    size_t i, k;
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK(ctr_env_has(patched, "/spec/containers/0", "NCCLGUARD_WATCHDOG"));
+    CHECK(ctr_env_has(patched, "/spec/containers/0", "NCCL_RAS_ADDR"));
+    CHECK(!ctr_env_has(patched, "/spec/containers/0",
+                       "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"));
+    CHECK(!ctr_env_has(patched, "/spec/containers/0",
+                       "TORCH_NCCL_TRACE_BUFFER_SIZE"));
+    env = patch_pointer_get(patched, "/spec/containers/0/env");
+    for (k = 0; k < sizeof(fields) / sizeof(fields[0]); k++) {
+        const char *got = NULL;
+
+        json_array_foreach(env, i, e)
+        {
+            const char *n = json_string_value(json_object_get(e, "name"));
+
+            if (n != NULL && strcmp(n, fields[k][0]) == 0)
+                got = json_string_value(json_object_get(
+                    json_object_get(json_object_get(e, "valueFrom"),
+                                    "fieldRef"),
+                    "fieldPath"));
+        }
+        CHECK_STR(got, fields[k][1]);
+    }
+    vols = patch_pointer_get(patched, "/spec/volumes");
+    json_array_foreach(vols, i, v)
+    {
+        const char *n = json_string_value(json_object_get(v, "name"));
+
+        CHECK(n == NULL || strcmp(n, "ncclguard-watchdog") != 0);
+    }
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/*
+ * /dev/shm as the pod has it: an emptyDir without a medium is on disk
+ * (the kubelet's default medium, "" = the node's disk) and is warned about,
+ * never read as a name; a memory emptyDir without a sizeLimit is bounded
+ * by the pod's memory only and is left alone. What was done is named in
+ * ncclguard.io/mutated: "shm" for a new volume, "shm-mount" only when the
+ * pod's own volume is mounted in a GPU container that lacked it.
+ */
+static void
+test_sweep_shm_existing_shapes(void)
+{
+    static const struct {
+        const char *what;
+        const char *pod;
+        const char *warning; /* substring, or NULL: no warning */
+        const char *mutated;
+    } cases[] = {
+        {"emptyDir without medium",
+         "{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'d',"
+         "'emptyDir':{}}],'containers':[{'name':'c','image':'x',"
+         "'volumeMounts':[{'name':'d','mountPath':'/dev/shm'}],'resources':{"
+         "'limits':{'nvidia.com/gpu':2}}}]}}",
+         "is on disk", "envFrom,env,ringcheck"},
+        {"memory without sizeLimit",
+         "{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'d',"
+         "'emptyDir':{'medium':'Memory'}}],'containers':[{'name':'c',"
+         "'image':'x','volumeMounts':[{'name':'d','mountPath':'/dev/shm'}],"
+         "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
+         NULL, "envFrom,env,ringcheck"},
+        {"own volume, a second GPU container lacks it",
+         "{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'d',"
+         "'emptyDir':{'medium':'Memory'}}],'containers':[{'name':'c',"
+         "'image':'x','volumeMounts':[{'name':'d','mountPath':'/dev/shm'}],"
+         "'resources':{'limits':{'nvidia.com/gpu':2}}},{'name':'e',"
+         "'image':'x','resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
+         NULL, "envFrom,shm-mount,env,ringcheck"},
+        {"new volume",
+         "{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c',"
+         "'image':'x','resources':{'limits':{'nvidia.com/gpu':2}}},{'name':"
+         "'e','image':'x','resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
+         NULL, "envFrom,shm,env,ringcheck"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *pod = J(cases[i].pod), *patched;
+        struct mutate_result r;
+        const char *m;
+
+        patched = run(pol_default, pod, "ml", &r);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        if (cases[i].warning != NULL)
+            CHECK(warnings_have(r.warnings, cases[i].warning));
+        else
+            CHECK_INT(json_array_size(r.warnings), 0);
+        m = str_at(patched, "/metadata/annotations/ncclguard.io~1mutated");
+        if (m == NULL || strcmp(m, cases[i].mutated) != 0)
+            fprintf(stderr, "shm case %s: mutated \"%s\"\n", cases[i].what,
+                    m ? m : "(none)");
+        CHECK_STR(m, cases[i].mutated);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/*
+ * Memory beside /dev/shm where the pod sets spec.resources memory: a
+ * container is warned about (never raised) when it requests memory, even
+ * 0, and so is a pod-level request of 0 (request_milli() >= 0 means "set");
+ * with shm.memoryLimit: warn such a container gets the ordinary warning
+ * about its limit instead, since nothing is raised.
+ */
+static void
+test_sweep_memory_pod_level(void)
+{
+    static const struct {
+        const char *mode, *pod_mem, *ctr_req;
+        const char *warning; /* substring */
+        bool raised;
+    } cases[] = {
+        {"raise", "'0'", "'1Gi'", "not added to \"c\"'s memory", false},
+        {"raise", "'64Gi'", "'0'", "not added to \"c\"'s memory", false},
+        {"raise", NULL, "'1Gi'", NULL, true},
+        {"warn", "'64Gi'", "'1Gi'", "exceeds the 1Gi memory limit", false},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[256], buf[1024], podres[128] = "";
+        struct policy *pol;
+        json_t *pod, *patched;
+        struct mutate_result r;
+        const char *lim;
+
+        snprintf(text, sizeof(text),
+                 POLICY_HEAD "defaults:\n  shm: {memoryLimit: %s}\n",
+                 cases[i].mode);
+        pol = fixture_policy(text);
+        if (cases[i].pod_mem != NULL)
+            snprintf(podres, sizeof(podres),
+                     "'resources':{'requests':{'memory':%s}},",
+                     cases[i].pod_mem);
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{%s'containers':[{'name':"
+                 "'c','image':'x','resources':{'limits':{'nvidia.com/gpu':2,"
+                 "'memory':'1Gi'},'requests':{'memory':%s}}}]}}",
+                 podres, cases[i].ctr_req);
+        pod = J(buf);
+        patched = run(pol, pod, "ml", &r);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        lim = str_at(patched, "/spec/containers/0/resources/limits/memory");
+        if ((strcmp(lim, "1Gi") != 0) != cases[i].raised ||
+            (cases[i].warning != NULL &&
+             !warnings_have(r.warnings, cases[i].warning))) {
+            char *w = json_dumps(r.warnings, JSON_COMPACT);
+
+            fprintf(stderr, "memory case %zu: limit %s, warnings %s\n", i, lim,
+                    w);
+            free(w);
+        }
+        CHECK((strcmp(lim, "1Gi") != 0) == cases[i].raised);
+        if (cases[i].warning != NULL)
+            CHECK(warnings_have(r.warnings, cases[i].warning));
+        else
+            CHECK(!warnings_have(r.warnings, "memory"));
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+        policy_free(pol);
+    }
+}
+
+/*
+ * A memory limit raised by the shm size up to exactly INT64_MAX bytes is
+ * raised; one byte more would overflow, and the limit is left as it is.
+ */
+static void
+test_sweep_memory_raise_at_int64_max(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD "defaults:\n"
+                    "  shm: {perGPU: 6Ei, max: 6Ei, memoryLimit: raise}\n");
+    /* INT64_MAX - 6Ei = 2305843009213693951, and one more. */
+    static const struct {
+        const char *limit, *want;
+    } cases[] = {
+        {"2305843009213693951", NULL},
+        {"2305843009213693952", "2305843009213693952"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[512];
+        json_t *pod, *patched;
+        struct mutate_result r;
+        const char *lim;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c',"
+                 "'image':'x','resources':{'limits':{'nvidia.com/gpu':1,"
+                 "'memory':'%s'}}}]}}",
+                 cases[i].limit);
+        pod = J(buf);
+        patched = run(pol, pod, "ml", &r);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        lim = str_at(patched, "/spec/containers/0/resources/limits/memory");
+        if (cases[i].want == NULL) {
+            struct quantity q;
+
+            CHECK(lim != NULL &&
+                  quantity_parse(lim, strlen(lim), &q, NULL) == 0 &&
+                  q.value == INT64_MAX);
+        } else {
+            CHECK_STR(lim, cases[i].want);
+        }
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+    policy_free(pol);
+}
+
+/*
+ * A volume without a name (the apiserver refuses it later) is skipped
+ * when the pod's /dev/shm volume is looked for, never read as a name.
+ */
+static void
+test_sweep_volume_without_name(void)
+{
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'volumes':[{'emptyDir':"
+                    "{}},{'name':'d','emptyDir':{'medium':'Memory',"
+                    "'sizeLimit':'1Gi'}}],'containers':[{'name':'c','image':"
+                    "'x','volumeMounts':[{'name':'d','mountPath':'/dev/shm'}],"
+                    "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r);
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK(warnings_have(r.warnings, "/dev/shm \"d\" is 1Gi, below the 8Gi"));
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/*
+ * A GPU limit that is null is no limit: the request counts, as the
+ * apiserver's defaulting would leave it (a request without a limit).
+ */
+static void
+test_sweep_gpu_limit_null(void)
+{
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':null},'requests':{"
+                           "'nvidia.com/gpu':'2'}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r);
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_INT(r.gpus, 2);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/*
+ * A rule whose gpuResources differ from the defaults' only in a name (the
+ * same number of names) counts the pod again with its own names, and its
+ * DRA claims again too.
+ */
+static void
+test_sweep_rule_gpu_resources(void)
+{
+    struct policy *pol =
+        fixture_policy(POLICY_HEAD "rules:\n"
+                                   "  - name: other\n"
+                                   "    match: {namespaces: [ml]}\n"
+                                   "    settings:\n"
+                                   "      gpuResources: [example.com/gpu]\n");
+    json_t *pod = pod_with("{'limits':{'example.com/gpu':3}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r);
+
+    CHECK_STR(r.rule, "other");
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_INT(r.gpus, 3);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    /* Under that rule a pod with DRA claims still counts them. */
+    pod = J("{'metadata':{'name':'p','annotations':{"
+            "'ncclguard.io/claim-gpus':'2'}},'spec':{'containers':[{"
+            "'name':'t','image':'x','resources':{'claims':[{'name':"
+            "'gpus'}]}}],'resourceClaims':[{'name':'gpus',"
+            "'resourceClaimTemplateName':'eight'}]}}");
+    patched = run(pol, pod, "ml", &r);
+    CHECK_STR(r.rule, "other");
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_INT(r.gpus, 2);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/*
+ * ncclguard.io/claim-gpus is a count of 1 to CLAIM_GPUS_MAX written in
+ * decimal digits alone: a sign, a leading space, a trailing letter, 0 and
+ * 1025 are refused (warned, the pod left alone with the reason); 1 and
+ * 1024 are counts.
+ */
+static void
+test_sweep_claim_gpus_syntax(void)
+{
+    static const struct {
+        const char *count;
+        int64_t gpus; /* 0: refused */
+    } cases[] = {
+        {"+4", 0}, {" 4", 0},      {"4x", 0},   {"0", 0},
+        {"1", 1},  {"1024", 1024}, {"1025", 0},
+    };
+    struct mutate_options opt = {.own_namespace = "ncclguard"};
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[1024];
+        json_t *pod;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p','annotations':{"
+                 "'ncclguard.io/claim-gpus':'%s'}},'spec':{'containers':[{"
+                 "'name':'t','image':'x','resources':{'claims':[{'name':"
+                 "'gpus'}]}}],'resourceClaims':[{'name':'gpus',"
+                 "'resourceClaimTemplateName':'eight'}]}}",
+                 cases[i].count);
+        pod = J(buf);
+        CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+        if (r.gpus != cases[i].gpus)
+            fprintf(stderr, "claim-gpus \"%s\": status %s, %" PRId64 " GPUs\n",
+                    cases[i].count, mutate_status_name(r.status), r.gpus);
+        CHECK_INT(r.gpus, cases[i].gpus);
+        if (cases[i].gpus == 0) {
+            CHECK_INT(r.status, MUTATE_NOT_GPU);
+            CHECK(strstr(r.reason, "bad ncclguard.io/claim-gpus") != NULL);
+            CHECK(warnings_have(r.warnings, "is not a GPU count"));
+        } else {
+            CHECK_INT(r.status, MUTATE_PATCHED);
+        }
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/*
+ * With dra.claimTemplates, only the claims of a mapped template are the
+ * pod's GPUs: the container that uses the other claim gets nothing of
+ * ours, and the ring check gets only the mapped claim.
+ */
+static void
+test_sweep_dra_mapped_claims(void)
+{
+    struct policy *pol =
+        fixture_policy(POLICY_HEAD "dra:\n  claimTemplates: {gpu-tmpl: 4}\n");
+    json_t *pod =
+        J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'a','image':"
+          "'x','resources':{'claims':[{'name':'g'}]}},{'name':'b','image':'x',"
+          "'resources':{'claims':[{'name':'n'}]}}],'resourceClaims':[{'name':"
+          "'g','resourceClaimTemplateName':'gpu-tmpl'},{'name':'n',"
+          "'resourceClaimTemplateName':'nic-tmpl'}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r), *rc, *claims;
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_INT(r.gpus, 4);
+    CHECK(patch_pointer_get(patched, "/spec/containers/0/volumeMounts") !=
+          NULL);
+    CHECK(patch_pointer_get(patched, "/spec/containers/1/volumeMounts") ==
+          NULL);
+    CHECK(patch_pointer_get(patched, "/spec/containers/1/envFrom") == NULL);
+    rc = ringcheck_of(patched, NULL);
+    claims = json_object_get(json_object_get(rc, "resources"), "claims");
+    CHECK_INT(json_array_size(claims), 1);
+    CHECK_STR(str_at(patched, "/spec/initContainers/0/resources/claims/0/name"),
+              "g");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/* A pod that asks for AMD GPUs in its requests alone is told why it gets
+ * nothing, as one asking in its limits is. */
+static void
+test_sweep_not_gpu_reason_requests(void)
+{
+    json_t *pod = pod_with("{'requests':{'amd.com/gpu':8}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r);
+
+    CHECK_INT(r.status, MUTATE_NOT_GPU);
+    CHECK(strstr(r.reason, "asks for amd.com/gpu") != NULL);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/* A pod that asks only for a MIG slice is told why it gets nothing. */
+static void
+test_sweep_not_gpu_reason_mig(void)
+{
+    json_t *pod = pod_with("{'limits':{'nvidia.com/mig-1g.5gb':1}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r);
+
+    CHECK_INT(r.status, MUTATE_NOT_GPU);
+    CHECK(strstr(r.reason, "asks for a MIG slice (nvidia.com/mig-1g.5gb)") !=
+          NULL);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/*
+ * The decision's own warnings already start with "ncclguard: "; they are
+ * passed on with that prefix once, and the rest of the text whole.
+ */
+static void
+test_sweep_decision_warning_prefix(void)
+{
+    json_t *pod = J("{'metadata':{'name':'p','annotations':{"
+                    "'ncclguard.io/shm-size':'lots'}},'spec':{'containers':[{"
+                    "'name':'c','image':'x','resources':{'limits':{"
+                    "'nvidia.com/gpu':2}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r);
+    const char *w = json_string_value(json_array_get(r.warnings, 0));
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_INT(json_array_size(r.warnings), 1);
+    CHECK(w != NULL && strncmp(w, "ncclguard: shm-size \"lots\" refused",
+                               strlen("ncclguard: shm-size \"lots\" "
+                                      "refused")) == 0);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/*
+ * Mount paths compared component by component: "/dev/shn" (the same
+ * length as shm) and "/dev/shm/abc" (longer, with a last component as
+ * long as shm) are not /dev/shm, and the pod gets its own mount there.
+ */
+static void
+test_sweep_mount_path_components(void)
+{
+    static const char *const paths[] = {"/dev/shn", "/dev/shm/abc"};
+
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        char buf[1024];
+        json_t *pod, *patched;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'v',"
+                 "'emptyDir':{'medium':'Memory'}}],'containers':[{'name':'c',"
+                 "'image':'x','volumeMounts':[{'name':'v','mountPath':'%s'}],"
+                 "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
+                 paths[i]);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        CHECK_STR(
+            str_at(patched, "/spec/containers/0/volumeMounts/1/mountPath"),
+            "/dev/shm");
+        CHECK_STR(str_at(patched, "/spec/containers/0/volumeMounts/1/name"),
+                  "ncclguard-shm");
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/*
+ * A patch past PATCH_MAX_OPS operations is refused before it is checked,
+ * with its own reason: 120 GPU containers that each have an env list get
+ * one append per planned variable, 10 each.
+ */
+static void
+test_sweep_patch_too_many_ops(void)
+{
+    struct policy *pol =
+        fixture_policy(POLICY_HEAD "defaults:\n"
+                                   "  extraEnv:\n"
+                                   "    - {name: A0, value: x}\n"
+                                   "    - {name: A1, value: x}\n"
+                                   "    - {name: A2, value: x}\n"
+                                   "    - {name: A3, value: x}\n"
+                                   "    - {name: A4, value: x}\n"
+                                   "    - {name: A5, value: x}\n"
+                                   "    - {name: A6, value: x}\n"
+                                   "    - {name: A7, value: x}\n"
+                                   "    - {name: A8, value: x}\n"
+                                   "    - {name: A9, value: x}\n");
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'containers':[]}}");
+    json_t *list = json_object_get(json_object_get(pod, "spec"), "containers");
+    struct mutate_result r;
+
+    for (int i = 0; i < 120; i++) {
+        char name[16];
+
+        snprintf(name, sizeof(name), "c%d", i);
+        json_array_append_new(list,
+                              json_pack("{s:s,s:s,s:[],s:{s:{s:i}}}", "name",
+                                        name, "image", "x", "env", "resources",
+                                        "limits", "nvidia.com/gpu", 1));
+    }
+    CHECK_INT(mutate_pod(pod, "ml", pol, NULL, &r), 0);
+    CHECK_INT(r.status, MUTATE_ERROR);
+    if (strncmp(r.reason, "patch would have ", 17) != 0)
+        fprintf(stderr, "too many ops: reason %s\n", r.reason);
+    CHECK(strncmp(r.reason, "patch would have ", 17) == 0);
+    CHECK(strstr(r.reason, "operations, more than 1024") != NULL);
+    CHECK_INT(json_array_size(r.patch), 0);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/*
+ * The ring check runs under the env of the first GPU app container, even
+ * one with a single GPU beside a container with more.
+ */
+static void
+test_sweep_ringcheck_model_first(void)
+{
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':"
+                    "'a','image':'x','env':[{'name':'NCCL_IB_HCA','value':"
+                    "'first'}],'resources':{'limits':{'nvidia.com/gpu':1}}},{"
+                    "'name':'b','image':'x','env':[{'name':'NCCL_IB_HCA',"
+                    "'value':'second'}],'resources':{'limits':{"
+                    "'nvidia.com/gpu':2}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r);
+    json_t *e = rc_env(ringcheck_of(patched, NULL), "NCCL_IB_HCA");
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_STR(json_string_value(json_object_get(e, "value")), "first");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/* One GPU of a counted resource that is not NVIDIA's is named as the
+ * reason the check is left out, as eight are. */
+static void
+test_sweep_ringcheck_one_other_gpu(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD
+        "defaults:\n  gpuResources: [nvidia.com/gpu, amd.com/gpu]\n");
+    json_t *pod = pod_with("{'limits':{'amd.com/gpu':1}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r);
+
+    CHECK(strstr(r.ringcheck, "amd.com/gpu is not an NVIDIA GPU") != NULL);
+    CHECK(!warnings_have(r.warnings, "native sidecars"));
+    CHECK(ringcheck_of(patched, NULL) == NULL);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/*
+ * A pod counted first through DRA claims, then again under a rule whose
+ * own GPU resource it holds only in a native sidecar: its GPUs are all in
+ * the sidecar, and the claims' count of the first pass is not the
+ * check's.
+ */
+static void
+test_sweep_ringcheck_sidecar_after_dra(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD "rules:\n"
+                    "  - name: shared\n"
+                    "    match: {namespaces: [ml]}\n"
+                    "    settings:\n"
+                    "      gpuResources: [nvidia.com/gpu.shared]\n");
+    json_t *pod = J("{'metadata':{'name':'p','annotations':{"
+                    "'ncclguard.io/claim-gpus':'2'}},'spec':{"
+                    "'initContainers':[{'name':'s','image':'x',"
+                    "'restartPolicy':'Always','resources':{'limits':{"
+                    "'nvidia.com/gpu.shared':1}}}],'containers':[{'name':'t',"
+                    "'image':'x','resources':{'claims':[{'name':'gpus'}]}}],"
+                    "'resourceClaims':[{'name':'gpus',"
+                    "'resourceClaimTemplateName':'eight'}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r);
+
+    CHECK_STR(r.rule, "shared");
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK(warnings_have(r.warnings, "GPUs are in native sidecars"));
+    CHECK(ringcheck_of(patched, NULL) == NULL);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/*
+ * The bus bandwidth thresholds up to RINGCHECK_MAX_BUSBW_GBPS
+ * (contract/limits.h), which the binary accepts, keep the check; one
+ * more leaves it out.
+ */
+static void
+test_sweep_ringcheck_busbw_bound(void)
+{
+    static const struct {
+        const char *key;
+        const char *value;
+        bool added;
+    } cases[] = {
+        {"minBusBandwidthGBps", "1000000", true},
+        {"minBusBandwidthGBps", "1000001", false},
+        {"minNetBusBandwidthGBps", "1000000", true},
+        {"minNetBusBandwidthGBps", "1000001", false},
+    };
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':2}}");
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[256];
+        struct policy *pol;
+        struct mutate_result r;
+        json_t *patched;
+
+        snprintf(text, sizeof(text),
+                 POLICY_HEAD "defaults:\n  ringCheck: {%s: %s}\n", cases[i].key,
+                 cases[i].value);
+        pol = fixture_policy(text);
+        patched = run(pol, pod, "ml", &r);
+        if ((ringcheck_of(patched, NULL) != NULL) != cases[i].added)
+            fprintf(stderr, "%s %s: ring check %s\n", cases[i].key,
+                    cases[i].value, cases[i].added ? "left out" : "added");
+        CHECK((ringcheck_of(patched, NULL) != NULL) == cases[i].added);
+        CHECK(warnings_have(r.warnings, "beyond what the ring check accepts") ==
+              !cases[i].added);
+        json_decref(patched);
+        mutate_result_release(&r);
+        policy_free(pol);
+    }
+    json_decref(pod);
+}
+
+/*
+ * Guaranteed QoS read from each container's limits and requests: a
+ * request written equal to its limit, or null (a request defaults to its
+ * limit), keeps the pod Guaranteed, and the check's requests are its
+ * limits; a smaller cpu request makes it Burstable, and the check gets
+ * the policy's limits.
+ */
+static void
+test_sweep_ringcheck_guaranteed_requests(void)
+{
+    static const struct {
+        const char *requests;
+        bool guaranteed;
+    } cases[] = {
+        {"{'cpu':'4','memory':'64Gi'}", true},
+        {"{'cpu':null,'memory':null}", true},
+        {"{'cpu':'2','memory':'64Gi'}", false},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[1024];
+        json_t *pod, *patched, *rc;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf),
+                 "{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c',"
+                 "'image':'x','resources':{'limits':{'nvidia.com/gpu':2,"
+                 "'cpu':'4','memory':'64Gi'},'requests':%s}}]}}",
+                 cases[i].requests);
+        pod = J(buf);
+        patched = run(pol_default, pod, "ml", &r);
+        rc = ringcheck_of(patched, NULL);
+        CHECK(rc != NULL);
+        CHECK_STR(str_at(rc, "/resources/requests/cpu"), "250m");
+        CHECK_STR(str_at(rc, "/resources/limits/cpu"),
+                  cases[i].guaranteed ? "250m" : "2");
+        CHECK_STR(str_at(rc, "/resources/limits/memory"),
+                  cases[i].guaranteed ? "2Gi" : "4Gi");
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/*
+ * Membership variables are copied into the check by their exact names:
+ * a workload variable that only begins with the same letter as one
+ * (MY_TOKEN and MASTER_ADDR, RANKING and RANK, WORLD and WORLD_SIZE,
+ * PET_SECRET and PET_NNODES) stays out.
+ */
+static void
+test_sweep_ringcheck_env_exact_names(void)
+{
+    json_t *pod =
+        J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c',"
+          "'image':'x','env':[{'name':'MY_TOKEN','value':'t'},{'name':"
+          "'RANKING','value':'r'},{'name':'WORLD','value':'w'},{'name':"
+          "'PET_SECRET','value':'s'},{'name':'RANK','value':'0'}],"
+          "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r), *rc;
+    char names[512];
+
+    rc = ringcheck_of(patched, NULL);
+    CHECK(rc != NULL);
+    CHECK_STR(env_names(rc, names, sizeof(names)),
+              "RANK,NCCLGUARD_PROFILE_EXPECTED");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/*
+ * What of the workload's env the check gets, on shapes the apiserver
+ * refuses later but the webhook sees first (validateEnvVarValueFrom in
+ * pkg/apis/core/validation/validation.go allows one source, and no value
+ * beside it): an entry with two sources is never copied, and the value
+ * written beside a fieldRef is never read for $(NAME) references.
+ * PET_NODE_RANK (training-operator's torchrun variable) is copied.
+ */
+static void
+test_sweep_ringcheck_env_sources(void)
+{
+    json_t *pod = J(
+        "{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c','image':"
+        "'x','env':[{'name':'UNUSED','value':'u'},{'name':'PET_NODE_RANK',"
+        "'value':'1'},{'name':'TWO','valueFrom':{'fieldRef':{'fieldPath':"
+        "'spec.nodeName'},'secretKeyRef':{'name':'s','key':'k'}}},{'name':"
+        "'MY_NODE','value':'$(UNUSED)','valueFrom':{'fieldRef':{'fieldPath':"
+        "'spec.nodeName'}}}],'resources':{'limits':{'nvidia.com/gpu':2}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r), *rc;
+    char names[512];
+
+    rc = ringcheck_of(patched, NULL);
+    CHECK(rc != NULL);
+    CHECK_STR(env_names(rc, names, sizeof(names)),
+              "PET_NODE_RANK,MY_NODE,NCCLGUARD_PROFILE_EXPECTED");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/*
+ * A bus bandwidth threshold of 1 GB/s or less is still a threshold: the
+ * check is given it (--min-busbw, and --min-busbw-net for a multi-node
+ * check); 0 means none and no flag.
+ */
+static void
+test_sweep_ringcheck_small_busbw(void)
+{
+    static const struct {
+        const char *value, *want; /* want NULL: no flag */
+    } cases[] = {
+        {"0.5", "0.5"},
+        {"1", "1"},
+        {"0", NULL},
+    };
+    json_t *single = pod_with("{'limits':{'nvidia.com/gpu':2}}");
+    json_t *lws = J("{'metadata':{'name':'w','labels':{"
+                    "'leaderworkerset.sigs.k8s.io/name':'vllm'}},'spec':{"
+                    "'containers':[{'name':'c','image':'x','env':[{'name':"
+                    "'LWS_LEADER_ADDRESS','value':'vllm-0.vllm.ml'},{'name':"
+                    "'LWS_GROUP_SIZE','value':'2'},{'name':'LWS_WORKER_INDEX',"
+                    "'valueFrom':{'fieldRef':{'fieldPath':"
+                    "'metadata.labels[\\u0027leaderworkerset.sigs.k8s.io/"
+                    "worker-index\\u0027]'}}}],'resources':{'limits':{"
+                    "'nvidia.com/gpu':2}}}]}}");
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[256];
+        struct policy *pol;
+        struct mutate_result r;
+        json_t *patched, *rc;
+        const char *got;
+
+        snprintf(text, sizeof(text),
+                 POLICY_HEAD "defaults:\n  ringCheck: {minBusBandwidthGBps: "
+                             "%s, minNetBusBandwidthGBps: %s}\n",
+                 cases[i].value, cases[i].value);
+        pol = fixture_policy(text);
+        patched = run(pol, single, "ml", &r);
+        rc = ringcheck_of(patched, NULL);
+        CHECK(rc != NULL);
+        got = rc_arg(rc, "--min-busbw");
+        if (cases[i].want == NULL)
+            CHECK(got == NULL);
+        else
+            CHECK_STR(got, cases[i].want);
+        CHECK(rc_arg(rc, "--min-busbw-net") == NULL);
+        json_decref(patched);
+        mutate_result_release(&r);
+
+        patched = run(pol, lws, "ml", &r);
+        rc = ringcheck_of(patched, NULL);
+        CHECK(r.multinode);
+        got = rc_arg(rc, "--min-busbw-net");
+        if (cases[i].want == NULL)
+            CHECK(got == NULL);
+        else
+            CHECK_STR(got, cases[i].want);
+        json_decref(patched);
+        mutate_result_release(&r);
+        policy_free(pol);
+    }
+    json_decref(single);
+    json_decref(lws);
+}
+
+/*
+ * With shm.enabled: false and no /dev/shm of the pod's own, the check
+ * mounts nothing there (a mount of a volume without a name would be
+ * refused); with the pod's own, it shares that one.
+ */
+static void
+test_sweep_ringcheck_no_shm(void)
+{
+    struct policy *pol =
+        fixture_policy(POLICY_HEAD "defaults:\n  shm: {enabled: false}\n");
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':2}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r), *rc, *m;
+    size_t i;
+
+    rc = ringcheck_of(patched, NULL);
+    CHECK(rc != NULL);
+    json_array_foreach(json_object_get(rc, "volumeMounts"), i, m)
+        CHECK(strcmp(json_string_value(json_object_get(m, "mountPath")),
+                     "/dev/shm") != 0);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    pod = J("{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'d',"
+            "'emptyDir':{'medium':'Memory'}}],'containers':[{'name':'c',"
+            "'image':'x','volumeMounts':[{'name':'d','mountPath':'/dev/shm'}],"
+            "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}");
+    patched = run(pol, pod, "ml", &r);
+    rc = ringcheck_of(patched, NULL);
+    CHECK_STR(str_at(rc, "/volumeMounts/0/name"), "d");
+    CHECK_STR(str_at(rc, "/volumeMounts/0/mountPath"), "/dev/shm");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/*
+ * A checkpoint file right under / has / for its folder: the pod's root,
+ * not a volume of the watchdog's, so no emptyDir is mounted there and the
+ * flight recorder gets no dump files.
+ */
+static void
+test_sweep_watchdog_checkpoint_at_root(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD "defaults:\n"
+                    "  watchdog:\n"
+                    "    enabled: true\n"
+                    "    checkpoint: {signal: SIGUSR1, file: /now}\n");
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':2}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r), *vols, *v;
+    size_t i;
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK(ctr_env_has(patched, "/spec/containers/0", "NCCLGUARD_WATCHDOG"));
+    CHECK(ctr_env_has(patched, "/spec/containers/0", "NCCL_RAS_ADDR"));
+    CHECK(!ctr_env_has(patched, "/spec/containers/0",
+                       "TORCH_NCCL_TRACE_BUFFER_SIZE"));
+    vols = patch_pointer_get(patched, "/spec/volumes");
+    json_array_foreach(vols, i, v)
+        CHECK(strcmp(json_string_value(json_object_get(v, "name")),
+                     "ncclguard-watchdog") != 0);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/*
+ * runAsUser read where it is an integer, container level first: a
+ * container securityContext without one leaves the pod's runAsUser: 1000
+ * in force, and IPC_LOCK is warned about as for any non-root container.
+ */
+static void
+test_sweep_ipc_pod_level_user(void)
+{
+    struct policy *pol = fixture_policy(
+        POLICY_HEAD "defaults:\n  ipc: {capabilities: [IPC_LOCK]}\n");
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'securityContext':{"
+                    "'runAsUser':1000},'containers':[{'name':'b',"
+                    "'securityContext':{'privileged':false},'resources':{"
+                    "'limits':{'nvidia.com/gpu':1}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r);
+
+    CHECK(warnings_have(r.warnings, "IPC_LOCK in container \"b\" has no "
+                                    "effect: it runs as non-root"));
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/* terminationGracePeriodSeconds: 0 is the pod's delay, as any other: the
+ * agent's SIGTERM -> SIGKILL delay is 0 too. */
+static void
+test_sweep_watchdog_grace_zero(void)
+{
+    struct policy *pol = fixture_policy(POLICY_HEAD "defaults:\n"
+                                                    "  watchdog:\n"
+                                                    "    enabled: true\n");
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{"
+                    "'terminationGracePeriodSeconds':0,'containers':[{'name':"
+                    "'a','image':'x','resources':{'limits':{"
+                    "'nvidia.com/gpu':2}}}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r);
+    const char *w =
+        env_value_at(patched, "/spec/containers/0/env", "NCCLGUARD_WATCHDOG");
+
+    CHECK(w != NULL && strstr(w, ",term=0s") != NULL);
+    if (w != NULL && strstr(w, ",term=0s") == NULL)
+        fprintf(stderr, "grace 0: %s\n", w);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
 int
 main(void)
 {
@@ -3212,6 +4367,34 @@ main(void)
     test_jobset_master_addr();
     test_match_node_pools();
     test_ipc_lock_warning_silenced();
+    test_sweep_out_of_memory();
+    test_sweep_ipc_warning_ipc_lock_only();
+    test_sweep_watchdog_no_checkpoint();
+    test_sweep_shm_existing_shapes();
+    test_sweep_memory_pod_level();
+    test_sweep_memory_raise_at_int64_max();
+    test_sweep_volume_without_name();
+    test_sweep_gpu_limit_null();
+    test_sweep_rule_gpu_resources();
+    test_sweep_claim_gpus_syntax();
+    test_sweep_dra_mapped_claims();
+    test_sweep_not_gpu_reason_requests();
+    test_sweep_not_gpu_reason_mig();
+    test_sweep_decision_warning_prefix();
+    test_sweep_mount_path_components();
+    test_sweep_patch_too_many_ops();
+    test_sweep_ringcheck_model_first();
+    test_sweep_ringcheck_one_other_gpu();
+    test_sweep_ringcheck_sidecar_after_dra();
+    test_sweep_ringcheck_busbw_bound();
+    test_sweep_ringcheck_guaranteed_requests();
+    test_sweep_ringcheck_env_exact_names();
+    test_sweep_ringcheck_env_sources();
+    test_sweep_ringcheck_small_busbw();
+    test_sweep_ringcheck_no_shm();
+    test_sweep_watchdog_checkpoint_at_root();
+    test_sweep_ipc_pod_level_user();
+    test_sweep_watchdog_grace_zero();
     policy_free(pol_default);
     return harness_finish();
 }
