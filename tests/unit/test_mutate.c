@@ -4321,6 +4321,174 @@ test_sweep_watchdog_grace_zero(void)
     policy_free(pol);
 }
 
+/*
+ * The audit record of a patched pod: the rule, the GPU count, what was
+ * injected and the /dev/shm size, as the log line shows them.
+ */
+static void
+test_sweep_audit_record(void)
+{
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':2}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r);
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_STR(json_string_value(json_object_get(r.audit, "rule")), "default");
+    CHECK_STR(json_string_value(json_object_get(r.audit, "gpus")), "2");
+    CHECK_STR(json_string_value(json_object_get(r.audit, "mutated")),
+              "envFrom,shm,env,ringcheck");
+    CHECK_STR(json_string_value(json_object_get(r.audit, "shm-size")), "8Gi");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/*
+ * shm.perGPU: 0 sizes /dev/shm by the minimum alone (no division by it),
+ * and shm.max: 0 is no maximum.
+ */
+static void
+test_sweep_shm_zero_bounds(void)
+{
+    static const struct {
+        const char *shm, *want;
+    } cases[] = {
+        {"{perGPU: 0, min: 3Gi}", "3Gi"},
+        {"{perGPU: 40Gi, min: 0, max: 0}", "80Gi"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[256];
+        struct policy *pol;
+        json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':2}}"), *patched;
+        struct mutate_result r;
+
+        snprintf(text, sizeof(text), POLICY_HEAD "defaults:\n  shm: %s\n",
+                 cases[i].shm);
+        pol = fixture_policy(text);
+        patched = run(pol, pod, "ml", &r);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        CHECK_STR(
+            str_at(patched,
+                   "/metadata/annotations/ncclguard.io~1shm-size-applied"),
+            cases[i].want);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+        policy_free(pol);
+    }
+}
+
+/*
+ * ncclguard-shm and ncclguard-shm-2 to -1000 all taken: no name is left
+ * for the pod's /dev/shm, and the pod is left unchanged with an error
+ * rather than given ncclguard-shm-1001.
+ */
+static void
+test_sweep_volume_names_exhausted(void)
+{
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':2}}");
+    json_t *vols = json_array();
+    struct mutate_result r;
+    char name[64];
+
+    for (int i = 1; i <= 1000; i++) {
+        if (i == 1)
+            snprintf(name, sizeof(name), "ncclguard-shm");
+        else
+            snprintf(name, sizeof(name), "ncclguard-shm-%d", i);
+        json_array_append_new(
+            vols, json_pack("{s:s,s:{}}", "name", name, "emptyDir"));
+    }
+    /* And a volume without a name, which names nothing. */
+    json_array_append_new(vols, json_pack("{s:{}}", "emptyDir"));
+    json_object_set_new(json_object_get(pod, "spec"), "volumes", vols);
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, NULL, &r), 0);
+    CHECK_INT(r.status, MUTATE_ERROR);
+    CHECK_INT(json_array_size(r.patch), 0);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/* A GPU count of exactly 2^20 per container, as a number or a string, is
+ * a count; one more is too many. */
+static void
+test_sweep_gpu_count_bound(void)
+{
+    static const struct {
+        const char *count;
+        bool refused;
+    } cases[] = {
+        {"1048576", false},
+        {"'1048576'", false},
+        {"1048577", true},
+    };
+    struct mutate_options opt = {.own_namespace = "ncclguard"};
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[512];
+        json_t *pod;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf), "{'limits':{'nvidia.com/gpu':%s}}",
+                 cases[i].count);
+        pod = pod_with(buf);
+        CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+        CHECK(warnings_have(r.warnings, "too many") == cases[i].refused);
+        CHECK_INT(r.gpus, cases[i].refused ? 0 : 1048576);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/* A claim of a mapped template without a name counts nothing: no
+ * container can refer to it. */
+static void
+test_sweep_dra_claim_without_name(void)
+{
+    struct policy *pol =
+        fixture_policy(POLICY_HEAD "dra:\n  claimTemplates: {gpu-tmpl: 4}\n");
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':"
+                    "'a','image':'x','resources':{'claims':[{'name':'g'}]}}],"
+                    "'resourceClaims':[{'resourceClaimTemplateName':"
+                    "'gpu-tmpl'}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r);
+
+    CHECK_INT(r.status, MUTATE_NOT_GPU);
+    CHECK_INT(r.gpus, 0);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/*
+ * With ncclguard.io/claim-gpus and no mapped template, every named claim
+ * of the pod is its GPUs': the container that uses one is a GPU container
+ * (it gets /dev/shm), and the ring check shares the claim.
+ */
+static void
+test_sweep_dra_annotation_claims(void)
+{
+    json_t *pod = J("{'metadata':{'name':'p','annotations':{"
+                    "'ncclguard.io/claim-gpus':'2'}},'spec':{'containers':[{"
+                    "'name':'t','image':'x','resources':{'claims':[{'name':"
+                    "'gpus'}]}}],'resourceClaims':[{'name':'gpus',"
+                    "'resourceClaimTemplateName':'eight'}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r);
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_STR(str_at(patched, "/spec/containers/0/volumeMounts/0/mountPath"),
+              "/dev/shm");
+    CHECK_STR(str_at(patched, "/spec/initContainers/0/resources/claims/0/name"),
+              "gpus");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
 int
 main(void)
 {
@@ -4395,6 +4563,12 @@ main(void)
     test_sweep_watchdog_checkpoint_at_root();
     test_sweep_ipc_pod_level_user();
     test_sweep_watchdog_grace_zero();
+    test_sweep_audit_record();
+    test_sweep_shm_zero_bounds();
+    test_sweep_volume_names_exhausted();
+    test_sweep_gpu_count_bound();
+    test_sweep_dra_claim_without_name();
+    test_sweep_dra_annotation_claims();
     policy_free(pol_default);
     return harness_finish();
 }
