@@ -4489,6 +4489,67 @@ test_sweep_dra_annotation_claims(void)
     json_decref(pod);
 }
 
+/*
+ * Odd shapes on the way in: a kind that is not a string is no Pod (the
+ * pod is skipped, never read as text); a review with an empty namespace
+ * takes the pod's own (kube-system is skipped); one DRA claim without a
+ * count gets its reason; an app container with restartPolicy: Always is
+ * not a sidecar (only init containers are, KEP-753), so its GPUs are the
+ * check's; a pod-level cpu request of 0 leaves no room for the check.
+ */
+static void
+test_sweep_odd_shapes(void)
+{
+    struct mutate_options opt = {.own_namespace = "ncclguard"};
+    struct mutate_result r;
+    json_t *pod, *patched, *rc;
+
+    pod = J("{'kind':5,'metadata':{'name':'p'},'spec':{'containers':[{"
+            "'name':'c','resources':{'limits':{'nvidia.com/gpu':2}}}]}}");
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+    CHECK_INT(r.status, MUTATE_SKIPPED);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    pod = J("{'metadata':{'name':'p','namespace':'kube-system'},'spec':{"
+            "'containers':[{'name':'c','resources':{'limits':{"
+            "'nvidia.com/gpu':2}}}]}}");
+    CHECK_INT(mutate_pod(pod, "", pol_default, &opt, &r), 0);
+    CHECK_INT(r.status, MUTATE_SKIPPED);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    pod = J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'t',"
+            "'image':'x','resources':{'claims':[{'name':'gpus'}]}}],"
+            "'resourceClaims':[{'name':'gpus','resourceClaimTemplateName':"
+            "'eight'}]}}");
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+    CHECK_INT(r.status, MUTATE_NOT_GPU);
+    CHECK(strstr(r.reason, "DRA claims, GPU count unknown") != NULL);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    pod = J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c',"
+            "'image':'x','restartPolicy':'Always','resources':{'limits':{"
+            "'nvidia.com/gpu':2}}}]}}");
+    patched = run(pol_default, pod, "ml", &r);
+    rc = ringcheck_of(patched, NULL);
+    CHECK_STR(rc_arg(rc, "--expect-gpus"), "2");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    pod = J("{'metadata':{'name':'p'},'spec':{'resources':{'requests':{"
+            "'cpu':'0'}},'containers':[{'name':'c','image':'x','resources':{"
+            "'limits':{'nvidia.com/gpu':2}}}]}}");
+    patched = run(pol_default, pod, "ml", &r);
+    CHECK(ringcheck_of(patched, NULL) == NULL);
+    CHECK(warnings_have(r.warnings, "ring check not added"));
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
 int
 main(void)
 {
@@ -4569,6 +4630,7 @@ main(void)
     test_sweep_gpu_count_bound();
     test_sweep_dra_claim_without_name();
     test_sweep_dra_annotation_claims();
+    test_sweep_odd_shapes();
     policy_free(pol_default);
     return harness_finish();
 }
