@@ -3676,6 +3676,8 @@ test_sweep_rule_gpu_resources(void)
     CHECK_STR(r.rule, "other");
     CHECK_INT(r.status, MUTATE_PATCHED);
     CHECK_INT(r.gpus, 2);
+    CHECK_STR(str_at(patched, "/spec/containers/0/volumeMounts/0/mountPath"),
+              "/dev/shm");
     json_decref(patched);
     mutate_result_release(&r);
     json_decref(pod);
@@ -3827,12 +3829,14 @@ test_sweep_decision_warning_prefix(void)
 /*
  * Mount paths compared component by component: "/dev/shn" (the same
  * length as shm) and "/dev/shm/abc" (longer, with a last component as
- * long as shm) are not /dev/shm, and the pod gets its own mount there.
+ * long as shm) and "/dev/shm/a" (a one-letter component: only "." is
+ * dropped) are not /dev/shm, and the pod gets its own mount there.
  */
 static void
 test_sweep_mount_path_components(void)
 {
-    static const char *const paths[] = {"/dev/shn", "/dev/shm/abc"};
+    static const char *const paths[] = {"/dev/shn", "/dev/shm/abc",
+                                        "/dev/shm/a"};
 
     for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
         char buf[1024];
