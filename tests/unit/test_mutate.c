@@ -3676,6 +3676,8 @@ test_sweep_rule_gpu_resources(void)
     CHECK_STR(r.rule, "other");
     CHECK_INT(r.status, MUTATE_PATCHED);
     CHECK_INT(r.gpus, 2);
+    CHECK_STR(str_at(patched, "/spec/containers/0/volumeMounts/0/mountPath"),
+              "/dev/shm");
     json_decref(patched);
     mutate_result_release(&r);
     json_decref(pod);
@@ -3827,12 +3829,14 @@ test_sweep_decision_warning_prefix(void)
 /*
  * Mount paths compared component by component: "/dev/shn" (the same
  * length as shm) and "/dev/shm/abc" (longer, with a last component as
- * long as shm) are not /dev/shm, and the pod gets its own mount there.
+ * long as shm) and "/dev/shm/a" (a one-letter component: only "." is
+ * dropped) are not /dev/shm, and the pod gets its own mount there.
  */
 static void
 test_sweep_mount_path_components(void)
 {
-    static const char *const paths[] = {"/dev/shn", "/dev/shm/abc"};
+    static const char *const paths[] = {"/dev/shn", "/dev/shm/abc",
+                                        "/dev/shm/a"};
 
     for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
         char buf[1024];
@@ -4321,6 +4325,235 @@ test_sweep_watchdog_grace_zero(void)
     policy_free(pol);
 }
 
+/*
+ * The audit record of a patched pod: the rule, the GPU count, what was
+ * injected and the /dev/shm size, as the log line shows them.
+ */
+static void
+test_sweep_audit_record(void)
+{
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':2}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r);
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_STR(json_string_value(json_object_get(r.audit, "rule")), "default");
+    CHECK_STR(json_string_value(json_object_get(r.audit, "gpus")), "2");
+    CHECK_STR(json_string_value(json_object_get(r.audit, "mutated")),
+              "envFrom,shm,env,ringcheck");
+    CHECK_STR(json_string_value(json_object_get(r.audit, "shm-size")), "8Gi");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/*
+ * shm.perGPU: 0 sizes /dev/shm by the minimum alone (no division by it),
+ * and shm.max: 0 is no maximum.
+ */
+static void
+test_sweep_shm_zero_bounds(void)
+{
+    static const struct {
+        const char *shm, *want;
+    } cases[] = {
+        {"{perGPU: 0, min: 3Gi}", "3Gi"},
+        {"{perGPU: 40Gi, min: 0, max: 0}", "80Gi"},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[256];
+        struct policy *pol;
+        json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':2}}"), *patched;
+        struct mutate_result r;
+
+        snprintf(text, sizeof(text), POLICY_HEAD "defaults:\n  shm: %s\n",
+                 cases[i].shm);
+        pol = fixture_policy(text);
+        patched = run(pol, pod, "ml", &r);
+        CHECK_INT(r.status, MUTATE_PATCHED);
+        CHECK_STR(
+            str_at(patched,
+                   "/metadata/annotations/ncclguard.io~1shm-size-applied"),
+            cases[i].want);
+        json_decref(patched);
+        mutate_result_release(&r);
+        json_decref(pod);
+        policy_free(pol);
+    }
+}
+
+/*
+ * ncclguard-shm and ncclguard-shm-2 to -1000 all taken: no name is left
+ * for the pod's /dev/shm, and the pod is left unchanged with an error
+ * rather than given ncclguard-shm-1001.
+ */
+static void
+test_sweep_volume_names_exhausted(void)
+{
+    json_t *pod = pod_with("{'limits':{'nvidia.com/gpu':2}}");
+    json_t *vols = json_array();
+    struct mutate_result r;
+    char name[64];
+
+    for (int i = 1; i <= 1000; i++) {
+        if (i == 1)
+            snprintf(name, sizeof(name), "ncclguard-shm");
+        else
+            snprintf(name, sizeof(name), "ncclguard-shm-%d", i);
+        json_array_append_new(
+            vols, json_pack("{s:s,s:{}}", "name", name, "emptyDir"));
+    }
+    /* And a volume without a name, which names nothing. */
+    json_array_append_new(vols, json_pack("{s:{}}", "emptyDir"));
+    json_object_set_new(json_object_get(pod, "spec"), "volumes", vols);
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, NULL, &r), 0);
+    CHECK_INT(r.status, MUTATE_ERROR);
+    CHECK_INT(json_array_size(r.patch), 0);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/* A GPU count of exactly 2^20 per container, as a number or a string, is
+ * a count; one more is too many. */
+static void
+test_sweep_gpu_count_bound(void)
+{
+    static const struct {
+        const char *count;
+        bool refused;
+    } cases[] = {
+        {"1048576", false},
+        {"'1048576'", false},
+        {"1048577", true},
+    };
+    struct mutate_options opt = {.own_namespace = "ncclguard"};
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[512];
+        json_t *pod;
+        struct mutate_result r;
+
+        snprintf(buf, sizeof(buf), "{'limits':{'nvidia.com/gpu':%s}}",
+                 cases[i].count);
+        pod = pod_with(buf);
+        CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+        CHECK(warnings_have(r.warnings, "too many") == cases[i].refused);
+        CHECK_INT(r.gpus, cases[i].refused ? 0 : 1048576);
+        mutate_result_release(&r);
+        json_decref(pod);
+    }
+}
+
+/* A claim of a mapped template without a name counts nothing: no
+ * container can refer to it. */
+static void
+test_sweep_dra_claim_without_name(void)
+{
+    struct policy *pol =
+        fixture_policy(POLICY_HEAD "dra:\n  claimTemplates: {gpu-tmpl: 4}\n");
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':"
+                    "'a','image':'x','resources':{'claims':[{'name':'g'}]}}],"
+                    "'resourceClaims':[{'resourceClaimTemplateName':"
+                    "'gpu-tmpl'}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol, pod, "ml", &r);
+
+    CHECK_INT(r.status, MUTATE_NOT_GPU);
+    CHECK_INT(r.gpus, 0);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+    policy_free(pol);
+}
+
+/*
+ * With ncclguard.io/claim-gpus and no mapped template, every named claim
+ * of the pod is its GPUs': the container that uses one is a GPU container
+ * (it gets /dev/shm), and the ring check shares the claim.
+ */
+static void
+test_sweep_dra_annotation_claims(void)
+{
+    json_t *pod = J("{'metadata':{'name':'p','annotations':{"
+                    "'ncclguard.io/claim-gpus':'2'}},'spec':{'containers':[{"
+                    "'name':'t','image':'x','resources':{'claims':[{'name':"
+                    "'gpus'}]}}],'resourceClaims':[{'name':'gpus',"
+                    "'resourceClaimTemplateName':'eight'}]}}");
+    struct mutate_result r;
+    json_t *patched = run(pol_default, pod, "ml", &r);
+
+    CHECK_INT(r.status, MUTATE_PATCHED);
+    CHECK_STR(str_at(patched, "/spec/containers/0/volumeMounts/0/mountPath"),
+              "/dev/shm");
+    CHECK_STR(str_at(patched, "/spec/initContainers/0/resources/claims/0/name"),
+              "gpus");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/*
+ * Odd shapes on the way in: a kind that is not a string is no Pod (the
+ * pod is skipped, never read as text); a review with an empty namespace
+ * takes the pod's own (kube-system is skipped); one DRA claim without a
+ * count gets its reason; an app container with restartPolicy: Always is
+ * not a sidecar (only init containers are, KEP-753), so its GPUs are the
+ * check's; a pod-level cpu request of 0 leaves no room for the check.
+ */
+static void
+test_sweep_odd_shapes(void)
+{
+    struct mutate_options opt = {.own_namespace = "ncclguard"};
+    struct mutate_result r;
+    json_t *pod, *patched, *rc;
+
+    pod = J("{'kind':5,'metadata':{'name':'p'},'spec':{'containers':[{"
+            "'name':'c','resources':{'limits':{'nvidia.com/gpu':2}}}]}}");
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+    CHECK_INT(r.status, MUTATE_SKIPPED);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    pod = J("{'metadata':{'name':'p','namespace':'kube-system'},'spec':{"
+            "'containers':[{'name':'c','resources':{'limits':{"
+            "'nvidia.com/gpu':2}}}]}}");
+    CHECK_INT(mutate_pod(pod, "", pol_default, &opt, &r), 0);
+    CHECK_INT(r.status, MUTATE_SKIPPED);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    pod = J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'t',"
+            "'image':'x','resources':{'claims':[{'name':'gpus'}]}}],"
+            "'resourceClaims':[{'name':'gpus','resourceClaimTemplateName':"
+            "'eight'}]}}");
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, &opt, &r), 0);
+    CHECK_INT(r.status, MUTATE_NOT_GPU);
+    CHECK(strstr(r.reason, "DRA claims, GPU count unknown") != NULL);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    pod = J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'c',"
+            "'image':'x','restartPolicy':'Always','resources':{'limits':{"
+            "'nvidia.com/gpu':2}}}]}}");
+    patched = run(pol_default, pod, "ml", &r);
+    rc = ringcheck_of(patched, NULL);
+    CHECK_STR(rc_arg(rc, "--expect-gpus"), "2");
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+
+    pod = J("{'metadata':{'name':'p'},'spec':{'resources':{'requests':{"
+            "'cpu':'0'}},'containers':[{'name':'c','image':'x','resources':{"
+            "'limits':{'nvidia.com/gpu':2}}}]}}");
+    patched = run(pol_default, pod, "ml", &r);
+    CHECK(ringcheck_of(patched, NULL) == NULL);
+    CHECK(warnings_have(r.warnings, "ring check not added"));
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
 int
 main(void)
 {
@@ -4395,6 +4628,13 @@ main(void)
     test_sweep_watchdog_checkpoint_at_root();
     test_sweep_ipc_pod_level_user();
     test_sweep_watchdog_grace_zero();
+    test_sweep_audit_record();
+    test_sweep_shm_zero_bounds();
+    test_sweep_volume_names_exhausted();
+    test_sweep_gpu_count_bound();
+    test_sweep_dra_claim_without_name();
+    test_sweep_dra_annotation_claims();
+    test_sweep_odd_shapes();
     policy_free(pol_default);
     return harness_finish();
 }
