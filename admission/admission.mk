@@ -12,6 +12,13 @@ UNIT_TESTS += jobmember
 # Every argument list the webhook injects goes through the ring check's own
 # parser (it needs no CUDA).
 $(BUILD)/tests/test_mutate: $(BUILD)/obj/ringcheck/opts.o
+# test_mutate fails libc's allocations of the core in turn (out of memory
+# at each one) through link-time wraps of the core's calls.
+MUTATE_TEST_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
+$(BUILD)/tests/test_mutate: $(BUILD)/obj/tests/unit/test_mutate.o \
+		$(BUILD)/obj/ringcheck/opts.o $(BUILD)/libncclguard.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) $(MUTATE_TEST_WRAP) -o $@ $^ $(LDLIBS)
 
 # The core's headers must stay includable from C++ (the parser's wrapper is
 # C++): they compile alone as C++, and no C file of the product uses the

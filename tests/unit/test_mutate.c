@@ -3180,6 +3180,43 @@ oom_malloc(size_t n)
     return malloc(n);
 }
 
+/* The same for libc's malloc, calloc and realloc when oom_libc is set:
+ * the calls of ncclguard's own code, redirected here at link time
+ * (MUTATE_TEST_WRAP in admission/admission.mk; jansson's and libc's
+ * internal calls are not seen). */
+static bool oom_libc;
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+
+void *
+__wrap_malloc(size_t n)
+{
+    if (oom_libc && oom_count++ == oom_fail_at)
+        return NULL;
+    return __real_malloc(n);
+}
+
+void *
+__wrap_calloc(size_t n, size_t size)
+{
+    if (oom_libc && oom_count++ == oom_fail_at)
+        return NULL;
+    return __real_calloc(n, size);
+}
+
+void *
+__wrap_realloc(void *p, size_t n)
+{
+    if (oom_libc && oom_count++ == oom_fail_at)
+        return NULL;
+    return __real_realloc(p, n);
+}
+
 /*
  * The patch less the value of ncclguard.io/mutated: injected_add() drops a
  * name it cannot copy (the list is the log line's, best effort), and that
@@ -3224,7 +3261,7 @@ patch_sans_mutated(const json_t *patch)
  * multi-node), and annotations present, absent and without metadata.
  */
 static void
-test_sweep_out_of_memory(void)
+test_sweep_out_of_memory_in(bool libc)
 {
     struct policy *pol = fixture_policy(
         POLICY_HEAD "defaults:\n"
@@ -3265,6 +3302,12 @@ test_sweep_out_of_memory(void)
         "'metadata.labels[\\u0027leaderworkerset.sigs.k8s.io/"
         "worker-index\\u0027]'}}}],'resources':{'limits':{"
         "'nvidia.com/gpu':2}}}]}}",
+        /* Every name the plan would choose is taken: the volumes' and the
+         * ring check's come from the name sets, whose slots are libc's. */
+        "{'metadata':{'name':'n'},'spec':{'volumes':[{'name':"
+        "'ncclguard-shm','emptyDir':{}},{'name':'ncclguard-run','emptyDir':"
+        "{}}],'containers':[{'name':'ncclguard-ringcheck','image':'x',"
+        "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
     };
     struct mutate_options opt = {.own_namespace = "ncclguard"};
     json_malloc_t old_m;
@@ -3286,8 +3329,12 @@ test_sweep_out_of_memory(void)
 
             oom_count = 0;
             oom_fail_at = k;
-            json_set_alloc_funcs(oom_malloc, free);
+            if (libc)
+                oom_libc = true;
+            else
+                json_set_alloc_funcs(oom_malloc, free);
             rc = mutate_pod(pod, "ml", pol, &opt, &r);
+            oom_libc = false;
             json_set_alloc_funcs(old_m, old_f);
             done = oom_count <= k; /* nothing failed: the last round */
             if (rc != 0)
@@ -3306,9 +3353,10 @@ test_sweep_out_of_memory(void)
                         char *t = json_dumps(got, JSON_COMPACT);
 
                         fprintf(stderr,
-                                "pod %zu, allocation %ld failed: status %s, "
-                                "patch %.300s\n",
-                                i, k, mutate_status_name(r.status), t);
+                                "pod %zu, %s allocation %ld failed: status "
+                                "%s, patch %.300s\n",
+                                i, libc ? "libc" : "jansson", k,
+                                mutate_status_name(r.status), t);
                         free(t);
                     }
                 }
@@ -3321,12 +3369,26 @@ test_sweep_out_of_memory(void)
         }
         CHECK(done);
         CHECK_INT(bad, 0);
+        /* Allocations were counted and failed (the wraps are in force). */
+        CHECK(oom_count > 10);
+        if (getenv("OOM_DEBUG"))
+            fprintf(stderr, "pod %zu %s: %ld allocations\n", i,
+                    libc ? "libc" : "jansson", oom_count);
         json_decref(want);
         mutate_result_release(&ref);
         json_decref(pod);
     }
     oom_fail_at = -1;
     policy_free(pol);
+}
+
+/* jansson's allocations fail in turn, then libc's (the env names, the
+ * ring check's selection, the name sets, the plan's own arrays). */
+static void
+test_sweep_out_of_memory(void)
+{
+    test_sweep_out_of_memory_in(false);
+    test_sweep_out_of_memory_in(true);
 }
 
 /*
