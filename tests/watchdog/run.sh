@@ -904,7 +904,11 @@ if [ "${1:-}" = --case ]; then
         for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
         job a "$UID_A" "period=${P}ms,idle=3,mincpu=0.02" --shm-fill 95 --shm-orphan
         job b "$UID_B" "period=${P}ms,idle=3,mincpu=0.02" --shm-fill 50
-        gpus "gpu 100 $PID_a" "gpu 100 $PID_b"
+        # Pod C's /dev/shm is a plain directory (no tmpfs): not sized, no
+        # metric for it.
+        mkdir -p "$T/plain"
+        job c "$UID_C" "period=${P}ms,idle=3,mincpu=0.02" --shm-plain "$T/plain"
+        gpus "gpu 100 $PID_a" "gpu 100 $PID_b" "gpu 100 $PID_c"
         agent 1800 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
             --token-file "$T/token" --node-name node-7 \
             --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
@@ -920,6 +924,9 @@ if [ "${1:-}" = --case ]; then
         size=$(awk -v u="$UID_A" 'index($0, "ncclguard_watchdog_shm_bytes{") == 1 && index($0, u) && /kind="size"/ {print $2}' "$T/metrics")
         [ "${size:-0}" = 1048576 ] && [ "$(( ${used:-0} * 100 / 1048576 ))" -ge 95 ] && ok ||
             bad "shm metric for pod A: used ${used:-missing} size ${size:-missing}"
+        grep -q "ncclguard_watchdog_idle_periods{.*$UID_C" "$T/metrics" && ok || bad "pod C not watched"
+        grep -q "ncclguard_watchdog_shm_bytes{.*$UID_C" "$T/metrics" &&
+            bad "shm metric for pod C: $(grep "$UID_C" "$T/metrics")" || ok
         grep -q "ncclguard_watchdog_shm_orphan_segments{.*$UID_A\"} 1\$" "$T/metrics" && ok ||
             bad "orphan metric: $(grep orphan "$T/metrics")"
         jq -e -s --arg u "$UID_A" '[.[] | select(.event == "shm-orphan")] |

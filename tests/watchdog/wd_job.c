@@ -5,11 +5,14 @@
  *   wd_job --log FILE [--spin] [--close-wait] [--catch-usr1 CKPT]
  *          [--ignore-term] [--exit-after MS] [--ready FILE]
  *          [--write FILE] [--churn MS] [--shm-fill PCT] [--shm-orphan]
- *          [--flight-recorder] [--listen N] [--trickle]
+ *          [--flight-recorder] [--listen N] [--trickle] [--shm-plain DIR]
  *
  * --catch-usr1 CKPT  on SIGUSR1 write CKPT (a checkpoint stand-in)
  * --ignore-term      log SIGTERM but keep running (SIGKILL must follow)
  * --ready FILE       written once the sockets are set up
+ * --shm-plain DIR    in a mount namespace of its own, bind-mounts DIR (not
+ *                    a tmpfs) on /dev/shm: a /dev/shm the agent must not
+ *                    size
  * --trickle          holds a loopback connection whose one end it never
  *                    reads while the other sends 64 bytes every 50 ms: a
  *                    receive queue that grows (a peer still sending)
@@ -199,6 +202,17 @@ shm_setup(int pct, int orphan)
     return 0;
 }
 
+/* /dev/shm, in a mount namespace of its own, is dir: not a tmpfs. */
+static int
+shm_plain(const char *dir)
+{
+    if (unshare(CLONE_NEWNS) != 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount(dir, "/dev/shm", NULL, MS_BIND, NULL) != 0)
+        return -1;
+    return 0;
+}
+
 /* n sockets listening on loopback, each on a port of its own; 0 or -1. */
 static int
 listen_sockets(long n)
@@ -274,6 +288,7 @@ main(int argc, char **argv)
     long long last_fr = 0;
     long listeners = 0;
     int trickle = 0, t_rd = -1, t_wr = -1;
+    const char *plain = NULL;
     long long last_trickle = 0;
     long long exit_after = -1, t0 = mono_ms(), churn = -1, last_fork = 0;
     const char *ready = NULL;
@@ -305,6 +320,8 @@ main(int argc, char **argv)
             orphan = 1;
         else if (strcmp(argv[i], "--flight-recorder") == 0)
             fr = 1;
+        else if (strcmp(argv[i], "--shm-plain") == 0 && i + 1 < argc)
+            plain = argv[++i];
         else if (strcmp(argv[i], "--trickle") == 0)
             trickle = 1;
         else if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc)
@@ -335,6 +352,10 @@ main(int argc, char **argv)
     }
     if (cw && close_wait_socket() < 0) {
         perror("wd_job: close-wait socket");
+        return 1;
+    }
+    if (plain != NULL && shm_plain(plain) != 0) {
+        perror("wd_job: --shm-plain");
         return 1;
     }
     if (trickle && trickle_pair(&t_rd, &t_wr) != 0) {
