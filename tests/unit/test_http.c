@@ -918,6 +918,39 @@ test_oversized_heads(void)
     http_server_stop(s);
 }
 
+/* Two Content-Length fields whose second is not a plain decimal number
+ * (libmicrohttpd reads the first only): 400 with the framing's own words,
+ * RFC 9112 section 6.3 item 5, not a review of the body. */
+static void
+test_two_lengths(void)
+{
+    static const char *const second[] = {"2x", "-2", "+2"};
+    struct http_config cfg = {0};
+    struct http_server *s = start(&cfg);
+    char text[256];
+
+    CHECK(s != NULL);
+    if (s == NULL)
+        return;
+    for (size_t i = 0; i < sizeof(second) / sizeof(second[0]); i++) {
+        struct client c;
+        char req[256];
+        int n = snprintf(req, sizeof(req),
+                         "POST /mutate HTTP/1.1\r\nHost: t\r\n"
+                         "Content-Type: application/json\r\n"
+                         "Content-Length: 2\r\nContent-Length: %s\r\n\r\n{}",
+                         second[i]);
+
+        CHECK_INT(client_open(&c, http_server_port(s)), 0);
+        CHECK_INT(client_write(&c, req, (size_t)n), 0);
+        CHECK_INT(client_read(&c, text, sizeof(text)), 400);
+        CHECK_STR(text,
+                  "bad request: Content-Length is not a decimal number\n");
+        client_end(&c);
+    }
+    http_server_stop(s);
+}
+
 /* At the connection limit, a review being answered on a kept-alive
  * connection is never shed: the newcomer is. With 2 connections at most
  * shedding starts past 1; the newcomer arrives while the review is held
@@ -1231,6 +1264,7 @@ main(void)
         test_budget_shares();
         test_peer_counts_drop();
         test_oversized_heads();
+        test_two_lengths();
         /* the_reload is not freed: a certificate parked when its list
          * could not grow keeps its reference for good (by design), and
          * stays reachable through the reload as the pair in force. */
