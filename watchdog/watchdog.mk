@@ -16,7 +16,7 @@ WD_SRCS := watchdog/main.c watchdog/agent.c watchdog/cgroup.c \
 WD_OBJS = $(WD_SRCS:%.c=$(BUILD)/obj/%.o)
 WD_LIBS := $(shell pkg-config --libs libcurl jansson 2>/dev/null) -ldl -lpthread
 WD_TESTBINS = $(BUILD)/fakes/libnvidia-ml.so.1 $(BUILD)/tests/wd_job \
-	$(BUILD)/fakes/no_pidfd.so
+	$(BUILD)/fakes/no_pidfd.so $(BUILD)/fakes/no_realloc.so
 
 .PHONY: watchdog check-watchdog check-watchdog-failfast
 all: watchdog
@@ -48,6 +48,11 @@ $(BUILD)/fakes/libnvidia-ml.so.1: tests/fakes/fake_nvml.c
 
 # An LD_PRELOAD that refuses pidfd_open(2): the agent's kill(2) fallback.
 $(BUILD)/fakes/no_pidfd.so: tests/fakes/no_pidfd.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
+
+# An LD_PRELOAD that fails realloc(3) of one size: the agent out of memory.
+$(BUILD)/fakes/no_realloc.so: tests/fakes/no_realloc.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
 

@@ -20,6 +20,11 @@
  *     nvlink=MB/s   NVLink data, TX and RX each (1000 when util > 0, else 0)
  *     pcie=MB/s     PCIe bytes, TX and RX each (100 when util > 0, else 0)
  *     state=ok|lost|mig
+ *     links=on|off  off: the NVLink and PCIe fields answer
+ *                   NVML_ERROR_NOT_SUPPORTED in their nvmlReturn, while
+ *                   the call itself succeeds (nvml.h, nvmlFieldValue_t:
+ *                   "nvmlReturn ... must be checked before looking at
+ *                   value"); the counters keep advancing meanwhile
  * state=lost: every call on that device, the handle included, fails with
  * NVML_ERROR_GPU_IS_LOST ("the target GPU has fallen off the bus", nvml.h).
  * state=mig: MIG mode, where nvml.h says utilisation rates and utilisation
@@ -117,6 +122,7 @@ struct gpu {
     /* scripted */
     unsigned util, mem, power_w, limit_w, nvlink_mbs, pcie_mbs;
     enum gstate state;
+    int links_off;
     unsigned n_pids;
     unsigned pids[MAX_PIDS];
     /* advancing with time */
@@ -265,6 +271,7 @@ script_load(void)
         g->util = 0;
         g->limit_w = 400;
         g->state = G_OK;
+        g->links_off = 0;
         g->n_pids = 0;
         while ((tok = strtok_r(NULL, " \t\n", &save)) != NULL) {
             char *eq = strchr(tok, '=');
@@ -290,6 +297,8 @@ script_load(void)
                 g->nvlink_mbs = num(eq), set_nvl = 1;
             else if (strcmp(tok, "pcie") == 0)
                 g->pcie_mbs = num(eq), set_pci = 1;
+            else if (strcmp(tok, "links") == 0)
+                g->links_off = strcmp(eq, "off") == 0;
             else if (strcmp(tok, "state") == 0)
                 g->state = strcmp(eq, "lost") == 0  ? G_LOST
                            : strcmp(eq, "mig") == 0 ? G_MIG
@@ -564,6 +573,10 @@ nvmlDeviceGetFieldValues_locked(void *device, int count,
         v->timestamp = (long long)t;
         v->latencyUsec = 0;
         v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+        if (g->links_off) {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+            continue;
+        }
         switch (v->fieldId) {
         case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
         case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX:

@@ -62,6 +62,9 @@ if [ "${1:-}" = --case ]; then
     # agent DURATION_MS ARGS...: runs the agent in the background.
     # PFE: --pod-from-env (the test flag) unless set to "".
     PFE=--pod-from-env
+    # A preloaded test double comes before a sanitized agent's runtime in
+    # the library list, which ASan refuses unless told not to check.
+    ASAN_PRELOAD="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
     agent() {
         local ms=$1
         shift
@@ -556,6 +559,38 @@ if [ "${1:-}" = --case ]; then
             .power == "near-idle" and .links == "moving")' "$T/agent.log" >/dev/null && ok ||
             bad "GPU lines: $(ev period .gpu | jq -c .)"
         ;;
+    links-off-on)
+        # The link counters stop answering for a while (NVML's per-field
+        # return is NOT_SUPPORTED, the call itself succeeds) and come back.
+        # A period that starts or ends without them cannot measure the
+        # links: "unknown", never a rate from the part of the period that
+        # had them. The counters go off just after a period line and come
+        # back late in a period, so that such a part rate is far below the
+        # scripted 500 MB/s each way. The GPU draws power and reads memory
+        # throughout: working, whatever the links say.
+        job a "$UID_A" "$RESTART" --spin --catch-usr1 "$T/ckpt"
+        g="gpu util=100 power=320 limit=400 mem=45 nvlink=500 pcie=0"
+        gpus "$g $PID_a"
+        agent 3000
+        periods() { grep -c '"event":"period"' "$T/agent.log" 2>/dev/null; }
+        for _ in $(seq 300); do [ "$(periods)" -ge 2 ] && break; sleep 0.005; done
+        gpus "$g links=off $PID_a"
+        for _ in $(seq 300); do [ "$(periods)" -ge 5 ] && break; sleep 0.005; done
+        sleep "$(awk -v p="$P" 'BEGIN { print p * 0.7 / 1000 }')"
+        gpus "$g links=on $PID_a"
+        agent_wait
+        no_hang '["busy"]'
+        # Moving at the scripted 1e9 bytes/s (TX and RX), within 20 %.
+        jq -e -s '[.[] | select(.event == "period") | .gpu[0]] as $l |
+            ($l | length) >= 8 and $l[0].links == "moving" and
+            $l[-1].links == "moving" and
+            ($l | map(.links) | index("unknown")) != null and
+            ($l | all(.links == "unknown" or (.links == "moving" and
+                .link_bytes_per_s >= 800000000 and
+                .link_bytes_per_s <= 1200000000))) ' \
+            "$T/agent.log" >/dev/null && ok ||
+            bad "links by period: $(ev period '[.gpu[0].links, .gpu[0].link_bytes_per_s]')"
+        ;;
     ckpt-write)
         # GPUs idle, CPU busy, a CLOSE_WAIT socket, but the job writes a
         # checkpoint (or loads data): its I/O moves, so it is left alone.
@@ -1048,13 +1083,29 @@ if [ "${1:-}" = --case ]; then
         [ -f "$(dirname "$FAKE_NVML")/no_pidfd.so" ] || bad "no $(dirname "$FAKE_NVML")/no_pidfd.so"
         job a "$UID_A" "period=${P}ms,idle=2,mincpu=0.02,action=restart,term=400ms" --spin --close-wait
         gpus "gpu 0 $PID_a"
-        LD_PRELOAD="$(dirname "$FAKE_NVML")/no_pidfd.so" agent 1500
+        LD_PRELOAD="$(dirname "$FAKE_NVML")/no_pidfd.so" ASAN_OPTIONS="$ASAN_PRELOAD" agent 1500
         agent_wait
         jq -e -s --argjson p "$PID_a" '[.[] | select(.event == "action" and
             .action == "sigterm")] | length == 1 and .[0].pid == $p and
             .[0].result == "sent"' "$T/agent.log" >/dev/null && ok ||
             bad "SIGTERM lines: $(ev action 'select(.action == "sigterm")')"
         [ -n "$(sig_at a TERM)" ] && ok || bad "the job saw no SIGTERM: $(cat "$T/a.log")"
+        ;;
+    realloc-fails)
+        # Out of memory inside the scan: realloc(3) of 256 bytes fails
+        # (tests/fakes/no_realloc.c), the size of the PID index's first
+        # table (64 slots) and of the seen list's first 16 entries. The
+        # agent goes on: lookups find nothing, so the job is taken for new
+        # on every scan, but it never crashes and its periods go on.
+        [ -f "$(dirname "$FAKE_NVML")/no_realloc.so" ] || bad "no $(dirname "$FAKE_NVML")/no_realloc.so"
+        job a "$UID_A" "period=${P}ms,idle=20,mincpu=0.02" --spin --close-wait
+        gpus "gpu 0 $PID_a"
+        NO_REALLOC_SIZE=256 NO_REALLOC_LOG="$T/refused" \
+            LD_PRELOAD="$(dirname "$FAKE_NVML")/no_realloc.so" ASAN_OPTIONS="$ASAN_PRELOAD" agent 1200
+        agent_wait
+        [ -s "$T/refused" ] && ok || bad "no realloc was refused: the case tests nothing"
+        [ "$(ev period | jq length)" -ge 3 ] && ok || bad "periods: $(ev period .verdict)"
+        [ "$(ev watch | jq length)" -ge 1 ] && ok || bad "the job was never watched"
         ;;
     idle-cpu)
         # Without --run-for, as deployed, the agent sleeps between scans
@@ -1106,8 +1157,8 @@ fi
 
 # ---- the runner --------------------------------------------------------------
 CASES="hang-restart sigkill rewatch rewatch-same-pid busy-gpu cpu-idle sockets-moving queue-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
-spin-hang healthy-100 links-moving ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
-fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr idle-cpu"
+spin-hang healthy-100 links-moving links-off-on ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
+fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr realloc-fails idle-cpu"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
