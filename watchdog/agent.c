@@ -920,7 +920,10 @@ scan(struct agent *a)
         a->seen = a->seen_next;
         a->seen_next = t;
     }
-    qsort(a->seen.v, a->seen.n, sizeof(*a->seen.v), seen_cmp);
+    /* An empty list may have no table (nothing seen, or out of memory):
+     * qsort(3) takes no NULL base, whatever the count. */
+    if (a->seen.n > 1)
+        qsort(a->seen.v, a->seen.n, sizeof(*a->seen.v), seen_cmp);
 }
 
 /* ---- one period of one pod ------------------------------------------ */

@@ -16,13 +16,11 @@ void *
 realloc(void *p, size_t n)
 {
     static void *(*next)(void *, size_t);
-    static long size = -2;
+    /* Read on every call: a sanitizer's runtime may call realloc before
+     * the environment is set up. */
+    const char *e = getenv("NO_REALLOC_SIZE");
+    long size = e != NULL ? atol(e) : -1;
 
-    if (size == -2) {
-        const char *e = getenv("NO_REALLOC_SIZE");
-
-        size = e != NULL ? atol(e) : -1;
-    }
     if (size >= 0 && n == (size_t)size) {
         const char *log = getenv("NO_REALLOC_LOG");
         FILE *f = log != NULL ? fopen(log, "a") : NULL;
