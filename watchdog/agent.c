@@ -126,8 +126,15 @@ struct wpod {
 };
 
 /* Processes that were looked at and are not opted in. */
+/* A process looked at and left alone (not opted in, a bad spec, no pod),
+ * by its PID, start time and command name: execve(2) keeps the first two
+ * and changes the name, and a process is often first seen before it
+ * execs its real program (a container's runtime forks, sets up, then
+ * execs the entrypoint, whose environment only then carries the spec).
+ * So a process that execs is looked at again. */
 struct seen {
     pid_t pid;
+    uint32_t comm;
     uint64_t start;
 };
 
@@ -584,20 +591,22 @@ seen_cmp(const void *x, const void *y)
 
     if (a->pid != b->pid)
         return a->pid < b->pid ? -1 : 1;
+    if (a->comm != b->comm)
+        return a->comm < b->comm ? -1 : 1;
     return a->start < b->start ? -1 : a->start > b->start;
 }
 
 static bool
-seen_has(const struct agent *a, pid_t pid, uint64_t start)
+seen_has(const struct agent *a, pid_t pid, const struct wd_stat *st)
 {
-    struct seen k = {pid, start};
+    struct seen k = {pid, st->comm_hash, st->start};
 
     return a->seen.n > 0 &&
            bsearch(&k, a->seen.v, a->seen.n, sizeof(k), seen_cmp) != NULL;
 }
 
 static int
-seen_add(struct agent *a, pid_t pid, uint64_t start)
+seen_add(struct agent *a, pid_t pid, const struct wd_stat *st)
 {
     struct seenbuf *b = &a->seen_next;
     struct seen *ns = grow(b->v, &b->cap, b->n + 1, sizeof(*ns));
@@ -606,7 +615,8 @@ seen_add(struct agent *a, pid_t pid, uint64_t start)
         return -1;
     b->v = ns;
     ns[b->n].pid = pid;
-    ns[b->n].start = start;
+    ns[b->n].comm = st->comm_hash;
+    ns[b->n].start = st->start;
     b->n++;
     return 0;
 }
@@ -732,14 +742,14 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
     envlen = wd_proc_read(o->proc_root, pid, "environ", a->envbuf, ENVIRON_MAX);
     if (envlen < 0 || (v = wd_environ_find(a->envbuf, (size_t)envlen,
                                            WD_ENV_NAME, &vl)) == NULL) {
-        seen_add(a, pid, st->start);
+        seen_add(a, pid, st);
         return;
     }
     if (wd_spec_parse(v, vl, &spec, &err) != 0) {
         logj(a, "bad-spec",
              json_pack("{s:i,s:s#,s:s}", "pid", (int)pid, "value", v,
                        (int)(vl > 200 ? 200 : vl), "error", err.msg));
-        seen_add(a, pid, st->start);
+        seen_add(a, pid, st);
         return;
     }
     memset(&ref, 0, sizeof(ref));
@@ -753,7 +763,7 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
             logj(a, "not-a-pod",
                  json_pack("{s:i,s:s}", "pid", (int)pid, "why",
                            "opted in but its cgroup names no pod; ignored"));
-            seen_add(a, pid, st->start);
+            seen_add(a, pid, st);
             return;
         }
         snprintf(ref.pod_uid, sizeof(ref.pod_uid), "%.36s", uid);
@@ -823,7 +833,7 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
                                      "further processes of this pod are "
                                      "not watched")));
         pod->budget_logged = true;
-        seen_add(a, pid, st->start);
+        seen_add(a, pid, st);
         return;
     }
     wp = grow(a->procs, &a->cap_procs, a->n_procs + 1, sizeof(*wp));
@@ -892,8 +902,8 @@ scan(struct agent *a)
                 w->gen = a->scan_gen;
             continue;
         }
-        if (seen_has(a, (pid_t)pid, st.start)) {
-            seen_add(a, (pid_t)pid, st.start);
+        if (seen_has(a, (pid_t)pid, &st)) {
+            seen_add(a, (pid_t)pid, &st);
             continue;
         }
         proc_consider(a, (pid_t)pid, &st);

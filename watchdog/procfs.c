@@ -13,6 +13,7 @@ int
 wd_stat_parse(const char *buf, size_t len, struct wd_stat *st)
 {
     const char *p = NULL, *end = buf + len;
+    const char *name, *name_end;
     uint64_t v[23] = {0};
     char state;
     int field = 3;
@@ -25,6 +26,7 @@ wd_stat_parse(const char *buf, size_t len, struct wd_stat *st)
     }
     if (p == NULL || p + 3 > end || p[0] != ' ')
         return -1;
+    name_end = p - 1; /* the last ')' */
     state = p[1];
     p += 2;
     /* Fields 4..22 are numbers (some may be negative: keep them apart). */
@@ -52,6 +54,11 @@ wd_stat_parse(const char *buf, size_t len, struct wd_stat *st)
     st->state = state;
     st->cpu_ticks = v[14] + v[15];
     st->start = v[22];
+    /* FNV-1a over the name between the first '(' and the last ')'. */
+    st->comm_hash = 2166136261u;
+    name = memchr(buf, '(', len);
+    for (const char *c = name != NULL ? name + 1 : name_end; c < name_end; c++)
+        st->comm_hash = (st->comm_hash ^ (unsigned char)*c) * 16777619u;
     return 0;
 }
 

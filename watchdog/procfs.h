@@ -14,6 +14,9 @@ struct wd_stat {
     char state;         /* field 3: R, S, D, Z, ... */
     uint64_t cpu_ticks; /* fields 14 + 15: utime + stime, clock ticks */
     uint64_t start;     /* field 22: start time, ticks after boot */
+    uint32_t comm_hash; /* field 2, the command name, hashed: it changes at
+                           execve(2) (to the new file's name), the start
+                           time does not */
 };
 
 /*

@@ -32,6 +32,26 @@ test_stat(void)
     CHECK_INT(st.state, 'R');
     CHECK_INT(st.cpu_ticks, 15);
     CHECK_INT(st.start, 31337);
+    {
+        /* The name's hash covers the whole name, ") " inside it too, and
+         * changes with it (execve(2) renames, keeps the start time). */
+        static const char renamed[] =
+            "77 (a) b (c) e) R 1 77 77 0 -1 0 0 0 0 0 7 8 0 0 20 0 1 0 31337 "
+            "0 0\n";
+        static const char same[] =
+            "78 (a) b (c) d) S 1 78 78 0 -1 0 0 0 0 0 1 1 0 0 20 0 1 0 5 0 "
+            "0\n";
+        uint32_t h = st.comm_hash;
+        struct wd_stat st2;
+
+        CHECK_INT(wd_stat_parse(renamed, strlen(renamed), &st2), 0);
+        CHECK(st2.comm_hash != h);
+        CHECK_INT(st2.start, st.start);
+        CHECK_INT(wd_stat_parse(same, strlen(same), &st2), 0);
+        CHECK(st2.comm_hash == h);
+        CHECK_INT(wd_stat_parse(plain, strlen(plain), &st2), 0);
+        CHECK(st2.comm_hash != h);
+    }
     CHECK_INT(wd_stat_parse("1 (x) S 1 2 3", 13, &st), -1);
     CHECK_INT(wd_stat_parse("no paren", 8, &st), -1);
     CHECK_INT(wd_stat_parse("", 0, &st), -1);

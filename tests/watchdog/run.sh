@@ -234,6 +234,23 @@ if [ "${1:-}" = --case ]; then
             bad "SIGKILL sent: $(ev action 'select(.action == "sigkill")')"
         alive "$PID_b" || [ -n "$(sig_at b TERM)" ] && ok || bad "the new process was killed: $(cat "$T/b.log")"
         ;;
+    exec-late)
+        # A process first seen before it execs its real program, as a
+        # container's runtime forks, sets up and only then execs the
+        # entrypoint, whose environment alone carries the spec: the agent
+        # must look again once the process has exec'd (same PID and start
+        # time, another command name), not remember it as not opted in.
+        agent 1500
+        spec="period=${P}ms,idle=3,mincpu=0.02"
+        sh -c 'sleep 0.4; exec env NCCLGUARD_WATCHDOG="$1" NCCLGUARD_POD_UID="$2" \
+            NCCLGUARD_POD_NAME=pod-a NCCLGUARD_POD_NAMESPACE=ml "$3" --log "$4" --ready "$5" --spin' \
+            sh "$spec" "$UID_A" "$WD_JOB" "$T/a.log" "$T/a.ready" &
+        PID_a=$!
+        gpus "gpu 100 $PID_a"
+        agent_wait
+        [ "$(ev watch .pid | jq -c .)" = "[$PID_a]" ] && ok || bad "watch lines: $(ev watch)"
+        kill "$PID_a" 2>/dev/null
+        ;;
     busy-gpu)
         # One of the pod's two GPUs works: never a hang.
         job a "$UID_A" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
@@ -1156,7 +1173,7 @@ if [ "${1:-}" = --case ]; then
 fi
 
 # ---- the runner --------------------------------------------------------------
-CASES="hang-restart sigkill rewatch rewatch-same-pid busy-gpu cpu-idle sockets-moving queue-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
+CASES="hang-restart sigkill rewatch rewatch-same-pid exec-late busy-gpu cpu-idle sockets-moving queue-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving links-off-on ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
 fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr realloc-fails idle-cpu"
 [ $# -gt 0 ] && CASES="$*"
