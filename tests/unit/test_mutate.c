@@ -2271,6 +2271,21 @@ test_ringcheck_nvidia_only(void)
     json_decref(patched);
     mutate_result_release(&r);
     json_decref(pod);
+
+    /* NVIDIA's GPUs all in a native sidecar, AMD's in the app: the reason
+     * to say is the sidecar (the check could run NCCL on those GPUs, were
+     * they not held), not the vendor. */
+    pod = J("{'metadata':{'name':'p'},'spec':{'initContainers':[{'name':"
+            "'side','image':'x','restartPolicy':'Always','resources':{"
+            "'limits':{'nvidia.com/gpu':2}}}],'containers':[{'name':'c',"
+            "'image':'x','resources':{'limits':{'amd.com/gpu':4}}}]}}");
+    patched = run(pol, pod, "ml", &r);
+    CHECK(ringcheck_of(patched, NULL) == NULL);
+    CHECK(warnings_have(r.warnings, "all 2 GPUs are in native sidecars"));
+    CHECK(strstr(r.ringcheck, "the GPUs are all in native sidecars") != NULL);
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
     policy_free(pol);
 }
 
@@ -2747,41 +2762,55 @@ test_ipc_lock_warning_silenced(void)
  * their requests are added to its own against pod-level spec.resources;
  * an ordinary init container has finished by then. Pod-level memory 4Gi
  * with an ordinary 3Gi init container still holds the 2Gi check; a
- * native sidecar of 3Gi does not.
+ * native sidecar of 3Gi does not. A native sidecar is an init container
+ * with restartPolicy Always (KEP-753); an app container that sets
+ * restartPolicy (the ContainerRestartRules feature of Kubernetes 1.34
+ * allows it) is no sidecar: its 3Gi counts among the app containers (1Gi
+ * + 3Gi = 4Gi), and the init-time sum is the check alone (2Gi).
  */
 static void
 test_pod_level_ordinary_init(void)
 {
     static const struct {
-        const char *restart; /* the init container's restartPolicy member */
+        const char *restart; /* the 3Gi container's restartPolicy member */
+        bool app;            /* it is an app container, not an init one */
         bool rc;             /* the ring check is added */
     } cases[] = {
-        {"", true},
-        {"'restartPolicy':'OnFailure',", true},
-        {"'restartPolicy':'Always',", false},
+        {"", false, true},
+        {"'restartPolicy':'OnFailure',", false, true},
+        {"'restartPolicy':'Always',", false, false},
+        {"'restartPolicy':'Always',", true, true},
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char buf[1024];
-        json_t *pod, *patched, *inits;
+        char buf[1024], other[256];
+        json_t *pod, *patched, *inits, *last;
         struct mutate_result r;
         bool has_rc;
 
+        snprintf(other, sizeof(other),
+                 "{'name':'fetch','image':'x',%s'resources':{'requests':{"
+                 "'memory':'3Gi'}}}",
+                 cases[i].restart);
         snprintf(buf, sizeof(buf),
                  "{'metadata':{'name':'p'},'spec':{'resources':{'requests':{"
-                 "'memory':'4Gi'}},'initContainers':[{'name':'fetch',"
-                 "'image':'x',%s'resources':{'requests':{'memory':'3Gi'}}}],"
+                 "'memory':'4Gi'}},'initContainers':[%s],"
                  "'containers':[{'name':'c','image':'x','resources':{"
                  "'requests':{'memory':'1Gi'},'limits':{'nvidia.com/gpu':4}}"
-                 "}]}}",
-                 cases[i].restart);
+                 "}%s%s]}}",
+                 cases[i].app ? "" : other, cases[i].app ? "," : "",
+                 cases[i].app ? other : "");
         pod = J(buf);
         patched = run(pol_default, pod, "ml", &r);
         inits = patch_pointer_get(patched, "/spec/initContainers");
-        has_rc = json_array_size(inits) == 2;
+        last = json_array_get(inits, json_array_size(inits) - 1);
+        has_rc = json_is_string(json_object_get(last, "name")) &&
+                 strcmp(json_string_value(json_object_get(last, "name")),
+                        "ncclguard-ringcheck") == 0;
         if (has_rc != cases[i].rc)
-            fprintf(stderr, "init container {%s}: ring check %s\n",
-                    cases[i].restart, has_rc ? "added" : "left out");
+            fprintf(stderr, "%s container {%s}: ring check %s\n",
+                    cases[i].app ? "app" : "init", cases[i].restart,
+                    has_rc ? "added" : "left out");
         CHECK(has_rc == cases[i].rc);
         CHECK_INT(r.status, MUTATE_PATCHED);
         CHECK(cases[i].rc ==
