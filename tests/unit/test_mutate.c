@@ -3337,6 +3337,16 @@ test_sweep_out_of_memory_in(bool libc)
         "'ncclguard-shm','emptyDir':{}},{'name':'ncclguard-run','emptyDir':"
         "{}}],'containers':[{'name':'ncclguard-ringcheck','image':'x',"
         "'resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
+        /* Eight containers fill the container name set's first 16 slots
+         * to half, so the ephemeral container's name makes it grow; that
+         * name is the ring check's, which the plan must then not take. */
+        "{'metadata':{'name':'e'},'spec':{'containers':[{'name':'c0',"
+        "'image':'x','resources':{'limits':{'nvidia.com/gpu':2}}},{'name':"
+        "'c1','image':'x'},{'name':'c2','image':'x'},{'name':'c3','image':"
+        "'x'},{'name':'c4','image':'x'},{'name':'c5','image':'x'},{'name':"
+        "'c6','image':'x'},{'name':'c7','image':'x'}],"
+        "'ephemeralContainers':[{'name':'ncclguard-ringcheck','image':'x'}]"
+        "}}",
     };
     struct mutate_options opt = {.own_namespace = "ncclguard"};
     json_malloc_t old_m;
