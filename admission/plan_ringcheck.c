@@ -676,9 +676,8 @@ ringcheck_env(struct plan *p, json_t *rc)
     /* The four per-entry arrays in one block (this runs twice per review
      * that gets the check): the pointers first, for their alignment. An
      * env is bounded by the body, far from overflowing the product. */
-    all = calloc(n_all ? n_all : 1,
-                 sizeof(*all) + sizeof(*names) + sizeof(*facts) +
-                     sizeof(*keep));
+    all = calloc(n_all ? n_all : 1, sizeof(*all) + sizeof(*names) +
+                                        sizeof(*facts) + sizeof(*keep));
     if (all == NULL || (own = env_names_of(g)) == NULL)
         goto fail;
     names = (const char **)(all + (n_all ? n_all : 1));
