@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "admission/fastjson.h"
 #include "admission/patch.h"
 #include "admission/plan.h"
 #include "admission/plan_emit.h"
@@ -41,6 +42,9 @@ mutate_result_release(struct mutate_result *res)
 {
     if (res == NULL)
         return;
+    free(res->patch_text);
+    res->patch_text = NULL;
+    res->patch_len = res->patch_ops = 0;
     json_decref(res->patch);
     json_decref(res->warnings);
     json_decref(res->audit);
@@ -67,23 +71,51 @@ namespace_skipped(const char *ns, const struct mutate_options *opt)
  * the apiserver rejects a pod whose patch does not apply, whatever
  * failurePolicy says. */
 static int
-patch_verify(const json_t *pod, struct mutate_result *res)
+patch_verify(const json_t *pod, const struct patch_text *pt,
+             struct mutate_result *res)
 {
     struct ng_error err;
 
-    if (json_array_size(res->patch) > PATCH_MAX_OPS) {
+    if (pt->n_ops > PATCH_MAX_OPS) {
         snprintf(res->reason, sizeof(res->reason),
-                 "patch would have %zu operations, more than %d",
-                 json_array_size(res->patch), PATCH_MAX_OPS);
+                 "patch would have %zu operations, more than %d", pt->n_ops,
+                 PATCH_MAX_OPS);
         return -1;
     }
     ng_error_clear(&err);
-    if (patch_check(pod, res->patch, &err) != 0) {
+    if (patch_text_check(pod, pt, &err) != 0) {
         snprintf(res->reason, sizeof(res->reason),
                  "patch does not apply: %.130s", err.msg);
         return -1;
     }
     return 0;
+}
+
+/*
+ * Hands a patched pod's patch text to the result, and loads it as jansson
+ * values unless the caller needs the text only. Returns 0, or -1 when out
+ * of memory.
+ */
+static int
+result_patch(struct plan *p, struct mutate_result *res)
+{
+    struct fastjson_error ferr;
+
+    if (res->status == MUTATE_PATCHED) {
+        res->patch_ops = p->pt.n_ops;
+        res->patch_text = buf_take(&p->pt.text, &res->patch_len);
+        if (res->patch_text == NULL)
+            return -1;
+    }
+    if (p->opt != NULL && p->opt->patch_text_only)
+        return 0;
+    /* Loaded by the review's decoder: jansson's own loader drops bytes
+     * when an allocation fails instead of failing. */
+    res->patch =
+        res->patch_text != NULL
+            ? fastjson_decode(res->patch_text, res->patch_len, NULL, &ferr)
+            : json_array();
+    return res->patch != NULL ? 0 : -1;
 }
 
 /*
@@ -122,16 +154,16 @@ mutate_pod(const json_t *pod, const char *ns, const struct policy *pol,
     const char *inject;
 
     memset(res, 0, sizeof(*res));
-    res->patch = json_array();
     res->warnings = json_array();
     res->audit = json_object();
     res->injected = json_array();
     join(res->rule, sizeof(res->rule), "default", (char *)NULL);
-    if (!res->patch || !res->warnings || !res->audit || !res->injected)
+    if (!res->warnings || !res->audit || !res->injected)
         goto oom;
     p = calloc(1, sizeof(*p));
     if (p == NULL)
         goto oom;
+    patch_text_init(&p->pt);
     p->pod = pod;
     p->res = res;
     p->opt = opt;
@@ -249,15 +281,20 @@ mutate_pod(const json_t *pod, const char *ns, const struct policy *pol,
     if (plan_ipc(p) != 0 || plan_env(p) != 0 || plan_watchdog(p) != 0 ||
         plan_ringcheck(p) != 0 || plan_emit(p) != 0)
         goto error;
-    if (json_array_size(res->patch) == 0) {
+    if (p->pt.n_ops == 0) {
         res->status = MUTATE_UNCHANGED;
         goto done;
     }
-    if (patch_verify(pod, res) != 0)
+    if (patch_text_close(&p->pt) != 0)
+        goto error;
+    if (patch_verify(pod, &p->pt, res) != 0)
         goto error_reason;
     res->status = MUTATE_PATCHED;
 done:
+    if (result_patch(p, res) != 0)
+        goto oom;
     ctrs_release(p);
+    patch_text_release(&p->pt);
     free(p);
     return 0;
 bad_claim:
@@ -268,7 +305,6 @@ error:
     if (res->reason[0] == '\0')
         snprintf(res->reason, sizeof(res->reason), "could not plan the patch");
 error_reason:
-    json_array_clear(res->patch);
     json_array_clear(res->injected);
     res->status = MUTATE_ERROR;
     plan_warn(res, "%.90s; pod left unchanged", res->reason);
@@ -276,6 +312,7 @@ error_reason:
 oom:
     if (p != NULL) {
         ctrs_release(p);
+        patch_text_release(&p->pt);
         free(p);
     }
     mutate_result_release(res);

@@ -21,6 +21,9 @@ struct mutate_options {
      * an upper bound), 0 when unknown: the ring check is left out when the
      * pod would grow past MUTATE_OBJECT_MAX_BYTES with it. */
     size_t object_bytes;
+    /* The server's answer needs the patch's text only: res->patch is then
+     * left NULL instead of loaded from it. */
+    bool patch_text_only;
 };
 
 /* etcd's default request limit (--max-request-bytes, 1.5 MiB): a pod that
@@ -42,7 +45,14 @@ const char *mutate_status_name(enum mutate_status s);
 
 struct mutate_result {
     enum mutate_status status;
-    json_t *patch;    /* array of ops, owned; [] when there is no patch */
+    /* The patch as compact JSON text: NUL-terminated, patch_len bytes of
+     * patch_ops ops, owned; NULL and 0 when there is no patch. */
+    char *patch_text;
+    size_t patch_len;
+    size_t patch_ops;
+    /* The same patch as jansson values (the text loaded), owned: [] when
+     * there is no patch; NULL when opt->patch_text_only. */
+    json_t *patch;
     json_t *warnings; /* array of strings (<= 120 chars each), owned */
     json_t *audit;    /* object, auditAnnotations key -> string, owned */
     json_t *injected; /* array of short strings for the log line, owned */

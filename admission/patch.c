@@ -2,9 +2,12 @@
 #include "admission/patch.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "admission/fastjson.h"
+#include "admission/jsonwrite.h"
 #include "base/jsonptr.h"
 
 int
@@ -408,31 +411,26 @@ ptr_covers(const char *a, size_t n, const char *p, size_t plen)
     return n <= plen && memcmp(a, p, n) == 0 && (n == plen || p[n] == '/');
 }
 
+/* One op as the fast check reads it: an add or a replace, at a path that
+ * starts with '/'. */
+struct fast_in {
+    const char *path;
+    size_t len; /* strlen(path) */
+    bool add;
+};
+
 static int
-check_fast(const json_t *doc, const json_t *patch)
+check_fast_ops(const json_t *doc, const struct fast_in *in, size_t n)
 {
     struct fast_op seen[FAST_MAX_OPS];
-    size_t n_ops = json_array_size(patch);
     char tok[JSONPTR_MAX_TOKEN];
 
-    if (!json_is_array(patch) || n_ops > FAST_MAX_OPS)
-        return 1;
-    for (size_t i = 0; i < n_ops; i++) {
-        const json_t *op = json_array_get(patch, i);
-        const char *name = json_string_value(json_object_get(op, "op"));
-        const char *path = json_string_value(json_object_get(op, "path"));
-        const char *slash, *p;
-        bool add, again = false;
-        size_t qlen, plen, at;
+    for (size_t i = 0; i < n; i++) {
+        const char *path = in[i].path, *slash, *p;
+        bool add = in[i].add, again = false;
+        size_t qlen, plen = in[i].len, at;
         json_t *cur = (json_t *)doc;
 
-        if (name == NULL || path == NULL || path[0] != '/' ||
-            json_object_get(op, "value") == NULL)
-            return 1;
-        add = strcmp(name, "add") == 0;
-        if (!add && strcmp(name, "replace") != 0)
-            return 1;
-        plen = strlen(path);
         slash = strrchr(path, '/');
         qlen = (size_t)(slash - path);
         for (size_t k = 0; k < i; k++) {
@@ -484,6 +482,31 @@ check_fast(const json_t *doc, const json_t *patch)
     return 0;
 }
 
+static int
+check_fast(const json_t *doc, const json_t *patch)
+{
+    struct fast_in in[FAST_MAX_OPS];
+    size_t n_ops = json_array_size(patch);
+
+    if (!json_is_array(patch) || n_ops > FAST_MAX_OPS)
+        return 1;
+    for (size_t i = 0; i < n_ops; i++) {
+        const json_t *op = json_array_get(patch, i);
+        const char *name = json_string_value(json_object_get(op, "op"));
+        const char *path = json_string_value(json_object_get(op, "path"));
+        bool add;
+
+        if (name == NULL || path == NULL || path[0] != '/' ||
+            json_object_get(op, "value") == NULL)
+            return 1;
+        add = strcmp(name, "add") == 0;
+        if (!add && strcmp(name, "replace") != 0)
+            return 1;
+        in[i] = (struct fast_in){path, strlen(path), add};
+    }
+    return check_fast_ops(doc, in, n_ops);
+}
+
 int
 patch_check(const json_t *doc, const json_t *patch, struct ng_error *err)
 {
@@ -502,5 +525,100 @@ patch_check(const json_t *doc, const json_t *patch, struct ng_error *err)
 done:
     json_decref(ap.doc);
     free(ap.owned);
+    return rc;
+}
+
+/* ---- a patch written as text ----------------------------------------- */
+
+#define LIT(b, lit) buf_add((b), (lit), sizeof(lit) - 1)
+
+void
+patch_text_init(struct patch_text *pt)
+{
+    memset(pt, 0, sizeof(*pt));
+    buf_init(&pt->text, SIZE_MAX);
+    buf_init(&pt->paths, SIZE_MAX);
+}
+
+void
+patch_text_release(struct patch_text *pt)
+{
+    buf_release(&pt->text);
+    buf_release(&pt->paths);
+    free(pt->ops);
+    pt->ops = NULL;
+    pt->n_ops = pt->cap_ops = 0;
+}
+
+int
+patch_text_append(struct patch_text *pt, const char *op, const char *path,
+                  json_t *value)
+{
+    size_t paths_len = pt->paths.len, plen;
+    bool add = strcmp(op, "add") == 0;
+    struct patch_text_op *o;
+
+    if (value == NULL || path[0] != '/' || (!add && strcmp(op, "replace") != 0))
+        goto fail;
+    if (pt->n_ops == pt->cap_ops) {
+        size_t cap = pt->cap_ops != 0 ? 2 * pt->cap_ops : 16;
+
+        o = realloc(pt->ops, cap * sizeof(*o));
+        if (o == NULL)
+            goto fail;
+        pt->ops = o;
+        pt->cap_ops = cap;
+    }
+    plen = strlen(path);
+    /* The same bytes as jsonwrite_value() of {"op":op,"path":path,
+     * "value":value} after a '[' or a ','. */
+    if (buf_addc(&pt->text, pt->n_ops == 0 ? '[' : ',') ||
+        LIT(&pt->text, "{\"op\":\"") || buf_adds(&pt->text, op) ||
+        LIT(&pt->text, "\",\"path\":") ||
+        jsonwrite_string(&pt->text, path, plen) ||
+        LIT(&pt->text, ",\"value\":") || jsonwrite_value(&pt->text, value) ||
+        buf_addc(&pt->text, '}') || buf_add(&pt->paths, path, plen + 1))
+        goto fail;
+    pt->ops[pt->n_ops++] = (struct patch_text_op){add, paths_len, plen};
+    json_decref(value);
+    return 0;
+fail:
+    json_decref(value);
+    return -1;
+}
+
+int
+patch_text_close(struct patch_text *pt)
+{
+    return pt->n_ops == 0 ? LIT(&pt->text, "[]") : buf_addc(&pt->text, ']');
+}
+
+int
+patch_text_check(const json_t *doc, const struct patch_text *pt,
+                 struct ng_error *err)
+{
+    struct fastjson_error ferr;
+    json_t *patch;
+    int rc;
+
+    if (pt->n_ops <= FAST_MAX_OPS) {
+        struct fast_in in[FAST_MAX_OPS];
+
+        for (size_t i = 0; i < pt->n_ops; i++)
+            in[i] = (struct fast_in){pt->paths.p + pt->ops[i].path_off,
+                                     pt->ops[i].path_len, pt->ops[i].add};
+        if (check_fast_ops(doc, in, pt->n_ops) == 0)
+            return 0;
+    }
+    /* jansson's own loader drops bytes when an allocation fails (its lexer
+     * does not check its buffer's appends), so the text is loaded by the
+     * review's decoder, which fails whole. */
+    patch = fastjson_decode(pt->text.p, pt->text.len, NULL, &ferr);
+    if (patch == NULL) {
+        ng_error_set(err, 0, 0, "out of memory");
+        return -1;
+    }
+    rc = patch_check(doc, patch, err);
+    json_decref(patch);
     return rc;
 }

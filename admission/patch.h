@@ -4,10 +4,12 @@
 #ifndef NCCLGUARD_PATCH_H
 #define NCCLGUARD_PATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <jansson.h>
 
+#include "base/buf.h"
 #include "base/error.h"
 
 /* Most operations one patch may hold; patch_apply() refuses longer ones. */
@@ -33,6 +35,55 @@ int patch_pointer_escape(const char *token, char *buf, size_t n)
  */
 int patch_append(json_t *patch, const char *op, const char *path, json_t *value)
     __attribute__((warn_unused_result));
+
+/* One op of a patch_text: add or replace, and its path (raw, not JSON
+ * escaped) at paths.p + path_off, path_len bytes and a NUL. */
+struct patch_text_op {
+    bool add;
+    size_t path_off;
+    size_t path_len;
+};
+
+/*
+ * A patch written as text while it is built, so that the review's answer
+ * needs no jansson patch: text holds the compact JSON array of
+ * {"op","path","value"} objects, the very bytes jsonwrite_value() writes
+ * for the jansson array that patch_append() would have built from the same
+ * calls. ops keeps each op's kind and path for patch_text_check(). Set up
+ * with patch_text_init(), freed with patch_text_release(). Not
+ * thread-safe on one patch.
+ */
+struct patch_text {
+    struct buf text;  /* "[op,op" until patch_text_close() adds the "]" */
+    struct buf paths; /* the ops' paths, each NUL-terminated */
+    struct patch_text_op *ops;
+    size_t n_ops, cap_ops;
+};
+
+void patch_text_init(struct patch_text *pt);
+void patch_text_release(struct patch_text *pt);
+
+/*
+ * As patch_append(), written as text: op is "add" or "replace", path
+ * starts with '/', and value (not NULL) is consumed even on failure.
+ * Returns 0; -1 for another op, path or a NULL value (nothing is written
+ * then), or on allocation failure (the patch may then hold part of the
+ * op, and is only fit for patch_text_release()).
+ */
+int patch_text_append(struct patch_text *pt, const char *op, const char *path,
+                      json_t *value) __attribute__((warn_unused_result));
+
+/* Ends the array ("[]" when no op was appended). Returns 0, or -1 on
+ * allocation failure. No op may be appended after. */
+int patch_text_close(struct patch_text *pt) __attribute__((warn_unused_result));
+
+/*
+ * patch_check() of a closed patch_text: the fast check on its ops, and,
+ * when that cannot decide, the full check on the text loaded as jansson
+ * values (so err has the same words). Returns 0, or -1 with err filled.
+ */
+int patch_text_check(const json_t *doc, const struct patch_text *pt,
+                     struct ng_error *err) __attribute__((warn_unused_result));
 
 /*
  * Resolves a JSON pointer in doc. Returns the node (borrowed), or NULL when

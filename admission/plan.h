@@ -12,6 +12,7 @@
 
 #include "admission/jobmember.h"
 #include "admission/mutate.h"
+#include "admission/patch.h"
 #include "policy/policy.h"
 #include "policy/quantity.h"
 
@@ -100,7 +101,9 @@ struct plan {
     size_t n_res; /* resources counted: min(n_gpu_resources, MAX) */
     int64_t pod_per_res[MUTATE_MAX_RESOURCES];
     int64_t sidecar_per_res[MUTATE_MAX_RESOURCES];
-    /* What the plan adds to the pod; plan_emit() writes it. */
+    /* What the plan adds to the pod; plan_emit() writes it, as text, into
+     * pt (set up by mutate_pod(), which moves it into the result). */
+    struct patch_text pt;
     json_t *vol_add;      /* volumes to append, owned */
     long shm_grow;        /* index in spec.volumes of the /dev/shm emptyDir
                            * whose sizeLimit becomes shm_size, or -1 */

@@ -34,17 +34,16 @@ emit_list(struct plan *p, json_t *parent, const char *base, const char *key,
 
     if (json_array_size(list) == 0)
         return 0;
-    /* The planned lists are never changed once emitted, so the patch
-     * shares their values instead of copying them. */
+    /* The planned lists are written as they are. */
     if (arr_get(parent, key) == NULL) {
         join(path, sizeof(path), base, "/", key, (char *)NULL);
-        return patch_append(p->res->patch, member_op(parent, key), path,
-                            json_incref(list));
+        return patch_text_append(&p->pt, member_op(parent, key), path,
+                                 json_incref(list));
     }
     join(path, sizeof(path), base, "/", key, "/-", (char *)NULL);
     json_array_foreach(list, i, v)
     {
-        if (patch_append(p->res->patch, "add", path, json_incref(v)) != 0)
+        if (patch_text_append(&p->pt, "add", path, json_incref(v)) != 0)
             return -1;
     }
     return 0;
@@ -61,16 +60,17 @@ emit_caps(struct plan *p, struct ctr *c)
         return 0;
     if (sc == NULL) {
         join(path, sizeof(path), c->base, "/securityContext", (char *)NULL);
-        return patch_append(
-            p->res->patch, member_op(c->c, "securityContext"), path,
+        return patch_text_append(
+            &p->pt, member_op(c->c, "securityContext"), path,
             jobj("capabilities",
                  jobj("add", json_incref(c->cap_add), NULL, NULL), NULL, NULL));
     }
     if (caps == NULL) {
         join(path, sizeof(path), c->base, "/securityContext/capabilities",
              (char *)NULL);
-        return patch_append(p->res->patch, member_op(sc, "capabilities"), path,
-                            jobj("add", json_incref(c->cap_add), NULL, NULL));
+        return patch_text_append(
+            &p->pt, member_op(sc, "capabilities"), path,
+            jobj("add", json_incref(c->cap_add), NULL, NULL));
     }
     join(path, sizeof(path), c->base, "/securityContext/capabilities",
          (char *)NULL);
@@ -114,13 +114,13 @@ emit_annotations(struct plan *p)
         goto fail;
 
     if (p->meta == NULL) {
-        if (patch_append(p->res->patch, member_op(p->pod, "metadata"),
-                         "/metadata",
-                         jobj("annotations", json_incref(add), NULL, NULL)))
+        if (patch_text_append(
+                &p->pt, member_op(p->pod, "metadata"), "/metadata",
+                jobj("annotations", json_incref(add), NULL, NULL)))
             goto fail;
     } else if (p->annotations == NULL) {
-        if (patch_append(p->res->patch, member_op(p->meta, "annotations"),
-                         "/metadata/annotations", json_incref(add)))
+        if (patch_text_append(&p->pt, member_op(p->meta, "annotations"),
+                              "/metadata/annotations", json_incref(add)))
             goto fail;
     } else {
         json_object_foreach(add, key, v)
@@ -137,8 +137,8 @@ emit_annotations(struct plan *p)
                  (char *)NULL);
             /* A reviewed-again pod whose value changed (or is no string):
              * replaced. */
-            if (patch_append(p->res->patch, cur != NULL ? "replace" : "add",
-                             path, json_incref(v)))
+            if (patch_text_append(&p->pt, cur != NULL ? "replace" : "add", path,
+                                  json_incref(v)))
                 goto fail;
         }
     }
@@ -166,8 +166,8 @@ emit_profile(struct plan *p, const struct ctr *c)
         return -1;
     /* An insert at the head of the list, else the list itself (replacing
      * an envFrom: null). */
-    return patch_append(
-        p->res->patch, have_list ? "add" : member_op(c->c, "envFrom"), path, v);
+    return patch_text_append(
+        &p->pt, have_list ? "add" : member_op(c->c, "envFrom"), path, v);
 }
 
 /* The ring-check init container, last of the init containers. */
@@ -177,12 +177,12 @@ emit_ringcheck(struct plan *p)
     json_t *rc = json_incref(p->rc_container);
 
     if (arr_get(p->spec, "initContainers") != NULL)
-        return patch_append(p->res->patch, "add", "/spec/initContainers/-", rc);
+        return patch_text_append(&p->pt, "add", "/spec/initContainers/-", rc);
     rc = jlist(rc);
-    return rc != NULL ? patch_append(p->res->patch,
-                                     member_op(p->spec, "initContainers"),
-                                     "/spec/initContainers", rc)
-                      : -1;
+    return rc != NULL
+               ? patch_text_append(&p->pt, member_op(p->spec, "initContainers"),
+                                   "/spec/initContainers", rc)
+               : -1;
 }
 
 /*
@@ -215,7 +215,6 @@ emit_ringcheck(struct plan *p)
 int
 plan_emit(struct plan *p)
 {
-    json_t *patch = p->res->patch;
     char path[128], t[24];
 
     for (size_t i = 0; i < p->n_ctr; i++)
@@ -227,7 +226,7 @@ plan_emit(struct plan *p)
         size_format(p->shm_size, want, sizeof(want));
         join(path, sizeof(path), "/spec/volumes/", i64_text(p->shm_grow, t),
              "/emptyDir/sizeLimit", (char *)NULL);
-        if (patch_append(patch, "replace", path, jstr(want)) != 0)
+        if (patch_text_append(&p->pt, "replace", path, jstr(want)) != 0)
             return -1;
     }
     for (size_t i = 0; i < p->n_ctr; i++) {
@@ -238,12 +237,13 @@ plan_emit(struct plan *p)
                 continue;
             join(path, sizeof(path), c->base, "/resources/", mem_kinds[k],
                  "/memory", (char *)NULL);
-            if (patch_append(patch, "replace", path, jstr(c->mem_new[k])))
+            if (patch_text_append(&p->pt, "replace", path, jstr(c->mem_new[k])))
                 return -1;
         }
     }
-    if (p->host_ipc_add && patch_append(patch, member_op(p->spec, "hostIPC"),
-                                        "/spec/hostIPC", json_true()) != 0)
+    if (p->host_ipc_add &&
+        patch_text_append(&p->pt, member_op(p->spec, "hostIPC"),
+                          "/spec/hostIPC", json_true()) != 0)
         return -1;
     if (p->rc_container != NULL && emit_ringcheck(p) != 0)
         return -1;
@@ -257,7 +257,7 @@ plan_emit(struct plan *p)
     }
     if (emit_list(p, p->spec, "/spec", "volumes", p->vol_add) != 0)
         return -1;
-    if (json_array_size(patch) == 0)
+    if (p->pt.n_ops == 0)
         return 0;
     return emit_annotations(p);
 }

@@ -411,23 +411,24 @@ static int
 response_encode(struct review_outcome *out, const char *api, const json_t *uid,
                 const struct mutate_result *m)
 {
-    struct buf b, pt;
+    struct buf b;
 
     buf_init(&b, REVIEW_OUT_MAX);
-    buf_init(&pt, REVIEW_OUT_MAX);
     if (buf_reserve(&b, 1024) != 0 || BUF_LIT(&b, "{\"apiVersion\":\"") ||
         buf_adds(&b, api) ||
         BUF_LIT(&b, "\",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":") ||
         jsonwrite_value(&b, uid) || BUF_LIT(&b, ",\"allowed\":true"))
         goto fail;
-    if (m != NULL && json_array_size(m->patch) > 0) {
-        if (jsonwrite_value(&pt, m->patch) ||
-            BUF_LIT(&b, ",\"patchType\":\"JSONPatch\",\"patch\":\"") ||
-            buf_add_base64(&b, pt.p, pt.len) || buf_addc(&b, '"'))
+    if (m != NULL && m->patch_ops > 0) {
+        if (BUF_LIT(&b, ",\"patchType\":\"JSONPatch\",\"patch\":\"") ||
+            buf_add_base64(&b, m->patch_text, m->patch_len) ||
+            buf_addc(&b, '"'))
             goto fail;
-        out->patch = buf_take(&pt, &out->patch_len);
+        out->patch = malloc(m->patch_len + 1);
         if (out->patch == NULL)
             goto fail;
+        memcpy(out->patch, m->patch_text, m->patch_len + 1);
+        out->patch_len = m->patch_len;
     }
     if (m != NULL && json_array_size(m->warnings) > 0 &&
         (BUF_LIT(&b, ",\"warnings\":") || jsonwrite_value(&b, m->warnings)))
@@ -444,7 +445,6 @@ response_encode(struct review_outcome *out, const char *api, const json_t *uid,
     return 0;
 fail:
     buf_release(&b);
-    buf_release(&pt);
     return -1;
 }
 
@@ -695,7 +695,7 @@ review_handle(const char *body, size_t len, const struct policy *pol,
         if (mutate_pod(obj, ns, pol, &mopt, &mres) != 0)
             goto done;
         out->result = result_of(mres.status);
-        out->patch_ops = json_array_size(mres.patch);
+        out->patch_ops = mres.patch_ops;
         out->warnings = json_array_size(mres.warnings);
         if (buf_addf(&lb, ",\"gpus\":%lld,\"rule\":", (long long)mres.gpus) ||
             log_cstr(&lb, mres.rule) || BUF_LIT(&lb, ",\"injected\":") ||

@@ -167,7 +167,9 @@ static size_t fixed_iters;
 static int
 bench_one(const char *path, const struct policy *pol, double seconds)
 {
-    const struct mutate_options opt = {.own_namespace = "ncclguard"};
+    /* As the server calls the core (server/http.c). */
+    const struct mutate_options opt = {.own_namespace = "ncclguard",
+                                       .patch_text_only = true};
     size_t len, iters = 0;
     char *body = read_file(path, &len);
     struct stage total = {0}, decode = {0}, decide = {0}, plan = {0};

@@ -1476,6 +1476,8 @@ http_server_start(const struct http_config *cfg, struct reload *r,
         s->cfg.threads = 1;
     s->reload = r;
     s->mopt.own_namespace = cfg->own_namespace;
+    /* The answer carries the patch as text; no jansson copy of it. */
+    s->mopt.patch_text_only = true;
     pthread_mutex_init(&s->parked_lock, NULL);
     pthread_mutex_init(&s->conns_lock, NULL);
     pthread_condattr_init(&ca);

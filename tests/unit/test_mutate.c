@@ -22,12 +22,33 @@ run(const struct policy *pol, const json_t *pod, const char *ns,
     struct mutate_result *res)
 {
     struct mutate_options opt = {.own_namespace = "ncclguard"};
+    struct mutate_options text_only = {.own_namespace = "ncclguard",
+                                       .patch_text_only = true};
     json_t *patched;
     struct mutate_result again;
 
     CHECK_INT(mutate_pod(pod, ns, pol, &opt, res), 0);
     check_warnings_form(res->warnings);
     CHECK((res->status == MUTATE_PATCHED) == (json_array_size(res->patch) > 0));
+    /* The text is the patch's compact JSON, and the server's call (text
+     * only) gets the same text and no jansson patch. */
+    CHECK_INT(res->patch_ops, json_array_size(res->patch));
+    CHECK((res->patch_text != NULL) == (res->status == MUTATE_PATCHED));
+    if (res->patch_text != NULL) {
+        char *t = json_dumps(res->patch, JSON_COMPACT);
+
+        CHECK(t != NULL && strcmp(t, res->patch_text) == 0);
+        CHECK_INT(res->patch_len, strlen(res->patch_text));
+        free(t);
+    }
+    CHECK_INT(mutate_pod(pod, ns, pol, &text_only, &again), 0);
+    CHECK(again.patch == NULL);
+    CHECK_INT(again.status, res->status);
+    CHECK_INT(again.patch_ops, res->patch_ops);
+    CHECK((again.patch_text == NULL) == (res->patch_text == NULL));
+    if (again.patch_text != NULL && res->patch_text != NULL)
+        CHECK_STR(again.patch_text, res->patch_text);
+    mutate_result_release(&again);
     patched = patched_copy(pod, res);
     CHECK(patched != NULL);
     if (patched == NULL)

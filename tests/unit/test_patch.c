@@ -1,6 +1,9 @@
 /* Unit tests for admission/patch.c: RFC 6901 pointers, RFC 6902 operations. */
 #include "admission/patch.h"
 
+#include <stdint.h>
+
+#include "admission/jsonwrite.h"
 #include "harness.h"
 #include "server_fixtures.h"
 
@@ -641,6 +644,136 @@ test_copies_once(void)
     json_decref(doc);
 }
 
+/* patch_text_check() on a closed text of the ops in ops_text, against
+ * patch_check() on the same ops as jansson values: the same answer and
+ * the same words. */
+static void
+text_check_case(const json_t *doc, const char *ops_text, int want)
+{
+    json_t *ops = J(ops_text), *op;
+    struct patch_text pt;
+    struct ng_error e1, e2;
+    size_t i;
+
+    patch_text_init(&pt);
+    json_array_foreach(ops, i, op)
+    {
+        CHECK_INT(
+            patch_text_append(&pt, json_string_value(json_object_get(op, "op")),
+                              json_string_value(json_object_get(op, "path")),
+                              json_incref(json_object_get(op, "value"))),
+            0);
+    }
+    CHECK_INT(patch_text_close(&pt), 0);
+    ng_error_clear(&e1);
+    ng_error_clear(&e2);
+    CHECK_INT(patch_text_check(doc, &pt, &e1), want);
+    CHECK_INT(patch_check(doc, ops, &e2), want);
+    if (strcmp(e1.msg, e2.msg) != 0)
+        fprintf(stderr, "text check of %.80s: '%s', jansson's '%s'\n", ops_text,
+                e1.msg, e2.msg);
+    CHECK_STR(e1.msg, e2.msg);
+    patch_text_release(&pt);
+    json_decref(ops);
+}
+
+/*
+ * A patch written as text: the bytes jsonwrite_value() writes for the same
+ * ops built with patch_append() (escapes in paths and values included),
+ * each op's kind and raw path kept for the check, refused ops leaving the
+ * text as it was, and patch_text_check() answering as patch_check(), on
+ * the fast path and past it.
+ */
+static void
+test_text(void)
+{
+    static const struct {
+        const char *op, *path, *value;
+    } in[] = {
+        {"add", "/metadata/annotations/ncclguard.io~1mutated", "'envFrom'"},
+        {"replace", "/spec/a\"b\\c\x01", "{'k':[1,true,null,'\\u00e9',2.5]}"},
+        {"add", "/spec/containers/0/env/-", "{'name':'N','value':'v'}"},
+    };
+    json_t *ops = json_array(), *doc, *many;
+    struct patch_text pt;
+    struct buf want;
+    size_t len;
+    char path[32];
+
+    patch_text_init(&pt);
+    CHECK_INT(patch_text_close(&pt), 0);
+    CHECK_STR(pt.text.p, "[]");
+    patch_text_release(&pt);
+    patch_text_init(&pt);
+    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+        CHECK_INT(patch_text_append(&pt, in[i].op, in[i].path, J(in[i].value)),
+                  0);
+        CHECK_INT(patch_append(ops, in[i].op, in[i].path, J(in[i].value)), 0);
+    }
+    len = pt.text.len;
+    CHECK_INT(patch_text_append(&pt, "remove", "/x", json_true()), -1);
+    CHECK_INT(patch_text_append(&pt, "move", "/x", json_true()), -1);
+    CHECK_INT(patch_text_append(&pt, "add", "x", json_true()), -1);
+    CHECK_INT(patch_text_append(&pt, "add", "", json_true()), -1);
+    CHECK_INT(patch_text_append(&pt, "add", "/x", NULL), -1);
+    CHECK_INT(pt.text.len, len);
+    CHECK_INT(pt.n_ops, 3);
+    CHECK_INT(patch_text_close(&pt), 0);
+    buf_init(&want, SIZE_MAX);
+    CHECK_INT(jsonwrite_value(&want, ops), 0);
+    CHECK_INT(pt.text.len, want.len);
+    CHECK_STR(pt.text.p, want.p);
+    for (size_t i = 0; i < 3; i++) {
+        CHECK(pt.ops[i].add == (strcmp(in[i].op, "add") == 0));
+        CHECK_STR(pt.paths.p + pt.ops[i].path_off, in[i].path);
+        CHECK_INT(pt.ops[i].path_len, strlen(in[i].path));
+    }
+    buf_release(&want);
+    patch_text_release(&pt);
+    json_decref(ops);
+
+    doc = J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':'a'}]}}");
+    /* The fast path decides. */
+    text_check_case(doc,
+                    "[{'op':'add','path':'/spec/containers/0/env','value':[]},"
+                    "{'op':'replace','path':'/metadata/name','value':'q'}]",
+                    0);
+    text_check_case(doc,
+                    "[{'op':'add','path':'/spec/containers/0/name','value':"
+                    "'b'}]",
+                    -1);
+    text_check_case(
+        doc, "[{'op':'replace','path':'/spec/hostIPC','value':true}]", -1);
+    /* Through a value an earlier op put there: only the full check can
+     * tell, and it allows the first and refuses the second. */
+    text_check_case(doc,
+                    "[{'op':'add','path':'/spec/volumes','value':[]},"
+                    "{'op':'add','path':'/spec/volumes/-','value':{}}]",
+                    0);
+    text_check_case(doc,
+                    "[{'op':'add','path':'/spec/volumes','value':[]},"
+                    "{'op':'add','path':'/spec/volumes/1','value':{}}]",
+                    -1);
+    /* More ops than the fast check takes: the full check, both ways. */
+    many = json_array();
+    for (int i = 0; i < 130; i++) {
+        snprintf(path, sizeof(path), "/metadata/k%d", i);
+        CHECK_INT(patch_append(many, "add", path, json_integer(i)), 0);
+    }
+    {
+        char *t = json_dumps(many, JSON_COMPACT);
+
+        text_check_case(doc, t, 0);
+        free(t);
+        CHECK_INT(patch_append(many, "add", "/metadata/k3", json_true()), 0);
+        t = json_dumps(many, JSON_COMPACT);
+        text_check_case(doc, t, -1);
+        free(t);
+    }
+    json_decref(many);
+    json_decref(doc);
+}
+
 int
 main(void)
 {
@@ -656,5 +789,6 @@ main(void)
     test_check_shares_nothing();
     test_bounds();
     test_append();
+    test_text();
     return harness_finish();
 }
