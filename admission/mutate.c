@@ -110,7 +110,7 @@ result_patch(struct plan *p, struct mutate_result *res)
     if (p->opt != NULL && p->opt->patch_text_only)
         return 0;
     /* Loaded by the review's decoder: jansson's own loader drops bytes
-     * when an allocation fails instead of failing. */
+     * when an allocation fails instead of failing (patch_text_check()). */
     res->patch =
         res->patch_text != NULL
             ? fastjson_decode(res->patch_text, res->patch_len, NULL, &ferr)

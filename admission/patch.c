@@ -610,9 +610,10 @@ patch_text_check(const json_t *doc, const struct patch_text *pt,
         if (check_fast_ops(doc, in, pt->n_ops) == 0)
             return 0;
     }
-    /* jansson's own loader drops bytes when an allocation fails (its lexer
-     * does not check its buffer's appends), so the text is loaded by the
-     * review's decoder, which fails whole. */
+    /* jansson's own loader drops bytes when an allocation fails (in its
+     * load.c, lex_save() ignores what strbuffer_append_byte() returns: a
+     * key "containers" came back "containes"), so the text is loaded by
+     * the review's decoder, which fails whole. */
     patch = fastjson_decode(pt->text.p, pt->text.len, NULL, &ferr);
     if (patch == NULL) {
         ng_error_set(err, 0, 0, "out of memory");
