@@ -550,41 +550,65 @@ patch_text_release(struct patch_text *pt)
     pt->n_ops = pt->cap_ops = 0;
 }
 
-int
-patch_text_append(struct patch_text *pt, const char *op, const char *path,
-                  json_t *value)
+/*
+ * Writes one op into pt: '[' or ',', then {"op":op,"path":path,"value":
+ * and either value written by jsonwrite_value() or raw (raw_len bytes of
+ * JSON, inside [ ] when list), then '}' (the bytes jsonwrite_value()
+ * writes for the op as a jansson object). Returns as patch_text_append().
+ */
+static int
+text_op(struct patch_text *pt, const char *op, const char *path,
+        const json_t *value, const char *raw, size_t raw_len, bool list)
 {
     size_t paths_len = pt->paths.len, plen;
     bool add = strcmp(op, "add") == 0;
     struct patch_text_op *o;
 
-    if (value == NULL || path[0] != '/' || (!add && strcmp(op, "replace") != 0))
-        goto fail;
+    if ((value == NULL && raw == NULL) || path[0] != '/' ||
+        (!add && strcmp(op, "replace") != 0))
+        return -1;
     if (pt->n_ops == pt->cap_ops) {
         size_t cap = pt->cap_ops != 0 ? 2 * pt->cap_ops : 16;
 
         o = realloc(pt->ops, cap * sizeof(*o));
         if (o == NULL)
-            goto fail;
+            return -1;
         pt->ops = o;
         pt->cap_ops = cap;
     }
     plen = strlen(path);
-    /* The same bytes as jsonwrite_value() of {"op":op,"path":path,
-     * "value":value} after a '[' or a ','. */
     if (buf_addc(&pt->text, pt->n_ops == 0 ? '[' : ',') ||
         LIT(&pt->text, "{\"op\":\"") || buf_adds(&pt->text, op) ||
         LIT(&pt->text, "\",\"path\":") ||
         jsonwrite_string(&pt->text, path, plen) ||
-        LIT(&pt->text, ",\"value\":") || jsonwrite_value(&pt->text, value) ||
-        buf_addc(&pt->text, '}') || buf_add(&pt->paths, path, plen + 1))
-        goto fail;
+        LIT(&pt->text, ",\"value\":"))
+        return -1;
+    if (value != NULL ? jsonwrite_value(&pt->text, value) != 0
+                      : (list && buf_addc(&pt->text, '[')) ||
+                            buf_add(&pt->text, raw, raw_len) ||
+                            (list && buf_addc(&pt->text, ']')))
+        return -1;
+    if (buf_addc(&pt->text, '}') || buf_add(&pt->paths, path, plen + 1))
+        return -1;
     pt->ops[pt->n_ops++] = (struct patch_text_op){add, paths_len, plen};
-    json_decref(value);
     return 0;
-fail:
+}
+
+int
+patch_text_append(struct patch_text *pt, const char *op, const char *path,
+                  json_t *value)
+{
+    int rc = value != NULL ? text_op(pt, op, path, value, NULL, 0, false) : -1;
+
     json_decref(value);
-    return -1;
+    return rc;
+}
+
+int
+patch_text_append_raw(struct patch_text *pt, const char *op, const char *path,
+                      const char *json, size_t len, bool list)
+{
+    return json != NULL ? text_op(pt, op, path, NULL, json, len, list) : -1;
 }
 
 int

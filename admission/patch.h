@@ -73,6 +73,13 @@ void patch_text_release(struct patch_text *pt);
 int patch_text_append(struct patch_text *pt, const char *op, const char *path,
                       json_t *value) __attribute__((warn_unused_result));
 
+/* As patch_text_append(), with a value that is already compact JSON text:
+ * len bytes at json (the caller vouches for them), written inside [ ] when
+ * list. */
+int patch_text_append_raw(struct patch_text *pt, const char *op,
+                          const char *path, const char *json, size_t len,
+                          bool list) __attribute__((warn_unused_result));
+
 /* Ends the array ("[]" when no op was appended). Returns 0, or -1 on
  * allocation failure. No op may be appended after. */
 int patch_text_close(struct patch_text *pt) __attribute__((warn_unused_result));

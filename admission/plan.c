@@ -462,7 +462,7 @@ ctrs_release(struct plan *p)
     nameset_release(&p->vol_names);
     nameset_release(&p->ctr_names);
     json_decref(p->vol_add);
-    json_decref(p->rc_container);
+    buf_release(&p->rc_text);
     json_decref(p->mn_env);
     json_decref(p->dra_claims);
     free(p->rc_env_facts);

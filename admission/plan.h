@@ -104,11 +104,13 @@ struct plan {
     /* What the plan adds to the pod; plan_emit() writes it, as text, into
      * pt (set up by mutate_pod(), which moves it into the result). */
     struct patch_text pt;
-    json_t *vol_add;      /* volumes to append, owned */
-    long shm_grow;        /* index in spec.volumes of the /dev/shm emptyDir
-                           * whose sizeLimit becomes shm_size, or -1 */
-    bool host_ipc_add;    /* spec.hostIPC: true */
-    json_t *rc_container; /* the ring-check init container, owned, or NULL */
+    json_t *vol_add;   /* volumes to append, owned */
+    long shm_grow;     /* index in spec.volumes of the /dev/shm emptyDir
+                        * whose sizeLimit becomes shm_size, or -1 */
+    bool host_ipc_add; /* spec.hostIPC: true */
+    /* The ring-check init container as compact JSON (plan_ringcheck()),
+     * empty when there is none. */
+    struct buf rc_text;
     char shm_volume[256];
     int64_t shm_size;
     bool shm_applied; /* we set the size (new volume or grown) */

@@ -174,17 +174,14 @@ emit_profile(struct plan *p, const struct ctr *c)
 static int
 emit_ringcheck(struct plan *p)
 {
-    json_t *rc = json_incref(p->rc_container);
+    const struct buf *rc = &p->rc_text;
 
     if (arr_get(p->spec, "initContainers") != NULL)
-        return patch_text_append(&p->pt, "add", "/spec/initContainers/-", rc);
-    rc = jlist(rc);
-    return rc != NULL
-               ? patch_text_append(&p->pt, member_op(p->spec, "initContainers"),
-                                   "/spec/initContainers", rc)
-               : -1;
+        return patch_text_append_raw(&p->pt, "add", "/spec/initContainers/-",
+                                     rc->p, rc->len, false);
+    return patch_text_append_raw(&p->pt, member_op(p->spec, "initContainers"),
+                                 "/spec/initContainers", rc->p, rc->len, true);
 }
-
 /*
  * The emit pass: the one place that writes patch operations. The plan_*
  * steps only fill struct plan (and the warnings, the injected list and
@@ -245,7 +242,7 @@ plan_emit(struct plan *p)
         patch_text_append(&p->pt, member_op(p->spec, "hostIPC"),
                           "/spec/hostIPC", json_true()) != 0)
         return -1;
-    if (p->rc_container != NULL && emit_ringcheck(p) != 0)
+    if (p->rc_text.len > 0 && emit_ringcheck(p) != 0)
         return -1;
     for (size_t i = 0; i < p->n_ctr; i++) {
         struct ctr *c = &p->ctr[i];

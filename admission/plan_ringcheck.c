@@ -171,7 +171,7 @@ ringcheck_resource(const char *name)
     return strncmp(name, "nvidia.com/", strlen("nvidia.com/")) == 0;
 }
 
-static int ringcheck_env(struct plan *p, json_t *rc);
+static int ringcheck_env(struct plan *p, struct buf *b);
 
 /* What the check's container adds besides its env and envFrom (name,
  * image, about a dozen arguments, resources, mounts, security context),
@@ -188,22 +188,19 @@ static int ringcheck_env(struct plan *p, json_t *rc);
 static int
 ringcheck_fits_size(struct plan *p)
 {
-    json_t *probe = json_object();
     size_t bytes, have = p->opt != NULL ? p->opt->object_bytes : 0;
     struct buf text;
 
-    /* The probe's compact text is measured with the writer of the
-     * response (the same bytes as json_dumpb(probe, JSON_COMPACT), about a
-     * quarter of its time). */
+    /* The env members as the container gets them (",\"envFrom\":[...]"
+     * and ",\"env\":[...]"), measured as the object holding only them
+     * would be: one byte more, or "{}". */
     buf_init(&text, SIZE_MAX);
-    if (probe == NULL || ringcheck_env(p, probe) != 0 ||
-        jsonwrite_value(&text, probe) != 0) {
-        json_decref(probe);
+    if (ringcheck_env(p, &text) != 0) {
         buf_release(&text);
         return -1;
     }
-    bytes = text.len + RINGCHECK_FIXED_BYTES + strlen(p->s->ringcheck.image);
-    json_decref(probe);
+    bytes = (text.len == 0 ? 2 : text.len + 1) + RINGCHECK_FIXED_BYTES +
+            strlen(p->s->ringcheck.image);
     buf_release(&text);
     if (bytes > MUTATE_RINGCHECK_MAX_BYTES) {
         plan_warn(p->res,
@@ -601,6 +598,49 @@ done:
     return rc;
 }
 
+/* ---- the container written as text ---------------------------------- */
+
+#define LIT(b, lit) buf_add((b), (lit), sizeof(lit) - 1)
+
+/* s as a JSON string; -1 when it is not UTF-8 (a name cut to fit its
+ * buffer mid-character), as jansson's json_string() refused such text, or
+ * when out of memory. */
+static int
+put_str(struct buf *b, const char *s)
+{
+    return text_utf8_valid(s) ? jsonwrite_string(b, s, strlen(s)) : -1;
+}
+
+/* A list member of the container, written as its entries come:
+ * ,"key":[ before the first, a comma before each other, and the ] at
+ * list_end() when there was one; nothing for an empty list (the member
+ * is left out, as the jansson container left it out). */
+struct rc_list {
+    struct buf *b;
+    const char *key; /* "\"env\"": quoted, plain ASCII */
+    size_t n;
+};
+
+static int
+list_next(struct rc_list *l)
+{
+    if (l->n++ > 0)
+        return buf_addc(l->b, ',');
+    return buf_addc(l->b, ',') || buf_adds(l->b, l->key) || LIT(l->b, ":[");
+}
+
+static int
+list_put(struct rc_list *l, const json_t *v)
+{
+    return list_next(l) || jsonwrite_value(l->b, v);
+}
+
+static int
+list_end(const struct rc_list *l)
+{
+    return l->n > 0 ? buf_addc(l->b, ']') : 0;
+}
+
 /* Whether an envFrom source may go into the check: ConfigMaps (the
  * platform's profile, the user's NCCL settings), never a secretRef. */
 static bool
@@ -620,28 +660,31 @@ rcenv_from_wanted(const json_t *e)
  * 0, or -1 when out of memory.
  */
 static int
-ringcheck_profile_expected(const struct plan *p, json_t *env)
+ringcheck_profile_expected(const struct plan *p, struct rc_list *env)
 {
     const struct settings *s = p->s;
 
     if (!s->profile.enabled || s->profile.name == NULL ||
         s->profile.name[0] == '\0')
         return 0;
-    return json_array_append_new(env, jobj("name", jstr(PROFILE_EXPECTED_ENV),
-                                           "value", jstr(s->profile.name)));
+    return list_next(env) || LIT(env->b, "{\"name\":") ||
+           put_str(env->b, PROFILE_EXPECTED_ENV) ||
+           LIT(env->b, ",\"value\":") || put_str(env->b, s->profile.name) ||
+           buf_addc(env->b, '}');
 }
 
 /* The env and envFrom the check runs under: those of the first GPU
  * container that rcenv_select() and rcenv_from_wanted() let through, with
  * what this plan adds, without NCCL_CONF_FILE (the check writes that file;
- * it does not read it). */
+ * it does not read it). Written into b as the container's members
+ * ,"envFrom":[...] then ,"env":[...], each left out when empty. */
 static int
-ringcheck_env(struct plan *p, json_t *rc)
+ringcheck_env(struct plan *p, struct buf *b)
 {
     json_t *list;
     struct ctr *g = ringcheck_model(p);
     const struct env_names *own;
-    json_t *env = NULL, *from = NULL;
+    struct rc_list env = {b, "\"env\"", 0}, from = {b, "\"envFrom\"", 0};
     json_t **all = NULL;
     const char **names = NULL;
     unsigned char *facts = NULL;
@@ -651,23 +694,24 @@ ringcheck_env(struct plan *p, json_t *rc)
 
     if (g == NULL)
         return 0;
-    env = json_array();
-    from = json_array();
-    if (env == NULL || from == NULL)
-        goto fail;
     if (p->s->profile.enabled && p->s->profile.name != NULL &&
         p->s->profile.name[0] != '\0' &&
-        !profile_present(g->c, p->s->profile.name))
-        if (json_array_append_new(from, profile_ref(p->s)) != 0)
+        !profile_present(g->c, p->s->profile.name)) {
+        json_t *ref = profile_ref(p->s);
+        int rc = ref != NULL ? list_put(&from, ref) : -1;
+
+        json_decref(ref);
+        if (rc != 0)
             goto fail;
-    /* The pod is only read while the patch lives, so the check's env
-     * shares the container's entries. */
+    }
     list = arr_get(g->c, "envFrom");
     json_array_foreach(list, i, e)
     {
-        if (rcenv_from_wanted(e) && json_array_append(from, e) != 0)
+        if (rcenv_from_wanted(e) && list_put(&from, e) != 0)
             goto fail;
     }
+    if (list_end(&from) != 0)
+        goto fail;
     /* The workload's env and the plan's additions, as one list in order,
      * so that a $(NAME) in an added entry can keep the entry it needs. */
     const json_t *lists[2] = {arr_get(g->c, "env"), g->env_add};
@@ -715,31 +759,21 @@ ringcheck_env(struct plan *p, json_t *rc)
          * NCCLGUARD_* must not shadow them. */
         if (n != NULL && p->mn_env != NULL && jobmember_owns(n))
             continue;
-        if (json_array_append(env, all[k]) != 0)
+        if (list_put(&env, all[k]) != 0)
             goto fail;
     }
     /* After the copied entries, so that $(VAR) references in them
      * resolve (the kubelet expands only variables defined earlier). */
     json_array_foreach(p->mn_env, i, e)
     {
-        if (json_array_append(env, e) != 0)
+        if (list_put(&env, e) != 0)
             goto fail;
     }
-    if (ringcheck_profile_expected(p, env) != 0)
+    if (ringcheck_profile_expected(p, &env) != 0 || list_end(&env) != 0)
         goto fail;
-    if (json_array_size(from) > 0 &&
-        json_object_set_nocheck(rc, "envFrom", from) != 0)
-        goto fail;
-    if (json_array_size(env) > 0 &&
-        json_object_set_nocheck(rc, "env", env) != 0)
-        goto fail;
-    json_decref(env);
-    json_decref(from);
     free(all);
     return 0;
 fail:
-    json_decref(env);
-    json_decref(from);
     free(all);
     return -1;
 }
@@ -780,13 +814,13 @@ struct rc_arg {
 };
 
 /*
- * The check's arguments, from a table in the order it is given them. The
- * first is always RINGCHECK_FIRST_ARG: ctr_is_ringcheck() recognises a
- * check of ours by it on a later review. Returns the array, or NULL when
- * out of memory.
+ * The check's arguments, from a table in the order it is given them,
+ * written into b as a JSON array. The first is always
+ * RINGCHECK_FIRST_ARG: ctr_is_ringcheck() recognises a check of ours by it
+ * on a later review. Returns 0, or -1 when out of memory.
  */
-static json_t *
-ringcheck_args(const struct plan *p)
+static int
+ringcheck_args(const struct plan *p, struct buf *b)
 {
     const struct settings *s = p->s;
     const bool fallback = s->ringcheck.on_failure == RINGCHECK_FALLBACK;
@@ -799,10 +833,7 @@ ringcheck_args(const struct plan *p)
                                                            : NULL;
     char expect[32], timeout[32], bw[32], busbw[32], port[32], mn_timeout[32];
     char busbw_net[32], transport[48] = "";
-    json_t *args = json_array();
-
-    if (args == NULL)
-        return NULL;
+    size_t n = 0;
     char t[24];
 
     join(expect, sizeof(expect), i64_text(p->rc_expect, t), (char *)NULL);
@@ -846,29 +877,29 @@ ringcheck_args(const struct plan *p)
         {"--expect-transport=", transport[0] != '\0' ? transport : NULL},
     };
 
+    if (buf_addc(b, '[') != 0)
+        return -1;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (table[i].value == NULL)
             continue;
         size_t fl = strlen(table[i].flag);
 
+        if (n++ > 0 && buf_addc(b, ',') != 0)
+            return -1;
         /* A flag ending in '=' takes its value in the same argument. */
         if (table[i].flag[fl - 1] == '=') {
             char one[80];
 
             join(one, sizeof(one), table[i].flag, table[i].value, (char *)NULL);
-            if (json_array_append_new(args, jstr(one)) != 0) {
-                json_decref(args);
-                return NULL;
-            }
+            if (put_str(b, one) != 0)
+                return -1;
             continue;
         }
-        if (json_array_append_new(args, jstr(table[i].flag)) != 0 ||
-            json_array_append_new(args, jstr(table[i].value)) != 0) {
-            json_decref(args);
-            return NULL;
-        }
+        if (put_str(b, table[i].flag) || buf_addc(b, ',') ||
+            put_str(b, table[i].value))
+            return -1;
     }
-    return args;
+    return buf_addc(b, ']');
 }
 
 /*
@@ -979,57 +1010,54 @@ fail:
 }
 
 /*
- * The check's security context: no privilege escalation, no capabilities,
- * the runtime's seccomp profile, and non-root with a numeric user when
- * the pod requires non-root. Returns the object, or NULL when out of
- * memory.
+ * The check's security context, written into b: no privilege escalation,
+ * no capabilities, the runtime's seccomp profile, and non-root with a
+ * numeric user when the pod requires non-root. Returns 0, or -1 when out
+ * of memory.
  */
-static json_t *
-ringcheck_security(const struct plan *p)
+static int
+ringcheck_security(const struct plan *p, struct buf *b)
 {
-    json_t *sc = jobj("allowPrivilegeEscalation", json_false(), "capabilities",
-                      jobj("drop", jlist(jstr("ALL")), NULL, NULL));
-
-    if (sc == NULL ||
-        json_object_set_new_nocheck(
-            sc, "seccompProfile",
-            jobj("type", jstr("RuntimeDefault"), NULL, NULL)) != 0)
-        goto fail;
+    if (LIT(b, "{\"allowPrivilegeEscalation\":false,\"capabilities\":{"
+               "\"drop\":[\"ALL\"]},\"seccompProfile\":{\"type\":"
+               "\"RuntimeDefault\"}"))
+        return -1;
     if (pod_requires_non_root(p)) {
         const json_t *psc = obj_get(p->spec, "securityContext");
 
-        if (json_object_set_new_nocheck(sc, "runAsNonRoot", json_true()))
-            goto fail;
+        if (LIT(b, ",\"runAsNonRoot\":true"))
+            return -1;
         /* A numeric user, so the kubelet need not trust the image's. */
         if (json_object_get(psc, "runAsUser") == NULL &&
-            json_object_set_new_nocheck(sc, "runAsUser", json_integer(65532)))
-            goto fail;
+            LIT(b, ",\"runAsUser\":65532"))
+            return -1;
     }
-    return sc;
-fail:
-    json_decref(sc);
-    return NULL;
+    return buf_addc(b, '}');
 }
 
-/* The check's volumeMounts: the pod's /dev/shm, and the run folder its
- * fallback config is written to. NULL when out of memory. */
-static json_t *
-ringcheck_mounts(const struct plan *p, bool fallback)
+/* One volumeMount of the check, {"name","mountPath"}, as the next entry
+ * of mounts. */
+static int
+ringcheck_mount(struct rc_list *mounts, const char *name, const char *path)
 {
-    json_t *mounts = json_array();
+    return list_next(mounts) || LIT(mounts->b, "{\"name\":") ||
+           put_str(mounts->b, name) || LIT(mounts->b, ",\"mountPath\":") ||
+           put_str(mounts->b, path) || buf_addc(mounts->b, '}');
+}
 
-    if (mounts == NULL)
-        return NULL;
+/* The check's volumeMounts, the member left out when there is none: the
+ * pod's /dev/shm, and the run folder its fallback config is written to.
+ * Returns 0, or -1 when out of memory. */
+static int
+ringcheck_mounts(const struct plan *p, bool fallback, struct buf *b)
+{
+    struct rc_list mounts = {b, "\"volumeMounts\"", 0};
+
     if ((p->shm_volume[0] != '\0' &&
-         json_array_append_new(mounts, jobj("name", jstr(p->shm_volume),
-                                            "mountPath", jstr(SHM_PATH)))) ||
-        (fallback &&
-         json_array_append_new(mounts, jobj("name", jstr(p->run_volume),
-                                            "mountPath", jstr(RUN_DIR))))) {
-        json_decref(mounts);
-        return NULL;
-    }
-    return mounts;
+         ringcheck_mount(&mounts, p->shm_volume, SHM_PATH) != 0) ||
+        (fallback && ringcheck_mount(&mounts, p->run_volume, RUN_DIR) != 0))
+        return -1;
+    return list_end(&mounts);
 }
 
 /* onFailure: fallback: the volume at /run/ncclguard that the check writes
@@ -1063,17 +1091,22 @@ ringcheck_run_volume(struct plan *p)
 
 /*
  * Plans the init container that ringcheck_decide() chose to add, into
- * p->rc_container: a free name, the run volume of onFailure: fallback,
- * then the container from its parts. Runs after every other plan step,
- * since the check copies the env they give its model container. Returns
- * -1 on allocation failure or when no name is free (with a reason).
+ * p->rc_text: a free name, the run volume of onFailure: fallback, then
+ * the container from its parts, written as the compact JSON object the
+ * patch carries (name, image, args, envFrom, env, resources,
+ * volumeMounts, terminationMessagePolicy, securityContext; no jansson
+ * container is built). Runs after every other plan step, since the check
+ * copies the env they give its model container. Returns -1 on allocation
+ * failure or when no name is free (with a reason).
  */
 int
 plan_ringcheck(struct plan *p)
 {
     const struct settings *s = p->s;
     const bool fallback = s->ringcheck.on_failure == RINGCHECK_FALLBACK;
-    json_t *rc, *mounts;
+    struct buf *b = &p->rc_text;
+    json_t *res;
+    int rc;
 
     if (!p->rc_inject)
         return 0;
@@ -1081,30 +1114,22 @@ plan_ringcheck(struct plan *p)
         return -1;
     if (fallback && ringcheck_run_volume(p) != 0)
         return -1;
-    rc = jobj("name", jstr(p->rc_name), "image", jstr(s->ringcheck.image));
-    if (rc == NULL ||
-        json_object_set_new_nocheck(rc, "args", ringcheck_args(p)) ||
-        ringcheck_env(p, rc) != 0 ||
-        json_object_set_new_nocheck(rc, "resources", ringcheck_resources(p)))
-        goto fail;
-    mounts = ringcheck_mounts(p, fallback);
-    if (mounts == NULL)
-        goto fail;
-    if (json_array_size(mounts) == 0)
-        json_decref(mounts);
-    else if (json_object_set_new_nocheck(rc, "volumeMounts", mounts) != 0)
-        goto fail;
-    if (json_object_set_new_nocheck(rc, "terminationMessagePolicy",
-                                    jstr("FallbackToLogsOnError")) ||
-        json_object_set_new_nocheck(rc, "securityContext",
-                                    ringcheck_security(p)))
-        goto fail;
-    p->rc_container = rc;
+    buf_init(b, SIZE_MAX);
+    if (LIT(b, "{\"name\":") || put_str(b, p->rc_name) ||
+        LIT(b, ",\"image\":") || put_str(b, s->ringcheck.image) ||
+        LIT(b, ",\"args\":") || ringcheck_args(p, b) ||
+        ringcheck_env(p, b) != 0 || LIT(b, ",\"resources\":"))
+        return -1;
+    res = ringcheck_resources(p);
+    rc = res != NULL ? jsonwrite_value(b, res) : -1;
+    json_decref(res);
+    if (rc != 0 || ringcheck_mounts(p, fallback, b) != 0 ||
+        LIT(b, ",\"terminationMessagePolicy\":\"FallbackToLogsOnError\","
+               "\"securityContext\":") ||
+        ringcheck_security(p, b) != 0 || buf_addc(b, '}'))
+        return -1;
     injected_add(p->res, "ringcheck");
     if (p->mn.kind != MN_NONE)
         injected_add(p->res, "multinode");
     return 0;
-fail:
-    json_decref(rc);
-    return -1;
 }

@@ -18,7 +18,7 @@ bool ringcheck_present(const struct plan *p);
 int ringcheck_decide(struct plan *p) __attribute__((warn_unused_result));
 
 /* Builds the init container that ringcheck_decide() chose into
- * p->rc_container (owned by the plan), with its run volume under
+ * p->rc_text (its compact JSON, owned by the plan), with its run volume under
  * onFailure: fallback. Call after every other plan step: the check copies
  * the env they give its model container. Returns 0, or -1 when out of
  * memory or no name is free (with p->res->reason). */
