@@ -4676,6 +4676,41 @@ test_sweep_odd_shapes(void)
     json_decref(pod);
 }
 
+/* The ring-check container is written as text: a name cut to fit its
+ * buffer in the middle of a character (the pod's /dev/shm volume, 200
+ * two-byte characters, past the plan's 255 bytes) is not written as
+ * broken UTF-8, on the server's call (text only) either; the pod is left
+ * unchanged with a warning, as when jansson refused the string. */
+static void
+test_ringcheck_text_utf8(void)
+{
+    char name[512] = "", buf[1400];
+    struct mutate_options text_only = {.patch_text_only = true};
+    struct mutate_result r;
+    json_t *pod;
+
+    for (int i = 0; i < 200; i++)
+        strcat(name, "\xc3\xa9");
+    snprintf(buf, sizeof(buf),
+             "{'metadata':{'name':'p'},'spec':{'volumes':[{'name':'%s',"
+             "'emptyDir':{'medium':'Memory'}}],'containers':[{'name':'c',"
+             "'image':'x','volumeMounts':[{'name':'%s','mountPath':"
+             "'/dev/shm'}],'resources':{'limits':{'nvidia.com/gpu':2}}}]}}",
+             name, name);
+    pod = J(buf);
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, NULL, &r), 0);
+    CHECK_INT(r.status, MUTATE_ERROR);
+    CHECK(r.patch_text == NULL);
+    CHECK_INT(json_array_size(r.patch), 0);
+    mutate_result_release(&r);
+    CHECK_INT(mutate_pod(pod, "ml", pol_default, &text_only, &r), 0);
+    CHECK_INT(r.status, MUTATE_ERROR);
+    CHECK(r.patch_text == NULL);
+    CHECK(r.patch == NULL);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
 int
 main(void)
 {
@@ -4690,6 +4725,7 @@ main(void)
     test_ipc_env();
     test_ringcheck();
     test_ringcheck_bounds();
+    test_ringcheck_text_utf8();
     test_multinode();
     test_multinode_templates();
     test_multinode_dry_run();
