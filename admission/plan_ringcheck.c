@@ -1115,10 +1115,12 @@ plan_ringcheck(struct plan *p)
     if (fallback && ringcheck_run_volume(p) != 0)
         return -1;
     buf_init(b, SIZE_MAX);
-    if (LIT(b, "{\"name\":") || put_str(b, p->rc_name) ||
-        LIT(b, ",\"image\":") || put_str(b, s->ringcheck.image) ||
-        LIT(b, ",\"args\":") || ringcheck_args(p, b) ||
-        ringcheck_env(p, b) != 0 || LIT(b, ",\"resources\":"))
+    /* One block for most checks (1 to 2 KiB), not doublings from 256. */
+    if (buf_reserve(b, 3072) != 0 || LIT(b, "{\"name\":") ||
+        put_str(b, p->rc_name) || LIT(b, ",\"image\":") ||
+        put_str(b, s->ringcheck.image) || LIT(b, ",\"args\":") ||
+        ringcheck_args(p, b) || ringcheck_env(p, b) != 0 ||
+        LIT(b, ",\"resources\":"))
         return -1;
     res = ringcheck_resources(p);
     rc = res != NULL ? jsonwrite_value(b, res) : -1;
