@@ -411,16 +411,6 @@ on_failure_name(enum ringcheck_on_failure f)
     return "fail";
 }
 
-/* strcmp(name, v) == 0, deciding on the first two letters where they
- * differ (the second is read only when the first matched and is not the
- * end). */
-static bool
-rcenv_name_is(const char *name, const char *v)
-{
-    return name[0] == v[0] &&
-           (name[0] == '\0' || (name[1] == v[1] && strcmp(name, v) == 0));
-}
-
 /*
  * Whether a variable of the workload container is one the check may need
  * by its name: NCCL's and CUDA's own (NCCL_*, CUDA_*), PyTorch's NCCL
@@ -449,24 +439,29 @@ rcenv_exact_at(size_t j)
     return f[j % 4];
 }
 
-/* Those names as a set, built once per process (the strings are static;
- * the set is never freed); empty when it could not be built, and then the
- * table is walked. */
-static struct nameset rcenv_exact;
+/* Those names sorted, once per process (the strings are static): a
+ * search allocates nothing, so there is no failure to fall back from.
+ * n_sorted counts the table's used slots. */
+static const char *rcenv_sorted[RCENV_EXACT_N];
+static size_t rcenv_n_sorted;
 static pthread_once_t rcenv_exact_once = PTHREAD_ONCE_INIT;
+
+static int
+rcenv_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
 
 static void
 rcenv_exact_build(void)
 {
-    struct nameset set = {0};
+    size_t n = 0;
 
     for (size_t j = 0; j < RCENV_EXACT_N; j++)
-        if (rcenv_exact_at(j) != NULL &&
-            nameset_add(&set, rcenv_exact_at(j)) != 0) {
-            nameset_release(&set);
-            return;
-        }
-    rcenv_exact = set;
+        if (rcenv_exact_at(j) != NULL)
+            rcenv_sorted[n++] = rcenv_exact_at(j);
+    qsort(rcenv_sorted, n, sizeof(rcenv_sorted[0]), rcenv_cmp);
+    rcenv_n_sorted = n;
 }
 
 static bool
@@ -485,12 +480,8 @@ rcenv_name_wanted(const char *name)
             strncmp(name, prefixes[i].s, prefixes[i].n) == 0)
             return true;
     pthread_once(&rcenv_exact_once, rcenv_exact_build);
-    if (rcenv_exact.n > 0)
-        return nameset_has(&rcenv_exact, name);
-    for (size_t j = 0; j < RCENV_EXACT_N; j++)
-        if (rcenv_exact_at(j) != NULL && rcenv_name_is(name, rcenv_exact_at(j)))
-            return true;
-    return false;
+    return bsearch(&name, rcenv_sorted, rcenv_n_sorted, sizeof(rcenv_sorted[0]),
+                   rcenv_cmp) != NULL;
 }
 
 /*

@@ -54,9 +54,13 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # make targets that own the file: its unit test first, then the
 # integration checks that drive it.
 FILES = {
+    # test_mutate writes every patch through the text writer, under libc
+    # and jansson allocation failure at each allocation.
     "admission/patch.c": (["build/tests/test_patch",
-                           "build/tests/test_patch_check"],
-                          ["check-unit-patch", "check-unit-patch_check"]),
+                           "build/tests/test_patch_check",
+                           "build/tests/test_mutate"],
+                          ["check-unit-patch", "check-unit-patch_check",
+                           "check-unit-mutate"]),
     "admission/review.c": (["build/tests/test_review"],
                            ["check-unit-review"]),
     "admission/mutate.c": (["build/tests/test_mutate"],

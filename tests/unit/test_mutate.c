@@ -3372,16 +3372,47 @@ test_sweep_out_of_memory_in(bool libc)
     struct mutate_options opt = {.own_namespace = "ncclguard"};
     json_malloc_t old_m;
     json_free_t old_f;
+    /* A seventh pod whose patch passes the text's first block (6 KiB) and
+     * whose ring check passes its own (3 KiB): 50 NCCL variables, copied
+     * into the check, so the text grows while an op is written. */
+    static char big[9000];
+    const char *all[sizeof(pods) / sizeof(pods[0]) + 1];
+    size_t n_all = 0;
+
+    {
+        size_t o = (size_t)snprintf(big, sizeof(big),
+                                    "{'metadata':{'name':'b'},'spec':{"
+                                    "'containers':[{'name':'c','image':'x',"
+                                    "'resources':{'limits':{'nvidia.com/"
+                                    "gpu':2}},'env':[");
+
+        for (int v = 0; v < 50; v++)
+            o += (size_t)snprintf(big + o, sizeof(big) - o,
+                                  "%s{'name':'NCCL_X%02d','value':'%s'}",
+                                  v ? "," : "", v,
+                                  "0123456789012345678901234567890123456789"
+                                  "0123456789012345678901234567890123456789");
+        snprintf(big + o, sizeof(big) - o, "]}]}}");
+    }
+    for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++)
+        all[n_all++] = pods[i];
+    all[n_all++] = big;
 
     json_get_alloc_funcs(&old_m, &old_f);
-    for (size_t i = 0; i < sizeof(pods) / sizeof(pods[0]); i++) {
-        json_t *pod = J(pods[i]), *want;
+    /* Each pod twice: as the dry run calls the core, and as the server
+     * does (the text only, which is what is sent: it must be the whole
+     * patch or none). */
+    for (size_t i = 0; i < 2 * n_all; i++) {
+        json_t *pod = J(all[i / 2]), *want;
         struct mutate_result ref;
         bool done = false;
         long bad = 0;
 
-        CHECK_INT(mutate_pod(pod, "ml", pol, &opt, &ref), 0);
+        opt.patch_text_only = i % 2 == 1;
+        CHECK_INT(mutate_pod(pod, "ml", pol, NULL, &ref), 0);
         CHECK_INT(ref.status, MUTATE_PATCHED);
+        if (i / 2 == n_all - 1)
+            CHECK(ref.patch_len > 6144 && strstr(ref.patch_text, "NCCL_X49"));
         want = patch_sans_mutated(ref.patch);
         for (long k = 0; !done && k < 100000; k++) {
             struct mutate_result r;
@@ -3399,6 +3430,15 @@ test_sweep_out_of_memory_in(bool libc)
             done = oom_count <= k; /* nothing failed: the last round */
             if (rc != 0)
                 continue;
+            if (opt.patch_text_only) {
+                /* The text as the server sends it, loaded now that
+                 * allocations succeed again. */
+                CHECK(r.patch == NULL);
+                r.patch = r.patch_text != NULL
+                              ? json_loadb(r.patch_text, r.patch_len, 0, NULL)
+                              : json_array();
+                CHECK(r.patch != NULL);
+            }
             /* An answer of 0 has every list of the result. */
             CHECK(r.patch != NULL && r.warnings != NULL && r.audit != NULL &&
                   r.injected != NULL);
@@ -3413,9 +3453,10 @@ test_sweep_out_of_memory_in(bool libc)
                         char *t = json_dumps(got, JSON_COMPACT);
 
                         fprintf(stderr,
-                                "pod %zu, %s allocation %ld failed: status "
-                                "%s, patch %.300s\n",
-                                i, libc ? "libc" : "jansson", k,
+                                "pod %zu%s, %s allocation %ld failed: "
+                                "status %s, patch %.300s\n",
+                                i / 2, i % 2 ? " (text only)" : "",
+                                libc ? "libc" : "jansson", k,
                                 mutate_status_name(r.status), t);
                         free(t);
                     }
@@ -3432,7 +3473,7 @@ test_sweep_out_of_memory_in(bool libc)
         /* Allocations were counted and failed (the wraps are in force). */
         CHECK(oom_count > 10);
         if (getenv("OOM_DEBUG"))
-            fprintf(stderr, "pod %zu %s: %ld allocations\n", i,
+            fprintf(stderr, "pod %zu %s: %ld allocations\n", i / 2,
                     libc ? "libc" : "jansson", oom_count);
         json_decref(want);
         mutate_result_release(&ref);
