@@ -4072,6 +4072,110 @@ test_sweep_patch_too_many_ops(void)
     policy_free(pol);
 }
 
+/* A pod that needs one operation only (its profile's envFrom, taken out
+ * after a first mutation) still gets the ncclguard.io/ annotations: the
+ * emit pass writes them whenever it wrote anything. */
+static void
+test_sweep_one_op_annotated(void)
+{
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':"
+                    "'c','image':'x','resources':{'limits':{'nvidia.com/gpu':"
+                    "1}}}]}}");
+    struct mutate_result r, again;
+    json_t *patched = run(pol_default, pod, "ml", &r), *ctr;
+    size_t i, n_ann = 0;
+    json_t *op;
+
+    CHECK(patched != NULL);
+    if (patched == NULL)
+        goto done;
+    ctr = json_array_get(
+        json_object_get(json_object_get(patched, "spec"), "containers"), 0);
+    CHECK_INT(json_object_del(ctr, "envFrom"), 0);
+    CHECK_INT(mutate_pod(patched, "ml", pol_default, NULL, &again), 0);
+    CHECK_INT(again.status, MUTATE_PATCHED);
+    json_array_foreach(again.patch, i, op)
+    {
+        if (strncmp(json_string_value(json_object_get(op, "path")),
+                    "/metadata/annotations", 21) == 0)
+            n_ann++;
+    }
+    CHECK(n_ann > 0);
+    CHECK_INT(json_array_size(again.patch), n_ann + 1);
+    mutate_result_release(&again);
+done:
+    json_decref(patched);
+    mutate_result_release(&r);
+    json_decref(pod);
+}
+
+/* A pod of a GPU containers with an empty env and b whose env already
+ * sets A0, each taking the ten extraEnv of the policy below. */
+static json_t *
+pod_of_env_containers(int a, int b)
+{
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'containers':[]}}");
+    json_t *list = json_object_get(json_object_get(pod, "spec"), "containers");
+
+    for (int i = 0; i < a + b; i++) {
+        char name[16];
+
+        snprintf(name, sizeof(name), "c%d", i);
+        json_array_append_new(
+            list,
+            json_pack(
+                "{s:s,s:s,s:o,s:{s:{s:i}}}", "name", name, "image", "x", "env",
+                i < a ? json_array()
+                      : json_pack("[{s:s,s:s}]", "name", "A0", "value", "mine"),
+                "resources", "limits", "nvidia.com/gpu", 1));
+    }
+    return pod;
+}
+
+/* A patch of exactly PATCH_MAX_OPS operations is sent; one more is not.
+ * Containers of 12 and 11 operations each reach the bound exactly. */
+static void
+test_sweep_patch_ops_at_bound(void)
+{
+    struct policy *pol =
+        fixture_policy(POLICY_HEAD "defaults:\n"
+                                   "  extraEnv:\n"
+                                   "    - {name: A0, value: x}\n"
+                                   "    - {name: A1, value: x}\n"
+                                   "    - {name: A2, value: x}\n"
+                                   "    - {name: A3, value: x}\n"
+                                   "    - {name: A4, value: x}\n"
+                                   "    - {name: A5, value: x}\n"
+                                   "    - {name: A6, value: x}\n"
+                                   "    - {name: A7, value: x}\n"
+                                   "    - {name: A8, value: x}\n"
+                                   "    - {name: A9, value: x}\n");
+    struct mutate_result r;
+    bool found = false;
+
+    for (int a = 70; a < 90 && !found; a++)
+        for (int b = 0; b < 12 && !found; b++) {
+            json_t *pod = pod_of_env_containers(a, b);
+
+            CHECK_INT(mutate_pod(pod, "ml", pol, NULL, &r), 0);
+            if (r.status == MUTATE_PATCHED && r.patch_ops == PATCH_MAX_OPS) {
+                found = true;
+                CHECK_INT(json_array_size(r.patch), PATCH_MAX_OPS);
+                mutate_result_release(&r);
+                json_decref(pod);
+                /* One container more: past the bound. */
+                pod = pod_of_env_containers(a, b + 1);
+                CHECK_INT(mutate_pod(pod, "ml", pol, NULL, &r), 0);
+                CHECK_INT(r.status, MUTATE_ERROR);
+                CHECK(strstr(r.reason, "more than 1024") != NULL);
+            }
+            mutate_result_release(&r);
+            json_decref(pod);
+        }
+    CHECK(found);
+    policy_free(pol);
+}
+
 /*
  * The ring check runs under the env of the first GPU app container, even
  * one with a single GPU beside a container with more.
@@ -4815,6 +4919,8 @@ main(void)
     test_sweep_decision_warning_prefix();
     test_sweep_mount_path_components();
     test_sweep_patch_too_many_ops();
+    test_sweep_patch_ops_at_bound();
+    test_sweep_one_op_annotated();
     test_sweep_ringcheck_model_first();
     test_sweep_ringcheck_one_other_gpu();
     test_sweep_ringcheck_sidecar_after_dra();
