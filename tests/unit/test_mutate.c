@@ -4072,6 +4072,42 @@ test_sweep_patch_too_many_ops(void)
     policy_free(pol);
 }
 
+/* A pod left alone early (a system namespace) under jansson's allocation
+ * failing in turn: the answer is -1, or 0 with every list of the result
+ * (the result's lists are made before anything is decided). */
+static void
+test_sweep_out_of_memory_skipped(void)
+{
+    json_t *pod = J("{'metadata':{'name':'p'},'spec':{'containers':[{'name':"
+                    "'c','image':'x','resources':{'limits':{'nvidia.com/gpu':"
+                    "2}}}]}}");
+    json_malloc_t old_m;
+    json_free_t old_f;
+    bool done = false;
+
+    json_get_alloc_funcs(&old_m, &old_f);
+    for (long k = 0; !done && k < 1000; k++) {
+        struct mutate_result r;
+        int rc;
+
+        oom_count = 0;
+        oom_fail_at = k;
+        json_set_alloc_funcs(oom_malloc, free);
+        rc = mutate_pod(pod, "kube-system", pol_default, NULL, &r);
+        json_set_alloc_funcs(old_m, old_f);
+        done = oom_count <= k;
+        if (rc != 0)
+            continue;
+        CHECK(r.warnings != NULL && r.audit != NULL && r.injected != NULL &&
+              r.patch != NULL);
+        CHECK_INT(r.status, MUTATE_SKIPPED);
+        mutate_result_release(&r);
+    }
+    CHECK(done);
+    oom_fail_at = -1;
+    json_decref(pod);
+}
+
 /* A pod that needs one operation only (its profile's envFrom, taken out
  * after a first mutation) still gets the ncclguard.io/ annotations: the
  * emit pass writes them whenever it wrote anything. */
@@ -4921,6 +4957,7 @@ main(void)
     test_sweep_patch_too_many_ops();
     test_sweep_patch_ops_at_bound();
     test_sweep_one_op_annotated();
+    test_sweep_out_of_memory_skipped();
     test_sweep_ringcheck_model_first();
     test_sweep_ringcheck_one_other_gpu();
     test_sweep_ringcheck_sidecar_after_dra();
