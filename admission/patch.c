@@ -532,9 +532,8 @@ done:
 
 #define LIT(b, lit) buf_add((b), (lit), sizeof(lit) - 1)
 
-/* The first allocation of a patch's text and of its paths. */
+/* The first allocation of a patch's text. */
 #define PATCH_TEXT_FIRST 6144u
-#define PATCH_PATHS_FIRST 1024u
 
 void
 patch_text_init(struct patch_text *pt)
@@ -582,9 +581,9 @@ text_op(struct patch_text *pt, const char *op, const char *path,
     }
     plen = strlen(path);
     /* One block for a GPU pod's whole patch (3 to 5 KiB with the ring
-     * check), rather than five doublings from 256 bytes. */
-    if (pt->text.cap == 0 && (buf_reserve(&pt->text, PATCH_TEXT_FIRST) != 0 ||
-                              buf_reserve(&pt->paths, PATCH_PATHS_FIRST) != 0))
+     * check), rather than five doublings from 256 bytes. (Its paths fit
+     * the first 256 bytes.) */
+    if (pt->text.cap == 0 && buf_reserve(&pt->text, PATCH_TEXT_FIRST) != 0)
         return -1;
     if (buf_addc(&pt->text, pt->n_ops == 0 ? '[' : ',') ||
         LIT(&pt->text, "{\"op\":\"") || buf_adds(&pt->text, op) ||
