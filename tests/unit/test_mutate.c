@@ -4026,6 +4026,21 @@ test_sweep_mount_path_components(void)
     }
 }
 
+/* A policy that adds ten variables, A0 to A9, to every GPU container. */
+#define TEN_EXTRA_ENV_POLICY                                                   \
+    POLICY_HEAD "defaults:\n"                                                  \
+                "  extraEnv:\n"                                                \
+                "    - {name: A0, value: x}\n"                                 \
+                "    - {name: A1, value: x}\n"                                 \
+                "    - {name: A2, value: x}\n"                                 \
+                "    - {name: A3, value: x}\n"                                 \
+                "    - {name: A4, value: x}\n"                                 \
+                "    - {name: A5, value: x}\n"                                 \
+                "    - {name: A6, value: x}\n"                                 \
+                "    - {name: A7, value: x}\n"                                 \
+                "    - {name: A8, value: x}\n"                                 \
+                "    - {name: A9, value: x}\n"
+
 /*
  * A patch past PATCH_MAX_OPS operations is refused before it is checked,
  * with its own reason: 120 GPU containers that each have an env list get
@@ -4034,19 +4049,7 @@ test_sweep_mount_path_components(void)
 static void
 test_sweep_patch_too_many_ops(void)
 {
-    struct policy *pol =
-        fixture_policy(POLICY_HEAD "defaults:\n"
-                                   "  extraEnv:\n"
-                                   "    - {name: A0, value: x}\n"
-                                   "    - {name: A1, value: x}\n"
-                                   "    - {name: A2, value: x}\n"
-                                   "    - {name: A3, value: x}\n"
-                                   "    - {name: A4, value: x}\n"
-                                   "    - {name: A5, value: x}\n"
-                                   "    - {name: A6, value: x}\n"
-                                   "    - {name: A7, value: x}\n"
-                                   "    - {name: A8, value: x}\n"
-                                   "    - {name: A9, value: x}\n");
+    struct policy *pol = fixture_policy(TEN_EXTRA_ENV_POLICY);
     json_t *pod = J("{'metadata':{'name':'p'},'spec':{'containers':[]}}");
     json_t *list = json_object_get(json_object_get(pod, "spec"), "containers");
     struct mutate_result r;
@@ -4217,19 +4220,7 @@ pod_of_env_containers(int a, int b)
 static void
 test_sweep_patch_ops_at_bound(void)
 {
-    struct policy *pol =
-        fixture_policy(POLICY_HEAD "defaults:\n"
-                                   "  extraEnv:\n"
-                                   "    - {name: A0, value: x}\n"
-                                   "    - {name: A1, value: x}\n"
-                                   "    - {name: A2, value: x}\n"
-                                   "    - {name: A3, value: x}\n"
-                                   "    - {name: A4, value: x}\n"
-                                   "    - {name: A5, value: x}\n"
-                                   "    - {name: A6, value: x}\n"
-                                   "    - {name: A7, value: x}\n"
-                                   "    - {name: A8, value: x}\n"
-                                   "    - {name: A9, value: x}\n");
+    struct policy *pol = fixture_policy(TEN_EXTRA_ENV_POLICY);
     struct mutate_result r;
     bool found = false;
 
