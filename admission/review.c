@@ -34,11 +34,9 @@ review_outcome_release(struct review_outcome *out)
         return;
     free(out->body);
     free(out->log);
-    free(out->patch);
     mutate_result_release(&out->mutation);
     out->body = NULL;
     out->log = NULL;
-    out->patch = NULL;
 }
 
 /* ---- the request, decoded into a view of what the plan reads ---------- */
@@ -403,9 +401,9 @@ review_decode(const char *body, size_t len, struct fastjson_error *err)
 
 /*
  * The response body: {"apiVersion", "kind", "response": {"uid", "allowed",
- * "patchType", "patch", "warnings", "auditAnnotations"}}, and the patch
- * text before base64 in out->patch. api is one of the two accepted
- * versions, so it needs no escaping. Returns 0, or -1 when out of memory.
+ * "patchType", "patch", "warnings", "auditAnnotations"}}, the patch being
+ * m's text, base64'd. api is one of the two accepted versions, so it needs
+ * no escaping. Returns 0, or -1 when out of memory.
  */
 static int
 response_encode(struct review_outcome *out, const char *api, const json_t *uid,
@@ -419,17 +417,10 @@ response_encode(struct review_outcome *out, const char *api, const json_t *uid,
         BUF_LIT(&b, "\",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":") ||
         jsonwrite_value(&b, uid) || BUF_LIT(&b, ",\"allowed\":true"))
         goto fail;
-    if (m != NULL && m->patch_ops > 0) {
-        if (BUF_LIT(&b, ",\"patchType\":\"JSONPatch\",\"patch\":\"") ||
-            buf_add_base64(&b, m->patch_text, m->patch_len) ||
-            buf_addc(&b, '"'))
-            goto fail;
-        out->patch = malloc(m->patch_len + 1);
-        if (out->patch == NULL)
-            goto fail;
-        memcpy(out->patch, m->patch_text, m->patch_len + 1);
-        out->patch_len = m->patch_len;
-    }
+    if (m != NULL && m->patch_ops > 0 &&
+        (BUF_LIT(&b, ",\"patchType\":\"JSONPatch\",\"patch\":\"") ||
+         buf_add_base64(&b, m->patch_text, m->patch_len) || buf_addc(&b, '"')))
+        goto fail;
     if (m != NULL && json_array_size(m->warnings) > 0 &&
         (BUF_LIT(&b, ",\"warnings\":") || jsonwrite_value(&b, m->warnings)))
         goto fail;

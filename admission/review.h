@@ -47,14 +47,12 @@ struct review_outcome {
     size_t log_len;
     size_t patch_ops;
     size_t warnings;
-    /* The JSON Patch exactly as the response carries it before base64,
-     * NUL-terminated, malloc'd; NULL when the response has no patch. The
-     * dry run prints these bytes, so serve and mutate cannot differ. */
-    char *patch;
-    size_t patch_len;
     /* The plan's full result (status, warnings, rule, ring check) for the
      * dry run and the policy tests; zeroed when the review never reached
-     * the plan (a bad or ignored request). */
+     * the plan (a bad or ignored request). Its patch_text is the JSON Patch
+     * exactly as the response carries it before base64 (NULL when the
+     * response has no patch): the dry run prints these bytes, so serve and
+     * mutate cannot differ. */
     struct mutate_result mutation;
 };
 

@@ -402,8 +402,9 @@ cmd_mutate(int argc, char **argv)
             else if (c.output == OUT_REVIEW)
                 e = json_incref(wp->review);
             else if (c.output == OUT_JSONPATCH)
-                e = json_stringn(wp->patch != NULL ? wp->patch : "",
-                                 wp->patch_len);
+                e = json_stringn(
+                    wp->result.patch_text != NULL ? wp->result.patch_text : "",
+                    wp->result.patch_len);
             if (e != NULL && json_array_append_new(out, e) != 0) {
                 workload_report_release(&rep);
                 goto done;

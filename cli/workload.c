@@ -36,7 +36,6 @@ workload_report_release(struct workload_report *rep)
     for (size_t i = 0; i < rep->n_pods; i++) {
         mutate_result_release(&rep->pods[i].result);
         json_decref(rep->pods[i].review);
-        free(rep->pods[i].patch);
         json_decref(rep->pods[i].derived);
     }
     free(rep->pods);
@@ -212,9 +211,6 @@ core_run(const struct walker *w, struct workload_pod *wp)
     } else {
         wp->result = out.mutation; /* wp owns these now */
         memset(&out.mutation, 0, sizeof(out.mutation));
-        wp->patch = out.patch;
-        wp->patch_len = out.patch_len;
-        out.patch = NULL;
     }
     review_outcome_release(&out);
     return rc;
@@ -247,7 +243,6 @@ slot_drop(struct workload_pod *wp)
 {
     mutate_result_release(&wp->result);
     json_decref(wp->review);
-    free(wp->patch);
     memset(wp, 0, sizeof(*wp));
 }
 
@@ -288,9 +283,9 @@ patch_apply_here(json_t *pod, struct workload_pod *wp)
         return;
 fail:
     json_array_clear(wp->result.patch);
-    free(wp->patch);
-    wp->patch = NULL;
-    wp->patch_len = 0;
+    free(wp->result.patch_text);
+    wp->result.patch_text = NULL;
+    wp->result.patch_len = wp->result.patch_ops = 0;
     wp->result.status = MUTATE_ERROR;
     snprintf(wp->result.reason, sizeof(wp->result.reason),
              "patch does not apply");

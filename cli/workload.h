@@ -22,16 +22,14 @@
 struct workload_pod {
     char pointer[WORKLOAD_POINTER_MAX]; /* JSON pointer of the pod
                                            (template), "" = the object */
-    struct mutate_result result;        /* the core's plan (outcome.mutation) */
+    /* The core's plan (outcome.mutation); its patch_text is the JSON Patch
+     * exactly as the response carries it before base64, NULL when the
+     * response has no patch. */
+    struct mutate_result result;
     /* The AdmissionReview (admission.k8s.io/v1, Pod CREATE) the pod was
      * handed to the core as, compact-JSON text of it byte for byte; owned.
      * NULL only when the object held no pod here. */
     json_t *review;
-    /* The JSON Patch exactly as the core's response carries it before
-     * base64 (outcome.patch), NUL-terminated, owned; NULL when the
-     * response has no patch. */
-    char *patch;
-    size_t patch_len;
     /* NULL for a pod template that was mutated in place. Otherwise the
      * object holds no pod template but names the containers of the pods
      * its controller creates (a KServe InferenceService predictor, a

@@ -212,18 +212,20 @@ check_same_as_full(const uint8_t *data, size_t size,
     FUZZ_ASSERT(json_equal(res.warnings, out->mutation.warnings));
     if (json_array_size(res.patch) > 0) {
         text = json_dumps(res.patch, JSON_COMPACT);
-        FUZZ_ASSERT(text != NULL && out->patch != NULL);
-        if (strlen(text) != out->patch_len ||
-            memcmp(text, out->patch, out->patch_len) != 0) {
+        FUZZ_ASSERT(text != NULL && out->mutation.patch_text != NULL);
+        if (strlen(text) != out->mutation.patch_len ||
+            memcmp(text, out->mutation.patch_text, out->mutation.patch_len) !=
+                0) {
             fprintf(stderr,
                     "the patch on the pruned view differs from the patch on "
                     "the whole pod:\n  view: %.*s\n  full: %s\n",
-                    (int)out->patch_len, out->patch, text);
+                    (int)out->mutation.patch_len, out->mutation.patch_text,
+                    text);
             abort();
         }
         free(text);
     } else {
-        FUZZ_ASSERT(out->patch == NULL);
+        FUZZ_ASSERT(out->mutation.patch_text == NULL);
     }
     mutate_result_release(&res);
     json_decref(root);

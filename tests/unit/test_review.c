@@ -923,9 +923,10 @@ test_pruned_view(void)
     CHECK_INT(a.http_status, 200);
     CHECK_INT(a.result, REVIEW_PATCHED);
     CHECK_INT(b.result, REVIEW_PATCHED);
-    CHECK(a.patch != NULL && b.patch != NULL);
-    CHECK_INT(a.patch_len, b.patch_len);
-    CHECK(a.patch && b.patch && strcmp(a.patch, b.patch) == 0);
+    CHECK(a.mutation.patch_text != NULL && b.mutation.patch_text != NULL);
+    CHECK_INT(a.mutation.patch_len, b.mutation.patch_len);
+    CHECK(a.mutation.patch_text && b.mutation.patch_text &&
+          strcmp(a.mutation.patch_text, b.mutation.patch_text) == 0);
     CHECK_INT(a.body_len, b.body_len);
     CHECK(a.body && b.body && strcmp(a.body, b.body) == 0);
     review_outcome_release(&a);
@@ -1286,8 +1287,9 @@ test_deep_managed_fields(void)
         CHECK_INT(review_handle(body, strlen(body), pol, &opt, &out), 0);
         CHECK_INT(out.http_status, 200);
         CHECK_INT(out.result, REVIEW_PATCHED);
-        CHECK(out.patch != NULL && plain.patch != NULL &&
-              strcmp(out.patch, plain.patch) == 0);
+        CHECK(out.mutation.patch_text != NULL &&
+              plain.mutation.patch_text != NULL &&
+              strcmp(out.mutation.patch_text, plain.mutation.patch_text) == 0);
         review_outcome_release(&out);
         free(body);
         /* Not JSON down there: still a bad request. */
@@ -1364,7 +1366,7 @@ test_uid_required(void)
         CHECK_INT(out.http_status, 400);
         CHECK_INT(out.result, REVIEW_BAD_REQUEST);
         CHECK(out.body != NULL && strstr(out.body, "no uid") != NULL);
-        CHECK(out.patch == NULL);
+        CHECK(out.mutation.patch_text == NULL);
         review_outcome_release(&out);
         free(body);
     }
@@ -1491,7 +1493,7 @@ test_request_edges(void)
     pod = J(gpu_pod);
     body = review_of("u", "ml", "CREATE", json_incref(pod));
     resp = answer_of(pol, body, &out, REVIEW_PATCHED);
-    ops = json_loadb(out.patch, out.patch_len, 0, NULL);
+    ops = json_loadb(out.mutation.patch_text, out.mutation.patch_len, 0, NULL);
     patched = json_deep_copy(pod);
     CHECK_INT(patch_apply(&patched, ops, &err), 0);
     json_decref(resp);

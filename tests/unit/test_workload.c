@@ -253,11 +253,12 @@ test_core_reviews(void)
      * which had none, gets just them. */
     CHECK_STR(str_at(wp->result.patch, "/0/op"), "add");
     dumped = json_dumps(wp->result.patch, JSON_COMPACT);
-    CHECK(dumped != NULL && wp->patch != NULL);
-    if (dumped != NULL && wp->patch != NULL) {
-        CHECK_STR(wp->patch, dumped);
-        CHECK_INT(wp->patch_len, strlen(dumped));
-        CHECK(strstr(wp->patch, "\"path\":\"/metadata/annotations\"") != NULL);
+    CHECK(dumped != NULL && wp->result.patch_text != NULL);
+    if (dumped != NULL && wp->result.patch_text != NULL) {
+        CHECK_STR(wp->result.patch_text, dumped);
+        CHECK_INT(wp->result.patch_len, strlen(dumped));
+        CHECK(strstr(wp->result.patch_text,
+                     "\"path\":\"/metadata/annotations\"") != NULL);
     }
     free(dumped);
     CHECK_STR(
@@ -270,8 +271,8 @@ test_core_reviews(void)
     CHECK_INT(text != NULL ? review_handle(text, strlen(text), pol, &opt, &out)
                            : -1,
               0);
-    CHECK(out.patch != NULL && wp->patch != NULL &&
-          strcmp(out.patch, wp->patch) == 0);
+    CHECK(out.mutation.patch_text != NULL && wp->result.patch_text != NULL &&
+          strcmp(out.mutation.patch_text, wp->result.patch_text) == 0);
     review_outcome_release(&out);
     free(text);
     workload_report_release(&rep);
@@ -283,7 +284,7 @@ test_core_reviews(void)
     CHECK_INT(workload_mutate(obj, "ml", pol, &opt, &rep), 0);
     CHECK_INT(rep.n_pods, 1);
     CHECK_INT(rep.pods[0].result.status, MUTATE_NOT_GPU);
-    CHECK(rep.pods[0].patch == NULL);
+    CHECK(rep.pods[0].result.patch_text == NULL);
     CHECK_STR(str_at(rep.pods[0].review, "/request/namespace"), "ml");
     CHECK_STR(str_at(rep.pods[0].review, "/request/object/metadata/name"),
               "pod-0");
