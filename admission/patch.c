@@ -530,8 +530,6 @@ done:
 
 /* ---- a patch written as text ----------------------------------------- */
 
-#define LIT(b, lit) buf_add((b), (lit), sizeof(lit) - 1)
-
 /* The first allocation of a patch's text. */
 #define PATCH_TEXT_FIRST 6144u
 
@@ -586,10 +584,10 @@ text_op(struct patch_text *pt, const char *op, const char *path,
     if (pt->text.cap == 0 && buf_reserve(&pt->text, PATCH_TEXT_FIRST) != 0)
         return -1;
     if (buf_addc(&pt->text, pt->n_ops == 0 ? '[' : ',') ||
-        LIT(&pt->text, "{\"op\":\"") || buf_adds(&pt->text, op) ||
-        LIT(&pt->text, "\",\"path\":") ||
+        BUF_LIT(&pt->text, "{\"op\":\"") || buf_adds(&pt->text, op) ||
+        BUF_LIT(&pt->text, "\",\"path\":") ||
         jsonwrite_string(&pt->text, path, plen) ||
-        LIT(&pt->text, ",\"value\":"))
+        BUF_LIT(&pt->text, ",\"value\":"))
         return -1;
     if (value != NULL ? jsonwrite_value(&pt->text, value) != 0
                       : (list && buf_addc(&pt->text, '[')) ||
@@ -622,7 +620,7 @@ patch_text_append_raw(struct patch_text *pt, const char *op, const char *path,
 int
 patch_text_close(struct patch_text *pt)
 {
-    return pt->n_ops == 0 ? LIT(&pt->text, "[]") : buf_addc(&pt->text, ']');
+    return pt->n_ops == 0 ? BUF_LIT(&pt->text, "[]") : buf_addc(&pt->text, ']');
 }
 
 int

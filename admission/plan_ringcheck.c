@@ -591,8 +591,6 @@ done:
 
 /* ---- the container written as text ---------------------------------- */
 
-#define LIT(b, lit) buf_add((b), (lit), sizeof(lit) - 1)
-
 /* s as a JSON string; -1 when it is not UTF-8 (a name cut to fit its
  * buffer mid-character), as jansson's json_string() refused such text, or
  * when out of memory. */
@@ -617,7 +615,7 @@ list_next(struct rc_list *l)
 {
     if (l->n++ > 0)
         return buf_addc(l->b, ',');
-    return buf_addc(l->b, ',') || buf_adds(l->b, l->key) || LIT(l->b, ":[");
+    return buf_addc(l->b, ',') || buf_adds(l->b, l->key) || BUF_LIT(l->b, ":[");
 }
 
 static int
@@ -658,9 +656,9 @@ ringcheck_profile_expected(const struct plan *p, struct rc_list *env)
     if (!s->profile.enabled || s->profile.name == NULL ||
         s->profile.name[0] == '\0')
         return 0;
-    return list_next(env) || LIT(env->b, "{\"name\":") ||
+    return list_next(env) || BUF_LIT(env->b, "{\"name\":") ||
            put_str(env->b, PROFILE_EXPECTED_ENV) ||
-           LIT(env->b, ",\"value\":") || put_str(env->b, s->profile.name) ||
+           BUF_LIT(env->b, ",\"value\":") || put_str(env->b, s->profile.name) ||
            buf_addc(env->b, '}');
 }
 
@@ -1009,18 +1007,18 @@ fail:
 static int
 ringcheck_security(const struct plan *p, struct buf *b)
 {
-    if (LIT(b, "{\"allowPrivilegeEscalation\":false,\"capabilities\":{"
-               "\"drop\":[\"ALL\"]},\"seccompProfile\":{\"type\":"
-               "\"RuntimeDefault\"}"))
+    if (BUF_LIT(b, "{\"allowPrivilegeEscalation\":false,\"capabilities\":{"
+                   "\"drop\":[\"ALL\"]},\"seccompProfile\":{\"type\":"
+                   "\"RuntimeDefault\"}"))
         return -1;
     if (pod_requires_non_root(p)) {
         const json_t *psc = obj_get(p->spec, "securityContext");
 
-        if (LIT(b, ",\"runAsNonRoot\":true"))
+        if (BUF_LIT(b, ",\"runAsNonRoot\":true"))
             return -1;
         /* A numeric user, so the kubelet need not trust the image's. */
         if (json_object_get(psc, "runAsUser") == NULL &&
-            LIT(b, ",\"runAsUser\":65532"))
+            BUF_LIT(b, ",\"runAsUser\":65532"))
             return -1;
     }
     return buf_addc(b, '}');
@@ -1031,8 +1029,8 @@ ringcheck_security(const struct plan *p, struct buf *b)
 static int
 ringcheck_mount(struct rc_list *mounts, const char *name, const char *path)
 {
-    return list_next(mounts) || LIT(mounts->b, "{\"name\":") ||
-           put_str(mounts->b, name) || LIT(mounts->b, ",\"mountPath\":") ||
+    return list_next(mounts) || BUF_LIT(mounts->b, "{\"name\":") ||
+           put_str(mounts->b, name) || BUF_LIT(mounts->b, ",\"mountPath\":") ||
            put_str(mounts->b, path) || buf_addc(mounts->b, '}');
 }
 
@@ -1107,18 +1105,18 @@ plan_ringcheck(struct plan *p)
         return -1;
     buf_init(b, SIZE_MAX);
     /* One block for most checks (1 to 2 KiB), not doublings from 256. */
-    if (buf_reserve(b, 3072) != 0 || LIT(b, "{\"name\":") ||
-        put_str(b, p->rc_name) || LIT(b, ",\"image\":") ||
-        put_str(b, s->ringcheck.image) || LIT(b, ",\"args\":") ||
+    if (buf_reserve(b, 3072) != 0 || BUF_LIT(b, "{\"name\":") ||
+        put_str(b, p->rc_name) || BUF_LIT(b, ",\"image\":") ||
+        put_str(b, s->ringcheck.image) || BUF_LIT(b, ",\"args\":") ||
         ringcheck_args(p, b) || ringcheck_env(p, b) != 0 ||
-        LIT(b, ",\"resources\":"))
+        BUF_LIT(b, ",\"resources\":"))
         return -1;
     res = ringcheck_resources(p);
     rc = res != NULL ? jsonwrite_value(b, res) : -1;
     json_decref(res);
     if (rc != 0 || ringcheck_mounts(p, fallback, b) != 0 ||
-        LIT(b, ",\"terminationMessagePolicy\":\"FallbackToLogsOnError\","
-               "\"securityContext\":") ||
+        BUF_LIT(b, ",\"terminationMessagePolicy\":\"FallbackToLogsOnError\","
+                   "\"securityContext\":") ||
         ringcheck_security(p, b) != 0 || buf_addc(b, '}'))
         return -1;
     injected_add(p->res, "ringcheck");

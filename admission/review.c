@@ -397,8 +397,6 @@ review_decode(const char *body, size_t len, struct fastjson_error *err)
  * at most a few parts of a pod whose review is capped at a few MiB). */
 #define REVIEW_OUT_MAX (64u * 1024u * 1024u)
 
-#define BUF_LIT(b, lit) buf_add((b), (lit), sizeof(lit) - 1)
-
 /*
  * The response body: {"apiVersion", "kind", "response": {"uid", "allowed",
  * "patchType", "patch", "warnings", "auditAnnotations"}}, the patch being

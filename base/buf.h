@@ -52,6 +52,10 @@ int buf_reserve(struct buf *b, size_t more) __attribute__((warn_unused_result));
  * charges memory to a budget before it is taken. */
 size_t buf_reserve_size(const struct buf *b, size_t more);
 
+/* Appends a string literal (its length known at compile time). Returns as
+ * buf_add. */
+#define BUF_LIT(b, lit) buf_add((b), (lit), sizeof(lit) - 1)
+
 /* Appends n bytes. Returns 0, or -1 as buf_reserve (nothing appended). */
 int buf_add(struct buf *b, const void *s, size_t n)
     __attribute__((warn_unused_result));
