@@ -19,6 +19,29 @@
 
 #include <simdjson.h>
 
+extern "C" {
+#include "admission/jsonwrite.h"
+#include "base/buf.h"
+}
+
+/* One decode's lazy arrays (FASTJSON_LAZY) and the parser whose tape they
+ * are read from, which it owns. */
+struct fastjson_doc {
+    simdjson::dom::parser *parser;
+    const uint64_t *w;  /* the tape */
+    const uint8_t *str; /* its string buffer */
+    bool big;           /* over KEEP_MAX: the parser is not kept after */
+    struct lazy {
+        const json_t *arr; /* the array of nulls built for it */
+        size_t first, n;   /* its elements' tape indices: elems[first..] */
+    } *lz;
+    size_t n_lz, cap_lz;
+    size_t *elems;
+    size_t n_el, cap_el;
+    size_t *find; /* arr -> 1 + its index in lz, open addressing; 0 free */
+    size_t find_cap;
+};
+
 namespace
 {
 
@@ -121,7 +144,11 @@ struct slot {
 };
 
 struct thread_state {
-    simdjson::dom::parser parser;
+    /* The parser the next decode uses, and one spare: a document that
+     * keeps its lazy arrays takes the parser with it (fastjson_doc), and
+     * gives it back when released. */
+    simdjson::dom::parser *parser = nullptr;
+    simdjson::dom::parser *spare = nullptr;
     char *pad = nullptr; /* the document, copied with simdjson's padding */
     size_t pad_cap = 0;
     slot *slots = nullptr;    /* duplicate-key hash set */
@@ -132,6 +159,8 @@ struct thread_state {
     thread_state() = default;
     ~thread_state()
     {
+        delete parser;
+        delete spare;
         std::free(pad);
         std::free(slots);
         std::free(w);
@@ -157,6 +186,7 @@ struct frame {
 /* One decode's working state. */
 struct walk {
     thread_state *ts;
+    fastjson_doc *doc; /* where lazy arrays go; nullptr: built whole */
     tape t;
     bool check_nul; /* the text holds "\u0000" somewhere */
     fastjson_error *err;
@@ -544,6 +574,57 @@ open_container(walk &w, size_t e, const fastjson_shape *shape, json_t **root)
     return true;
 }
 
+/* Grows *p (of *cap elements of size sz) to hold one more than n. */
+bool
+grow(void **p, size_t *cap, size_t n, size_t sz)
+{
+    if (n < *cap)
+        return true;
+    size_t want = *cap ? *cap * 2 : 16;
+    void *q = std::realloc(*p, want * sz);
+
+    if (q == nullptr)
+        return false;
+    *p = q;
+    *cap = want;
+    return true;
+}
+
+/*
+ * The lazy array at tape index e, whose place is path[1..k+1] in the
+ * container of frame f: built as as many nulls as it has elements,
+ * attached, and registered in w.doc with its elements' tape indices. Its
+ * elements are checked after, as any part not built. Returns false when
+ * out of memory.
+ */
+bool
+lazy_open(walk &w, frame &f, size_t k, size_t e)
+{
+    fastjson_doc *d = w.doc;
+    json_t *arr = json_array(), *null_v = json_null();
+    const size_t end = w.t.end(e);
+
+    if (arr == nullptr || !attach(w, f, k + 1, arr) ||
+        !grow((void **)&d->lz, &d->cap_lz, d->n_lz, sizeof(*d->lz))) {
+        w.oom = true;
+        return false;
+    }
+    fastjson_doc::lazy &l = d->lz[d->n_lz++];
+
+    l = fastjson_doc::lazy{arr, d->n_el, 0};
+    for (size_t i = e + 1; i < end; i = w.t.after(i)) {
+        if (!grow((void **)&d->elems, &d->cap_el, d->n_el,
+                  sizeof(*d->elems)) ||
+            json_array_append_new(arr, null_v) != 0) {
+            w.oom = true;
+            return false;
+        }
+        d->elems[d->n_el++] = i;
+        l.n++;
+    }
+    return true;
+}
+
 /*
  * Whether the container at tape index e, which is not built, passes every
  * check: no key twice in one object, no integer beyond int64 (and the
@@ -752,6 +833,14 @@ walk_doc(walk &w, size_t e, const fastjson_shape *shape, json_t **out)
                 return false;
             continue;
         }
+        if (keep && t == T_ARRAY && sub->keep == FASTJSON_LAZY &&
+            w.doc != nullptr) {
+            if (!lazy_open(w, f, k, x))
+                return false;
+            if (!quiet(w, x) && !open_container(w, x, nullptr, out))
+                return false;
+            continue;
+        }
         if (t == T_OBJECT || t == T_ARRAY) {
             if (!keep && quiet(w, x))
                 continue; /* checked, and nothing to build */
@@ -839,9 +928,6 @@ state_get(void)
 {
     if (!tls) {
         tls.reset(new (std::nothrow) thread_state());
-        if (tls &&
-            tls->parser.allocate(4096, FASTJSON_MAX_DEPTH) != simdjson::SUCCESS)
-            tls.reset();
         if (tls) {
             uint64_t a = (uint64_t)(uintptr_t)tls.get();
 
@@ -855,21 +941,148 @@ state_get(void)
     return tls.get();
 }
 
-} // namespace
+/* The parser for the next decode: the thread's, its spare, or a new one;
+ * nullptr when out of memory. */
+simdjson::dom::parser *
+parser_get(thread_state *ts)
+{
+    if (ts->parser == nullptr) {
+        ts->parser = ts->spare;
+        ts->spare = nullptr;
+    }
+    if (ts->parser == nullptr) {
+        ts->parser = new (std::nothrow) simdjson::dom::parser();
+        if (ts->parser != nullptr &&
+            ts->parser->allocate(4096, FASTJSON_MAX_DEPTH) !=
+                simdjson::SUCCESS) {
+            delete ts->parser;
+            ts->parser = nullptr;
+        }
+    }
+    return ts->parser;
+}
 
-extern "C" json_t *
-fastjson_decode(const char *text, size_t len,
-                const struct fastjson_shape *shape, struct fastjson_error *err)
+void
+doc_free(fastjson_doc *d)
+{
+    std::free(d->lz);
+    std::free(d->elems);
+    std::free(d->find);
+    delete d;
+}
+
+size_t
+ptr_slot(const json_t *arr, size_t mask)
+{
+    return (size_t)(((uint64_t)(uintptr_t)arr >> 4) * 0x9e3779b97f4a7c15ull >>
+                    32) &
+           mask;
+}
+
+/* Builds d's lookup from array to lazy entry. false when out of memory. */
+bool
+doc_index(fastjson_doc *d)
+{
+    size_t cap = 8;
+
+    while (cap < 2 * d->n_lz)
+        cap *= 2;
+    d->find = static_cast<size_t *>(std::calloc(cap, sizeof(*d->find)));
+    if (d->find == nullptr)
+        return false;
+    d->find_cap = cap;
+    for (size_t k = 0; k < d->n_lz; k++) {
+        size_t i = ptr_slot(d->lz[k].arr, cap - 1);
+
+        while (d->find[i] != 0)
+            i = (i + 1) & (cap - 1);
+        d->find[i] = k + 1;
+    }
+    return true;
+}
+
+tape
+doc_tape(const fastjson_doc *d)
+{
+    return tape{d->w, d->str};
+}
+
+/* r as compact JSON (fastjson_ref_write()). */
+int
+write_at(buf *b, const tape &t, size_t i)
+{
+    switch (t.type(i)) {
+    case T_OBJECT:
+    case T_ARRAY: {
+        const bool obj = t.type(i) == T_OBJECT;
+        const size_t end = t.end(i);
+        char sep = obj ? '{' : '[';
+
+        for (size_t at = i + 1; at < end;) {
+            if (buf_addc(b, sep) != 0)
+                return -1;
+            sep = ',';
+            if (obj) {
+                std::string_view k = t.string(at);
+
+                if (jsonwrite_string(b, k.data(), k.size()) != 0 ||
+                    buf_addc(b, ':') != 0)
+                    return -1;
+                at++;
+            }
+            if (write_at(b, t, at) != 0)
+                return -1;
+            at = t.after(at);
+        }
+        if (sep != ',' && buf_addc(b, sep) != 0)
+            return -1;
+        return buf_addc(b, obj ? '}' : ']');
+    }
+    case T_STRING: {
+        std::string_view v = t.string(i);
+
+        return jsonwrite_string(b, v.data(), v.size());
+    }
+    case T_INT64:
+        return jsonwrite_integer(b, (json_int_t)(int64_t)t.payload(i));
+    case T_DOUBLE: {
+        uint64_t bits = t.payload(i);
+        double d;
+
+        std::memcpy(&d, &bits, sizeof(d));
+        return jsonwrite_real(b, d);
+    }
+    case T_TRUE:
+        return buf_add(b, "true", 4);
+    case T_FALSE:
+        return buf_add(b, "false", 5);
+    case T_NULL:
+        return buf_add(b, "null", 4);
+    default: /* an integer past int64: the decoder refuses it */
+        return -1;
+    }
+}
+
+
+/* fastjson_decode(), and fastjson_decode_doc() when doc_out is not
+ * nullptr. */
+json_t *
+decode(const char *text, size_t len, const struct fastjson_shape *shape,
+       fastjson_doc **doc_out, struct fastjson_error *err)
 {
     thread_state *ts = state_get();
+    simdjson::dom::parser *parser = nullptr;
     simdjson::dom::element root;
+    fastjson_doc *doc = nullptr;
     json_t *out = nullptr;
 
     err->text[0] = '\0';
     err->oom = false;
     err->syntax = false;
     err->depth = false;
-    if (ts == nullptr)
+    if (doc_out != nullptr)
+        *doc_out = nullptr;
+    if (ts == nullptr || (parser = parser_get(ts)) == nullptr)
         goto oom;
     if (ts->pad_cap < len + PAD_TAIL) {
         size_t cap = len + PAD_TAIL;
@@ -885,7 +1098,7 @@ fastjson_decode(const char *text, size_t len,
         std::memcpy(ts->pad, text, len);
     std::memset(ts->pad + len, 0, PAD_TAIL);
     {
-        auto code = ts->parser.parse(ts->pad, len, false).get(root);
+        auto code = parser->parse(ts->pad, len, false).get(root);
 
         if (code != simdjson::SUCCESS) {
             if (code == simdjson::MEMALLOC || code == simdjson::CAPACITY)
@@ -928,10 +1141,20 @@ fastjson_decode(const char *text, size_t len,
                       "walk is released with free()");
         walk &w = *ts->w;
 
+        if (doc_out != nullptr) {
+            doc = new (std::nothrow) fastjson_doc();
+            if (doc == nullptr)
+                goto oom;
+            doc->parser = parser;
+            doc->w = parser->doc.tape.get();
+            doc->str = parser->doc.string_buf.get();
+            doc->big = len > KEEP_MAX;
+        }
         w.ts = ts;
+        w.doc = doc;
         /* The root value is the tape's second word, after the root word
          * (as dom::document::root() reads it). */
-        w.t = tape{ts->parser.doc.tape.get(), ts->parser.doc.string_buf.get()};
+        w.t = tape{parser->doc.tape.get(), parser->doc.string_buf.get()};
         w.err = err;
         w.depth = 0;
         w.oom = false;
@@ -941,6 +1164,8 @@ fastjson_decode(const char *text, size_t len,
             out = nullptr;
             if (w.oom)
                 goto oom;
+        } else if (doc != nullptr && !doc_index(doc)) {
+            goto oom;
         }
     }
     goto done;
@@ -950,9 +1175,152 @@ oom:
     snprintf(err->text, sizeof(err->text), "out of memory");
     err->oom = true;
 done:
+    if (doc != nullptr && out != nullptr) {
+        /* The document goes with the doc; the next decode takes the
+         * spare parser or a new one. */
+        ts->parser = nullptr;
+        *doc_out = doc;
+    } else if (doc != nullptr) {
+        doc_free(doc);
+    }
     if (len > KEEP_MAX)
         tls.reset();
     return out;
+}
+
+} // namespace
+
+extern "C" json_t *
+fastjson_decode(const char *text, size_t len,
+                const struct fastjson_shape *shape, struct fastjson_error *err)
+{
+    return decode(text, len, shape, nullptr, err);
+}
+
+extern "C" json_t *
+fastjson_decode_doc(const char *text, size_t len,
+                    const struct fastjson_shape *shape,
+                    struct fastjson_doc **doc, struct fastjson_error *err)
+{
+    return decode(text, len, shape, doc, err);
+}
+
+extern "C" void
+fastjson_doc_release(struct fastjson_doc *doc)
+{
+    thread_state *ts = tls.get();
+
+    if (doc == nullptr)
+        return;
+    if (!doc->big && ts != nullptr && ts->parser == nullptr)
+        ts->parser = doc->parser;
+    else if (!doc->big && ts != nullptr && ts->spare == nullptr)
+        ts->spare = doc->parser;
+    else
+        delete doc->parser;
+    doc_free(doc);
+}
+
+extern "C" bool
+fastjson_lazy_of(const struct fastjson_doc *doc, const json_t *arr,
+                 const size_t **at, size_t *n)
+{
+    if (doc == nullptr || arr == nullptr || doc->find_cap == 0)
+        return false;
+    const size_t mask = doc->find_cap - 1;
+
+    for (size_t s = ptr_slot(arr, mask); doc->find[s] != 0;
+         s = (s + 1) & mask) {
+        const fastjson_doc::lazy &l = doc->lz[doc->find[s] - 1];
+
+        if (l.arr == arr) {
+            *at = doc->elems + l.first;
+            *n = l.n;
+            return true;
+        }
+    }
+    return false;
+}
+
+extern "C" int
+fastjson_ref_type(struct fastjson_ref r)
+{
+    if (r.doc == nullptr || r.at == 0)
+        return -1;
+    switch (doc_tape(r.doc).type(r.at)) {
+    case T_OBJECT:
+        return JSON_OBJECT;
+    case T_ARRAY:
+        return JSON_ARRAY;
+    case T_STRING:
+        return JSON_STRING;
+    case T_INT64:
+    case T_UINT64:
+        return JSON_INTEGER;
+    case T_DOUBLE:
+        return JSON_REAL;
+    case T_TRUE:
+        return JSON_TRUE;
+    case T_FALSE:
+        return JSON_FALSE;
+    case T_NULL:
+        return JSON_NULL;
+    default:
+        return -1;
+    }
+}
+
+extern "C" struct fastjson_ref
+fastjson_ref_member(struct fastjson_ref r, const char *key)
+{
+    if (fastjson_ref_type(r) != JSON_OBJECT)
+        return fastjson_ref{r.doc, 0};
+    const tape t = doc_tape(r.doc);
+    const std::string_view k(key);
+    const size_t end = t.end(r.at);
+
+    for (size_t at = r.at + 1; at < end; at = t.after(at + 1))
+        if (t.string(at) == k)
+            return fastjson_ref{r.doc, at + 1};
+    return fastjson_ref{r.doc, 0};
+}
+
+extern "C" size_t
+fastjson_ref_size(struct fastjson_ref r)
+{
+    int ty = fastjson_ref_type(r);
+
+    if (ty != JSON_OBJECT && ty != JSON_ARRAY)
+        return 0;
+    const tape t = doc_tape(r.doc);
+    size_t n = t.count(r.at);
+
+    if (n >= 0xffffff) { /* the tape's count saturates: count them */
+        const size_t end = t.end(r.at);
+
+        n = 0;
+        for (size_t at = r.at + 1; at < end;
+             at = ty == JSON_OBJECT ? t.after(at + 1) : t.after(at))
+            n++;
+    }
+    return n;
+}
+
+extern "C" const char *
+fastjson_ref_string(struct fastjson_ref r)
+{
+    if (fastjson_ref_type(r) != JSON_STRING)
+        return nullptr;
+    /* simdjson ends each string in its buffer with a NUL. */
+    return doc_tape(r.doc).string(r.at).data();
+}
+
+extern "C" int
+fastjson_ref_write(struct buf *b, struct fastjson_ref r)
+{
+    if (fastjson_ref_type(r) < 0)
+        return -1;
+    return write_at(b, doc_tape(r.doc), r.at);
 }
 
 extern "C" void

@@ -22,7 +22,12 @@ enum fastjson_keep {
     FASTJSON_ALL = 0, /* the value, whole */
     FASTJSON_FIELDS,  /* an object: only the fields listed, each shaped */
     FASTJSON_EACH,    /* an array: every element, shaped by each */
-    FASTJSON_FIRST    /* an array: its first element only, whole */
+    FASTJSON_FIRST,   /* an array: its first element only, whole */
+    /* An array: built as that many nulls (so that its length and every
+     * index stay the document's), its elements left on the decoder's
+     * tape, read through fastjson_lazy_of() (fastjson_decode_doc() only;
+     * fastjson_decode() builds such an array whole). */
+    FASTJSON_LAZY
 };
 
 struct fastjson_shape;
@@ -78,6 +83,62 @@ struct fastjson_error {
 json_t *fastjson_decode(const char *text, size_t len,
                         const struct fastjson_shape *shape,
                         struct fastjson_error *err);
+
+/*
+ * The lazy arrays of one decode (FASTJSON_LAZY) and the parsed document
+ * they are read from. It owns that document: it stays valid, whatever the
+ * thread decodes next, until fastjson_doc_release(), which may run on any
+ * thread.
+ */
+struct fastjson_doc;
+
+/* A value inside a lazy array, read off its document's tape (at 0: no
+ * value: a member that is not there, an index past the end). Valid while
+ * the document is. */
+struct fastjson_ref {
+    const struct fastjson_doc *doc;
+    size_t at;
+};
+
+/*
+ * As fastjson_decode(), but the arrays the shape marks FASTJSON_LAZY are
+ * built as nulls and registered in *doc, a new document (NULL when the
+ * decode fails), which the caller releases, after the last read of its
+ * lazy arrays and of the strings they gave.
+ */
+json_t *fastjson_decode_doc(const char *text, size_t len,
+                            const struct fastjson_shape *shape,
+                            struct fastjson_doc **doc,
+                            struct fastjson_error *err);
+
+void fastjson_doc_release(struct fastjson_doc *doc);
+
+/* When arr is one of doc's lazy arrays: true, with *n its length and
+ * (*at)[i] the tape index of element i (the fastjson_ref {doc, (*at)[i]}).
+ * Else false (doc NULL included): arr was built, read it as it is. */
+bool fastjson_lazy_of(const struct fastjson_doc *doc, const json_t *arr,
+                      const size_t **at, size_t *n);
+
+/* The type of r as jansson names it (JSON_INTEGER for every integer, the
+ * decoder refuses those beyond int64), or -1 for no value. */
+int fastjson_ref_type(struct fastjson_ref r);
+
+/* Member key of object r, or no value (r no object, or no such key). */
+struct fastjson_ref fastjson_ref_member(struct fastjson_ref r,
+                                        const char *key);
+
+/* The members of object r, the elements of array r, else 0. */
+size_t fastjson_ref_size(struct fastjson_ref r);
+
+/* String r, NUL-terminated (the decoder refuses "\u0000"), or NULL when r
+ * is no string; valid while the document is. */
+const char *fastjson_ref_string(struct fastjson_ref r);
+
+/* Appends r as compact JSON: the bytes jsonwrite_value() writes for the
+ * value fastjson_decode() would have built. Returns 0, or -1 when the
+ * buffer refuses (its cap, out of memory) or r is no value. */
+struct buf;
+int fastjson_ref_write(struct buf *b, struct fastjson_ref r);
 
 /* Frees the calling thread's parser and buffers now (they are also freed
  * when the thread exits). */

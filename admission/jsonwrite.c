@@ -223,6 +223,18 @@ put_int(struct buf *b, json_int_t i)
     return buf_add(b, t + n, sizeof(t) - n);
 }
 
+int
+jsonwrite_integer(struct buf *b, json_int_t i)
+{
+    return put_int(b, i);
+}
+
+int
+jsonwrite_real(struct buf *b, double d)
+{
+    return put_real(b, d);
+}
+
 static int
 put_value(struct buf *b, const json_t *v, int depth)
 {

@@ -25,6 +25,13 @@ int jsonwrite_value(struct buf *b, const json_t *v)
 int jsonwrite_string(struct buf *b, const char *s, size_t n)
     __attribute__((warn_unused_result));
 
+/* Appends an integer / a real as jsonwrite_value() writes json_integer(i)
+ * / json_real(d) (a NaN or an infinity fails). Returns as
+ * jsonwrite_value(). */
+int jsonwrite_integer(struct buf *b, json_int_t i)
+    __attribute__((warn_unused_result));
+int jsonwrite_real(struct buf *b, double d) __attribute__((warn_unused_result));
+
 /*
  * As jsonwrite_value(), within the caps of a log line (base/text.h says
  * them; str_max at least 3): a string longer than str_max bytes is written

@@ -11,6 +11,8 @@
 #include "policy/policy.h"
 
 /* Settings that come from the command line, not from the policy. */
+struct fastjson_doc;
+
 struct mutate_options {
     const char *own_namespace; /* the webhook's namespace; skipped. NULL ok */
     /* Dry run only: the object holding the pod template (a JobSet, a
@@ -24,6 +26,10 @@ struct mutate_options {
     /* The server's answer needs the patch's text only: res->patch is then
      * left NULL instead of loaded from it. */
     bool patch_text_only;
+    /* Where the review's decoder left parts of the pod on its tape
+     * (admission/fastjson.h, FASTJSON_LAZY: the containers' env), or NULL
+     * when the pod was built whole. */
+    const struct fastjson_doc *doc;
 };
 
 /* etcd's default request limit (--max-request-bytes, 1.5 MiB): a pod that

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admission/jsonwrite.h"
 #include "admission/plan_names.h"
 #include "base/text.h"
 
@@ -255,22 +256,95 @@ mount_at(const struct ctr *c, const char *path)
     return NULL;
 }
 
+/* ---- a value of the pod, built or left on the decoder's tape ------------ */
+
+struct pod_value
+pod_value_of(const json_t *j)
+{
+    return (struct pod_value){j, {NULL, 0}};
+}
+
+int
+pod_value_type(struct pod_value v)
+{
+    if (v.j != NULL)
+        return (int)json_typeof(v.j);
+    return fastjson_ref_type(v.r);
+}
+
+struct pod_value
+pod_value_member(struct pod_value v, const char *key)
+{
+    if (v.j != NULL)
+        return pod_value_of(json_object_get(v.j, key));
+    return (struct pod_value){NULL, fastjson_ref_member(v.r, key)};
+}
+
+size_t
+pod_value_size(struct pod_value v)
+{
+    if (v.j != NULL)
+        return json_is_object(v.j) ? json_object_size(v.j)
+                                   : json_array_size(v.j);
+    return fastjson_ref_size(v.r);
+}
+
+const char *
+pod_value_str(struct pod_value v, const char *key)
+{
+    if (v.j != NULL)
+        return str_get(v.j, key);
+    return fastjson_ref_string(fastjson_ref_member(v.r, key));
+}
+
+int
+pod_value_write(struct buf *b, struct pod_value v)
+{
+    if (v.j != NULL)
+        return jsonwrite_value(b, v.j);
+    return fastjson_ref_write(b, v.r);
+}
+
+struct env_list
+env_list_of(const struct ctr *c)
+{
+    struct env_list l = {arr_get(c->c, "env"), NULL, NULL, 0};
+
+    if (fastjson_lazy_of(c->doc, l.j, &l.at, &l.n))
+        l.doc = c->doc;
+    else
+        l.n = json_array_size(l.j);
+    return l;
+}
+
+struct pod_value
+env_list_at(const struct env_list *l, size_t i)
+{
+    if (i >= l->n)
+        return pod_value_of(NULL);
+    if (l->doc != NULL)
+        return (struct pod_value){NULL, {l->doc, l->at[i]}};
+    return pod_value_of(json_array_get(l->j, i));
+}
+
 const struct env_names *
 env_names_of(struct ctr *c)
 {
     struct env_names *v = &c->env;
-    const json_t *list = arr_get(c->c, "env");
-    size_t n = json_array_size(list);
+    struct env_list list;
+    size_t n;
 
     if (v->built)
         return v;
     if (v->failed)
         return NULL;
+    list = env_list_of(c);
+    n = list.n;
     v->name = calloc(n ? n : 1, sizeof(*v->name));
     if (v->name == NULL || nameset_reserve(&v->set, n) != 0)
         goto fail;
     for (size_t i = 0; i < n; i++) {
-        v->name[i] = str_get(json_array_get(list, i), "name");
+        v->name[i] = pod_value_str(env_list_at(&list, i), "name");
         if (v->name[i] != NULL && nameset_add(&v->set, v->name[i]) != 0)
             goto fail;
     }
@@ -301,13 +375,28 @@ list_has(const json_t *list, const char *name)
     return false;
 }
 
+/* Whether c's own env has a variable called name, read entry by entry
+ * (when its names could not be read at once). */
+static bool
+own_env_has(const struct ctr *c, const char *name)
+{
+    struct env_list list = env_list_of(c);
+
+    for (size_t i = 0; i < list.n; i++) {
+        const char *n = pod_value_str(env_list_at(&list, i), "name");
+
+        if (n != NULL && strcmp(n, name) == 0)
+            return true;
+    }
+    return false;
+}
+
 bool
 env_has(struct ctr *c, const char *name)
 {
     const struct env_names *v = env_names_of(c);
 
-    if (v != NULL ? nameset_has(&v->set, name)
-                  : list_has(arr_get(c->c, "env"), name))
+    if (v != NULL ? nameset_has(&v->set, name) : own_env_has(c, name))
         return true;
     return list_has(c->env_add, name);
 }
@@ -437,6 +526,7 @@ ctrs_collect(struct plan *p)
             }
             t = &p->ctr[p->n_ctr++];
             t->c = c;
+            t->doc = p->opt != NULL ? p->opt->doc : NULL;
             join(t->base, sizeof(t->base), "/spec/", keys[k], "/",
                  i64_text((int64_t)i, num), (char *)NULL);
             t->name = str_get(c, "name") ? str_get(c, "name") : "";

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "admission/fastjson.h"
 #include "admission/jobmember.h"
 #include "admission/mutate.h"
 #include "admission/patch.h"
@@ -69,6 +70,9 @@ struct env_names {
 /* One container of the pod and what the plan adds to it. */
 struct ctr {
     json_t *c;     /* borrowed from the pod */
+    /* Where the review's decoder left c's env on its tape (its entries
+     * then read as nulls in c): the plan's doc, else NULL. */
+    const struct fastjson_doc *doc;
     char base[48]; /* "/spec/containers/3" */
     const char *name;
     bool init;
@@ -197,6 +201,48 @@ json_t *arr_get(const json_t *o, const char *key);
 /* *list, created empty on first use. NULL when out of memory (jansson's
  * append on NULL then fails cleanly). */
 json_t *add_list(json_t **list);
+
+/* ---- a value of the pod, built or left on the decoder's tape -------------
+ * A container's env entries are read through these: the review's decoder
+ * leaves them on its tape (FASTJSON_LAZY), the dry run and the tests give
+ * them built. Exactly one of j and r.at is set, or neither (no value). */
+struct pod_value {
+    const json_t *j;
+    struct fastjson_ref r;
+};
+
+/* A container's own env as a list to read (env_list_of()). */
+struct env_list {
+    const json_t *j;                /* built: the array */
+    const struct fastjson_doc *doc; /* else on the tape: at[0..n) */
+    const size_t *at;
+    size_t n;
+};
+
+/* c's own env, however it was decoded (empty when c has none). */
+struct env_list env_list_of(const struct ctr *c);
+
+/* Entry i of l, or no value past its end. */
+struct pod_value env_list_at(const struct env_list *l, size_t i);
+
+/* A built value as a pod_value (NULL: no value). */
+struct pod_value pod_value_of(const json_t *j);
+
+/* v's type as jansson names it, or -1 for no value. */
+int pod_value_type(struct pod_value v);
+
+/* Member key of object v, or no value. */
+struct pod_value pod_value_member(struct pod_value v, const char *key);
+
+/* The members of object v (the elements of an array), else 0. */
+size_t pod_value_size(struct pod_value v);
+
+/* Member key of v when it is a string (borrowed), else NULL: str_get(). */
+const char *pod_value_str(struct pod_value v, const char *key);
+
+/* Appends v as compact JSON (jsonwrite_value()'s bytes). Returns 0, or -1
+ * when the buffer refuses or v is no value. */
+int pod_value_write(struct buf *b, struct pod_value v);
 
 /* ---- a container's mounts and env ---------------------------------------- */
 

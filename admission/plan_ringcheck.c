@@ -494,17 +494,19 @@ rcenv_name_wanted(const char *name)
 enum rcenv_source { RCENV_VALUE, RCENV_FIELD, RCENV_CONFIGMAP, RCENV_NEVER };
 
 static enum rcenv_source
-rcenv_source_of(const json_t *e)
+rcenv_source_of(struct pod_value e)
 {
-    const json_t *from = json_object_get(e, "valueFrom");
+    struct pod_value from = pod_value_member(e, "valueFrom");
+    int t = pod_value_type(from);
 
-    if (from == NULL || json_is_null(from))
+    if (t < 0 || t == JSON_NULL)
         return RCENV_VALUE;
-    if (!json_is_object(from) || json_object_size(from) != 1)
+    if (t != JSON_OBJECT || pod_value_size(from) != 1)
         return RCENV_NEVER;
-    if (obj_get(from, "fieldRef") != NULL)
+    if (pod_value_type(pod_value_member(from, "fieldRef")) == JSON_OBJECT)
         return RCENV_FIELD;
-    if (obj_get(from, "configMapKeyRef") != NULL)
+    if (pod_value_type(pod_value_member(from, "configMapKeyRef")) ==
+        JSON_OBJECT)
         return RCENV_CONFIGMAP;
     return RCENV_NEVER; /* secretKeyRef, resourceFieldRef, fileKeyRef ... */
 }
@@ -543,7 +545,7 @@ rcenv_refs_add(struct nameset *set, json_t *pool, const char *value)
 #define RCENV_WANTED 4u
 
 static unsigned char
-rcenv_fact(const json_t *e, const char *name)
+rcenv_fact(struct pod_value e, const char *name)
 {
     return (unsigned char)(rcenv_source_of(e) |
                            (name != NULL && rcenv_name_wanted(name)
@@ -562,7 +564,7 @@ rcenv_fact(const json_t *e, const char *name)
  * Fills keep[]; returns 0, or -1 when out of memory.
  */
 static int
-rcenv_select(json_t *const *ent, const char *const *names,
+rcenv_select(const struct pod_value *ent, const char *const *names,
              const unsigned char *facts, size_t n, bool *keep)
 {
     struct nameset refs = {0};
@@ -579,7 +581,7 @@ rcenv_select(json_t *const *ent, const char *const *names,
                   (src == RCENV_FIELD || (facts[i] & RCENV_WANTED) != 0 ||
                    nameset_has(&refs, name));
         if (keep[i] && src == RCENV_VALUE &&
-            rcenv_refs_add(&refs, pool, str_get(ent[i], "value")) != 0)
+            rcenv_refs_add(&refs, pool, pod_value_str(ent[i], "value")) != 0)
             goto done;
     }
     rc = 0;
@@ -674,7 +676,7 @@ ringcheck_env(struct plan *p, struct buf *b)
     struct ctr *g = ringcheck_model(p);
     const struct env_names *own;
     struct rc_list env = {b, "\"env\"", 0}, from = {b, "\"envFrom\"", 0};
-    json_t **all = NULL;
+    struct pod_value *all = NULL;
     const char **names = NULL;
     unsigned char *facts = NULL;
     bool *keep = NULL;
@@ -703,8 +705,8 @@ ringcheck_env(struct plan *p, struct buf *b)
         goto fail;
     /* The workload's env and the plan's additions, as one list in order,
      * so that a $(NAME) in an added entry can keep the entry it needs. */
-    const json_t *lists[2] = {arr_get(g->c, "env"), g->env_add};
-    size_t n_all = json_array_size(lists[0]) + json_array_size(lists[1]), k = 0;
+    const struct env_list own_list = env_list_of(g);
+    size_t n_all = own_list.n + json_array_size(g->env_add), k = 0;
 
     /* The four per-entry arrays in one block (this runs twice per review
      * that gets the check): the pointers first, for their alignment. An
@@ -722,18 +724,22 @@ ringcheck_env(struct plan *p, struct buf *b)
             goto fail;
         for (i = 0; i < own->n; i++)
             p->rc_env_facts[i] =
-                rcenv_fact(json_array_get(lists[0], i), own->name[i]);
+                rcenv_fact(env_list_at(&own_list, i), own->name[i]);
     }
     /* The workload's names were read once for the plan (the size bound
      * and the container each come here); the additions are a few. */
-    for (int l = 0; l < 2; l++)
-        json_array_foreach(lists[l], i, e)
-        {
-            all[k] = e;
-            names[k] = l == 0 ? own->name[i] : str_get(e, "name");
-            facts[k] = l == 0 ? p->rc_env_facts[i] : rcenv_fact(e, names[k]);
-            k++;
-        }
+    for (i = 0; i < own_list.n; i++, k++) {
+        all[k] = env_list_at(&own_list, i);
+        names[k] = own->name[i];
+        facts[k] = p->rc_env_facts[i];
+    }
+    json_array_foreach(g->env_add, i, e)
+    {
+        all[k] = pod_value_of(e);
+        names[k] = str_get(e, "name");
+        facts[k] = rcenv_fact(all[k], names[k]);
+        k++;
+    }
     if (rcenv_select(all, names, facts, n_all, keep) != 0)
         goto fail;
     for (k = 0; k < n_all; k++) {
@@ -748,7 +754,7 @@ ringcheck_env(struct plan *p, struct buf *b)
          * NCCLGUARD_* must not shadow them. */
         if (n != NULL && p->mn_env != NULL && jobmember_owns(n))
             continue;
-        if (list_put(&env, all[k]) != 0)
+        if (list_next(&env) != 0 || pod_value_write(env.b, all[k]) != 0)
             goto fail;
     }
     /* After the copied entries, so that $(VAR) references in them

@@ -57,11 +57,15 @@ review_outcome_release(struct review_outcome *out)
  * on this view with the plan on the whole pod.
  */
 static const struct fastjson_shape keep_first = {.keep = FASTJSON_FIRST};
+/* A container's env may hold hundreds of entries, read by name, and
+ * copied only from the ring check's model: left on the decoder's tape
+ * (the plan reads it through env_list_of(), admission/plan.h). */
+static const struct fastjson_shape lazy_list = {.keep = FASTJSON_LAZY};
 
 static const struct fastjson_field ctr_fields[] = {
     {"name", NULL},        {"restartPolicy", NULL},
     {"args", &keep_first}, /* the ring check's first argument marks it */
-    {"env", NULL},         /* copied whole into the ring check */
+    {"env", &lazy_list},   /* read by name, copied into the ring check */
     {"envFrom", NULL},     {"volumeMounts", NULL},
     {"resources", NULL},   {"securityContext", NULL},
     {NULL, NULL},
@@ -374,9 +378,10 @@ unread_blank(const char *body, size_t len, char **out, size_t *out_len)
  * parts the view never reads is retried on the copy unread_blank()
  * makes; the first error is kept when that fails too. */
 static json_t *
-review_decode(const char *body, size_t len, struct fastjson_error *err)
+review_decode(const char *body, size_t len, struct fastjson_doc **doc,
+              struct fastjson_error *err)
 {
-    json_t *root = fastjson_decode(body, len, &review_shape, err);
+    json_t *root = fastjson_decode_doc(body, len, &review_shape, doc, err);
     struct fastjson_error again;
     char *copy = NULL;
     size_t clen = 0;
@@ -384,7 +389,7 @@ review_decode(const char *body, size_t len, struct fastjson_error *err)
     if (root != NULL || !err->depth ||
         unread_blank(body, len, &copy, &clen) != 0)
         return root;
-    root = fastjson_decode(copy, clen, &review_shape, &again);
+    root = fastjson_decode_doc(copy, clen, &review_shape, doc, &again);
     free(copy);
     if (root == NULL && again.oom)
         *err = again;
@@ -590,6 +595,7 @@ review_handle(const char *body, size_t len, const struct policy *pol,
               const struct mutate_options *opt, struct review_outcome *out)
 {
     struct fastjson_error jerr;
+    struct fastjson_doc *doc = NULL;
     json_t *root = NULL, *req, *obj, *uid, *md, *name;
     const char *api, *reason, *ns;
     struct mutate_result mres;
@@ -604,7 +610,7 @@ review_handle(const char *body, size_t len, const struct policy *pol,
      * anywhere in the document, as it refuses invalid UTF-8, "\u0000",
      * numbers that do not fit and nesting past its cap. It builds only
      * what review_shape names. */
-    root = review_decode(body, len, &jerr);
+    root = review_decode(body, len, &doc, &jerr);
     if (root == NULL) {
         if (jerr.oom)
             goto done;
@@ -681,6 +687,7 @@ review_handle(const char *body, size_t len, const struct policy *pol,
             mopt = *opt;
         if (mopt.object_bytes == 0)
             mopt.object_bytes = len;
+        mopt.doc = doc;
         if (mutate_pod(obj, ns, pol, &mopt, &mres) != 0)
             goto done;
         out->result = result_of(mres.status);
@@ -724,5 +731,7 @@ done:
      * is freed here. */
     if (jsonmem_used() == 0)
         json_decref(root);
+    /* After the plan and the response, the last readers of its tape. */
+    fastjson_doc_release(doc);
     return rc;
 }
