@@ -6,7 +6,7 @@ LIB_SRCS += admission/mutate.c admission/patch.c admission/review.c \
 	admission/plan_env.c admission/plan_shm.c admission/plan_ipc.c \
 	admission/plan_watchdog.c admission/plan_ringcheck.c admission/plan_emit.c \
 	admission/jsonmem.c admission/jobmember.c admission/jsonwrite.c
-UNIT_TESTS += patch patch_check mutate review jsonmem
+UNIT_TESTS += patch patch_check mutate review jsonmem fastjson
 # Multi-node job membership: gangs and the job token.
 UNIT_TESTS += jobmember
 # Every argument list the webhook injects goes through the ring check's own
@@ -17,6 +17,12 @@ $(BUILD)/tests/test_mutate: $(BUILD)/obj/ringcheck/opts.o
 MUTATE_TEST_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
 $(BUILD)/tests/test_mutate: $(BUILD)/obj/tests/unit/test_mutate.o \
 		$(BUILD)/obj/ringcheck/opts.o $(BUILD)/libncclguard.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) $(MUTATE_TEST_WRAP) -o $@ $^ $(LDLIBS)
+
+# test_fastjson fails the decoder's allocations in turn the same way.
+$(BUILD)/tests/test_fastjson: $(BUILD)/obj/tests/unit/test_fastjson.o \
+		$(BUILD)/libncclguard.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) $(MUTATE_TEST_WRAP) -o $@ $^ $(LDLIBS)
 

@@ -34,7 +34,7 @@ struct fastjson_doc {
     struct lazy {
         const json_t *arr; /* the array of nulls built for it */
         size_t first, n;   /* its elements' tape indices: elems[first..] */
-    } *lz;
+    } * lz;
     size_t n_lz, cap_lz;
     size_t *elems;
     size_t n_el, cap_el;
@@ -613,8 +613,7 @@ lazy_open(walk &w, frame &f, size_t k, size_t e)
 
     l = fastjson_doc::lazy{arr, d->n_el, 0};
     for (size_t i = e + 1; i < end; i = w.t.after(i)) {
-        if (!grow((void **)&d->elems, &d->cap_el, d->n_el,
-                  sizeof(*d->elems)) ||
+        if (!grow((void **)&d->elems, &d->cap_el, d->n_el, sizeof(*d->elems)) ||
             json_array_append_new(arr, null_v) != 0) {
             w.oom = true;
             return false;
@@ -1062,7 +1061,6 @@ write_at(buf *b, const tape &t, size_t i)
         return -1;
     }
 }
-
 
 /* fastjson_decode(), and fastjson_decode_doc() when doc_out is not
  * nullptr. */

@@ -124,8 +124,7 @@ bool fastjson_lazy_of(const struct fastjson_doc *doc, const json_t *arr,
 int fastjson_ref_type(struct fastjson_ref r);
 
 /* Member key of object r, or no value (r no object, or no such key). */
-struct fastjson_ref fastjson_ref_member(struct fastjson_ref r,
-                                        const char *key);
+struct fastjson_ref fastjson_ref_member(struct fastjson_ref r, const char *key);
 
 /* The members of object r, the elements of array r, else 0. */
 size_t fastjson_ref_size(struct fastjson_ref r);

@@ -69,7 +69,7 @@ struct env_names {
 
 /* One container of the pod and what the plan adds to it. */
 struct ctr {
-    json_t *c;     /* borrowed from the pod */
+    json_t *c; /* borrowed from the pod */
     /* Where the review's decoder left c's env on its tape (its entries
      * then read as nulls in c): the plan's doc, else NULL. */
     const struct fastjson_doc *doc;

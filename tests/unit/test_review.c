@@ -1638,6 +1638,103 @@ test_bad_request_text(void)
     }
 }
 
+/* ---- a container's env, read off the decoder's tape ------------------- */
+
+/* The env the review's decoder leaves on its tape (FASTJSON_LAZY): names,
+ * value sources, $(NAME) references and the ring check's copies read from
+ * there give the very patch the plan gives on the pod built whole, and
+ * each copy the bytes of the value sent. */
+static void
+test_lazy_env(void)
+{
+    static const char *const env =
+        "[{\"name\":\"NCCL_ALGO\",\"value\":1.5},"
+        "{\"name\":\"NCCL_IB_HCA\",\"value\":\"mlx5_\\u00e9\\n\"},"
+        "{\"name\":\"MY_FIELD\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":"
+        "\"status.podIP\"}}},"
+        "{\"name\":\"NCCL_SOCKET_IFNAME\",\"valueFrom\":{\"configMapKeyRef\":"
+        "{\"name\":\"c\",\"key\":\"k\"}}},"
+        "{\"name\":\"NCCL_SECRET\",\"valueFrom\":{\"secretKeyRef\":{\"name\":"
+        "\"s\",\"key\":\"k\"}}},"
+        "{\"name\":\"NCCL_TWO\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":"
+        "\"x\"},\"configMapKeyRef\":{\"name\":\"c\",\"key\":\"k\"}}},"
+        "{\"name\":\"NCCL_NULLFROM\",\"valueFrom\":null,\"value\":\"v\"},"
+        "{\"name\":\"NCCL_STRFROM\",\"valueFrom\":\"x\"},"
+        "{\"name\":\"BASE\",\"value\":\"b\"},"
+        "{\"name\":\"NCCL_REF\",\"value\":\"$(BASE)/x\"},"
+        "\"not-an-object\",7,{\"value\":\"no name\"},{\"name\":7},"
+        "{\"name\":\"OTHER\",\"value\":\"o\"}]";
+    static const char *const copied[] = {
+        "{\"name\":\"NCCL_ALGO\",\"value\":1.5}",
+        "{\"name\":\"NCCL_IB_HCA\",\"value\":\"mlx5_\xc3\xa9\\n\"}",
+        "{\"name\":\"MY_FIELD\",\"valueFrom\":{\"fieldRef\":{\"fieldPath\":"
+        "\"status.podIP\"}}}",
+        "{\"name\":\"NCCL_SOCKET_IFNAME\",\"valueFrom\":{\"configMapKeyRef\":"
+        "{\"name\":\"c\",\"key\":\"k\"}}}",
+        "{\"name\":\"NCCL_NULLFROM\",\"valueFrom\":null,\"value\":\"v\"}",
+        "{\"name\":\"BASE\",\"value\":\"b\"},{\"name\":\"NCCL_REF\","
+        "\"value\":\"$(BASE)/x\"}",
+        /* The pod's own value wins: not added to the workload. */
+        "\"path\":\"/spec/containers/0/env/-\",\"value\":{\"name\":"
+        "\"EXTRA_NEW\",\"value\":\"1\"}",
+    };
+    static const char *const never[] = {
+        "NCCL_SECRET", "NCCL_TWO",      "NCCL_STRFROM",    "OTHER",
+        "no name",     "not-an-object", "\"value\":\"2\"",
+    };
+    struct policy *extra =
+        fixture_policy(POLICY_HEAD "defaults:\n  extraEnv:\n"
+                                   "    - {name: EXTRA_NEW, value: '1'}\n"
+                                   "    - {name: NCCL_IB_HCA, value: '2'}\n");
+    char spec[2048];
+    char *body, *whole_text = NULL;
+    struct review_outcome out;
+    struct mutate_result res;
+    struct mutate_options whole_opt = opt;
+    json_t *root, *req;
+    const char *patch;
+
+    snprintf(spec, sizeof(spec),
+             "\"containers\":[{\"name\":\"c\",\"image\":\"i\",\"env\":%s,"
+             "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}}]",
+             env);
+    body = review_with(REVIEW_HEAD "\"object\":{\"metadata\":{\"name\":\"p\"},"
+                                   "\"spec\":{",
+                       spec, POD_TAIL);
+    CHECK_INT(review_handle(body, strlen(body), extra, &opt, &out), 0);
+    CHECK_INT(out.http_status, 200);
+    CHECK_INT(out.result, REVIEW_PATCHED);
+    patch = out.mutation.patch_text;
+    CHECK(patch != NULL && strstr(patch, "ncclguard-ringcheck") != NULL);
+    for (size_t i = 0; patch != NULL && i < sizeof(copied) / sizeof(*copied);
+         i++) {
+        if (strstr(patch, copied[i]) == NULL)
+            fprintf(stderr, "not in the patch: %s\n", copied[i]);
+        CHECK(strstr(patch, copied[i]) != NULL);
+    }
+    for (size_t i = 0; patch != NULL && i < sizeof(never) / sizeof(*never); i++)
+        CHECK(strstr(patch, never[i]) == NULL);
+
+    /* The plan on the pod built whole. */
+    root = json_loads(body, 0, NULL);
+    req = json_object_get(root, "request");
+    whole_opt.object_bytes = strlen(body);
+    CHECK_INT(mutate_pod(json_object_get(req, "object"),
+                         json_string_value(json_object_get(req, "namespace")),
+                         extra, &whole_opt, &res),
+              0);
+    whole_text = json_dumps(res.patch, JSON_COMPACT);
+    CHECK(whole_text != NULL && patch != NULL &&
+          strcmp(whole_text, patch) == 0);
+    CHECK(json_equal(res.warnings, out.mutation.warnings));
+    free(whole_text);
+    mutate_result_release(&res);
+    json_decref(root);
+    review_outcome_release(&out);
+    free(body);
+    policy_free(extra);
+}
+
 int
 main(void)
 {
@@ -1659,6 +1756,7 @@ main(void)
     test_deep_small_stack();
     test_writer();
     test_writer_capped();
+    test_lazy_env();
     jsonmem_install(); /* as the server: the arena, for the size check */
     test_pruned_view();
     policy_free(pol);
