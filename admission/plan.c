@@ -236,21 +236,19 @@ path_eq(const char *a, const char *b)
 const char *
 mount_at(const struct ctr *c, const char *path)
 {
-    const json_t *lists[2] = {arr_get(c->c, "volumeMounts"), c->mount_add};
+    const struct pod_list own = pod_list_of(c, "volumeMounts");
+    size_t n_add = json_array_size(c->mount_add);
 
-    for (int l = 0; l < 2; l++) {
-        size_t i;
-        json_t *m;
+    for (size_t i = 0; i < own.n + n_add; i++) {
+        struct pod_value m =
+            i < own.n ? pod_list_at(&own, i)
+                      : pod_value_of(json_array_get(c->mount_add, i - own.n));
+        const char *mp = pod_value_str(m, "mountPath");
 
-        json_array_foreach(lists[l], i, m)
-        {
-            const char *mp = str_get(m, "mountPath");
+        if (mp != NULL && path_eq(mp, path)) {
+            const char *n = pod_value_str(m, "name");
 
-            if (mp != NULL && path_eq(mp, path)) {
-                const char *n = str_get(m, "name");
-
-                return n != NULL ? n : "";
-            }
+            return n != NULL ? n : "";
         }
     }
     return NULL;
@@ -305,10 +303,10 @@ pod_value_write(struct buf *b, struct pod_value v)
     return fastjson_ref_write(b, v.r);
 }
 
-struct env_list
-env_list_of(const struct ctr *c)
+struct pod_list
+pod_list_of(const struct ctr *c, const char *key)
 {
-    struct env_list l = {arr_get(c->c, "env"), NULL, NULL, 0};
+    struct pod_list l = {arr_get(c->c, key), NULL, NULL, 0};
 
     if (fastjson_lazy_of(c->doc, l.j, &l.at, &l.n))
         l.doc = c->doc;
@@ -318,7 +316,7 @@ env_list_of(const struct ctr *c)
 }
 
 struct pod_value
-env_list_at(const struct env_list *l, size_t i)
+pod_list_at(const struct pod_list *l, size_t i)
 {
     if (i >= l->n)
         return pod_value_of(NULL);
@@ -331,20 +329,20 @@ const struct env_names *
 env_names_of(struct ctr *c)
 {
     struct env_names *v = &c->env;
-    struct env_list list;
+    struct pod_list list;
     size_t n;
 
     if (v->built)
         return v;
     if (v->failed)
         return NULL;
-    list = env_list_of(c);
+    list = pod_list_of(c, "env");
     n = list.n;
     v->name = calloc(n ? n : 1, sizeof(*v->name));
     if (v->name == NULL || nameset_reserve(&v->set, n) != 0)
         goto fail;
     for (size_t i = 0; i < n; i++) {
-        v->name[i] = pod_value_str(env_list_at(&list, i), "name");
+        v->name[i] = pod_value_str(pod_list_at(&list, i), "name");
         if (v->name[i] != NULL && nameset_add(&v->set, v->name[i]) != 0)
             goto fail;
     }
@@ -380,10 +378,10 @@ list_has(const json_t *list, const char *name)
 static bool
 own_env_has(const struct ctr *c, const char *name)
 {
-    struct env_list list = env_list_of(c);
+    struct pod_list list = pod_list_of(c, "env");
 
     for (size_t i = 0; i < list.n; i++) {
-        const char *n = pod_value_str(env_list_at(&list, i), "name");
+        const char *n = pod_value_str(pod_list_at(&list, i), "name");
 
         if (n != NULL && strcmp(n, name) == 0)
             return true;

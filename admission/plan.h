@@ -70,8 +70,9 @@ struct env_names {
 /* One container of the pod and what the plan adds to it. */
 struct ctr {
     json_t *c; /* borrowed from the pod */
-    /* Where the review's decoder left c's env on its tape (its entries
-     * then read as nulls in c): the plan's doc, else NULL. */
+    /* Where the review's decoder left c's env and volumeMounts on its
+     * tape (their entries then read as nulls in c): the plan's doc, else
+     * NULL. */
     const struct fastjson_doc *doc;
     char base[48]; /* "/spec/containers/3" */
     const char *name;
@@ -203,27 +204,30 @@ json_t *arr_get(const json_t *o, const char *key);
 json_t *add_list(json_t **list);
 
 /* ---- a value of the pod, built or left on the decoder's tape -------------
- * A container's env entries are read through these: the review's decoder
- * leaves them on its tape (FASTJSON_LAZY), the dry run and the tests give
- * them built. Exactly one of j and r.at is set, or neither (no value). */
+ * A container's env and volumeMounts entries are read through these: the
+ * review's decoder leaves them on its tape (FASTJSON_LAZY), the dry run
+ * and the tests give them built. Exactly one of j and r.at is set, or neither
+ * (no value). */
 struct pod_value {
     const json_t *j;
     struct fastjson_ref r;
 };
 
-/* A container's own env as a list to read (env_list_of()). */
-struct env_list {
+/* A list of a container (its env, its volumeMounts) as the pod gives it,
+ * to read (pod_list_of()). */
+struct pod_list {
     const json_t *j;                /* built: the array */
     const struct fastjson_doc *doc; /* else on the tape: at[0..n) */
     const size_t *at;
     size_t n;
 };
 
-/* c's own env, however it was decoded (empty when c has none). */
-struct env_list env_list_of(const struct ctr *c);
+/* c's list key ("env", "volumeMounts"), however it was decoded (empty
+ * when c has none). */
+struct pod_list pod_list_of(const struct ctr *c, const char *key);
 
 /* Entry i of l, or no value past its end. */
-struct pod_value env_list_at(const struct env_list *l, size_t i);
+struct pod_value pod_list_at(const struct pod_list *l, size_t i);
 
 /* A built value as a pod_value (NULL: no value). */
 struct pod_value pod_value_of(const json_t *j);

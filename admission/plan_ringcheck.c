@@ -705,7 +705,7 @@ ringcheck_env(struct plan *p, struct buf *b)
         goto fail;
     /* The workload's env and the plan's additions, as one list in order,
      * so that a $(NAME) in an added entry can keep the entry it needs. */
-    const struct env_list own_list = env_list_of(g);
+    const struct pod_list own_list = pod_list_of(g, "env");
     size_t n_all = own_list.n + json_array_size(g->env_add), k = 0;
 
     /* The four per-entry arrays in one block (this runs twice per review
@@ -724,12 +724,12 @@ ringcheck_env(struct plan *p, struct buf *b)
             goto fail;
         for (i = 0; i < own->n; i++)
             p->rc_env_facts[i] =
-                rcenv_fact(env_list_at(&own_list, i), own->name[i]);
+                rcenv_fact(pod_list_at(&own_list, i), own->name[i]);
     }
     /* The workload's names were read once for the plan (the size bound
      * and the container each come here); the additions are a few. */
     for (i = 0; i < own_list.n; i++, k++) {
-        all[k] = env_list_at(&own_list, i);
+        all[k] = pod_list_at(&own_list, i);
         names[k] = own->name[i];
         facts[k] = p->rc_env_facts[i];
     }

@@ -46,9 +46,10 @@ review_outcome_release(struct review_outcome *out)
  * (admission/mutate.c, admission/jobmember.c, policy matching) read; the
  * decoder builds these and only checks the rest (managedFields, args past
  * the first, command, probes, status, oldObject, ...). Arrays the patch
- * indexes into (containers, initContainers, volumes, and env, envFrom,
- * volumeMounts kept whole) keep their length and order, so every path and
- * index in the patch is the same as on the full pod; an element of
+ * indexes into (containers, initContainers, volumes, envFrom kept whole,
+ * and env and volumeMounts left on the tape as that many nulls) keep their
+ * length and order, so every path and index in the patch is the same as on
+ * the full pod; an element of
  * containers, initContainers, ephemeralContainers or volumes that is not an
  * object becomes null (the plan reads objects only there: a 4 MiB
  * "volumes": [0,0,...] builds no numbers). A plan change that
@@ -58,15 +59,16 @@ review_outcome_release(struct review_outcome *out)
  */
 static const struct fastjson_shape keep_first = {.keep = FASTJSON_FIRST};
 /* A container's env may hold hundreds of entries, read by name, and
- * copied only from the ring check's model: left on the decoder's tape
- * (the plan reads it through env_list_of(), admission/plan.h). */
+ * copied only from the ring check's model; its volumeMounts are read by
+ * path: both left on the decoder's tape (the plan reads them through
+ * pod_list_of(), admission/plan.h). */
 static const struct fastjson_shape lazy_list = {.keep = FASTJSON_LAZY};
 
 static const struct fastjson_field ctr_fields[] = {
     {"name", NULL},        {"restartPolicy", NULL},
     {"args", &keep_first}, /* the ring check's first argument marks it */
     {"env", &lazy_list},   /* read by name, copied into the ring check */
-    {"envFrom", NULL},     {"volumeMounts", NULL},
+    {"envFrom", NULL},     {"volumeMounts", &lazy_list}, /* read by path */
     {"resources", NULL},   {"securityContext", NULL},
     {NULL, NULL},
 };

@@ -1638,14 +1638,15 @@ test_bad_request_text(void)
     }
 }
 
-/* ---- a container's env, read off the decoder's tape ------------------- */
+/* ---- a container's lists, read off the decoder's tape ----------------- */
 
-/* The env the review's decoder leaves on its tape (FASTJSON_LAZY): names,
- * value sources, $(NAME) references and the ring check's copies read from
- * there give the very patch the plan gives on the pod built whole, and
- * each copy the bytes of the value sent. */
+/* The env and volumeMounts the review's decoder leaves on its tape
+ * (FASTJSON_LAZY): names, value sources, $(NAME) references, the ring
+ * check's copies and mounts found by path read from there give the very
+ * patch the plan gives on the pod built whole, and each copy the bytes of
+ * the value sent. */
 static void
-test_lazy_env(void)
+test_lazy_lists(void)
 {
     static const char *const env =
         "[{\"name\":\"NCCL_ALGO\",\"value\":1.5},"
@@ -1677,11 +1678,17 @@ test_lazy_env(void)
         /* The pod's own value wins: not added to the workload. */
         "\"path\":\"/spec/containers/0/env/-\",\"value\":{\"name\":"
         "\"EXTRA_NEW\",\"value\":\"1\"}",
+        /* The pod's /dev/shm mount, found by its cleaned path, is the
+         * check's. */
+        "{\"name\":\"dshm\",\"mountPath\":\"/dev/shm\"}",
     };
-    static const char *const never[] = {
-        "NCCL_SECRET", "NCCL_TWO",      "NCCL_STRFROM",    "OTHER",
-        "no name",     "not-an-object", "\"value\":\"2\"",
-    };
+    static const char *const never[] =
+        {
+            "NCCL_SECRET",     "NCCL_TWO",      "NCCL_STRFROM",
+            "OTHER",           "no name",       "not-an-object",
+            "\"value\":\"2\"", "ncclguard-shm", /* no volume of our own for
+                                                   /dev/shm */
+        };
     struct policy *extra =
         fixture_policy(POLICY_HEAD "defaults:\n  extraEnv:\n"
                                    "    - {name: EXTRA_NEW, value: '1'}\n"
@@ -1696,7 +1703,12 @@ test_lazy_env(void)
 
     snprintf(spec, sizeof(spec),
              "\"containers\":[{\"name\":\"c\",\"image\":\"i\",\"env\":%s,"
-             "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}}]",
+             "\"volumeMounts\":[\"junk\",{\"mountPath\":7},"
+             "{\"name\":\"dshm\",\"mountPath\":\"/dev//shm/\"},"
+             "{\"name\":\"data\",\"mountPath\":\"/data\"}],"
+             "\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"2\"}}}],"
+             "\"volumes\":[{\"name\":\"dshm\",\"emptyDir\":{\"medium\":"
+             "\"Memory\"}},{\"name\":\"data\",\"emptyDir\":{}}]",
              env);
     body = review_with(REVIEW_HEAD "\"object\":{\"metadata\":{\"name\":\"p\"},"
                                    "\"spec\":{",
@@ -1756,7 +1768,7 @@ main(void)
     test_deep_small_stack();
     test_writer();
     test_writer_capped();
-    test_lazy_env();
+    test_lazy_lists();
     jsonmem_install(); /* as the server: the arena, for the size check */
     test_pruned_view();
     policy_free(pol);
