@@ -834,9 +834,9 @@ walk_doc(walk &w, size_t e, const fastjson_shape *shape, json_t **out)
         }
         if (keep && t == T_ARRAY && sub->keep == FASTJSON_LAZY &&
             w.doc != nullptr) {
-            if (!lazy_open(w, f, k, x))
-                return false;
-            if (!quiet(w, x) && !open_container(w, x, nullptr, out))
+            /* Built as nulls, then checked as any part not built. */
+            if (!lazy_open(w, f, k, x) ||
+                (!quiet(w, x) && !open_container(w, x, nullptr, out)))
                 return false;
             continue;
         }
@@ -1174,9 +1174,8 @@ oom:
     err->oom = true;
 done:
     if (doc != nullptr && out != nullptr) {
-        /* The document goes with the doc; the next decode takes the
-         * spare parser or a new one. */
-        ts->parser = nullptr;
+        /* The next decode takes the spare parser or a new one. */
+        ts->parser = nullptr; /* the doc owns it now */
         *doc_out = doc;
     } else if (doc != nullptr) {
         doc_free(doc);

@@ -65,8 +65,15 @@ FILES = {
                            ["check-unit-review"]),
     "admission/mutate.c": (["build/tests/test_mutate"],
                            ["check-unit-mutate"]),
-    "admission/plan.c": (["build/tests/test_mutate"],
-                         ["check-unit-mutate"]),
+    # The decoder's lazy arrays: read off the tape by test_fastjson, and
+    # through the plan by test_review (review_handle() decodes lazily).
+    "admission/fastjson.cc": (["build/tests/test_fastjson",
+                               "build/tests/test_review"],
+                              ["check-unit-fastjson", "check-unit-review"]),
+    # plan.c and plan_ringcheck.c read a container's env and mounts off
+    # the tape on the review path (test_review), built on the others.
+    "admission/plan.c": (["build/tests/test_mutate", "build/tests/test_review"],
+                         ["check-unit-mutate", "check-unit-review"]),
     "admission/plan_names.c": (["build/tests/test_mutate"],
                                ["check-unit-mutate"]),
     "admission/plan_gpus.c": (["build/tests/test_mutate"],
@@ -79,8 +86,9 @@ FILES = {
                              ["check-unit-mutate"]),
     "admission/plan_watchdog.c": (["build/tests/test_mutate"],
                                   ["check-unit-mutate"]),
-    "admission/plan_ringcheck.c": (["build/tests/test_mutate"],
-                                   ["check-unit-mutate"]),
+    "admission/plan_ringcheck.c": (["build/tests/test_mutate",
+                                    "build/tests/test_review"],
+                                   ["check-unit-mutate", "check-unit-review"]),
     "admission/plan_emit.c": (["build/tests/test_mutate"],
                               ["check-unit-mutate"]),
     "certs/certs.c": (["build/tests/test_certs", "build/ncclguard"],
