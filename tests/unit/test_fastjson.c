@@ -150,6 +150,74 @@ test_values(void)
              "\"p\":16,\"q\":17}");
 }
 
+/* A buffer capped short of an element's text refuses the write at every
+ * byte: each separator, key, value and closing bracket is checked, and
+ * the writer never passes the cap. At the full length it succeeds. */
+static void
+test_capped(void)
+{
+    static const char text[] =
+        "{\"a\":[{\"k\":{\"x\":[1,{\"y\":null}]},\"s\":\"v\\n\","
+        "\"t\":true,\"f\":false,\"d\":1.5,\"e\":[],\"o\":{}},"
+        "[[],[{}],[1,-2,3]],\"s\",7,-0.5,true,false,null,"
+        /* A long key or last value that fails where a short closing
+         * bracket after it would still fit. */
+        "{\"a-long-key\":1},{\"k\":\"a long value\"},[\"xx\",true],"
+        "{\"k\":[1,null]},[{\"k\":false}]]}";
+    struct fastjson_error e;
+    struct fastjson_doc *doc = NULL;
+    json_t *view =
+        fastjson_decode_doc(text, sizeof(text) - 1, &shape, &doc, &e);
+    const size_t *at = NULL;
+    size_t count = 0, i, cap;
+
+    CHECK(view != NULL);
+    CHECK(view != NULL &&
+          fastjson_lazy_of(doc, json_object_get(view, "a"), &at, &count));
+    CHECK_INT(count, 13);
+    for (i = 0; i < count; i++) {
+        struct fastjson_ref r = {doc, at[i]};
+        char *full = text_of_ref(r);
+        size_t len = full != NULL ? strlen(full) : 0;
+
+        CHECK(len > 0);
+        for (cap = 0; cap < len; cap++) {
+            struct buf b;
+
+            buf_init(&b, cap);
+            CHECK_INT(fastjson_ref_write(&b, r), -1);
+            CHECK(b.len <= cap);
+            buf_release(&b);
+        }
+        {
+            struct buf b;
+            char *got;
+
+            buf_init(&b, len);
+            CHECK_INT(fastjson_ref_write(&b, r), 0);
+            got = buf_take(&b, NULL);
+            CHECK(got != NULL && full != NULL && strcmp(got, full) == 0);
+            free(got);
+        }
+        free(full);
+    }
+    /* No value to write: a missing member, no document. */
+    if (view != NULL) {
+        struct buf b;
+
+        buf_init(&b, 64);
+        CHECK_INT(fastjson_ref_write(
+                      &b, fastjson_ref_member((struct fastjson_ref){doc, at[0]},
+                                              "no such key")),
+                  -1);
+        CHECK_INT(fastjson_ref_write(&b, (struct fastjson_ref){NULL, 0}), -1);
+        CHECK_INT(b.len, 0);
+        buf_release(&b);
+    }
+    json_decref(view);
+    fastjson_doc_release(doc);
+}
+
 static void
 test_refusals(void)
 {
@@ -459,6 +527,7 @@ int
 main(void)
 {
     test_values();
+    test_capped();
     test_refusals();
     test_not_lazy();
     test_lifetime();
