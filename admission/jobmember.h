@@ -71,7 +71,7 @@ struct jobmember {
  * The job token the ring check proves in its rendezvous: HMAC-SHA256 of
  * job (the NCCLGUARD_JOB_ID value) under key, as 64 lower-case hex digits
  * into out (at least 65 bytes). Every pod of one job gets the same token,
- * and nobody without the key can make one. Returns 0, -1 when OpenSSL
+ * and nobody without the key can make one. Returns 0, -1 when GnuTLS
  * fails. Thread-safe.
  */
 int jobmember_token(const unsigned char *key, size_t keylen, const char *job,
