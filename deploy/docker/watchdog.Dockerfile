@@ -22,11 +22,12 @@ RUN make VERSION="$VERSION" BUILD=/out CFLAGS="-O2" /out/ncclguard-watchdog \
  && /out/ncclguard-watchdog --help >/dev/null
 
 # Runtime: the packages of the libraries the binary links directly
-# (libyaml and libssl for the policy the node loop reads).
+# (libyaml and GnuTLS, whose SHA-256 names the policy, for the policy the
+# node loop reads; libcurl4 brings its own libssl3).
 FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libjansson4 libcurl4 libyaml-0-2 libssl3 ca-certificates \
+      libjansson4 libcurl4 libyaml-0-2 libgnutls30 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/ncclguard-watchdog /usr/local/bin/ncclguard-watchdog
 # Root on purpose: reading other users' /proc/PID/environ and signalling
