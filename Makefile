@@ -14,7 +14,13 @@
 #   make images     build both container images with docker or podman
 #   make format / make lint
 
-CUDA_HOME ?= /usr/local/cuda
+# The CUDA runtime and NCCL come from NVIDIA's PyPI wheels, pinned in
+# ringcheck/cuda-wheels.txt, which `make deps` unpacks into build/deps/cuda
+# (not the system). CUDA_HOME=/usr/local/cuda (or any toolkit) builds
+# against that instead, and make deps then leaves the wheels alone.
+CUDA_DEPS := $(CURDIR)/build/deps/cuda
+CUDA_HOME ?= $(CUDA_DEPS)
+NCCL_HOME ?= $(CUDA_HOME)
 BUILD ?= build
 CC ?= cc
 CFLAGS ?= -O2 -g
@@ -125,6 +131,8 @@ deps:
 	@$(call deb_missing,$(DEB_PKGS)); \
 	if [ -n "$$missing" ]; then $(call deb_install,make deps); \
 	else echo "make deps: all Debian packages present"; fi
+	@if [ "$(CUDA_HOME)" = "$(CUDA_DEPS)" ]; then \
+		ringcheck/cuda-wheels.sh "$(CUDA_DEPS)"; fi
 	@# kubectl renders deploy/ (kubectl kustomize) and patches manifests
 	@# offline in the checks. Debian ships it as kubernetes-client (1.20 in
 	@# Debian 12, whose kustomize v2 predates components; newer releases

@@ -15,7 +15,6 @@ RC_NCCLENV_OBJ = $(BUILD)/obj/contract/ncclenv.o $(BUILD)/obj/base/text.o
 # CUDA comes from CUDA_HOME; NCCL from NCCL_HOME, CUDA_HOME, or the system
 # (Debian/Ubuntu's libnccl-dev puts it in /usr/include and the multiarch
 # library folder, as in the CUDA container images).
-NCCL_HOME ?=
 RC_COMMA := ,
 RC_MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 RC_CUDART_DIR := $(patsubst %/,%,$(firstword $(dir $(wildcard \
