@@ -5,6 +5,7 @@
 #   make deps       install the Debian packages the build and tests need
 #   make run        deps + build + throwaway certs + serve on 127.0.0.1:8443
 #   make test       deps + build + every check
+#   make kube       build kube-apiserver, etcd and kubectl for the tests
 #   make asan       the whole suite again under ASan and UBSan
 #   make valgrind   unit and integration suites under memcheck
 #   make fuzz       run each libFuzzer target for FUZZ_SECONDS
@@ -94,6 +95,7 @@ include ringcheck/ringcheck.mk
 include watchdog/watchdog.mk
 include tests/fuzz/fuzz.mk
 include bench/bench.mk
+include tests/kube/kube.mk
 include tests/tests.mk
 include tests/mutants/mutants.mk
 
@@ -133,34 +135,14 @@ deps:
 	else echo "make deps: all Debian packages present"; fi
 	@if [ "$(CUDA_HOME)" = "$(CUDA_DEPS)" ]; then \
 		ringcheck/cuda-wheels.sh "$(CUDA_DEPS)"; fi
-	@# kubectl renders deploy/ (kubectl kustomize) and patches manifests
-	@# offline in the checks. Debian ships it as kubernetes-client (1.20 in
-	@# Debian 12, whose kustomize v2 predates components; newer releases
-	@# may not ship it at all), so it is installed only when missing.
-	@if ! command -v kubectl >/dev/null; then \
-		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
-		if apt-cache policy kubernetes-client 2>/dev/null | \
-				grep -q 'Candidate: [0-9]'; then \
-			echo "make deps: kubectl not found; installing Debian's kubernetes-client"; \
-			DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q \
-				--no-install-recommends kubernetes-client; \
-		else \
-			echo "make deps: kubectl not found, and this Debian has no" \
-				"kubernetes-client package: install kubectl 1.21 or later" \
-				"(https://kubernetes.io/docs/tasks/tools/)"; \
-		fi; \
-	fi
-	@if command -v kubectl >/dev/null && \
-		! kubectl version --client 2>/dev/null | grep -q 'Kustomize Version: v[4-9]'; then \
-		echo "make deps: warning: $$(command -v kubectl) embeds a kustomize" \
-			"older than v4, which cannot render deploy/'s components;" \
-			"install kubectl 1.24 or later (https://kubernetes.io/docs/tasks/tools/)"; \
-	fi
+	@# kubectl (kustomize renders deploy/, patches are checked offline)
+	@# comes from tests/kube/build.sh with kube-apiserver and etcd: make
+	@# test builds them (make kube); a machine's own kubectl is not used.
 
 # `test` and `run` re-enter make after deps so that pkg-config sees the
 # libraries that deps may just have installed.
 test: deps
-	$(MAKE) all ringcheck
+	$(MAKE) all ringcheck kube
 	$(MAKE) --no-print-directory check
 
 # Each check runs in turn, even after one fails; the last line sums them
@@ -174,7 +156,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 asan: deps
 	$(MAKE) --no-print-directory BUILD=build-asan SAN="$(ASAN_FLAGS)" \
 		CFLAGS="-O1 -g" \
-		ASAN_OPTIONS=detect_leaks=1 all ringcheck check
+		ASAN_OPTIONS=detect_leaks=1 all ringcheck kube check
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')
