@@ -65,14 +65,23 @@ answer_cb(char *p, size_t size, size_t nmemb, void *ud)
 }
 
 static CURL *
-handle(const struct kube_client *kc, const char *path, struct curl_slist *h,
-       char *url, size_t un)
+handle(const struct kube_client *kc, const char *method, const char *path,
+       struct curl_slist *h, char *url, size_t un)
 {
     CURL *c;
-    int w = snprintf(url, un, "%s%s", kc->api_server, path);
+    int write = method != NULL && (strcmp(method, "POST") == 0 ||
+                                   strcmp(method, "PUT") == 0 ||
+                                   strcmp(method, "PATCH") == 0);
+    int w = write && kc->field_manager != NULL
+                ? snprintf(url, un, "%s%s%cfieldManager=%s", kc->api_server,
+                           path, strchr(path, '?') != NULL ? '&' : '?',
+                           kc->field_manager)
+                : snprintf(url, un, "%s%s", kc->api_server, path);
 
     if (w < 0 || (size_t)w >= un || (c = curl_easy_init()) == NULL)
         return NULL;
+    if (kc->user_agent != NULL)
+        curl_easy_setopt(c, CURLOPT_USERAGENT, kc->user_agent);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -98,7 +107,7 @@ kube_request(const struct kube_client *kc, const char *method, const char *path,
     buf_init(resp, KUBE_ANSWER_MAX);
     if ((h = headers(kc, content_type, why, wn)) == NULL)
         return -1;
-    if ((c = handle(kc, path, h, url, sizeof(url))) == NULL) {
+    if ((c = handle(kc, method, path, h, url, sizeof(url))) == NULL) {
         snprintf(why, wn, "cannot set up a request to %s", path);
         curl_slist_free_all(h);
         return -1;
@@ -167,7 +176,7 @@ kube_watch(const struct kube_client *kc, const char *path, long max_ms,
 
     if ((h = headers(kc, NULL, why, wn)) == NULL)
         return -1;
-    if ((c = handle(kc, path, h, url, sizeof(url))) == NULL) {
+    if ((c = handle(kc, "GET", path, h, url, sizeof(url))) == NULL) {
         snprintf(why, wn, "cannot set up a watch of %s", path);
         curl_slist_free_all(h);
         return -1;

@@ -13,6 +13,13 @@ struct kube_client {
     const char *token_file; /* read per request (tokens rotate); NULL none */
     const char *ca_file;    /* NULL: the system's CA bundle */
     long timeout_ms;        /* per plain request */
+    /* Who is asking, for the apiserver's audit log and managedFields:
+     * sent as the User-Agent header on every request, and as the
+     * fieldManager query parameter of every write (POST, PUT, PATCH),
+     * which the apiserver otherwise derives from the User-Agent. NULL:
+     * libcurl's default and none. */
+    const char *user_agent;    /* "ncclguard-node-loop/0.1.0" */
+    const char *field_manager; /* "ncclguard-node-loop" */
 };
 
 /*

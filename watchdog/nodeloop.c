@@ -3,6 +3,8 @@
  * condition, state annotation and taint (docs/nodeloop.md). */
 #include "watchdog/nodeloop.h"
 
+#include "version.h"
+
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
@@ -751,8 +753,14 @@ node_event(struct nl *nl, const struct nq_actions *a)
         return;
     snprintf(name, sizeof(name), "%s.ncclguard.%llx", nl->o->node,
              (unsigned long long)now_ms());
-    post_event(nl, NG_NODE_EVENT_NS, name, "Node", nl->o->node, NULL, NULL,
-               a->event_warning, a->event_reason, a->event_msg, NULL, NULL);
+    /* involvedObject.uid is the node's name, as the kubelet's own node
+     * reference has it (nodeRef in pkg/kubelet/kubelet.go): `kubectl
+     * describe node` selects Events on involvedObject.uid, trying the
+     * Node's UID and then its name (NodeDescriber in
+     * k8s.io/kubectl/pkg/describe), so an Event without one never shows. */
+    post_event(nl, NG_NODE_EVENT_NS, name, "Node", nl->o->node, NULL,
+               nl->o->node, a->event_warning, a->event_reason, a->event_msg,
+               NULL, NULL);
     logj("node-event", json_pack("{s:s,s:s}", "reason", a->event_reason,
                                  "message", a->event_msg));
 }
@@ -990,7 +998,8 @@ pair_report(struct nl *nl, const struct podid *p, const char *key,
         related = json_pack("{s:s,s:s,s:s,s:s,s:s}", "apiVersion", "v1", "kind",
                             "Pod", "namespace", p->ns, "name", p->name, "uid",
                             p->uid);
-        post_event(nl, NG_NODE_EVENT_NS, name, "Node", peer, NULL, NULL, 1,
+        /* uid: the peer's name, as for this node's own Events. */
+        post_event(nl, NG_NODE_EVENT_NS, name, "Node", peer, NULL, peer, 1,
                    NG_EVENT_PAIR, msg, related,
                    json_pack("{s:s}", NG_EVIDENCE_ANN, evtext));
         free(evtext);
@@ -1793,6 +1802,11 @@ nodeloop_main(int argc, char **argv)
     nq_policy_defaults(&o.pol);
     nq_policy_defaults(&o.flag_pol);
     o.kc.timeout_ms = 10000;
+    /* Named in the audit log and in managedFields (finding 10 of the
+     * real-server review): the apiserver records fieldManager per write,
+     * and falls back to the User-Agent's program name without one. */
+    o.kc.user_agent = "ncclguard-node-loop/" NCCLGUARD_VERSION;
+    o.kc.field_manager = "ncclguard-node-loop";
     o.node = getenv("NODE_NAME");
     o.ns = getenv("POD_NAMESPACE");
     o.image = "ghcr.io/ncclguard/ncclguard-ringcheck:0.1.0";

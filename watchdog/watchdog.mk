@@ -122,3 +122,6 @@ check-nodeloop-%: watchdog ringcheck $(NL_CEL)
 	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
 	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" \
 		tests/nodeloop/run.sh
+
+# The node loop names itself (User-Agent) with the build's version.
+$(BUILD)/obj/watchdog/nodeloop.o: $(BUILD)/gen/version.h

@@ -144,17 +144,26 @@ kube_up() {
     kube_log "kube-apiserver $(kubectl version -o json 2>/dev/null | jq -r .serverVersion.gitVersion) and etcd ready at $KUBE_SERVER"
 }
 
+# kube_stop PID: SIGTERM, then SIGKILL after 5 s (kube-apiserver drains
+# open watches on SIGTERM for up to a minute).
+kube_stop() {
+    [ -n "${1:-}" ] || return 0
+    kill "$1" 2>/dev/null || return 0
+    local i
+    for i in $(seq 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+    return 0
+}
+
 kube_restart_apiserver() {
-    kill "$KUBE_APISERVER_PID" 2>/dev/null
-    wait "$KUBE_APISERVER_PID" 2>/dev/null
+    kube_stop "$KUBE_APISERVER_PID"
     kube_start_apiserver
 }
 
 kube_down() {
-    [ -n "${KUBE_APISERVER_PID:-}" ] && kill "$KUBE_APISERVER_PID" 2>/dev/null
-    [ -n "${KUBE_ETCD_PID:-}" ] && kill "$KUBE_ETCD_PID" 2>/dev/null
-    [ -n "${KUBE_APISERVER_PID:-}" ] && wait "$KUBE_APISERVER_PID" 2>/dev/null
-    [ -n "${KUBE_ETCD_PID:-}" ] && wait "$KUBE_ETCD_PID" 2>/dev/null
+    kube_stop "${KUBE_APISERVER_PID:-}"
+    kube_stop "${KUBE_ETCD_PID:-}"
     KUBE_APISERVER_PID=
     KUBE_ETCD_PID=
 }

@@ -16,7 +16,8 @@ KUBE_BIN := $(KUBE_CACHE)/$(KUBE_VERSION)/bin
 # has (a vendor build of unknown origin, or Debian's 1.20).
 export PATH := $(KUBE_BIN):$(PATH)
 
-.PHONY: kube check-kube-webhook check-kube-webhook-1.34 check-kube-nodeloop
+.PHONY: kube check-kube-webhook check-kube-webhook-1.34 check-kube-nodeloop \
+	check-kube-nodeloop-1.34
 kube:
 	@for r in $(KUBE_RELEASES); do tests/kube/build.sh $$r >/dev/null || exit 1; done
 	@echo "kube: $(KUBE_RELEASES) ready in $(KUBE_CACHE)"
@@ -28,3 +29,15 @@ check-kube-webhook-1.34: $(BUILD)/ncclguard kube
 	NCCLGUARD=$(abspath $(BUILD))/ncclguard KUBE_RELEASE=1.34 tests/kube/webhook.sh
 
 CHECKS += check-kube-webhook check-kube-webhook-1.34
+
+check-kube-nodeloop: watchdog ringcheck kube
+	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \
+	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+	FAKES=$(abspath $(BUILD))/fakes KUBE_RELEASE=1.37 tests/kube/nodeloop.sh
+
+check-kube-nodeloop-1.34: watchdog ringcheck kube
+	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \
+	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
+	FAKES=$(abspath $(BUILD))/fakes KUBE_RELEASE=1.34 tests/kube/nodeloop.sh
+
+CHECKS += check-kube-nodeloop check-kube-nodeloop-1.34

@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# The node loop on a real kube-apiserver (tests/kube/cluster.sh), with the
+# objects deploy/ renders (self-signed overlay, watchdog and node-health
+# components) applied as they are: its ServiceAccount, RBAC and
+# ValidatingAdmissionPolicies in force, and real service-account tokens
+# bound to stand-in DaemonSet pods, which carry the node-name claim. There
+# is no kubelet: pods are bound by spec.nodeName and their statuses are
+# written through pods/status, with termination messages the ring check
+# wrote against its test double.
+#
+#   WATCHDOG=... RINGCHECK=... FAKES=... [KUBE_RELEASE=1.37] tests/kube/nodeloop.sh
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+: "${WATCHDOG:?set WATCHDOG to build/ncclguard-watchdog}"
+: "${RINGCHECK:?set RINGCHECK to build/ncclguard-ringcheck}"
+: "${FAKES:?set FAKES to the folder with the test double}"
+rel=${KUBE_RELEASE:-1.37}
+tag="k8s $rel"
+
+# shellcheck source=tests/kube/cluster.sh
+. "$here/cluster.sh"
+W=$(mktemp -d "${TMPDIR:-/tmp}/kube-nodeloop.XXXXXX")
+LOOP_PIDS=()
+cleanup() {
+    local p
+    for p in "${LOOP_PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    kube_down
+    [ -n "${KUBE_KEEP:-}" ] && cp -r "$W" "$KUBE_KEEP"; rm -rf "$W"
+}
+trap cleanup EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   - $tag: $1"; }
+bad() {
+    fail=$((fail + 1))
+    echo "FAIL - $tag: $1"
+    [ -n "${2:-}" ] && printf '%s\n' "$2" | head -c 1500 | sed 's/^/    /'
+    return 0
+}
+check() { local n=$1; shift; if "$@"; then ok "$n"; else bad "$n"; fi; }
+# eventually SECONDS CMD...: CMD succeeds within SECONDS (the machine may
+# be loaded; passing cases take about a second).
+eventually() {
+    local t=$(($1 * 5))
+    shift
+    for _ in $(seq "$t"); do "$@" && return 0; sleep 0.2; done
+    return 1
+}
+jqt() { jq -e "$@" >/dev/null 2>&1; }
+
+# Termination messages the ring check writes (against its test double).
+mkdir -p "$W/msg" "$W/shm"
+msg() {
+    local name=$1 envs=()
+    shift
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    timeout -k 2 60 env LD_LIBRARY_PATH="$FAKES" LD_BIND_NOW=1 \
+        FAKENCCL_DIR="$W/shm" NCCL_BUFFSIZE=1048576 "${envs[@]}" \
+        "$RINGCHECK" --termination-log "$W/msg/$name.tl" --bw-bytes 1Mi \
+        "$@" >"$W/msg/$name.out" 2>&1
+    echo $? >"$W/msg/$name.rc"
+}
+msg p2p_fallback FAKECUDA_DEVICES=4 FAKENCCL_P2P_BROKEN=1,2 -- \
+    --expect-gpus 4 --timeout 20 --phase-timeout 3 --on-failure fallback \
+    --fallback-conf "$W/nccl.conf"
+msg p2p_fail FAKECUDA_DEVICES=2 FAKENCCL_P2P_BROKEN=0,1 -- --expect-gpus 2 \
+    --timeout 20 --mode group
+
+kube_up "$W/kube" "$rel" || { bad "the control plane did not start"; echo "$pass passed, $fail failed"; exit 1; }
+
+# ---- deploy/, as rendered, applied to the real server --------------------
+mkdir -p "$W/k"
+cat >"$W/k/kustomization.yaml" <<EOK
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [$(realpath --relative-to="$W/k" "$root/deploy/overlays/self-signed")]
+components: [$(realpath --relative-to="$W/k" "$root/deploy/components/watchdog"), $(realpath --relative-to="$W/k" "$root/deploy/components/node-health")]
+EOK
+kubectl kustomize "$W/k" >"$W/all.yaml" 2>"$W/err" || bad "kubectl kustomize" "$(cat "$W/err")"
+# PodMonitor and PrometheusRule need the Prometheus Operator's CRDs; the
+# webhook registration points at a Service with no endpoints here.
+yq -s '{apiVersion: "v1", kind: "List", items: [.[] | select(.kind != "PodMonitor" and
+    .kind != "PrometheusRule" and .kind != "MutatingWebhookConfiguration")]}' \
+    "$W/all.yaml" >"$W/all.json" 2>"$W/err" || bad "yq" "$(cat "$W/err")"
+if kubectl apply --server-side -f "$W/all.json" >"$W/apply.out" 2>&1; then
+    ok "every object deploy/ renders (overlay self-signed, components watchdog and node-health, $(jq '.items | length' "$W/all.json") objects) is accepted"
+else
+    bad "deploy/'s objects refused" "$(grep -iv 'serverside-applied\|created\|configured' "$W/apply.out")"
+fi
+NS=ncclguard-watchdog
+
+for n in gpu-1 gpu-2 gpu-3 gpu-4; do kube_node "$n" 8 || bad "node $n"; done
+kube_ns ml
+
+# Stand-ins for the DaemonSets' pods: a real TokenRequest bound to a pod
+# carries the pod's node in authentication.kubernetes.io/node-name, which
+# the policies read.
+standin() { # standin NAME SA NODE
+    jq -n --arg n "$1" --arg sa "$2" --arg node "$3" '{apiVersion: "v1", kind: "Pod",
+        metadata: {name: $n}, spec: {serviceAccountName: $sa, nodeName: $node,
+        containers: [{name: "c", image: "agent:test"}]}}' |
+        kubectl -n "$NS" create -f - >/dev/null 2>"$W/err" ||
+        bad "stand-in pod $1" "$(cat "$W/err")"
+}
+standin loop-gpu-1 ncclguard-node-loop gpu-1
+standin loop-gpu-2 ncclguard-node-loop gpu-2
+standin wd-gpu-1 ncclguard-watchdog gpu-1
+kube_token "$NS" ncclguard-node-loop loop-gpu-1 >"$W/tok-loop-1" &&
+    kube_token "$NS" ncclguard-node-loop loop-gpu-2 >"$W/tok-loop-2" &&
+    kube_token "$NS" ncclguard-watchdog wd-gpu-1 >"$W/tok-wd-1" ||
+    bad "TokenRequest"
+jq -n '{apiVersion: "v1", kind: "Pod", metadata: {name: "stranger"},
+    spec: {nodeName: "gpu-1", containers: [{name: "c", image: "x"}]}}' |
+    kubectl -n ml create -f - >/dev/null
+kube_token ml default stranger >"$W/tok-stranger" || bad "TokenRequest (stranger)"
+claims() {
+    python3 -c 'import base64, sys
+p = open(sys.argv[1]).read().strip().split(".")[1]
+print(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)).decode())' "$1"
+}
+claims "$W/tok-loop-1" >"$W/claims.json"
+check "a bound token carries its pod's node (kubernetes.io.node.name gpu-1)" \
+    jqt '.["kubernetes.io"].node.name == "gpu-1"' "$W/claims.json"
+
+# ---- the evidence Events' policy, with real tokens ------------------------
+# as TOKEN: POST an Event; prints the HTTP status.
+post_as() { # post_as TOKENFILE PATH JSON
+    curl -sS -o "$W/post.out" -w '%{http_code}' --max-time 20 --cacert "$KUBE_CA" \
+        -H "Authorization: Bearer $(cat "$1")" -H 'Content-Type: application/json' \
+        -X POST --data-binary "$3" "$KUBE_SERVER$2"
+}
+ev() { # ev NAME REASON ABOUT REPORTER
+    jq -nc --arg n "$1" --arg r "$2" --arg about "$3" --arg rep "$4" '{
+        apiVersion: "v1", kind: "Event", metadata: {name: $n, namespace: "default",
+            annotations: {"ncclguard.io/evidence": ({node: $rep, reason: $r} | tostring)}},
+        involvedObject: {apiVersion: "v1", kind: "Node", name: $about, uid: $about},
+        reason: $r, message: "test", type: "Warning",
+        source: {component: "test", host: $rep},
+        firstTimestamp: "2026-12-01T00:00:00Z", lastTimestamp: "2026-12-01T00:00:00Z",
+        count: 1, reportingComponent: "ncclguard.io/test", reportingInstance: $rep}'
+}
+E=/api/v1/namespaces/default/events
+code=$(post_as "$W/tok-wd-1" "$E" "$(ev gpulost-own NCCLGPULost gpu-1 gpu-1)")
+[ "$code" = 201 ] && ok "NCCLGPULost from the watchdog of the node it is about: admitted (core/v1)" ||
+    bad "NCCLGPULost from the node's own watchdog: HTTP $code, want 201" "$(cat "$W/post.out")"
+code=$(post_as "$W/tok-wd-1" "$E" "$(ev gpulost-other NCCLGPULost gpu-2 gpu-1)")
+[ "$code" = 403 ] || [ "$code" = 422 ] && ok "NCCLGPULost about another node: refused ($code)" ||
+    bad "NCCLGPULost about another node: HTTP $code, want a refusal" "$(cat "$W/post.out")"
+code=$(post_as "$W/tok-loop-2" "$E" "$(ev pair-ok NCCLNodePairFailed gpu-1 gpu-2)")
+[ "$code" = 201 ] && ok "NCCLNodePairFailed from another node's loop naming itself: admitted" ||
+    bad "NCCLNodePairFailed from gpu-2's loop: HTTP $code, want 201" "$(cat "$W/post.out")"
+code=$(post_as "$W/tok-loop-2" "$E" "$(ev pair-lie NCCLNodePairFailed gpu-1 gpu-3)")
+[ "$code" = 403 ] || [ "$code" = 422 ] && ok "NCCLNodePairFailed naming a third node as its reporter: refused ($code)" ||
+    bad "NCCLNodePairFailed naming gpu-3: HTTP $code, want a refusal" "$(cat "$W/post.out")"
+code=$(post_as "$W/tok-loop-2" "$E" "$(ev pair-self NCCLNodePairFailed gpu-2 gpu-2)")
+[ "$code" = 403 ] || [ "$code" = 422 ] && ok "NCCLNodePairFailed about its own node: refused ($code)" ||
+    bad "NCCLNodePairFailed about its own node: HTTP $code, want a refusal" "$(cat "$W/post.out")"
+code=$(post_as "$W/tok-stranger" "$E" "$(ev gpulost-stranger NCCLGPULost gpu-1 gpu-1)")
+[ "$code" = 403 ] || [ "$code" = 422 ] && ok "NCCLGPULost from a stranger bound to a pod on that node: refused ($code)" ||
+    bad "NCCLGPULost from a stranger: HTTP $code, want a refusal" "$(cat "$W/post.out")"
+v1ev=$(jq -nc '{apiVersion: "events.k8s.io/v1", kind: "Event",
+    metadata: {name: "v1-gpulost", namespace: "default"},
+    eventTime: "2026-12-01T00:00:00.000000Z", reason: "NCCLGPULost", note: "x",
+    type: "Warning", action: "Report", reportingController: "ncclguard.io/test",
+    reportingInstance: "gpu-1", regarding: {kind: "Node", name: "gpu-1"}}')
+code=$(post_as "$W/tok-wd-1" /apis/events.k8s.io/v1/namespaces/default/events "$v1ev")
+[ "$code" = 403 ] || [ "$code" = 422 ] && ok "NCCLGPULost through events.k8s.io/v1: refused ($code)" ||
+    bad "NCCLGPULost through events.k8s.io: HTTP $code, want a refusal" "$(cat "$W/post.out")"
+# The same reasons are not anyone's to post through the admin either way:
+# an ordinary Event through events.k8s.io is untouched by the policies.
+v1ok=$(jq -nc '{apiVersion: "events.k8s.io/v1", kind: "Event",
+    metadata: {name: "v1-other", namespace: "default"},
+    eventTime: "2026-12-01T00:00:00.000000Z", reason: "Scheduled", note: "x",
+    type: "Normal", action: "Binding", reportingController: "test",
+    reportingInstance: "test", regarding: {kind: "Node", name: "gpu-1"}}')
+out=$(printf '%s' "$v1ok" | kube_api POST /apis/events.k8s.io/v1/namespaces/default/events -)
+[ "${out##*HTTP }" = 201 ] && ok "an ordinary Event through events.k8s.io/v1: admitted" ||
+    bad "an ordinary events.k8s.io Event: ${out##*HTTP }"
+
+# ---- the node loop itself ---------------------------------------------------
+loop() { # loop NODE TOKEN LOG ARGS...
+    local node=$1 tok=$2 log=$3
+    shift 3
+    "$WATCHDOG" node-loop --api-server "$KUBE_SERVER" --token-file "$tok" \
+        --ca-file "$KUBE_CA" --node-name "$node" --namespace "$NS" \
+        --image rc:test --watch-timeout 30s --tick 200ms --heartbeat 1h \
+        --event-poll 1s "$@" >>"$log" 2>&1 &
+    LOOP_PIDS+=($!)
+}
+# Four GPU Nodes: one under the taint is 25 %; --max-share 50 lets the
+# breaker allow it.
+loop gpu-1 "$W/tok-loop-1" "$W/loop1.log" --mode quarantine --threshold 2 \
+    --cooldown 1h --max-share 50 --metrics-file "$W/metrics1"
+
+node_json() { kubectl get node "$1" -o json --show-managed-fields 2>/dev/null; }
+cond_is() { node_json gpu-1 | jqt "[.status.conditions[] | select(.type == \"NCCLHealthy\")][0] | $1"; }
+if eventually 60 cond_is '.status == "True" and .reason == "NCCLChecksPass"'; then
+    ok "the NCCLHealthy condition lands through nodes/status (RBAC and the node policy allow it)"
+else
+    bad "no NCCLHealthy condition on gpu-1" "$(tail -15 "$W/loop1.log")"
+fi
+check "the kubelet's Ready condition is kept" \
+    eval 'node_json gpu-1 | jqt "[.status.conditions[] | select(.type == \"Ready\")] | length == 1"'
+
+# A GPU pod on gpu-1 whose ring check ended with message M.
+ringpod() { # ringpod NAME MSG
+    local now
+    now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    jq -n --arg n "$1" '{apiVersion: "v1", kind: "Pod", metadata: {name: $n},
+        spec: {nodeName: "gpu-1", restartPolicy: "Never",
+            initContainers: [{name: "ncclguard-ringcheck", image: "rc:test",
+                resources: {limits: {"nvidia.com/gpu": "4"}}}],
+            containers: [{name: "train", image: "t:test",
+                resources: {limits: {"nvidia.com/gpu": "4"}}}]}}' |
+        kubectl -n ml create -f - >/dev/null 2>"$W/err" || bad "pod $1" "$(cat "$W/err")"
+    jq -n --arg now "$now" --rawfile msg "$W/msg/$2.tl" --argjson ex "$(cat "$W/msg/$2.rc")" '{status: {
+        phase: "Pending",
+        initContainerStatuses: [{name: "ncclguard-ringcheck", image: "rc:test", imageID: "",
+            restartCount: 0, ready: false,
+            state: {terminated: {exitCode: $ex, reason: (if $ex == 0 then "Completed" else "Error" end),
+                message: $msg, startedAt: $now, finishedAt: $now}}}]}}' >"$W/status.json"
+    kubectl -n ml patch pod "$1" --subresource=status --type=merge \
+        --patch-file "$W/status.json" >/dev/null 2>"$W/err" ||
+        bad "pods/status of $1" "$(cat "$W/err")"
+}
+ringpod a p2p_fail
+ringpod b p2p_fallback
+taint_is() { node_json gpu-1 | jqt '[.spec.taints[]? | select(.key == "ncclguard.io/nccl-unhealthy")] | length == 1'; }
+if eventually 60 taint_is; then
+    ok "two node-class verdicts from two pods (statuses written through pods/status): the taint lands"
+else
+    bad "no taint on gpu-1" "$(tail -15 "$W/loop1.log")"
+fi
+check "the condition says quarantined" eval "cond_is '.status == \"False\" and .reason == \"NCCLQuarantined\"'"
+pod_events() { kubectl -n ml get events -o json | jqt '[.items[] | select(.reason == "NCCLRingCheckFailed" or .reason == "NCCLRingCheckFallback")] | length >= 2'; }
+check "each verdict is an Event on its pod" eventually 30 pod_events
+# Only the Events section: the condition's reason says NCCLQuarantined too.
+described() { kubectl describe node gpu-1 2>/dev/null | sed -n '/^Events:/,$p' | grep -q "NCCLQuarantined"; }
+if eventually 30 described; then
+    ok "kubectl describe node shows the node loop's Event"
+else
+    bad "kubectl describe node gpu-1 shows no NCCLQuarantined Event" \
+        "$(kubectl get events -A -o json | jq -c '.items[] | select(.involvedObject.kind == "Node") | {reason, involvedObject}')"
+fi
+# Who wrote what: managedFields names the node loop (fieldManager).
+check "managedFields on the Node name ncclguard-node-loop for the taint and the condition" \
+    eval 'node_json gpu-1 | jqt "[.metadata.managedFields[] | select(.manager == \"ncclguard-node-loop\")] | (map(.subresource // \"\") | index(\"status\") != null) and length >= 2"'
+
+# The apiserver restarts: the loop's watch breaks, and it goes on.
+kube_restart_apiserver || bad "kube-apiserver did not come back"
+ringpod c p2p_fail
+pod_c_event() { kubectl -n ml get events -o json | jqt '[.items[] | select(.involvedObject.name == "c" and .reason == "NCCLRingCheckFailed")] | length == 1'; }
+if eventually 60 pod_c_event; then
+    ok "after an apiserver restart the loop watches again and sees a new verdict"
+else
+    bad "no Event for pod c after the restart" "$(tail -15 "$W/loop1.log")"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
