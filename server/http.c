@@ -31,6 +31,22 @@
  * review, far below the 8 MiB default. */
 #define THREAD_STACK (1024 * 1024)
 
+/*
+ * libmicrohttpd's memory pool per connection (MHD_OPTION_CONNECTION_MEMORY_
+ * LIMIT, 32 KiB by default) holds the request line and headers, the read
+ * buffer the body passes through on its way to the connection's own body
+ * buffer, and the response's headers. libmicrohttpd 0.9.75 zeroes the whole
+ * pool when a kept-alive connection starts its next request, and the part
+ * of the read buffer it gives back before answering: with 32 KiB that was
+ * 48 KiB cleared per request, about 49k of the 101k instructions the
+ * server spent outside review_handle() on the 4-GPU review (callgrind,
+ * bench/RESULTS.md, round 3). 8 KiB takes the API server's headers (a few
+ * hundred bytes) and a review of any size, which arrives in read-buffer
+ * sized pieces; headers of 8 KiB or more are refused with 431, as nginx's
+ * default large_client_header_buffers (8k) refuses a longer line.
+ */
+#define CONN_POOL (8 * 1024)
+
 /* A body buffer larger than this is freed after its request instead of
  * being kept for the connection's next one. */
 #define BODY_KEEP (32 * 1024)
@@ -1543,6 +1559,8 @@ http_server_start(const struct http_config *cfg, struct reload *r,
                                             s->cfg.threads, NULL};
     opts[i++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_STACK_SIZE,
                                         THREAD_STACK, NULL};
+    opts[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                                        CONN_POOL, NULL};
     opts[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
                                         cfg->connection_timeout, NULL};
     opts[i++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT,
