@@ -945,16 +945,39 @@ serve_metrics(struct http_server *s, struct MHD_Connection *mc, struct conn *c,
                   len, MHD_RESPMEM_MUST_FREE, NULL);
 }
 
+/* Appends name (a JSON key with its quotes and colon, and a leading comma
+ * where one is due) and v in decimal at p, which has room for both;
+ * returns the end, where a NUL now stands. */
+static char *
+tail_put(char *p, const char *name, unsigned long long v)
+{
+    char digits[20];
+    size_t n = 0;
+
+    p = stpcpy(p, name);
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    while (n > 0)
+        *p++ = digits[--n];
+    *p = '\0';
+    return p;
+}
+
 /* Writes the admission line: the outcome's log record (JSON text from the
  * admission core), then the server's own numbers, with no JSON values
- * built for either. */
+ * built for either and no format parsed (snprintf() was a third of the
+ * line's cost). */
 static void
 log_admission(const struct review_outcome *out, uint64_t us,
               uint64_t generation)
 {
     enum log_level level = LOG_INFO;
+    /* The result's name (a few letters), five keys and five numbers of
+     * at most 20 digits each. */
     char tail[256];
-    int n = 0;
+    char *p = tail;
 
     if (out->result == REVIEW_ERROR)
         level = LOG_ERROR;
@@ -963,16 +986,17 @@ log_admission(const struct review_outcome *out, uint64_t us,
     if (!log_level_enabled(level))
         return;
     /* A record always names its result; without one, the tail does. */
-    if (out->log == NULL || out->log_len == 0)
-        n = snprintf(tail, sizeof(tail), "\"result\":\"%s\",",
-                     review_result_name(out->result));
-    if (n < 0 || (size_t)n >= sizeof(tail))
-        n = 0;
-    snprintf(tail + n, sizeof(tail) - (size_t)n,
-             "\"status\":%d,\"patch_ops\":%zu,\"warnings_count\":%zu,"
-             "\"policy_generation\":%llu,\"duration_us\":%llu",
-             out->http_status, out->patch_ops, out->warnings,
-             (unsigned long long)generation, (unsigned long long)us);
+    if (out->log == NULL || out->log_len == 0) {
+        p = stpcpy(p, "\"result\":\"");
+        p = stpcpy(p, review_result_name(out->result));
+        p = stpcpy(p, "\",");
+    }
+    /* http_status is 200 or 400 (500 answers are not logged here). */
+    p = tail_put(p, "\"status\":", (unsigned)out->http_status);
+    p = tail_put(p, ",\"patch_ops\":", out->patch_ops);
+    p = tail_put(p, ",\"warnings_count\":", out->warnings);
+    p = tail_put(p, ",\"policy_generation\":", generation);
+    tail_put(p, ",\"duration_us\":", us);
     log_members_write(level, "admission", out->log, out->log_len, tail);
 }
 
