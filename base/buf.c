@@ -98,6 +98,35 @@ buf_reserve(struct buf *b, size_t more)
     return 0;
 }
 
+size_t
+buf_reserve_exact_size(const struct buf *b, size_t more)
+{
+    size_t cap = buf_reserve_size(b, more);
+
+    /* Growth is to exactly what is needed; the cap check is the same. */
+    if (cap == 0 || cap <= b->cap)
+        return cap;
+    return b->len + more + 1;
+}
+
+int
+buf_reserve_exact(struct buf *b, size_t more)
+{
+    size_t cap = buf_reserve_exact_size(b, more);
+    char *np;
+
+    if (cap == 0)
+        return -1;
+    if (cap <= b->cap)
+        return 0;
+    np = realloc(b->p, cap);
+    if (!np)
+        return -1;
+    b->p = np;
+    b->cap = cap;
+    return 0;
+}
+
 int
 buf_add(struct buf *b, const void *s, size_t n)
 {

@@ -364,6 +364,37 @@ conn_body_reserve(struct conn *c, size_t more)
     return 0;
 }
 
+/*
+ * Puts REVIEW_BODY_PADDING zeros after the complete body, so that the
+ * decoder reads it where it is instead of copying it (a twentieth of the
+ * decode of a 97 KB review). The room is taken exactly (a buffer reserved
+ * for its announced length grows by these bytes, not double) and charged
+ * to the budget like the body; a kept-alive connection's buffer keeps it
+ * for its next body. The
+ * body's own limits (max_body, and the announced length reserved exactly)
+ * are checked without it. Returns 0, or -1 when the budget or memory has
+ * no room, and the body is then decoded from a copy as before.
+ */
+static int
+conn_body_pad(struct conn *c)
+{
+    size_t old = c->body.cap,
+           ncap = buf_reserve_exact_size(&c->body, REVIEW_BODY_PADDING);
+
+    if (ncap == 0)
+        return -1;
+    if (ncap > old) {
+        if (!budget_take(c->srv, ncap - old, ncap))
+            return -1;
+        if (buf_reserve_exact(&c->body, REVIEW_BODY_PADDING) != 0) {
+            budget_give(c->srv, ncap - old);
+            return -1;
+        }
+    }
+    memset(c->body.p + c->body.len, 0, REVIEW_BODY_PADDING);
+    return 0;
+}
+
 /* Unlinks c from the server's list; conns_lock held. */
 static void
 conn_unlink(struct http_server *s, struct conn *c)
@@ -703,7 +734,7 @@ notify_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
         if (c == NULL)
             return; /* handled as "no context": the request gets a 500 */
         c->srv = s;
-        buf_init(&c->body, s->cfg.max_body);
+        buf_init(&c->body, s->cfg.max_body + REVIEW_BODY_PADDING);
         c->fd = -1;
         ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci != NULL) {
@@ -1014,8 +1045,11 @@ serve_mutate(struct http_server *s, struct MHD_Connection *mc, struct conn *c,
      * and is reclaimed at once below; nothing made here outlives it (the
      * response body is plain heap memory). */
     jsonmem_begin();
-    if (review_handle(c->body.p ? c->body.p : "", c->body.len, req->pol->pol,
-                      &s->mopt, &out) != 0) {
+    if ((conn_body_pad(c) == 0
+             ? review_handle_padded(c->body.p, c->body.len, req->pol->pol,
+                                    &s->mopt, &out)
+             : review_handle(c->body.p ? c->body.p : "", c->body.len,
+                             req->pol->pol, &s->mopt, &out)) != 0) {
         review_outcome_release(&out);
         jsonmem_end();
         log_error_write(LOG_ERROR, "admission failed", NULL, NULL,
