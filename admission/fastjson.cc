@@ -124,6 +124,8 @@ constexpr size_t PAIRWISE_MAX = 16;
 /* The zeros after the copied document: simdjson's padding, and room for
  * has_escaped_nul() to read a whole step past the last byte. */
 constexpr size_t PAD_TAIL = simdjson::SIMDJSON_PADDING + 16;
+static_assert(FASTJSON_PADDING >= PAD_TAIL,
+              "a padded text carries the pad's zeros");
 
 const fastjson_shape shape_all = {FASTJSON_ALL, nullptr, nullptr, false};
 
@@ -1063,16 +1065,18 @@ write_at(buf *b, const tape &t, size_t i)
 }
 
 /* fastjson_decode(), and fastjson_decode_doc() when doc_out is not
- * nullptr. */
+ * nullptr; padded: text is followed by FASTJSON_PADDING zeros, and is
+ * parsed where it is instead of copied into the thread's pad. */
 json_t *
 decode(const char *text, size_t len, const struct fastjson_shape *shape,
-       fastjson_doc **doc_out, struct fastjson_error *err)
+       fastjson_doc **doc_out, struct fastjson_error *err, bool padded)
 {
     thread_state *ts = state_get();
     simdjson::dom::parser *parser = nullptr;
     simdjson::dom::element root;
     fastjson_doc *doc = nullptr;
     json_t *out = nullptr;
+    const char *src = nullptr; /* text, followed by PAD_TAIL zeros */
 
     err->text[0] = '\0';
     err->oom = false;
@@ -1082,21 +1086,26 @@ decode(const char *text, size_t len, const struct fastjson_shape *shape,
         *doc_out = nullptr;
     if (ts == nullptr || (parser = parser_get(ts)) == nullptr)
         goto oom;
-    if (ts->pad_cap < len + PAD_TAIL) {
-        size_t cap = len + PAD_TAIL;
-        char *p = static_cast<char *>(std::malloc(cap));
+    if (padded) {
+        src = text;
+    } else {
+        if (ts->pad_cap < len + PAD_TAIL) {
+            size_t cap = len + PAD_TAIL;
+            char *p = static_cast<char *>(std::malloc(cap));
 
-        if (p == nullptr)
-            goto oom;
-        std::free(ts->pad);
-        ts->pad = p;
-        ts->pad_cap = cap;
+            if (p == nullptr)
+                goto oom;
+            std::free(ts->pad);
+            ts->pad = p;
+            ts->pad_cap = cap;
+        }
+        if (len > 0)
+            std::memcpy(ts->pad, text, len);
+        std::memset(ts->pad + len, 0, PAD_TAIL);
+        src = ts->pad;
     }
-    if (len > 0)
-        std::memcpy(ts->pad, text, len);
-    std::memset(ts->pad + len, 0, PAD_TAIL);
     {
-        auto code = parser->parse(ts->pad, len, false).get(root);
+        auto code = parser->parse(src, len, false).get(root);
 
         if (code != simdjson::SUCCESS) {
             if (code == simdjson::MEMALLOC || code == simdjson::CAPACITY)
@@ -1156,7 +1165,7 @@ decode(const char *text, size_t len, const struct fastjson_shape *shape,
         w.err = err;
         w.depth = 0;
         w.oom = false;
-        w.check_nul = has_escaped_nul(ts->pad, len);
+        w.check_nul = has_escaped_nul(src, len);
         if (!walk_doc(w, 1, shape != nullptr ? shape : &shape_all, &out)) {
             json_decref(out);
             out = nullptr;
@@ -1191,7 +1200,7 @@ extern "C" json_t *
 fastjson_decode(const char *text, size_t len,
                 const struct fastjson_shape *shape, struct fastjson_error *err)
 {
-    return decode(text, len, shape, nullptr, err);
+    return decode(text, len, shape, nullptr, err, false);
 }
 
 extern "C" json_t *
@@ -1199,7 +1208,16 @@ fastjson_decode_doc(const char *text, size_t len,
                     const struct fastjson_shape *shape,
                     struct fastjson_doc **doc, struct fastjson_error *err)
 {
-    return decode(text, len, shape, doc, err);
+    return decode(text, len, shape, doc, err, false);
+}
+
+extern "C" json_t *
+fastjson_decode_doc_padded(const char *text, size_t len,
+                           const struct fastjson_shape *shape,
+                           struct fastjson_doc **doc,
+                           struct fastjson_error *err)
+{
+    return decode(text, len, shape, doc, err, true);
 }
 
 extern "C" void

@@ -380,10 +380,12 @@ unread_blank(const char *body, size_t len, char **out, size_t *out_len)
  * parts the view never reads is retried on the copy unread_blank()
  * makes; the first error is kept when that fails too. */
 static json_t *
-review_decode(const char *body, size_t len, struct fastjson_doc **doc,
-              struct fastjson_error *err)
+review_decode(const char *body, size_t len, bool padded,
+              struct fastjson_doc **doc, struct fastjson_error *err)
 {
-    json_t *root = fastjson_decode_doc(body, len, &review_shape, doc, err);
+    json_t *root =
+        padded ? fastjson_decode_doc_padded(body, len, &review_shape, doc, err)
+               : fastjson_decode_doc(body, len, &review_shape, doc, err);
     struct fastjson_error again;
     char *copy = NULL;
     size_t clen = 0;
@@ -592,9 +594,14 @@ ignore_reason(const json_t *req)
     return NULL;
 }
 
-int
-review_handle(const char *body, size_t len, const struct policy *pol,
-              const struct mutate_options *opt, struct review_outcome *out)
+_Static_assert(REVIEW_BODY_PADDING >= FASTJSON_PADDING,
+               "a padded body carries the decoder's padding");
+
+/* review_handle(), for a body followed by REVIEW_BODY_PADDING zeros when
+ * padded is set. */
+static int
+review_run(const char *body, size_t len, bool padded, const struct policy *pol,
+           const struct mutate_options *opt, struct review_outcome *out)
 {
     struct fastjson_error jerr;
     struct fastjson_doc *doc = NULL;
@@ -612,7 +619,7 @@ review_handle(const char *body, size_t len, const struct policy *pol,
      * anywhere in the document, as it refuses invalid UTF-8, "\u0000",
      * numbers that do not fit and nesting past its cap. It builds only
      * what review_shape names. */
-    root = review_decode(body, len, &doc, &jerr);
+    root = review_decode(body, len, padded, &doc, &jerr);
     if (root == NULL) {
         if (jerr.oom)
             goto done;
@@ -736,4 +743,19 @@ done:
     /* After the plan and the response, the last readers of its tape. */
     fastjson_doc_release(doc);
     return rc;
+}
+
+int
+review_handle(const char *body, size_t len, const struct policy *pol,
+              const struct mutate_options *opt, struct review_outcome *out)
+{
+    return review_run(body, len, false, pol, opt, out);
+}
+
+int
+review_handle_padded(const char *body, size_t len, const struct policy *pol,
+                     const struct mutate_options *opt,
+                     struct review_outcome *out)
+{
+    return review_run(body, len, true, pol, opt, out);
 }

@@ -98,6 +98,35 @@ buf_reserve(struct buf *b, size_t more)
     return 0;
 }
 
+size_t
+buf_reserve_exact_size(const struct buf *b, size_t more)
+{
+    size_t cap = buf_reserve_size(b, more);
+
+    /* Growth is to exactly what is needed; the cap check is the same. */
+    if (cap == 0 || cap <= b->cap)
+        return cap;
+    return b->len + more + 1;
+}
+
+int
+buf_reserve_exact(struct buf *b, size_t more)
+{
+    size_t cap = buf_reserve_exact_size(b, more);
+    char *np;
+
+    if (cap == 0)
+        return -1;
+    if (cap <= b->cap)
+        return 0;
+    np = realloc(b->p, cap);
+    if (!np)
+        return -1;
+    b->p = np;
+    b->cap = cap;
+    return 0;
+}
+
 int
 buf_add(struct buf *b, const void *s, size_t n)
 {
@@ -192,7 +221,20 @@ buf_add_base64(struct buf *b, const void *s, size_t n)
     (void)pthread_once(&b64_once, b64_pairs_build);
     o = b->p + b->len;
     /* Six bytes into eight characters per step: the top 48 bits of one
-     * big-endian word, four table reads. */
+     * big-endian word, four table reads. Where eight bytes can be read,
+     * the word is one load (two bytes of it unused) instead of six. */
+    for (; i + 8 <= n; i += 6, o += 8) {
+        uint64_t w;
+
+        memcpy(&w, in + i, sizeof(w));
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        w = __builtin_bswap64(w);
+#endif
+        memcpy(o, b64_pairs[w >> 52], 2);
+        memcpy(o + 2, b64_pairs[(w >> 40) & 0xfff], 2);
+        memcpy(o + 4, b64_pairs[(w >> 28) & 0xfff], 2);
+        memcpy(o + 6, b64_pairs[(w >> 16) & 0xfff], 2);
+    }
     for (; i + 6 <= n; i += 6, o += 8) {
         uint64_t w = (uint64_t)in[i] << 56 | (uint64_t)in[i + 1] << 48 |
                      (uint64_t)in[i + 2] << 40 | (uint64_t)in[i + 3] << 32 |

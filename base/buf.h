@@ -52,6 +52,16 @@ int buf_reserve(struct buf *b, size_t more) __attribute__((warn_unused_result));
  * charges memory to a budget before it is taken. */
 size_t buf_reserve_size(const struct buf *b, size_t more);
 
+/* As buf_reserve(), but the allocation grows to just what is asked
+ * (len + more + 1), never doubling: for a last few bytes after a buffer
+ * that was reserved exactly. */
+int buf_reserve_exact(struct buf *b, size_t more)
+    __attribute__((warn_unused_result));
+
+/* The allocation, in bytes, that buf_reserve_exact(b, more) would leave,
+ * as buf_reserve_size() says it for buf_reserve(). */
+size_t buf_reserve_exact_size(const struct buf *b, size_t more);
+
 /* Appends a string literal (its length known at compile time). Returns as
  * buf_add. */
 #define BUF_LIT(b, lit) buf_add((b), (lit), sizeof(lit) - 1)

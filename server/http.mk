@@ -50,7 +50,8 @@ $(BUILD)/tests/ncclguard-peer: $(BUILD)/obj/tests/integration/peer.o
 # link-time wraps of the library's calls.
 HTTP_TEST_WRAP := -Wl,--wrap=time,--wrap=calloc,--wrap=realloc \
 	-Wl,--wrap=MHD_create_response_from_buffer \
-	-Wl,--wrap=gnutls_certificate_verify_peers,--wrap=review_handle
+	-Wl,--wrap=gnutls_certificate_verify_peers,--wrap=review_handle \
+	-Wl,--wrap=review_handle_padded
 $(BUILD)/tests/test_http: $(BUILD)/obj/tests/unit/test_http.o \
 		$(BUILD)/libncclguard.a
 	@mkdir -p $(dir $@)

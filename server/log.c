@@ -79,17 +79,41 @@ write_all(const char *buf, size_t len)
     }
 }
 
-/* RFC 3339 UTC time with milliseconds: 2026-11-30T12:00:00.123Z. */
+/* The time of a line down to the second, formatted once a second per
+ * thread: gmtime_r() and strftime() cost more than the rest of an
+ * admission's line (bench/RESULTS.md, round 3). */
+static _Thread_local time_t stamp_sec;
+static _Thread_local size_t stamp_len;
+static _Thread_local char stamp_text[32];
+
+/* RFC 3339 UTC time with milliseconds: 2026-11-30T12:00:00.123Z, into buf
+ * (n >= 40, as every caller's). */
 static void
 format_time(char *buf, size_t n)
 {
     struct timespec ts;
     struct tm tm;
+    int ms;
 
     clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    size_t k = strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + k, n - k, ".%03dZ", (int)(ts.tv_nsec / 1000000L) % 1000);
+    if (stamp_len == 0 || ts.tv_sec != stamp_sec) {
+        gmtime_r(&ts.tv_sec, &tm);
+        stamp_len = strftime(stamp_text, sizeof(stamp_text),
+                             "%Y-%m-%dT%H:%M:%S", &tm);
+        stamp_sec = ts.tv_sec;
+    }
+    if (stamp_len + 6 > n) {
+        snprintf(buf, n, "?");
+        return;
+    }
+    memcpy(buf, stamp_text, stamp_len);
+    ms = (int)(ts.tv_nsec / 1000000L) % 1000;
+    buf[stamp_len] = '.';
+    buf[stamp_len + 1] = (char)('0' + ms / 100);
+    buf[stamp_len + 2] = (char)('0' + ms / 10 % 10);
+    buf[stamp_len + 3] = (char)('0' + ms % 10);
+    buf[stamp_len + 4] = 'Z';
+    buf[stamp_len + 5] = '\0';
 }
 
 /* True when s can go between JSON quotes as it is. */
@@ -148,6 +172,43 @@ write_fallback(const char *stamp)
         write_all(fallback, (size_t)len);
 }
 
+/* Copies the n bytes at s to *p and moves *p past them, when they fit in
+ * the *room bytes left; false when they do not. */
+static bool
+put(char **p, size_t *room, const char *s, size_t n)
+{
+    if (n > *room)
+        return false;
+    memcpy(*p, s, n);
+    *p += n;
+    *room -= n;
+    return true;
+}
+
+/*
+ * {"time":"<stamp>","level":"<level>","msg":"<msg>" into head (size n) for
+ * a msg that needs no escaping: the bytes snprintf() gave, copied without
+ * parsing a format on every admission. Returns the length, or -1 when it
+ * does not fit.
+ */
+static int
+head_plain(char *head, size_t n, const char *stamp, const char *level,
+           const char *msg)
+{
+    char *p = head;
+    size_t room = n - 1;
+
+    if (!put(&p, &room, "{\"time\":\"", 9) ||
+        !put(&p, &room, stamp, strlen(stamp)) ||
+        !put(&p, &room, "\",\"level\":\"", 11) ||
+        !put(&p, &room, level, strlen(level)) ||
+        !put(&p, &room, "\",\"msg\":\"", 9) ||
+        !put(&p, &room, msg, strlen(msg)) || !put(&p, &room, "\"", 1))
+        return -1;
+    *p = '\0';
+    return (int)(p - head);
+}
+
 /* A line's text may not grow past this (each part is capped already). */
 #define LOG_LINE_MAX (4u * 1024u * 1024u)
 
@@ -173,10 +234,8 @@ write_line(enum log_level level, const char *msg, const char *members,
     if (msg == NULL)
         msg = "";
     if (plain_string(msg))
-        k = snprintf(head, sizeof(head),
-                     "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":\"%s\"", stamp,
-                     log_level_name(level), msg);
-    if (k >= 0 && (size_t)k < sizeof(head)) {
+        k = head_plain(head, sizeof(head), stamp, log_level_name(level), msg);
+    if (k >= 0) {
         head_len = (size_t)k;
     } else {
         /* Escaped as jansson escapes; text that is not UTF-8 cannot be

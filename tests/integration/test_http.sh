@@ -34,6 +34,9 @@ ng_contains "v1 response is an AdmissionReview" "$body" \
     '"kind":"AdmissionReview"'
 ng_contains "v1 response allows" "$body" '"allowed":true'
 ng_contains "GPU pod gets a JSONPatch" "$body" '"patchType":"JSONPatch"'
+# What the admission log line must count for this review.
+v1_ops=$(jq -r '.response.patch' <<<"$body" | base64 -d | jq 'length')
+v1_warnings=$(jq '.response.warnings // [] | length' <<<"$body")
 
 out=$(ng_post "$D/review-v1beta1.json")
 ng_eq "POST /mutate v1beta1 is 200" "$(tail -n 1 <<<"$out")" 200
@@ -151,6 +154,20 @@ ng_contains "log line has the result" "$line" '"result":"'
 # Once: the server adds a result of its own only to a record without one
 # (jq would keep the last of two and hide the first).
 ng_eq "log line names its result once" "$(grep -o '"result":' <<<"$line" | wc -l)" 1
+# The server's numbers at the end of the line, written without printf.
+ng_eq "log line: status 200" "$(jq -r '.status' <<<"$line")" 200
+ng_eq "log line: patch_ops counts the patch's ops ($v1_ops)" \
+    "$(jq -r '.patch_ops' <<<"$line")" "$v1_ops"
+ng_eq "log line: warnings_count counts the response's warnings" \
+    "$(jq -r '.warnings_count' <<<"$line")" "$v1_warnings"
+ng_eq "log line: policy_generation 1" \
+    "$(jq -r '.policy_generation' <<<"$line")" 1
+ng_eq "log line: duration_us is a number" \
+    "$(jq -r '.duration_us | type' <<<"$line")" number
+bad=$(grep '"msg":"admission"' "$NG_LOG" | grep '"status":400' | head -n 1)
+ng_check "a bad request's log line is JSON" is_json_object "$bad"
+ng_eq "a bad request's log line: status 400, no ops" \
+    "$(jq -r '"\(.status) \(.patch_ops) \(.result)"' <<<"$bad")" "400 0 bad_request"
 
 ng_serve_stop
 ng_eq "SIGTERM exits 0" "$NG_EXIT" 0

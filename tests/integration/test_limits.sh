@@ -59,6 +59,43 @@ ng_eq "per-ip 2: after one closes, 127.0.0.1 is served again" "$(status)" 200
 release 6
 ng_serve_stop
 
+# --- request headers ----------------------------------------------------------
+# libmicrohttpd's pool per connection is 8 KiB (server/http.c, CONN_POOL):
+# a request with 6,000 bytes of headers is served, twice on one kept-alive
+# connection (the second after the pool was reset), and so is the 97 KB
+# review, whose body passes through the small read buffer; a header of
+# 9,000 bytes is refused with 431, as nginx's default 8k line limit
+# refuses it, and the server goes on serving.
+ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" \
+    --threads 1 || exit 1
+pad() { head -c "$1" /dev/zero | tr '\0' a; }
+review=$NG_DIR/data/review-v1.json
+large=$NG_ROOT/bench/reviews/managed-large.json
+# post_padded N FILE [FILE...]: status and new connections of each POST of
+# FILE with an N-byte X-Pad header, all on one connection where it can.
+post_padded() {
+    local n=$1 f args=()
+    shift
+    for f in "$@"; do
+        # --next starts each transfer's options afresh (the CA too).
+        [ ${#args[@]} -eq 0 ] || args+=(--next)
+        args+=(--cacert "${NG_CA:-$NG_TMP/ca.crt}" -X POST \
+            -H 'Content-Type: application/json' -H "X-Pad: $(pad "$n")" \
+            --data-binary "@$f" -o /dev/null \
+            -w '%{http_code} %{num_connects}\n' "$NG_URL/mutate")
+    done
+    ng_curl "${args[@]}" 2>/dev/null
+}
+ng_eq "6,000 bytes of headers: two reviews served on one connection" \
+    "$(post_padded 6000 "$review" "$review" | tr '\n' ' ')" "200 1 200 0 "
+ng_eq "6,000 bytes of headers: the 97 KB review is served" \
+    "$(post_padded 6000 "$large" | tr '\n' ' ')" "200 1 "
+ng_eq "a 9,000-byte header is refused with 431" \
+    "$(post_padded 9000 "$review" | tr '\n' ' ')" "431 1 "
+ng_eq "after the 431 a review is served" \
+    "$(post_padded 10 "$review" | tr '\n' ' ')" "200 1 "
+ng_serve_stop
+
 # --- in all -------------------------------------------------------------------
 # --max-connections 3: once more than seven eighths of the slots less one
 # (here 2) are open, each new connection sheds the oldest incomplete one,

@@ -155,20 +155,21 @@ ng_serve_stop
 
 # The large-body share at its edge: --max-body 256Ki, a 6 Mi limit and
 # one worker give a budget of 3 Mi - 4 x 256 Ki = 2 MiB. An announced body
-# of N bytes takes a buffer of N + 1 (its NUL). A buffer of exactly
-# 256 KiB is small and may use the whole budget: 8 of 12 held. One byte
-# more and it is large, limited to seven eighths (1,792 KiB), which 7 such
-# buffers pass by 7 bytes: 6 held.
+# of N bytes takes a buffer of N + 81 (the decoder's 80 bytes of padding,
+# REVIEW_BODY_PADDING, and its NUL). A buffer of exactly 256 KiB is small
+# and may use the whole budget: 8 of 12 held. One byte more and it is
+# large, limited to seven eighths (1,792 KiB), which 7 such buffers pass
+# by 7 bytes: 6 held.
 ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" \
     --threads 1 --max-body 256Ki --memory-limit 6Mi || exit 1
 ng_eq "body budget from a 6 Mi limit" \
     "$(ng_metric ncclguard_body_budget_bytes)" 2097152
 out=$("$PEER" --port "$NG_PORT" --conns 12 --hold $((2 * NG_SCALE)) \
-    body 262143 262142)
+    body 262063 262062)
 n503=$(field status_503 "$out")
 ng_eq "body share: 256 KiB buffers use the whole budget ($out)" "${n503:-0}" 4
 out=$("$PEER" --port "$NG_PORT" --conns 12 --hold $((2 * NG_SCALE)) \
-    body 262144 262143)
+    body 262064 262063)
 n503=$(field status_503 "$out")
 ng_eq "body share: 256 KiB + 1 buffers use seven eighths ($out)" "${n503:-0}" 6
 # Chunked bodies announce no length: their buffers grow as they come, and

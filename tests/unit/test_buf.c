@@ -201,12 +201,43 @@ test_base64_lengths(void)
     buf_release(&b);
 }
 
+/* buf_reserve_exact() grows to just len + more + 1 where buf_reserve()
+ * would double (the server's padding after a body reserved exactly), keeps
+ * an allocation that is big enough, and refuses past the cap, leaving the
+ * buffer as it was. */
+static void
+test_reserve_exact(void)
+{
+    struct buf b;
+    char *p;
+
+    buf_init(&b, 1100);
+    CHECK_INT(buf_reserve(&b, 1000), 0);
+    CHECK_INT(b.cap, 1001);
+    memset(b.p, 'x', 1000);
+    b.len = 1000;
+    /* Doubling, capped at max + 1. */
+    CHECK_INT(buf_reserve_size(&b, 80), 1101);
+    CHECK_INT(buf_reserve_exact_size(&b, 80), 1081);
+    CHECK_INT(buf_reserve_exact(&b, 80), 0);
+    CHECK_INT(b.cap, 1081);
+    CHECK(b.p[999] == 'x');
+    CHECK_INT(buf_reserve_exact(&b, 10), 0);
+    CHECK_INT(b.cap, 1081);
+    p = b.p;
+    CHECK_INT(buf_reserve_exact_size(&b, 101), 0);
+    CHECK_INT(buf_reserve_exact(&b, 101), -1);
+    CHECK(b.p == p && b.cap == 1081 && b.len == 1000);
+    buf_release(&b);
+}
+
 int
 main(void)
 {
     test_cap();
     test_take();
     test_reserve_size();
+    test_reserve_exact();
     test_addvf();
     test_base64();
     test_base64_lengths();

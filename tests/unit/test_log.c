@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -178,6 +179,63 @@ test_caps(void)
     free(big_e);
 }
 
+/* The time of a line read back as milliseconds since the epoch, or -1
+ * when the line has no time of the form 2026-11-30T12:00:00.123Z. */
+static long long
+line_ms(const char *line)
+{
+    const char *t = strstr(line, "\"time\":\"");
+    struct tm tm;
+    char *end;
+
+    if (t == NULL)
+        return -1;
+    t += 8;
+    memset(&tm, 0, sizeof(tm));
+    end = strptime(t, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (end == NULL || end[0] != '.' || end[4] != 'Z' || end[5] != '"')
+        return -1;
+    for (int i = 1; i <= 3; i++)
+        if (end[i] < '0' || end[i] > '9')
+            return -1;
+    return (long long)timegm(&tm) * 1000 + (end[1] - '0') * 100 +
+           (end[2] - '0') * 10 + (end[3] - '0');
+}
+
+static long long
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Each line's time is the clock's when it was written, down to the
+ * millisecond, across a change of second too: the date and time of day
+ * are formatted once a second (server/log.c, format_time), and a kept
+ * text that missed the change would repeat the second before. */
+static void
+test_time_follows_clock(int fd)
+{
+    char buf[1024];
+
+    for (int round = 0; round < 3; round++) {
+        long long before = now_ms(), at, after;
+        struct timespec next;
+
+        log_members_write(LOG_INFO, "tick", NULL, 0, NULL);
+        after = now_ms();
+        drain(fd, buf, sizeof(buf));
+        at = line_ms(buf);
+        CHECK(at >= before && at <= after);
+        /* Sleep into the next second, 2 ms past its start. */
+        next.tv_sec = 0;
+        next.tv_nsec = (1000 - after % 1000 + 2) * 1000000L;
+        nanosleep(&next, NULL);
+    }
+}
+
 int
 main(void)
 {
@@ -289,6 +347,7 @@ main(void)
     CHECK(j != NULL);
     json_decref(j);
 
+    test_time_follows_clock(p[0]);
     close(p[0]);
     close(p[1]);
     test_caps();
