@@ -38,6 +38,9 @@
 #define NL_COND "NCCLHealthy"
 #define NL_RINGCHECK "ncclguard-ringcheck"
 #define NL_VALIDATION_LABEL "ncclguard.io/validation-for"
+/* The breaker's count: Nodes per list page, and how long a count holds. */
+#define NL_COUNT_PAGE 100
+#define NL_COUNT_KEEP_MS 30000
 
 /* The quarantine flags given on the command line: each overrides the
  * policy file's value (docs/nodeloop.md, "Policy"). */
@@ -75,6 +78,7 @@ struct podrec {
     char uid[64];
     int gpus;
     int active;
+    unsigned gen; /* the list (or watch) generation that last saw it */
 };
 
 struct nl {
@@ -82,8 +86,22 @@ struct nl {
     struct nq_node st;
     char rv[64];
     int need_list;
+    long watch_error; /* the code of the last ERROR event, 0 none */
+    /* After a 410 the next list is a consistent read (resourceVersion
+     * unset); otherwise the watch cache serves it (resourceVersion=0), as
+     * client-go's reflector chooses (relistResourceVersion in
+     * tools/cache/reflector.go). */
+    int rv_gone;
     struct podrec pods[NL_MAX_PODS];
     int npods;
+    unsigned list_gen;
+    /* The breaker's count, kept a while (cluster_count). */
+    struct nq_cluster count;
+    int64_t count_until_ms;
+    /* The periodic step runs on a timer (ticker), not on watch traffic: a
+     * real apiserver sends a bookmark about once a minute. step_mu keeps
+     * the step and the watch's events apart. */
+    pthread_mutex_t step_mu;
     char seen[NL_SEEN][96];
     int nseen, seen_next;
     int64_t last_tick_ms, last_cond_ms, last_poll_ms;
@@ -767,24 +785,27 @@ node_event(struct nl *nl, const struct nq_actions *a)
 
 /* --- the breaker's count ------------------------------------------------ */
 
-static void
-cluster_count(struct nl *nl, struct nq_cluster *c)
+/* One page of GPU Nodes into *c; the continue token into cont ("" at the
+ * end). -1 when the page could not be read. */
+static int
+count_page(struct nl *nl, struct nq_cluster *c, char *cont, size_t cn)
 {
-    char path[700], *esc;
-    json_t *list, *items, *n;
+    char path[1400], *esc, *cesc = NULL;
+    json_t *list, *n;
+    const char *next;
     size_t i;
 
-    c->gpu_nodes = 0;
-    c->tainted = 0;
     esc = curl_easy_escape(NULL, nl->o->gpu_selector, 0);
-    snprintf(path, sizeof(path), "/api/v1/nodes?labelSelector=%s",
-             esc != NULL ? esc : "");
+    if (cont[0] != '\0')
+        cesc = curl_easy_escape(NULL, cont, 0);
+    snprintf(path, sizeof(path), "/api/v1/nodes?labelSelector=%s&limit=%d%s%s",
+             esc != NULL ? esc : "", NL_COUNT_PAGE, cesc != NULL ? "&continue=" : "",
+             cesc != NULL ? cesc : "");
     curl_free(esc);
-    /* Unknown size: the breaker holds (gpu_nodes 0 taints nothing). */
+    curl_free(cesc);
     if ((list = nl_get_json(nl, path)) == NULL)
-        return;
-    items = json_object_get(list, "items");
-    json_array_foreach(items, i, n)
+        return -1;
+    json_array_foreach(json_object_get(list, "items"), i, n)
     {
         const char *name = json_string_value(
             json_object_get(json_object_get(n, "metadata"), "name"));
@@ -805,7 +826,54 @@ cluster_count(struct nl *nl, struct nq_cluster *c)
             }
         }
     }
+    next = json_string_value(
+        json_object_get(json_object_get(list, "metadata"), "continue"));
+    snprintf(cont, cn, "%s", next != NULL ? next : "");
     json_decref(list);
+    return 0;
+}
+
+/*
+ * The breaker's count: GPU Nodes, and those of them (other than this one)
+ * under the taint. Listed in pages of NL_COUNT_PAGE Nodes, each far below
+ * the client's 8 MiB answer cap however large the Nodes' status grows
+ * (a GPU Node with its image list is tens of KB); a continue token that
+ * expired (410) starts over once. A count is kept for NL_COUNT_KEEP_MS,
+ * give or take a fifth, so that the loops of a fabric-wide failure do not
+ * list every Node at every step, nor all at the same moment. Unknown size:
+ * the breaker holds (gpu_nodes 0 taints nothing).
+ */
+static void
+cluster_count(struct nl *nl, struct nq_cluster *c)
+{
+    char cont[1024] = "";
+    struct nq_cluster n = {0, 0};
+    int pages = 0, restarted = 0;
+
+    if (now_ms() < nl->count_until_ms) {
+        *c = nl->count;
+        return;
+    }
+    c->gpu_nodes = 0;
+    c->tainted = 0;
+    do {
+        if (count_page(nl, &n, cont, sizeof(cont)) != 0) {
+            if (pages == 0 || restarted)
+                return;
+            /* The continue token expired: once more from the start. */
+            restarted = 1;
+            pages = 0;
+            n.gpu_nodes = n.tainted = 0;
+            cont[0] = '\0';
+            continue;
+        }
+        pages++;
+    } while (cont[0] != '\0' && pages < 10000);
+    *c = n;
+    nl->count = n;
+    nl->count_until_ms =
+        now_ms() + NL_COUNT_KEEP_MS * 4 / 5 +
+        (int64_t)(random() % (NL_COUNT_KEEP_MS * 2 / 5 + 1));
 }
 
 /* --- applying decisions ------------------------------------------------- */
@@ -902,6 +970,23 @@ cache_update(struct nl *nl, const char *uid, int gpus, int active, int gone)
     }
     nl->pods[i].gpus = gpus;
     nl->pods[i].active = active;
+    nl->pods[i].gen = nl->list_gen;
+}
+
+/* After a full list: a pod the list did not show is gone (deleted while
+ * no watch was open, such as in the gap that ended in a 410), so the
+ * cache becomes the list. */
+static void
+cache_prune(struct nl *nl)
+{
+    int i = 0;
+
+    while (i < nl->npods) {
+        if (nl->pods[i].gen != nl->list_gen)
+            nl->pods[i] = nl->pods[--nl->npods];
+        else
+            i++;
+    }
 }
 
 static int
@@ -1049,92 +1134,116 @@ evidence_decode(const char *text, struct nq_evidence *ev, char *gpus, size_t gn)
  * by: AddFieldLabelConversionsForEvent in kubernetes
  * pkg/apis/core/v1/conversion.go).
  */
+/* One evidence Event about this Node: counted, and acted on. */
+static void
+evidence_event(struct nl *nl, json_t *item)
+{
+    const char *reason = json_string_value(json_object_get(item, "reason"));
+    const char *about = json_string_value(
+        json_object_get(json_object_get(item, "involvedObject"), "name"));
+    const char *text = json_string_value(json_object_get(
+        json_object_get(json_object_get(item, "metadata"), "annotations"),
+        NG_EVIDENCE_ANN));
+    const char *reporter;
+    struct nq_evidence ev;
+    struct nq_cluster c = {0, 0};
+    struct nq_actions a;
+    char gpus[48];
+    int lost;
+
+    if (reason == NULL || about == NULL || strcmp(about, nl->o->node) != 0)
+        return;
+    lost = strcmp(reason, NG_EVENT_GPU_LOST) == 0;
+    if (!lost && strcmp(reason, NG_EVENT_PAIR) != 0)
+        return;
+    if (evidence_decode(text, &ev, gpus, sizeof(gpus)) != 0)
+        return;
+    /* The poster's node as the admission policy checked it against
+     * the poster's token (validatingadmissionpolicy-events.yaml) must
+     * be the node the evidence names. */
+    reporter =
+        json_string_value(json_object_get(item, "reportingInstance"));
+    if (reporter == NULL || strcmp(reporter, ev.peer) != 0)
+        return;
+    if (lost) {
+        struct nc_result r;
+
+        /* The watchdog of this node saw it: own evidence. */
+        if (strcmp(ev.peer, nl->o->node) != 0)
+            return;
+        ev.peer[0] = '\0';
+        nc_classify_lost_gpu(gpus, &r);
+        ev.cls = r.cls;
+        if (!seen_add(nl, ev.key)) {
+            pthread_mutex_lock(&nl->mu);
+            nl->verdicts[r.verdict][r.cls]++;
+            pthread_mutex_unlock(&nl->mu);
+        }
+    } else {
+        if (strcmp(ev.peer, nl->o->node) == 0)
+            return;
+        ev.cls = NC_CLASS_PAIR;
+    }
+    if (nl->o->pol.mode == NQ_QUARANTINE)
+        cluster_count(nl, &c);
+    if (lost)
+        nq_add(&nl->st, &nl->o->pol, &ev, now_ms(), &c, &a);
+    else
+        nq_add_peer(&nl->st, &nl->o->pol, &ev, now_ms(), &c, &a);
+    if (!a.counted)
+        return;
+    pthread_mutex_lock(&nl->mu);
+    if (lost)
+        nl->gpu_lost_counted++;
+    else
+        nl->pair_counted++;
+    pthread_mutex_unlock(&nl->mu);
+    logj(lost ? "gpu-lost-counted" : "pair-counted",
+         json_pack("{s:s,s:s,s:s}", "key", ev.key, "pod", ev.pod, "from",
+                   lost ? nl->o->node : ev.peer));
+    apply(nl, &a);
+}
+
 static void
 node_events_poll(struct nl *nl)
 {
-    char path[900], sel[400], *esc;
-    json_t *list, *item;
-    size_t i;
+    static const char *const reasons[] = {NG_EVENT_GPU_LOST, NG_EVENT_PAIR};
 
     nl->last_poll_ms = now_ms();
-    snprintf(sel, sizeof(sel),
-             "involvedObject.kind=Node,involvedObject.name=%s", nl->o->node);
-    esc = curl_easy_escape(NULL, sel, 0);
-    snprintf(path, sizeof(path),
-             "/api/v1/namespaces/" NG_NODE_EVENT_NS
-             "/events?fieldSelector=%s&limit=500",
-             esc != NULL ? esc : "");
-    curl_free(esc);
-    if ((list = nl_get_json(nl, path)) == NULL)
-        return;
-    json_array_foreach(json_object_get(list, "items"), i, item)
-    {
-        const char *reason = json_string_value(json_object_get(item, "reason"));
-        const char *about = json_string_value(
-            json_object_get(json_object_get(item, "involvedObject"), "name"));
-        const char *text = json_string_value(json_object_get(
-            json_object_get(json_object_get(item, "metadata"), "annotations"),
-            NG_EVIDENCE_ANN));
-        const char *reporter;
-        struct nq_evidence ev;
-        struct nq_cluster c = {0, 0};
-        struct nq_actions a;
-        char gpus[48];
-        int lost;
+    /* One list per reason (a field selector has no "or"), page by page:
+     * Events list in name order, and a busy node's other Events would
+     * otherwise push ncclguard's past a single page. */
+    for (size_t r = 0; r < sizeof(reasons) / sizeof(reasons[0]); r++) {
+        char path[1600], sel[400], cont[1024] = "", *esc, *cesc;
+        int pages = 0;
 
-        if (reason == NULL || about == NULL || strcmp(about, nl->o->node) != 0)
-            continue;
-        lost = strcmp(reason, NG_EVENT_GPU_LOST) == 0;
-        if (!lost && strcmp(reason, NG_EVENT_PAIR) != 0)
-            continue;
-        if (evidence_decode(text, &ev, gpus, sizeof(gpus)) != 0)
-            continue;
-        /* The poster's node as the admission policy checked it against
-         * the poster's token (validatingadmissionpolicy-events.yaml) must
-         * be the node the evidence names. */
-        reporter =
-            json_string_value(json_object_get(item, "reportingInstance"));
-        if (reporter == NULL || strcmp(reporter, ev.peer) != 0)
-            continue;
-        if (lost) {
-            struct nc_result r;
+        snprintf(sel, sizeof(sel),
+                 "involvedObject.kind=Node,involvedObject.name=%s,reason=%s",
+                 nl->o->node, reasons[r]);
+        esc = curl_easy_escape(NULL, sel, 0);
+        do {
+            json_t *list, *item;
+            const char *next;
+            size_t i;
 
-            /* The watchdog of this node saw it: own evidence. */
-            if (strcmp(ev.peer, nl->o->node) != 0)
-                continue;
-            ev.peer[0] = '\0';
-            nc_classify_lost_gpu(gpus, &r);
-            ev.cls = r.cls;
-            if (!seen_add(nl, ev.key)) {
-                pthread_mutex_lock(&nl->mu);
-                nl->verdicts[r.verdict][r.cls]++;
-                pthread_mutex_unlock(&nl->mu);
-            }
-        } else {
-            if (strcmp(ev.peer, nl->o->node) == 0)
-                continue;
-            ev.cls = NC_CLASS_PAIR;
-        }
-        if (nl->o->pol.mode == NQ_QUARANTINE)
-            cluster_count(nl, &c);
-        if (lost)
-            nq_add(&nl->st, &nl->o->pol, &ev, now_ms(), &c, &a);
-        else
-            nq_add_peer(&nl->st, &nl->o->pol, &ev, now_ms(), &c, &a);
-        if (!a.counted)
-            continue;
-        pthread_mutex_lock(&nl->mu);
-        if (lost)
-            nl->gpu_lost_counted++;
-        else
-            nl->pair_counted++;
-        pthread_mutex_unlock(&nl->mu);
-        logj(lost ? "gpu-lost-counted" : "pair-counted",
-             json_pack("{s:s,s:s,s:s}", "key", ev.key, "pod", ev.pod, "from",
-                       lost ? nl->o->node : ev.peer));
-        apply(nl, &a);
+            cesc = cont[0] != '\0' ? curl_easy_escape(NULL, cont, 0) : NULL;
+            snprintf(path, sizeof(path),
+                     "/api/v1/namespaces/" NG_NODE_EVENT_NS
+                     "/events?fieldSelector=%s&limit=500%s%s",
+                     esc != NULL ? esc : "", cesc != NULL ? "&continue=" : "",
+                     cesc != NULL ? cesc : "");
+            curl_free(cesc);
+            if ((list = nl_get_json(nl, path)) == NULL)
+                break;
+            json_array_foreach(json_object_get(list, "items"), i, item)
+                evidence_event(nl, item);
+            next = json_string_value(json_object_get(
+                json_object_get(list, "metadata"), "continue"));
+            snprintf(cont, sizeof(cont), "%s", next != NULL ? next : "");
+            json_decref(list);
+        } while (cont[0] != '\0' && ++pages < 100);
+        curl_free(esc);
     }
-    json_decref(list);
 }
 
 /* One terminated container: classify, show, count. */
@@ -1346,7 +1455,9 @@ validation_start(struct nl *nl, int gpus)
     snprintf(tmo, sizeof(tmo), "%d", nl->o->validation_timeout_s);
     /* Pinned by nodeName (no scheduler), tolerating our own taint; all the
      * node's GPUs; the webhook told to leave it alone (its own check is
-     * the pod). */
+     * the pod) by the annotation its registration's matchConditions
+     * honour (ncclguard.io/inject: "false"): the apiserver never sends
+     * it, so it gets none of the webhook's mutations. */
     pod = json_pack(
         "{s:s,s:s,s:{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s}},"
         "s:{s:s,s:s,s:[{s:s,s:s,s:s}],s:[{s:s,s:s,s:[s,s,s,s,s,s],"
@@ -1354,7 +1465,7 @@ validation_start(struct nl *nl, int gpus)
         "apiVersion", "v1", "kind", "Pod", "metadata", "name", name,
         "namespace", nl->o->ns, "labels", "app.kubernetes.io/name", "ncclguard",
         "app.kubernetes.io/component", "node-validation", NL_VALIDATION_LABEL,
-        nl->o->node, "annotations", "ncclguard.io/ring-check", "false", "spec",
+        nl->o->node, "annotations", "ncclguard.io/inject", "false", "spec",
         "nodeName", nl->o->node, "restartPolicy", "Never", "tolerations", "key",
         NL_TAINT_KEY, "operator", "Exists", "effect", "NoSchedule",
         "containers", "name", "ringcheck", "image", nl->o->image, "args",
@@ -1371,13 +1482,18 @@ validation_start(struct nl *nl, int gpus)
     code = kube_request(&nl->o->kc, "POST", path, "application/json", body, &b,
                         why, sizeof(why));
     free(body);
-    buf_release(&b);
     if (code != 201) {
+        /* What the server said (a policy's message, RBAC's), cut to valid
+         * UTF-8: json_pack refuses anything else. */
+        if (code >= 0)
+            text_format(why, sizeof(why), NULL, "%s", b.p != NULL ? b.p : "");
+        buf_release(&b);
         nl->api_errors++;
         logj("api-error", json_pack("{s:s,s:I,s:s}", "path", path, "status",
                                     (json_int_t)code, "why", why));
         return;
     }
+    buf_release(&b);
     snprintf(nl->st.validation, sizeof(nl->st.validation), "%s", name);
     logj("validation-start", json_pack("{s:s,s:i}", "pod", name, "gpus", gpus));
 }
@@ -1481,6 +1597,7 @@ list_pods(struct nl *nl)
 {
     char path[1200], extra[700], cont[512] = "";
 
+    nl->list_gen++;
     for (;;) {
         json_t *list, *items, *pod, *meta;
         const char *rv, *next;
@@ -1491,7 +1608,13 @@ list_pods(struct nl *nl)
             snprintf(extra, sizeof(extra), "&limit=500&continue=%s",
                      esc ? esc : "");
             curl_free(esc);
-        } else
+        } else if (!nl->rv_gone)
+            /* From the watch cache, not etcd: no scan of every pod of the
+             * cluster at each start (limit is not honoured with
+             * resourceVersion=0 on every release; the node's pods are
+             * few). */
+            snprintf(extra, sizeof(extra), "&limit=500&resourceVersion=0");
+        else
             snprintf(extra, sizeof(extra), "&limit=500");
         selector_path(nl, path, sizeof(path), extra);
         if ((list = nl_get_json(nl, path)) == NULL)
@@ -1511,6 +1634,8 @@ list_pods(struct nl *nl)
         if (cont[0] == '\0')
             break;
     }
+    cache_prune(nl);
+    nl->rv_gone = 0;
     logj("listed",
          json_pack("{s:s,s:i}", "resourceVersion", nl->rv, "pods", nl->npods));
     return 0;
@@ -1532,25 +1657,64 @@ on_event(const char *line, size_t len, void *ud)
         return 0;
     }
     if (strcmp(type, "ERROR") == 0) {
-        /* 410 Gone: our resourceVersion was compacted away; relist. */
+        /* 410 Gone: our resourceVersion was compacted away; relist. Any
+         * other error (an overloaded or restarting server): the caller
+         * backs off before it watches again. */
         json_int_t code = json_integer_value(json_object_get(obj, "code"));
 
         if (code == 410) {
             nl->watch_gone++;
             nl->need_list = 1;
-        }
+            nl->rv_gone = 1;
+        } else
+            nl->watch_error = code != 0 ? (long)code : 500;
         logj("watch-error", json_pack("{s:I}", "code", code));
         stop = 1;
     } else {
+        pthread_mutex_lock(&nl->step_mu);
         if (strcmp(type, "BOOKMARK") != 0)
             pod_seen(nl, obj, strcmp(type, "DELETED") == 0);
         if (rv != NULL)
             snprintf(nl->rv, sizeof(nl->rv), "%s", rv);
+        pthread_mutex_unlock(&nl->step_mu);
     }
     json_decref(ev);
-    if (!stop && now_ms() - nl->last_tick_ms >= nl->o->tick_ms)
-        tick(nl);
     return stop;
+}
+
+/* Sleeps about ms (between half and one and a half times), so that the
+ * node loops of many nodes that lost the API server together do not come
+ * back in step. */
+static void
+nap(int64_t ms)
+{
+    static __thread unsigned seed;
+    int64_t j;
+
+    if (seed == 0)
+        seed = (unsigned)now_ms() ^ (unsigned)getpid();
+    j = ms / 2 + (int64_t)(rand_r(&seed) % (unsigned)(ms > 0 ? ms : 1));
+    usleep((useconds_t)(j * 1000));
+}
+
+/* The periodic step, every tick_ms whatever the watch brings. */
+static void *
+ticker(void *arg)
+{
+    struct nl *nl = arg;
+
+    for (;;) {
+        int64_t due;
+
+        pthread_mutex_lock(&nl->step_mu);
+        due = nl->last_tick_ms + nl->o->tick_ms - now_ms();
+        if (due <= 0)
+            tick(nl);
+        pthread_mutex_unlock(&nl->step_mu);
+        due = due <= 0 ? nl->o->tick_ms : due;
+        usleep((useconds_t)((due < 1000 ? due : 1000) * 1000));
+    }
+    return NULL;
 }
 
 static int
@@ -1559,6 +1723,7 @@ run(struct nl *nl)
     int64_t end = nl->o->run_ms > 0 ? now_ms() + nl->o->run_ms : 0;
     struct nodeview v;
     struct ng_error e;
+    int64_t backoff = 200;
 
     /* The state lives on the Node: a restarted agent reads it back. */
     while (node_get(nl, &v) != 0) {
@@ -1577,18 +1742,36 @@ run(struct nl *nl)
     nodeview_release(&v);
     metrics_publish(nl);
     nl->need_list = 1;
+    /* The first list, and the first step after it, before the timer. */
+    nl->last_tick_ms = now_ms();
+    {
+        pthread_t th;
+
+        if (pthread_create(&th, NULL, ticker, nl) == 0)
+            pthread_detach(th);
+        else
+            logj("no-ticker", json_pack("{s:s}", "why", strerror(errno)));
+    }
     while (end == 0 || now_ms() < end) {
         char path[1200], extra[300], why[300];
         long code, budget;
 
         if (nl->need_list) {
-            if (list_pods(nl) != 0) {
-                sleep(1);
+            int rc;
+
+            pthread_mutex_lock(&nl->step_mu);
+            rc = list_pods(nl);
+            if (rc == 0)
+                tick(nl);
+            pthread_mutex_unlock(&nl->step_mu);
+            if (rc != 0) {
+                nap(backoff);
+                backoff = backoff * 2 > 30000 ? 30000 : backoff * 2;
                 continue;
             }
             nl->need_list = 0;
         }
-        tick(nl);
+        nl->watch_error = 0;
         snprintf(extra, sizeof(extra),
                  "&watch=1&allowWatchBookmarks=true&resourceVersion=%s"
                  "&timeoutSeconds=%ld",
@@ -1602,17 +1785,29 @@ run(struct nl *nl)
         if (code == 410) {
             nl->watch_gone++;
             nl->need_list = 1;
+            nl->rv_gone = 1;
         } else if (code < 0 && !(end > 0 && now_ms() >= end)) {
             /* A dropped stream: resume from the last resourceVersion seen
              * (events or bookmarks); nothing is relisted. */
             nl->watch_dropped++;
             logj("watch-dropped",
                  json_pack("{s:s,s:s}", "why", why, "resourceVersion", nl->rv));
-            usleep(200 * 1000);
+            nap(backoff);
+            backoff = backoff * 2 > 30000 ? 30000 : backoff * 2;
         } else if (code != 200 && code > 0) {
-            nl->need_list = 1;
-            sleep(1);
-        }
+            /* 429 (too many requests), 5xx, 403: the server is busy or
+             * says no; a relist would only add load. Back off and watch
+             * again from where the stream was. */
+            logj("watch-refused", json_pack("{s:I,s:I}", "status",
+                                            (json_int_t)code, "backoff_ms",
+                                            (json_int_t)backoff));
+            nap(backoff);
+            backoff = backoff * 2 > 30000 ? 30000 : backoff * 2;
+        } else if (nl->watch_error != 0) {
+            nap(backoff);
+            backoff = backoff * 2 > 30000 ? 30000 : backoff * 2;
+        } else
+            backoff = 200;
         metrics_publish(nl);
     }
     return 0;
@@ -1978,6 +2173,7 @@ nodeloop_main(int argc, char **argv)
     nl.o = &o;
     nq_node_init(&nl.st);
     pthread_mutex_init(&nl.mu, NULL);
+    pthread_mutex_init(&nl.step_mu, NULL);
     /* As the webhook: no start without a policy that loads. */
     if (policy_reload(&nl, 1) != 0) {
         fprintf(stderr,

@@ -90,6 +90,9 @@ else
     bad "deploy/'s objects refused" "$(grep -iv 'serverside-applied\|created\|configured' "$W/apply.out")"
 fi
 NS=ncclguard-watchdog
+# No controller manager: its ServiceAccount controller would create each
+# namespace's default ServiceAccount, which pods without one name.
+for ns in $(kubectl get namespaces -o jsonpath='{.items[*].metadata.name}'); do kube_ns "$ns"; done
 
 for n in gpu-1 gpu-2 gpu-3 gpu-4; do kube_node "$n" 8 || bad "node $n"; done
 kube_ns ml
@@ -106,10 +109,16 @@ standin() { # standin NAME SA NODE
 }
 standin loop-gpu-1 ncclguard-node-loop gpu-1
 standin loop-gpu-2 ncclguard-node-loop gpu-2
+standin loop-gpu-3 ncclguard-node-loop gpu-3
+standin loop-gpu-4 ncclguard-node-loop gpu-4
 standin wd-gpu-1 ncclguard-watchdog gpu-1
+standin wd-gpu-3 ncclguard-watchdog gpu-3
 kube_token "$NS" ncclguard-node-loop loop-gpu-1 >"$W/tok-loop-1" &&
     kube_token "$NS" ncclguard-node-loop loop-gpu-2 >"$W/tok-loop-2" &&
-    kube_token "$NS" ncclguard-watchdog wd-gpu-1 >"$W/tok-wd-1" ||
+    kube_token "$NS" ncclguard-node-loop loop-gpu-3 >"$W/tok-loop-3" &&
+    kube_token "$NS" ncclguard-node-loop loop-gpu-4 >"$W/tok-loop-4" &&
+    kube_token "$NS" ncclguard-watchdog wd-gpu-1 >"$W/tok-wd-1" &&
+    kube_token "$NS" ncclguard-watchdog wd-gpu-3 >"$W/tok-wd-3" ||
     bad "TokenRequest"
 jq -n '{apiVersion: "v1", kind: "Pod", metadata: {name: "stranger"},
     spec: {nodeName: "gpu-1", containers: [{name: "c", image: "x"}]}}' |
@@ -204,12 +213,12 @@ fi
 check "the kubelet's Ready condition is kept" \
     eval 'node_json gpu-1 | jqt "[.status.conditions[] | select(.type == \"Ready\")] | length == 1"'
 
-# A GPU pod on gpu-1 whose ring check ended with message M.
-ringpod() { # ringpod NAME MSG
+# A GPU pod on NODE (gpu-1) whose ring check ended with message M.
+ringpod() { # ringpod NAME MSG [NODE]
     local now
     now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-    jq -n --arg n "$1" '{apiVersion: "v1", kind: "Pod", metadata: {name: $n},
-        spec: {nodeName: "gpu-1", restartPolicy: "Never",
+    jq -n --arg n "$1" --arg node "${3:-gpu-1}" '{apiVersion: "v1", kind: "Pod", metadata: {name: $n},
+        spec: {nodeName: $node, restartPolicy: "Never",
             initContainers: [{name: "ncclguard-ringcheck", image: "rc:test",
                 resources: {limits: {"nvidia.com/gpu": "4"}}}],
             containers: [{name: "train", image: "t:test",
@@ -257,6 +266,106 @@ if eventually 60 pod_c_event; then
 else
     bad "no Event for pod c after the restart" "$(tail -15 "$W/loop1.log")"
 fi
+
+# ---- the periodic step runs on a timer ----------------------------------
+# A real apiserver sends a watch bookmark about once a minute, and nothing
+# else while no pod of the node changes: an evidence Event posted for an
+# idle node is read at the next --event-poll (1 s), not at the next pod
+# change. gpu-3 has no pods.
+loop gpu-3 "$W/tok-loop-3" "$W/loop3.log" --mode quarantine --threshold 2 \
+    --max-share 10 --metrics-file "$W/metrics3"
+listed3() { grep -q '"event":"listed"' "$W/loop3.log"; }
+eventually 60 listed3 || bad "gpu-3's loop never listed its pods" "$(tail -5 "$W/loop3.log")"
+sleep 2
+# The node's own watchdog reports a lost GPU (what it posts on a real
+# node), which the loop counts as its own evidence.
+lost=$(jq -nc --argjson at "$(date +%s%3N)" '{
+    apiVersion: "v1", kind: "Event", metadata: {name: "gpulost-idle", namespace: "default",
+        annotations: {"ncclguard.io/evidence": ({key: "uid-w/gpu-lost", pod: "ml/w",
+            node: "gpu-3", reason: "GPULost", gpus: "2", at: $at} | tojson)}},
+    involvedObject: {apiVersion: "v1", kind: "Node", name: "gpu-3", uid: "gpu-3"},
+    reason: "NCCLGPULost", message: "test", type: "Warning",
+    source: {component: "ncclguard-watchdog", host: "gpu-3"},
+    firstTimestamp: "2026-12-01T00:00:00Z", lastTimestamp: "2026-12-01T00:00:00Z",
+    count: 1, reportingComponent: "ncclguard.io/watchdog", reportingInstance: "gpu-3"}')
+code=$(post_as "$W/tok-wd-3" "$E" "$lost")
+[ "$code" = 201 ] || bad "NCCLGPULost about gpu-3: HTTP $code" "$(cat "$W/post.out")"
+counted3() { grep -q '"event":"gpu-lost-counted"' "$W/loop3.log"; }
+if eventually 15 counted3; then
+    ok "an idle node's loop reads a new evidence Event on its timer, with no watch traffic"
+else
+    bad "gpu-3's loop did not count its watchdog's NCCLGPULost within 15 s" "$(tail -5 "$W/loop3.log")"
+fi
+
+# ---- the breaker counts past the client's 8 MiB answer cap ---------------
+# 440 more GPU Nodes of about 24 KB each (a Node's image list makes them
+# that large): listing them in one answer is 10 MiB.
+big=$(head -c 18000 /dev/zero | tr '\0' 'x')
+for i in $(seq 1 440); do
+    printf '{"apiVersion":"v1","kind":"Node","metadata":{"name":"big-%d","labels":{"nvidia.com/gpu.present":"true"},"annotations":{"example.com/images":"%s"}}}\n' "$i" "$big"
+done >"$W/bignodes.jsonl"
+split -l 110 -d "$W/bignodes.jsonl" "$W/bigpart."
+big_pids=()
+for f in "$W"/bigpart.??; do
+    (while IFS= read -r line; do
+        printf '%s' "$line" >"$f.one"
+        kube_api POST /api/v1/nodes "$f.one" | tail -n 1
+    done <"$f" >"$f.codes") &
+    big_pids+=($!)
+done
+wait "${big_pids[@]}"
+made=$(cat "$W"/bigpart.??.codes | grep -c '^HTTP 201$')
+[ "$made" = 440 ] || bad "only $made of the 440 large Nodes were created"
+all_nodes=$(kube_api GET '/api/v1/nodes?labelSelector=nvidia.com%2Fgpu.present%3Dtrue' | head -n -1 | wc -c)
+check "one list of the GPU Nodes is over 8 MiB ($all_nodes bytes)" test "$all_nodes" -gt 8388608
+ringpod f p2p_fail gpu-3
+ringpod g p2p_fallback gpu-3
+taint3() { node_json gpu-3 | jqt '[.spec.taints[]? | select(.key == "ncclguard.io/nccl-unhealthy")] | length == 1'; }
+if eventually 60 taint3; then
+    ok "with 444 GPU Nodes (10 MiB of them) the breaker counts them in pages and lets 3 of 444 be tainted"
+else
+    bad "no taint on gpu-3 among 444 GPU Nodes" "$(grep -v '"event":"listed"' "$W/loop3.log" | tail -6 | cut -c1-400)"
+fi
+
+# ---- a relist after 410 forgets the pods deleted in the gap ---------------
+# gpu-4: quarantined while a running pod holds its 8 GPUs, so no
+# validation pod may start. The loop is stopped, the apiserver restarts
+# (its watch cache starts anew, later than the loop's resourceVersion),
+# the pod is deleted; the loop's watch from its old resourceVersion gets
+# 410, it lists again, and the list must replace what it knew.
+jq -n '{apiVersion: "v1", kind: "Pod", metadata: {name: "ghost"},
+    spec: {nodeName: "gpu-4", containers: [{name: "train", image: "t:test",
+        resources: {limits: {"nvidia.com/gpu": "8"}}}]}}' |
+    kubectl -n ml create -f - >/dev/null
+kube_pod_status ml ghost '{"status":{"phase":"Running"}}'
+loop gpu-4 "$W/tok-loop-4" "$W/loop4.log" --mode quarantine --threshold 2 \
+    --max-share 100 --cooldown 1s --metrics-file "$W/metrics4"
+LOOP4=${LOOP_PIDS[-1]}
+ringpod h p2p_fail gpu-4
+ringpod i p2p_fallback gpu-4
+taint4() { node_json gpu-4 | jqt '[.spec.taints[]? | select(.key == "ncclguard.io/nccl-unhealthy")] | length == 1'; }
+eventually 60 taint4 || bad "no taint on gpu-4" "$(tail -5 "$W/loop4.log")"
+# Both jobs end (their GPUs are free); only the running pod holds any.
+kube_pod_status ml h '{"status":{"phase":"Failed"}}'
+kube_pod_status ml i '{"status":{"phase":"Failed"}}'
+vpods() { kubectl -n "$NS" get pods -l ncclguard.io/validation-for=gpu-4 -o json 2>/dev/null; }
+sleep 3
+check "no validation pod while a running pod holds the node's GPUs" \
+    eval 'vpods | jqt ".items | length == 0"'
+kill -STOP "$LOOP4"
+kubectl -n ml create configmap rv-bump --from-literal=a=b >/dev/null
+kube_restart_apiserver || bad "kube-apiserver did not come back"
+kubectl -n ml delete pod ghost --grace-period=0 --force >/dev/null 2>&1
+kill -CONT "$LOOP4"
+vstarted() { vpods | jqt '.items | length == 1'; }
+if eventually 60 vstarted; then
+    ok "after a 410 the relist forgets the pod deleted in the gap, and the validation pod starts"
+else
+    bad "no validation pod on gpu-4 after the relist" "$(tail -6 "$W/loop4.log" | cut -c1-300)"
+fi
+check "the loop saw the 410 and listed again" grep -q '"code":410' "$W/loop4.log"
+check "the validation pod is opted out of the webhook (ncclguard.io/inject: false), which the policies admit" \
+    eval 'vpods | jqt ".items[0].metadata.annotations[\"ncclguard.io/inject\"] == \"false\""'
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
