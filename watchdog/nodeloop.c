@@ -1519,6 +1519,78 @@ validation_overdue(const struct nl *nl)
     return now_ms() - created * 1000 > limit;
 }
 
+/*
+ * Who last wrote the Node's taints, from managedFields: the manager of the
+ * newest entry (not a subresource) that owns spec.taints. A manager that
+ * removes a taint owns the list it left behind (f:spec.f:taints), and the
+ * loop's own entry goes when it owns no field any more, so after our taint
+ * disappears this names whoever removed it: "kubectl-taint" (or another
+ * kubectl verb) when a person lifted it, another controller's name when
+ * that controller wrote the taints back from a copy older than ours.
+ * Empty when managedFields do not say.
+ */
+static void
+taint_writer(json_t *node, char *out, size_t n)
+{
+    json_t *mf = json_object_get(json_object_get(node, "metadata"),
+                                 "managedFields"),
+           *e;
+    const char *best_time = NULL;
+    size_t i;
+
+    out[0] = '\0';
+    json_array_foreach(mf, i, e)
+    {
+        const char *mgr = json_string_value(json_object_get(e, "manager"));
+        const char *t = json_string_value(json_object_get(e, "time"));
+        const char *sub =
+            json_string_value(json_object_get(e, "subresource"));
+        json_t *spec =
+            json_object_get(json_object_get(e, "fieldsV1"), "f:spec");
+
+        if (mgr == NULL || t == NULL || (sub != NULL && sub[0] != '\0') ||
+            json_object_get(spec, "f:taints") == NULL)
+            continue;
+        /* RFC 3339 in UTC, one format: the string order is the time's. */
+        if (best_time == NULL || strcmp(t, best_time) >= 0) {
+            best_time = t;
+            snprintf(out, n, "%s", mgr);
+        }
+    }
+}
+
+/* Our taint is gone while quarantined. A person lifts it with kubectl;
+ * anything else that dropped it (a controller that rewrote the taints
+ * from a stale copy) did not mean to, and the taint goes back, the
+ * evidence kept. Returns 1 when it was put back. */
+static int
+taint_restore(struct nl *nl, const struct nodeview *v)
+{
+    char who[128], msg[400];
+    struct nq_actions a;
+
+    taint_writer(v->obj, who, sizeof(who));
+    if (who[0] == '\0' || strncmp(who, "kubectl", 7) == 0 ||
+        strcmp(who, nl->o->kc.field_manager != NULL
+                        ? nl->o->kc.field_manager
+                        : "ncclguard-node-loop") == 0)
+        return 0;
+    if (node_write(nl) != 0)
+        return 0;
+    snprintf(msg, sizeof(msg),
+             "the %s taint was dropped by %.100s, not lifted by hand: put "
+             "back, evidence kept (to lift it: kubectl taint nodes %.100s "
+             "%s-)",
+             NL_TAINT_KEY, who, nl->o->node, NL_TAINT_KEY);
+    memset(&a, 0, sizeof(a));
+    a.event_warning = 1;
+    snprintf(a.event_reason, sizeof(a.event_reason), "NCCLTaintRestored");
+    snprintf(a.event_msg, sizeof(a.event_msg), "%s", msg);
+    node_event(nl, &a);
+    logj("taint-restored", json_pack("{s:s}", "by", who));
+    return 1;
+}
+
 static void
 tick(struct nl *nl)
 {
@@ -1545,6 +1617,8 @@ tick(struct nl *nl)
     if (nl->o->pol.mode == NQ_QUARANTINE &&
         (nl->st.kind == NQ_WITHHELD || nl->st.kind == NQ_UNHEALTHY))
         cluster_count(nl, &c);
+    if (nl->st.kind == NQ_QUARANTINED && !v.tainted && taint_restore(nl, &v))
+        v.tainted = 1;
     nq_tick(&nl->st, &nl->o->pol, now_ms(), v.tainted, &c, &a);
     if (nl->st.kind == NQ_QUARANTINED && nl->st.validation[0] != '\0' &&
         validation_overdue(nl)) {

@@ -13,7 +13,8 @@
 #   kube_down                   stops both (also on the caller's EXIT trap)
 #   kube_restart_apiserver      stops and starts kube-apiserver on its port
 #   kube_ns NAME                a Namespace and its default ServiceAccount
-#   kube_node NAME [GPUS]       a Node (nvidia.com/gpu allocatable GPUS)
+#   kube_node NAME [GPUS]       a GPU Node (GPUS allocatable, a Ready
+#                               condition, the nvidia.com/gpu taint)
 #   kube_token NS SA POD [SECS] a TokenRequest token bound to POD (which
 #                               carries the node-name claim of POD's node)
 #   kube_pod_status NS POD JSON writes status as a kubelet would
@@ -186,6 +187,11 @@ metadata:
   labels:
     kubernetes.io/hostname: $name
     nvidia.com/gpu.present: "true"
+spec:
+  # GPU nodes commonly carry this taint (the GPU Operator's, or set by
+  # hand) so that only pods that ask for GPUs land there.
+  taints:
+    - {key: nvidia.com/gpu, value: present, effect: NoSchedule}
 NODE
     kubectl patch node "$name" --subresource=status --type=merge -p \
         "{\"status\":{\"capacity\":{\"nvidia.com/gpu\":\"$gpus\",\"cpu\":\"64\",\"memory\":\"512Gi\",\"pods\":\"110\"},\"allocatable\":{\"nvidia.com/gpu\":\"$gpus\",\"cpu\":\"64\",\"memory\":\"512Gi\",\"pods\":\"110\"},\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\",\"message\":\"test\",\"lastHeartbeatTime\":\"$(date -u +%FT%TZ)\",\"lastTransitionTime\":\"$(date -u +%FT%TZ)\"}]}}" \

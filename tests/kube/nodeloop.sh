@@ -327,6 +327,27 @@ else
     bad "no taint on gpu-3 among 444 GPU Nodes" "$(grep -v '"event":"listed"' "$W/loop3.log" | tail -6 | cut -c1-400)"
 fi
 
+# ---- a taint dropped by another writer is not a lift by hand --------------
+# A controller that writes the taints back from a copy older than ours
+# drops the taint; managedFields name it, and the loop puts the taint back.
+printf '{"spec":{"taints":[{"key":"nvidia.com/gpu","value":"present","effect":"NoSchedule"}]}}' >"$W/stale.json"
+curl -sS -o /dev/null --cacert "$KUBE_CA" --cert "$KUBE_DIR/admin.crt" --key "$KUBE_DIR/admin.key" \
+    -A "stale-controller/1.0" -H 'Content-Type: application/merge-patch+json' -X PATCH \
+    --data-binary @"$W/stale.json" "$KUBE_SERVER/api/v1/nodes/gpu-3?fieldManager=stale-controller"
+restored() { taint3 && kubectl get events -n default -o json | jqt '[.items[] | select(.reason == "NCCLTaintRestored" and .involvedObject.name == "gpu-3")] | length == 1'; }
+if eventually 30 restored; then
+    ok "a taint dropped by another controller (managedFields: stale-controller) is put back, with an Event"
+else
+    bad "the taint dropped by stale-controller did not come back" "$(tail -4 "$W/loop3.log" | cut -c1-300)"
+fi
+kubectl taint nodes gpu-3 ncclguard.io/nccl-unhealthy- >/dev/null
+lifted() { kubectl get events -n default -o json | jqt '[.items[] | select(.reason == "NCCLQuarantineLiftedByHand" and .involvedObject.name == "gpu-3")] | length == 1'; }
+if eventually 30 lifted && sleep 2 && ! taint3; then
+    ok "kubectl taint nodes ... ncclguard.io/nccl-unhealthy- is a lift by hand: the taint stays off"
+else
+    bad "the lift by hand was not taken as one" "$(tail -4 "$W/loop3.log" | cut -c1-300)"
+fi
+
 # ---- a relist after 410 forgets the pods deleted in the gap ---------------
 # gpu-4: quarantined while a running pod holds its 8 GPUs, so no
 # validation pod may start. The loop is stopped, the apiserver restarts
