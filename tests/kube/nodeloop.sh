@@ -17,6 +17,11 @@ root=$(cd "$here/../.." && pwd)
 : "${FAKES:?set FAKES to the folder with the test double}"
 rel=${KUBE_RELEASE:-1.37}
 tag="k8s $rel"
+if [ ! -x "$RINGCHECK" ]; then
+    echo "FAIL - $tag: no ring check at $RINGCHECK (make ringcheck needs the CUDA runtime and NCCL: make deps)"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
 
 # shellcheck source=tests/kube/cluster.sh
 . "$here/cluster.sh"
@@ -67,6 +72,7 @@ msg p2p_fallback FAKECUDA_DEVICES=4 FAKENCCL_P2P_BROKEN=1,2 -- \
     --fallback-conf "$W/nccl.conf"
 msg p2p_fail FAKECUDA_DEVICES=2 FAKENCCL_P2P_BROKEN=0,1 -- --expect-gpus 2 \
     --timeout 20 --mode group
+msg pass8 FAKECUDA_DEVICES=8 -- --expect-gpus 8 --timeout 20
 
 kube_up "$W/kube" "$rel" || { bad "the control plane did not start"; echo "$pass passed, $fail failed"; exit 1; }
 
@@ -187,6 +193,22 @@ v1ok=$(jq -nc '{apiVersion: "events.k8s.io/v1", kind: "Event",
 out=$(printf '%s' "$v1ok" | kube_api POST /apis/events.k8s.io/v1/namespaces/default/events -)
 [ "${out##*HTTP }" = 201 ] && ok "an ordinary Event through events.k8s.io/v1: admitted" ||
     bad "an ordinary events.k8s.io Event: ${out##*HTTP }"
+
+# The node policy: a node loop changes its own Node only.
+printf '{"status":{"conditions":[{"type":"NCCLHealthy","status":"False","reason":"Forged","message":"x"}]}}' >"$W/forge.json"
+code=$(curl -sS -o "$W/post.out" -w '%{http_code}' --max-time 20 --cacert "$KUBE_CA" \
+    -H "Authorization: Bearer $(cat "$W/tok-loop-2")" -H 'Content-Type: application/strategic-merge-patch+json' \
+    -X PATCH --data-binary @"$W/forge.json" "$KUBE_SERVER/api/v1/nodes/gpu-1/status")
+[ "$code" = 403 ] || [ "$code" = 422 ] && ok "gpu-2's loop writing gpu-1's condition: refused ($code)" ||
+    bad "gpu-2's loop wrote gpu-1's condition: HTTP $code" "$(cat "$W/post.out")"
+# The pods policy: the loop creates validation pods only.
+jq -nc '{apiVersion: "v1", kind: "Pod", metadata: {name: "not-validation"},
+    spec: {nodeName: "gpu-2", containers: [{name: "c", image: "busybox:1.36"}]}}' >"$W/rogue.json"
+code=$(curl -sS -o "$W/post.out" -w '%{http_code}' --max-time 20 --cacert "$KUBE_CA" \
+    -H "Authorization: Bearer $(cat "$W/tok-loop-2")" -H 'Content-Type: application/json' \
+    -X POST --data-binary @"$W/rogue.json" "$KUBE_SERVER/api/v1/namespaces/$NS/pods")
+[ "$code" = 403 ] || [ "$code" = 422 ] && ok "a node loop creating a pod that is not a validation pod: refused ($code)" ||
+    bad "a node loop created an arbitrary pod: HTTP $code" "$(cat "$W/post.out")"
 
 # ---- the node loop itself ---------------------------------------------------
 loop() { # loop NODE TOKEN LOG ARGS...
@@ -387,6 +409,27 @@ fi
 check "the loop saw the 410 and listed again" grep -q '"code":410' "$W/loop4.log"
 check "the validation pod is opted out of the webhook (ncclguard.io/inject: false), which the policies admit" \
     eval 'vpods | jqt ".items[0].metadata.annotations[\"ncclguard.io/inject\"] == \"false\""'
+# The validation pod passes (as the kubelet would report its ring check):
+# the taint goes and the condition is True again.
+vname=$(vpods | jq -r '.items[0].metadata.name // empty')
+if [ -n "$vname" ]; then
+    jq -n --rawfile msg "$W/msg/pass8.tl" --arg now "$(date -u +%Y-%m-%dT%H:%M:%SZ)" '{status: {
+        phase: "Succeeded",
+        containerStatuses: [{name: "ringcheck", image: "rc:test", imageID: "", restartCount: 0, ready: false,
+            state: {terminated: {exitCode: 0, reason: "Completed", message: $msg,
+                startedAt: $now, finishedAt: $now}}}]}}' >"$W/vstatus.json"
+    kubectl -n "$NS" patch pod "$vname" --subresource=status --type=merge \
+        --patch-file "$W/vstatus.json" >/dev/null 2>"$W/err" || bad "validation pod status" "$(cat "$W/err")"
+fi
+lifted4() {
+    ! taint4 && node_json gpu-4 | jqt '[.status.conditions[] | select(.type == "NCCLHealthy")][0] | .status == "True"' &&
+        kubectl get events -n default -o json | jqt '[.items[] | select(.reason == "NCCLValidationPassed" and .involvedObject.name == "gpu-4")] | length == 1'
+}
+if eventually 60 lifted4; then
+    ok "the passing validation pod lifts the taint (NCCLValidationPassed): the quarantine cycle ends"
+else
+    bad "gpu-4 still quarantined after its validation passed" "$(tail -4 "$W/loop4.log" | cut -c1-300)"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -105,6 +105,12 @@ rm -rf "$src"
 mkdir -p "$src"
 (cd "$root" && git ls-files -z -co --exclude-standard |
     tar --null -T - -cf -) | tar -C "$src" -xf - || exit 2
+# The CUDA runtime and NCCL that make deps unpacked (build/deps), shared
+# with the copy rather than unpacked again.
+if [ -d "$root/build/deps" ]; then
+    mkdir -p "$src/build"
+    ln -s "$root/build/deps" "$src/build/deps"
+fi
 mk() { make -C "$src" --no-print-directory "$@"; }
 # What every check needs, built once; a mutant rebuilds what it touches.
 prebuild() {

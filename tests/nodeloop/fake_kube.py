@@ -72,6 +72,10 @@ STATE = {
     "garble": {},  # path -> GETs left that answer 200 with a non-JSON body
 }
 PAGE = int(os.environ.get("FAKE_PAGE", "500"))
+# A bookmark a minute, as the real watch cache sends them
+# (defaultBookmarkFrequency in k8s.io/apiserver pkg/storage/cacher/cacher.go):
+# nothing the node loop does may depend on more watch traffic than that.
+BOOKMARK_S = float(os.environ.get("FAKE_BOOKMARK_S", "60"))
 PATCH_LOG = sys.argv[2]
 
 
@@ -393,7 +397,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 for rv, t, p in batch:
                     self.chunk({"type": t, "object": p})
                     since = rv
-                if bookmarks and time.time() - last_bookmark > 1.0:
+                if bookmarks and time.time() - last_bookmark > BOOKMARK_S:
                     with LOCK:
                         cur = STATE["rv"]
                     self.chunk({"type": "BOOKMARK", "object": {
