@@ -161,7 +161,11 @@ asan: deps
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')
 
+# make lint's own tools, installed when missing (not part of make test).
+LINT_DEB_PKGS := clang-format cppcheck
 lint:
+	@$(call deb_missing,$(LINT_DEB_PKGS)); \
+	if [ -n "$$missing" ]; then $(call deb_install,make lint); fi
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h' '*.cc')
 	@# cppcheck reads no system headers, so jansson's json_*_foreach
 	@# macros are unknown to it (unknownMacro); everything else counts.

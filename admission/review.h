@@ -76,8 +76,7 @@ int review_handle(const char *body, size_t len, const struct policy *pol,
  * instead of copying it into a padded buffer first. The same outcome, byte
  * for byte. The server's connection buffers keep that room.
  */
-int review_handle_padded(const char *body, size_t len,
-                         const struct policy *pol,
+int review_handle_padded(const char *body, size_t len, const struct policy *pol,
                          const struct mutate_options *opt,
                          struct review_outcome *out)
     __attribute__((warn_unused_result));

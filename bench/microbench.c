@@ -226,8 +226,8 @@ bench_one(const char *path, const struct policy *pol, double seconds)
         jsonmem_begin();
         /* As review_handle_padded() decodes: the lists the shape leaves
          * lazy stay on the document's tape, which the plan then reads. */
-        doc = fastjson_decode_doc_padded(body, len, &review_shape, &tape,
-                                         &ferr);
+        doc =
+            fastjson_decode_doc_padded(body, len, &review_shape, &tape, &ferr);
         popt.doc = tape;
         t = now_ns();
         decode.ns += t - t1;

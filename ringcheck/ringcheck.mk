@@ -47,6 +47,8 @@ RC_CUDA_MAJOR := $(shell sed -n 's/^\#define CUDART_VERSION *\([0-9]*\).*/\1/p' 
 RC_CUDART_SO := libcudart.so.$(RC_CUDA_MAJOR)
 RC_FAKES = $(BUILD)/fakes/$(RC_CUDART_SO) $(BUILD)/fakes/libnccl.so.2
 DEB_PKGS += jq shellcheck
+# ringcheck/cuda-wheels.sh downloads the pinned wheels with pip.
+DEB_PKGS += python3-pip
 
 .PHONY: ringcheck check-ringcheck check-ringcheck-fast
 all: ringcheck

@@ -98,8 +98,8 @@ format_time(char *buf, size_t n)
     clock_gettime(CLOCK_REALTIME, &ts);
     if (stamp_len == 0 || ts.tv_sec != stamp_sec) {
         gmtime_r(&ts.tv_sec, &tm);
-        stamp_len = strftime(stamp_text, sizeof(stamp_text),
-                             "%Y-%m-%dT%H:%M:%S", &tm);
+        stamp_len =
+            strftime(stamp_text, sizeof(stamp_text), "%Y-%m-%dT%H:%M:%S", &tm);
         stamp_sec = ts.tv_sec;
     }
     if (stamp_len + 6 > n) {

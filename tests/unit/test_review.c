@@ -1786,9 +1786,8 @@ check_padded_same(const char *path, const char *text, size_t len)
 static void
 test_padded_same(void)
 {
-    static const char *const dirs[] = {"bench/reviews",
-                                       "tests/fuzz/corpus/review",
-                                       "tests/bad-inputs"};
+    static const char *const dirs[] = {
+        "bench/reviews", "tests/fuzz/corpus/review", "tests/bad-inputs"};
     int files = 0;
 
     for (size_t k = 0; k < 3; k++) {
