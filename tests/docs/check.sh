@@ -15,7 +15,17 @@
 #
 # An HTML comment on the last non-blank line before a fence changes that:
 #
-#   <!-- not run: REASON -->   prints SKIP with the reason (needs a cluster)
+#   <!-- not run: REASON -->   prints SKIP with the reason (needs a kubelet,
+#                              a registry, a container engine)
+#   <!-- on the test apiserver -->  the sh block runs against a real
+#                              kube-apiserver and etcd (tests/kube/cluster.sh,
+#                              KUBE_RELEASE, 1.37 by default), started for
+#                              that Markdown file and stopped after it;
+#                              KUBECONFIG points at it as the administrator.
+#                              There is no kubelet or controller manager:
+#                              objects are stored, nothing runs them
+#   <!-- on the test apiserver, after: CMD -->  the same, CMD run first in
+#                              the workspace (it must exit 0)
 #   <!-- file: PATH -->        the yaml block is (also) written to PATH
 #   <!-- output of: CMD -->    the yaml block is what CMD prints; compared
 #                              as data, after running CMD
@@ -33,7 +43,10 @@ cd "$(dirname "$0")/../.." || exit 1
 ROOT=$(pwd)
 BUILD=$(cd "$(dirname "$NCCLGUARD")" && pwd)
 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+# shellcheck source=tests/kube/cluster.sh
+. "$ROOT/tests/kube/cluster.sh"
+KUBE_STARTED=0
+trap 'kube_down; rm -rf "$T"' EXIT
 passed=0
 failed=0
 skipped=0
@@ -45,6 +58,39 @@ bad() {
     return 0
 }
 skip() { skipped=$((skipped + 1)); echo "SKIP $1"; }
+
+# A control plane for the current Markdown file, started at its first
+# block that needs one; its state is that file's alone.
+cluster_start() {
+    [ "$KUBE_STARTED" = 1 ] && return 0
+    rm -rf "$T/kube"
+    kube_up "$T/kube" "${KUBE_RELEASE:-1.37}" 2>"$T/kube-up.log" || {
+        cat "$T/kube-up.log" >&2
+        return 1
+    }
+    KUBE_STARTED=1
+}
+cluster_stop() {
+    [ "$KUBE_STARTED" = 1 ] || return 0
+    kube_down
+    unset KUBECONFIG
+    KUBE_STARTED=0
+}
+
+# cluster_block BODY WHERE MARKER: an sh block on the test apiserver.
+cluster_block() {
+    local body=$1 where=$2 marker=$3 setup=""
+    case $marker in *", after: "*) setup=${marker#*, after: } ;; esac
+    if ! cluster_start; then
+        bad "$where: the test apiserver did not start" "$T/kube-up.log"
+    elif [ -n "$setup" ] && ! run_in_ws "$T/out" bash -e -c "$setup"; then
+        bad "$where: its setup \`$setup\` fails on the test apiserver" "$T/out"
+    elif run_in_ws "$T/out" bash -e "$body"; then
+        ok "$where: sh block runs on the test apiserver ($(kubectl version -o json 2>/dev/null | jq -r .serverVersion.gitVersion))"
+    else
+        bad "$where: sh block fails on the test apiserver" "$T/out"
+    fi
+}
 
 # A scratch copy of the repository's sources (not build/ or .git).
 fresh_workspace() {
@@ -218,6 +264,13 @@ for md in "${FILES[@]}"; do
             skip "$where: $lang block (${marker#not run: })"
             continue
             ;;
+        "on the test apiserver" | "on the test apiserver, after: "*)
+            case $lang in
+            sh | bash | shell) cluster_block "$body" "$where" "$marker" ;;
+            *) bad "$where: only sh blocks run on the test apiserver, not $lang" ;;
+            esac
+            continue
+            ;;
         esac
         case $lang in
         UNCLOSED) bad "$where: a code fence is never closed" ;;
@@ -240,6 +293,7 @@ for md in "${FILES[@]}"; do
         *) ;; # diagrams, plain text
         esac
     done <"$T/index"
+    cluster_stop
 done
 echo "tests/docs: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
