@@ -26,6 +26,12 @@
 #                              objects are stored, nothing runs them
 #   <!-- on the test apiserver, after: CMD -->  the same, CMD run first in
 #                              the workspace (it must exit 0)
+#   <!-- on the test apiserver, after: CMD, then: CHECK -->  and CHECK run
+#                              after the block must exit 0 too: what the
+#                              block's text says follows from it.
+#                              A process that CMD leaves running writes its
+#                              pid to $DOCS_PIDS; it is stopped with the
+#                              control plane
 #   <!-- file: PATH -->        the yaml block is (also) written to PATH
 #   <!-- output of: CMD -->    the yaml block is what CMD prints; compared
 #                              as data, after running CMD
@@ -69,9 +75,14 @@ cluster_start() {
         return 1
     }
     KUBE_STARTED=1
+    export DOCS_PIDS=$T/kube/pids
 }
 cluster_stop() {
+    local p
     [ "$KUBE_STARTED" = 1 ] || return 0
+    if [ -f "$DOCS_PIDS" ]; then
+        while read -r p; do kube_stop "$p"; done <"$DOCS_PIDS"
+    fi
     kube_down
     unset KUBECONFIG
     KUBE_STARTED=0
@@ -79,16 +90,19 @@ cluster_stop() {
 
 # cluster_block BODY WHERE MARKER: an sh block on the test apiserver.
 cluster_block() {
-    local body=$1 where=$2 marker=$3 setup=""
+    local body=$1 where=$2 marker=$3 setup="" then=""
     case $marker in *", after: "*) setup=${marker#*, after: } ;; esac
+    case $setup in *", then: "*) then=${setup#*, then: } setup=${setup%%, then: *} ;; esac
     if ! cluster_start; then
         bad "$where: the test apiserver did not start" "$T/kube-up.log"
-    elif [ -n "$setup" ] && ! run_in_ws "$T/out" bash -e -c "$setup"; then
+    elif [ -n "$setup" ] && ! RUN_TIMEOUT=180 run_in_ws "$T/out" bash -e -c "$setup"; then
         bad "$where: its setup \`$setup\` fails on the test apiserver" "$T/out"
-    elif run_in_ws "$T/out" bash -e "$body"; then
-        ok "$where: sh block runs on the test apiserver ($(kubectl version -o json 2>/dev/null | jq -r .serverVersion.gitVersion))"
-    else
+    elif ! run_in_ws "$T/out" bash -e "$body"; then
         bad "$where: sh block fails on the test apiserver" "$T/out"
+    elif [ -n "$then" ] && ! RUN_TIMEOUT=180 run_in_ws "$T/out" bash -e -c "$then"; then
+        bad "$where: after the block, \`$then\` fails on the test apiserver" "$T/out"
+    else
+        ok "$where: sh block runs on the test apiserver ($(kubectl version -o json 2>/dev/null | jq -r .serverVersion.gitVersion))${then:+, and \`$then\` holds after it}"
     fi
 }
 
@@ -106,11 +120,11 @@ fresh_workspace() {
 }
 
 # run_in_ws LOG CMD...: runs in the workspace with the built binaries first
-# on PATH, at most 60 s.
+# on PATH, at most RUN_TIMEOUT seconds (60).
 run_in_ws() {
     local log=$1
     shift
-    (cd "$W/ncclguard" && PATH="$BUILD:$PATH" timeout 60 "$@") >"$log" 2>&1
+    (cd "$W/ncclguard" && PATH="$BUILD:$PATH" timeout "${RUN_TIMEOUT:-60}" "$@") >"$log" 2>&1
 }
 
 yaml_block() { # yaml_block BODY WHERE MARKER
