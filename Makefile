@@ -145,7 +145,8 @@ test: deps
 	$(MAKE) all ringcheck kube
 	$(MAKE) --no-print-directory check
 
-# Each check runs in turn, even after one fails; the last line sums them
+# Each check runs in turn, even after one fails; "checks took N s" says how
+# long they took, and the last line sums them
 # up: "N passed, N failed, N skipped" (see tests/run-checks.sh; under
 # CI=true a skip not in tests/skips.allow fails the run).
 check:

@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # Runs the checks of `make test` one by one and sums them up in one last
-# line, "N passed, N failed, N skipped".
+# line, "N passed, N failed, N skipped", after a line saying how long the
+# checks took, "checks took N s".
 #
 #   tests/run-checks.sh LOGDIR MAKE CHECK...   run each CHECK (MAKE CHECK),
-#                                              its output in LOGDIR/CHECK.log
+#                                              its output in LOGDIR/CHECK.log,
+#                                              its exit status in CHECK.rc and
+#                                              its wall time (ms) in CHECK.ms
 #   tests/run-checks.sh --summarize LOGDIR     only sum up the logs there
+#
+# Timing: the checks run one after another, so the suite's wall time is the
+# sum of the CHECK.ms files, printed in whole seconds (rounded) as "checks
+# took N s"; a log without its .ms file adds nothing, and with no .ms file
+# at all the line is left out.
 #
 # Counting: a check's own summary lines ("N passed, N failed", optionally
 # after "name: ") are added up; a check that prints none counts as one
@@ -34,11 +42,15 @@ skip_like='^[[:space:]]*([A-Za-z0-9_./-]+:[[:space:]]*)?[Ss][Kk][Ii][Pp]'
 
 summarize() {
     local dir=$1 log passed=0 failed=0 skipped=0 unexpected=0
-    local line what pat ok n_f found rc n_skip claimed
+    local line what pat ok n_f found rc n_skip claimed ms=0 timed=0
     for log in "$dir"/*.log; do
         [ -e "$log" ] || continue
         rc=0
         [ -f "${log%.log}.rc" ] && rc=$(cat "${log%.log}.rc")
+        if [ -f "${log%.log}.ms" ] && [[ $(cat "${log%.log}.ms") =~ ^[0-9]+$ ]]; then
+            ms=$((ms + $(cat "${log%.log}.ms")))
+            timed=1
+        fi
         found=0
         n_f=0
         n_skip=0
@@ -89,6 +101,7 @@ summarize() {
         failed=$((failed + n_f))
     done
     failed=$((failed + unexpected))
+    [ "$timed" = 1 ] && echo "checks took $(((ms + 500) / 1000)) s"
     echo "$passed passed, $failed failed, $skipped skipped"
     [ "$failed" -eq 0 ]
 }
@@ -111,6 +124,7 @@ for c in "$@"; do
     $make --no-print-directory "$c" 2>&1 | tee "$log"
     echo "${PIPESTATUS[0]}" >"${log%.log}.rc"
     ms=$((($(date +%s%N) - start) / 1000000))
+    echo "$ms" >"${log%.log}.ms"
     printf '== %s: exit %s (%d.%03d s)\n' "$c" "$(cat "${log%.log}.rc")" \
         $((ms / 1000)) $((ms % 1000))
 done

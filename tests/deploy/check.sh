@@ -221,15 +221,16 @@ for o in ss cm; do
           select((.spec.hard.pods | tonumber) >=
                  \$d.spec.replicas + \$d.spec.strategy.rollingUpdate.maxSurge) |
           select(.spec.hard | keys == [\"pods\"])] | length == 1)"
-    # Every kind at an API version that Kubernetes 1.28 serves (the minimum,
-    # for matchConditions), cert-manager's aside.
-    check "$o: every object's apiVersion is served by Kubernetes 1.28" "$J" '
+    # Every kind at an API version that Kubernetes 1.34 serves (the minimum:
+    # the oldest release tests/kube runs), cert-manager's aside.
+    check "$o: every object's apiVersion is served by Kubernetes 1.34" "$J" '
         [.[] | .apiVersion | select(startswith("cert-manager.io/") | not)] - ["v1",
          "apps/v1", "batch/v1", "policy/v1", "rbac.authorization.k8s.io/v1",
          "networking.k8s.io/v1", "admissionregistration.k8s.io/v1"] == []'
 done
-grep -q 'Kubernetes 1.28 or later' docs/deploy.md && grep -q 'Kubernetes 1.28 or later' README.md &&
-    ok || bad "docs/deploy.md and README.md must state the minimum, Kubernetes 1.28 or later"
+grep -q 'Kubernetes 1.34 or later' docs/deploy.md && grep -q 'Kubernetes 1.34 or later' README.md &&
+    ! grep -q 'Kubernetes 1\.\(2[0-9]\|3[0-3]\) or later' README.md docs/*.md &&
+    ok || bad "docs/deploy.md and README.md must state the minimum, Kubernetes 1.34 or later (the oldest release tests/kube runs), and no doc an older one"
 
 # --- the real server, started with the Deployment's own arguments ---------
 # Paths map to a throwaway certificate and the policy copy; the listen
@@ -834,7 +835,7 @@ check "node-health: the dashboard ConfigMap carries the Grafana sidecar label an
     [.[] | select(.kind == "ConfigMap" and .metadata.name == "ncclguard-node-health-dashboard")] |
     length == 1 and (.[0].metadata.labels.grafana_dashboard == "1") and
     (.[0].data["dashboard.json"] | fromjson | [.panels[].targets[].expr] | any(test("ncclguard_node_state")))'
-check "node-health: every apiVersion is served by Kubernetes 1.30 (ValidatingAdmissionPolicy v1)" "$J" '
+check "node-health: every apiVersion is served by Kubernetes 1.34 (ValidatingAdmissionPolicy v1 is GA since 1.30)" "$J" '
     [.[] | .apiVersion] - ["v1", "apps/v1", "batch/v1", "policy/v1", "rbac.authorization.k8s.io/v1",
         "networking.k8s.io/v1", "admissionregistration.k8s.io/v1", "monitoring.coreos.com/v1"] == []'
 check "node-health: the node loop reads the policy ConfigMap of its namespace, as the webhook does, and no quarantine flag overrides it" "$J" "
@@ -849,8 +850,8 @@ check "node-health: the node loop reads the policy ConfigMap of its namespace, a
 check "node-health: its policy is the webhook's, byte for byte" "$J" '
     [.[] | select(.kind == "ConfigMap" and .metadata.name == "ncclguard-policy") | .data["policy.yaml"]] |
     length == 2 and (unique | length == 1)'
-grep -q 'Kubernetes 1.30 or later' docs/nodeloop.md && ok ||
-    bad "docs/nodeloop.md must state the node-health minimum, Kubernetes 1.30 or later"
+grep -q 'Kubernetes 1.34 or later' docs/nodeloop.md && ok ||
+    bad "docs/nodeloop.md must state the node-health minimum, Kubernetes 1.34 or later"
 # The DaemonSet's arguments parse (a usage error exits 2; no API server
 # here, so the loop itself gives up after --run-for).
 if [ -x "$WDBIN" ]; then

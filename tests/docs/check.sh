@@ -15,7 +15,23 @@
 #
 # An HTML comment on the last non-blank line before a fence changes that:
 #
-#   <!-- not run: REASON -->   prints SKIP with the reason (needs a cluster)
+#   <!-- not run: REASON -->   prints SKIP with the reason (needs a kubelet,
+#                              a registry, a container engine)
+#   <!-- on the test apiserver -->  the sh block runs against a real
+#                              kube-apiserver and etcd (tests/kube/cluster.sh,
+#                              KUBE_RELEASE, 1.37 by default), started for
+#                              that Markdown file and stopped after it;
+#                              KUBECONFIG points at it as the administrator.
+#                              There is no kubelet or controller manager:
+#                              objects are stored, nothing runs them
+#   <!-- on the test apiserver, after: CMD -->  the same, CMD run first in
+#                              the workspace (it must exit 0)
+#   <!-- on the test apiserver, after: CMD, then: CHECK -->  and CHECK run
+#                              after the block must exit 0 too: what the
+#                              block's text says follows from it.
+#                              A process that CMD leaves running writes its
+#                              pid to $DOCS_PIDS; it is stopped with the
+#                              control plane
 #   <!-- file: PATH -->        the yaml block is (also) written to PATH
 #   <!-- output of: CMD -->    the yaml block is what CMD prints; compared
 #                              as data, after running CMD
@@ -33,7 +49,10 @@ cd "$(dirname "$0")/../.." || exit 1
 ROOT=$(pwd)
 BUILD=$(cd "$(dirname "$NCCLGUARD")" && pwd)
 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+# shellcheck source=tests/kube/cluster.sh
+. "$ROOT/tests/kube/cluster.sh"
+KUBE_STARTED=0
+trap 'kube_down; rm -rf "$T"' EXIT
 passed=0
 failed=0
 skipped=0
@@ -45,6 +64,47 @@ bad() {
     return 0
 }
 skip() { skipped=$((skipped + 1)); echo "SKIP $1"; }
+
+# A control plane for the current Markdown file, started at its first
+# block that needs one; its state is that file's alone.
+cluster_start() {
+    [ "$KUBE_STARTED" = 1 ] && return 0
+    rm -rf "$T/kube"
+    kube_up "$T/kube" "${KUBE_RELEASE:-1.37}" 2>"$T/kube-up.log" || {
+        cat "$T/kube-up.log" >&2
+        return 1
+    }
+    KUBE_STARTED=1
+    export DOCS_PIDS=$T/kube/pids
+}
+cluster_stop() {
+    local p
+    [ "$KUBE_STARTED" = 1 ] || return 0
+    if [ -f "$DOCS_PIDS" ]; then
+        while read -r p; do kube_stop "$p"; done <"$DOCS_PIDS"
+    fi
+    kube_down
+    unset KUBECONFIG
+    KUBE_STARTED=0
+}
+
+# cluster_block BODY WHERE MARKER: an sh block on the test apiserver.
+cluster_block() {
+    local body=$1 where=$2 marker=$3 setup="" then=""
+    case $marker in *", after: "*) setup=${marker#*, after: } ;; esac
+    case $setup in *", then: "*) then=${setup#*, then: } setup=${setup%%, then: *} ;; esac
+    if ! cluster_start; then
+        bad "$where: the test apiserver did not start" "$T/kube-up.log"
+    elif [ -n "$setup" ] && ! RUN_TIMEOUT=180 run_in_ws "$T/out" bash -e -c "$setup"; then
+        bad "$where: its setup \`$setup\` fails on the test apiserver" "$T/out"
+    elif ! run_in_ws "$T/out" bash -e "$body"; then
+        bad "$where: sh block fails on the test apiserver" "$T/out"
+    elif [ -n "$then" ] && ! RUN_TIMEOUT=180 run_in_ws "$T/out" bash -e -c "$then"; then
+        bad "$where: after the block, \`$then\` fails on the test apiserver" "$T/out"
+    else
+        ok "$where: sh block runs on the test apiserver ($(kubectl version -o json 2>/dev/null | jq -r .serverVersion.gitVersion))${then:+, and \`$then\` holds after it}"
+    fi
+}
 
 # A scratch copy of the repository's sources (not build/ or .git).
 fresh_workspace() {
@@ -60,11 +120,11 @@ fresh_workspace() {
 }
 
 # run_in_ws LOG CMD...: runs in the workspace with the built binaries first
-# on PATH, at most 60 s.
+# on PATH, at most RUN_TIMEOUT seconds (60).
 run_in_ws() {
     local log=$1
     shift
-    (cd "$W/ncclguard" && PATH="$BUILD:$PATH" timeout 60 "$@") >"$log" 2>&1
+    (cd "$W/ncclguard" && PATH="$BUILD:$PATH" timeout "${RUN_TIMEOUT:-60}" "$@") >"$log" 2>&1
 }
 
 yaml_block() { # yaml_block BODY WHERE MARKER
@@ -218,6 +278,13 @@ for md in "${FILES[@]}"; do
             skip "$where: $lang block (${marker#not run: })"
             continue
             ;;
+        "on the test apiserver" | "on the test apiserver, after: "*)
+            case $lang in
+            sh | bash | shell) cluster_block "$body" "$where" "$marker" ;;
+            *) bad "$where: only sh blocks run on the test apiserver, not $lang" ;;
+            esac
+            continue
+            ;;
         esac
         case $lang in
         UNCLOSED) bad "$where: a code fence is never closed" ;;
@@ -240,6 +307,7 @@ for md in "${FILES[@]}"; do
         *) ;; # diagrams, plain text
         esac
     done <"$T/index"
+    cluster_stop
 done
 echo "tests/docs: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

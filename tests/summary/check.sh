@@ -106,5 +106,39 @@ one_log 'WARNING: no PID namespace, so one case is skipped\nok   - 3 passed the 
 summarize "skip and passed in mid-line are plain text" 0 \
     "5 passed, 0 failed, 0 skipped" CI=true SKIPS_ALLOW="$T/allow"
 
+# How long the checks took: the .ms files summed and rounded, one line just
+# before the last; none without .ms files (every case above).
+grep -q '^checks took' "$T/out" && bad "a 'checks took' line without .ms files" || ok
+one_log 'tests/w: 2 passed, 0 failed\n' 0
+printf 'corpus: all checks passed\n' >"$T/logs/02-check-y.log"
+echo 0 >"$T/logs/02-check-y.rc"
+echo 1500 >"$T/logs/01-check-x.ms"
+echo 311700 >"$T/logs/02-check-y.ms"
+summarize "the checks' wall time is summed" 0 "3 passed, 0 failed, 0 skipped" \
+    CI= SKIPS_ALLOW="$T/allow"
+[ "$(tail -n 2 "$T/out" | head -n 1)" = "checks took 313 s" ] && ok ||
+    bad "the line before the last is not 'checks took 313 s'"
+# The real run: a stand-in for make whose checks take at least a second
+# each. The time is a lower bound, so a slow machine cannot fail this.
+cat >"$T/make" <<'EOM'
+#!/bin/sh
+sleep 1
+echo "$2: 1 passed, 0 failed"
+EOM
+chmod +x "$T/make"
+"$run" "$T/run" "$T/make" check-a check-b >"$T/out" 2>&1
+rc=$?
+[ "$rc" = 0 ] && ok || bad "run mode: exit $rc"
+[ "$(tail -n 1 "$T/out")" = "2 passed, 0 failed, 0 skipped" ] && ok ||
+    bad "run mode: last line '$(tail -n 1 "$T/out")'"
+took=$(tail -n 2 "$T/out" | head -n 1)
+if [[ $took =~ ^checks\ took\ ([0-9]+)\ s$ ]] && [ "${BASH_REMATCH[1]}" -ge 2 ]; then
+    ok
+else
+    bad "run mode: the line before the last is '$took', want 'checks took N s' with N >= 2"
+fi
+[ -s "$T/run/01-check-a.ms" ] && [ -s "$T/run/02-check-b.ms" ] && ok ||
+    bad "run mode: no .ms file per check"
+
 echo "tests/summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
