@@ -1,5 +1,5 @@
 /* Kubernetes API requests and watches for the node loop, with libcurl. */
-#include "watchdog/kube.h"
+#include "nodeloop/kube.h"
 
 #include "watchdog/event.h"
 
@@ -69,14 +69,14 @@ handle(const struct kube_client *kc, const char *method, const char *path,
        struct curl_slist *h, char *url, size_t un)
 {
     CURL *c;
-    int write = method != NULL && (strcmp(method, "POST") == 0 ||
-                                   strcmp(method, "PUT") == 0 ||
-                                   strcmp(method, "PATCH") == 0);
-    int w = write && kc->field_manager != NULL
-                ? snprintf(url, un, "%s%s%cfieldManager=%s", kc->api_server,
-                           path, strchr(path, '?') != NULL ? '&' : '?',
-                           kc->field_manager)
-                : snprintf(url, un, "%s%s", kc->api_server, path);
+    int write = method != NULL &&
+                (strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+                 strcmp(method, "PATCH") == 0);
+    int w =
+        write && kc->field_manager != NULL
+            ? snprintf(url, un, "%s%s%cfieldManager=%s", kc->api_server, path,
+                       strchr(path, '?') != NULL ? '&' : '?', kc->field_manager)
+            : snprintf(url, un, "%s%s", kc->api_server, path);
 
     if (w < 0 || (size_t)w >= un || (c = curl_easy_init()) == NULL)
         return NULL;
