@@ -93,6 +93,7 @@ include tests/docs/docs.mk
 include tests/mutate/mutate.mk
 include ringcheck/ringcheck.mk
 include watchdog/watchdog.mk
+include nodeloop/nodeloop.mk
 include tests/fuzz/fuzz.mk
 include bench/bench.mk
 include tests/kube/kube.mk

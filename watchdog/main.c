@@ -8,7 +8,6 @@
 #include "contract/wdspec.h"
 #include "watchdog/agent.h"
 #include "watchdog/event.h"
-#include "watchdog/nodeloop.h"
 
 static void
 usage(FILE *f)
@@ -83,9 +82,6 @@ main(int argc, char **argv)
     const char *env;
     int c, rc;
 
-    /* The node loop (docs/nodeloop.md) is a mode of its own. */
-    if (argc > 1 && strcmp(argv[1], "node-loop") == 0)
-        return nodeloop_main(argc - 1, argv + 1);
     wd_options_defaults(&o);
     if ((env = getenv("NCCLGUARD_NVML_LIBRARY")) != NULL && env[0] != '\0')
         o.nvml_path = env;

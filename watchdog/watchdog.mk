@@ -22,10 +22,9 @@ WD_TESTBINS = $(BUILD)/fakes/libnvidia-ml.so.1 $(BUILD)/tests/wd_job \
 all: watchdog
 watchdog: $(BUILD)/ncclguard-watchdog $(WD_TESTBINS)
 
-# The library last: the node loop reads the webhook's policy through it
-# (policy_load, policy_quarantine; policy/policy.mk lists its objects).
-# --as-needed keeps the libraries the agent never calls (libmicrohttpd,
-# GnuTLS, simdjson, libstdc++) out of its NEEDED entries, which
+# The library last, for the base/ modules the agent calls (LIB_SRCS lists
+# its objects). --as-needed keeps the libraries the agent never calls
+# (libmicrohttpd, GnuTLS, simdjson, libstdc++) out of its NEEDED entries, which
 # tests/deploy/check.sh holds against the image's runtime packages:
 # without it the make asan link kept them all.
 $(BUILD)/ncclguard-watchdog: $(WD_OBJS) $(BUILD)/obj/contract/wdspec.o \
@@ -85,43 +84,3 @@ check-watchdog-%: watchdog $(BUILD)/ncclguard
 		tests/watchdog/run.sh $*
 
 CHECKS += check-watchdog
-
-# --- node loop (docs/nodeloop.md): classification, node state, the API
-# client, and its checks against a fake API server (tests/nodeloop).
-NL_SRCS := watchdog/nodeclass.c watchdog/nodestate.c watchdog/kube.c \
-	watchdog/nodeloop.c
-$(BUILD)/ncclguard-watchdog: $(NL_SRCS:%.c=$(BUILD)/obj/%.o)
-WD_LIBS += -lpthread
-.PHONY: check-nodeloop
-# nodejs only: some machines' nodejs package ships npm itself and conflicts
-# with Debian's npm package, so npm is installed below only when missing.
-DEB_PKGS += nodejs
-# The CEL evaluator that checks the ValidatingAdmissionPolicies
-# (tests/nodeloop/vap.cjs), from the npm registry into the build folder; a
-# failed install is a SKIP there, not a build failure.
-NL_CEL := $(BUILD)/npm/node_modules/@bufbuild/cel/package.json
-$(NL_CEL):
-	@command -v npm >/dev/null || { sudo=""; [ "$$(id -u)" -eq 0 ] || \
-		sudo=sudo; DEBIAN_FRONTEND=noninteractive $$sudo apt-get install \
-		-y -q --no-install-recommends npm; } || true
-	-npm install --silent --no-audit --no-fund --prefix $(BUILD)/npm \
-		@bufbuild/cel@0.6.1
-check-nodeloop: watchdog ringcheck $(NL_CEL)
-	CEL_MODULES=$(abspath $(BUILD))/npm/node_modules \
-	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \
-	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
-	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" \
-		tests/nodeloop/run.sh
-CHECKS += check-nodeloop
-# Some cases alone, by tag (tests/nodeloop/run.sh): for example
-# make check-nodeloop-classify, make check-nodeloop-quarantine+validation+vap.
-check-nodeloop-%: watchdog ringcheck $(NL_CEL)
-	NODELOOP_CASES="$(subst +, ,$*)" \
-	CEL_MODULES=$(abspath $(BUILD))/npm/node_modules \
-	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \
-	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
-	FAKES=$(abspath $(BUILD))/fakes SANITIZED="$(SAN)" \
-		tests/nodeloop/run.sh
-
-# The node loop names itself (User-Agent) with the build's version.
-$(BUILD)/obj/watchdog/nodeloop.o: $(BUILD)/gen/version.h

@@ -756,21 +756,32 @@ if [ -x "$WDBIN" ]; then
     fi
     kill "$wdpid" 2>/dev/null
     wait "$wdpid" 2>/dev/null
-    # The runtime stage installs the package of every library it links.
+    # The runtime stage installs the package of every library they link:
+    # the agent's, and the node loop's (the image ships both programs).
     WDD=deploy/docker/watchdog.Dockerfile
     wdrt=$(awk '/^FROM /{n++} n == 2' "$WDD")
-    for name in $(readelf -d "$WDBIN" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
-        case $name in
-        libasan.so.* | libubsan.so.* | libc.so.* | libm.so.*) continue ;;
-        esac
-        lib=$(ldd "$WDBIN" | awk -v n="$name" '$1 == n && $2 == "=>" {print $3}')
-        pkg=$( (dpkg -S "$lib" || dpkg -S "$(readlink -f "$lib")" ||
-            dpkg -S "/usr$lib") 2>/dev/null | head -n1 | cut -d: -f1)
-        case $pkg in libc6 | libgcc-s1 | "") continue ;; esac
-        # libcurl4-openssl-dev builds against libcurl4 (the OpenSSL flavour).
-        echo "$wdrt" | grep -qw -- "${pkg%%:*}" && ok ||
-            bad "$WDD: runtime stage lacks $pkg (for $lib)"
+    NLBIN=$(dirname "$NCCLGUARD")/ncclguard-nodeloop
+    for bin in "$WDBIN" "$NLBIN"; do
+        if [ ! -x "$bin" ]; then
+            echo "SKIP the runtime packages of $bin (not built)"
+            continue
+        fi
+        for name in $(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+            case $name in
+            libasan.so.* | libubsan.so.* | libc.so.* | libm.so.*) continue ;;
+            esac
+            lib=$(ldd "$bin" | awk -v n="$name" '$1 == n && $2 == "=>" {print $3}')
+            pkg=$( (dpkg -S "$lib" || dpkg -S "$(readlink -f "$lib")" ||
+                dpkg -S "/usr$lib") 2>/dev/null | head -n1 | cut -d: -f1)
+            case $pkg in libc6 | libgcc-s1 | "") continue ;; esac
+            # libcurl4-openssl-dev builds against libcurl4 (the OpenSSL flavour).
+            echo "$wdrt" | grep -qw -- "${pkg%%:*}" && ok ||
+                bad "$WDD: runtime stage lacks $pkg (for $lib, $(basename "$bin"))"
+        done
     done
+    # The node loop is in the image where the DaemonSet's command says.
+    grep -qx 'COPY --from=build /out/ncclguard-nodeloop /usr/local/bin/ncclguard-nodeloop' "$WDD" && ok ||
+        bad "$WDD does not install /usr/local/bin/ncclguard-nodeloop"
     grep -q 'ghcr.io/ncclguard/ncclguard-watchdog:0.1.0' "$WDD" && ok || bad "$WDD does not name its image"
     check "watchdog: the DaemonSet runs the image watchdog.Dockerfile builds" "$J" \
         "$DS.spec.template.spec.containers[0].image == \"ghcr.io/ncclguard/ncclguard-watchdog:0.1.0\""
@@ -796,7 +807,8 @@ check "node-health: the node loop runs on GPU nodes, its own taint tolerated, lo
     (\$s.hostPID | not) and (\$s.hostNetwork | not) and \$s.securityContext.runAsNonRoot == true and
     \$c.securityContext.capabilities.drop == [\"ALL\"] and (\$c.securityContext.capabilities.add | not) and
     \$c.securityContext.readOnlyRootFilesystem == true and \$c.securityContext.allowPrivilegeEscalation == false and
-    \$c.args[0] == \"node-loop\" and
+    \$c.command == [\"/usr/local/bin/ncclguard-nodeloop\"] and
+    \$c.image == \"ghcr.io/ncclguard/ncclguard-watchdog:0.1.0\" and
     ([\$s.volumes[]? | select(.hostPath)] | length == 0)"
 check "node-health: RBAC grants what docs/nodeloop.md lists, nothing wider" "$J" '
     ([.[] | select(.kind == "ClusterRole" and .metadata.name == "ncclguard-node-loop") | .rules[]] ==
@@ -854,13 +866,16 @@ grep -q 'Kubernetes 1.34 or later' docs/nodeloop.md && ok ||
     bad "docs/nodeloop.md must state the node-health minimum, Kubernetes 1.34 or later"
 # The DaemonSet's arguments parse (a usage error exits 2; no API server
 # here, so the loop itself gives up after --run-for).
-if [ -x "$WDBIN" ]; then
+NLBIN=$(dirname "$NCCLGUARD")/ncclguard-nodeloop
+if [ -x "$NLBIN" ]; then
     jq -r "$NL.spec.template.spec.containers[0].args[]" "$J" | grep -v -- '--metrics-port' |
         grep -vx '9465' >"$T/nlargs"
     # shellcheck disable=SC2046
-    NODE_NAME=n POD_NAMESPACE=ns "$WDBIN" $(cat "$T/nlargs") --api-server http://127.0.0.1:9 \
+    NODE_NAME=n POD_NAMESPACE=ns "$NLBIN" $(cat "$T/nlargs") --api-server http://127.0.0.1:9 \
         --run-for 1s >"$T/nllog" 2>&1
-    [ $? -ne 2 ] && ok || { bad "ncclguard-watchdog refuses the node loop's DaemonSet args"; sed 's/^/  /' "$T/nllog" >&2; }
+    [ $? -ne 2 ] && ok || { bad "ncclguard-nodeloop refuses the node loop's DaemonSet args"; sed 's/^/  /' "$T/nllog" >&2; }
+else
+    echo "SKIP node loop DaemonSet args ($NLBIN not built)"
 fi
 
 echo "tests/deploy: $passed passed, $failed failed"

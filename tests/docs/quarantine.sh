@@ -5,8 +5,8 @@
 #   quarantine.sh up       applies deploy/ (self-signed overlay, watchdog and
 #                          node-health components; the objects that need the
 #                          Prometheus Operator's CRDs left out), makes Node
-#                          gpu-node-17 (8 GPUs), starts ncclguard-watchdog
-#                          node-loop for it with a token bound to a stand-in
+#                          gpu-node-17 (8 GPUs), starts ncclguard-nodeloop
+#                          for it with a token bound to a stand-in
 #                          of its DaemonSet pod, and reports two ring checks
 #                          on that node that found a broken P2P pair (the
 #                          verdict docs/nodeloop.md shows); returns once the
@@ -18,7 +18,7 @@
 #
 # Run in the docs check's workspace (the repository's root), with
 # KUBECONFIG, KUBE_SERVER and KUBE_CA from tests/kube/cluster.sh's kube_up
-# and ncclguard-watchdog on PATH. The loop's pid goes to $DOCS_PIDS, which
+# and ncclguard-nodeloop on PATH. The loop's pid goes to $DOCS_PIDS, which
 # check.sh stops with the control plane.
 set -euo pipefail
 : "${KUBE_SERVER:?run from tests/docs/check.sh (no test apiserver)}"
@@ -68,7 +68,7 @@ EOK
     kube_token "$NS" ncclguard-node-loop node-loop-standin >"$D/token"
     # One GPU node: the breaker (--max-share, per cent of GPU nodes under
     # the taint) must allow all of them.
-    setsid ncclguard-watchdog node-loop --api-server "$KUBE_SERVER" \
+    setsid ncclguard-nodeloop --api-server "$KUBE_SERVER" \
         --token-file "$D/token" --ca-file "$KUBE_CA" --node-name "$NODE" \
         --namespace "$NS" --image rc:test --watch-timeout 30s --tick 200ms \
         --heartbeat 1h --event-poll 1s --mode quarantine --threshold 2 \

@@ -26,10 +26,10 @@ fuzz_objs_ras := watchdog/ras.c
 fuzz_objs_nccllog := ringcheck/nccllog.c
 fuzz_objs_rcproto := ringcheck/proto.c
 fuzz_objs_rendezvous := ringcheck/rendezvous.c
-fuzz_objs_nodeclass := watchdog/nodeclass.c
-# fuzz_nodeloop.c includes watchdog/nodeloop.c itself (its list and watch
+fuzz_objs_nodeclass := nodeloop/nodeclass.c
+# fuzz_nodeloop.c includes the node loop's files itself (its list and watch
 # decoding is file-local) and answers its API requests in place of kube.c.
-fuzz_objs_nodeloop := watchdog/nodeclass.c watchdog/nodestate.c
+fuzz_objs_nodeloop := nodeloop/nodeclass.c nodeloop/nodestate.c
 fuzz_libs_rendezvous := -lcrypto
 fuzz_libs_nodeloop := $(shell pkg-config --libs libcurl 2>/dev/null)
 FUZZ_OBJ_TARGETS := $(foreach t,$(FUZZ_OBJ_ALL),$(if $(filter-out \

@@ -1,5 +1,5 @@
 /* Fuzz target: the node loop's classification of termination messages
- * (watchdog/nodeclass.c). A ring-check init container's message is text
+ * (nodeloop/nodeclass.c). A ring-check init container's message is text
  * that whoever runs a container of that name in a pod can write; the
  * first byte of the input is its exit code ('0'..'9', else the byte as a
  * signed number), the rest the message, in an exactly-sized buffer with
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "watchdog/nodeclass.h"
+#include "nodeloop/nodeclass.h"
 
 #define BOUNDED(a) FUZZ_ASSERT(memchr((a), '\0', sizeof(a)) != NULL)
 

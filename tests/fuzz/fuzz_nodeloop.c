@@ -1,10 +1,11 @@
 /* Fuzz target: the node loop's decoding of what the API server sends
- * (watchdog/nodeloop.c): watch events, pod list pages, the Node, the
+ * (the files of nodeloop/): watch events, pod list pages, the Node, the
  * GPU-node list and the state annotation. Pods are the tenants': their
  * statuses, termination messages and resources are whatever a workload
- * wrote. The file-local functions are reached by including nodeloop.c;
- * kube.c is replaced by an API server in memory (below) that answers
- * from the input and records what the loop writes.
+ * wrote. The file-local functions are reached by including the loop's
+ * files (all but main.c: the replay has its own main); kube.c is replaced
+ * by an API server in memory (below) that answers from the input and
+ * records what the loop writes.
  *
  * Input: lines. "N <json>" is the Node from now on, "C <json>" the GPU
  * node list, "L <json>" one list page (then the pods are listed), "S
@@ -15,7 +16,11 @@
 
 #include <fcntl.h>
 
-#include "watchdog/nodeloop.c"
+#include "nodeloop/loop.c"
+#include "nodeloop/metrics.c"
+#include "nodeloop/node.c"
+#include "nodeloop/pods.c"
+#include "nodeloop/watch.c"
 
 #define NODE "gpu-1"
 #define NS "ncclguard-watchdog"

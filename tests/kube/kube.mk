@@ -30,13 +30,13 @@ check-kube-webhook-1.34: $(BUILD)/ncclguard kube
 
 CHECKS += check-kube-webhook check-kube-webhook-1.34
 
-check-kube-nodeloop: watchdog ringcheck kube
-	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \
+check-kube-nodeloop: nodeloop ringcheck kube
+	NODELOOP=$(abspath $(BUILD))/ncclguard-nodeloop \
 	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
 	FAKES=$(abspath $(BUILD))/fakes KUBE_RELEASE=1.37 tests/kube/nodeloop.sh
 
-check-kube-nodeloop-1.34: watchdog ringcheck kube
-	WATCHDOG=$(abspath $(BUILD))/ncclguard-watchdog \
+check-kube-nodeloop-1.34: nodeloop ringcheck kube
+	NODELOOP=$(abspath $(BUILD))/ncclguard-nodeloop \
 	RINGCHECK=$(abspath $(BUILD))/ncclguard-ringcheck \
 	FAKES=$(abspath $(BUILD))/fakes KUBE_RELEASE=1.34 tests/kube/nodeloop.sh
 

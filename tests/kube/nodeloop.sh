@@ -8,11 +8,11 @@
 # written through pods/status, with termination messages the ring check
 # wrote against its test double.
 #
-#   WATCHDOG=... RINGCHECK=... FAKES=... [KUBE_RELEASE=1.37] tests/kube/nodeloop.sh
+#   NODELOOP=... RINGCHECK=... FAKES=... [KUBE_RELEASE=1.37] tests/kube/nodeloop.sh
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-: "${WATCHDOG:?set WATCHDOG to build/ncclguard-watchdog}"
+: "${NODELOOP:?set NODELOOP to build/ncclguard-nodeloop}"
 : "${RINGCHECK:?set RINGCHECK to build/ncclguard-ringcheck}"
 : "${FAKES:?set FAKES to the folder with the test double}"
 rel=${KUBE_RELEASE:-1.37}
@@ -214,7 +214,7 @@ code=$(curl -sS -o "$W/post.out" -w '%{http_code}' --max-time 20 --cacert "$KUBE
 loop() { # loop NODE TOKEN LOG ARGS...
     local node=$1 tok=$2 log=$3
     shift 3
-    "$WATCHDOG" node-loop --api-server "$KUBE_SERVER" --token-file "$tok" \
+    "$NODELOOP" --api-server "$KUBE_SERVER" --token-file "$tok" \
         --ca-file "$KUBE_CA" --node-name "$node" --namespace "$NS" \
         --image rc:test --watch-timeout 30s --tick 200ms --heartbeat 1h \
         --event-poll 1s "$@" >>"$log" 2>&1 &

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The node loop (docs/nodeloop.md) end to end, without a cluster: real
 # termination messages from the ring check against its CUDA/NCCL test
-# double, classified by the agent; then the real agent (`ncclguard-watchdog
-# node-loop`) against a fake API server (fake_kube.py) that applies every
+# double, classified by the node loop; then the real node loop
+# (`ncclguard-nodeloop`) against a fake API server (fake_kube.py) that applies every
 # patch with `kubectl patch --local`. Each case checks the Node, its
 # Events, the pods' Events and the metrics.
 #
-#   WATCHDOG=... RINGCHECK=... FAKES=... run.sh
+#   NODELOOP=... WATCHDOG=... RINGCHECK=... FAKES=... run.sh
+#
+# WATCHDOG is the hang agent, run once beside the node loop for its metrics.
 set -u
 
+: "${NODELOOP:?set NODELOOP to build/ncclguard-nodeloop}"
 : "${WATCHDOG:?set WATCHDOG to build/ncclguard-watchdog}"
 : "${RINGCHECK:?set RINGCHECK to build/ncclguard-ringcheck}"
 : "${FAKES:?set FAKES to the folder with the test double}"
@@ -80,7 +83,7 @@ msg() {
 # classified NAME JQ: the agent's classification of that message.
 classified() {
     local out
-    out=$("$WATCHDOG" node-loop --classify "$(cat "$TMP/msg/$1.rc")" \
+    out=$("$NODELOOP" --classify "$(cat "$TMP/msg/$1.rc")" \
         "$TMP/msg/$1.tl")
     if printf '%s\n' "$out" | jq -e "$2" >/dev/null 2>&1; then ok; else
         bad "$1: classification $out fails $2"
@@ -287,7 +290,7 @@ gone() { [ "$SKIPPING" = 1 ] && return 0; api DELETE "/api/v1/namespaces/ml/pods
 
 agent() {
     [ "$SKIPPING" = 1 ] && return 0
-    "$WATCHDOG" node-loop --api-server "http://127.0.0.1:$PORT" \
+    "$NODELOOP" --api-server "http://127.0.0.1:$PORT" \
         --node-name "$NODE" --namespace "$NS" --image rc:test \
         --watch-timeout 1s --tick 200ms --heartbeat 1h \
         --metrics-file "$TMP/metrics" "$@" >>"$TMP/agent.log" 2>&1 &
@@ -306,7 +309,7 @@ agent2() {
     [ "$SKIPPING" = 1 ] && return 0
     local node=$1
     shift
-    "$WATCHDOG" node-loop --api-server "http://127.0.0.1:$PORT" \
+    "$NODELOOP" --api-server "http://127.0.0.1:$PORT" \
         --node-name "$node" --namespace "$NS" --image rc:test \
         --watch-timeout 1s --tick 200ms --heartbeat 1h \
         --metrics-file "$TMP/metrics2" "$@" >>"$TMP/agent2.log" 2>&1 &
@@ -653,7 +656,7 @@ expect_stays "($TAINT | length) == 0" 1
 # A policy that does not load stops the start, as it does the webhook's.
 if [ "$SKIPPING" = 0 ]; then
     printf 'defaults: [\n' >"$TMP/bad-policy.yaml"
-    "$WATCHDOG" node-loop --api-server "http://127.0.0.1:$PORT" --node-name "$NODE" \
+    "$NODELOOP" --api-server "http://127.0.0.1:$PORT" --node-name "$NODE" \
         --namespace "$NS" --policy "$TMP/bad-policy.yaml" --run-for 1s >"$TMP/bad.out" 2>&1
     [ $? = 1 ] && grep -q 'bad-policy.yaml:2:1' "$TMP/bad.out" && ok || bad "a broken policy at start: $(cat "$TMP/bad.out")"
 fi

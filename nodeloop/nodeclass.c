@@ -1,7 +1,7 @@
 /* Classifies node evidence: the ring check's termination message (the
  * lines report_verdict writes, ringcheck/report.c) and the node agent's own
  * findings, through one table of rules (docs/nodeloop.md). */
-#include "watchdog/nodeclass.h"
+#include "nodeloop/nodeclass.h"
 
 #include <stdio.h>
 #include <string.h>

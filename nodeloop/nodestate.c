@@ -1,6 +1,6 @@
 /* The node's NCCL health: counted evidence, threshold, breaker, cooldown,
  * expiry and the annotation that keeps it in the API server. */
-#include "watchdog/nodestate.h"
+#include "nodeloop/nodestate.h"
 
 #include <jansson.h>
 #include <stdarg.h>

@@ -1,7 +1,7 @@
 /* A small Kubernetes API client for the node loop: one request with a
  * bounded answer, and a streaming watch split into lines (libcurl). */
-#ifndef NCCLGUARD_WD_KUBE_H
-#define NCCLGUARD_WD_KUBE_H
+#ifndef NCCLGUARD_NL_KUBE_H
+#define NCCLGUARD_NL_KUBE_H
 
 #include <stddef.h>
 

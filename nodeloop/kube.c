@@ -1,5 +1,5 @@
 /* Kubernetes API requests and watches for the node loop, with libcurl. */
-#include "watchdog/kube.h"
+#include "nodeloop/kube.h"
 
 #include "watchdog/event.h"
 

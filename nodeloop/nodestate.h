@@ -2,14 +2,14 @@
  * the state (healthy .. quarantined), the breaker and re-validation
  * timers. Pure decisions: the caller reads the Node, calls these, and
  * writes back what they say (docs/nodeloop.md). */
-#ifndef NCCLGUARD_WD_NODESTATE_H
-#define NCCLGUARD_WD_NODESTATE_H
+#ifndef NCCLGUARD_NL_NODESTATE_H
+#define NCCLGUARD_NL_NODESTATE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/error.h"
-#include "watchdog/nodeclass.h"
+#include "nodeloop/nodeclass.h"
 
 /* The policy's quarantine block (defaults.quarantine). */
 enum nq_mode { NQ_OBSERVE, NQ_QUARANTINE };

@@ -1,8 +1,8 @@
 /* What one piece of node evidence means: a ring-check init container's
  * terminated state, or the node agent's own hang verdict or lost GPU,
  * classified into node / pair / job / unknown (docs/nodeloop.md). */
-#ifndef NCCLGUARD_WD_NODECLASS_H
-#define NCCLGUARD_WD_NODECLASS_H
+#ifndef NCCLGUARD_NL_NODECLASS_H
+#define NCCLGUARD_NL_NODECLASS_H
 
 #include <stddef.h>
 
