@@ -49,11 +49,12 @@ enum pod_state {
     POD_REPORTED,  /* hang reported; back to WATCH when it recovers */
     POD_GRACE,     /* checkpoint requested; SIGTERM at deadline */
     POD_TERM,      /* SIGTERM sent; SIGKILL at deadline */
-    POD_DONE       /* SIGKILL sent (or nothing left to signal) */
+    POD_DONE,      /* SIGKILL sent (or nothing left to signal) */
+    POD_CONFIRM    /* hang found; asking RAS for a second signal */
 };
 
-static const char *const state_names[] = {"watch", "reported", "grace", "term",
-                                          "done"};
+static const char *const state_names[] = {"watch", "reported", "grace",
+                                          "term",  "done",     "confirm"};
 
 /* One watched process, identified by PID and start time. */
 struct wproc {
@@ -122,6 +123,18 @@ struct wpod {
     bool budget_logged; /* the work budget line was logged */
     struct sockq *q;
     size_t n_q;
+    /* One of the pod's GPUs runs another pod's process or an MPS server's
+     * clients (the latest period): its hangs are reported, never acted on. */
+    bool shared;
+    char shared_why[160];
+    /* The second signal (POD_CONFIRM): two RAS answers a period apart.
+     * ras_step 1: first query running; 2: waiting until ras_next_ms;
+     * 3: second query running. */
+    struct wd_ras_job *ras_job;
+    int ras_step;
+    long long ras_next_ms;
+    struct wd_ras_result *ras1;
+    char *hang_msg;
     bool used;
 };
 
@@ -800,6 +813,12 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
         }
         copy_env(a->envbuf, (size_t)envlen, "NCCL_RAS_ADDR", pod->ras_addr,
                  sizeof(pod->ras_addr));
+        /* Under the test flag the pod's IP is its RAS address's host, as
+         * the webhook sets NCCL_RAS_ADDR=$(NCCLGUARD_POD_IP):28028. */
+        if (o->pod_from_env && strrchr(pod->ras_addr, ':') != NULL)
+            snprintf(pod->ip, sizeof(pod->ip), "%.*s",
+                     (int)(strrchr(pod->ras_addr, ':') - pod->ras_addr),
+                     pod->ras_addr);
         pod->spec = spec;
         if (wd_spec_format(&spec, pod->spec_text, sizeof(pod->spec_text)) != 0)
             pod->spec_text[0] = '\0';
@@ -1067,6 +1086,48 @@ gpu_period(const struct wd_gpu *g, const struct wd_gpu_counters *b,
     }
 }
 
+/* Marks the pod shared when GPU d also runs what is not the pod's: a
+ * process of another watched pod, a live process the agent does not watch
+ * (another pod that did not opt in, an MPS server), or MPS clients. NVML's
+ * utilisation, power and memory are the GPU's, not a process's, so such a
+ * GPU's signature says nothing certain about this pod. A PID that no
+ * longer exists (NVML lists a process until its context is gone) is not
+ * counted. */
+static void
+gpu_shared(struct agent *a, struct wpod *pod, size_t pi, size_t d,
+           const struct wd_gpu *gd)
+{
+    if (gd->mps) {
+        pod->shared = true;
+        snprintf(pod->shared_why, sizeof(pod->shared_why),
+                 "GPU %zu is shared through an MPS server", d);
+        return;
+    }
+    for (size_t k = 0; k < gd->n_pids; k++) {
+        struct wproc *w = proc_find(a, gd->pids[k], 0);
+        struct wd_stat st;
+
+        if (w != NULL && w->pod == pi)
+            continue;
+        if (w != NULL) {
+            pod->shared = true;
+            snprintf(pod->shared_why, sizeof(pod->shared_why),
+                     "GPU %zu is shared with pod %s (pid %d)", d,
+                     a->pods[w->pod].uid, (int)gd->pids[k]);
+            return;
+        }
+        if (wd_proc_stat(a->o->proc_root, gd->pids[k], &st) == 0 &&
+            st.state != 'Z' && st.state != 'X') {
+            pod->shared = true;
+            snprintf(pod->shared_why, sizeof(pod->shared_why),
+                     "GPU %zu also runs pid %d, which is not this pod's "
+                     "(another pod, or an MPS server)",
+                     d, (int)gd->pids[k]);
+            return;
+        }
+    }
+}
+
 /* The pod's GPUs over the period, each judged on its own; their lines go
  * into det (may be NULL). Moves every GPU's baseline to now. */
 static void
@@ -1082,6 +1143,8 @@ pod_gpus(struct agent *a, struct wpod *pod, size_t pi, struct wd_period *pr,
     pod->spin_util = 100;
     pod->spin_power = pod->spin_mem = 0;
     pod->lost_gpus[0] = '\0';
+    pod->shared = false;
+    pod->shared_why[0] = '\0';
     for (size_t d = 0; d < g->n; d++) {
         const struct wd_gpu *gd = &g->gpu[d];
         struct wd_gpu_period gp;
@@ -1094,6 +1157,8 @@ pod_gpus(struct agent *a, struct wpod *pod, size_t pi, struct wd_period *pr,
 
             mine = w != NULL && w->pod == pi && w->alive;
         }
+        if (mine && !pod->shared)
+            gpu_shared(a, pod, pi, d, gd);
         if (mine) {
             gpu_period(gd, pod->base_ok[d] ? &pod->base[d] : NULL, &gp);
             v = wd_rule_gpu(&gp, &sig);
@@ -1163,6 +1228,7 @@ pod_base(struct agent *a, struct wpod *pod)
 }
 
 static void pod_hang(struct agent *a, struct wpod *pod, size_t pi);
+static void pod_ras_drop(struct wpod *pod);
 
 /* Drops the pod's dead processes; returns how many are left. */
 static size_t
@@ -1216,6 +1282,7 @@ pod_forget(struct agent *a, size_t pi)
     free(pod->ev_msg);
     pod->ev_msg = NULL;
     pod->fr_pending = false;
+    pod_ras_drop(pod);
     pod->used = false;
     procs_compact(a);
 }
@@ -1489,6 +1556,18 @@ pod_sample(struct agent *a, size_t pi, long long t)
                             "stuck_queues", pr.stuck_queues, "state",
                             state_names[pod->state], "gpu",
                             det ? det : json_array())));
+    if (pod->state == POD_CONFIRM &&
+        (v == WD_BUSY || v == WD_IO_MOVING || v == WD_SOCKETS_OK)) {
+        /* Working again before a second signal agreed: nothing to do. A
+         * period that cannot be judged (unknown) or whose CPU idles is no
+         * sign of work and leaves the confirmation running. */
+        pod_ras_drop(pod);
+        pod->state = POD_REPORTED;
+        logj(a, "decision",
+             podj(pod, json_pack("{s:s,s:s}", "decision", "none", "why",
+                                 "the pod worked again while RAS was "
+                                 "asked")));
+    }
     if (pod->state == POD_REPORTED && !wd_verdict_stalled(v)) {
         pod->state = POD_WATCH;
         logj(a, "recovered",
@@ -1737,45 +1816,49 @@ post_event(struct agent *a, struct wpod *pod, const char *reason,
                              code == 201 ? "created" : why)));
 }
 
-/* RAS: the whole query within this long; RAS's own collective timeout. */
-#define RAS_QUERY_MS 2500
+/* RAS: its own collective timeout (the client's TIMEOUT), and the time the
+ * agent gives one query. STATUS runs two RAS collectives in turn (the RAS
+ * network, then the communicators: "Gathering data about ..." in
+ * client_support.cc), and RAS ends each one at most
+ * RAS_COLLECTIVE_EXTRA_TIMEOUT_SEC (5 s) past the client's timeout, so an
+ * answer may take twice timeout + 5 s. The query runs on a thread of its
+ * own (wd_ras_job), never on the decision loop. */
 #define RAS_TIMEOUT_S 1
+#define RAS_QUERY_MS                                                           \
+    ((2 * (RAS_TIMEOUT_S + WD_RAS_EXTRA_TIMEOUT_S) + 1) * 1000LL)
 
 /*
- * Asks the pod's NCCL RAS service which ranks are missing or behind, and
- * appends what it says to msg (used bytes of n). The address: the port of
- * the pod's NCCL_RAS_ADDR, at the pod's own IP from the API, so that a
- * pod's env can point the agent at nothing but the pod itself; only under
- * --pod-from-env is the env's host believed too. Bounded by RAS_QUERY_MS.
+ * The address of the pod's NCCL RAS service: the port of the pod's
+ * NCCL_RAS_ADDR, at the pod's own IP from the API, so that a pod's env can
+ * point the agent at nothing but the pod itself; only under --pod-from-env
+ * is the env's host believed too. Returns 0 with *ss and *len, or -1 after
+ * a "ras" log line saying why not.
  */
-static void
-pod_ras(struct agent *a, struct wpod *pod, char *msg, size_t n)
+static int
+pod_ras_addr(struct agent *a, struct wpod *pod, struct sockaddr_storage *ss,
+             socklen_t *len, const char **why_not)
 {
-    struct sockaddr_storage ss;
-    struct wd_ras_result r;
-    char host[128], why[200];
+    char host[128];
     const char *colon, *h = NULL;
-    size_t u = strlen(msg);
     long port;
     char *end;
 
-    memset(&ss, 0, sizeof(ss));
+    memset(ss, 0, sizeof(*ss));
     if (pod->ras_addr[0] == '\0') {
-        logj(a, "ras",
-             podj(pod, json_pack("{s:s}", "result",
-                                 "not-queried: NCCL_RAS_ADDR is not set, so "
-                                 "RAS listens on the pod's loopback")));
-        return;
+        *why_not = "not-queried: NCCL_RAS_ADDR is not set, so RAS listens "
+                   "on the pod's loopback";
+        logj(a, "ras", podj(pod, json_pack("{s:s}", "result", *why_not)));
+        return -1;
     }
     colon = strrchr(pod->ras_addr, ':');
     errno = 0;
     port = strtol(colon ? colon + 1 : pod->ras_addr, &end, 10);
     if (errno != 0 || *end != '\0' || port <= 0 || port > 65535) {
+        *why_not = "not-queried: bad NCCL_RAS_ADDR";
         logj(a, "ras",
-             podj(pod, json_pack("{s:s,s:s}", "result",
-                                 "not-queried: bad NCCL_RAS_ADDR", "value",
+             podj(pod, json_pack("{s:s,s:s}", "result", *why_not, "value",
                                  pod->ras_addr)));
-        return;
+        return -1;
     }
     snprintf(host, sizeof(host), "%.*s",
              colon ? (int)(colon - pod->ras_addr) : 0, pod->ras_addr);
@@ -1793,55 +1876,114 @@ pod_ras(struct agent *a, struct wpod *pod, char *msg, size_t n)
         h = host;
     }
     {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
 
         if (inet_pton(AF_INET, h, &s4->sin_addr) == 1) {
             s4->sin_family = AF_INET;
             s4->sin_port = htons((uint16_t)port);
+            *len = sizeof(*s4);
         } else if (inet_pton(AF_INET6, h, &s6->sin6_addr) == 1) {
             s6->sin6_family = AF_INET6;
             s6->sin6_port = htons((uint16_t)port);
+            *len = sizeof(*s6);
         } else {
-            logj(a, "ras",
-                 podj(pod, json_pack("{s:s}", "result",
-                                     "not-queried: the pod's IP is unknown")));
+            *why_not = "not-queried: the pod's IP is unknown";
+            logj(a, "ras", podj(pod, json_pack("{s:s}", "result", *why_not)));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Where a host RAS names is: RAS prints an IP address (ncclSocketToHost:
+ * inet_ntop), which is named after the watched pod that has it, or else
+ * said to be an address. */
+static void
+ras_where(struct agent *a, const char *host, char *out, size_t n)
+{
+    for (size_t i = 0; i < a->n_pods; i++) {
+        const struct wpod *p = &a->pods[i];
+
+        if (p->used && p->ip[0] != '\0' && strcmp(p->ip, host) == 0 &&
+            p->name[0] != '\0') {
+            snprintf(out, n, "pod %.60s/%.60s on node %.60s", p->ns, p->name,
+                     a->o->node_name ? a->o->node_name : "?");
             return;
         }
     }
-    if (wd_ras_query((struct sockaddr *)&ss,
-                     ss.ss_family == AF_INET ? sizeof(struct sockaddr_in)
-                                             : sizeof(struct sockaddr_in6),
-                     now_ms() + RAS_QUERY_MS, RAS_TIMEOUT_S, &r, why,
-                     sizeof(why)) != 0) {
-        logj(a, "ras", podj(pod, json_pack("{s:s}", "result", why)));
-        return;
+    snprintf(out, n, "address %.45s", host);
+}
+
+/* A rank that RAS names behind or missing, whose pod runs on this node and
+ * worked in its latest period (busy GPU, I/O, an idle CPU): the job waits
+ * for that rank (a checkpoint, an evaluation), it is not stuck. Writes why
+ * into out and returns true then. */
+static bool
+ras_named_pod_works(struct agent *a, const struct wd_ras_result *r,
+                    char *out, size_t n)
+{
+    for (int k = 0; k < r->n_behind + r->n_missing; k++) {
+        const struct wd_ras_rank *q =
+            k < r->n_behind ? (k < WD_RAS_MAX_RANKS ? &r->behind[k] : NULL)
+            : k - r->n_behind < WD_RAS_MAX_RANKS ? &r->missing[k - r->n_behind]
+                                                 : NULL;
+
+        if (q == NULL)
+            continue;
+        for (size_t i = 0; i < a->n_pods; i++) {
+            const struct wpod *p = &a->pods[i];
+
+            /* last_ms == watch_ms: no period judged yet. */
+            if (!p->used || p->ip[0] == '\0' || strcmp(p->ip, q->host) != 0 ||
+                p->last_ms == p->watch_ms || p->last_v == WD_UNKNOWN ||
+                wd_verdict_stalled(p->last_v))
+                continue;
+            snprintf(out, n,
+                     "RAS names a rank at %.45s, whose pod %.40s on this "
+                     "node is not stalled (%s): the job waits for it",
+                     q->host, p->uid, wd_verdict_name(p->last_v));
+            return true;
+        }
     }
-    if (r.n_missing == 0 && r.n_behind == 0 && u + 40 < n)
+    return false;
+}
+
+/* Appends what a RAS answer names to msg (used bytes of n). */
+static void
+ras_text(struct agent *a, const struct wd_ras_result *r, char *msg, size_t n)
+{
+    size_t u = strlen(msg);
+    char where[200];
+
+    if (r->n_missing == 0 && r->n_behind == 0 && u + 40 < n)
         u += (size_t)snprintf(msg + u, n - u,
                               "; RAS: no rank missing or behind");
-    for (int i = 0; i < r.n_missing && i < 3 && u + 100 < n; i++) {
-        const struct wd_ras_rank *k = &r.missing[i];
+    for (int i = 0; i < r->n_missing && i < 3 && u + 300 < n; i++) {
+        const struct wd_ras_rank *k = &r->missing[i];
+        const char *st = k->dead           ? "considered dead"
+                         : k->unresponsive ? "unresponsive"
+                                           : "no data";
 
+        ras_where(a, k->host, where, sizeof(where));
+        if (k->rank >= 0)
+            u += (size_t)snprintf(msg + u, n - u,
+                                  "; RAS: rank %d at %s (pid %d) missing (%s)",
+                                  k->rank, where, k->pid, st);
+        else
+            u += (size_t)snprintf(msg + u, n - u,
+                                  "; RAS: process %d at %s missing (%s)",
+                                  k->pid, where, st);
+    }
+    for (int i = 0; i < r->n_behind && i < 3 && u + 300 < n; i++) {
+        const struct wd_ras_rank *k = &r->behind[i];
+
+        ras_where(a, k->host, where, sizeof(where));
         u += (size_t)snprintf(msg + u, n - u,
-                              "; RAS: rank %d on %.40s (pid %d) missing (%s)",
-                              k->rank, k->host, k->pid,
-                              k->dead           ? "considered dead"
-                              : k->unresponsive ? "unresponsive"
-                                                : "no data");
+                              "; RAS: rank %d at %s (pid %d) behind (%lu of "
+                              "%lu collectives issued)",
+                              k->rank, where, k->pid, k->done, k->most);
     }
-    for (int i = 0; i < r.n_behind && i < 3 && u + 100 < n; i++) {
-        const struct wd_ras_rank *k = &r.behind[i];
-
-        u += (size_t)snprintf(
-            msg + u, n - u,
-            "; RAS: rank %d on %.40s (pid %d) behind (%lu of %lu collectives)",
-            k->rank, k->host, k->pid, k->done, k->most);
-    }
-    logj(a, "ras",
-         podj(pod, json_pack("{s:s,s:i,s:i,s:i}", "result", "answered",
-                             "communicators", r.communicators, "missing",
-                             r.n_missing, "behind", r.n_behind)));
 }
 
 /* The flight recorder: how long the Event and the SIGTERM wait for the
@@ -2042,80 +2184,77 @@ node_gpu_lost_event(struct agent *a, struct wpod *pod)
                                            : why)));
 }
 
+/* Ends a RAS confirmation that is under way: cancels its query. */
 static void
-pod_hang(struct agent *a, struct wpod *pod, size_t pi)
+pod_ras_drop(struct wpod *pod)
+{
+    wd_ras_job_free(pod->ras_job);
+    pod->ras_job = NULL;
+    pod->ras_step = 0;
+    free(pod->ras1);
+    pod->ras1 = NULL;
+    free(pod->hang_msg);
+    pod->hang_msg = NULL;
+}
+
+/*
+ * What follows a hang once it is judged: in report mode, or when no second
+ * signal agreed (act false, why_not says why), the Event and nothing else;
+ * otherwise the restart sequence. msg is the hang's message; it is
+ * extended here.
+ */
+static void
+pod_finish(struct agent *a, struct wpod *pod, size_t pi, char *msg, size_t n,
+           bool act, const char *why_not)
 {
     const struct wd_spec *s = &pod->spec;
-    const struct wd_period *pr = &pod->last;
-    char msg[1200], period[24], grace[24], report[1800];
+    char grace[24], report[1800];
     struct wproc *first = pod_first(a, pi);
-    bool asked = false;
-    size_t used;
+    size_t used = strlen(msg);
+    bool asked;
 
-    a->m.hangs++;
-    if (pod->last_v == WD_GPU_LOST)
-        node_gpu_lost_event(a, pod);
-    duration_text(s->period_ms, period, sizeof(period));
     duration_text(s->grace_ms, grace, sizeof(grace));
-    if (pod->last_v == WD_GPU_LOST)
-        used = (size_t)snprintf(
-            msg, sizeof(msg),
-            "NCCLHang: GPU %s lost %dx%s (NVML_ERROR_GPU_IS_LOST: fallen off "
-            "the bus, an Xid-class fault; see the node's kernel log)",
-            pod->lost_gpus, s->idle_periods, period);
-    else if (pod->last_v == WD_SPINNING)
-        used = (size_t)snprintf(
-            msg, sizeof(msg),
-            "NCCLHang: %d/%d GPUs spinning %dx%s (utilisation %u%%, power "
-            "%u%% of limit, memory %u%%, links still), CPU %lld.%01lld "
-            "cores, no I/O",
-            pr->gpus_spinning, pr->gpus, s->idle_periods, period,
-            pod->spin_util, pod->spin_power, pod->spin_mem,
-            (long long)(pr->cpu_milli / 1000),
-            (long long)(pr->cpu_milli % 1000 / 100));
-    else
-        used = (size_t)snprintf(
-            msg, sizeof(msg),
-            "NCCLHang: %d/%d GPUs idle %dx%s, CPU %lld.%01lld cores, %d "
-            "sockets CLOSE_WAIT, %d queues stuck",
-            pr->gpus, pr->gpus, s->idle_periods, period,
-            (long long)(pr->cpu_milli / 1000),
-            (long long)(pr->cpu_milli % 1000 / 100), pr->close_wait,
-            pr->stuck_queues);
     if (s->action == WD_ACTION_REPORT) {
-        snprintf(msg + used, sizeof(msg) - used, "; action: report only");
+        snprintf(msg + used, n - used, "; action: report only");
         pod->state = POD_REPORTED;
-    } else {
-        asked = s->checkpoint_signal != 0 || s->checkpoint_file[0] != '\0';
-        if (asked)
-            snprintf(msg + used, sizeof(msg) - used,
-                     "; checkpoint requested; SIGTERM at +%s", grace);
-        else
-            snprintf(msg + used, sizeof(msg) - used,
-                     "; no checkpoint configured; SIGTERM now");
+        logj(a, "decision",
+             podj(pod, json_pack("{s:s,s:s}", "decision", "report",
+                                 "why", "the policy's action is report")));
+        pod_event_or_wait(a, pod, pi, msg);
+        return;
     }
-    logj(a, "hang",
-         podj(pod,
-              json_pack(
-                  "{s:s,s:s,s:i,s:i,s:i,s:I,s:i,s:i,s:s,s:I}", "message", msg,
-                  "cause", wd_verdict_name(pod->last_v), "idle_periods",
-                  pod->rule.idle, "gpus", pr->gpus, "gpus_busy", pr->gpus_busy,
-                  "cpu_milli", (json_int_t)pr->cpu_milli, "close_wait",
-                  pr->close_wait, "stuck_queues", pr->stuck_queues, "action",
-                  s->action == WD_ACTION_RESTART ? "restart" : "report",
-                  "since_watch_ms", (json_int_t)(now_ms() - pod->watch_ms))));
-    if (s->action == WD_ACTION_RESTART && first != NULL &&
-        a->o->termination_log != NULL && a->o->termination_log[0] != '\0') {
+    if (!act) {
+        snprintf(msg + used, n - used,
+                 "; report only, no checkpoint signal or SIGTERM: %s",
+                 why_not);
+        pod->state = POD_REPORTED;
+        logj(a, "decision",
+             podj(pod, json_pack("{s:s,s:s}", "decision", "report-only",
+                                 "why", why_not)));
+        pod_event_or_wait(a, pod, pi, msg);
+        return;
+    }
+    asked = s->checkpoint_signal != 0 || s->checkpoint_file[0] != '\0';
+    if (asked)
+        snprintf(msg + used, n - used,
+                 "; checkpoint requested; SIGTERM at +%s", grace);
+    else
+        snprintf(msg + used, n - used, "; no checkpoint configured; SIGTERM now");
+    logj(a, "decision",
+         podj(pod, json_pack("{s:s,s:s}", "decision", "restart", "why",
+                             why_not ? why_not : "")));
+    if (first != NULL && a->o->termination_log != NULL &&
+        a->o->termination_log[0] != '\0') {
         const char *why;
-        int n = snprintf(report, sizeof(report),
+        int k = snprintf(report, sizeof(report),
                          "ncclguard-watchdog: %s\npod %s/%s uid %s\n"
                          "spec %s\n",
                          msg, pod->ns, pod->name, pod->uid, pod->spec_text);
 
-        if (n > 0 &&
+        if (k > 0 &&
             write_in_root(a->o->proc_root, first->pid, first->start,
                           a->o->termination_log, report,
-                          (size_t)n < sizeof(report) ? (size_t)n
+                          (size_t)k < sizeof(report) ? (size_t)k
                                                      : sizeof(report) - 1,
                           false, &why) == 0)
             a->m.report_files++;
@@ -2124,19 +2263,14 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
             podj(pod, json_pack("{s:s,s:s,s:s}", "action", "hang-report",
                                 "path", a->o->termination_log, "result", why)));
     }
-    if (s->action != WD_ACTION_RESTART) {
-        pod_ras(a, pod, msg, sizeof(msg));
-        pod_event_or_wait(a, pod, pi, msg);
-        return;
-    }
     if (s->checkpoint_file[0] != '\0' && first != NULL) {
         const char *why;
         char body[200];
-        int n = snprintf(body, sizeof(body), "hang detected; SIGTERM in %s\n",
+        int k = snprintf(body, sizeof(body), "hang detected; SIGTERM in %s\n",
                          grace);
 
         if (write_in_root(a->o->proc_root, first->pid, first->start,
-                          s->checkpoint_file, body, (size_t)n, false,
+                          s->checkpoint_file, body, (size_t)k, false,
                           &why) == 0)
             a->m.checkpoint_file++;
         logj(a, "action",
@@ -2152,8 +2286,218 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
     pod->deadline_ms = now_ms() + (asked ? s->grace_ms : 0);
     /* The Event last: its POST may take up to its timeout, and the
      * checkpoint request should not wait for the API server. */
-    pod_ras(a, pod, msg, sizeof(msg));
     pod_event_or_wait(a, pod, pi, msg);
+}
+
+/* Starts the pod's next RAS query; false (after a log line) when no
+ * thread could be started. */
+static bool
+pod_ras_start(struct agent *a, struct wpod *pod)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = 0;
+    const char *why_not;
+
+    if (pod_ras_addr(a, pod, &ss, &len, &why_not) != 0)
+        return false;
+    pod->ras_job =
+        wd_ras_job_start((struct sockaddr *)&ss, len, RAS_TIMEOUT_S,
+                         RAS_QUERY_MS);
+    if (pod->ras_job == NULL)
+        logj(a, "ras",
+             podj(pod, json_pack("{s:s}", "result",
+                                 "not-queried: cannot start a thread")));
+    return pod->ras_job != NULL;
+}
+
+static void
+pod_hang(struct agent *a, struct wpod *pod, size_t pi)
+{
+    const struct wd_spec *s = &pod->spec;
+    const struct wd_period *pr = &pod->last;
+    char msg[1600], period[24];
+    const char *why_not = NULL;
+
+    a->m.hangs++;
+    if (pod->last_v == WD_GPU_LOST)
+        node_gpu_lost_event(a, pod);
+    duration_text(s->period_ms, period, sizeof(period));
+    if (pod->last_v == WD_GPU_LOST)
+        snprintf(msg, sizeof(msg),
+                 "NCCLHang: GPU %s lost %dx%s (NVML_ERROR_GPU_IS_LOST: "
+                 "fallen off the bus, an Xid-class fault; see the node's "
+                 "kernel log)",
+                 pod->lost_gpus, s->idle_periods, period);
+    else if (pod->last_v == WD_SPINNING)
+        snprintf(msg, sizeof(msg),
+                 "NCCLHang: %d/%d GPUs spinning %dx%s (utilisation %u%%, "
+                 "power %u%% of limit, memory %u%%, links still), CPU "
+                 "%lld.%01lld cores, no I/O",
+                 pr->gpus_spinning, pr->gpus, s->idle_periods, period,
+                 pod->spin_util, pod->spin_power, pod->spin_mem,
+                 (long long)(pr->cpu_milli / 1000),
+                 (long long)(pr->cpu_milli % 1000 / 100));
+    else
+        snprintf(msg, sizeof(msg),
+                 "NCCLHang: %d/%d GPUs idle %dx%s, CPU %lld.%01lld cores, %d "
+                 "sockets CLOSE_WAIT, %d queues stuck",
+                 pr->gpus, pr->gpus, s->idle_periods, period,
+                 (long long)(pr->cpu_milli / 1000),
+                 (long long)(pr->cpu_milli % 1000 / 100), pr->close_wait,
+                 pr->stuck_queues);
+    logj(a, "hang",
+         podj(pod,
+              json_pack(
+                  "{s:s,s:s,s:i,s:i,s:i,s:I,s:i,s:i,s:s,s:b,s:s,s:I}",
+                  "message", msg, "cause", wd_verdict_name(pod->last_v),
+                  "idle_periods", pod->rule.idle, "gpus", pr->gpus,
+                  "gpus_busy", pr->gpus_busy, "cpu_milli",
+                  (json_int_t)pr->cpu_milli, "close_wait", pr->close_wait,
+                  "stuck_queues", pr->stuck_queues, "action",
+                  s->action == WD_ACTION_RESTART ? "restart" : "report",
+                  "shared", pod->shared, "shared_why", pod->shared_why,
+                  "since_watch_ms",
+                  (json_int_t)(now_ms() - pod->watch_ms))));
+    /* A lost GPU is a fault NVML reports of the device itself, not the
+     * hang signature: the job cannot finish on it. */
+    if (pod->last_v == WD_GPU_LOST) {
+        pod_finish(a, pod, pi, msg, sizeof(msg), true,
+                   "NVML reports the GPU lost");
+        return;
+    }
+    if (pod->shared) {
+        snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg),
+                 "; %s, so the GPU's signals are not this pod's alone",
+                 pod->shared_why);
+        pod_finish(a, pod, pi, msg, sizeof(msg), false,
+                   "the GPU is shared, judged for reports only");
+        return;
+    }
+    /* The NVML signature alone is never enough to act: a second signal
+     * must agree (RAS counts that do not move across two queries). */
+    if (!pod_ras_start(a, pod)) {
+        why_not = "no second signal (NCCL RAS not reachable), and the GPU "
+                  "signature alone is never acted on";
+        pod_finish(a, pod, pi, msg, sizeof(msg), false, why_not);
+        return;
+    }
+    pod->hang_msg = strdup(msg);
+    pod->ras_step = 1;
+    pod->state = POD_CONFIRM;
+    if (pod->hang_msg == NULL) {
+        pod_ras_drop(pod);
+        pod_finish(a, pod, pi, msg, sizeof(msg), false, "out of memory");
+    }
+}
+
+/* Pods waiting for RAS: collects each answer, asks again a period after
+ * the first, and decides once the second is in. */
+static void
+ras_due(struct agent *a, long long t)
+{
+    for (size_t pi = 0; pi < a->n_pods; pi++) {
+        struct wpod *pod = &a->pods[pi];
+        struct wd_ras_result r;
+        char msg[1600], why[300], gap[24];
+        int rc;
+
+        if (!pod->used || pod->state != POD_CONFIRM)
+            continue;
+        if (pod->ras_step == 2) {
+            if (t < pod->ras_next_ms)
+                continue;
+            if (!pod_ras_start(a, pod)) {
+                snprintf(msg, sizeof(msg), "%s", pod->hang_msg);
+                pod_ras_drop(pod);
+                pod_finish(a, pod, pi, msg, sizeof(msg), false,
+                           "RAS answered once and could not be asked again");
+                continue;
+            }
+            pod->ras_step = 3;
+            continue;
+        }
+        if (pod->ras_job == NULL || !wd_ras_job_done(pod->ras_job))
+            continue;
+        rc = wd_ras_job_result(pod->ras_job, &r, why, sizeof(why));
+        wd_ras_job_free(pod->ras_job);
+        pod->ras_job = NULL;
+        logj(a, "ras",
+             podj(pod, json_pack("{s:s,s:i,s:s,s:s,s:i,s:i,s:i,s:I}",
+                                 "result", rc == 0 ? "answered" : why, "query",
+                                 pod->ras_step == 1 ? 1 : 2, "format",
+                                 rc != 0 ? "" : r.text ? "text" : "json",
+                                 "nccl", rc == 0 ? r.version : "",
+                                 "communicators", rc == 0 ? r.communicators : 0,
+                                 "missing", rc == 0 ? r.n_missing : 0,
+                                 "behind", rc == 0 ? r.n_behind : 0, "counts",
+                                 (json_int_t)(rc == 0 ? r.n_counts : 0))));
+        snprintf(msg, sizeof(msg), "%s", pod->hang_msg);
+        if (rc != 0) {
+            snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg),
+                     "; RAS: %s", why);
+            pod_ras_drop(pod);
+            pod_finish(a, pod, pi, msg, sizeof(msg), false,
+                       "no second signal (NCCL RAS did not answer), and the "
+                       "GPU signature alone is never acted on");
+            continue;
+        }
+        if (pod->ras_step == 1) {
+            pod->ras1 = malloc(sizeof(*pod->ras1));
+            if (pod->ras1 == NULL) {
+                pod_ras_drop(pod);
+                pod_finish(a, pod, pi, msg, sizeof(msg), false,
+                           "out of memory");
+                continue;
+            }
+            *pod->ras1 = r;
+            pod->ras_step = 2;
+            pod->ras_next_ms = t + pod->spec.period_ms;
+            continue;
+        }
+        ras_text(a, &r, msg, sizeof(msg));
+        duration_text(pod->spec.period_ms, gap, sizeof(gap));
+        switch (wd_ras_compare(pod->ras1, &r)) {
+        case WD_RAS_STILL:
+            snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg),
+                     "; RAS: no rank issued a collective in %s", gap);
+            pod_ras_drop(pod);
+            /* Counts that did not move are a stall only where the ranks
+             * disagree (one is behind or missing: a collective entered by
+             * some and never completed). Equal counts that do not move
+             * are also what a pause between collectives looks like (a CPU
+             * phase, evaluation, a checkpoint elsewhere). */
+            if (ras_named_pod_works(a, &r, why, sizeof(why)))
+                pod_finish(a, pod, pi, msg, sizeof(msg), false, why);
+            else if (r.n_behind > 0 || r.n_missing > 0)
+                pod_finish(a, pod, pi, msg, sizeof(msg), true,
+                           "RAS: the counts of issued collectives did not "
+                           "move, and a rank is behind or missing");
+            else
+                pod_finish(a, pod, pi, msg, sizeof(msg), false,
+                           "RAS: no rank moved, but none is behind or "
+                           "missing either, which a pause between "
+                           "collectives looks like too");
+            break;
+        case WD_RAS_MOVED:
+            snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg),
+                     "; RAS: collectives were issued within %s, so the job "
+                     "still progresses",
+                     gap);
+            pod_ras_drop(pod);
+            pod_finish(a, pod, pi, msg, sizeof(msg), false,
+                       "RAS shows collectives issued between two queries");
+            break;
+        case WD_RAS_NO_COUNTS:
+            pod_ras_drop(pod);
+            pod_finish(a, pod, pi, msg, sizeof(msg), false,
+                       r.text ? "RAS answered in the text format of NCCL "
+                                "before 2.28.7, which shows no counts where "
+                                "all ranks agree: nothing to compare"
+                              : "RAS answered with no collective counts: "
+                                "nothing to compare");
+            break;
+        }
+    }
 }
 
 /* Moves pods in the restart sequence along when their deadline passed. */
@@ -2368,6 +2712,7 @@ agent_release(struct agent *a)
     for (size_t i = 0; i < a->n_pods; i++) {
         free(a->pods[i].q);
         free(a->pods[i].ev_msg);
+        pod_ras_drop(&a->pods[i]);
     }
     free(a->pods);
     for (size_t i = 0; i < a->n_procs; i++) {
@@ -2477,6 +2822,7 @@ wd_agent_run(const struct wd_options *o)
                 if (a.pods[i].used && a.pods[i].next_ms <= t)
                     pod_sample(&a, i, t);
         }
+        ras_due(&a, now_ms());
         fr_due(&a, now_ms());
         actions_due(&a, now_ms());
         reap_children();
@@ -2494,6 +2840,8 @@ wd_agent_run(const struct wd_options *o)
                 wake = p->deadline_ms;
             if (p->fr_pending && now_ms() + 100 < wake)
                 wake = now_ms() + 100; /* look for the dumps */
+            if (p->state == POD_CONFIRM && now_ms() + 20 < wake)
+                wake = now_ms() + 20; /* look for RAS's answer */
         }
         if (o->run_ms > 0 && a.t0_ms + o->run_ms < wake)
             wake = a.t0_ms + o->run_ms;

@@ -103,27 +103,43 @@ if [ "${1:-}" = --case ]; then
     }
     # wait_for EVENT COUNT: until the agent logged COUNT lines of EVENT.
     wait_for() {
-        for _ in $(seq 300); do
+        for _ in $(seq 800); do
             [ "$(grep -c "\"event\":\"$1\"" "$T/agent.log" 2>/dev/null)" -ge "$2" ] && return 0
             sleep 0.01
         done
         return 1
     }
     alive() { kill -0 "$1" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+    # ras_on [OPTION...]: a stand-in NCCL RAS (fake_ras.py; by default
+    # NCCL 2.28.9, JSON, counts that never move: the second signal that a
+    # restart needs); the jobs started after it get its NCCL_RAS_ADDR.
+    # RAS_NAME=NAME names its files ($T/port.NAME, $T/NAME.cmds; "ras").
+    ras_on() {
+        local n=${RAS_NAME:-ras}
+        python3 "$HERE/fake_ras.py" "$T/port.$n" "$T/$n.cmds" "$@" &
+        RAS=$!
+        for _ in $(seq 300); do [ -s "$T/port.$n" ] && break; sleep 0.02; done
+        export NCCL_RAS_ADDR="127.0.0.1:$(cat "$T/port.$n")"
+    }
+    # decided [DECISION]: the first decision line's mono_ms (of that kind).
+    decided() { first_mono decision "${1:+.decision == \"$1\"}"; }
 
     # mincpu 0.02: one clock tick in a period is spinning, so that a rank the
     # loaded test machine starves for most of a period still counts as busy.
     RESTART="period=${P}ms,idle=3,mincpu=0.02,action=restart,signal=SIGUSR1,grace=600ms,term=400ms"
     case $CASE in
     hang-restart)
-        # An idle, CPU-busy, stuck job: found after exactly 3 periods, asked
-        # to checkpoint (SIGUSR1, which it catches), SIGTERM 600 ms later.
+        # An idle, CPU-busy, stuck job: found after exactly 3 periods; its
+        # RAS (the second signal) shows a rank behind and counts that do
+        # not move over a period; then asked to checkpoint (SIGUSR1, which
+        # it catches), SIGTERM 600 ms later.
+        ras_on
         job a "$UID_A" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
         # A second rank without a SIGUSR1 handler: SIGUSR1 would kill it,
         # so it must not get one; it gets SIGTERM with the others.
         job c "$UID_A" "$RESTART" --spin
         gpus "gpu 0 $PID_a $PID_c"
-        agent 2600 --termination-log "$T/termlog"
+        agent 3400 --termination-log "$T/termlog"
         agent_wait
         jq -e -s --argjson c "$PID_c" '[.[] | select(.event == "action" and
             .action == "checkpoint-signal" and .pid == $c)] | length == 1 and
@@ -141,7 +157,12 @@ if [ "${1:-}" = --case ]; then
             bad "periods before the hang: $(ev period .verdict)"
         u=$(sig_at a USR1)
         t=$(sig_at a TERM)
-        within "SIGUSR1 after the hang (ms)" "$((${u:-0} - h))" 0 100
+        d=$(decided restart)
+        # Two RAS queries a period apart: the decision no sooner than a
+        # period after the hang; the checkpoint request right after it.
+        within "restart decision after the hang (ms)" "$((${d:-0} - h))" "$P" 1500
+        within "SIGUSR1 after the decision (ms)" "$((${u:-0} - ${d:-0}))" 0 100
+        [ "$(grep -c '^STATUS$' "$T/ras.cmds")" = 2 ] && ok || bad "RAS commands: $(cat "$T/ras.cmds")"
         # The agent's own clock: SIGTERM sent no sooner than grace after
         # the checkpoint request. The job's clock sees the same, give or
         # take the few ms a signal takes to be delivered under load.
@@ -158,16 +179,17 @@ if [ "${1:-}" = --case ]; then
     sigkill)
         # No checkpoint configured: SIGTERM at once; the job ignores it, so
         # SIGKILL follows after term (the pod's termination grace).
+        ras_on
         job a "$UID_A" "period=${P}ms,idle=2,mincpu=0.02,action=restart,term=400ms" \
             --spin --close-wait --ignore-term
         gpus "gpu 0 $PID_a"
-        agent 1800
+        agent 2600
         agent_wait
-        h=$(first_mono hang)
+        h=$(decided restart)
         t=$(sig_at a TERM)
         ts=$(first_mono action '.action == "sigterm"')
         k=$(first_mono action '.action == "sigkill" and .result == "sent"')
-        within "SIGTERM after the hang (ms)" "$((${t:-0} - h))" 0 100
+        within "SIGTERM after the restart decision (ms)" "$((${t:-0} - ${h:-0}))" 0 100
         # The log's mono_ms are whole milliseconds, each cut down on its
         # own, so a difference of exactly 400 ms can read as 399.
         within "SIGKILL after SIGTERM (ms)" "$((${k:-0} - ${ts:-0}))" 399 $((400 + P))
@@ -187,9 +209,10 @@ if [ "${1:-}" = --case ]; then
         # The new process is watched afresh, never SIGKILLed for the old
         # hang, and a new hang is found on its own count.
         spec="period=${P}ms,idle=2,mincpu=0.02,action=restart,term=400ms"
+        ras_on
         job a "$UID_A" "$spec" --spin --close-wait
         gpus "gpu 0 $PID_a"
-        agent 2200
+        agent 3000
         wait_for action 1 || bad "no SIGTERM"
         wait "$PID_a" 2>/dev/null
         job b "$UID_A" "$spec" --spin --close-wait
@@ -213,9 +236,10 @@ if [ "${1:-}" = --case ]; then
         # sample, which would drop the pod once its only process is gone,
         # comes well after the new process starts.
         spec="period=1000ms,idle=1,mincpu=0.02,action=restart,term=400ms"
+        ras_on
         job a "$UID_A" "$spec" --spin --close-wait
         gpus "gpu 0 $PID_a"
-        agent 2500
+        agent 3500
         wait_for action 1 || bad "no SIGTERM"
         old=$PID_a
         wait "$old" 2>/dev/null
@@ -357,7 +381,7 @@ if [ "${1:-}" = --case ]; then
         agent_wait
         [ "$(ev nvml .state | jq -c .)" = '["up","down","up"]' ] && ok ||
             bad "NVML state lines $(ev nvml .state)"
-        jq -e -s '[.[] | select(.event == "nvml" and .state == "down")][0].why | test("GPU is lost")' \
+        jq -e -s '[.[] | select(.event == "nvml" and .state == "down")][0].why | test("Unknown Error")' \
             "$T/agent.log" >/dev/null && ok || bad "the down line does not say why"
         jq -e -s 'map(select(.event == "period" or .event == "hang" or .event == "nvml")) as $l |
             ($l | map(.event) | index("hang")) as $h |
@@ -390,10 +414,11 @@ if [ "${1:-}" = --case ]; then
     exit-mid)
         # One of the pod's two ranks exits in the middle of period 2: the
         # agent drops it, keeps judging the other, and signals only that one.
+        ras_on
         job a "$UID_A" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
         job b "$UID_A" "$RESTART" --spin --exit-after 300
         gpus "gpu 0 $PID_a $PID_b"
-        agent 2300
+        agent 3000
         agent_wait
         x=$(first_mono exited ".pid == $PID_b")
         h=$(first_mono hang)
@@ -411,6 +436,7 @@ if [ "${1:-}" = --case ]; then
         # before the signal and leaves the newcomer alone.
         # A long period and a short grace: the SIGTERM falls due long before
         # the next sample would notice the job is gone.
+        ras_on
         job a "$UID_A" "period=1500ms,idle=1,mincpu=0.02,action=restart,file=$T/ckpt-file,grace=300ms" \
             --spin --close-wait
         gpus "gpu 0 $PID_a"
@@ -420,8 +446,11 @@ if [ "${1:-}" = --case ]; then
         # 3.2 s: alive well past the SIGTERM (about 1.8 s) for /metrics; an
         # agent gone by then frees its PID, which the rewound ns_last_pid
         # hands to the next command, and bash forgets the agent's status.
-        agent 3200 --scan 5s --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
-        wait_for hang 1 || bad "no hang"
+        # The restart decision comes a period (1.5 s) after the hang, once
+        # RAS answered twice; the SIGTERM 300 ms after it, long before the
+        # sample after that.
+        agent 4800 --scan 5s --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
+        wait_for decision 1 || bad "no decision"
         old=$PID_a
         kill -9 "$old"
         wait "$old" 2>/dev/null
@@ -511,9 +540,10 @@ if [ "${1:-}" = --case ]; then
             (.volumes | map(select(.name == "ncclguard-watchdog"))[0].emptyDir != null) and
             (.containers[0].volumeMounts | map(select(.mountPath == "/run/ncclguard-watchdog"))[0].name == "ncclguard-watchdog")' \
             "$T/mutated.json" >/dev/null && ok || bad "the checkpoint volume is missing"
+        ras_on
         job a "$UID_A" "$spec" --spin --close-wait --catch-usr1 "$T/ckpt"
         gpus "gpu 0 $PID_a"
-        agent 1400
+        agent 2200
         agent_wait
         # The agent runs the job under the policy's settings: the spec it
         # logs, and a hang after the policy's 2 idle periods.
@@ -529,10 +559,12 @@ if [ "${1:-}" = --case ]; then
         # The common NCCL hang: a rank waits inside a collective, its kernel
         # spins. About 100 % utilisation at idle power, no memory traffic,
         # no NVLink or PCIe bytes (NVIDIA/nccl #968, #537, #1289). No TCP
-        # socket at all, as over InfiniBand: the GPU signals are the proof.
+        # socket at all, as over InfiniBand: the GPU signals find it, and
+        # RAS (counts that do not move) confirms it before any signal.
+        ras_on
         job a "$UID_A" "$RESTART" --spin --catch-usr1 "$T/ckpt"
         gpus "gpu util=100 power=60 limit=400 mem=0 nvlink=0 pcie=0 $PID_a"
-        agent 2400
+        agent 3200
         agent_wait
         w=$(first_mono watch)
         h=$(first_mono hang)
@@ -792,11 +824,12 @@ if [ "${1:-}" = --case ]; then
         # same time, is acted on as if nothing happened; /healthz answers
         # throughout.
         mkfifo "$T/ckpt-fifo" "$T/termfifo"
+        ras_on
         job a "$UID_A" "period=${P}ms,idle=3,mincpu=0.02,action=restart,file=$T/ckpt-fifo,grace=600ms,term=400ms" \
             --spin --close-wait
         job b "$UID_B" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
         gpus "gpu 0 $PID_a" "gpu 0 $PID_b"
-        agent 2400 --termination-log "$T/termfifo" --metrics-addr 127.0.0.1 \
+        agent 3400 --termination-log "$T/termfifo" --metrics-addr 127.0.0.1 \
             --metrics-port 0 --port-file "$T/port"
         for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.02; done
         wait_for hang 1 || bad "no hang"
@@ -818,7 +851,8 @@ if [ "${1:-}" = --case ]; then
         # reader; the writes cost at most their 500 ms limit each.
         within "pod B hang after watch (ms)" "$((${hb:-0} - ${wb:-0}))" $((3 * P)) $((3 * P + 1500))
         u=$(sig_at b USR1)
-        within "pod B SIGUSR1 after its hang (ms)" "$((${u:-0} - ${hb:-0}))" 0 150
+        db=$(first_mono decision ".pod_uid == \"$UID_B\" and .decision == \"restart\"")
+        within "pod B SIGUSR1 after its restart decision (ms)" "$((${u:-0} - ${db:-0}))" 0 150
         [ -p "$T/ckpt-fifo" ] && [ -p "$T/termfifo" ] && ok || bad "a FIFO was replaced"
         ;;
     metrics-flood)
@@ -935,7 +969,7 @@ if [ "${1:-}" = --case ]; then
         jq -e -s --arg u "$UID_A" 'length == 1 and .[0].path == "/api/v1/namespaces/ml/events" and
             .[0].body.involvedObject.name == "trainer-0" and .[0].body.involvedObject.namespace == "ml" and
             .[0].body.involvedObject.uid == $u and
-            (.[0].body.message | test("; RAS: rank 3 on node-b \\(pid 4242\\) missing"))' "$T/requests" >/dev/null && ok ||
+            (.[0].body.message | test("; RAS: rank 3 at address 10.0.0.2 \\(pid 4242\\) missing"))' "$T/requests" >/dev/null && ok ||
             bad "Event POSTs: $(cat "$T/requests" 2>&1)"
         grep -q 'kube-system' "$T/requests" && bad "an Event went to kube-system" || ok
         grep -qx '/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-7' "$T/requests.get" && ok ||
@@ -986,28 +1020,197 @@ if [ "${1:-}" = --case ]; then
             "$T/agent.log" >/dev/null && ok || bad "shm-orphan lines: $(ev shm-orphan)"
         ;;
     ras)
-        # A hang in a job whose NCCL runs RAS (NCCL_RAS_ADDR set): the agent
-        # asks RAS, in NCCL's own client protocol, and the Event names the
-        # missing rank and the one behind.
+        # A hang in a job whose NCCL runs RAS (NCCL_RAS_ADDR set), report
+        # mode: the agent asks RAS twice, a period apart, in NCCL's own
+        # client protocol (2.28.9: JSON), and the Event names the missing
+        # rank and the one behind at the addresses RAS prints.
         echo tok >"$T/token"
         python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" &
         API=$!
-        python3 "$HERE/fake_ras.py" "$T/port.ras" "$T/ras.cmds" &
-        RAS=$!
-        for _ in $(seq 200); do [ -s "$T/port.api" ] && [ -s "$T/port.ras" ] && break; sleep 0.02; done
-        NCCL_RAS_ADDR="127.0.0.1:$(cat "$T/port.ras")" \
-            job a "$UID_A" "period=${P}ms,idle=2,mincpu=0.02" --spin --close-wait
+        for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
+        ras_on
+        job a "$UID_A" "period=${P}ms,idle=2,mincpu=0.02" --spin --close-wait
         gpus "gpu 0 $PID_a"
-        agent 1500 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+        agent 2000 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
             --token-file "$T/token" --node-name node-7
         agent_wait
         kill "$API" "$RAS"
-        [ "$(tr '\n' '|' <"$T/ras.cmds" 2>/dev/null)" = "CLIENT PROTOCOL 2|TIMEOUT 1|SET FORMAT json|STATUS|" ] && ok ||
+        c="CLIENT PROTOCOL 2|TIMEOUT 1|SET FORMAT json|STATUS|"
+        [ "$(tr '\n' '|' <"$T/ras.cmds" 2>/dev/null)" = "$c$c" ] && ok ||
             bad "RAS commands: $(cat "$T/ras.cmds" 2>&1)"
         jq -e -s 'length == 1 and (.[0].body.message |
-            test("; RAS: rank 3 on node-b \\(pid 4242\\) missing \\(unresponsive\\); RAS: rank 1 on node-a \\(pid 101\\) behind \\(41 of 42 collectives\\)"))' \
+            test("; RAS: rank 3 at address 10.0.0.2 \\(pid 4242\\) missing \\(unresponsive\\); RAS: rank 1 at address 10.0.0.1 \\(pid 101\\) behind \\(41 of 42 collectives issued\\); RAS: no rank issued a collective in 200ms; action: report only$"))' \
             "$T/requests" >/dev/null && ok || bad "Event: $(jq -c .body.message "$T/requests" 2>&1)"
-        [ "$(ev ras .result | jq -c .)" = '["answered"]' ] && ok || bad "ras lines: $(ev ras)"
+        [ "$(ev ras '[.result, .query, .format, .nccl]' | jq -c .)" = '[["answered",1,"json","2.28.9"],["answered",2,"json","2.28.9"]]' ] && ok ||
+            bad "ras lines: $(ev ras)"
+        ;;
+    ras-text)
+        # NCCL before 2.28.7 has no JSON: "SET FORMAT json" is answered
+        # "ERROR: Unknown command ...", and STATUS comes in text. Three pods,
+        # each with its own RAS: 2.24.3, 2.26.2 and 2.28.3. Each one's
+        # mismatch block ("2 ranks have launched up to operation 42", rank 1
+        # at 41) does not move between the two queries: each is restarted.
+        spec="period=${P}ms,idle=2,mincpu=0.02,action=restart,term=400ms"
+        RAS_NAME=r24 ras_on version=2.24.3
+        job a "$UID_A" "$spec" --spin --close-wait
+        RAS_NAME=r26 ras_on version=2.26.2
+        job b "$UID_B" "$spec" --spin --close-wait
+        RAS_NAME=r28 ras_on version=2.28.3
+        job c "$UID_C" "$spec" --spin --close-wait
+        gpus "gpu 0 $PID_a" "gpu 0 $PID_b" "gpu 0 $PID_c"
+        agent 2600
+        agent_wait
+        c="CLIENT PROTOCOL 2|TIMEOUT 1|SET FORMAT json|STATUS|"
+        for n in r24 r26 r28; do
+            [ "$(tr '\n' '|' <"$T/$n.cmds" 2>/dev/null)" = "$c$c" ] && ok ||
+                bad "$n commands: $(cat "$T/$n.cmds" 2>&1)"
+        done
+        for x in "a $UID_A 2.24.3" "b $UID_B 2.26.2" "c $UID_C 2.28.3"; do
+            set -- $x
+            [ "$(ev ras "select(.pod_uid == \"$2\") | [.result, .format, .nccl, .behind, .counts]" | jq -c .)" = \
+                "[[\"answered\",\"text\",\"$3+cuda12.8\",1,2],[\"answered\",\"text\",\"$3+cuda12.8\",1,2]]" ] && ok ||
+                bad "pod $1 ras lines: $(ev ras "select(.pod_uid == \"$2\")")"
+            [ "$(ev decision "select(.pod_uid == \"$2\") | .decision" | jq -c .)" = '["restart"]' ] && ok ||
+                bad "pod $1 decisions: $(ev decision "select(.pod_uid == \"$2\")")"
+            [ -n "$(sig_at "$1" TERM)" ] && ok || bad "pod $1 got no SIGTERM"
+        done
+        ;;
+    ras-moving)
+        # RAS answers twice and the counts moved in between (each rank
+        # issued collectives): NCCL's own docs call differing counts normal
+        # as long as they increase. The NVML signature alone never acts:
+        # report only, no signal.
+        ras_on counts=moving
+        job a "$UID_A" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt"
+        gpus "gpu util=100 power=60 limit=400 mem=0 nvlink=0 pcie=0 $PID_a"
+        agent 2200
+        agent_wait
+        [ "$(ev hang | jq length)" = 1 ] && ok || bad "hang lines: $(ev hang)"
+        [ "$(ev decision '[.decision, .why]' | jq -c .)" = '[["report-only","RAS shows collectives issued between two queries"]]' ] && ok ||
+            bad "decisions: $(ev decision)"
+        [ "$(ev action | jq length)" = 0 ] && ok || bad "acted: $(ev action)"
+        [ ! -s "$T/a.log" ] && ok || bad "the job was signalled: $(cat "$T/a.log")"
+        ;;
+    ras-slow)
+        # RAS may answer after its timeout plus RAS_COLLECTIVE_EXTRA_TIMEOUT
+        # (1 s + 5 s here): the agent waits for it on a thread of its own.
+        # Meanwhile the loop goes on: pod B's periods keep coming 200 ms
+        # apart, and the answer, 6 s late, still confirms pod A's hang.
+        ras_on slow=6
+        spec="period=${P}ms,idle=2,mincpu=0.02,action=restart,term=400ms"
+        job a "$UID_A" "$spec" --spin --close-wait
+        unset NCCL_RAS_ADDR
+        job b "$UID_B" "period=${P}ms,idle=50,mincpu=0.02" --spin --close-wait
+        gpus "gpu 0 $PID_a" "gpu 0 $PID_b"
+        agent 8600
+        agent_wait
+        h=$(first_mono hang)
+        d=$(decided restart)
+        within "restart decision after the hang (ms)" "$((${d:-0} - ${h:-0}))" 6000 8000
+        jq -e -s --arg u "$UID_B" --argjson h "${h:-0}" --argjson d "${d:-0}" '
+            [.[] | select(.event == "period" and .pod_uid == $u and .mono_ms > $h and .mono_ms < $d) | .mono_ms] |
+            length >= 20 and ([range(1; length) as $i | .[$i] - .[$i - 1]] | max) < 1000' \
+            "$T/agent.log" >/dev/null && ok ||
+            bad "pod B's periods during the RAS query: $(ev period "select(.pod_uid == \"$UID_B\") | .mono_ms" | jq -c .)"
+        [ -n "$(sig_at a TERM)" ] && ok || bad "pod A got no SIGTERM"
+        ;;
+    no-second-signal)
+        # The healthy set, no RAS at all: a long CPU phase (GPU idle, CPU
+        # busy, one CLOSE_WAIT socket, no I/O: tokenising, evaluation on
+        # the CPU) and an inference server whose GPU spins at idle power
+        # with no input (zai-org/GLM-130B #32). Both look hung to NVML;
+        # neither has a second signal, so both are reported, with why, and
+        # never signalled. A third pod's RAS answers with no communicator
+        # at all (a process with no NCCL job): nothing to compare either.
+        echo tok >"$T/token"
+        python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" &
+        API=$!
+        for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
+        job a "$UID_A" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt-a"
+        job b "$UID_B" "$RESTART" --spin --catch-usr1 "$T/ckpt-b"
+        ras_on comms=0
+        job c "$UID_C" "$RESTART" --spin --catch-usr1 "$T/ckpt-c"
+        gpus "gpu 0 $PID_a" "gpu util=100 power=66 limit=300 mem=0 nvlink=0 pcie=0 $PID_b" \
+            "gpu util=100 power=66 limit=300 mem=0 nvlink=0 pcie=0 $PID_c"
+        agent 2600 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+            --token-file "$T/token" --node-name node-7
+        agent_wait
+        kill "$API"
+        [ "$(ev hang '[.pod_uid, .cause]' | jq -c sort)" = "[[\"$UID_A\",\"idle\"],[\"$UID_B\",\"spinning\"],[\"$UID_C\",\"spinning\"]]" ] && ok ||
+            bad "hang lines: $(ev hang)"
+        [ "$(ev decision '.decision' | jq -c unique)" = '["report-only"]' ] && ok || bad "decisions: $(ev decision)"
+        jq -e -s '[.[] | select(.event == "decision")] | length == 3 and
+            ([.[] | select(.why | startswith("no second signal (NCCL RAS not reachable)"))] | length == 2) and
+            ([.[] | select(.why | test("no collective counts"))] | length == 1)' "$T/agent.log" >/dev/null && ok ||
+            bad "why: $(ev decision .why)"
+        [ "$(ev action | jq length)" = 0 ] && ok || bad "acted: $(ev action)"
+        for j in a b c; do [ ! -s "$T/$j.log" ] && ok || bad "job $j was signalled: $(cat "$T/$j.log")"; done
+        # What the user sees: the Event says that nothing was done, and why.
+        jq -e -s 'length == 3 and all(.body.message |
+            test("; report only, no checkpoint signal or SIGTERM: "))' "$T/requests" >/dev/null && ok ||
+            bad "Events: $(jq -c .body.message "$T/requests" 2>&1)"
+        ;;
+    shared-gpu)
+        # Time-slicing: pods A (healthy) and B (hung) share GPU 0, which
+        # spins at idle power. NVML's signals are the GPU's, not a pod's:
+        # both are reported, with the GPU named as shared, and neither is
+        # signalled, even though B's RAS would confirm its hang.
+        ras_on
+        job a "$UID_A" "$RESTART" --spin --catch-usr1 "$T/ckpt-a"
+        job b "$UID_B" "$RESTART" --spin --catch-usr1 "$T/ckpt-b"
+        gpus "gpu util=100 power=60 limit=400 mem=0 nvlink=0 pcie=0 $PID_a $PID_b"
+        agent 2000
+        agent_wait
+        [ "$(ev hang '.shared' | jq -c .)" = '[true,true]' ] && ok || bad "hang lines: $(ev hang)"
+        [ "$(ev decision '[.decision, .why]' | jq -c unique)" = '[["report-only","the GPU is shared, judged for reports only"]]' ] && ok ||
+            bad "decisions: $(ev decision)"
+        [ "$(ev action | jq length)" = 0 ] && ok || bad "acted: $(ev action)"
+        [ ! -s "$T/a.log" ] && ok || bad "the healthy pod was signalled: $(cat "$T/a.log")"
+        [ ! -s "$T/ras.cmds" ] && ok || bad "RAS asked for a shared GPU: $(cat "$T/ras.cmds")"
+        ;;
+    waiting-ranks)
+        # Pod A's ranks wait in a collective (the spin signature) while the
+        # rank they wait for, in pod B on this node (RAS names it behind,
+        # at B's address), writes a checkpoint: B's period is io-moving, so
+        # A's job waits, it is not stuck. A is reported, never signalled.
+        # Pod B's address is its NCCL_RAS_ADDR's host (under
+        # --pod-from-env; on a node, status.podIP from the API).
+        b_ip=127.0.0.3
+        NCCL_RAS_ADDR="$b_ip:28028" job b "$UID_B" "period=${P}ms,idle=50,mincpu=0.02" \
+            --spin --write "$T/ckpt-out"
+        ras_on behind=$b_ip
+        job a "$UID_A" "$RESTART" --spin --catch-usr1 "$T/ckpt-a"
+        gpus "gpu util=100 power=60 limit=400 mem=0 nvlink=0 pcie=0 $PID_a" "gpu 0 $PID_b"
+        agent 2400
+        agent_wait
+        [ "$(ev period "select(.pod_uid == \"$UID_B\") | .verdict" | jq -c unique)" = '["io-moving"]' ] && ok ||
+            bad "pod B verdicts: $(ev period "select(.pod_uid == \"$UID_B\") | .verdict")"
+        jq -e -s --arg u "$UID_A" '[.[] | select(.event == "decision")] | length == 1 and
+            .[0].pod_uid == $u and .[0].decision == "report-only" and
+            (.[0].why | test("at 127.0.0.3, whose pod .* is not stalled \\(io-moving\\)"))' "$T/agent.log" >/dev/null && ok ||
+            bad "decisions: $(ev decision)"
+        [ "$(ev action | jq length)" = 0 ] && ok || bad "acted: $(ev action)"
+        [ ! -s "$T/a.log" ] && ok || bad "the waiting pod was signalled: $(cat "$T/a.log")"
+        ;;
+    mps)
+        # MPS: NVML lists the MPS server as the GPU's compute process and
+        # the pod's rank only among the MPS clients
+        # (nvmlDeviceGetMPSComputeRunningProcesses_v3). The pod maps to the
+        # GPU through that list; the GPU is shared through MPS, so its hang
+        # is reported and never acted on.
+        ras_on
+        job srv "" "" --spin
+        job a "$UID_A" "$RESTART" --spin --catch-usr1 "$T/ckpt-a"
+        gpus "gpu util=100 power=60 limit=400 mem=0 nvlink=0 pcie=0 $PID_srv mps=$PID_a"
+        agent 2000
+        agent_wait
+        [ "$(ev period '.gpus' | jq -c unique)" = '[1]' ] && ok || bad "pod A's GPUs: $(ev period .gpus)"
+        [ "$(ev hang '[.cause, .shared]' | jq -c .)" = '[["spinning",true]]' ] && ok || bad "hang lines: $(ev hang)"
+        [ "$(ev hang '.shared_why' | jq -c .)" = '["GPU 0 is shared through an MPS server"]' ] && ok ||
+            bad "hang lines: $(ev hang .shared_why)"
+        [ "$(ev decision '.decision' | jq -c .)" = '["report-only"]' ] && ok || bad "decisions: $(ev decision)"
+        [ "$(ev action | jq length)" = 0 ] && ok || bad "acted: $(ev action)"
+        [ ! -s "$T/a.log" ] && ok || bad "the MPS client was signalled: $(cat "$T/a.log")"
         ;;
     ras-bad-addr)
         # NCCL_RAS_ADDR with a port no socket can listen on: 0 (bind(2)
@@ -1035,6 +1238,7 @@ if [ "${1:-}" = --case ]; then
         API=$!
         for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
         spec="period=${P}ms,idle=2,mincpu=0.02,action=restart,term=400ms"
+        ras_on
         export TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DEBUG_INFO_PIPE_FILE="$T/fr_pipe_" \
             TORCH_NCCL_DEBUG_INFO_TEMP_FILE="$T/fr_dump_"
         # Dumps of an earlier hang, a minute old, at the same paths: they
@@ -1045,7 +1249,7 @@ if [ "${1:-}" = --case ]; then
         RANK=1 job b "$UID_A" "$spec" --spin --close-wait --flight-recorder
         unset TORCH_NCCL_TRACE_BUFFER_SIZE TORCH_NCCL_DEBUG_INFO_PIPE_FILE TORCH_NCCL_DEBUG_INFO_TEMP_FILE
         gpus "gpu 0 $PID_a $PID_b"
-        agent 3000 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+        agent 3800 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
             --token-file "$T/token" --node-name node-7
         agent_wait
         kill "$API"
@@ -1076,15 +1280,17 @@ if [ "${1:-}" = --case ]; then
         # right before rank b's returns fd 0. The checkpoint is written,
         # a is "exited", and b still gets its SIGTERM.
         spec="period=1500ms,idle=1,mincpu=0.02,action=restart,file=$T/ckpt-file,grace=300ms"
+        ras_on
         job a "$UID_A" "$spec" --spin --close-wait
         job b "$UID_A" "$spec" --spin
         gpus "gpu 0 $PID_a $PID_b"
+        # The restart decision a period after the hang (RAS asked twice).
         FAKE_NVML_SCRIPT="$T/nvml" "$WATCHDOG" --nvml "$FAKE_NVML" \
             --scan 5s --metrics-addr off --api-server off $PFE \
-            --termination-log "" -v --run-for 2400ms \
+            --termination-log "" -v --run-for 4200ms \
             0<&- >"$T/agent.log" 2>"$T/agent.err" &
         AGENT=$!
-        for _ in $(seq 200); do [ -f "$T/ckpt-file" ] && break; sleep 0.01; done
+        for _ in $(seq 500); do [ -f "$T/ckpt-file" ] && break; sleep 0.01; done
         [ -f "$T/ckpt-file" ] && ok || bad "no checkpoint file: $(ev action 'select(.action == "checkpoint-file")')"
         kill -9 "$PID_a"
         wait "$PID_a" 2>/dev/null
@@ -1098,9 +1304,10 @@ if [ "${1:-}" = --case ]; then
         # Linux 5.3): the agent checks the start time and signals with
         # kill(2) instead. The SIGTERM reaches the job and is logged sent.
         [ -f "$(dirname "$FAKE_NVML")/no_pidfd.so" ] || bad "no $(dirname "$FAKE_NVML")/no_pidfd.so"
+        ras_on
         job a "$UID_A" "period=${P}ms,idle=2,mincpu=0.02,action=restart,term=400ms" --spin --close-wait
         gpus "gpu 0 $PID_a"
-        LD_PRELOAD="$(dirname "$FAKE_NVML")/no_pidfd.so" ASAN_OPTIONS="$ASAN_PRELOAD" agent 1500
+        LD_PRELOAD="$(dirname "$FAKE_NVML")/no_pidfd.so" ASAN_OPTIONS="$ASAN_PRELOAD" agent 2300
         agent_wait
         jq -e -s --argjson p "$PID_a" '[.[] | select(.event == "action" and
             .action == "sigterm")] | length == 1 and .[0].pid == $p and
@@ -1182,7 +1389,8 @@ fi
 # ---- the runner --------------------------------------------------------------
 CASES="hang-restart sigkill rewatch rewatch-same-pid exec-late busy-gpu cpu-idle sockets-moving queue-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving links-off-on ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
-fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr realloc-fails idle-cpu"
+fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr realloc-fails idle-cpu
+ras-text ras-moving ras-slow no-second-signal shared-gpu waiting-ranks mps"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
