@@ -66,6 +66,7 @@ struct wproc {
     size_t pod;
     char *fr_pipe; /* PyTorch's flight-recorder pipe, its dump; or NULL */
     char *fr_dump;
+    char *fr_dump_alt; /* older PyTorch's default dump path, or NULL */
     unsigned gen; /* the scan that last saw it */
     bool alive;   /* seen in the latest scan or sample */
 };
@@ -587,6 +588,7 @@ procs_compact(struct agent *a)
         if (!w->alive || w->pod >= a->n_pods || !a->pods[w->pod].used) {
             free(w->fr_pipe);
             free(w->fr_dump);
+            free(w->fr_dump_alt);
             continue;
         }
         a->pods[w->pod].n_procs++;
@@ -702,37 +704,106 @@ proc_io(struct agent *a, pid_t pid, uint64_t *bytes)
  * <TORCH_NCCL_DEBUG_INFO_TEMP_FILE><rank> (default /tmp/nccl_trace_rank_)
  * when anything is written to it. The rank is the env's RANK.
  */
+/* PyTorch's flight-recorder settings, each a list of names in PyTorch's
+ * order. Its getCvarString and getCvarInt (c10d Utils.hpp) walk the list
+ * from the end, so the first name that is set wins, even when set to "".
+ * The lists are those of the c10d sources read: FlightRecorder's ring
+ * ({"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"}, default 2000;
+ * releases before the TORCH_FR_* names read the second alone, default 0),
+ * DebugInfoWriter::getWriter's dump prefix ({"TORCH_FR_DUMP_TEMP_FILE",
+ * "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}, default
+ * $XDG_CACHE_HOME/torch/comm_lib_trace_rank_ or
+ * $HOME/.cache/torch/comm_lib_trace_rank_ with HOME defaulting to /tmp;
+ * before that, TORCH_NCCL_DEBUG_INFO_TEMP_FILE alone, default
+ * /tmp/nccl_trace_rank_), and ProcessGroupNCCL's DumpPipe
+ * (TORCH_NCCL_DEBUG_INFO_PIPE_FILE). */
+static const char *const fr_buffer_names[] = {
+    "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", NULL};
+static const char *const fr_dump_names[] = {
+    "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", NULL};
+static const char *const fr_pipe_names[] = {"TORCH_NCCL_DEBUG_INFO_PIPE_FILE",
+                                            NULL};
+
+/* The value of the first of names that the environment sets, into out;
+ * false when none is set. */
+static bool
+env_first(struct agent *a, size_t envlen, const char *const *names,
+          char *out, size_t n)
+{
+    for (; *names != NULL; names++) {
+        size_t vl;
+
+        if (wd_environ_find(a->envbuf, envlen, *names, &vl) != NULL) {
+            copy_env(a->envbuf, envlen, *names, out, n);
+            return true;
+        }
+    }
+    out[0] = '\0';
+    return false;
+}
+
+/*
+ * The flight-recorder pipe of a process and where its dump will be: the
+ * pipe is STEM<RANK>.pipe (DumpPipe names it after the process group's
+ * global rank; RANK is that rank under torchrun, and where it is not, the
+ * write finds no FIFO and the log says so). A ring size set to 0 or less
+ * turns the recorder off; an unset one leaves it to the FIFO: PyTorch
+ * makes the FIFO only when its recorder is on, and a write to a FIFO that
+ * nobody opened fails at once. With the dump prefix unset, both PyTorch
+ * defaults are watched (fr_dump_alt).
+ */
 static void
 proc_flight_recorder(struct agent *a, size_t envlen, struct wproc *wp)
 {
-    char size[24], stem[200], rank[16], tmp[200];
+    char size[24], stem[200], rank[16], tmp[200], home[200], dyn[8];
     char *end;
     long long n;
 
-    wp->fr_pipe = wp->fr_dump = NULL;
-    copy_env(a->envbuf, envlen, "TORCH_NCCL_TRACE_BUFFER_SIZE", size,
-             sizeof(size));
-    copy_env(a->envbuf, envlen, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE", stem,
-             sizeof(stem));
-    copy_env(a->envbuf, envlen, "RANK", rank, sizeof(rank));
-    copy_env(a->envbuf, envlen, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", tmp,
-             sizeof(tmp));
-    errno = 0;
-    n = strtoll(size, &end, 10);
-    if (errno != 0 || end == size || *end != '\0' || n <= 0 ||
-        stem[0] == '\0' || rank[0] == '\0' ||
-        strspn(rank, "0123456789") != strlen(rank))
+    wp->fr_pipe = wp->fr_dump = wp->fr_dump_alt = NULL;
+    if (!env_first(a, envlen, fr_pipe_names, stem, sizeof(stem)) ||
+        stem[0] == '\0')
         return;
-    if (tmp[0] == '\0')
-        snprintf(tmp, sizeof(tmp), "/tmp/nccl_trace_rank_");
+    if (env_first(a, envlen, fr_buffer_names, size, sizeof(size))) {
+        errno = 0;
+        n = strtoll(size, &end, 10);
+        if (errno != 0 || end == size || *end != '\0' || n <= 0)
+            return;
+    }
+    copy_env(a->envbuf, envlen, "RANK", rank, sizeof(rank));
+    if (rank[0] == '\0' || strspn(rank, "0123456789") != strlen(rank))
+        return;
     if (asprintf(&wp->fr_pipe, "%s%s.pipe", stem, rank) < 0)
         wp->fr_pipe = NULL;
-    if (asprintf(&wp->fr_dump, "%s%s", tmp, rank) < 0)
-        wp->fr_dump = NULL;
+    copy_env(a->envbuf, envlen, "TORCH_FR_DUMP_DYNAMIC_FILE_NAME", dyn,
+             sizeof(dyn));
+    if (env_first(a, envlen, fr_dump_names, tmp, sizeof(tmp))) {
+        /* TORCH_FR_DUMP_DYNAMIC_FILE_NAME: the file is the prefix itself
+         * (DebugInfoWriter::write). */
+        bool whole = strcmp(dyn, "1") == 0 || strcasecmp(dyn, "true") == 0;
+
+        if (asprintf(&wp->fr_dump, "%s%s", tmp, whole ? "" : rank) < 0)
+            wp->fr_dump = NULL;
+    } else {
+        copy_env(a->envbuf, envlen, "XDG_CACHE_HOME", home, sizeof(home));
+        if (home[0] == '\0') {
+            if (!env_first(a, envlen, (const char *const[]){"HOME", NULL},
+                           home, sizeof(home)))
+                snprintf(home, sizeof(home), "/tmp");
+            if (asprintf(&wp->fr_dump, "%s/.cache/torch/comm_lib_trace_rank_%s",
+                         home, rank) < 0)
+                wp->fr_dump = NULL;
+        } else if (asprintf(&wp->fr_dump, "%s/torch/comm_lib_trace_rank_%s",
+                            home, rank) < 0) {
+            wp->fr_dump = NULL;
+        }
+        if (asprintf(&wp->fr_dump_alt, "/tmp/nccl_trace_rank_%s", rank) < 0)
+            wp->fr_dump_alt = NULL;
+    }
     if (wp->fr_pipe == NULL || wp->fr_dump == NULL) {
         free(wp->fr_pipe);
         free(wp->fr_dump);
-        wp->fr_pipe = wp->fr_dump = NULL;
+        free(wp->fr_dump_alt);
+        wp->fr_pipe = wp->fr_dump = wp->fr_dump_alt = NULL;
     }
 }
 
@@ -2080,17 +2151,24 @@ fr_due(struct agent *a, long long t)
         list[0] = '\0';
         for (size_t i = 0; i < a->n_procs; i++) {
             const struct wproc *w = &a->procs[i];
+            const char *at = NULL;
 
             if (w->pod != pi || w->fr_dump == NULL)
                 continue;
-            if (!dump_ready(a->o->proc_root, w, w->fr_dump, pod->fr_since)) {
+            if (dump_ready(a->o->proc_root, w, w->fr_dump, pod->fr_since))
+                at = w->fr_dump;
+            else if (w->fr_dump_alt != NULL &&
+                     dump_ready(a->o->proc_root, w, w->fr_dump_alt,
+                                pod->fr_since))
+                at = w->fr_dump_alt;
+            if (at == NULL) {
                 all = false;
                 continue;
             }
             n++;
             if (u + 4 < sizeof(list))
                 u += (size_t)snprintf(list + u, sizeof(list) - u, "%s%s",
-                                      u ? ", " : "", w->fr_dump);
+                                      u ? ", " : "", at);
         }
         if (!all && t < pod->fr_deadline_ms)
             continue;
@@ -2718,6 +2796,7 @@ agent_release(struct agent *a)
     for (size_t i = 0; i < a->n_procs; i++) {
         free(a->procs[i].fr_pipe);
         free(a->procs[i].fr_dump);
+        free(a->procs[i].fr_dump_alt);
     }
     free(a->procs);
     free(a->pidx);

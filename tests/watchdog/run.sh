@@ -1271,6 +1271,44 @@ if [ "${1:-}" = --case ]; then
                 bad "rank $r: dump at ${d:-never}, SIGTERM at ${t:-never}"
         done
         ;;
+    flight-recorder-new)
+        # PyTorch with the TORCH_FR_* names (torchtitan sets them from
+        # torch 2.9), which it reads before the TORCH_NCCL_* ones. Rank 0:
+        # TORCH_FR_BUFFER_SIZE=2000 over TORCH_NCCL_TRACE_BUFFER_SIZE=0 (on),
+        # its dump at TORCH_FR_DUMP_TEMP_FILE, not at the
+        # TORCH_NCCL_DEBUG_INFO_TEMP_FILE also set. Rank 1: no dump prefix
+        # at all, so PyTorch's default, $HOME/.cache/torch/comm_lib_trace_rank_.
+        # Report mode: the pipes written, the Event posted after both dumps,
+        # saying where they are.
+        echo tok >"$T/token"
+        python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" &
+        API=$!
+        for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
+        spec="period=${P}ms,idle=2,mincpu=0.02"
+        mkdir -p "$T/home"
+        RANK=0 TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_TRACE_BUFFER_SIZE=0 \
+            TORCH_NCCL_DEBUG_INFO_PIPE_FILE="$T/frp_" TORCH_FR_DUMP_TEMP_FILE="$T/frn_" \
+            TORCH_NCCL_DEBUG_INFO_TEMP_FILE="$T/wrong_" \
+            job a "$UID_A" "$spec" --spin --close-wait --flight-recorder-new
+        RANK=1 HOME="$T/home" TORCH_NCCL_DEBUG_INFO_PIPE_FILE="$T/frp_" \
+            job b "$UID_A" "$spec" --spin --close-wait --flight-recorder-new
+        gpus "gpu 0 $PID_a $PID_b"
+        agent 2400 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+            --token-file "$T/token" --node-name node-7
+        agent_wait
+        kill "$API"
+        d1="$T/home/.cache/torch/comm_lib_trace_rank_1"
+        [ -s "$T/frn_0" ] && [ -s "$d1" ] && [ ! -e "$T/wrong_0" ] && ok ||
+            bad "dumps: $(ls -R "$T" | tr '\n' ' ')"
+        jq -e -s --arg p "$T/frp_" '[.[] | select(.event == "action" and .action == "flight-recorder")] |
+            length == 2 and all(.result == "written") and (map(.pipe) | sort) == [$p + "0.pipe", $p + "1.pipe"]' \
+            "$T/agent.log" >/dev/null && ok ||
+            bad "flight-recorder lines: $(ev action 'select(.action == "flight-recorder")')"
+        jq -e -s --arg a "$T/frn_0" --arg b "$d1" 'length == 1 and (.[0].body.message |
+            endswith("; flight recorder: dumped to " + $a + ", " + $b) or
+            endswith("; flight recorder: dumped to " + $b + ", " + $a))' \
+            "$T/requests" >/dev/null && ok || bad "Event: $(jq -c .body.message "$T/requests" 2>&1)"
+        ;;
     stdin-closed)
         # The agent started with fd 0 closed (as a supervisor may start
         # it), so each fd it opens may be 0: pidfd_open, the container's
@@ -1390,7 +1428,7 @@ fi
 CASES="hang-restart sigkill rewatch rewatch-same-pid exec-late busy-gpu cpu-idle sockets-moving queue-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving links-off-on ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
 fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr realloc-fails idle-cpu
-ras-text ras-moving ras-slow no-second-signal shared-gpu waiting-ranks mps"
+ras-text ras-moving ras-slow no-second-signal shared-gpu waiting-ranks mps flight-recorder-new"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
