@@ -17,8 +17,9 @@ and 2. "host" is an IP address, as RAS prints it (inet_ntop).
 
 argv[1]: where to write the port; argv[2]: each command, one per line;
 then options: version=2.24.3|2.26.2|2.28.3|2.28.9 (2.28.9), counts=still|
-moving (still: every STATUS the same; moving: every rank issued one more
-collective at each STATUS), slow=SECONDS (the first STATUS is answered
+moving|equal (still: every STATUS the same; moving: every rank issued one
+more collective at each STATUS; equal: every rank of the job there and at
+the same count, which does not move: a pause between collectives), slow=SECONDS (the first STATUS is answered
 that late, as RAS may answer after its timeout plus
 RAS_COLLECTIVE_EXTRA_TIMEOUT_SEC), behind=IP (rank 1, the one behind, is at
 IP rather than 10.0.0.1), comms=0 (no communicator at all: a process with
@@ -33,6 +34,7 @@ import time
 OPTS = dict(a.split("=", 1) if "=" in a else (a, "1") for a in sys.argv[3:])
 VERSION = OPTS.get("version", "2.28.9")
 MOVING = OPTS.get("counts", "still") == "moving"
+EQUAL = OPTS.get("counts", "still") == "equal"
 SLOW = float(OPTS.get("slow", "0"))
 BEHIND = OPTS.get("behind", "10.0.0.1")
 NO_COMMS = OPTS.get("comms", "1") == "0"
@@ -69,14 +71,17 @@ def status_json(k):
         "communicators_count": 1,
         "communicators": [{
             "hash": "0x1234", "secondary_hash": "0xab:0xcd", "size": 4,
-            "ranks_count": 3, "missing_ranks_count": 1,
+            "ranks_count": 4 if EQUAL else 3,
+            "missing_ranks_count": 0 if EQUAL else 1,
             "ranks": [rank(0, "10.0.0.1", 100, 42 + k),
-                      rank(1, BEHIND, 101, 41 + k),
-                      rank(2, "10.0.0.2", 4241, 42 + k)],
-            "missing_ranks": [{"rank": 3, "host": "10.0.0.2", "pid": 4242,
-                               "cuda_dev": 1, "nvml_dev": 1,
-                               "status": {"unresponsive": True,
-                                          "considered_dead": False}}]}],
+                      rank(1, BEHIND, 101, 42 if EQUAL else 41 + k),
+                      rank(2, "10.0.0.2", 4241, 42 + k)] +
+                     ([rank(3, "10.0.0.2", 4242, 42)] if EQUAL else []),
+            "missing_ranks": [] if EQUAL else [
+                {"rank": 3, "host": "10.0.0.2", "pid": 4242,
+                 "cuda_dev": 1, "nvml_dev": 1,
+                 "status": {"unresponsive": True,
+                            "considered_dead": False}}]}],
         "ras": {"collection_time_sec": 0.012, "timeouts_count": 1}},
         indent=2)
 

@@ -1122,6 +1122,9 @@ if [ "${1:-}" = --case ]; then
         # neither has a second signal, so both are reported, with why, and
         # never signalled. A third pod's RAS answers with no communicator
         # at all (a process with no NCCL job): nothing to compare either.
+        # A fourth pod's RAS shows every rank at the same count, which does
+        # not move: a pause between collectives looks the same, so that is
+        # no proof either.
         echo tok >"$T/token"
         python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" &
         API=$!
@@ -1130,23 +1133,28 @@ if [ "${1:-}" = --case ]; then
         job b "$UID_B" "$RESTART" --spin --catch-usr1 "$T/ckpt-b"
         ras_on comms=0
         job c "$UID_C" "$RESTART" --spin --catch-usr1 "$T/ckpt-c"
+        RAS_NAME=req ras_on counts=equal
+        UID_D=dddddddd-0000-4000-8000-00000000000d
+        job d "$UID_D" "$RESTART" --spin --close-wait --catch-usr1 "$T/ckpt-d"
         gpus "gpu 0 $PID_a" "gpu util=100 power=66 limit=300 mem=0 nvlink=0 pcie=0 $PID_b" \
-            "gpu util=100 power=66 limit=300 mem=0 nvlink=0 pcie=0 $PID_c"
+            "gpu util=100 power=66 limit=300 mem=0 nvlink=0 pcie=0 $PID_c" "gpu 0 $PID_d"
         agent 2600 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
             --token-file "$T/token" --node-name node-7
         agent_wait
         kill "$API"
-        [ "$(ev hang '[.pod_uid, .cause]' | jq -c sort)" = "[[\"$UID_A\",\"idle\"],[\"$UID_B\",\"spinning\"],[\"$UID_C\",\"spinning\"]]" ] && ok ||
+        [ "$(ev hang '[.pod_uid, .cause]' | jq -c sort)" = "[[\"$UID_A\",\"idle\"],[\"$UID_B\",\"spinning\"],[\"$UID_C\",\"spinning\"],[\"$UID_D\",\"idle\"]]" ] && ok ||
             bad "hang lines: $(ev hang)"
         [ "$(ev decision '.decision' | jq -c unique)" = '["report-only"]' ] && ok || bad "decisions: $(ev decision)"
-        jq -e -s '[.[] | select(.event == "decision")] | length == 3 and
+        jq -e -s '[.[] | select(.event == "decision")] | length == 4 and
             ([.[] | select(.why | startswith("no second signal (NCCL RAS not reachable)"))] | length == 2) and
-            ([.[] | select(.why | test("no collective counts"))] | length == 1)' "$T/agent.log" >/dev/null && ok ||
+            ([.[] | select(.why | test("no collective counts"))] | length == 1) and
+            ([.[] | select(.why | test("no rank moved, but none is behind or missing"))] | length == 1)' \
+            "$T/agent.log" >/dev/null && ok ||
             bad "why: $(ev decision .why)"
         [ "$(ev action | jq length)" = 0 ] && ok || bad "acted: $(ev action)"
-        for j in a b c; do [ ! -s "$T/$j.log" ] && ok || bad "job $j was signalled: $(cat "$T/$j.log")"; done
+        for j in a b c d; do [ ! -s "$T/$j.log" ] && ok || bad "job $j was signalled: $(cat "$T/$j.log")"; done
         # What the user sees: the Event says that nothing was done, and why.
-        jq -e -s 'length == 3 and all(.body.message |
+        jq -e -s 'length == 4 and all(.body.message |
             test("; report only, no checkpoint signal or SIGTERM: "))' "$T/requests" >/dev/null && ok ||
             bad "Events: $(jq -c .body.message "$T/requests" 2>&1)"
         ;;
