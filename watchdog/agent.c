@@ -71,6 +71,34 @@ struct wproc {
     bool alive;   /* seen in the latest scan or sample */
 };
 
+/* What a pod keeps for its UID's lifetime rather than its processes':
+ * the Event deduplication and token bucket, and the log's token bucket. A
+ * pod whose processes all exit is forgotten, and a pod that comes back
+ * under the same UID (its container restarted) starts from these, not
+ * from an empty dedup table and full buckets. */
+struct podkeep {
+    char ev_key[24]; /* the last Event's cause, and when */
+    long long ev_ms;
+    double ev_tokens; /* the pod's Event bucket */
+    long long ev_tokens_ms;
+    unsigned long long ev_dups;
+    double log_tokens; /* the pod's log bucket */
+    long long log_tokens_ms;
+    unsigned long long log_dropped; /* lines not written since log_said_ms */
+    long long log_said_ms;
+};
+
+/* A forgotten pod's podkeep, by UID, until UID_KEEP_MS after it was
+ * saved (past the Event dedup window); at most UID_KEEP_MAX, the oldest
+ * dropped first. */
+#define UID_KEEP_MAX 1024
+#define UID_KEEP_MS (15 * 60 * 1000LL)
+struct uidkeep {
+    char uid[37];
+    long long at;
+    struct podkeep k;
+};
+
 /* A socket queue seen last period, to tell stuck from moving. */
 struct sockq {
     uint64_t inode;
@@ -92,6 +120,7 @@ struct wpod {
     long long deadline_ms;
     struct wd_period last;
     enum wd_verdict last_v;
+    enum wd_verdict hang_v; /* the cause of the latest hang: its Event key */
     /* The GPU signals behind the latest verdict, for the hang message. */
     unsigned spin_util, spin_power, spin_mem;
     char lost_gpus[64];
@@ -99,12 +128,8 @@ struct wpod {
     bool base_set;
     bool base_ok[WD_NVML_MAX_GPUS];
     struct wd_gpu_counters base[WD_NVML_MAX_GPUS];
-    /* Events: the last one's key and time, and the pod's token bucket. */
-    char ev_key[24];
-    long long ev_ms;
-    double ev_tokens;
-    long long ev_tokens_ms;
-    unsigned long long ev_dups;
+    /* Events and log lines: dedup and buckets, kept for the UID. */
+    struct podkeep keep;
     char ras_addr[128]; /* NCCL_RAS_ADDR of the pod's first process */
     /* A flight-recorder dump was asked for: the Event (ev_msg) and the
      * SIGTERM wait for the dumps until fr_deadline_ms. */
@@ -160,7 +185,8 @@ struct seenbuf {
 struct metrics {
     unsigned long long hangs;
     unsigned long long checkpoint_signal, checkpoint_file, sigterm, sigkill,
-        pid_reused, events, event_errors, report_files, events_suppressed;
+        pid_reused, events, event_errors, report_files, events_suppressed,
+        log_dropped;
 };
 
 struct agent {
@@ -189,6 +215,8 @@ struct agent {
     struct wd_event_cfg ev;
     double ev_tokens; /* the node's Event bucket */
     long long ev_tokens_ms;
+    struct uidkeep *kept; /* forgotten pods' podkeep */
+    size_t n_kept;
     long long ident_ms; /* the last pod list fetched from the API */
     long long clk_tck;
 };
@@ -645,6 +673,95 @@ pod_find(struct agent *a, const char *uid)
     return -1;
 }
 
+static bool bucket_take(double *tokens, long long *at, double burst,
+                        long long refill, long long t);
+
+/* Drops kept entries that expired; with uid, that UID's entry too. */
+static void
+keep_prune(struct agent *a, const char *uid, long long t)
+{
+    for (size_t i = 0; i < a->n_kept;) {
+        if (t - a->kept[i].at > UID_KEEP_MS ||
+            (uid != NULL && strcmp(a->kept[i].uid, uid) == 0))
+            a->kept[i] = a->kept[--a->n_kept];
+        else
+            i++;
+    }
+}
+
+/* Keeps a forgotten pod's podkeep under its UID. */
+static void
+keep_save(struct agent *a, const struct wpod *pod, long long t)
+{
+    struct uidkeep *k;
+
+    keep_prune(a, pod->uid, t);
+    if (a->n_kept >= UID_KEEP_MAX) {
+        size_t old = 0;
+
+        for (size_t i = 1; i < a->n_kept; i++)
+            if (a->kept[i].at < a->kept[old].at)
+                old = i;
+        a->kept[old] = a->kept[--a->n_kept];
+    }
+    if (a->kept == NULL) {
+        a->kept = calloc(UID_KEEP_MAX, sizeof(*a->kept));
+        if (a->kept == NULL)
+            return;
+    }
+    k = &a->kept[a->n_kept++];
+    snprintf(k->uid, sizeof(k->uid), "%s", pod->uid);
+    k->at = t;
+    k->k = pod->keep;
+}
+
+/* A new pod entry takes what its UID kept, if anything. */
+static void
+keep_restore(struct agent *a, struct wpod *pod, long long t)
+{
+    keep_prune(a, NULL, t);
+    for (size_t i = 0; i < a->n_kept; i++) {
+        if (strcmp(a->kept[i].uid, pod->uid) != 0)
+            continue;
+        pod->keep = a->kept[i].k;
+        a->kept[i] = a->kept[--a->n_kept];
+        return;
+    }
+}
+
+/* The per-pod log limit, for the lines a pod's process churn makes
+ * (watch, rewatch, exited, gone): LOG_POD_BURST lines, refilled one per
+ * LOG_POD_REFILL_MS, kept for the UID's lifetime like the Event bucket.
+ * What is dropped is counted, and said in one log-limited line per
+ * LOG_POD_SAY_MS, so that one pod cannot push the other pods' lines out
+ * of a rotated log. Hangs, decisions, actions and Events are never
+ * dropped. */
+#define LOG_POD_BURST 40.0
+#define LOG_POD_REFILL_MS 1000LL
+#define LOG_POD_SAY_MS 10000LL
+static bool
+pod_log_ok(struct agent *a, struct wpod *pod)
+{
+    long long t = now_ms();
+
+    if (bucket_take(&pod->keep.log_tokens, &pod->keep.log_tokens_ms,
+                    LOG_POD_BURST, LOG_POD_REFILL_MS, t))
+        return true;
+    pod->keep.log_dropped++;
+    a->m.log_dropped++;
+    if (pod->keep.log_said_ms == 0 ||
+        t - pod->keep.log_said_ms >= LOG_POD_SAY_MS) {
+        logj(a, "log-limited",
+             podj(pod, json_pack("{s:I,s:s}", "dropped",
+                                 (json_int_t)pod->keep.log_dropped, "why",
+                                 "this pod's processes come and go faster "
+                                 "than its log budget (watch, exited)")));
+        pod->keep.log_said_ms = t;
+        pod->keep.log_dropped = 0;
+    }
+    return false;
+}
+
 static void
 copy_env(const char *env, size_t len, const char *name, char *out, size_t n)
 {
@@ -871,6 +988,7 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
         memset(pod, 0, sizeof(*pod));
         pod->used = true;
         snprintf(pod->uid, sizeof(pod->uid), "%s", ref.pod_uid);
+        keep_restore(a, pod, t);
         snprintf(pod->container, sizeof(pod->container), "%s",
                  ref.container_id);
         /* The env is the tenant's: its name and namespace are believed
@@ -911,7 +1029,9 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
         free(pod->q);
         pod->q = NULL;
         pod->n_q = 0;
-        logj(a, "rewatch", podj(pod, json_pack("{s:i}", "pid", (int)pid)));
+        if (pod_log_ok(a, pod))
+            logj(a, "rewatch",
+                 podj(pod, json_pack("{s:i}", "pid", (int)pid)));
     }
     if (pod->n_procs >= POD_MAX_PROCS) {
         /* The work budget: a pod that forks without end does not make
@@ -950,10 +1070,12 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
             k = (k + 1) & (a->pidx_cap - 1);
         a->pidx[k] = (uint32_t)a->n_procs;
     }
-    logj(a, "watch",
-         podj(pod, json_pack("{s:i,s:I,s:s,s:s}", "pid", (int)pid, "start",
-                             (json_int_t)st->start, "spec", pod->spec_text,
-                             "state", state_names[pod->state])));
+    if (pod_log_ok(a, pod))
+        logj(a, "watch",
+             podj(pod,
+                  json_pack("{s:i,s:I,s:s,s:s}", "pid", (int)pid, "start",
+                            (json_int_t)st->start, "spec", pod->spec_text,
+                            "state", state_names[pod->state])));
 }
 
 /* Walks /proc: new opted-in processes join their pod. */
@@ -1007,9 +1129,9 @@ scan(struct agent *a)
 
         if (w->alive && w->gen != a->scan_gen) {
             w->alive = false;
-            logj(
-                a, "exited",
-                podj(&a->pods[w->pod], json_pack("{s:i}", "pid", (int)w->pid)));
+            if (pod_log_ok(a, &a->pods[w->pod]))
+                logj(a, "exited", podj(&a->pods[w->pod],
+                                       json_pack("{s:i}", "pid", (int)w->pid)));
         }
     }
     procs_compact(a);
@@ -1300,6 +1422,8 @@ pod_base(struct agent *a, struct wpod *pod)
 
 static void pod_hang(struct agent *a, struct wpod *pod, size_t pi);
 static void pod_ras_drop(struct wpod *pod);
+static void pod_finish(struct agent *a, struct wpod *pod, size_t pi, char *msg,
+                       size_t n, bool act, const char *why_not);
 
 /* Drops the pod's dead processes; returns how many are left. */
 static size_t
@@ -1318,8 +1442,9 @@ pod_refresh(struct agent *a, size_t pi, uint64_t *ticks, uint64_t *io)
         if (wd_proc_stat(a->o->proc_root, w->pid, &st) != 0 ||
             st.start != w->start || st.state == 'Z' || st.state == 'X') {
             w->alive = false;
-            logj(a, "exited",
-                 podj(&a->pods[pi], json_pack("{s:i}", "pid", (int)w->pid)));
+            if (pod_log_ok(a, &a->pods[pi]))
+                logj(a, "exited", podj(&a->pods[pi], json_pack("{s:i}", "pid",
+                                                               (int)w->pid)));
             continue;
         }
         if (st.cpu_ticks > w->prev_ticks)
@@ -1345,8 +1470,10 @@ pod_forget(struct agent *a, size_t pi)
 {
     struct wpod *pod = &a->pods[pi];
 
-    logj(a, "gone",
-         podj(pod, json_pack("{s:s}", "state", state_names[pod->state])));
+    if (pod_log_ok(a, pod))
+        logj(a, "gone",
+             podj(pod, json_pack("{s:s}", "state", state_names[pod->state])));
+    keep_save(a, pod, now_ms());
     free(pod->q);
     pod->q = NULL;
     pod->n_q = 0;
@@ -1629,15 +1756,16 @@ pod_sample(struct agent *a, size_t pi, long long t)
                             det ? det : json_array())));
     if (pod->state == POD_CONFIRM &&
         (v == WD_BUSY || v == WD_IO_MOVING || v == WD_SOCKETS_OK)) {
-        /* Working again before a second signal agreed: nothing to do. A
-         * period that cannot be judged (unknown) or whose CPU idles is no
-         * sign of work and leaves the confirmation running. */
+        /* Working again before a second signal agreed: the hang is
+         * reported, nothing else. A period that cannot be judged
+         * (unknown) or whose CPU idles is no sign of work and leaves the
+         * confirmation running. */
+        char msg[1600];
+
+        snprintf(msg, sizeof(msg), "%s", pod->hang_msg ? pod->hang_msg : "");
         pod_ras_drop(pod);
-        pod->state = POD_REPORTED;
-        logj(a, "decision",
-             podj(pod, json_pack("{s:s,s:s}", "decision", "none", "why",
-                                 "the pod worked again while RAS was "
-                                 "asked")));
+        pod_finish(a, pod, pi, msg, sizeof(msg), false,
+                   "the pod worked again before a second signal agreed");
     }
     if (pod->state == POD_REPORTED && !wd_verdict_stalled(v)) {
         pod->state = POD_WATCH;
@@ -1831,17 +1959,19 @@ post_event(struct agent *a, struct wpod *pod, const char *reason,
                                        "this UID on this node")));
         return;
     }
-    if (strcmp(pod->ev_key, key) == 0 && t0 - pod->ev_ms < EV_DEDUP_MS) {
-        pod->ev_dups++;
+    if (strcmp(pod->keep.ev_key, key) == 0 &&
+        t0 - pod->keep.ev_ms < EV_DEDUP_MS) {
+        pod->keep.ev_dups++;
         a->m.events_suppressed++;
         logj(a, "event",
              podj(pod, json_pack("{s:s,s:I}", "result",
                                  "deduplicated: the same cause was posted "
                                  "less than 10 minutes ago",
-                                 "repeats", (json_int_t)pod->ev_dups)));
+                                 "repeats", (json_int_t)pod->keep.ev_dups)));
         return;
     }
-    if (!bucket_take(&pod->ev_tokens, &pod->ev_tokens_ms, EV_POD_BURST,
+    if (!bucket_take(&pod->keep.ev_tokens, &pod->keep.ev_tokens_ms,
+                     EV_POD_BURST,
                      EV_POD_REFILL_MS, t0) ||
         !bucket_take(&a->ev_tokens, &a->ev_tokens_ms, EV_NODE_BURST,
                      EV_NODE_REFILL_MS, t0)) {
@@ -1852,9 +1982,9 @@ post_event(struct agent *a, struct wpod *pod, const char *reason,
                                  "pod or node")));
         return;
     }
-    snprintf(pod->ev_key, sizeof(pod->ev_key), "%s", key);
-    pod->ev_ms = t0;
-    pod->ev_dups = 0;
+    snprintf(pod->keep.ev_key, sizeof(pod->keep.ev_key), "%s", key);
+    pod->keep.ev_ms = t0;
+    pod->keep.ev_dups = 0;
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &tm);
     strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -2131,7 +2261,7 @@ pod_event_or_wait(struct agent *a, struct wpod *pod, size_t pi, const char *msg)
         pod->fr_deadline_ms = now_ms() + FR_WAIT_MS;
         return;
     }
-    post_event(a, pod, "NCCLHang", msg, wd_verdict_name(pod->last_v));
+    post_event(a, pod, "NCCLHang", msg, wd_verdict_name(pod->hang_v));
 }
 
 /* Pods waiting for flight-recorder dumps: once every asked rank's dump is
@@ -2181,7 +2311,7 @@ fr_due(struct agent *a, long long t)
                                  "flight-recorder-dump", "result",
                                  all ? "dumped" : "timed out", "dumps", n)));
         pod->fr_pending = false;
-        post_event(a, pod, "NCCLHang", msg, wd_verdict_name(pod->last_v));
+        post_event(a, pod, "NCCLHang", msg, wd_verdict_name(pod->hang_v));
         free(pod->ev_msg);
         pod->ev_msg = NULL;
     }
@@ -2388,6 +2518,28 @@ pod_ras_start(struct agent *a, struct wpod *pod)
     return pod->ras_job != NULL;
 }
 
+/* True when an Event for key would be posted now: not a repeat within
+ * the dedup window, and a token in the pod's and the node's buckets. Takes
+ * nothing. */
+static bool
+event_would_post(const struct agent *a, const struct wpod *pod,
+                 const char *key, long long t)
+{
+    const struct podkeep *k = &pod->keep;
+    double pt = k->ev_tokens_ms == 0
+                    ? EV_POD_BURST
+                    : k->ev_tokens + (double)(t - k->ev_tokens_ms) /
+                                         (double)EV_POD_REFILL_MS;
+    double nt = a->ev_tokens_ms == 0
+                    ? EV_NODE_BURST
+                    : a->ev_tokens + (double)(t - a->ev_tokens_ms) /
+                                         (double)EV_NODE_REFILL_MS;
+
+    if (strcmp(k->ev_key, key) == 0 && t - k->ev_ms < EV_DEDUP_MS)
+        return false;
+    return pt >= 1.0 && nt >= 1.0;
+}
+
 static void
 pod_hang(struct agent *a, struct wpod *pod, size_t pi)
 {
@@ -2397,6 +2549,7 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
     const char *why_not = NULL;
 
     a->m.hangs++;
+    pod->hang_v = pod->last_v;
     if (pod->last_v == WD_GPU_LOST)
         node_gpu_lost_event(a, pod);
     duration_text(s->period_ms, period, sizeof(period));
@@ -2449,6 +2602,14 @@ pod_hang(struct agent *a, struct wpod *pod, size_t pi)
                  pod->shared_why);
         pod_finish(a, pod, pi, msg, sizeof(msg), false,
                    "the GPU is shared, judged for reports only");
+        return;
+    }
+    /* In report mode RAS only adds to the Event: an Event that would be
+     * deduplicated or rate-limited is not worth its queries. */
+    if (s->action == WD_ACTION_REPORT &&
+        !event_would_post(a, pod, wd_verdict_name(pod->hang_v), now_ms())) {
+        pod_finish(a, pod, pi, msg, sizeof(msg), false,
+                   "the Event is deduplicated or rate-limited");
         return;
     }
     /* The NVML signature alone is never enough to act: a second signal
@@ -2714,6 +2875,11 @@ metrics_text(struct agent *a, char *buf, size_t n)
         "# TYPE ncclguard_watchdog_events_suppressed_total counter\n"
         "ncclguard_watchdog_events_suppressed_total %llu\n",
         m->events_suppressed);
+    OUT("# HELP ncclguard_watchdog_log_lines_dropped_total Log lines not "
+        "written: a pod's processes came and went past its log budget.\n"
+        "# TYPE ncclguard_watchdog_log_lines_dropped_total counter\n"
+        "ncclguard_watchdog_log_lines_dropped_total %llu\n",
+        m->log_dropped);
     OUT("# HELP ncclguard_watchdog_pid_reused_total Signals not sent because "
         "the PID now names another process.\n"
         "# TYPE ncclguard_watchdog_pid_reused_total counter\n"
@@ -2793,6 +2959,7 @@ agent_release(struct agent *a)
         pod_ras_drop(&a->pods[i]);
     }
     free(a->pods);
+    free(a->kept);
     for (size_t i = 0; i < a->n_procs; i++) {
         free(a->procs[i].fr_pipe);
         free(a->procs[i].fr_dump);

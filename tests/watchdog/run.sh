@@ -884,17 +884,54 @@ if [ "${1:-}" = --case ]; then
     churn)
         # A pod whose opted-in processes come and go (a child every 5 ms,
         # each living 20 ms): the table of watched processes holds the live
-        # ones only, not every process ever seen.
+        # ones only, not every process ever seen. Its log lines are
+        # limited (40, then one a second, the rest counted in log-limited
+        # lines), so that pod B's hang line is still there, among few.
         job a "$UID_A" "$RESTART" --spin --churn 5
-        gpus "gpu 100 $PID_a"
+        job b "$UID_B" "period=${P}ms,idle=3,mincpu=0.02" --spin --close-wait
+        gpus "gpu 100 $PID_a" "gpu 0 $PID_b"
         agent 3000 --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
         sleep 2.5
         curl -sf --max-time 2 "http://127.0.0.1:$(cat "$T/port")/metrics" >"$T/metrics" || bad "no /metrics"
         agent_wait
-        seen=$(ev watch | jq length)
-        [ "$seen" -ge 50 ] && ok || bad "only $seen processes were watched: no churn to prune"
+        lines=$(ev watch "select(.pod_uid == \"$UID_A\")" | jq length)
+        lines=$((lines + $(ev exited "select(.pod_uid == \"$UID_A\")" | jq length)))
+        [ "$(ev log-limited | jq length)" -ge 1 ] && ok || bad "no log-limited line"
+        dropped=$(awk '$1 == "ncclguard_watchdog_log_lines_dropped_total" {print $2}' "$T/metrics")
+        seen=$((lines + ${dropped:-0}))
+        [ "$seen" -ge 100 ] && ok || bad "only $seen watch and exited lines, written or dropped: no churn to prune"
+        [ "$lines" -le 45 ] && ok || bad "pod A wrote $lines watch and exited lines, want at most 40 + 1 a second"
+        [ "$(ev hang '.pod_uid' | jq -c .)" = "[\"$UID_B\"]" ] && ok || bad "hang lines: $(ev hang .pod_uid)"
         n=$(awk '$1 == "ncclguard_watchdog_watched_processes" {print $2}' "$T/metrics")
         [ -n "$n" ] && [ "$n" -le 30 ] && ok || bad "watched_processes = ${n:-missing} after $seen came and went"
+        ;;
+    events-restart)
+        # The pod's Event limits live as long as its UID, not its
+        # processes: the container hangs, exits (the pod is forgotten),
+        # starts again under the same UID and hangs again for the same
+        # cause within 10 minutes. One Event, the repeat deduplicated.
+        echo tok >"$T/token"
+        python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" &
+        API=$!
+        for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
+        spec="period=${P}ms,idle=1,mincpu=0.02"
+        job a "$UID_A" "$spec" --spin --close-wait
+        gpus "gpu 0 $PID_a"
+        agent 3000 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+            --token-file "$T/token" --node-name node-7
+        wait_for event 1 || bad "no first Event"
+        kill -9 "$PID_a"
+        wait "$PID_a" 2>/dev/null
+        wait_for gone 1 || bad "the pod was not forgotten"
+        job b "$UID_A" "$spec" --spin --close-wait
+        gpus "gpu 0 $PID_b"
+        wait_for event 2 || bad "no second event line"
+        agent_wait
+        kill "$API"
+        [ "$(ev hang | jq length)" = 2 ] && ok || bad "hang lines: $(ev hang)"
+        [ "$(grep -c . "$T/requests" 2>/dev/null)" = 1 ] && ok || bad "Event POSTs: $(grep -c . "$T/requests"), want 1"
+        [ "$(ev event '.result' | jq -c '.[1]')" = '"deduplicated: the same cause was posted less than 10 minutes ago"' ] && ok ||
+            bad "event lines: $(ev event .result)"
         ;;
     events-limit)
         # A pod that hangs, recovers and hangs again every few periods
@@ -904,6 +941,9 @@ if [ "${1:-}" = --case ]; then
         python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" &
         API=$!
         for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
+        # RAS too: asked for the first hang only, whose Event goes out;
+        # the repeats' Events are deduplicated, so RAS is not asked again.
+        ras_on
         job a "$UID_A" "period=${P}ms,idle=1,mincpu=0.02" --spin --close-wait
         gpus "gpu 0 $PID_a"
         agent 2600 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
@@ -921,6 +961,8 @@ if [ "${1:-}" = --case ]; then
         [ "$(grep -c . "$T/requests" 2>/dev/null)" = 1 ] && ok || bad "Event POSTs: $(cat "$T/requests" 2>&1 | wc -l), want 1"
         [ "$(ev event 'select(.result | startswith("deduplicated"))' | jq length)" = $((n - 1)) ] && ok ||
             bad "event lines: $(ev event .result)"
+        [ "$(grep -c '^STATUS$' "$T/ras.cmds" 2>/dev/null)" -le 2 ] && ok ||
+            bad "RAS asked $(grep -c '^STATUS$' "$T/ras.cmds") times for $n hangs and 1 Event"
         ;;
     identity)
         # On a node (no --pod-from-env) the pod's name and namespace come
@@ -1435,7 +1477,7 @@ fi
 # ---- the runner --------------------------------------------------------------
 CASES="hang-restart sigkill rewatch rewatch-same-pid exec-late busy-gpu cpu-idle sockets-moving queue-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving links-off-on ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
-fifo metrics-flood churn events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr realloc-fails idle-cpu
+fifo metrics-flood churn events-restart events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr realloc-fails idle-cpu
 ras-text ras-moving ras-slow no-second-signal shared-gpu waiting-ranks mps flight-recorder-new"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
