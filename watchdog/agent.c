@@ -41,6 +41,11 @@
 /* A pod's work budget: processes watched per pod. A pod that forks more
  * gets its first POD_MAX_PROCS judged, and one line saying so. */
 #define POD_MAX_PROCS 512
+/* And open files looked at per pod per period (/proc/PID/fd entries of
+ * every kind, not only sockets): twice the socket table, so that a rank
+ * with a few thousand sockets is read whole, while a pod whose processes
+ * hold a million files each costs no more than this. */
+#define POD_MAX_FDS (2 * MAX_SOCKETS)
 #define METRICS_MAX (1 << 17)
 
 /* Where a pod stands after a hang. */
@@ -147,6 +152,7 @@ struct wpod {
     size_t n_orphan_ino;
     size_t n_procs;     /* live watched processes */
     bool budget_logged; /* the work budget line was logged */
+    bool fd_budget_logged; /* the open-file budget line was logged */
     struct sockq *q;
     size_t n_q;
     /* One of the pod's GPUs runs another pod's process or an MPS server's
@@ -1189,7 +1195,7 @@ tcp_table(struct agent *a, pid_t pid)
 static void
 pod_sockets(struct agent *a, struct wpod *pod, size_t pi, struct wd_period *pr)
 {
-    size_t n_ino = 0, n_rows, n_q = 0;
+    size_t n_ino = 0, n_rows, n_q = 0, fds_left = POD_MAX_FDS;
     pid_t first = 0;
     struct sockq *q;
 
@@ -1202,9 +1208,19 @@ pod_sockets(struct agent *a, struct wpod *pod, size_t pi, struct wd_period *pr)
         if (first == 0)
             first = w->pid;
         k = wd_proc_socket_inodes(a->o->proc_root, w->pid, a->inodes + n_ino,
-                                  MAX_SOCKETS - n_ino);
+                                  MAX_SOCKETS - n_ino, &fds_left);
         if (k > 0)
             n_ino += (size_t)k;
+    }
+    pr->fds_read = (int)(POD_MAX_FDS - fds_left);
+    if (fds_left == 0 && !pod->fd_budget_logged) {
+        pod->fd_budget_logged = true;
+        logj(a, "budget",
+             podj(pod, json_pack("{s:i,s:s}", "max_open_files", POD_MAX_FDS,
+                                 "effect",
+                                 "open files past this are not looked at "
+                                 "each period; sockets among them are not "
+                                 "counted")));
     }
     qsort(a->inodes, n_ino, sizeof(*a->inodes), u64_cmp);
     n_rows = first ? tcp_table(a, first) : 0;
@@ -1738,7 +1754,7 @@ pod_sample(struct agent *a, size_t pi, long long t)
         logj(a, "period",
              podj(pod,
                   json_pack("{s:s,s:i,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:s,"
-                            "s:I,s:s,s:i,s:i,s:i,s:s,s:o}",
+                            "s:I,s:s,s:i,s:i,s:i,s:i,s:s,s:o}",
                             "verdict", wd_verdict_name(v), "idle_periods",
                             pod->rule.idle, "gpu_known", pr.gpu_known, "gpus",
                             pr.gpus, "gpus_busy", pr.gpus_busy, "gpus_idle",
@@ -1750,7 +1766,8 @@ pod_sample(struct agent *a, size_t pi, long long t)
                                                                     : "idle",
                             "io_bytes_per_s", (json_int_t)pr.io_bps, "io",
                             pr.io_bps >= WD_IO_MOVING_BPS ? "moving" : "still",
-                            "sockets", pr.sockets, "close_wait", pr.close_wait,
+                            "sockets", pr.sockets, "open_files_read",
+                            pr.fds_read, "close_wait", pr.close_wait,
                             "stuck_queues", pr.stuck_queues, "state",
                             state_names[pod->state], "gpu",
                             det ? det : json_array())));

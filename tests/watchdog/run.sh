@@ -1446,6 +1446,28 @@ if [ "${1:-}" = --case ]; then
             bad "the agent used ${ticks:-?} ticks (of $hz a second, limit $limit) in 1.5 s"
         [ "$(ev period | jq length)" -ge 5 ] && ok || bad "periods: $(ev period .verdict)"
         ;;
+    fd-flood)
+        # A tenant's pod whose three processes hold 15,000 open files each
+        # (/dev/null; runtimes allow 1,048,576 per process): the agent
+        # looks at 8192 of the pod's open files per period (POD_MAX_FDS)
+        # and says so once, and another pod's hang is found on time.
+        [ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -ge 15100 ] ||
+            { echo "SKIP fd-flood (hard open-file limit $(ulimit -Hn))"; exit 77; }
+        for r in 1 2 3; do
+            job "n$r" "$UID_B" "period=${P}ms,idle=50,mincpu=0.02" --spin --open-null 15000
+        done
+        job a "$UID_A" "period=${P}ms,idle=3,mincpu=0.02" --spin --close-wait
+        gpus "gpu 0 $PID_a" "gpu 100 $PID_n1 $PID_n2 $PID_n3"
+        agent 2000
+        agent_wait
+        [ "$(ev period "select(.pod_uid == \"$UID_B\") | .open_files_read" | jq -c 'max')" = 8192 ] && ok ||
+            bad "pod B's open files read: $(ev period "select(.pod_uid == \"$UID_B\") | .open_files_read" | jq -c .)"
+        [ "$(ev budget "select(.pod_uid == \"$UID_B\") | .max_open_files" | jq -c .)" = '[8192]' ] && ok ||
+            bad "budget lines: $(ev budget)"
+        wa=$(first_mono watch ".pod_uid == \"$UID_A\"")
+        ha=$(first_mono hang ".pod_uid == \"$UID_A\"")
+        within "pod A hang after watch (ms)" "$((${ha:-0} - ${wa:-0}))" $((3 * P)) $((3 * P + 1500))
+        ;;
     socket-cap)
         # A rank holding more sockets than the agent reads (MAX_SOCKETS in
         # watchdog/agent.c, 4096, the size of its inode table): exactly
@@ -1478,7 +1500,7 @@ fi
 CASES="hang-restart sigkill rewatch rewatch-same-pid exec-late busy-gpu cpu-idle sockets-moving queue-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving links-off-on ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
 fifo metrics-flood churn events-restart events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr realloc-fails idle-cpu
-ras-text ras-moving ras-slow no-second-signal shared-gpu waiting-ranks mps flight-recorder-new"
+ras-text ras-moving ras-slow no-second-signal shared-gpu waiting-ranks mps flight-recorder-new fd-flood"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT

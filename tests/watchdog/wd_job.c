@@ -18,6 +18,8 @@
  *                    receive queue that grows (a peer still sending)
  * --listen N         holds N TCP sockets listening on 127.0.0.1 (each a
  *                    row of net/tcp: a rank of a large job holds thousands)
+ * --open-null N      holds N more open files, /dev/null each (its soft
+ *                    open-file limit raised to fit)
  * --write FILE       keeps writing FILE, 1 MiB at a time over the same
  *                    bytes (a checkpoint being written, a cache filled)
  * --churn MS         every MS ms forks a child that lives 20 ms (process
@@ -57,6 +59,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -337,7 +340,7 @@ main(int argc, char **argv)
     int spin = 0, cw = 0, ignore_term = 0, wfd = -1, shm_pct = -1, orphan = 0,
         fr = 0;
     long long last_fr = 0;
-    long listeners = 0;
+    long listeners = 0, nulls = 0;
     int trickle = 0, t_rd = -1, t_wr = -1;
     const char *plain = NULL;
     long long last_trickle = 0;
@@ -379,6 +382,8 @@ main(int argc, char **argv)
             trickle = 1;
         else if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc)
             listeners = strtol(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--open-null") == 0 && i + 1 < argc)
+            nulls = strtol(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "wd_job: bad argument %s\n", argv[i]);
             return 2;
@@ -414,6 +419,22 @@ main(int argc, char **argv)
     if (trickle && trickle_pair(&t_rd, &t_wr) != 0) {
         perror("wd_job: trickle connection");
         return 1;
+    }
+    if (nulls > 0) {
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+            rl.rlim_cur < (rlim_t)nulls + 64) {
+            rl.rlim_cur = (rlim_t)nulls + 64 < rl.rlim_max
+                              ? (rlim_t)nulls + 64
+                              : rl.rlim_max;
+            (void)setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        for (long k = 0; k < nulls; k++)
+            if (open("/dev/null", O_RDONLY) < 0) {
+                perror("wd_job: --open-null");
+                return 2;
+            }
     }
     if (listeners > 0 && listen_sockets(listeners) != 0) {
         perror("wd_job: listening sockets");
