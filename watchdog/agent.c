@@ -91,6 +91,7 @@ struct podkeep {
     long long log_tokens_ms;
     unsigned long long log_dropped; /* lines not written since log_said_ms */
     long long log_said_ms;
+    bool ident_tried; /* this UID had a pod list of its own */
 };
 
 /* A forgotten pod's podkeep, by UID, until UID_KEEP_MS after it was
@@ -143,6 +144,11 @@ struct wpod {
     time_t fr_since; /* when it was asked, the realtime clock */
     char *ev_msg;
     char ip[64]; /* status.podIP, from the API */
+    /* An Event waiting for the pod list (post_event, ident_due). */
+    char *evw_msg;
+    const char *evw_reason; /* a string literal */
+    char evw_key[24];
+    long long evw_until_ms;
     /* /dev/shm of the pod, at the last period. */
     bool shm_known;
     uint64_t shm_size, shm_used;
@@ -1495,6 +1501,8 @@ pod_forget(struct agent *a, size_t pi)
     pod->n_q = 0;
     free(pod->ev_msg);
     pod->ev_msg = NULL;
+    free(pod->evw_msg);
+    pod->evw_msg = NULL;
     pod->fr_pending = false;
     pod_ras_drop(pod);
     pod->used = false;
@@ -1895,11 +1903,16 @@ bucket_take(double *tokens, long long *at, double burst, long long refill,
 }
 
 /* Fills the name and namespace of every watched pod the API lists on this
- * node, matched by UID; at most one list per EV_IDENT_MS. */
+ * node, matched by UID. At most one list per EV_IDENT_MS, except that a
+ * pod (pod, may be NULL) whose UID never had a list of its own gets one
+ * as soon as EV_IDENT_MIN_MS passed since the last: a pod whose processes
+ * restart keeps its UID's ident_tried (podkeep), so it cannot hold the
+ * lookup from the others. Returns true when a list was asked for now. */
 #define EV_IDENT_MS 10000
+#define EV_IDENT_MIN_MS 1000
 #define POD_LIST_MAX (8 << 20)
-static void
-pods_identify(struct agent *a, long long t)
+static bool
+pods_identify(struct agent *a, struct wpod *pod, long long t)
 {
     char path[400], why[300];
     json_error_t je;
@@ -1908,14 +1921,19 @@ pods_identify(struct agent *a, long long t)
     size_t len, i;
     long code;
 
-    if (a->ident_ms != 0 && t - a->ident_ms < EV_IDENT_MS)
-        return;
+    if (a->ident_ms != 0 && t - a->ident_ms < EV_IDENT_MS) {
+        if (pod == NULL || pod->keep.ident_tried ||
+            t - a->ident_ms < EV_IDENT_MIN_MS)
+            return false;
+    }
+    if (pod != NULL)
+        pod->keep.ident_tried = true;
     a->ident_ms = t;
     if (a->o->node_name == NULL || a->o->node_name[0] == '\0') {
         logj(a, "identity",
              json_pack("{s:s}", "result",
                        "no --node-name: pods cannot be looked up"));
-        return;
+        return true;
     }
     snprintf(path, sizeof(path),
              "/api/v1/pods?fieldSelector=spec.nodeName%%3D%.200s",
@@ -1924,7 +1942,7 @@ pods_identify(struct agent *a, long long t)
         wd_api_get(&a->ev, path, POD_LIST_MAX, &body, &len, why, sizeof(why));
     if (code != 200) {
         logj(a, "identity", json_pack("{s:s}", "result", why));
-        return;
+        return true;
     }
     root = json_loadb(body, len, 0, &je);
     free(body);
@@ -1947,6 +1965,7 @@ pods_identify(struct agent *a, long long t)
         snprintf(a->pods[pi].ip, sizeof(a->pods[pi].ip), "%s", ip ? ip : "");
     }
     json_decref(root);
+    return true;
 }
 
 static void
@@ -1963,8 +1982,23 @@ post_event(struct agent *a, struct wpod *pod, const char *reason,
 
     if (a->ev.api_server == NULL || a->ev.api_server[0] == '\0')
         return;
-    if ((pod->name[0] == '\0' || pod->ns[0] == '\0') && !a->o->pod_from_env)
-        pods_identify(a, t0);
+    if ((pod->name[0] == '\0' || pod->ns[0] == '\0') && !a->o->pod_from_env &&
+        !pods_identify(a, pod, t0)) {
+        /* The list was fetched a moment ago for another pod: try again
+         * once it may be fetched (ident_due), not give up. */
+        free(pod->evw_msg);
+        pod->evw_msg = strdup(msg);
+        pod->evw_reason = reason;
+        snprintf(pod->evw_key, sizeof(pod->evw_key), "%s", key);
+        if (pod->evw_until_ms == 0)
+            pod->evw_until_ms = t0 + 2 * EV_IDENT_MS;
+        logj(a, "event",
+             podj(pod, json_pack("{s:s}", "result",
+                                 "deferred: the pod list was fetched less "
+                                 "than a second ago")));
+        return;
+    }
+    pod->evw_until_ms = 0;
     if (pod->name[0] == '\0' || pod->ns[0] == '\0') {
         logj(a, "event",
              podj(pod, json_pack("{s:s}", "result",
@@ -2084,7 +2118,7 @@ pod_ras_addr(struct agent *a, struct wpod *pod, struct sockaddr_storage *ss,
         h = host;
     } else {
         if (pod->ip[0] == '\0' && a->ev.api_server && a->ev.api_server[0])
-            pods_identify(a, now_ms());
+            (void)pods_identify(a, pod, now_ms());
         h = pod->ip;
     }
     if (h[0] == '[') { /* [v6] */
@@ -2281,6 +2315,34 @@ pod_event_or_wait(struct agent *a, struct wpod *pod, size_t pi, const char *msg)
     post_event(a, pod, "NCCLHang", msg, wd_verdict_name(pod->hang_v));
 }
 
+/* Events waiting for the pod list: posted (or given up) once it can be
+ * fetched, at most 2 x EV_IDENT_MS after the first try. */
+static void
+ident_due(struct agent *a, long long t)
+{
+    for (size_t pi = 0; pi < a->n_pods; pi++) {
+        struct wpod *pod = &a->pods[pi];
+        char key[24];
+        char *msg;
+
+        if (!pod->used || pod->evw_msg == NULL)
+            continue;
+        msg = pod->evw_msg;
+        pod->evw_msg = NULL;
+        snprintf(key, sizeof(key), "%s", pod->evw_key);
+        if (t > pod->evw_until_ms) {
+            pod->evw_until_ms = 0;
+            logj(a, "event",
+                 podj(pod, json_pack("{s:s}", "result",
+                                     "not-sent: the pod list could not be "
+                                     "fetched in time")));
+        } else {
+            post_event(a, pod, pod->evw_reason, msg, key);
+        }
+        free(msg);
+    }
+}
+
 /* Pods waiting for flight-recorder dumps: once every asked rank's dump is
  * there, or at the deadline, the Event goes out saying where they are. */
 static void
@@ -2353,7 +2415,7 @@ node_gpu_lost_event(struct agent *a, struct wpod *pod)
         node == NULL || node[0] == '\0' || pod->uid[0] == '\0')
         return;
     if ((pod->name[0] == '\0' || pod->ns[0] == '\0') && !a->o->pod_from_env)
-        pods_identify(a, now_ms());
+        (void)pods_identify(a, pod, now_ms());
     if (pod->name[0] == '\0' || pod->ns[0] == '\0')
         return;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -2973,6 +3035,7 @@ agent_release(struct agent *a)
     for (size_t i = 0; i < a->n_pods; i++) {
         free(a->pods[i].q);
         free(a->pods[i].ev_msg);
+        free(a->pods[i].evw_msg);
         pod_ras_drop(&a->pods[i]);
     }
     free(a->pods);
@@ -3087,6 +3150,7 @@ wd_agent_run(const struct wd_options *o)
         }
         ras_due(&a, now_ms());
         fr_due(&a, now_ms());
+        ident_due(&a, now_ms());
         actions_due(&a, now_ms());
         reap_children();
         /* Sleep until the next period, deadline or scan. */
@@ -3105,6 +3169,8 @@ wd_agent_run(const struct wd_options *o)
                 wake = now_ms() + 100; /* look for the dumps */
             if (p->state == POD_CONFIRM && now_ms() + 20 < wake)
                 wake = now_ms() + 20; /* look for RAS's answer */
+            if (p->evw_msg != NULL && now_ms() + 200 < wake)
+                wake = now_ms() + 200; /* the pod list, again */
         }
         if (o->run_ms > 0 && a.t0_ms + o->run_ms < wake)
             wake = a.t0_ms + o->run_ms;

@@ -1016,9 +1016,68 @@ if [ "${1:-}" = --case ]; then
         grep -q 'kube-system' "$T/requests" && bad "an Event went to kube-system" || ok
         grep -qx '/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-7' "$T/requests.get" && ok ||
             bad "pod list GETs: $(cat "$T/requests.get" 2>&1)"
-        jq -e -s --arg u "$UID_B" '[.[] | select(.event == "event" and .pod_uid == $u)] |
+        jq -e -s --arg u "$UID_B" '[.[] | select(.event == "event" and .pod_uid == $u and
+            (.result | startswith("deferred") | not))] |
             length >= 1 and all(.result | startswith("not-sent: the API lists no pod"))' \
             "$T/agent.log" >/dev/null && ok || bad "pod B event lines: $(ev event)"
+        ;;
+    identity-starve)
+        # One pod cannot hold the pod list from the others. Pod C's
+        # container restarts every half second and hangs each time (its
+        # UID keeps the lookup it had); pod A starts later and hangs: its
+        # Event still goes out under the name the API gives, although pod
+        # C made the agent list the pods less than 10 s before.
+        CG=/sys/fs/cgroup/pids
+        da="$CG/kubepods/burstable/pod$UID_A/$(printf '%064x' 1$$)"
+        dc="$CG/kubepods/burstable/pod$UID_C/$(printf '%064x' 3$$)"
+        if ! mkdir -p "$da" "$dc" 2>/dev/null; then
+            echo "SKIP identity-starve (cannot create a cgroup under $CG)"
+            exit 77
+        fi
+        echo tok >"$T/token"
+        printf '{"kind":"PodList","apiVersion":"v1","items":[%s,%s]}\n' \
+            "{\"metadata\":{\"name\":\"trainer-0\",\"namespace\":\"ml\",\"uid\":\"$UID_A\"},\"status\":{\"podIP\":\"127.0.0.1\"}}" \
+            "{\"metadata\":{\"name\":\"flapper\",\"namespace\":\"ml\",\"uid\":\"$UID_C\"},\"status\":{\"podIP\":\"127.0.0.2\"}}" \
+            >"$T/pods.json"
+        python3 "$HERE/fake_apiserver.py" "$T/port.api" "$T/requests" "$T/pods.json" &
+        API=$!
+        for _ in $(seq 200); do [ -s "$T/port.api" ] && break; sleep 0.02; done
+        spec="period=${P}ms,idle=1,mincpu=0.02"
+        # in_cgroup DIR LOG: a rank that joins DIR before it execs.
+        in_cgroup() {
+            sh -c 'echo $$ >"$1/cgroup.procs" && exec env NCCLGUARD_WATCHDOG="$2" "$3" --log "$4" --spin --close-wait' \
+                sh "$1" "$3" "$WD_JOB" "$2" &
+        }
+        in_cgroup "$dc" "$T/c0.log" "$spec"
+        pc=$!
+        gpus "gpu 0 $pc"
+        PFE=
+        agent 4000 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+            --token-file "$T/token" --node-name node-7
+        for k in 1 2 3; do
+            sleep 0.5
+            kill -9 "$pc" 2>/dev/null
+            wait "$pc" 2>/dev/null
+            in_cgroup "$dc" "$T/c$k.log" "$spec"
+            pc=$!
+            gpus "gpu 0 $pc"
+        done
+        in_cgroup "$da" "$T/a.log" "$spec"
+        pa=$!
+        gpus "gpu 0 $pc" "gpu 0 $pa"
+        agent_wait
+        kill "$API" 2>/dev/null
+        kill -9 "$pa" "$pc" 2>/dev/null
+        wait "$pa" "$pc" 2>/dev/null
+        for d in "$da" "$dc"; do
+            for _ in $(seq 50); do rmdir "$d" 2>/dev/null && break; sleep 0.02; done
+            rmdir "$(dirname "$d")" 2>/dev/null
+        done
+        [ "$(ev hang "select(.pod_uid == \"$UID_C\")" | jq length)" -ge 2 ] && ok ||
+            bad "pod C hung $(ev hang "select(.pod_uid == \"$UID_C\")" | jq length) times: no flapping"
+        jq -e -s --arg u "$UID_A" '[.[] | select(.body.involvedObject.uid == $u)] | length == 1 and
+            .[0].body.involvedObject.name == "trainer-0"' "$T/requests" >/dev/null && ok ||
+            bad "pod A's Events: $(jq -c .body.involvedObject "$T/requests" 2>&1); its event lines: $(ev event "select(.pod_uid == \"$UID_A\") | .result")"
         ;;
     shm)
         # Pod A's /dev/shm (a 1 MiB tmpfs, as the kubelet mounts a
@@ -1500,7 +1559,7 @@ fi
 CASES="hang-restart sigkill rewatch rewatch-same-pid exec-late busy-gpu cpu-idle sockets-moving queue-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving links-off-on ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
 fifo metrics-flood churn events-restart events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr realloc-fails idle-cpu
-ras-text ras-moving ras-slow no-second-signal shared-gpu waiting-ranks mps flight-recorder-new fd-flood"
+ras-text ras-moving ras-slow no-second-signal shared-gpu waiting-ranks mps flight-recorder-new fd-flood identity-starve"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
