@@ -164,6 +164,7 @@ struct wpod {
     size_t n_procs;     /* live watched processes */
     bool budget_logged; /* the work budget line was logged */
     bool fd_budget_logged; /* the open-file budget line was logged */
+    int fds_read;          /* open files looked at in the latest period */
     struct sockq *q;
     size_t n_q;
     /* One of the pod's GPUs runs another pod's process or an MPS server's

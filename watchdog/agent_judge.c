@@ -60,7 +60,7 @@ pod_sockets(struct agent *a, struct wpod *pod, size_t pi, struct wd_period *pr)
         if (k > 0)
             n_ino += (size_t)k;
     }
-    pr->fds_read = (int)(POD_MAX_FDS - fds_left);
+    pod->fds_read = (int)(POD_MAX_FDS - fds_left);
     if (fds_left == 0 && !pod->fd_budget_logged) {
         pod->fd_budget_logged = true;
         wda_logj(a, "budget",
@@ -395,7 +395,7 @@ wda_pod_sample(struct agent *a, size_t pi, long long t)
                             "io_bytes_per_s", (json_int_t)pr.io_bps, "io",
                             pr.io_bps >= WD_IO_MOVING_BPS ? "moving" : "still",
                             "sockets", pr.sockets, "open_files_read",
-                            pr.fds_read, "close_wait", pr.close_wait,
+                            pod->fds_read, "close_wait", pr.close_wait,
                             "stuck_queues", pr.stuck_queues, "state",
                             wda_state_names[pod->state], "gpu",
                             det ? det : json_array())));

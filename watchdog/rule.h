@@ -83,7 +83,6 @@ struct wd_period {
     int64_t cpu_milli; /* the pod's processes, millicores over the period */
     int64_t io_bps;    /* the processes' read + written bytes per second */
     int sockets;       /* TCP sockets the processes hold */
-    int fds_read;      /* their open files looked at (/proc/PID/fd) */
     int close_wait;    /* of those, in CLOSE_WAIT */
     int stuck_queues;  /* established, non-empty queues that did not move */
 };

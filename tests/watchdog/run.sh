@@ -1052,12 +1052,15 @@ if [ "${1:-}" = --case ]; then
         pc=$!
         gpus "gpu 0 $pc"
         PFE=
-        agent 4000 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
+        agent 5000 --api-server "http://127.0.0.1:$(cat "$T/port.api")" \
             --token-file "$T/token" --node-name node-7
+        # Each time the pod is forgotten (its last process gone) before
+        # its container starts again: a new entry, with no name yet.
         for k in 1 2 3; do
             sleep 0.5
             kill -9 "$pc" 2>/dev/null
             wait "$pc" 2>/dev/null
+            wait_for gone "$k" || bad "pod C not forgotten ($k)"
             in_cgroup "$dc" "$T/c$k.log" "$spec"
             pc=$!
             gpus "gpu 0 $pc"
