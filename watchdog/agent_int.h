@@ -2,7 +2,9 @@
  * and the process table, agent_judge.c a pod's period, agent_shm.c
  * /dev/shm, agent_act.c signals, writes and the restart sequence,
  * agent_event.c Events, the pod list and /metrics, agent_hang.c a hang
- * and its second signal). Not a public interface: agent.h is. */
+ * and its second signal). Not a public interface: agent.h is. Each
+ * function is described where it is defined; none is thread-safe (the
+ * decision loop's thread alone calls them). */
 #ifndef NCCLGUARD_WD_AGENT_INT_H
 #define NCCLGUARD_WD_AGENT_INT_H
 
