@@ -868,8 +868,15 @@ wd_agent_run(const struct wd_options *o)
                 wake = p->deadline_ms;
             if (p->fr_pending && wda_now_ms() + 100 < wake)
                 wake = wda_now_ms() + 100; /* look for the dumps */
-            if (p->state == POD_CONFIRM && wda_now_ms() + 20 < wake)
-                wake = wda_now_ms() + 20; /* look for RAS's answer */
+            if (p->state == POD_CONFIRM) {
+                /* RAS's answer, looked for every 20 ms while a query
+                 * runs; the second query, at its time. */
+                long long w = p->ras_step == 2 ? p->ras_next_ms
+                                               : wda_now_ms() + 20;
+
+                if (w < wake)
+                    wake = w;
+            }
             if (p->evw_msg != NULL && wda_now_ms() + 200 < wake)
                 wake = wda_now_ms() + 200; /* the pod list, again */
         }
