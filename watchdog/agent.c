@@ -40,6 +40,7 @@ wd_options_defaults(struct wd_options *o)
     o->token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
     o->ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
     o->termination_log = "/dev/termination-log";
+    o->node_max_procs = NODE_MAX_PROCS;
 }
 
 /* ---- logging ------------------------------------------------------- */
@@ -486,6 +487,29 @@ proc_flight_recorder(struct agent *a, size_t envlen, struct wproc *wp)
 }
 
 /* A newly found process: opted in? which pod? */
+/*
+ * The node's work budget: each period reads /proc for every watched
+ * process, so the node watches at most node_max_procs of them. Past that
+ * a pod may still add processes up to its share, node_max_procs over the
+ * number of watched pods (at least 1): a tenant whose pods fork
+ * thousands cannot take the budget from a pod that comes later.
+ */
+static bool
+node_budget_ok(const struct agent *a, const struct wpod *pod)
+{
+    size_t live = 0, pods = 0, share;
+
+    for (size_t i = 0; i < a->n_pods; i++)
+        if (a->pods[i].used) {
+            live += a->pods[i].n_procs;
+            pods++;
+        }
+    if ((long)live < a->o->node_max_procs)
+        return true;
+    share = (size_t)a->o->node_max_procs / (pods ? pods : 1);
+    return pod->n_procs < (share ? share : 1);
+}
+
 static void
 proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
 {
@@ -594,13 +618,15 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
             wda_logj(a, "rewatch",
                  wda_podj(pod, json_pack("{s:i}", "pid", (int)pid)));
     }
-    if (pod->n_procs >= POD_MAX_PROCS) {
+    if (pod->n_procs >= POD_MAX_PROCS || !node_budget_ok(a, pod)) {
         /* The work budget: a pod that forks without end does not make
-         * every scan and period cost more. */
+         * every scan and period cost more, nor do many pods that fork. */
         if (!pod->budget_logged)
             wda_logj(a, "budget",
-                 wda_podj(pod, json_pack("{s:i,s:i,s:s}", "pid", (int)pid,
-                                     "max_processes", POD_MAX_PROCS, "effect",
+                 wda_podj(pod, json_pack("{s:i,s:i,s:I,s:s}", "pid", (int)pid,
+                                     "max_processes", POD_MAX_PROCS,
+                                     "node_max_processes",
+                                     (json_int_t)o->node_max_procs, "effect",
                                      "further processes of this pod are "
                                      "not watched")));
         pod->budget_logged = true;

@@ -49,6 +49,9 @@
 /* A pod's work budget: processes watched per pod. A pod that forks more
  * gets its first POD_MAX_PROCS judged, and one line saying so. */
 #define POD_MAX_PROCS 512
+/* The node's: processes watched across the node before each pod is held
+ * to its share (--max-procs; agent.c node_budget_ok). */
+#define NODE_MAX_PROCS 4096
 /* And open files looked at per pod per period (/proc/PID/fd entries of
  * every kind, not only sockets): twice the socket table, so that a rank
  * with a few thousand sockets is read whole, while a pod whose processes

@@ -1530,6 +1530,28 @@ if [ "${1:-}" = --case ]; then
         ha=$(first_mono hang ".pod_uid == \"$UID_A\"")
         within "pod A hang after watch (ms)" "$((${ha:-0} - ${wa:-0}))" $((3 * P)) $((3 * P + 1500))
         ;;
+    node-budget)
+        # The node's work budget (--max-procs 8 here, 4096 by default):
+        # pods B and C fork 6 ranks each; past 8 watched processes each pod
+        # is held to its share (8 / pods), so C gets 4, and pod A, which
+        # comes later, still gets its rank watched and its hang found.
+        spec="period=${P}ms,idle=50,mincpu=0.02"
+        for r in 1 2 3 4 5 6; do job "b$r" "$UID_B" "$spec" --spin; done
+        for r in 1 2 3 4 5 6; do job "c$r" "$UID_C" "$spec" --spin; done
+        gpus "gpu 100 $PID_b1 $PID_b2 $PID_b3 $PID_b4 $PID_b5 $PID_b6 $PID_c1 $PID_c2 $PID_c3 $PID_c4 $PID_c5 $PID_c6" "gpu 0"
+        agent 3500 --max-procs 8
+        wait_for watch 10 || bad "B and C not watched"
+        job a "$UID_A" "period=${P}ms,idle=3,mincpu=0.02" --spin --close-wait
+        gpus "gpu 100 $PID_b1 $PID_b2 $PID_b3 $PID_b4 $PID_b5 $PID_b6 $PID_c1 $PID_c2 $PID_c3 $PID_c4 $PID_c5 $PID_c6" "gpu 0 $PID_a"
+        agent_wait
+        [ "$(ev watch '.pod_uid' | jq -c 'group_by(.) | map(length)')" = '[1,6,4]' ] && ok ||
+            bad "watched per pod (A, B, C): $(ev watch '.pod_uid' | jq -c 'group_by(.) | map(length)')"
+        [ "$(ev budget '[.pod_uid, .node_max_processes]' | jq -c .)" = "[[\"$UID_C\",8]]" ] && ok ||
+            bad "budget lines: $(ev budget)"
+        wa=$(first_mono watch ".pod_uid == \"$UID_A\"")
+        ha=$(first_mono hang ".pod_uid == \"$UID_A\"")
+        within "pod A hang after watch (ms)" "$((${ha:-0} - ${wa:-0}))" $((3 * P)) $((3 * P + 1500))
+        ;;
     socket-cap)
         # A rank holding more sockets than the agent reads (MAX_SOCKETS in
         # watchdog/agent.c, 4096, the size of its inode table): exactly
@@ -1562,7 +1584,7 @@ fi
 CASES="hang-restart sigkill rewatch rewatch-same-pid exec-late busy-gpu cpu-idle sockets-moving queue-moving recover no-opt-in nvml-lost no-nvml exit-mid pid-reuse report-event e2e
 spin-hang healthy-100 links-moving links-off-on ckpt-write spin-writing lost-mig lost-node-event bad-spec not-a-pod
 fifo metrics-flood churn events-restart events-limit identity burst shm ras flight-recorder socket-cap kill-fallback stdin-closed ras-bad-addr realloc-fails idle-cpu
-ras-text ras-moving ras-slow no-second-signal shared-gpu waiting-ranks mps flight-recorder-new fd-flood identity-starve"
+ras-text ras-moving ras-slow no-second-signal shared-gpu waiting-ranks mps flight-recorder-new fd-flood identity-starve node-budget"
 [ $# -gt 0 ] && CASES="$*"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/watchdog-test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
