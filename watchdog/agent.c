@@ -237,7 +237,6 @@ wda_pod_find(struct agent *a, const char *uid)
     return -1;
 }
 
-
 /* Drops kept entries that expired; with uid, that UID's entry too. */
 static void
 keep_prune(struct agent *a, const char *uid, long long t)
@@ -307,17 +306,18 @@ wda_pod_log_ok(struct agent *a, struct wpod *pod)
     long long t = wda_now_ms();
 
     if (wda_bucket_take(&pod->keep.log_tokens, &pod->keep.log_tokens_ms,
-                    LOG_POD_BURST, LOG_POD_REFILL_MS, t))
+                        LOG_POD_BURST, LOG_POD_REFILL_MS, t))
         return true;
     pod->keep.log_dropped++;
     a->m.log_dropped++;
     if (pod->keep.log_said_ms == 0 ||
         t - pod->keep.log_said_ms >= LOG_POD_SAY_MS) {
-        wda_logj(a, "log-limited",
-             wda_podj(pod, json_pack("{s:I,s:s}", "dropped",
-                                 (json_int_t)pod->keep.log_dropped, "why",
-                                 "this pod's processes come and go faster "
-                                 "than its log budget (watch, exited)")));
+        wda_logj(
+            a, "log-limited",
+            wda_podj(pod, json_pack("{s:I,s:s}", "dropped",
+                                    (json_int_t)pod->keep.log_dropped, "why",
+                                    "this pod's processes come and go faster "
+                                    "than its log budget (watch, exited)")));
         pod->keep.log_said_ms = t;
         pod->keep.log_dropped = 0;
     }
@@ -406,8 +406,8 @@ static const char *const fr_pipe_names[] = {"TORCH_NCCL_DEBUG_INFO_PIPE_FILE",
 /* The value of the first of names that the environment sets, into out;
  * false when none is set. */
 static bool
-env_first(struct agent *a, size_t envlen, const char *const *names,
-          char *out, size_t n)
+env_first(struct agent *a, size_t envlen, const char *const *names, char *out,
+          size_t n)
 {
     for (; *names != NULL; names++) {
         size_t vl;
@@ -465,8 +465,8 @@ proc_flight_recorder(struct agent *a, size_t envlen, struct wproc *wp)
     } else {
         copy_env(a->envbuf, envlen, "XDG_CACHE_HOME", home, sizeof(home));
         if (home[0] == '\0') {
-            if (!env_first(a, envlen, (const char *const[]){"HOME", NULL},
-                           home, sizeof(home)))
+            if (!env_first(a, envlen, (const char *const[]){"HOME", NULL}, home,
+                           sizeof(home)))
                 snprintf(home, sizeof(home), "/tmp");
             if (asprintf(&wp->fr_dump, "%s/.cache/torch/comm_lib_trace_rank_%s",
                          home, rank) < 0)
@@ -533,8 +533,8 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
     }
     if (wd_spec_parse(v, vl, &spec, &err) != 0) {
         wda_logj(a, "bad-spec",
-             json_pack("{s:i,s:s#,s:s}", "pid", (int)pid, "value", v,
-                       (int)(vl > 200 ? 200 : vl), "error", err.msg));
+                 json_pack("{s:i,s:s#,s:s}", "pid", (int)pid, "value", v,
+                           (int)(vl > 200 ? 200 : vl), "error", err.msg));
         seen_add(a, pid, st);
         return;
     }
@@ -546,9 +546,10 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
         copy_env(a->envbuf, (size_t)envlen, "NCCLGUARD_POD_UID", uid,
                  sizeof(uid));
         if (!o->pod_from_env || uid[0] == '\0' || strlen(uid) > 36) {
-            wda_logj(a, "not-a-pod",
-                 json_pack("{s:i,s:s}", "pid", (int)pid, "why",
-                           "opted in but its cgroup names no pod; ignored"));
+            wda_logj(
+                a, "not-a-pod",
+                json_pack("{s:i,s:s}", "pid", (int)pid, "why",
+                          "opted in but its cgroup names no pod; ignored"));
             seen_add(a, pid, st);
             return;
         }
@@ -616,19 +617,20 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
         pod->n_q = 0;
         if (wda_pod_log_ok(a, pod))
             wda_logj(a, "rewatch",
-                 wda_podj(pod, json_pack("{s:i}", "pid", (int)pid)));
+                     wda_podj(pod, json_pack("{s:i}", "pid", (int)pid)));
     }
     if (pod->n_procs >= POD_MAX_PROCS || !node_budget_ok(a, pod)) {
         /* The work budget: a pod that forks without end does not make
          * every scan and period cost more, nor do many pods that fork. */
         if (!pod->budget_logged)
-            wda_logj(a, "budget",
-                 wda_podj(pod, json_pack("{s:i,s:i,s:I,s:s}", "pid", (int)pid,
-                                     "max_processes", POD_MAX_PROCS,
-                                     "node_max_processes",
-                                     (json_int_t)o->node_max_procs, "effect",
-                                     "further processes of this pod are "
-                                     "not watched")));
+            wda_logj(
+                a, "budget",
+                wda_podj(pod, json_pack("{s:i,s:i,s:I,s:s}", "pid", (int)pid,
+                                        "max_processes", POD_MAX_PROCS,
+                                        "node_max_processes",
+                                        (json_int_t)o->node_max_procs, "effect",
+                                        "further processes of this pod are "
+                                        "not watched")));
         pod->budget_logged = true;
         seen_add(a, pid, st);
         return;
@@ -659,10 +661,10 @@ proc_consider(struct agent *a, pid_t pid, const struct wd_stat *st)
     }
     if (wda_pod_log_ok(a, pod))
         wda_logj(a, "watch",
-             wda_podj(pod,
-                  json_pack("{s:i,s:I,s:s,s:s}", "pid", (int)pid, "start",
-                            (json_int_t)st->start, "spec", pod->spec_text,
-                            "state", wda_state_names[pod->state])));
+                 wda_podj(pod, json_pack("{s:i,s:I,s:s,s:s}", "pid", (int)pid,
+                                         "start", (json_int_t)st->start, "spec",
+                                         pod->spec_text, "state",
+                                         wda_state_names[pod->state])));
 }
 
 /* Walks /proc: new opted-in processes join their pod. */
@@ -674,8 +676,8 @@ scan(struct agent *a)
 
     if (d == NULL) {
         wda_logj(a, "error",
-             json_pack("{s:s,s:s}", "what", "cannot read /proc", "why",
-                       strerror(errno)));
+                 json_pack("{s:s,s:s}", "what", "cannot read /proc", "why",
+                           strerror(errno)));
         return;
     }
     a->seen_next.n = 0;
@@ -717,8 +719,9 @@ scan(struct agent *a)
         if (w->alive && w->gen != a->scan_gen) {
             w->alive = false;
             if (wda_pod_log_ok(a, &a->pods[w->pod]))
-                wda_logj(a, "exited", wda_podj(&a->pods[w->pod],
-                                       json_pack("{s:i}", "pid", (int)w->pid)));
+                wda_logj(a, "exited",
+                         wda_podj(&a->pods[w->pod],
+                                  json_pack("{s:i}", "pid", (int)w->pid)));
         }
     }
     wda_procs_compact(a);
@@ -743,14 +746,15 @@ nvml_sample(struct agent *a, long long t)
     bool ok = wd_nvml_read(a->nvml, a->gpus, t, a->o->nvml_retry_ms);
 
     if (ok && !a->nvml_was_up)
-        wda_logj(a, "nvml",
-             json_pack("{s:s,s:i}", "state", "up", "gpus", (int)a->gpus->n));
+        wda_logj(
+            a, "nvml",
+            json_pack("{s:s,s:i}", "state", "up", "gpus", (int)a->gpus->n));
     if (!ok && (a->nvml_was_up || !a->nvml_logged_down)) {
         wda_logj(a, "nvml",
-             json_pack("{s:s,s:s,s:s}", "state", "down", "why", a->gpus->why,
-                       "effect",
-                       "no pod is judged until NVML answers; "
-                       "retrying"));
+                 json_pack("{s:s,s:s,s:s}", "state", "down", "why",
+                           a->gpus->why, "effect",
+                           "no pod is judged until NVML answers; "
+                           "retrying"));
         a->nvml_logged_down = true;
     }
     a->nvml_was_up = ok;
@@ -834,10 +838,11 @@ wd_agent_run(const struct wd_options *o)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    wda_logj(&a, "start",
-         json_pack("{s:s,s:s,s:I,s:s}", "proc", o->proc_root, "nvml",
-                   o->nvml_path, "scan_ms", (json_int_t)o->scan_ms, "events",
-                   o->api_server && o->api_server[0] ? o->api_server : "off"));
+    wda_logj(
+        &a, "start",
+        json_pack("{s:s,s:s,s:I,s:s}", "proc", o->proc_root, "nvml",
+                  o->nvml_path, "scan_ms", (json_int_t)o->scan_ms, "events",
+                  o->api_server && o->api_server[0] ? o->api_server : "off"));
     nvml_sample(&a, wda_now_ms());
     next_scan = wda_now_ms();
     while (!stop_requested) {
@@ -897,8 +902,8 @@ wd_agent_run(const struct wd_options *o)
             if (p->state == POD_CONFIRM) {
                 /* RAS's answer, looked for every 20 ms while a query
                  * runs; the second query, at its time. */
-                long long w = p->ras_step == 2 ? p->ras_next_ms
-                                               : wda_now_ms() + 20;
+                long long w =
+                    p->ras_step == 2 ? p->ras_next_ms : wda_now_ms() + 20;
 
                 if (w < wake)
                     wake = w;

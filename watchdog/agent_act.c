@@ -260,12 +260,13 @@ pod_signal(struct agent *a, size_t pi, int sig, bool only_catchers,
                 wd_proc_read(a->o->proc_root, w->pid, "status", st, sizeof(st));
 
             if (n <= 0 || !wd_status_catches(st, (size_t)n, sig)) {
-                wda_logj(a, "action",
-                     wda_podj(pod, json_pack("{s:s,s:i,s:s,s:s}", "action", what,
-                                         "pid", (int)w->pid, "signal",
-                                         wd_signal_name(sig), "result",
-                                         "not-sent: the process does not "
-                                         "catch it")));
+                wda_logj(
+                    a, "action",
+                    wda_podj(pod, json_pack("{s:s,s:i,s:s,s:s}", "action", what,
+                                            "pid", (int)w->pid, "signal",
+                                            wd_signal_name(sig), "result",
+                                            "not-sent: the process does not "
+                                            "catch it")));
                 continue;
             }
         }
@@ -277,12 +278,12 @@ pod_signal(struct agent *a, size_t pi, int sig, bool only_catchers,
         if (rc != 0)
             w->alive = rc == 1 ? false : w->alive;
         wda_logj(a, "action",
-             wda_podj(pod, json_pack("{s:s,s:i,s:s,s:s}", "action", what, "pid",
-                                 (int)w->pid, "signal",
-                                 sig == SIGTERM   ? "SIGTERM"
-                                 : sig == SIGKILL ? "SIGKILL"
-                                                  : wd_signal_name(sig),
-                                 "result", why)));
+                 wda_podj(pod, json_pack("{s:s,s:i,s:s,s:s}", "action", what,
+                                         "pid", (int)w->pid, "signal",
+                                         sig == SIGTERM   ? "SIGTERM"
+                                         : sig == SIGKILL ? "SIGKILL"
+                                                          : wd_signal_name(sig),
+                                         "result", why)));
     }
     return sent;
 }
@@ -350,10 +351,10 @@ pod_fr_trigger(struct agent *a, struct wpod *pod, size_t pi)
                           2, true, &why) == 0)
             asked++;
         wda_logj(a, "action",
-             wda_podj(pod,
-                  json_pack("{s:s,s:i,s:s,s:s,s:s}", "action",
-                            "flight-recorder", "pid", (int)w->pid, "pipe",
-                            w->fr_pipe, "dump", w->fr_dump, "result", why)));
+                 wda_podj(pod, json_pack("{s:s,s:i,s:s,s:s,s:s}", "action",
+                                         "flight-recorder", "pid", (int)w->pid,
+                                         "pipe", w->fr_pipe, "dump", w->fr_dump,
+                                         "result", why)));
     }
     return asked;
 }
@@ -416,10 +417,11 @@ wda_fr_due(struct agent *a, long long t)
                  pod->ev_msg ? pod->ev_msg : "",
                  n > 0 ? "dumped to " : "no dump within 5 s",
                  n > 0 ? list : "");
-        wda_logj(a, "action",
-             wda_podj(pod, json_pack("{s:s,s:s,s:i}", "action",
-                                 "flight-recorder-dump", "result",
-                                 all ? "dumped" : "timed out", "dumps", n)));
+        wda_logj(
+            a, "action",
+            wda_podj(pod, json_pack("{s:s,s:s,s:i}", "action",
+                                    "flight-recorder-dump", "result",
+                                    all ? "dumped" : "timed out", "dumps", n)));
         pod->fr_pending = false;
         wda_post_event(a, pod, "NCCLHang", msg, wd_verdict_name(pod->hang_v));
         free(pod->ev_msg);
@@ -434,8 +436,8 @@ wda_fr_due(struct agent *a, long long t)
  * extended here.
  */
 void
-wda_pod_finish(struct agent *a, struct wpod *pod, size_t pi, char *msg, size_t n,
-           bool act, const char *why_not)
+wda_pod_finish(struct agent *a, struct wpod *pod, size_t pi, char *msg,
+               size_t n, bool act, const char *why_not)
 {
     const struct wd_spec *s = &pod->spec;
     char grace[24], report[1800];
@@ -447,32 +449,33 @@ wda_pod_finish(struct agent *a, struct wpod *pod, size_t pi, char *msg, size_t n
     if (s->action == WD_ACTION_REPORT) {
         snprintf(msg + used, n - used, "; action: report only");
         pod->state = POD_REPORTED;
-        wda_logj(a, "decision",
-             wda_podj(pod, json_pack("{s:s,s:s}", "decision", "report",
-                                 "why", "the policy's action is report")));
+        wda_logj(
+            a, "decision",
+            wda_podj(pod, json_pack("{s:s,s:s}", "decision", "report", "why",
+                                    "the policy's action is report")));
         pod_event_or_wait(a, pod, pi, msg);
         return;
     }
     if (!act) {
         snprintf(msg + used, n - used,
-                 "; report only, no checkpoint signal or SIGTERM: %s",
-                 why_not);
+                 "; report only, no checkpoint signal or SIGTERM: %s", why_not);
         pod->state = POD_REPORTED;
         wda_logj(a, "decision",
-             wda_podj(pod, json_pack("{s:s,s:s}", "decision", "report-only",
-                                 "why", why_not)));
+                 wda_podj(pod, json_pack("{s:s,s:s}", "decision", "report-only",
+                                         "why", why_not)));
         pod_event_or_wait(a, pod, pi, msg);
         return;
     }
     asked = s->checkpoint_signal != 0 || s->checkpoint_file[0] != '\0';
     if (asked)
-        snprintf(msg + used, n - used,
-                 "; checkpoint requested; SIGTERM at +%s", grace);
+        snprintf(msg + used, n - used, "; checkpoint requested; SIGTERM at +%s",
+                 grace);
     else
-        snprintf(msg + used, n - used, "; no checkpoint configured; SIGTERM now");
+        snprintf(msg + used, n - used,
+                 "; no checkpoint configured; SIGTERM now");
     wda_logj(a, "decision",
-         wda_podj(pod, json_pack("{s:s,s:s}", "decision", "restart", "why",
-                             why_not ? why_not : "")));
+             wda_podj(pod, json_pack("{s:s,s:s}", "decision", "restart", "why",
+                                     why_not ? why_not : "")));
     if (first != NULL && a->o->termination_log != NULL &&
         a->o->termination_log[0] != '\0') {
         const char *why;
@@ -490,8 +493,9 @@ wda_pod_finish(struct agent *a, struct wpod *pod, size_t pi, char *msg, size_t n
             a->m.report_files++;
         wda_logj(
             a, "action",
-            wda_podj(pod, json_pack("{s:s,s:s,s:s}", "action", "hang-report",
-                                "path", a->o->termination_log, "result", why)));
+            wda_podj(pod,
+                     json_pack("{s:s,s:s,s:s}", "action", "hang-report", "path",
+                               a->o->termination_log, "result", why)));
     }
     if (s->checkpoint_file[0] != '\0' && first != NULL) {
         const char *why;
@@ -504,8 +508,9 @@ wda_pod_finish(struct agent *a, struct wpod *pod, size_t pi, char *msg, size_t n
                           &why) == 0)
             a->m.checkpoint_file++;
         wda_logj(a, "action",
-             wda_podj(pod, json_pack("{s:s,s:s,s:s}", "action", "checkpoint-file",
-                                 "path", s->checkpoint_file, "result", why)));
+                 wda_podj(pod, json_pack("{s:s,s:s,s:s}", "action",
+                                         "checkpoint-file", "path",
+                                         s->checkpoint_file, "result", why)));
     }
     if (s->checkpoint_signal != 0)
         a->m.checkpoint_signal += (unsigned long long)pod_signal(

@@ -17,7 +17,7 @@
 /* Takes a token from a bucket; false when it is empty. */
 bool
 wda_bucket_take(double *tokens, long long *at, double burst, long long refill,
-            long long t)
+                long long t)
 {
     if (*at == 0) {
         *tokens = burst;
@@ -62,8 +62,8 @@ wda_pods_identify(struct agent *a, struct wpod *pod, long long t)
     a->ident_ms = t;
     if (a->o->node_name == NULL || a->o->node_name[0] == '\0') {
         wda_logj(a, "identity",
-             json_pack("{s:s}", "result",
-                       "no --node-name: pods cannot be looked up"));
+                 json_pack("{s:s}", "result",
+                           "no --node-name: pods cannot be looked up"));
         return true;
     }
     snprintf(path, sizeof(path),
@@ -101,7 +101,7 @@ wda_pods_identify(struct agent *a, struct wpod *pod, long long t)
 
 void
 wda_post_event(struct agent *a, struct wpod *pod, const char *reason,
-           const char *msg, const char *key)
+               const char *msg, const char *key)
 {
     long long t0 = wda_now_ms();
     char why[300], ts[40], name[300];
@@ -123,45 +123,49 @@ wda_post_event(struct agent *a, struct wpod *pod, const char *reason,
         snprintf(pod->evw_key, sizeof(pod->evw_key), "%s", key);
         if (pod->evw_until_ms == 0)
             pod->evw_until_ms = t0 + 2 * EV_IDENT_MS;
-        wda_logj(a, "event",
-             wda_podj(pod, json_pack("{s:s}", "result",
-                                 "deferred: the pod list was fetched less "
-                                 "than a second ago")));
+        wda_logj(
+            a, "event",
+            wda_podj(pod, json_pack("{s:s}", "result",
+                                    "deferred: the pod list was fetched less "
+                                    "than a second ago")));
         return;
     }
     pod->evw_until_ms = 0;
     if (pod->name[0] == '\0' || pod->ns[0] == '\0') {
-        wda_logj(a, "event",
-             wda_podj(pod, json_pack("{s:s}", "result",
-                                 a->o->pod_from_env
-                                     ? "not-sent: the pod's name or namespace "
-                                       "is unknown (no NCCLGUARD_POD_NAME or "
-                                       "NCCLGUARD_POD_NAMESPACE)"
-                                     : "not-sent: the API lists no pod with "
-                                       "this UID on this node")));
+        wda_logj(
+            a, "event",
+            wda_podj(pod,
+                     json_pack("{s:s}", "result",
+                               a->o->pod_from_env
+                                   ? "not-sent: the pod's name or namespace "
+                                     "is unknown (no NCCLGUARD_POD_NAME or "
+                                     "NCCLGUARD_POD_NAMESPACE)"
+                                   : "not-sent: the API lists no pod with "
+                                     "this UID on this node")));
         return;
     }
     if (strcmp(pod->keep.ev_key, key) == 0 &&
         t0 - pod->keep.ev_ms < EV_DEDUP_MS) {
         pod->keep.ev_dups++;
         a->m.events_suppressed++;
-        wda_logj(a, "event",
-             wda_podj(pod, json_pack("{s:s,s:I}", "result",
-                                 "deduplicated: the same cause was posted "
-                                 "less than 10 minutes ago",
-                                 "repeats", (json_int_t)pod->keep.ev_dups)));
+        wda_logj(
+            a, "event",
+            wda_podj(pod, json_pack("{s:s,s:I}", "result",
+                                    "deduplicated: the same cause was posted "
+                                    "less than 10 minutes ago",
+                                    "repeats", (json_int_t)pod->keep.ev_dups)));
         return;
     }
     if (!wda_bucket_take(&pod->keep.ev_tokens, &pod->keep.ev_tokens_ms,
-                     EV_POD_BURST,
-                     EV_POD_REFILL_MS, t0) ||
+                         EV_POD_BURST, EV_POD_REFILL_MS, t0) ||
         !wda_bucket_take(&a->ev_tokens, &a->ev_tokens_ms, EV_NODE_BURST,
-                     EV_NODE_REFILL_MS, t0)) {
+                         EV_NODE_REFILL_MS, t0)) {
         a->m.events_suppressed++;
-        wda_logj(a, "event",
-             wda_podj(pod, json_pack("{s:s}", "result",
-                                 "rate-limited: too many Events from this "
-                                 "pod or node")));
+        wda_logj(
+            a, "event",
+            wda_podj(pod, json_pack("{s:s}", "result",
+                                    "rate-limited: too many Events from this "
+                                    "pod or node")));
         return;
     }
     snprintf(pod->keep.ev_key, sizeof(pod->keep.ev_key), "%s", key);
@@ -195,8 +199,8 @@ wda_post_event(struct agent *a, struct wpod *pod, const char *reason,
     else
         a->m.event_errors++;
     wda_logj(a, "event",
-         wda_podj(pod, json_pack("{s:I,s:s}", "status", (json_int_t)code, "result",
-                             code == 201 ? "created" : why)));
+             wda_podj(pod, json_pack("{s:I,s:s}", "status", (json_int_t)code,
+                                     "result", code == 201 ? "created" : why)));
 }
 
 /* Events waiting for the pod list: posted (or given up) once it can be
@@ -216,10 +220,11 @@ wda_ident_due(struct agent *a, long long t)
         snprintf(key, sizeof(key), "%s", pod->evw_key);
         if (t > pod->evw_until_ms) {
             pod->evw_until_ms = 0;
-            wda_logj(a, "event",
-                 wda_podj(pod, json_pack("{s:s}", "result",
-                                     "not-sent: the pod list could not be "
-                                     "fetched in time")));
+            wda_logj(
+                a, "event",
+                wda_podj(pod, json_pack("{s:s}", "result",
+                                        "not-sent: the pod list could not be "
+                                        "fetched in time")));
         } else {
             wda_post_event(a, pod, pod->evw_reason, msg, key);
         }
@@ -294,12 +299,13 @@ wda_node_gpu_lost_event(struct agent *a, struct wpod *pod)
         a->m.events++;
     else if (code != 409)
         a->m.event_errors++;
-    wda_logj(a, "event",
-         wda_podj(pod, json_pack("{s:s,s:I,s:s}", "reason", NG_EVENT_GPU_LOST,
-                             "status", (json_int_t)code, "result",
-                             code == 201   ? "created"
-                             : code == 409 ? "already posted"
-                                           : why)));
+    wda_logj(
+        a, "event",
+        wda_podj(pod, json_pack("{s:s,s:I,s:s}", "reason", NG_EVENT_GPU_LOST,
+                                "status", (json_int_t)code, "result",
+                                code == 201   ? "created"
+                                : code == 409 ? "already posted"
+                                              : why)));
 }
 
 /* True when an Event for key would be posted now: not a repeat within
@@ -307,7 +313,7 @@ wda_node_gpu_lost_event(struct agent *a, struct wpod *pod)
  * nothing. */
 bool
 wda_event_would_post(const struct agent *a, const struct wpod *pod,
-                 const char *key, long long t)
+                     const char *key, long long t)
 {
     const struct podkeep *k = &pod->keep;
     double pt = k->ev_tokens_ms == 0

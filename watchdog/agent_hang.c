@@ -33,7 +33,8 @@ pod_ras_addr(struct agent *a, struct wpod *pod, struct sockaddr_storage *ss,
     if (pod->ras_addr[0] == '\0') {
         *why_not = "not-queried: NCCL_RAS_ADDR is not set, so RAS listens "
                    "on the pod's loopback";
-        wda_logj(a, "ras", wda_podj(pod, json_pack("{s:s}", "result", *why_not)));
+        wda_logj(a, "ras",
+                 wda_podj(pod, json_pack("{s:s}", "result", *why_not)));
         return -1;
     }
     colon = strrchr(pod->ras_addr, ':');
@@ -42,8 +43,8 @@ pod_ras_addr(struct agent *a, struct wpod *pod, struct sockaddr_storage *ss,
     if (errno != 0 || *end != '\0' || port <= 0 || port > 65535) {
         *why_not = "not-queried: bad NCCL_RAS_ADDR";
         wda_logj(a, "ras",
-             wda_podj(pod, json_pack("{s:s,s:s}", "result", *why_not, "value",
-                                 pod->ras_addr)));
+                 wda_podj(pod, json_pack("{s:s,s:s}", "result", *why_not,
+                                         "value", pod->ras_addr)));
         return -1;
     }
     snprintf(host, sizeof(host), "%.*s",
@@ -75,7 +76,8 @@ pod_ras_addr(struct agent *a, struct wpod *pod, struct sockaddr_storage *ss,
             *len = sizeof(*s6);
         } else {
             *why_not = "not-queried: the pod's IP is unknown";
-            wda_logj(a, "ras", wda_podj(pod, json_pack("{s:s}", "result", *why_not)));
+            wda_logj(a, "ras",
+                     wda_podj(pod, json_pack("{s:s}", "result", *why_not)));
             return -1;
         }
     }
@@ -106,8 +108,8 @@ ras_where(struct agent *a, const char *host, char *out, size_t n)
  * for that rank (a checkpoint, an evaluation), it is not stuck. Writes why
  * into out and returns true then. */
 static bool
-ras_named_pod_works(struct agent *a, const struct wd_ras_result *r,
-                    char *out, size_t n)
+ras_named_pod_works(struct agent *a, const struct wd_ras_result *r, char *out,
+                    size_t n)
 {
     for (int k = 0; k < r->n_behind + r->n_missing; k++) {
         const struct wd_ras_rank *q =
@@ -196,13 +198,13 @@ pod_ras_start(struct agent *a, struct wpod *pod)
 
     if (pod_ras_addr(a, pod, &ss, &len, &why_not) != 0)
         return false;
-    pod->ras_job =
-        wd_ras_job_start((struct sockaddr *)&ss, len, RAS_TIMEOUT_S,
-                         RAS_QUERY_MS);
+    pod->ras_job = wd_ras_job_start((struct sockaddr *)&ss, len, RAS_TIMEOUT_S,
+                                    RAS_QUERY_MS);
     if (pod->ras_job == NULL)
-        wda_logj(a, "ras",
-             wda_podj(pod, json_pack("{s:s}", "result",
-                                 "not-queried: cannot start a thread")));
+        wda_logj(
+            a, "ras",
+            wda_podj(pod, json_pack("{s:s}", "result",
+                                    "not-queried: cannot start a thread")));
     return pod->ras_job != NULL;
 }
 
@@ -242,24 +244,24 @@ wda_pod_hang(struct agent *a, struct wpod *pod, size_t pi)
                  (long long)(pr->cpu_milli / 1000),
                  (long long)(pr->cpu_milli % 1000 / 100), pr->close_wait,
                  pr->stuck_queues);
-    wda_logj(a, "hang",
-         wda_podj(pod,
-              json_pack(
-                  "{s:s,s:s,s:i,s:i,s:i,s:I,s:i,s:i,s:s,s:b,s:s,s:I}",
-                  "message", msg, "cause", wd_verdict_name(pod->last_v),
-                  "idle_periods", pod->rule.idle, "gpus", pr->gpus,
-                  "gpus_busy", pr->gpus_busy, "cpu_milli",
-                  (json_int_t)pr->cpu_milli, "close_wait", pr->close_wait,
-                  "stuck_queues", pr->stuck_queues, "action",
-                  s->action == WD_ACTION_RESTART ? "restart" : "report",
-                  "shared", pod->shared, "shared_why", pod->shared_why,
-                  "since_watch_ms",
-                  (json_int_t)(wda_now_ms() - pod->watch_ms))));
+    wda_logj(
+        a, "hang",
+        wda_podj(
+            pod,
+            json_pack(
+                "{s:s,s:s,s:i,s:i,s:i,s:I,s:i,s:i,s:s,s:b,s:s,s:I}", "message",
+                msg, "cause", wd_verdict_name(pod->last_v), "idle_periods",
+                pod->rule.idle, "gpus", pr->gpus, "gpus_busy", pr->gpus_busy,
+                "cpu_milli", (json_int_t)pr->cpu_milli, "close_wait",
+                pr->close_wait, "stuck_queues", pr->stuck_queues, "action",
+                s->action == WD_ACTION_RESTART ? "restart" : "report", "shared",
+                pod->shared, "shared_why", pod->shared_why, "since_watch_ms",
+                (json_int_t)(wda_now_ms() - pod->watch_ms))));
     /* A lost GPU is a fault NVML reports of the device itself, not the
      * hang signature: the job cannot finish on it. */
     if (pod->last_v == WD_GPU_LOST) {
         wda_pod_finish(a, pod, pi, msg, sizeof(msg), true,
-                   "NVML reports the GPU lost");
+                       "NVML reports the GPU lost");
         return;
     }
     if (pod->shared) {
@@ -267,15 +269,16 @@ wda_pod_hang(struct agent *a, struct wpod *pod, size_t pi)
                  "; %s, so the GPU's signals are not this pod's alone",
                  pod->shared_why);
         wda_pod_finish(a, pod, pi, msg, sizeof(msg), false,
-                   "the GPU is shared, judged for reports only");
+                       "the GPU is shared, judged for reports only");
         return;
     }
     /* In report mode RAS only adds to the Event: an Event that would be
      * deduplicated or rate-limited is not worth its queries. */
     if (s->action == WD_ACTION_REPORT &&
-        !wda_event_would_post(a, pod, wd_verdict_name(pod->hang_v), wda_now_ms())) {
+        !wda_event_would_post(a, pod, wd_verdict_name(pod->hang_v),
+                              wda_now_ms())) {
         wda_pod_finish(a, pod, pi, msg, sizeof(msg), false,
-                   "the Event is deduplicated or rate-limited");
+                       "the Event is deduplicated or rate-limited");
         return;
     }
     /* The NVML signature alone is never enough to act: a second signal
@@ -314,8 +317,9 @@ wda_ras_due(struct agent *a, long long t)
             if (!pod_ras_start(a, pod)) {
                 snprintf(msg, sizeof(msg), "%s", pod->hang_msg);
                 wda_pod_ras_drop(pod);
-                wda_pod_finish(a, pod, pi, msg, sizeof(msg), false,
-                           "RAS answered once and could not be asked again");
+                wda_pod_finish(
+                    a, pod, pi, msg, sizeof(msg), false,
+                    "RAS answered once and could not be asked again");
                 continue;
             }
             pod->ras_step = 3;
@@ -326,24 +330,29 @@ wda_ras_due(struct agent *a, long long t)
         rc = wd_ras_job_result(pod->ras_job, &r, why, sizeof(why));
         wd_ras_job_free(pod->ras_job);
         pod->ras_job = NULL;
-        wda_logj(a, "ras",
-             wda_podj(pod, json_pack("{s:s,s:i,s:s,s:s,s:i,s:i,s:i,s:I}",
-                                 "result", rc == 0 ? "answered" : why, "query",
-                                 pod->ras_step == 1 ? 1 : 2, "format",
-                                 rc != 0 ? "" : r.text ? "text" : "json",
-                                 "nccl", rc == 0 ? r.version : "",
-                                 "communicators", rc == 0 ? r.communicators : 0,
-                                 "missing", rc == 0 ? r.n_missing : 0,
-                                 "behind", rc == 0 ? r.n_behind : 0, "counts",
-                                 (json_int_t)(rc == 0 ? r.n_counts : 0))));
+        wda_logj(
+            a, "ras",
+            wda_podj(pod,
+                     json_pack("{s:s,s:i,s:s,s:s,s:i,s:i,s:i,s:I}", "result",
+                               rc == 0 ? "answered" : why, "query",
+                               pod->ras_step == 1 ? 1 : 2, "format",
+                               rc != 0  ? ""
+                               : r.text ? "text"
+                                        : "json",
+                               "nccl", rc == 0 ? r.version : "",
+                               "communicators", rc == 0 ? r.communicators : 0,
+                               "missing", rc == 0 ? r.n_missing : 0, "behind",
+                               rc == 0 ? r.n_behind : 0, "counts",
+                               (json_int_t)(rc == 0 ? r.n_counts : 0))));
         snprintf(msg, sizeof(msg), "%s", pod->hang_msg);
         if (rc != 0) {
-            snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg),
-                     "; RAS: %s", why);
+            snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "; RAS: %s",
+                     why);
             wda_pod_ras_drop(pod);
-            wda_pod_finish(a, pod, pi, msg, sizeof(msg), false,
-                       "no second signal (NCCL RAS did not answer), and the "
-                       "GPU signature alone is never acted on");
+            wda_pod_finish(
+                a, pod, pi, msg, sizeof(msg), false,
+                "no second signal (NCCL RAS did not answer), and the "
+                "GPU signature alone is never acted on");
             continue;
         }
         if (pod->ras_step == 1) {
@@ -351,7 +360,7 @@ wda_ras_due(struct agent *a, long long t)
             if (pod->ras1 == NULL) {
                 wda_pod_ras_drop(pod);
                 wda_pod_finish(a, pod, pi, msg, sizeof(msg), false,
-                           "out of memory");
+                               "out of memory");
                 continue;
             }
             *pod->ras1 = r;
@@ -375,13 +384,13 @@ wda_ras_due(struct agent *a, long long t)
                 wda_pod_finish(a, pod, pi, msg, sizeof(msg), false, why);
             else if (r.n_behind > 0 || r.n_missing > 0)
                 wda_pod_finish(a, pod, pi, msg, sizeof(msg), true,
-                           "RAS: the counts of issued collectives did not "
-                           "move, and a rank is behind or missing");
+                               "RAS: the counts of issued collectives did not "
+                               "move, and a rank is behind or missing");
             else
                 wda_pod_finish(a, pod, pi, msg, sizeof(msg), false,
-                           "RAS: no rank moved, but none is behind or "
-                           "missing either, which a pause between "
-                           "collectives looks like too");
+                               "RAS: no rank moved, but none is behind or "
+                               "missing either, which a pause between "
+                               "collectives looks like too");
             break;
         case WD_RAS_MOVED:
             snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg),
@@ -390,16 +399,17 @@ wda_ras_due(struct agent *a, long long t)
                      gap);
             wda_pod_ras_drop(pod);
             wda_pod_finish(a, pod, pi, msg, sizeof(msg), false,
-                       "RAS shows collectives issued between two queries");
+                           "RAS shows collectives issued between two queries");
             break;
         case WD_RAS_NO_COUNTS:
             wda_pod_ras_drop(pod);
             wda_pod_finish(a, pod, pi, msg, sizeof(msg), false,
-                       r.text ? "RAS answered in the text format of NCCL "
-                                "before 2.28.7, which shows no counts where "
-                                "all ranks agree: nothing to compare"
-                              : "RAS answered with no collective counts: "
-                                "nothing to compare");
+                           r.text
+                               ? "RAS answered in the text format of NCCL "
+                                 "before 2.28.7, which shows no counts where "
+                                 "all ranks agree: nothing to compare"
+                               : "RAS answered with no collective counts: "
+                                 "nothing to compare");
             break;
         }
     }

@@ -82,8 +82,8 @@ struct wproc {
     char *fr_pipe; /* PyTorch's flight-recorder pipe, its dump; or NULL */
     char *fr_dump;
     char *fr_dump_alt; /* older PyTorch's default dump path, or NULL */
-    unsigned gen; /* the scan that last saw it */
-    bool alive;   /* seen in the latest scan or sample */
+    unsigned gen;      /* the scan that last saw it */
+    bool alive;        /* seen in the latest scan or sample */
 };
 
 /* What a pod keeps for its UID's lifetime rather than its processes':
@@ -166,8 +166,8 @@ struct wpod {
     int shm_orphans;
     uint64_t shm_orphan_ino[32]; /* orphans already logged */
     size_t n_orphan_ino;
-    size_t n_procs;     /* live watched processes */
-    bool budget_logged; /* the work budget line was logged */
+    size_t n_procs;        /* live watched processes */
+    bool budget_logged;    /* the work budget line was logged */
     bool fd_budget_logged; /* the open-file budget line was logged */
     int fds_read;          /* open files looked at in the latest period */
     struct sockq *q;
@@ -249,8 +249,8 @@ struct agent {
 /* agent.c */
 long long wda_now_ms(void);
 void wda_logj(struct agent *a, const char *event, json_t *o);
-json_t * wda_podj(const struct wpod *p, json_t *o);
-struct wproc * wda_proc_find(struct agent *a, pid_t pid, uint64_t start);
+json_t *wda_podj(const struct wpod *p, json_t *o);
+struct wproc *wda_proc_find(struct agent *a, pid_t pid, uint64_t start);
 void wda_procs_compact(struct agent *a);
 ssize_t wda_pod_find(struct agent *a, const char *uid);
 void wda_keep_save(struct agent *a, const struct wpod *pod, long long t);
@@ -268,18 +268,22 @@ void wda_pod_shm(struct agent *a, struct wpod *pod, size_t pi);
 /* agent_act.c */
 void wda_reap_children(void);
 void wda_duration_text(long long ms, char *buf, size_t n);
-struct wproc * wda_pod_first(struct agent *a, size_t pi);
+struct wproc *wda_pod_first(struct agent *a, size_t pi);
 void wda_fr_due(struct agent *a, long long t);
-void wda_pod_finish(struct agent *a, struct wpod *pod, size_t pi, char *msg, size_t n, bool act, const char *why_not);
+void wda_pod_finish(struct agent *a, struct wpod *pod, size_t pi, char *msg,
+                    size_t n, bool act, const char *why_not);
 void wda_actions_due(struct agent *a, long long t);
 
 /* agent_event.c */
-bool wda_bucket_take(double *tokens, long long *at, double burst, long long refill, long long t);
+bool wda_bucket_take(double *tokens, long long *at, double burst,
+                     long long refill, long long t);
 bool wda_pods_identify(struct agent *a, struct wpod *pod, long long t);
-void wda_post_event(struct agent *a, struct wpod *pod, const char *reason, const char *msg, const char *key);
+void wda_post_event(struct agent *a, struct wpod *pod, const char *reason,
+                    const char *msg, const char *key);
 void wda_ident_due(struct agent *a, long long t);
 void wda_node_gpu_lost_event(struct agent *a, struct wpod *pod);
-bool wda_event_would_post(const struct agent *a, const struct wpod *pod, const char *key, long long t);
+bool wda_event_would_post(const struct agent *a, const struct wpod *pod,
+                          const char *key, long long t);
 size_t wda_metrics_text(struct agent *a, char *buf, size_t n);
 int wda_metrics_listen(struct agent *a);
 

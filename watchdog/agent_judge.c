@@ -63,12 +63,13 @@ pod_sockets(struct agent *a, struct wpod *pod, size_t pi, struct wd_period *pr)
     pod->fds_read = (int)(POD_MAX_FDS - fds_left);
     if (fds_left == 0 && !pod->fd_budget_logged) {
         pod->fd_budget_logged = true;
-        wda_logj(a, "budget",
-             wda_podj(pod, json_pack("{s:i,s:s}", "max_open_files", POD_MAX_FDS,
-                                 "effect",
-                                 "open files past this are not looked at "
-                                 "each period; sockets among them are not "
-                                 "counted")));
+        wda_logj(
+            a, "budget",
+            wda_podj(pod, json_pack("{s:i,s:s}", "max_open_files", POD_MAX_FDS,
+                                    "effect",
+                                    "open files past this are not looked at "
+                                    "each period; sockets among them are not "
+                                    "counted")));
     }
     qsort(a->inodes, n_ino, sizeof(*a->inodes), wda_u64_cmp);
     n_rows = first ? tcp_table(a, first) : 0;
@@ -284,7 +285,6 @@ wda_pod_base(struct agent *a, struct wpod *pod)
     pod->base_set = true;
 }
 
-
 /* Drops the pod's dead processes; returns how many are left. */
 static size_t
 pod_refresh(struct agent *a, size_t pi, uint64_t *ticks, uint64_t *io)
@@ -303,8 +303,9 @@ pod_refresh(struct agent *a, size_t pi, uint64_t *ticks, uint64_t *io)
             st.start != w->start || st.state == 'Z' || st.state == 'X') {
             w->alive = false;
             if (wda_pod_log_ok(a, &a->pods[pi]))
-                wda_logj(a, "exited", wda_podj(&a->pods[pi], json_pack("{s:i}", "pid",
-                                                               (int)w->pid)));
+                wda_logj(a, "exited",
+                         wda_podj(&a->pods[pi],
+                                  json_pack("{s:i}", "pid", (int)w->pid)));
             continue;
         }
         if (st.cpu_ticks > w->prev_ticks)
@@ -332,7 +333,8 @@ pod_forget(struct agent *a, size_t pi)
 
     if (wda_pod_log_ok(a, pod))
         wda_logj(a, "gone",
-             wda_podj(pod, json_pack("{s:s}", "state", wda_state_names[pod->state])));
+                 wda_podj(pod, json_pack("{s:s}", "state",
+                                         wda_state_names[pod->state])));
     wda_keep_save(a, pod, wda_now_ms());
     free(pod->q);
     pod->q = NULL;
@@ -379,26 +381,26 @@ wda_pod_sample(struct agent *a, size_t pi, long long t)
     while (pod->next_ms <= t)
         pod->next_ms += pod->spec.period_ms;
     if (a->o->verbose)
-        wda_logj(a, "period",
-             wda_podj(pod,
-                  json_pack("{s:s,s:i,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:s,"
-                            "s:I,s:s,s:i,s:i,s:i,s:i,s:s,s:o}",
-                            "verdict", wd_verdict_name(v), "idle_periods",
-                            pod->rule.idle, "gpu_known", pr.gpu_known, "gpus",
-                            pr.gpus, "gpus_busy", pr.gpus_busy, "gpus_idle",
-                            pr.gpus_idle, "gpus_spinning", pr.gpus_spinning,
-                            "gpus_lost", pr.gpus_lost, "gpus_unjudged",
-                            pr.gpus_unjudged, "cpu_milli",
-                            (json_int_t)pr.cpu_milli, "cpu",
-                            pr.cpu_milli >= pod->spec.min_cpu_milli ? "busy"
-                                                                    : "idle",
-                            "io_bytes_per_s", (json_int_t)pr.io_bps, "io",
-                            pr.io_bps >= WD_IO_MOVING_BPS ? "moving" : "still",
-                            "sockets", pr.sockets, "open_files_read",
-                            pod->fds_read, "close_wait", pr.close_wait,
-                            "stuck_queues", pr.stuck_queues, "state",
-                            wda_state_names[pod->state], "gpu",
-                            det ? det : json_array())));
+        wda_logj(
+            a, "period",
+            wda_podj(
+                pod,
+                json_pack(
+                    "{s:s,s:i,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:s,"
+                    "s:I,s:s,s:i,s:i,s:i,s:i,s:s,s:o}",
+                    "verdict", wd_verdict_name(v), "idle_periods",
+                    pod->rule.idle, "gpu_known", pr.gpu_known, "gpus", pr.gpus,
+                    "gpus_busy", pr.gpus_busy, "gpus_idle", pr.gpus_idle,
+                    "gpus_spinning", pr.gpus_spinning, "gpus_lost",
+                    pr.gpus_lost, "gpus_unjudged", pr.gpus_unjudged,
+                    "cpu_milli", (json_int_t)pr.cpu_milli, "cpu",
+                    pr.cpu_milli >= pod->spec.min_cpu_milli ? "busy" : "idle",
+                    "io_bytes_per_s", (json_int_t)pr.io_bps, "io",
+                    pr.io_bps >= WD_IO_MOVING_BPS ? "moving" : "still",
+                    "sockets", pr.sockets, "open_files_read", pod->fds_read,
+                    "close_wait", pr.close_wait, "stuck_queues",
+                    pr.stuck_queues, "state", wda_state_names[pod->state],
+                    "gpu", det ? det : json_array())));
     if (pod->state == POD_CONFIRM &&
         (v == WD_BUSY || v == WD_IO_MOVING || v == WD_SOCKETS_OK)) {
         /* Working again before a second signal agreed: the hang is
@@ -410,12 +412,13 @@ wda_pod_sample(struct agent *a, size_t pi, long long t)
         snprintf(msg, sizeof(msg), "%s", pod->hang_msg ? pod->hang_msg : "");
         wda_pod_ras_drop(pod);
         wda_pod_finish(a, pod, pi, msg, sizeof(msg), false,
-                   "the pod worked again before a second signal agreed");
+                       "the pod worked again before a second signal agreed");
     }
     if (pod->state == POD_REPORTED && !wd_verdict_stalled(v)) {
         pod->state = POD_WATCH;
-        wda_logj(a, "recovered",
-             wda_podj(pod, json_pack("{s:s}", "verdict", wd_verdict_name(v))));
+        wda_logj(
+            a, "recovered",
+            wda_podj(pod, json_pack("{s:s}", "verdict", wd_verdict_name(v))));
     }
     if (fired && pod->state == POD_WATCH)
         wda_pod_hang(a, pod, pi);

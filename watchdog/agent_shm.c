@@ -4,7 +4,6 @@
 
 /* ---- /dev/shm ----------------------------------------------------------- */
 
-
 #define SHM_EVENT_PCT 90
 #define SHM_REARM_PCT 80
 #define MOUNTINFO_MAX (256 * 1024)
@@ -148,10 +147,12 @@ wda_pod_shm(struct agent *a, struct wpod *pod, size_t pi)
                      (unsigned long long)(pod->shm_used * 100 / pod->shm_size),
                      (unsigned long long)(pod->shm_used >> 10),
                      (unsigned long long)(pod->shm_size >> 10));
-            wda_logj(a, "shm",
-                 wda_podj(pod, json_pack("{s:s,s:I,s:I}", "message", msg,
-                                     "used_bytes", (json_int_t)pod->shm_used,
-                                     "size_bytes", (json_int_t)pod->shm_size)));
+            wda_logj(
+                a, "shm",
+                wda_podj(pod,
+                         json_pack("{s:s,s:I,s:I}", "message", msg,
+                                   "used_bytes", (json_int_t)pod->shm_used,
+                                   "size_bytes", (json_int_t)pod->shm_size)));
             wda_post_event(a, pod, "NCCLShmNearlyFull", msg, "shm");
         }
     } else if (pod->shm_used * 100 < pod->shm_size * SHM_REARM_PCT) {
@@ -183,8 +184,8 @@ wda_pod_shm(struct agent *a, struct wpod *pod, size_t pi)
             looked = true;
         }
         ino = (uint64_t)fs.st_ino;
-        if (n_mapped > 0 &&
-            bsearch(&ino, mapped, n_mapped, sizeof(*mapped), wda_u64_cmp) != NULL)
+        if (n_mapped > 0 && bsearch(&ino, mapped, n_mapped, sizeof(*mapped),
+                                    wda_u64_cmp) != NULL)
             continue;
         orphans++;
         {
@@ -197,11 +198,12 @@ wda_pod_shm(struct agent *a, struct wpod *pod, size_t pi)
             if (pod->n_orphan_ino <
                 sizeof(pod->shm_orphan_ino) / sizeof(pod->shm_orphan_ino[0]))
                 pod->shm_orphan_ino[pod->n_orphan_ino++] = ino;
-            wda_logj(a, "shm-orphan",
-                 wda_podj(pod, json_pack("{s:s,s:I,s:s}", "segment", de->d_name,
-                                     "bytes", (json_int_t)fs.st_size, "why",
-                                     "no live process of the pod maps it: "
-                                     "left by a process that died")));
+            wda_logj(
+                a, "shm-orphan",
+                wda_podj(pod, json_pack("{s:s,s:I,s:s}", "segment", de->d_name,
+                                        "bytes", (json_int_t)fs.st_size, "why",
+                                        "no live process of the pod maps it: "
+                                        "left by a process that died")));
         }
     }
 done:

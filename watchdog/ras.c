@@ -144,8 +144,7 @@ key_of(const char *s)
 }
 
 static void
-count_add(struct wd_ras_result *out, uint64_t comm, int64_t who,
-          uint64_t value)
+count_add(struct wd_ras_result *out, uint64_t comm, int64_t who, uint64_t value)
 {
     if (out->n_counts >= WD_RAS_MAX_COUNTS)
         return;
@@ -283,8 +282,8 @@ next_line(const char *buf, size_t len, size_t *pos, char *line, size_t cap)
 static void
 missing_add(struct wd_ras_result *out, int pid, const char *host, bool dead)
 {
-    int n = out->n_missing < WD_RAS_MAX_RANKS ? out->n_missing
-                                                : WD_RAS_MAX_RANKS;
+    int n =
+        out->n_missing < WD_RAS_MAX_RANKS ? out->n_missing : WD_RAS_MAX_RANKS;
 
     for (int i = 0; i < n; i++) {
         struct wd_ras_rank *m = &out->missing[i];

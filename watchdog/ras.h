@@ -49,8 +49,8 @@ struct wd_ras_count {
 };
 
 struct wd_ras_result {
-    bool text;            /* the text format: NCCL before 2.28.7 */
-    char version[32];     /* "2.24.3" as RAS printed it; "" unknown */
+    bool text;        /* the text format: NCCL before 2.28.7 */
+    char version[32]; /* "2.24.3" as RAS printed it; "" unknown */
     int communicators;
     int n_missing, n_behind; /* totals; the arrays keep the first few */
     struct wd_ras_rank missing[WD_RAS_MAX_RANKS];
@@ -61,9 +61,9 @@ struct wd_ras_result {
 
 /* What two answers, taken apart in time, say about the job's progress. */
 enum wd_ras_progress {
-    WD_RAS_MOVED = 0,  /* a count differs: collectives were issued */
-    WD_RAS_STILL,      /* every count the same, and there were some */
-    WD_RAS_NO_COUNTS   /* nothing to compare (see wd_ras_compare) */
+    WD_RAS_MOVED = 0, /* a count differs: collectives were issued */
+    WD_RAS_STILL,     /* every count the same, and there were some */
+    WD_RAS_NO_COUNTS  /* nothing to compare (see wd_ras_compare) */
 };
 
 /*
@@ -119,9 +119,8 @@ struct wd_ras_job;
  * Returns NULL when no thread could be started. Free with
  * wd_ras_job_free(). The job is owned by one caller thread.
  */
-struct wd_ras_job *wd_ras_job_start(const struct sockaddr *addr,
-                                    socklen_t len, int ras_timeout_s,
-                                    long long budget_ms);
+struct wd_ras_job *wd_ras_job_start(const struct sockaddr *addr, socklen_t len,
+                                    int ras_timeout_s, long long budget_ms);
 
 /* True once the query ended (answered, failed or timed out). */
 bool wd_ras_job_done(struct wd_ras_job *j);
@@ -129,8 +128,7 @@ bool wd_ras_job_done(struct wd_ras_job *j);
 /* The ended query's result: 0 with *out, or -1 with why. Only after
  * wd_ras_job_done() said true. */
 int wd_ras_job_result(struct wd_ras_job *j, struct wd_ras_result *out,
-                      char *why, size_t wn)
-    __attribute__((warn_unused_result));
+                      char *why, size_t wn) __attribute__((warn_unused_result));
 
 /* Cancels the query if it still runs, waits for its thread, frees j.
  * NULL is a no-op. */

@@ -169,8 +169,9 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void **device);
 int nvmlDeviceGetUtilizationRates(void *device, struct nvml_utilization *u);
 int nvmlDeviceGetComputeRunningProcesses_v3(void *device, unsigned int *count,
                                             struct nvml_process_info *infos);
-int nvmlDeviceGetMPSComputeRunningProcesses_v3(
-    void *device, unsigned int *count, struct nvml_process_info *infos);
+int nvmlDeviceGetMPSComputeRunningProcesses_v3(void *device,
+                                               unsigned int *count,
+                                               struct nvml_process_info *infos);
 int nvmlDeviceGetPowerUsage(void *device, unsigned int *power);
 int nvmlDeviceGetEnforcedPowerLimit(void *device, unsigned int *limit);
 int nvmlDeviceGetTotalEnergyConsumption(void *device,

@@ -58,8 +58,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/socket.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -153,10 +153,9 @@ fr_setup(void)
                : getenv("TORCH_NCCL_TRACE_BUFFER_SIZE");
     const char *stem = getenv("TORCH_NCCL_DEBUG_INFO_PIPE_FILE");
     const char *rank = getenv("RANK");
-    const char *tmp =
-        fr_new ? env2("TORCH_FR_DUMP_TEMP_FILE",
-                      "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
-               : getenv("TORCH_NCCL_DEBUG_INFO_TEMP_FILE");
+    const char *tmp = fr_new ? env2("TORCH_FR_DUMP_TEMP_FILE",
+                                    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+                             : getenv("TORCH_NCCL_DEBUG_INFO_TEMP_FILE");
     char pipe[512], dir[400];
 
     if ((size == NULL && !fr_new) || (size != NULL && atoi(size) <= 0) ||
@@ -170,8 +169,7 @@ fr_setup(void)
         if (xdg != NULL)
             snprintf(dir, sizeof(dir), "%s/torch", xdg);
         else
-            snprintf(dir, sizeof(dir), "%s/.cache/torch",
-                     home ? home : "/tmp");
+            snprintf(dir, sizeof(dir), "%s/.cache/torch", home ? home : "/tmp");
         {
             char part[400];
 
@@ -425,9 +423,8 @@ main(int argc, char **argv)
 
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
             rl.rlim_cur < (rlim_t)nulls + 64) {
-            rl.rlim_cur = (rlim_t)nulls + 64 < rl.rlim_max
-                              ? (rlim_t)nulls + 64
-                              : rl.rlim_max;
+            rl.rlim_cur = (rlim_t)nulls + 64 < rl.rlim_max ? (rlim_t)nulls + 64
+                                                           : rl.rlim_max;
             (void)setrlimit(RLIMIT_NOFILE, &rl);
         }
         for (long k = 0; k < nulls; k++)
