@@ -890,8 +890,10 @@ if [ "${1:-}" = --case ]; then
         job a "$UID_A" "$RESTART" --spin --churn 5
         job b "$UID_B" "period=${P}ms,idle=3,mincpu=0.02" --spin --close-wait
         gpus "gpu 100 $PID_a" "gpu 0 $PID_b"
-        agent 3000 --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
-        sleep 2.5
+        # 5 s: a sanitizer build sees about 17 of the children's lines a
+        # second, well past the budget's 40 + 5 in that time.
+        agent 5000 --metrics-addr 127.0.0.1 --metrics-port 0 --port-file "$T/port"
+        sleep 4.5
         curl -sf --max-time 2 "http://127.0.0.1:$(cat "$T/port")/metrics" >"$T/metrics" || bad "no /metrics"
         agent_wait
         lines=$(ev watch "select(.pod_uid == \"$UID_A\")" | jq length)
@@ -899,9 +901,14 @@ if [ "${1:-}" = --case ]; then
         [ "$(ev log-limited | jq length)" -ge 1 ] && ok || bad "no log-limited line"
         dropped=$(awk '$1 == "ncclguard_watchdog_log_lines_dropped_total" {print $2}' "$T/metrics")
         seen=$((lines + ${dropped:-0}))
-        [ "$seen" -ge 100 ] && ok || bad "only $seen watch and exited lines, written or dropped: no churn to prune"
-        [ "$lines" -le 45 ] && ok || bad "pod A wrote $lines watch and exited lines, want at most 40 + 1 a second"
-        [ "$(ev hang '.pod_uid' | jq -c .)" = "[\"$UID_B\"]" ] && ok || bad "hang lines: $(ev hang .pod_uid)"
+        # Past the log budget (40 lines, then one a second), even where a
+        # sanitizer build sees fewer of the short-lived children; the
+        # log-limited line above says the budget was used up.
+        [ "$seen" -gt 55 ] && ok || bad "only $seen watch and exited lines, written or dropped: no churn to prune"
+        [ "$lines" -le 47 ] && ok || bad "pod A wrote $lines watch and exited lines, want at most 40 + 1 a second"
+        # Pod B (report mode) may hang, recover and hang again when the
+        # churn starves its CPU for a period; its hang line is there.
+        [ "$(ev hang '.pod_uid' | jq -c unique)" = "[\"$UID_B\"]" ] && ok || bad "hang lines: $(ev hang .pod_uid)"
         n=$(awk '$1 == "ncclguard_watchdog_watched_processes" {print $2}' "$T/metrics")
         [ -n "$n" ] && [ "$n" -le 30 ] && ok || bad "watched_processes = ${n:-missing} after $seen came and went"
         ;;
