@@ -1540,16 +1540,18 @@ if [ "${1:-}" = --case ]; then
     node-budget)
         # The node's work budget (--max-procs 8 here, 4096 by default):
         # pods B and C fork 6 ranks each; past 8 watched processes each pod
-        # is held to its share (8 / pods), so C gets 4, and pod A, which
-        # comes later, still gets its rank watched and its hang found.
+        # is held to its share (8 over the pods watched so far, 2), so C
+        # gets 4, and pod A, whose rank comes after them, still gets it
+        # watched and its hang found.
         spec="period=${P}ms,idle=50,mincpu=0.02"
-        for r in 1 2 3 4 5 6; do job "b$r" "$UID_B" "$spec" --spin; done
-        for r in 1 2 3 4 5 6; do job "c$r" "$UID_C" "$spec" --spin; done
-        gpus "gpu 100 $PID_b1 $PID_b2 $PID_b3 $PID_b4 $PID_b5 $PID_b6 $PID_c1 $PID_c2 $PID_c3 $PID_c4 $PID_c5 $PID_c6" "gpu 0"
-        agent 3500 --max-procs 8
-        wait_for watch 10 || bad "B and C not watched"
+        # B's and C's ranks sleep: twelve spinning ones would starve pod A's
+        # rank of the CPU on a small machine.
+        for r in 1 2 3 4 5 6; do job "b$r" "$UID_B" "$spec"; done
+        for r in 1 2 3 4 5 6; do job "c$r" "$UID_C" "$spec"; done
+        # Pod A's rank starts last: /proc lists it after B's and C's.
         job a "$UID_A" "period=${P}ms,idle=3,mincpu=0.02" --spin --close-wait
         gpus "gpu 100 $PID_b1 $PID_b2 $PID_b3 $PID_b4 $PID_b5 $PID_b6 $PID_c1 $PID_c2 $PID_c3 $PID_c4 $PID_c5 $PID_c6" "gpu 0 $PID_a"
+        agent 3000 --max-procs 8
         agent_wait
         [ "$(ev watch '.pod_uid' | jq -c 'group_by(.) | map(length)')" = '[1,6,4]' ] && ok ||
             bad "watched per pod (A, B, C): $(ev watch '.pod_uid' | jq -c 'group_by(.) | map(length)')"
