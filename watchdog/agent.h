@@ -22,6 +22,7 @@ struct wd_options {
     bool pod_from_env;           /* accept NCCLGUARD_POD_UID (tests) */
     bool verbose;                /* one log line per pod per period */
     long long run_ms;            /* stop after this long; 0 = never */
+    long node_max_procs;         /* the node's work budget: 4096 */
 };
 
 /* Fills *o with the defaults above. */

@@ -35,6 +35,8 @@ usage(FILE *f)
             "  --pod-from-env        accept NCCLGUARD_POD_UID when the cgroup\n"
             "                        names no pod (tests, non-kubelet hosts)\n"
             "  --run-for DURATION    stop after this long (tests)\n"
+            "  --max-procs N         processes watched on the node before\n"
+            "                        each pod is held to its share (4096)\n"
             "  -v, --verbose         one log line per pod per period\n"
             "  --check-spec VALUE    parse an NCCLGUARD_WATCHDOG value, print\n"
             "                        it in canonical form, and exit\n");
@@ -73,6 +75,7 @@ main(int argc, char **argv)
         {"termination-log", required_argument, NULL, 'L'},
         {"pod-from-env", no_argument, NULL, 'E'},
         {"run-for", required_argument, NULL, 'R'},
+        {"max-procs", required_argument, NULL, 'M'},
         {"verbose", no_argument, NULL, 'v'},
         {"check-spec", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
@@ -131,6 +134,18 @@ main(int argc, char **argv)
             break;
         case 'f':
             o.port_file = optarg;
+            break;
+        case 'M':
+            errno = 0;
+            v = strtol(optarg, &end, 10);
+            if (errno != 0 || *end != '\0' || v < 1 || v > 1000000) {
+                fprintf(stderr,
+                        "ncclguard-watchdog: --max-procs must be 1 to "
+                        "1000000, got \"%s\"\n",
+                        optarg);
+                return 2;
+            }
+            o.node_max_procs = v;
             break;
         case 'A':
             o.api_server = strcmp(optarg, "off") == 0 ? NULL : optarg;

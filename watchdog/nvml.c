@@ -82,6 +82,7 @@ struct nvml_field_value {
 struct gpu_mem {
     struct wd_gpu_counters c;
     unsigned long long util_seen, mem_seen; /* lastSeenTimeStamp */
+    bool util_primed, mem_primed; /* a read answered: later samples count */
     bool energy_raw_ok;
     unsigned long long energy_raw;
     long long power_ms; /* when power was last integrated */
@@ -89,6 +90,7 @@ struct gpu_mem {
     unsigned long long field_raw[N_FIELDS];
     size_t n_pids;
     pid_t pids[WD_NVML_MAX_PROCS];
+    bool mps;
 };
 
 struct wd_nvml {
@@ -102,6 +104,8 @@ struct wd_nvml {
     nvml_return (*count)(unsigned int *);
     nvml_return (*handle)(unsigned int, nvml_device *);
     nvml_return (*util)(nvml_device, struct nvml_utilization *);
+    nvml_return (*mps_procs)(nvml_device, unsigned int *,
+                             struct nvml_process_info *);
     nvml_return (*procs)(nvml_device, unsigned int *,
                          struct nvml_process_info *);
     nvml_return (*power)(nvml_device, unsigned int *);
@@ -174,6 +178,9 @@ nvml_load(struct wd_nvml *n, char *why, size_t wn)
     LOAD(procs, "nvmlDeviceGetComputeRunningProcesses_v3");
     if (n->procs == NULL) /* drivers before R510: same struct layout */
         LOAD(procs, "nvmlDeviceGetComputeRunningProcesses_v2");
+    /* Optional (Volta and newer, nvml.h): MPS clients are listed by this
+     * call only; nvmlDeviceGetComputeRunningProcesses lists the server. */
+    LOAD(mps_procs, "nvmlDeviceGetMPSComputeRunningProcesses_v3");
     /* Optional: without them a signal is "unknown", never "idle". */
     LOAD(power, "nvmlDeviceGetPowerUsage");
     LOAD(limit, "nvmlDeviceGetEnforcedPowerLimit");
@@ -224,14 +231,19 @@ gpu_fail(struct wd_gpu *g, const char *what, nvml_return r)
  * call's result (NOT_FOUND: no sample since the last one). */
 static nvml_return
 read_samples(struct wd_nvml *n, nvml_device dev, int type,
-             unsigned long long *seen, uint64_t *n_out, uint64_t *sum_out,
-             uint64_t *nonzero_out, unsigned *last)
+             unsigned long long *seen, bool *primed, uint64_t *n_out,
+             uint64_t *sum_out, uint64_t *nonzero_out, unsigned *last)
 {
     struct nvml_sample s[MAX_SAMPLES];
     unsigned int cnt = MAX_SAMPLES;
     int vt = 0;
     nvml_return r = n->samples(dev, type, *seen, &vt, &cnt, s);
+    bool count = *seen != 0 || *primed;
 
+    /* NOT_FOUND with nothing seen yet: the buffer was empty, so every
+     * sample the driver logs from now on is new. */
+    if (r == NVML_SUCCESS || r == NVML_ERROR_NOT_FOUND)
+        *primed = true;
     if (r != NVML_SUCCESS)
         return r;
     if (cnt > MAX_SAMPLES)
@@ -241,7 +253,7 @@ read_samples(struct wd_nvml *n, nvml_device dev, int type,
 
         /* The first read only sets the mark: older samples belong to no
          * period of ours. */
-        if (*seen != 0) {
+        if (count) {
             (*n_out)++;
             *sum_out += v;
             if (nonzero_out != NULL && v > 0)
@@ -266,22 +278,32 @@ read_util(struct wd_nvml *n, nvml_device dev, struct gpu_mem *m,
 
     if (n->samples != NULL) {
         r = read_samples(n, dev, NVML_GPU_UTILIZATION_SAMPLES, &m->util_seen,
-                         &m->c.util_n, &m->c.util_sum, &m->c.util_nonzero,
-                         &g->util);
+                         &m->util_primed, &m->c.util_n, &m->c.util_sum,
+                         &m->c.util_nonzero, &g->util);
         if (r == NVML_ERROR_GPU_IS_LOST)
             return gpu_fail(g, "nvmlDeviceGetSamples", r);
-        if (r == NVML_SUCCESS || r == NVML_ERROR_NOT_FOUND) {
+        /* NOT_FOUND: "sample entries are not found" (nvml.h), which the
+         * driver answers when it logged no sample since last_seen, as on
+         * an idle GPU (polarsignals/gpu-metrics-agent #37). The period
+         * then takes one nvmlDeviceGetUtilizationRates reading below, so
+         * that an idle GPU reads 0 % rather than no sample at all. */
+        if (r == NVML_SUCCESS) {
             g->samples = true;
             r = read_samples(n, dev, NVML_MEMORY_UTILIZATION_SAMPLES,
-                             &m->mem_seen, &m->c.mem_n, &m->c.mem_sum, NULL,
-                             NULL);
+                             &m->mem_seen, &m->mem_primed, &m->c.mem_n,
+                             &m->c.mem_sum, NULL, NULL);
             if (r == NVML_ERROR_GPU_IS_LOST)
                 return gpu_fail(g, "nvmlDeviceGetSamples", r);
             return true;
         }
+        /* The driver logs both kinds on one schedule: no utilisation
+         * sample means no memory sample either, so later ones are new. */
+        if (r == NVML_ERROR_NOT_FOUND)
+            m->mem_primed = true;
     }
-    /* No samples (NOT_SUPPORTED on MIG, or an old driver): one reading,
-     * which covers the last 1/6 s to 1 s only. */
+    /* No samples (NOT_SUPPORTED on MIG, or an old driver; NOT_FOUND, none
+     * since the last read): one reading, which covers the last 1/6 s to
+     * 1 s only. */
     r = n->util(dev, &u);
     if (r != NVML_SUCCESS)
         return gpu_fail(g, "nvmlDeviceGetUtilizationRates", r);
@@ -389,6 +411,21 @@ read_gpu(struct wd_nvml *n, unsigned i, struct wd_gpu *g, long long now_ms)
     m->n_pids = np;
     for (unsigned int k = 0; k < np; k++)
         m->pids[k] = (pid_t)info[k].pid;
+    /* MPS clients are the pods' processes on an MPS GPU; the compute list
+     * above holds the server. A failure here (NOT_SUPPORTED before Volta)
+     * leaves the GPU without MPS clients, as it was before the call. */
+    m->mps = false;
+    if (n->mps_procs != NULL && np < WD_NVML_MAX_PROCS) {
+        unsigned int nm = WD_NVML_MAX_PROCS - np;
+
+        if (n->mps_procs(dev, &nm, info) == NVML_SUCCESS && nm > 0) {
+            if (nm > WD_NVML_MAX_PROCS - np)
+                nm = WD_NVML_MAX_PROCS - np;
+            for (unsigned int k = 0; k < nm; k++)
+                m->pids[m->n_pids++] = (pid_t)info[k].pid;
+            m->mps = true;
+        }
+    }
     read_energy(n, dev, m, now_ms);
     read_links(n, dev, m);
     if (n->limit != NULL && n->limit(dev, &lim) == NVML_SUCCESS)
@@ -451,6 +488,7 @@ wd_nvml_read(struct wd_nvml *n, struct wd_gpus *out, long long now_ms,
         g->c = m->c;
         /* A lost GPU keeps the processes of its last good read. */
         g->n_pids = m->n_pids;
+        g->mps = m->mps;
         memcpy(g->pids, m->pids, m->n_pids * sizeof(*g->pids));
     }
     out->n = count;

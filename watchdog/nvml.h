@@ -54,6 +54,9 @@ struct wd_gpu {
      * so that its pods learn that they lost it. */
     size_t n_pids;
     pid_t pids[WD_NVML_MAX_PROCS];
+    /* Some of pids are MPS clients (nvmlDeviceGetMPSComputeRunningProcesses_v3
+     * listed them): the GPU is shared through an MPS server. */
+    bool mps;
 };
 
 /* All GPUs at one moment; ok is false when NVML as a whole could not be

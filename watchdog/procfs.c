@@ -322,7 +322,8 @@ cmp_u64(const void *a, const void *b)
 }
 
 ssize_t
-wd_proc_socket_inodes(const char *root, pid_t pid, uint64_t *inodes, size_t cap)
+wd_proc_socket_inodes(const char *root, pid_t pid, uint64_t *inodes, size_t cap,
+                      size_t *entries_left)
 {
     char path[256], link[64];
     struct dirent *de;
@@ -336,13 +337,16 @@ wd_proc_socket_inodes(const char *root, pid_t pid, uint64_t *inodes, size_t cap)
     d = opendir(path);
     if (d == NULL)
         return -1;
-    while ((de = readdir(d)) != NULL && n < cap) {
+    while (n < cap && (entries_left == NULL || *entries_left > 0) &&
+           (de = readdir(d)) != NULL) {
         ssize_t l;
         char *end;
         unsigned long long ino;
 
         if (de->d_name[0] == '.')
             continue;
+        if (entries_left != NULL)
+            (*entries_left)--;
         l = readlinkat(dirfd(d), de->d_name, link, sizeof(link) - 1);
         if (l <= 0)
             continue;

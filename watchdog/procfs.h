@@ -84,10 +84,14 @@ size_t wd_tcp_parse(const char *buf, size_t len, struct wd_tcp *rows,
 
 /*
  * Lists the socket inodes of <root>/<pid>/fd into inodes (at most cap),
- * sorted and without duplicates. Returns how many, or -1 when the folder
- * cannot be read (process gone, no permission).
+ * sorted and without duplicates. Every entry of the folder looked at, of
+ * whatever kind, takes one from *entries_left (NULL: no limit), and the
+ * listing stops when it is 0: a process with a million open files costs
+ * what the caller allows. Returns how many, or -1 when the folder cannot
+ * be read (process gone, no permission).
  */
 ssize_t wd_proc_socket_inodes(const char *root, pid_t pid, uint64_t *inodes,
-                              size_t cap) __attribute__((warn_unused_result));
+                              size_t cap, size_t *entries_left)
+    __attribute__((warn_unused_result));
 
 #endif

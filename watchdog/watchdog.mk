@@ -10,7 +10,9 @@
 UNIT_TESTS += wd_spec wd_cgroup wd_procfs wd_rule wd_ras
 DEB_PKGS += libcurl4-openssl-dev python3
 
-WD_SRCS := watchdog/main.c watchdog/agent.c watchdog/cgroup.c \
+WD_SRCS := watchdog/main.c watchdog/agent.c watchdog/agent_judge.c \
+	watchdog/agent_shm.c watchdog/agent_act.c watchdog/agent_event.c \
+	watchdog/agent_hang.c watchdog/cgroup.c \
 	watchdog/procfs.c watchdog/nvml.c watchdog/rule.c watchdog/event.c \
 	watchdog/mserver.c watchdog/ras.c
 WD_OBJS = $(WD_SRCS:%.c=$(BUILD)/obj/%.o)

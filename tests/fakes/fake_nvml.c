@@ -20,6 +20,12 @@
  *     nvlink=MB/s   NVLink data, TX and RX each (1000 when util > 0, else 0)
  *     pcie=MB/s     PCIe bytes, TX and RX each (100 when util > 0, else 0)
  *     state=ok|lost|mig
+ *     mps=PID[,PID...]  clients of an MPS server on this GPU, listed by
+ *                   nvmlDeviceGetMPSComputeRunningProcesses_v3 ("processes
+ *                   with a Multi-Process Service (MPS) compute context",
+ *                   nvml.h); the plain PIDs of the line are then the MPS
+ *                   server's, as nvmlDeviceGetComputeRunningProcesses_v3
+ *                   lists the server and not its clients
  *     links=on|off  off: the NVLink and PCIe fields answer
  *                   NVML_ERROR_NOT_SUPPORTED in their nvmlReturn, while
  *                   the call itself succeeds (nvml.h, nvmlFieldValue_t:
@@ -32,14 +38,21 @@
  * energy and the process list still answer.
  * Counters (energy, NVLink, PCIe) advance with real time at the scripted
  * rates, and a utilisation sample is taken every 1/6 s (the shortest sample
- * period nvml.h names for nvmlDeviceGetUtilizationRates). As the driver
+ * period nvml.h names for nvmlDeviceGetUtilizationRates) while the GPU is
+ * not idle: an idle GPU logs no sample, so nvmlDeviceGetSamples answers
+ * NVML_ERROR_NOT_FOUND ("if sample entries are not found", nvml.h), as the
+ * driver does on an idle GPU (polarsignals/gpu-metrics-agent #37), while
+ * nvmlDeviceGetUtilizationRates still answers 0 %. As the driver
  * samples in the background, so does the fake: from nvmlInit_v2 to
  * nvmlShutdown a thread re-reads the script every 20 ms and advances the
  * counters, so a change shows from the moment it is made, whether or not
  * the agent calls in between. Every call takes one lock, as NVML's own
  * calls are thread-safe.
  * These lines change the whole library's behaviour:
- *     lost       every device call fails with NVML_ERROR_GPU_IS_LOST
+ *     lost       every device call fails with NVML_ERROR_GPU_IS_LOST;
+ *                nvmlDeviceGetCount_v2, whose nvml.h list of return codes
+ *                has no GPU_IS_LOST, fails with NVML_ERROR_UNKNOWN ("on
+ *                any unexpected error")
  *     no-driver  nvmlInit_v2 fails with NVML_ERROR_DRIVER_NOT_LOADED
  *     no-samples nvmlDeviceGetSamples is NOT_SUPPORTED (older drivers)
  * A missing file means no GPUs. Lines starting with # are comments. */
@@ -125,6 +138,8 @@ struct gpu {
     int links_off;
     unsigned n_pids;
     unsigned pids[MAX_PIDS];
+    unsigned n_mps;
+    unsigned mps[MAX_PIDS];
     /* advancing with time */
     unsigned long long last_us; /* counters advanced up to here */
     double energy_mj, nvlink_kib, pcie_bytes;
@@ -154,6 +169,9 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void **device);
 int nvmlDeviceGetUtilizationRates(void *device, struct nvml_utilization *u);
 int nvmlDeviceGetComputeRunningProcesses_v3(void *device, unsigned int *count,
                                             struct nvml_process_info *infos);
+int nvmlDeviceGetMPSComputeRunningProcesses_v3(void *device,
+                                               unsigned int *count,
+                                               struct nvml_process_info *infos);
 int nvmlDeviceGetPowerUsage(void *device, unsigned int *power);
 int nvmlDeviceGetEnforcedPowerLimit(void *device, unsigned int *limit);
 int nvmlDeviceGetTotalEnergyConsumption(void *device,
@@ -195,6 +213,11 @@ advance(struct gpu *g, unsigned long long now)
     while (g->next_sample_us <= now) {
         unsigned k = (g->head + g->n_s) % RING;
 
+        if (g->util == 0 && g->mem == 0) {
+            /* Idle: the driver logs no sample. */
+            g->next_sample_us += SAMPLE_US;
+            continue;
+        }
         if (g->n_s == RING) {
             g->head = (g->head + 1) % RING;
             k = (g->head + RING - 1) % RING;
@@ -273,6 +296,7 @@ script_load(void)
         g->state = G_OK;
         g->links_off = 0;
         g->n_pids = 0;
+        g->n_mps = 0;
         while ((tok = strtok_r(NULL, " \t\n", &save)) != NULL) {
             char *eq = strchr(tok, '=');
 
@@ -297,7 +321,14 @@ script_load(void)
                 g->nvlink_mbs = num(eq), set_nvl = 1;
             else if (strcmp(tok, "pcie") == 0)
                 g->pcie_mbs = num(eq), set_pci = 1;
-            else if (strcmp(tok, "links") == 0)
+            else if (strcmp(tok, "mps") == 0) {
+                char *save2 = NULL, *p;
+
+                for (p = strtok_r(eq, ",", &save2);
+                     p != NULL && g->n_mps < MAX_PIDS;
+                     p = strtok_r(NULL, ",", &save2))
+                    g->mps[g->n_mps++] = num(p);
+            } else if (strcmp(tok, "links") == 0)
                 g->links_off = strcmp(eq, "off") == 0;
             else if (strcmp(tok, "state") == 0)
                 g->state = strcmp(eq, "lost") == 0  ? G_LOST
@@ -381,8 +412,10 @@ count_locked(unsigned int *count)
     if (!S.inited)
         return NVML_ERROR_UNINITIALIZED;
     script_load();
+    /* nvml.h lists SUCCESS, UNINITIALIZED, INVALID_ARGUMENT and UNKNOWN
+     * for nvmlDeviceGetCount_v2: a lost driver state is UNKNOWN here. */
     if (S.lost)
-        return NVML_ERROR_GPU_IS_LOST;
+        return NVML_ERROR_UNKNOWN;
     *count = S.n;
     return NVML_SUCCESS;
 }
@@ -468,6 +501,34 @@ nvmlDeviceGetComputeRunningProcesses_v3_locked(void *device,
         infos[i].compute_instance_id = g->state == G_MIG ? 0 : 0xFFFFFFFFu;
     }
     *count = g->n_pids;
+    return NVML_SUCCESS;
+}
+
+/* nvml.h: only processes with an MPS compute context; with *count 0 the
+ * answer is INSUFFICIENT_SIZE, or SUCCESS when none run. */
+static int
+nvmlDeviceGetMPSComputeRunningProcesses_v3_locked(
+    void *device, unsigned int *count, struct nvml_process_info *infos)
+{
+    struct gpu *g = NULL;
+    int r = dev_check(device, count, &g);
+
+    if (r != NVML_SUCCESS)
+        return r;
+    if (*count < g->n_mps) {
+        *count = g->n_mps;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    if (g->n_mps > 0 && infos == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned i = 0; i < g->n_mps; i++) {
+        memset(&infos[i], 0, sizeof(infos[i]));
+        infos[i].pid = g->mps[i];
+        infos[i].used_gpu_memory = 1ULL << 30;
+        infos[i].gpu_instance_id = 0xFFFFFFFFu;
+        infos[i].compute_instance_id = 0xFFFFFFFFu;
+    }
+    *count = g->n_mps;
     return NVML_SUCCESS;
 }
 
@@ -632,6 +693,14 @@ nvmlDeviceGetComputeRunningProcesses_v3(void *device, unsigned int *count,
 {
     LOCKED(
         nvmlDeviceGetComputeRunningProcesses_v3_locked(device, count, infos));
+}
+
+int
+nvmlDeviceGetMPSComputeRunningProcesses_v3(void *device, unsigned int *count,
+                                           struct nvml_process_info *infos)
+{
+    LOCKED(nvmlDeviceGetMPSComputeRunningProcesses_v3_locked(device, count,
+                                                             infos));
 }
 
 int

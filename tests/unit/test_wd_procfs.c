@@ -162,13 +162,26 @@ test_live(void)
     CHECK_INT(wd_proc_stat("/proc", getpid(), &st), 0);
     CHECK(st.start > 0);
     CHECK_INT(wd_proc_stat("/proc", -5, &st), -1);
-    n = wd_proc_socket_inodes("/proc", getpid(), inodes, 64);
+    n = wd_proc_socket_inodes("/proc", getpid(), inodes, 64, NULL);
     CHECK(n >= 0);
     CHECK_INT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    m = wd_proc_socket_inodes("/proc", getpid(), inodes, 64);
+    m = wd_proc_socket_inodes("/proc", getpid(), inodes, 64, NULL);
     CHECK_INT(m, n + 2);
     for (ssize_t i = 1; i < m; i++)
         CHECK(inodes[i - 1] < inodes[i]);
+    /* An entry budget: every fd looked at takes one, sockets or not, and
+     * the listing stops at 0. With none left nothing is read; with many
+     * the budget shrinks by at least the two sockets' entries. */
+    {
+        size_t left = 0, before;
+
+        CHECK_INT(wd_proc_socket_inodes("/proc", getpid(), inodes, 64, &left),
+                  0);
+        left = before = 100000;
+        CHECK_INT(wd_proc_socket_inodes("/proc", getpid(), inodes, 64, &left),
+                  m);
+        CHECK(before - left >= 2 && before - left < 1000);
+    }
     close(sv[0]);
     close(sv[1]);
     /* A read never overflows the buffer and is NUL-terminated. */

@@ -18,6 +18,8 @@
  *                    receive queue that grows (a peer still sending)
  * --listen N         holds N TCP sockets listening on 127.0.0.1 (each a
  *                    row of net/tcp: a rank of a large job holds thousands)
+ * --open-null N      holds N more open files, /dev/null each (its soft
+ *                    open-file limit raised to fit)
  * --write FILE       keeps writing FILE, 1 MiB at a time over the same
  *                    bytes (a checkpoint being written, a cache filled)
  * --churn MS         every MS ms forks a child that lives 20 ms (process
@@ -35,7 +37,16 @@
  *                    $TORCH_NCCL_DEBUG_INFO_PIPE_FILE$RANK.pipe, opens it
  *                    O_RDONLY | O_NONBLOCK, looks at it every 100 ms, and
  *                    when something was written, writes its trace to
- *                    $TORCH_NCCL_DEBUG_INFO_TEMP_FILE$RANK and logs FRDUMP */
+ *                    $TORCH_NCCL_DEBUG_INFO_TEMP_FILE$RANK (default
+ *                    /tmp/nccl_trace_rank_) and logs FRDUMP: PyTorch before
+ *                    the TORCH_FR_* names
+ * --flight-recorder-new  as above, as PyTorch with the TORCH_FR_* names
+ *                    does: the ring size is the first set of
+ *                    TORCH_FR_BUFFER_SIZE, TORCH_NCCL_TRACE_BUFFER_SIZE
+ *                    (default 2000), the dump prefix the first set of
+ *                    TORCH_FR_DUMP_TEMP_FILE, TORCH_NCCL_DEBUG_INFO_TEMP_FILE
+ *                    (default $XDG_CACHE_HOME/torch/comm_lib_trace_rank_,
+ *                    else $HOME/.cache/torch/..., the folder made) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -47,6 +58,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -121,21 +133,61 @@ on_term_ignored(int sig)
 
 static int fr_fd = -1;
 static char fr_dump[512];
+static int fr_new; /* --flight-recorder-new */
+
+/* The first of two names that is set, as c10d's getCvarString reads a
+ * list: the first name wins. */
+static const char *
+env2(const char *first, const char *second)
+{
+    const char *v = getenv(first);
+
+    return v != NULL ? v : getenv(second);
+}
 
 static int
 fr_setup(void)
 {
-    const char *size = getenv("TORCH_NCCL_TRACE_BUFFER_SIZE");
+    const char *size =
+        fr_new ? env2("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
+               : getenv("TORCH_NCCL_TRACE_BUFFER_SIZE");
     const char *stem = getenv("TORCH_NCCL_DEBUG_INFO_PIPE_FILE");
     const char *rank = getenv("RANK");
-    const char *tmp = getenv("TORCH_NCCL_DEBUG_INFO_TEMP_FILE");
-    char pipe[512];
+    const char *tmp = fr_new ? env2("TORCH_FR_DUMP_TEMP_FILE",
+                                    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+                             : getenv("TORCH_NCCL_DEBUG_INFO_TEMP_FILE");
+    char pipe[512], dir[400];
 
-    if (size == NULL || atoi(size) <= 0 || stem == NULL || rank == NULL)
+    if ((size == NULL && !fr_new) || (size != NULL && atoi(size) <= 0) ||
+        stem == NULL || rank == NULL)
         return -1;
     snprintf(pipe, sizeof(pipe), "%s%s.pipe", stem, rank);
-    snprintf(fr_dump, sizeof(fr_dump), "%s%s",
-             tmp ? tmp : "/tmp/nccl_trace_rank_", rank);
+    if (tmp == NULL && fr_new) {
+        const char *xdg = getenv("XDG_CACHE_HOME");
+        const char *home = getenv("HOME");
+
+        if (xdg != NULL)
+            snprintf(dir, sizeof(dir), "%s/torch", xdg);
+        else
+            snprintf(dir, sizeof(dir), "%s/.cache/torch", home ? home : "/tmp");
+        {
+            char part[400];
+
+            /* create_directories: each level of the folder. */
+            for (char *p = dir + 1; *p != '\0'; p++) {
+                if (*p != '/')
+                    continue;
+                snprintf(part, sizeof(part), "%.*s", (int)(p - dir), dir);
+                (void)mkdir(part, 0755);
+            }
+            (void)mkdir(dir, 0755);
+        }
+        snprintf(fr_dump, sizeof(fr_dump), "%s/comm_lib_trace_rank_%s", dir,
+                 rank);
+    } else {
+        snprintf(fr_dump, sizeof(fr_dump), "%s%s",
+                 tmp ? tmp : "/tmp/nccl_trace_rank_", rank);
+    }
     if ((unlink(pipe) != 0 && errno != ENOENT) || mkfifo(pipe, 0666) != 0)
         return -1;
     fr_fd = open(pipe, O_RDONLY | O_NONBLOCK);
@@ -286,7 +338,7 @@ main(int argc, char **argv)
     int spin = 0, cw = 0, ignore_term = 0, wfd = -1, shm_pct = -1, orphan = 0,
         fr = 0;
     long long last_fr = 0;
-    long listeners = 0;
+    long listeners = 0, nulls = 0;
     int trickle = 0, t_rd = -1, t_wr = -1;
     const char *plain = NULL;
     long long last_trickle = 0;
@@ -318,6 +370,8 @@ main(int argc, char **argv)
             shm_pct = (int)strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--shm-orphan") == 0)
             orphan = 1;
+        else if (strcmp(argv[i], "--flight-recorder-new") == 0)
+            fr = 1, fr_new = 1;
         else if (strcmp(argv[i], "--flight-recorder") == 0)
             fr = 1;
         else if (strcmp(argv[i], "--shm-plain") == 0 && i + 1 < argc)
@@ -326,6 +380,8 @@ main(int argc, char **argv)
             trickle = 1;
         else if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc)
             listeners = strtol(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--open-null") == 0 && i + 1 < argc)
+            nulls = strtol(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "wd_job: bad argument %s\n", argv[i]);
             return 2;
@@ -361,6 +417,21 @@ main(int argc, char **argv)
     if (trickle && trickle_pair(&t_rd, &t_wr) != 0) {
         perror("wd_job: trickle connection");
         return 1;
+    }
+    if (nulls > 0) {
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+            rl.rlim_cur < (rlim_t)nulls + 64) {
+            rl.rlim_cur = (rlim_t)nulls + 64 < rl.rlim_max ? (rlim_t)nulls + 64
+                                                           : rl.rlim_max;
+            (void)setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        for (long k = 0; k < nulls; k++)
+            if (open("/dev/null", O_RDONLY) < 0) {
+                perror("wd_job: --open-null");
+                return 2;
+            }
     }
     if (listeners > 0 && listen_sockets(listeners) != 0) {
         perror("wd_job: listening sockets");
