@@ -322,7 +322,7 @@ fi
 # ---- the breaker counts past the client's 8 MiB answer cap ---------------
 # 440 more GPU Nodes of about 24 KB each (a Node's image list makes them
 # that large): listing them in one answer is 10 MiB.
-big=$(head -c 18000 /dev/zero | tr '\0' 'x')
+big=$(head -c 24000 /dev/zero | tr '\0' 'x')
 for i in $(seq 1 440); do
     printf '{"apiVersion":"v1","kind":"Node","metadata":{"name":"big-%d","labels":{"nvidia.com/gpu.present":"true"},"annotations":{"example.com/images":"%s"}}}\n' "$i" "$big"
 done >"$W/bignodes.jsonl"
