@@ -370,6 +370,44 @@ else
     bad "the lift by hand was not taken as one" "$(tail -4 "$W/loop3.log" | cut -c1-300)"
 fi
 
+# ---- evidence past the first page of Events --------------------------------
+# Events list in name order, 500 a page: 600 earlier NCCLGPULost Events
+# about gpu-3 whose evidence is unreadable (the loop skips them) come
+# before a real one; the loop must follow continue to reach it.
+for i in $(seq 1 600); do
+    printf '{"apiVersion":"v1","kind":"Event","metadata":{"name":"gpu-3.a%04d","namespace":"default"},"involvedObject":{"apiVersion":"v1","kind":"Node","name":"gpu-3","uid":"gpu-3"},"reason":"NCCLGPULost","message":"noise","type":"Warning","source":{"component":"test","host":"gpu-3"},"firstTimestamp":"2026-12-01T00:00:00Z","lastTimestamp":"2026-12-01T00:00:00Z","count":1,"reportingComponent":"ncclguard.io/watchdog","reportingInstance":"gpu-3"}\n' "$i"
+done >"$W/noise.jsonl"
+split -l 150 -d "$W/noise.jsonl" "$W/noise."
+noise_pids=()
+for f in "$W"/noise.??; do
+    (while IFS= read -r line; do
+        printf '%s' "$line" >"$f.one"
+        curl -sS -o /dev/null -w '%{http_code}\n' --max-time 20 --cacert "$KUBE_CA" \
+            -H "Authorization: Bearer $(cat "$W/tok-wd-3")" -H 'Content-Type: application/json' \
+            -X POST --data-binary @"$f.one" "$KUBE_SERVER$E"
+    done <"$f" >"$f.codes") &
+    noise_pids+=($!)
+done
+wait "${noise_pids[@]}"
+check "600 unreadable NCCLGPULost Events about gpu-3 posted" test "$(cat "$W"/noise.??.codes | grep -c '^201$')" = 600
+late=$(jq -nc --argjson at "$(date +%s%3N)" '{
+    apiVersion: "v1", kind: "Event", metadata: {name: "gpu-3.zz-late", namespace: "default",
+        annotations: {"ncclguard.io/evidence": ({key: "uid-late/gpu-lost", pod: "ml/late",
+            node: "gpu-3", reason: "GPULost", gpus: "5", at: $at} | tojson)}},
+    involvedObject: {apiVersion: "v1", kind: "Node", name: "gpu-3", uid: "gpu-3"},
+    reason: "NCCLGPULost", message: "test", type: "Warning",
+    source: {component: "ncclguard-watchdog", host: "gpu-3"},
+    firstTimestamp: "2026-12-01T00:00:00Z", lastTimestamp: "2026-12-01T00:00:00Z",
+    count: 1, reportingComponent: "ncclguard.io/watchdog", reportingInstance: "gpu-3"}')
+code=$(post_as "$W/tok-wd-3" "$E" "$late")
+[ "$code" = 201 ] || bad "the late NCCLGPULost about gpu-3: HTTP $code" "$(cat "$W/post.out")"
+late_counted() { grep -q '"key":"uid-late/gpu-lost"' "$W/loop3.log"; }
+if eventually 30 late_counted; then
+    ok "an evidence Event on the second page of the node's Events is read (continue followed)"
+else
+    bad "gpu-3's loop never counted the Event after 600 others" "$(tail -3 "$W/loop3.log" | cut -c1-300)"
+fi
+
 # ---- a relist after 410 forgets the pods deleted in the gap ---------------
 # gpu-4: quarantined while a running pod holds its 8 GPUs, so no
 # validation pod may start. The loop is stopped, the apiserver restarts
