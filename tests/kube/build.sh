@@ -47,7 +47,7 @@ mkdir -p "$out/bin.new"
 for n in server v3; do
     [ -e "$out/bin.new/$n" ] && mv "$out/bin.new/$n" "$out/bin.new/etcd"
 done
-rm -rf "$out/bin"
+rm -rf "${out:?}/bin"
 mv "$out/bin.new" "$out/bin"
 echo "$key" >"$out/.key"
 echo "kube build: $ver built in $(( $(date +%s) - start )) s" >&2

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # A real control plane on loopback for the tests: etcd and kube-apiserver
 # built from their Go modules (tests/kube/build.sh), started the way a
 # cluster's control plane runs them, and the kubectl of the same release.
@@ -59,8 +60,8 @@ kube_certs() {
 }
 
 kube_wait_ready() {
-    local i
-    for i in $(seq 1 600); do
+    local _
+    for _ in $(seq 1 600); do
         if curl -sf --max-time 2 --cacert "$KUBE_DIR/ca.crt" \
             --cert "$KUBE_DIR/admin.crt" --key "$KUBE_DIR/admin.key" \
             "$KUBE_SERVER/readyz" >/dev/null 2>&1; then
@@ -135,8 +136,8 @@ kube_up() {
         kubectl config use-context test >/dev/null || return 1
     # Wait for the bootstrap RBAC roles (the poststarthook) and the default
     # namespace's existence before any test uses them.
-    local i
-    for i in $(seq 1 100); do
+    local _
+    for _ in $(seq 1 100); do
         kubectl get clusterrole system:node >/dev/null 2>&1 &&
             kubectl get namespace default >/dev/null 2>&1 && break
         sleep 0.2
@@ -150,8 +151,8 @@ kube_up() {
 kube_stop() {
     [ -n "${1:-}" ] || return 0
     kill "$1" 2>/dev/null || return 0
-    local i
-    for i in $(seq 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    local _
+    for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$1" 2>/dev/null
     wait "$1" 2>/dev/null
     return 0

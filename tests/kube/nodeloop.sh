@@ -53,20 +53,33 @@ eventually() {
     return 1
 }
 jqt() { jq -e "$@" >/dev/null 2>&1; }
+# post_lines FILE PATH [TOKENFILE]: POSTs each line of FILE to PATH, four
+# requests at a time, as the administrator or with the bearer token in
+# TOKENFILE; prints how many were created (201).
+post_lines() {
+    local part pids=()
+    split -l "$((($(wc -l <"$1") + 3) / 4))" -d "$1" "$1.part."
+    for part in "$1".part.??; do
+        (while IFS= read -r line; do
+            printf '%s' "$line" >"$part.one"
+            if [ -n "${3:-}" ]; then
+                curl -sS -o /dev/null -w '%{http_code}\n' --max-time 20 --cacert "$KUBE_CA" \
+                    -H "Authorization: Bearer $(cat "$3")" -H 'Content-Type: application/json' \
+                    -X POST --data-binary @"$part.one" "$KUBE_SERVER$2"
+            else
+                kube_api POST "$2" "$part.one" | tail -n 1 | sed 's/^HTTP //'
+            fi
+        done <"$part" >"$part.codes") &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+    cat "$1".part.??.codes | grep -c '^201$'
+}
 
 # Termination messages the ring check writes (against its test double).
-mkdir -p "$W/msg" "$W/shm"
-msg() {
-    local name=$1 envs=()
-    shift
-    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-    shift
-    timeout -k 2 60 env LD_LIBRARY_PATH="$FAKES" LD_BIND_NOW=1 \
-        FAKENCCL_DIR="$W/shm" NCCL_BUFFSIZE=1048576 "${envs[@]}" \
-        "$RINGCHECK" --termination-log "$W/msg/$name.tl" --bw-bytes 1Mi \
-        "$@" >"$W/msg/$name.out" 2>&1
-    echo $? >"$W/msg/$name.rc"
-}
+MSGTMP=$W
+# shellcheck source=tests/nodeloop/msg.sh
+. "$root/tests/nodeloop/msg.sh"
 msg p2p_fallback FAKECUDA_DEVICES=4 FAKENCCL_P2P_BROKEN=1,2 -- \
     --expect-gpus 4 --timeout 20 --phase-timeout 3 --on-failure fallback \
     --fallback-conf "$W/nccl.conf"
@@ -326,17 +339,7 @@ big=$(head -c 24000 /dev/zero | tr '\0' 'x')
 for i in $(seq 1 440); do
     printf '{"apiVersion":"v1","kind":"Node","metadata":{"name":"big-%d","labels":{"nvidia.com/gpu.present":"true"},"annotations":{"example.com/images":"%s"}}}\n' "$i" "$big"
 done >"$W/bignodes.jsonl"
-split -l 110 -d "$W/bignodes.jsonl" "$W/bigpart."
-big_pids=()
-for f in "$W"/bigpart.??; do
-    (while IFS= read -r line; do
-        printf '%s' "$line" >"$f.one"
-        kube_api POST /api/v1/nodes "$f.one" | tail -n 1
-    done <"$f" >"$f.codes") &
-    big_pids+=($!)
-done
-wait "${big_pids[@]}"
-made=$(cat "$W"/bigpart.??.codes | grep -c '^HTTP 201$')
+made=$(post_lines "$W/bignodes.jsonl" /api/v1/nodes)
 [ "$made" = 440 ] || bad "only $made of the 440 large Nodes were created"
 all_nodes=$(kube_api GET '/api/v1/nodes?labelSelector=nvidia.com%2Fgpu.present%3Dtrue' | head -n -1 | wc -c)
 check "one list of the GPU Nodes is over 8 MiB ($all_nodes bytes)" test "$all_nodes" -gt 8388608
@@ -377,19 +380,8 @@ fi
 for i in $(seq 1 600); do
     printf '{"apiVersion":"v1","kind":"Event","metadata":{"name":"gpu-3.a%04d","namespace":"default"},"involvedObject":{"apiVersion":"v1","kind":"Node","name":"gpu-3","uid":"gpu-3"},"reason":"NCCLGPULost","message":"noise","type":"Warning","source":{"component":"test","host":"gpu-3"},"firstTimestamp":"2026-12-01T00:00:00Z","lastTimestamp":"2026-12-01T00:00:00Z","count":1,"reportingComponent":"ncclguard.io/watchdog","reportingInstance":"gpu-3"}\n' "$i"
 done >"$W/noise.jsonl"
-split -l 150 -d "$W/noise.jsonl" "$W/noise."
-noise_pids=()
-for f in "$W"/noise.??; do
-    (while IFS= read -r line; do
-        printf '%s' "$line" >"$f.one"
-        curl -sS -o /dev/null -w '%{http_code}\n' --max-time 20 --cacert "$KUBE_CA" \
-            -H "Authorization: Bearer $(cat "$W/tok-wd-3")" -H 'Content-Type: application/json' \
-            -X POST --data-binary @"$f.one" "$KUBE_SERVER$E"
-    done <"$f" >"$f.codes") &
-    noise_pids+=($!)
-done
-wait "${noise_pids[@]}"
-check "600 unreadable NCCLGPULost Events about gpu-3 posted" test "$(cat "$W"/noise.??.codes | grep -c '^201$')" = 600
+check "600 unreadable NCCLGPULost Events about gpu-3 posted" \
+    test "$(post_lines "$W/noise.jsonl" "$E" "$W/tok-wd-3")" = 600
 late=$(jq -nc --argjson at "$(date +%s%3N)" '{
     apiVersion: "v1", kind: "Event", metadata: {name: "gpu-3.zz-late", namespace: "default",
         annotations: {"ncclguard.io/evidence": ({key: "uid-late/gpu-lost", pod: "ml/late",

@@ -65,21 +65,11 @@ if [ ! -x "$RINGCHECK" ]; then
 fi
 
 # ---- 1. real termination messages, classified --------------------------
-mkdir -p "$TMP/msg" "$TMP/shm"
-# msg NAME ENV... -- ARGS...: runs the check against the double and keeps
-# its termination message and exit code.
-msg() {
-    local name=$1 envs=()
-    shift
-    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-    shift
-    timeout -k 2 60 env LD_LIBRARY_PATH="$FAKES" LD_BIND_NOW=1 \
-        FAKENCCL_DIR="$TMP/shm" NCCL_BUFFSIZE=1048576 "${envs[@]}" \
-        "$RINGCHECK" --termination-log "$TMP/msg/$name.tl" --bw-bytes 1Mi \
-        "$@" >"$TMP/msg/$name.out" 2>&1
-    echo $? >"$TMP/msg/$name.rc"
-    [ -f "$TMP/msg/$name.tl" ] || : >"$TMP/msg/$name.tl"
-}
+# msg NAME ENV... -- ARGS... (msg.sh): the check's termination message
+# against the double, in $TMP/msg/NAME.tl and .rc.
+MSGTMP=$TMP
+# shellcheck source=tests/nodeloop/msg.sh
+. "$HERE/msg.sh"
 # classified NAME JQ: the agent's classification of that message.
 classified() {
     local out
