@@ -599,7 +599,9 @@ done:
 static int
 put_str(struct buf *b, const char *s)
 {
-    return text_utf8_valid(s) ? jsonwrite_string(b, s, strlen(s)) : -1;
+    size_t n;
+
+    return text_utf8_valid_len(s, &n) ? jsonwrite_string(b, s, n) : -1;
 }
 
 /* A list member of the container, written as its entries come:

@@ -80,10 +80,11 @@ buf_reserve_size(const struct buf *b, size_t more)
     return cap;
 }
 
-int
-buf_reserve(struct buf *b, size_t more)
+/* Grows b to cap bytes, as buf_reserve_size() or buf_reserve_exact_size()
+ * computed it (0: refused). */
+static int
+grow_to(struct buf *b, size_t cap)
 {
-    size_t cap = buf_reserve_size(b, more);
     char *np;
 
     if (cap == 0)
@@ -96,6 +97,12 @@ buf_reserve(struct buf *b, size_t more)
     b->p = np;
     b->cap = cap;
     return 0;
+}
+
+int
+buf_reserve(struct buf *b, size_t more)
+{
+    return grow_to(b, buf_reserve_size(b, more));
 }
 
 size_t
@@ -112,19 +119,7 @@ buf_reserve_exact_size(const struct buf *b, size_t more)
 int
 buf_reserve_exact(struct buf *b, size_t more)
 {
-    size_t cap = buf_reserve_exact_size(b, more);
-    char *np;
-
-    if (cap == 0)
-        return -1;
-    if (cap <= b->cap)
-        return 0;
-    np = realloc(b->p, cap);
-    if (!np)
-        return -1;
-    b->p = np;
-    b->cap = cap;
-    return 0;
+    return grow_to(b, buf_reserve_exact_size(b, more));
 }
 
 int

@@ -58,18 +58,39 @@ text_utf8_seq_len(const unsigned char *p)
 }
 
 bool
-text_utf8_valid(const char *s)
+text_utf8_valid_len(const char *s, size_t *len)
 {
-    const unsigned char *p = (const unsigned char *)s;
+    const size_t n = strlen(s);
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
 
-    while (*p != '\0') {
-        size_t n = text_utf8_seq_len(p);
+    *len = n;
+    /* Plain ASCII, eight bytes at a time (within the string: strlen has
+     * found its end); the first byte with its high bit set goes through
+     * the sequence check, and so does every byte after it. */
+    while (end - p >= 8) {
+        uint64_t w;
 
-        if (n == 0)
+        memcpy(&w, p, 8);
+        if ((w & 0x8080808080808080ull) != 0)
+            break;
+        p += 8;
+    }
+    while (p < end) {
+        size_t k = text_utf8_seq_len(p);
+
+        if (k == 0)
             return false;
-        p += n;
+        p += k;
     }
     return true;
+}
+
+bool
+text_utf8_valid(const char *s)
+{
+    size_t n;
+
+    return text_utf8_valid_len(s, &n);
 }
 
 size_t

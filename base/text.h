@@ -66,6 +66,8 @@ size_t text_utf8_seq_len(const unsigned char *p);
 /* Whether the NUL-terminated s is well-formed UTF-8 (RFC 3629, as
  * text_utf8_fix() reads it). Thread-safe. */
 bool text_utf8_valid(const char *s);
+/* As text_utf8_valid(), and *len is strlen(s), counted on the way. */
+bool text_utf8_valid_len(const char *s, size_t *len);
 
 /*
  * Replaces, in place, each byte of s that does not start a well-formed

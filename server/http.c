@@ -21,6 +21,7 @@
 #include "admission/jsonmem.h"
 #include "admission/review.h"
 #include "base/buf.h"
+#include "server/heldsend.h"
 #include "server/log.h"
 #include "server/metrics.h"
 
@@ -93,6 +94,7 @@ struct request {
     bool no_memory;
     bool over_budget; /* body refused: the global budget is spent */
     bool bad_framing; /* answered 400; the connection must close */
+    bool head;        /* a HEAD request: the answer goes without its body */
     size_t dropped;   /* bytes of an oversized body read and thrown away */
     const struct route *route; /* NULL until request_begin() finds it */
     struct timespec t0;
@@ -131,6 +133,12 @@ struct conn {
     uint64_t phase_ns;
     uint64_t deadline_ns; /* 0 = none */
     struct peer_key peer; /* the client's address */
+
+    /* The answer's header record held back to go out with its body's
+     * first record in one sendmsg (tls_push()); the connection's thread
+     * alone touches it. */
+    gnutls_session_t tls; /* NULL: libmicrohttpd's own push is in place */
+    struct heldsend out;
 };
 
 struct http_server {
@@ -719,6 +727,29 @@ peer_key_of(struct MHD_Connection *mc)
     return k;
 }
 
+/*
+ * GnuTLS's push function for a connection: libmicrohttpd 0.9.75 sends the
+ * header and the body of a TLS answer in two gnutls_record_send() calls
+ * (mhd_send.c, MHD_send_hdr_and_body_(): it gives GnuTLS no vector), and
+ * each send costs the server a wake-up of the reader, on loopback as on a
+ * node's network. answer() marks the connection when it queues an answer
+ * with a body; the header's record is then held and goes out with the
+ * body's first record in one sendmsg (server/heldsend.h), as nginx
+ * answers with one write. Held bytes the body never followed (an answer
+ * sent without it) are flushed when the request completes.
+ */
+static ssize_t
+tls_push(gnutls_transport_ptr_t ptr, const void *data, size_t len)
+{
+    struct conn *c = ptr;
+    int err = 0;
+    ssize_t n = heldsend_push(&c->out, data, len, &err);
+
+    if (n < 0)
+        gnutls_transport_set_errno(c->tls, err);
+    return n;
+}
+
 static void
 notify_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
                   enum MHD_ConnectionNotificationCode code)
@@ -756,6 +787,17 @@ notify_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
              * the pointer free for us. */
             if (gnutls_session_get_ptr(session) == NULL)
                 gnutls_session_set_ptr(session, mc);
+            /* libmicrohttpd made the socket the session's transport, for
+             * reading and writing, before this notice (daemon.c,
+             * new_connection_prepare_()); the writes now go through
+             * tls_push(), the reads stay as they were. */
+            if (c->fd >= 0) {
+                c->tls = session;
+                c->out.fd = c->fd;
+                gnutls_transport_set_ptr2(
+                    session, (gnutls_transport_ptr_t)(intptr_t)c->fd, c);
+                gnutls_transport_set_push_function(session, tls_push);
+            }
         }
         return;
     }
@@ -797,6 +839,8 @@ request_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     if (req == NULL)
         return;
     c = request_conn(req);
+    if (c->tls != NULL)
+        (void)heldsend_flush(&c->out, 1000);
     reload_policy_release(req->pol);
     if (c->body.cap > BODY_KEEP)
         conn_body_free(c);
@@ -838,6 +882,11 @@ answer(struct http_server *s, struct MHD_Connection *mc, struct request *req,
     ret = MHD_queue_response(mc, status, r);
     MHD_destroy_response(r);
     if (ret == MHD_YES) {
+        struct conn *c = request_conn(req);
+
+        /* The header's record waits for the body's (tls_push()). */
+        if (c->tls != NULL && len > 0 && !req->head)
+            c->out.hold_next = true;
         req->answered = true;
         metrics_http_record((int)status);
     }
@@ -1339,6 +1388,7 @@ request_begin(struct http_server *s, struct MHD_Connection *mc, const char *url,
     req = &c->req;
     memset(req, 0, sizeof(*req));
     req->active = true;
+    req->head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
     clock_gettime(CLOCK_MONOTONIC, &req->t0);
     *con_cls = req;
     atomic_fetch_add(&s->in_flight, 1);

@@ -1,7 +1,7 @@
 # server/ HTTP side: serve, TLS, metrics, logs, reload, integration tests, make run.
 LIB_SRCS += server/http.c server/metrics.c server/log.c server/reload.c \
-	server/tlspair.c
-UNIT_TESTS += tlspair metrics log reload http
+	server/tlspair.c server/heldsend.c
+UNIT_TESTS += tlspair metrics log reload http heldsend
 CHECKS += check-http
 
 # The integration tests start the real binary with throwaway certificates
@@ -56,3 +56,9 @@ $(BUILD)/tests/test_http: $(BUILD)/obj/tests/unit/test_http.o \
 		$(BUILD)/libncclguard.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) $(HTTP_TEST_WRAP) -o $@ $^ $(LDLIBS)
+
+# test_heldsend stops sends at every byte through link-time wraps.
+$(BUILD)/tests/test_heldsend: $(BUILD)/obj/tests/unit/test_heldsend.o \
+		$(BUILD)/libncclguard.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SAN) -Wl,--wrap=send,--wrap=sendmsg -o $@ $^ $(LDLIBS)

@@ -286,4 +286,123 @@ ng_contains "port taken: the error names the address and what to do" \
     "cannot listen on 127.0.0.1:$NG_PORT: Address already in use; another process is listening there"
 ng_serve_stop
 
+# ---- 7. Pipelined answers to a client that does not read yet ----
+# The server holds each answer's header record back and sends it with the
+# body's first record in one sendmsg (server/http.c, tls_push()). A client
+# that sends 3,000 reviews on one connection before reading any answer fills
+# the socket, so that sends stop part way through held bytes: every answer
+# must still arrive whole, in order, each with its own uid.
+ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" \
+    --threads 1 || exit 1
+pipe_out=$(python3 - "$NG_PORT" "$T/ca.crt" \
+    "$NG_ROOT/bench/reviews/lws-leader.json" 2>&1 <<'PY2'
+import json, select, socket, ssl, sys, time
+port, ca, review = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+doc = json.load(open(review))
+ctx = ssl.create_default_context(cafile=ca)
+raw = socket.socket()
+raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+raw.connect(("127.0.0.1", port))
+s = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+s.setblocking(False)
+N = 3000
+out = bytearray()
+for i in range(N):
+    doc["request"]["uid"] = "pipe-%04d" % i
+    body = json.dumps(doc).encode()
+    out += (b"POST /mutate HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body) + body)
+sent = 0
+# Phase 1: send without reading until the sends stall for half a second:
+# the server's socket is then full of answers and its sends stop short.
+while sent < len(out):
+    try:
+        sent += s.send(out[sent:sent + 65536])
+    except ssl.SSLWantWriteError:
+        if not select.select([], [s], [], 0.5)[1]:
+            break
+stalled = sent < len(out)
+# Phase 2: read every answer, sending the rest as the socket takes it.
+buf, pos, got = bytearray(), 0, []
+deadline = time.time() + 60
+while len(got) < N and time.time() < deadline:
+    if s.pending() == 0:
+        select.select([s], [s] if sent < len(out) else [], [], 1)
+    if sent < len(out):
+        try:
+            sent += s.send(out[sent:sent + 65536])
+        except ssl.SSLWantWriteError:
+            pass
+    try:
+        chunk = s.recv(262144)
+    except ssl.SSLWantReadError:
+        continue
+    if not chunk:
+        break
+    buf += chunk
+    while True:
+        head_end = buf.find(b"\r\n\r\n", pos)
+        if head_end < 0:
+            break
+        head = bytes(buf[pos:head_end]).decode("latin-1")
+        length = [int(l.split(":")[1]) for l in head.split("\r\n")
+                  if l.lower().startswith("content-length:")]
+        if not length or len(buf) < head_end + 4 + length[0]:
+            break
+        body = bytes(buf[head_end + 4:head_end + 4 + length[0]])
+        pos = head_end + 4 + length[0]
+        got.append((head.split(" ")[1], json.loads(body)["response"]["uid"]))
+want = [("200", "pipe-%04d" % i) for i in range(N)]
+print("stalled=%s answers=%d in_order=%s leftover=%d" %
+      (stalled, len(got), got == want, len(buf) - pos))
+PY2
+)
+ng_eq "3,000 pipelined reviews, answers read late: all whole, in order" \
+    "$pipe_out" "stalled=True answers=3000 in_order=True leftover=0"
+ng_eq "the server still answers after them" \
+    "$(ng_post "$D/review-v1.json" | tail -1)" 200
+
+# One answer, one TCP segment: 50 reviews one after the other on one
+# connection, each answer read before the next review is sent; the
+# server's socket (ss) counts the data segments it sent for them. Header
+# and body in two sends made two.
+segs_out=$(python3 - "$NG_PORT" "$T/ca.crt" "$D/review-v1.json" 2>&1 <<'PY2'
+import socket, ssl, subprocess, sys
+port, ca, review = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+body = open(review, "rb").read()
+ctx = ssl.create_default_context(cafile=ca)
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)),
+                    server_hostname="127.0.0.1")
+req = (b"POST /mutate HTTP/1.1\r\nHost: x\r\n"
+       b"Content-Type: application/json\r\n"
+       b"Content-Length: %d\r\n\r\n" % len(body) + body)
+def segs():
+    out = subprocess.run(["ss", "-tniH", "state", "established",
+                          "( sport = :%d )" % port],
+                         capture_output=True, text=True).stdout
+    f = [w for w in out.split() if w.startswith("data_segs_out:")]
+    return int(f[0].split(":")[1]) if len(f) == 1 else None
+def one():
+    s.sendall(req)
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        buf += s.recv(65536)
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    n = [int(l.split(b":")[1]) for l in head.split(b"\r\n")
+         if l.lower().startswith(b"content-length:")][0]
+    while len(rest) < n:
+        rest += s.recv(65536)
+one()
+a = segs()
+for i in range(50):
+    one()
+b = segs()
+print("unknown" if a is None or b is None else "%.2f" % ((b - a) / 50.0))
+PY2
+)
+ng_eq "each answer leaves in one TCP segment (header and body together)" \
+    "$segs_out" "1.00"
+ng_serve_stop
+
 ng_summary
