@@ -83,9 +83,13 @@ dur(const char *name, const char *v, int64_t *out, int zero_ok)
             return 0;
         }
     }
-    if (wd_duration_parse(v, strlen(v), &ms, &e) != 0 || ms <= 0) {
-        fprintf(stderr, "ncclguard-nodeloop: --%s: %s\n", name,
-                ms <= 0 ? "must be positive" : e.msg);
+    /* ms is set only when the parse succeeds. */
+    if (wd_duration_parse(v, strlen(v), &ms, &e) != 0) {
+        fprintf(stderr, "ncclguard-nodeloop: --%s: %s\n", name, e.msg);
+        return -1;
+    }
+    if (ms <= 0) {
+        fprintf(stderr, "ncclguard-nodeloop: --%s: must be positive\n", name);
         return -1;
     }
     *out = ms;

@@ -48,9 +48,13 @@ duration_opt(const char *name, const char *v, long long *out)
     struct ng_error e;
     int64_t ms;
 
-    if (wd_duration_parse(v, strlen(v), &ms, &e) != 0 || ms <= 0) {
-        fprintf(stderr, "ncclguard-watchdog: --%s: %s\n", name,
-                ms <= 0 ? "must be positive" : e.msg);
+    /* ms is set only when the parse succeeds. */
+    if (wd_duration_parse(v, strlen(v), &ms, &e) != 0) {
+        fprintf(stderr, "ncclguard-watchdog: --%s: %s\n", name, e.msg);
+        return -1;
+    }
+    if (ms <= 0) {
+        fprintf(stderr, "ncclguard-watchdog: --%s: must be positive\n", name);
         return -1;
     }
     *out = ms;
