@@ -114,6 +114,39 @@ wd_duration_parse(const char *text, size_t len, int64_t *ms,
     return 0;
 }
 
+int
+wd_duration_arg(const char *text, unsigned flags, int64_t *ms,
+                struct ng_error *err)
+{
+    size_t len = strlen(text);
+    int64_t v;
+
+    if ((flags & WD_DURATION_ZERO) && strcmp(text, "0") == 0) {
+        *ms = 0;
+        return 0;
+    }
+    /* Hours too where asked: quarantine windows and expiries are long. */
+    if ((flags & WD_DURATION_HOURS) && len > 1 && text[len - 1] == 'h') {
+        char *end;
+        long long h;
+
+        errno = 0;
+        h = strtoll(text, &end, 10);
+        if (errno == 0 && end == text + len - 1 && h > 0 && h <= 24 * 365) {
+            *ms = h * 3600 * 1000;
+            return 0;
+        }
+    }
+    if (wd_duration_parse(text, len, &v, err) != 0)
+        return -1;
+    if (v <= 0) {
+        ng_error_set(err, 0, 0, "must be positive");
+        return -1;
+    }
+    *ms = v;
+    return 0;
+}
+
 /* Cores with up to three decimals -> millicores. */
 static int
 cores_parse(const char *t, size_t len, int64_t *milli)

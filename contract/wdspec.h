@@ -97,4 +97,19 @@ bool wd_signal_kills_by_default(int sig);
 int wd_duration_parse(const char *text, size_t len, int64_t *ms,
                       struct ng_error *err) __attribute__((warn_unused_result));
 
+/* What else wd_duration_arg() takes, or'ed together. */
+#define WD_DURATION_ZERO 1u  /* "0" alone: 0 ms (an expiry that never comes) */
+#define WD_DURATION_HOURS 2u /* "Nh", 1 to 8760 hours (a year) */
+
+/*
+ * Parses text, a borrowed NUL-terminated command-line value, as a duration
+ * of more than 0 ms: wd_duration_parse()'s forms, and those that flags
+ * add. Both node programs read their duration options with it. Returns 0,
+ * or -1 with *ms untouched and err filled with what is wrong: the parser's
+ * message, or "must be positive" for a 0 that flags do not allow. The
+ * caller prints it after the option's name. Thread-safe.
+ */
+int wd_duration_arg(const char *text, unsigned flags, int64_t *ms,
+                    struct ng_error *err) __attribute__((warn_unused_result));
+
 #endif

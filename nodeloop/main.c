@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/opts.h"
 #include "contract/wdspec.h"
 #include "nodeloop/nodeclass.h"
 #include "nodeloop/nodestate.h"
@@ -59,36 +60,17 @@ usage(FILE *f)
             "                         the result as JSON, exit\n");
 }
 
+/* Reads a duration option into *out (flags: WD_DURATION_*); prints what
+ * is wrong and returns -1 when it is not one. */
 static int
-dur(const char *name, const char *v, int64_t *out, int zero_ok)
+dur(const char *name, const char *v, int64_t *out, unsigned flags)
 {
     struct ng_error e;
-    int64_t ms;
 
-    size_t len = strlen(v);
-
-    if (zero_ok && strcmp(v, "0") == 0) {
-        *out = 0;
-        return 0;
-    }
-    /* Hours too: quarantine windows and expiries are long. */
-    if (len > 1 && v[len - 1] == 'h') {
-        char *end;
-        long long h;
-
-        errno = 0;
-        h = strtoll(v, &end, 10);
-        if (errno == 0 && end == v + len - 1 && h > 0 && h <= 24 * 365) {
-            *out = h * 3600 * 1000;
-            return 0;
-        }
-    }
-    if (wd_duration_parse(v, strlen(v), &ms, &e) != 0 || ms <= 0) {
-        fprintf(stderr, "ncclguard-nodeloop: --%s: %s\n", name,
-                ms <= 0 ? "must be positive" : e.msg);
+    if (wd_duration_arg(v, flags | WD_DURATION_HOURS, out, &e) != 0) {
+        fprintf(stderr, "ncclguard-nodeloop: --%s: %s\n", name, e.msg);
         return -1;
     }
-    *out = ms;
     return 0;
 }
 
@@ -225,13 +207,7 @@ main(int argc, char **argv)
     o.event_poll_ms = 60000;
     o.heartbeat_ms = 300000;
     o.validation_timeout_s = 120;
-    if (getenv("KUBERNETES_SERVICE_HOST") != NULL &&
-        getenv("KUBERNETES_SERVICE_PORT") != NULL) {
-        const char *h = getenv("KUBERNETES_SERVICE_HOST");
-
-        snprintf(api, sizeof(api),
-                 strchr(h, ':') ? "https://[%s]:%s" : "https://%s:%s", h,
-                 getenv("KUBERNETES_SERVICE_PORT"));
+    if (opts_in_cluster_api(api, sizeof(api)) != NULL) {
         o.kc.api_server = api;
         o.kc.token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
         o.kc.ca_file = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
@@ -285,10 +261,8 @@ main(int argc, char **argv)
         case 'k':
         case 'V':
         case 'P':
-            errno = 0;
-            v = strtol(optarg, &end, 10);
-            if (errno != 0 || *end != '\0' || v < (c == 'P' ? 0 : 1) ||
-                v > (c == 'P' ? 65535 : 3600)) {
+            if (opts_long(optarg, c == 'P' ? 0 : 1, c == 'P' ? 65535 : 3600,
+                          &v) != 0) {
                 fprintf(stderr, "ncclguard-nodeloop: bad number \"%s\"\n",
                         optarg);
                 return 2;
@@ -318,7 +292,8 @@ main(int argc, char **argv)
             o.flags_set |= NLF_COOLDOWN_MAX;
             break;
         case 'e':
-            if (dur("expiry", optarg, &o.flag_pol.expiry_ms, 1) != 0)
+            if (dur("expiry", optarg, &o.flag_pol.expiry_ms,
+                    WD_DURATION_ZERO) != 0)
                 return 2;
             o.flags_set |= NLF_EXPIRY;
             break;

@@ -345,11 +345,43 @@ label(char *out, size_t n, const char *s)
     out[o] = '\0';
 }
 
+/* The labels of one pod's series, in the order each series names them. */
+#define POD_LABELS "namespace=\"%s\",pod=\"%s\",pod_uid=\"%s\""
+
+/* A watched pod and its name and namespace escaped as label values. */
+struct pod_labels {
+    const struct wpod *p;
+    char ns[140];
+    char name[520];
+};
+
+/* Steps *i to the next watched pod (with a known /dev/shm when shm is
+ * set) and fills l with it; false once no pod is left. Every per-pod
+ * series walks the pods through it, so all skip the same ones. */
+static bool
+pod_labels_next(const struct agent *a, size_t *i, bool shm,
+                struct pod_labels *l)
+{
+    for (; *i < a->n_pods; (*i)++) {
+        const struct wpod *p = &a->pods[*i];
+
+        if (!p->used || (shm && !p->shm_known))
+            continue;
+        l->p = p;
+        label(l->ns, sizeof(l->ns), p->ns);
+        label(l->name, sizeof(l->name), p->name);
+        (*i)++;
+        return true;
+    }
+    return false;
+}
+
 size_t
 wda_metrics_text(struct agent *a, char *buf, size_t n)
 {
     size_t u = 0, watched = 0;
     const struct metrics *m = &a->m;
+    struct pod_labels l;
 
 #define OUT(...)                                                               \
     do {                                                                       \
@@ -375,51 +407,23 @@ wda_metrics_text(struct agent *a, char *buf, size_t n)
         a->n_procs);
     OUT("# HELP ncclguard_watchdog_idle_periods Consecutive idle periods "
         "per pod.\n# TYPE ncclguard_watchdog_idle_periods gauge\n");
-    for (size_t i = 0; i < a->n_pods; i++) {
-        const struct wpod *p = &a->pods[i];
-        char ns[140], name[520];
-
-        if (!p->used)
-            continue;
-        label(ns, sizeof(ns), p->ns);
-        label(name, sizeof(name), p->name);
-        OUT("ncclguard_watchdog_idle_periods{namespace=\"%s\",pod=\"%s\","
-            "pod_uid=\"%s\"} %d\n",
-            ns, name, p->uid, p->rule.idle);
-    }
+    for (size_t i = 0; pod_labels_next(a, &i, false, &l);)
+        OUT("ncclguard_watchdog_idle_periods{" POD_LABELS "} %d\n", l.ns,
+            l.name, l.p->uid, l.p->rule.idle);
     OUT("# HELP ncclguard_watchdog_shm_bytes /dev/shm of each watched pod: "
         "used and size (the tmpfs, as the kubelet sized it).\n"
         "# TYPE ncclguard_watchdog_shm_bytes gauge\n");
-    for (size_t i = 0; i < a->n_pods; i++) {
-        const struct wpod *p = &a->pods[i];
-        char ns[140], name[520];
-
-        if (!p->used || !p->shm_known)
-            continue;
-        label(ns, sizeof(ns), p->ns);
-        label(name, sizeof(name), p->name);
-        OUT("ncclguard_watchdog_shm_bytes{namespace=\"%s\",pod=\"%s\","
-            "pod_uid=\"%s\",kind=\"used\"} %llu\n"
-            "ncclguard_watchdog_shm_bytes{namespace=\"%s\",pod=\"%s\","
-            "pod_uid=\"%s\",kind=\"size\"} %llu\n",
-            ns, name, p->uid, (unsigned long long)p->shm_used, ns, name, p->uid,
-            (unsigned long long)p->shm_size);
-    }
+    for (size_t i = 0; pod_labels_next(a, &i, true, &l);)
+        OUT("ncclguard_watchdog_shm_bytes{" POD_LABELS ",kind=\"used\"} %llu\n"
+            "ncclguard_watchdog_shm_bytes{" POD_LABELS ",kind=\"size\"} %llu\n",
+            l.ns, l.name, l.p->uid, (unsigned long long)l.p->shm_used, l.ns,
+            l.name, l.p->uid, (unsigned long long)l.p->shm_size);
     OUT("# HELP ncclguard_watchdog_shm_orphan_segments NCCL segments in a "
         "pod's /dev/shm that no live process of the pod maps.\n"
         "# TYPE ncclguard_watchdog_shm_orphan_segments gauge\n");
-    for (size_t i = 0; i < a->n_pods; i++) {
-        const struct wpod *p = &a->pods[i];
-        char ns[140], name[520];
-
-        if (!p->used || !p->shm_known)
-            continue;
-        label(ns, sizeof(ns), p->ns);
-        label(name, sizeof(name), p->name);
-        OUT("ncclguard_watchdog_shm_orphan_segments{namespace=\"%s\","
-            "pod=\"%s\",pod_uid=\"%s\"} %d\n",
-            ns, name, p->uid, p->shm_orphans);
-    }
+    for (size_t i = 0; pod_labels_next(a, &i, true, &l);)
+        OUT("ncclguard_watchdog_shm_orphan_segments{" POD_LABELS "} %d\n", l.ns,
+            l.name, l.p->uid, l.p->shm_orphans);
     OUT("# HELP ncclguard_watchdog_hangs_total Hangs detected.\n"
         "# TYPE ncclguard_watchdog_hangs_total counter\n"
         "ncclguard_watchdog_hangs_total %llu\n",

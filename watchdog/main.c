@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/opts.h"
 #include "contract/wdspec.h"
 #include "watchdog/agent.h"
 #include "watchdog/event.h"
@@ -42,15 +43,16 @@ usage(FILE *f)
             "                        it in canonical form, and exit\n");
 }
 
+/* Reads a duration option into *out; prints what is wrong and returns -1
+ * when it is not a positive duration. */
 static int
 duration_opt(const char *name, const char *v, long long *out)
 {
     struct ng_error e;
     int64_t ms;
 
-    if (wd_duration_parse(v, strlen(v), &ms, &e) != 0 || ms <= 0) {
-        fprintf(stderr, "ncclguard-watchdog: --%s: %s\n", name,
-                ms <= 0 ? "must be positive" : e.msg);
+    if (wd_duration_arg(v, 0, &ms, &e) != 0) {
+        fprintf(stderr, "ncclguard-watchdog: --%s: %s\n", name, e.msg);
         return -1;
     }
     *out = ms;
@@ -89,17 +91,9 @@ main(int argc, char **argv)
     if ((env = getenv("NCCLGUARD_NVML_LIBRARY")) != NULL && env[0] != '\0')
         o.nvml_path = env;
     o.node_name = getenv("NODE_NAME");
-    if (getenv("KUBERNETES_SERVICE_HOST") != NULL &&
-        getenv("KUBERNETES_SERVICE_PORT") != NULL) {
-        const char *h = getenv("KUBERNETES_SERVICE_HOST");
-
-        snprintf(api, sizeof(api),
-                 strchr(h, ':') ? "https://[%s]:%s" : "https://%s:%s", h,
-                 getenv("KUBERNETES_SERVICE_PORT"));
+    if (opts_in_cluster_api(api, sizeof(api)) != NULL)
         o.api_server = api;
-    }
     while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
-        char *end;
         long v;
 
         switch (c) {
@@ -121,9 +115,7 @@ main(int argc, char **argv)
             o.metrics_addr = strcmp(optarg, "off") == 0 ? NULL : optarg;
             break;
         case 'P':
-            errno = 0;
-            v = strtol(optarg, &end, 10);
-            if (errno != 0 || *end != '\0' || v < 0 || v > 65535) {
+            if (opts_long(optarg, 0, 65535, &v) != 0) {
                 fprintf(stderr,
                         "ncclguard-watchdog: --metrics-port must be 0 to "
                         "65535, got \"%s\"\n",
@@ -136,9 +128,7 @@ main(int argc, char **argv)
             o.port_file = optarg;
             break;
         case 'M':
-            errno = 0;
-            v = strtol(optarg, &end, 10);
-            if (errno != 0 || *end != '\0' || v < 1 || v > 1000000) {
+            if (opts_long(optarg, 1, 1000000, &v) != 0) {
                 fprintf(stderr,
                         "ncclguard-watchdog: --max-procs must be 1 to "
                         "1000000, got \"%s\"\n",

@@ -169,6 +169,20 @@ ev() { # ev NAME REASON ABOUT REPORTER
         firstTimestamp: "2026-12-01T00:00:00Z", lastTimestamp: "2026-12-01T00:00:00Z",
         count: 1, reportingComponent: "ncclguard.io/test", reportingInstance: $rep}'
 }
+# The NCCLGPULost Event a node's own watchdog posts when NVML reports a
+# lost GPU (watchdog/agent_event.c), its evidence stamped now.
+gpulost_ev() { # gpulost_ev NAME NODE KEY POD GPUS
+    jq -nc --arg n "$1" --arg node "$2" --arg key "$3" --arg pod "$4" --arg gpus "$5" \
+        --argjson at "$(date +%s%3N)" '{
+        apiVersion: "v1", kind: "Event", metadata: {name: $n, namespace: "default",
+            annotations: {"ncclguard.io/evidence": ({key: $key, pod: $pod,
+                node: $node, reason: "GPULost", gpus: $gpus, at: $at} | tojson)}},
+        involvedObject: {apiVersion: "v1", kind: "Node", name: $node, uid: $node},
+        reason: "NCCLGPULost", message: "test", type: "Warning",
+        source: {component: "ncclguard-watchdog", host: $node},
+        firstTimestamp: "2026-12-01T00:00:00Z", lastTimestamp: "2026-12-01T00:00:00Z",
+        count: 1, reportingComponent: "ncclguard.io/watchdog", reportingInstance: $node}'
+}
 E=/api/v1/namespaces/default/events
 code=$(post_as "$W/tok-wd-1" "$E" "$(ev gpulost-own NCCLGPULost gpu-1 gpu-1)")
 [ "$code" = 201 ] && ok "NCCLGPULost from the watchdog of the node it is about: admitted (core/v1)" ||
@@ -314,15 +328,7 @@ eventually 60 listed3 || bad "gpu-3's loop never listed its pods" "$(tail -5 "$W
 sleep 2
 # The node's own watchdog reports a lost GPU (what it posts on a real
 # node), which the loop counts as its own evidence.
-lost=$(jq -nc --argjson at "$(date +%s%3N)" '{
-    apiVersion: "v1", kind: "Event", metadata: {name: "gpulost-idle", namespace: "default",
-        annotations: {"ncclguard.io/evidence": ({key: "uid-w/gpu-lost", pod: "ml/w",
-            node: "gpu-3", reason: "GPULost", gpus: "2", at: $at} | tojson)}},
-    involvedObject: {apiVersion: "v1", kind: "Node", name: "gpu-3", uid: "gpu-3"},
-    reason: "NCCLGPULost", message: "test", type: "Warning",
-    source: {component: "ncclguard-watchdog", host: "gpu-3"},
-    firstTimestamp: "2026-12-01T00:00:00Z", lastTimestamp: "2026-12-01T00:00:00Z",
-    count: 1, reportingComponent: "ncclguard.io/watchdog", reportingInstance: "gpu-3"}')
+lost=$(gpulost_ev gpulost-idle gpu-3 uid-w/gpu-lost ml/w 2)
 code=$(post_as "$W/tok-wd-3" "$E" "$lost")
 [ "$code" = 201 ] || bad "NCCLGPULost about gpu-3: HTTP $code" "$(cat "$W/post.out")"
 counted3() { grep -q '"event":"gpu-lost-counted"' "$W/loop3.log"; }
@@ -382,15 +388,7 @@ for i in $(seq 1 600); do
 done >"$W/noise.jsonl"
 check "600 unreadable NCCLGPULost Events about gpu-3 posted" \
     test "$(post_lines "$W/noise.jsonl" "$E" "$W/tok-wd-3")" = 600
-late=$(jq -nc --argjson at "$(date +%s%3N)" '{
-    apiVersion: "v1", kind: "Event", metadata: {name: "gpu-3.zz-late", namespace: "default",
-        annotations: {"ncclguard.io/evidence": ({key: "uid-late/gpu-lost", pod: "ml/late",
-            node: "gpu-3", reason: "GPULost", gpus: "5", at: $at} | tojson)}},
-    involvedObject: {apiVersion: "v1", kind: "Node", name: "gpu-3", uid: "gpu-3"},
-    reason: "NCCLGPULost", message: "test", type: "Warning",
-    source: {component: "ncclguard-watchdog", host: "gpu-3"},
-    firstTimestamp: "2026-12-01T00:00:00Z", lastTimestamp: "2026-12-01T00:00:00Z",
-    count: 1, reportingComponent: "ncclguard.io/watchdog", reportingInstance: "gpu-3"}')
+late=$(gpulost_ev gpu-3.zz-late gpu-3 uid-late/gpu-lost ml/late 5)
 code=$(post_as "$W/tok-wd-3" "$E" "$late")
 [ "$code" = 201 ] || bad "the late NCCLGPULost about gpu-3: HTTP $code" "$(cat "$W/post.out")"
 late_counted() { grep -q '"key":"uid-late/gpu-lost"' "$W/loop3.log"; }

@@ -170,6 +170,58 @@ test_signals(void)
         CHECK(wd_signal_from_name(*n) != 0);
 }
 
+/* wd_duration_arg(): the duration options of both node programs. */
+struct arg_case {
+    const char *in;
+    unsigned flags;
+    long long ms;    /* when msg is NULL */
+    const char *msg; /* a substring of the error, or NULL */
+};
+
+static const struct arg_case arg_cases[] = {
+    {"200ms", 0, 200, NULL},
+    {"5s", 0, 5000, NULL},
+    {"2m", WD_DURATION_HOURS, 120000, NULL},
+    {"0s", 0, 0, "must be positive"},
+    {"0ms", WD_DURATION_ZERO, 0, "must be positive"},
+    {"0", 0, 0, "needs a unit"},
+    {"0", WD_DURATION_ZERO, 0, NULL},
+    {"0", WD_DURATION_ZERO | WD_DURATION_HOURS, 0, NULL},
+    {"5x", 0, 0, "duration \"5x\" needs a unit: ms, s or m"},
+    {"abc", 0, 0, "must be a whole number"},
+    {"", 0, 0, "must be a whole number"},
+    {"99999999999999999999s", 0, 0, "too large"},
+    {"1h", 0, 0, "needs a unit"},
+    {"1h", WD_DURATION_HOURS, 3600000, NULL},
+    {"8760h", WD_DURATION_HOURS, 8760LL * 3600000, NULL},
+    {"8761h", WD_DURATION_HOURS, 0, "needs a unit"},
+    {"0h", WD_DURATION_HOURS, 0, "needs a unit"},
+    {"h", WD_DURATION_HOURS, 0, "must be a whole number"},
+    {"1.5h", WD_DURATION_HOURS, 0, "needs a unit"},
+};
+
+static void
+test_arg(void)
+{
+    for (size_t i = 0; i < sizeof(arg_cases) / sizeof(arg_cases[0]); i++) {
+        const struct arg_case *c = &arg_cases[i];
+        struct ng_error e;
+        int64_t ms = -7;
+        int rc;
+
+        e.msg[0] = '\0';
+        rc = wd_duration_arg(c->in, c->flags, &ms, &e);
+        CHECK_INT(rc, c->msg == NULL ? 0 : -1);
+        /* *ms is untouched on failure. */
+        CHECK_INT(ms, c->msg == NULL ? c->ms : -7);
+        if (c->msg != NULL && strstr(e.msg, c->msg) == NULL) {
+            harness_failed++;
+            fprintf(stderr, "input \"%s\": error \"%s\" lacks \"%s\"\n", c->in,
+                    e.msg, c->msg);
+        }
+    }
+}
+
 int
 main(void)
 {
@@ -177,5 +229,6 @@ main(void)
     test_bad();
     test_format();
     test_signals();
+    test_arg();
     return harness_finish();
 }
