@@ -12,7 +12,8 @@
 #                         (9 runs: 3 reviews x nginx, ncclguard, Go peer)
 #   BENCH_RATE_SECONDS=8  each fixed-rate run, after a 1 s warm-up (4 runs;
 #                         8,000 requests, so p99 rests on 80 of them)
-#   MICROBENCH_SECONDS=1  per review in the micro-benchmark
+#   MICROBENCH_SECONDS=1  per review in the micro-benchmark (three runs;
+#                         the median of each review is kept)
 # BENCH_START (epoch seconds, set by make bench before the build) is where
 # the wall-time figure starts; without it, the start of this script.
 set -u
@@ -183,9 +184,34 @@ readyz=$(printf '%s\n' "${times[@]}" | sort -n | awk '
 
 # The micro-benchmark; review_handle's ns/op is read from its line for
 # each review, and anything else reads as "not parsed".
-micro=$(MICROBENCH_SECONDS=${MICROBENCH_SECONDS:-1} $PIN_SERVER "$MICROBENCH" \
-    "$root/policy/default.yaml" "$(body_of small)" "$(body_of medium)" \
-    "$(body_of large)" "$root"/bench/reviews/{small,medium,large,nongpu}.json 2>&1)
+# Three runs, each review's line taken from the run with its median
+# review_handle time: one run's figure moves by a quarter on this shared
+# machine, and the targets read it.
+micro_runs=()
+for k in 1 2 3; do
+    micro_runs+=("$(MICROBENCH_SECONDS=${MICROBENCH_SECONDS:-1} $PIN_SERVER \
+        "$MICROBENCH" "$root/policy/default.yaml" "$(body_of small)" \
+        "$(body_of medium)" "$(body_of large)" \
+        "$root"/bench/reviews/{small,medium,large,nongpu}.json 2>&1)")
+done
+micro=$(printf '%s\n' "${micro_runs[@]}" | awk '
+    /review_handle/ {
+        ns = $0; sub(/.*review_handle[ \t]+/, "", ns); sub(/[ \t].*/, "", ns)
+        if (!($1 in n)) order[++m] = $1
+        line[$1, ++n[$1]] = $0; t[$1, n[$1]] = ns + 0
+        next }
+    { other[++o] = $0 }
+    END {
+        for (i = 1; i <= m; i++) {
+            f = order[i]; k = n[f]
+            for (a = 1; a <= k; a++) {
+                below = 0
+                for (b = 1; b <= k; b++)
+                    if (t[f, b] < t[f, a] || (t[f, b] == t[f, a] && b < a)) below++
+                if (below == int((k - 1) / 2)) { print line[f, a]; break }
+            }
+        }
+        for (i = 1; i <= o; i++) if (other[i] != "") print other[i] }')
 # micro_us SIZE: review_handle's µs for that size's review; micro_ops
 # SIZE: the ops of its patch.
 micro_line() { grep -E "^${REVIEW_FILE[$1]:-$1}\.json[[:space:]]" <<<"$micro" | head -1; }
