@@ -200,10 +200,10 @@ struct walk {
     size_t n_keys;
     /* quiet_check()'s open containers. */
     struct level {
+        size_t pos, end;  /* the next member's tape index; the closing word */
         size_t keys_from; /* an object: its keys in keys[keys_from..] */
         bool is_object;
-        bool want_key; /* an object: the next string is a key */
-        bool hashed;   /* an object: dup_keys() checked its keys first */
+        bool hashed; /* an object: dup_keys() checked its keys first */
     } levels[FASTJSON_MAX_DEPTH + 2];
     size_t depth; /* the place fail_at() names: path[1..depth] */
     size_t open;  /* containers open: frames[0..open-1] */
@@ -638,62 +638,75 @@ bool
 quiet_check(walk &w, size_t e)
 {
     const tape &t = w.t;
-    const size_t stop = t.end(e);
     walk::level *lv = w.levels;
     size_t d = 0, n_keys = w.n_keys;
+    size_t v = e; /* the value to look at next */
 
-    for (size_t i = e; i < stop; i++) {
-        char ty = t.type(i);
-        walk::level *top = d > 0 ? &lv[d - 1] : nullptr;
+    /* The containers open, innermost last; a member at a time: its key
+     * (an object's) compared with the object's keys so far, then its
+     * value, stepped over or opened. */
+    for (;;) {
+        switch (t.type(v)) {
+        case T_OBJECT: {
+            const size_t count = t.count(v);
+            bool hashed = count > PAIRWISE_MAX;
 
-        if (ty == '}' || ty == ']') {
-            n_keys = lv[--d].keys_from;
-            continue;
-        }
-        if (top != nullptr && top->is_object) {
-            if (top->want_key && top->hashed) {
-                top->want_key = false;
-                continue;
+            if (count == 0)
+                break; /* {}: nothing to check (FieldsV1 is full of them) */
+            if (hashed && dup_keys(w, v, false)) {
+                w.oom = false; /* the walk tries again, and says so */
+                return false;
             }
-            if (top->want_key) {
-                std::string_view key = t.string(i);
+            lv[d++] = walk::level{v + 1, t.end(v), n_keys, true, hashed};
+            break;
+        }
+        case T_ARRAY:
+            if (t.count(v) > 0)
+                lv[d++] = walk::level{v + 1, t.end(v), n_keys, false, false};
+            break;
+        case T_UINT64:
+            return false;
+        default: /* a string, a number, true, false, null */
+            break;
+        }
+        /* The next member of the innermost open container, closing those
+         * that are done. */
+        if (d == 0)
+            return true; /* e was empty */
+        for (;;) {
+            walk::level &top = lv[d - 1];
 
-                for (size_t j = top->keys_from; j < n_keys; j++)
+            if (top.pos < top.end)
+                break;
+            n_keys = top.keys_from;
+            if (--d == 0)
+                return true;
+            /* The closed container was its parent's member: step past it. */
+            lv[d - 1].pos = top.end + 1;
+        }
+        walk::level &top = lv[d - 1];
+
+        if (top.is_object) {
+            const size_t k = top.pos;
+
+            if (!top.hashed) {
+                std::string_view key = t.string(k);
+
+                for (size_t j = top.keys_from; j < n_keys; j++)
                     if (w.keys[j].size() == key.size() &&
                         std::memcmp(w.keys[j].data(), key.data(), key.size()) ==
                             0)
                         return false;
                 w.keys[n_keys++] = key;
-                top->want_key = false;
-                continue;
             }
-            top->want_key = true; /* after this value, the next key */
+            v = k + 1;
+        } else {
+            v = top.pos;
         }
-        switch (ty) {
-        case T_OBJECT: {
-            bool hashed = t.count(i) > PAIRWISE_MAX;
-
-            if (hashed && dup_keys(w, i, false)) {
-                w.oom = false; /* the walk tries again, and says so */
-                return false;
-            }
-            lv[d++] = walk::level{n_keys, true, true, hashed};
-            break;
-        }
-        case T_ARRAY:
-            lv[d++] = walk::level{n_keys, false, false, false};
-            break;
-        case T_INT64:
-        case T_DOUBLE:
-            i++; /* the number's own word */
-            break;
-        case T_UINT64:
-            return false;
-        default: /* a string value, true, false, null */
-            break;
-        }
+        /* Past the value now; a container's members move it again when it
+         * closes. */
+        top.pos = t.after(v);
     }
-    return true;
 }
 
 /* Whether the container x, next to be opened and not built, was checked
