@@ -189,9 +189,36 @@ test_edit_distance(void)
     CHECK_INT(text_edit_distance(long_word, long_word), TEXT_DISTANCE_FAR);
 }
 
+/* The eight-byte ASCII path of text_utf8_valid_len(): one bad byte (a lone
+ * continuation byte, 0xff) or a good two-byte sequence at every place of a
+ * 40-byte string, and the length counted. */
+static void
+test_utf8_valid_len(void)
+{
+    char s[41];
+    size_t n = 0;
+
+    for (size_t at = 0; at + 1 < sizeof(s) - 1; at++) {
+        memset(s, 'a', sizeof(s) - 1);
+        s[sizeof(s) - 1] = '\0';
+        s[at] = (char)0x80;
+        CHECK(!text_utf8_valid_len(s, &n));
+        CHECK_INT((int)n, 40);
+        s[at] = (char)0xff;
+        CHECK(!text_utf8_valid(s));
+        s[at] = (char)0xc3; /* é */
+        s[at + 1] = (char)0xa9;
+        CHECK(text_utf8_valid_len(s, &n));
+        CHECK_INT((int)n, 40);
+    }
+    CHECK(text_utf8_valid_len("", &n));
+    CHECK_INT((int)n, 0);
+}
+
 int
 main(void)
 {
+    test_utf8_valid_len();
     test_cut_point();
     test_warning();
     test_fix();
