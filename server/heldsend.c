@@ -35,7 +35,7 @@ heldsend_push(struct heldsend *h, const void *data, size_t len, int *err)
             return -1;
         }
         if ((size_t)n < rest) {
-            h->off += (size_t)n;
+            h->off += (size_t)n; /* the rest of them first, next time */
             *err = EAGAIN;
             return -1;
         }
@@ -70,8 +70,8 @@ heldsend_flush(struct heldsend *h, int timeout_ms)
 
     h->hold_next = false;
     while (h->n_held > h->off) {
-        ssize_t n = send(h->fd, h->held + h->off, h->n_held - h->off,
-                         MSG_NOSIGNAL);
+        ssize_t n =
+            send(h->fd, h->held + h->off, h->n_held - h->off, MSG_NOSIGNAL);
         int64_t left;
 
         if (n > 0) {

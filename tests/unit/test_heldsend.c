@@ -118,8 +118,7 @@ test_hold_then_body(void)
     fill(hdr, sizeof(hdr), 1);
     fill(body, sizeof(body), 2);
     h.hold_next = true;
-    CHECK_INT((int)heldsend_push(&h, hdr, sizeof(hdr), &err),
-              (int)sizeof(hdr));
+    CHECK_INT((int)heldsend_push(&h, hdr, sizeof(hdr), &err), (int)sizeof(hdr));
     CHECK(!h.hold_next);
     /* Held: nothing on the wire yet. */
     CHECK_INT((int)recv(sv[1], got, sizeof(got), 0), -1);
@@ -151,8 +150,7 @@ test_not_held(void)
     CHECK_INT((int)n, 3);
     /* Marked, but larger than what is held: sent at once too. */
     h.hold_next = true;
-    CHECK_INT((int)heldsend_push(&h, big, sizeof(big), &err),
-              (int)sizeof(big));
+    CHECK_INT((int)heldsend_push(&h, big, sizeof(big), &err), (int)sizeof(big));
     CHECK(!h.hold_next);
     CHECK_INT((int)h.n_held, 0);
     n = 0;
@@ -229,8 +227,7 @@ test_flush(void)
     fill(hdr, sizeof(hdr), 7);
     /* An answer sent without its body: the held header goes at the end. */
     h.hold_next = true;
-    CHECK_INT((int)heldsend_push(&h, hdr, sizeof(hdr), &err),
-              (int)sizeof(hdr));
+    CHECK_INT((int)heldsend_push(&h, hdr, sizeof(hdr), &err), (int)sizeof(hdr));
     CHECK_INT(heldsend_flush(&h, 1000), 0);
     CHECK_INT((int)h.n_held, 0);
     drain(sv[1], got, &n, sizeof(got), sizeof(got));
@@ -242,16 +239,14 @@ test_flush(void)
     while (heldsend_push(&h, filler, 256 * 1024, &err) > 0)
         ;
     h.hold_next = true;
-    CHECK_INT((int)heldsend_push(&h, hdr, sizeof(hdr), &err),
-              (int)sizeof(hdr));
+    CHECK_INT((int)heldsend_push(&h, hdr, sizeof(hdr), &err), (int)sizeof(hdr));
     CHECK_INT(heldsend_flush(&h, 50), -1);
     CHECK_INT((int)h.n_held, 0);
     CHECK(!h.hold_next);
     /* A closed peer: the send's error comes back. */
     close(sv[1]);
     h.hold_next = true;
-    CHECK_INT((int)heldsend_push(&h, hdr, sizeof(hdr), &err),
-              (int)sizeof(hdr));
+    CHECK_INT((int)heldsend_push(&h, hdr, sizeof(hdr), &err), (int)sizeof(hdr));
     CHECK_INT((int)heldsend_push(&h, "x", 1, &err), -1);
     CHECK_INT(err, EPIPE);
     free(filler);
