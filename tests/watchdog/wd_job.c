@@ -78,12 +78,12 @@ mono_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Async-signal-safe: one write of a preformatted line. */
+/* Async-signal-safe: one write of a preformatted line, "NAME T" with T
+ * the monotonic time in ms it happened at. */
 static void
-log_sig(const char *name)
+log_sig_at(const char *name, long long t)
 {
     char buf[64];
-    long long t = mono_ms();
     char digits[24];
     int n = 0, d = 0;
 
@@ -99,6 +99,12 @@ log_sig(const char *name)
     buf[n++] = '\n';
     if (write(log_fd, buf, (size_t)n) < 0)
         _exit(3);
+}
+
+static void
+log_sig(const char *name)
+{
+    log_sig_at(name, mono_ms());
 }
 
 static void
@@ -199,16 +205,20 @@ static void
 fr_poll(void)
 {
     char buf[128];
+    long long t;
     int fd;
 
     if (fr_fd < 0 || read(fr_fd, buf, sizeof(buf)) <= 0)
         return;
     usleep(200000); /* the trace takes a while to write */
+    /* FRDUMP is the time the new dump appears: the agent may see the file
+     * as soon as it is closed, before this process logs the line. */
+    t = mono_ms();
     fd = open(fr_dump, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0 || write(fd, "{\"entries\": []}\n", 16) != 16)
         _exit(3);
     close(fd);
-    log_sig("FRDUMP");
+    log_sig_at("FRDUMP", t);
 }
 
 /* The /dev/shm of a pod: a small tmpfs, filled to pct with a mapped
