@@ -260,11 +260,17 @@ main(int argc, char **argv)
             break;
         case 'k':
         case 'V':
-        case 'P':
-            if (opts_long(optarg, c == 'P' ? 0 : 1, c == 'P' ? 65535 : 3600,
-                          &v) != 0) {
-                fprintf(stderr, "ncclguard-nodeloop: bad number \"%s\"\n",
-                        optarg);
+        case 'P': {
+            const long lo = c == 'P' ? 0 : 1, hi = c == 'P' ? 65535 : 3600;
+
+            if (opts_long(optarg, lo, hi, &v) != 0) {
+                fprintf(stderr,
+                        "ncclguard-nodeloop: --%s must be a whole number "
+                        "from %ld to %ld, got \"%s\"\n",
+                        c == 'k'   ? "threshold"
+                        : c == 'V' ? "validation-timeout"
+                                   : "metrics-port",
+                        lo, hi, optarg);
                 return 2;
             }
             if (c == 'k') {
@@ -275,6 +281,7 @@ main(int argc, char **argv)
             else
                 o.metrics_port = (int)v;
             break;
+        }
         case 'w':
             if (dur("window", optarg, &o.flag_pol.window_ms, 0) != 0)
                 return 2;

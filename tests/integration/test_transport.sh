@@ -289,9 +289,12 @@ ng_serve_stop
 # ---- 7. Pipelined answers to a client that does not read yet ----
 # The server holds each answer's header record back and sends it with the
 # body's first record in one sendmsg (server/http.c, tls_push()). A client
-# that sends 3,000 reviews on one connection before reading any answer fills
-# the socket, so that sends stop part way through held bytes: every answer
-# must still arrive whole, in order, each with its own uid.
+# that sends 3,000 reviews on one connection before reading any answer
+# fills both directions until the server waits for room to write: every
+# answer must still arrive whole, in order, each with its own uid. (The
+# server polls for room before it writes, so the kernel takes whole
+# records here; a send stopped inside the held bytes is driven byte by
+# byte in tests/unit/test_heldsend.c.)
 ng_serve_start --cert "$T/tls.crt" --key "$T/tls.key" --policy "$POLICY" \
     --threads 1 || exit 1
 pipe_out=$(python3 - "$NG_PORT" "$T/ca.crt" \

@@ -806,6 +806,17 @@ if want alerts; then
     fi
 fi
 
+if want options; then
+CASE="a number option out of range names the option and its range"
+    out=$("$NODELOOP" --metrics-port 70000 2>&1)
+    rc=$?
+    [ "$rc" -eq 2 ] && ok || bad "exit status $rc, want 2"
+    [ "$out" = 'ncclguard-nodeloop: --metrics-port must be a whole number from 0 to 65535, got "70000"' ] &&
+        ok || bad "message: $out"
+    out=$("$NODELOOP" --threshold x 2>&1)
+    [[ $out == *'--threshold must be a whole number from 1 to 3600, got "x"'* ]] && ok || bad "message: $out"
+fi
+
 stop_agent
 stop_fake
 echo "nodeloop: $pass passed, $fail failed"
